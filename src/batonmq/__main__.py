@@ -1,0 +1,5 @@
+"""``python -m batonmq`` is the ``batonmq`` command."""
+
+from batonmq.cli.broker import main
+
+raise SystemExit(main())

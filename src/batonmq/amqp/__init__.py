@@ -1,0 +1,1 @@
+"""The AMQP 0-9-1 protocol without IO: bytes in, events out; calls in, bytes out (STYLE.md 1)."""

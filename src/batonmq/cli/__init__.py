@@ -1,0 +1,1 @@
+"""The command-line programs: `batonmq` (run a broker)."""

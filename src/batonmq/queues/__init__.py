@@ -1,0 +1,1 @@
+"""Queue types behind the `QueueType` protocol (ARCHITECTURE.md, queues/)."""

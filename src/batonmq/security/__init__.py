@@ -1,0 +1,1 @@
+"""Authentication (SASL mechanisms, users) and, later, authorisation (ACLs) and TLS."""

@@ -1,0 +1,1 @@
+"""Listeners, the asyncio glue of connections, signals and graceful shutdown."""

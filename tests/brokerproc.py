@@ -1,0 +1,137 @@
+"""Start and stop a real BatonMQ broker process on a free loopback port, for tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class RunningBroker:
+    """A broker the tests can reach; `process` is None for an external broker (--amqp-url)."""
+
+    host: str
+    port: int
+    vhost: str = "/"
+    username: str = "guest"
+    password: str = "guest"
+    process: subprocess.Popen[bytes] | None = None
+    log_path: Path | None = None
+    data_dir: Path | None = None
+    extra_args: tuple[str, ...] = field(default=())
+
+    @property
+    def url(self) -> str:
+        vhost = "%2F" if self.vhost == "/" else self.vhost
+        return f"amqp://{self.username}:{self.password}@{self.host}:{self.port}/{vhost}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path else ""
+
+    def signal(self, signum: int) -> None:
+        assert self.process is not None, "an external broker cannot be signalled"
+        self.process.send_signal(signum)
+
+    def wait(self, timeout: float = 10.0) -> int:
+        assert self.process is not None
+        return self.process.wait(timeout)
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+
+
+def wait_for_port(
+    host: str,
+    port: int,
+    process: subprocess.Popen[bytes] | None,
+    log_path: Path,
+    timeout: float = 15.0,
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(
+                f"broker exited with {process.returncode}:\n{log_path.read_text(errors='replace')}"
+            )
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"broker did not listen on {host}:{port} within {timeout}s")
+
+
+def start_broker(workdir: Path, *extra_args: str) -> RunningBroker:
+    """Run `python -m batonmq` on a free port with its data and log under `workdir`."""
+    port = free_port()
+    data_dir = workdir / "data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log_path = workdir / "broker.log"
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "batonmq",
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--data-dir",
+                str(data_dir),
+                "--log-level",
+                "debug",
+                *extra_args,
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    broker = RunningBroker(
+        "127.0.0.1",
+        port,
+        process=process,
+        log_path=log_path,
+        data_dir=data_dir,
+        extra_args=extra_args,
+    )
+    try:
+        wait_for_port("127.0.0.1", port, process, log_path)
+    except Exception:
+        broker.stop()
+        raise
+    return broker
+
+
+def external_broker(url: str) -> RunningBroker:
+    parts = urlsplit(url)
+    vhost = parts.path[1:].replace("%2F", "/") if len(parts.path) > 1 else "/"
+    return RunningBroker(
+        parts.hostname or "127.0.0.1",
+        parts.port or 5672,
+        vhost=vhost,
+        username=parts.username or "guest",
+        password=parts.password or "guest",
+    )
