@@ -1,0 +1,518 @@
+"""The server side of one AMQP 0-9-1 connection, as a state machine with no IO (STYLE.md 1, 2).
+
+Rules of this machine — everything that changes its state lives in this file:
+
+1. Bytes go in through `receive_data`, which yields events lazily. The caller handles each event
+   before asking for the next, so an answer it gives (`accept_login`, `accept_open`,
+   `close_channel`, `close`) takes effect before the next frame is looked at.
+2. Bytes come out of `data_to_send`: everything queued by the calls since the last time.
+3. The handshake runs in the order of `_HANDSHAKE`: protocol header, start/start-ok, tune/tune-ok,
+   open/open-ok. A method out of that order is 503 COMMAND_INVALID.
+4. Channel 0 carries connection methods only; a channel carries anything but connection methods.
+   A method on a channel that is not open is 504 CHANNEL_ERROR (spec 4.2.2 "channel ... must be
+   open"); so is channel.open on an open channel or a channel number above channel_max.
+5. A content-carrying method (basic.publish) is followed by exactly one content header and as many
+   body frames as the header's body-size needs; any other frame on that channel in between, and
+   content frames with no method before them, are 505 UNEXPECTED_FRAME.
+6. After the server closes a channel it discards that channel's frames until channel.close-ok
+   (spec: "the peer ... MUST discard all frames ... until close-ok"); after it closes the
+   connection it discards everything but connection.close and connection.close-ok.
+7. Any `ProtocolError` found in the input closes the connection with that error's code and text;
+   the error never escapes `receive_data`.
+8. When the exchange is over (close-ok either way, or a refused protocol header), `ConnectionEnded`
+   is yielded once and `should_close_transport` turns true.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Final
+
+from pamqp import base, commands
+from pamqp.common import FieldTable
+
+from batonmq.amqp.constants import (
+    BASIC_CLASS_ID,
+    FRAME_MIN_SIZE,
+    PROTOCOL_HEADER,
+    PROTOCOL_HEADER_0_9,
+    PROTOCOL_HEADER_SIZE,
+    ReplyCode,
+)
+from batonmq.amqp.errors import HardError, ProtocolError
+from batonmq.amqp.frames import (
+    HEARTBEAT_BYTES,
+    BodyFrame,
+    FrameReader,
+    HeaderFrame,
+    HeartbeatFrame,
+    MethodFrame,
+    encode_content,
+    encode_method,
+)
+
+Connection = commands.Connection
+Channel = commands.Channel
+
+
+class State(enum.Enum):
+    AWAITING_HEADER = "awaiting protocol header"
+    AWAITING_START_OK = "awaiting connection.start-ok"
+    AUTHENTICATING = "authenticating"
+    AWAITING_TUNE_OK = "awaiting connection.tune-ok"
+    AWAITING_OPEN = "awaiting connection.open"
+    OPENING = "opening"
+    OPEN = "open"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
+#: The method each handshake state waits for, and the state it leads to.
+_HANDSHAKE: Final[dict[State, tuple[type[base.Frame], State]]] = {
+    State.AWAITING_START_OK: (Connection.StartOk, State.AUTHENTICATING),
+    State.AWAITING_TUNE_OK: (Connection.TuneOk, State.AWAITING_OPEN),
+    State.AWAITING_OPEN: (Connection.Open, State.OPENING),
+}
+
+#: Methods a client sends that carry content (the server-to-client ones are not accepted).
+_CONTENT_METHODS: Final = (commands.Basic.Publish,)
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionSettings:
+    """What the server offers in connection.start and connection.tune."""
+
+    server_properties: FieldTable
+    mechanisms: tuple[str, ...] = ("PLAIN", "AMQPLAIN")
+    locales: tuple[str, ...] = ("en_US",)
+    frame_max: int = 131072
+    channel_max: int = 2047
+    heartbeat: int = 60
+
+
+# Events ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LoginRequested:
+    """Answer with `accept_login(username)` or `refuse_login(text)`."""
+
+    mechanism: str
+    response: bytes
+    client_properties: FieldTable
+
+
+@dataclass(frozen=True, slots=True)
+class OpenRequested:
+    """Answer with `accept_open()` or `close(error)`."""
+
+    virtual_host: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelOpened:
+    channel: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelClosed:
+    """The client closed the channel (close-ok already sent)."""
+
+    channel: int
+    reply_code: int
+    reply_text: str
+
+
+@dataclass(frozen=True, slots=True)
+class MethodReceived:
+    channel: int
+    method: base.Frame
+
+
+@dataclass(frozen=True, slots=True)
+class ContentReceived:
+    """A whole content-carrying method: method, header and body."""
+
+    channel: int
+    method: base.Frame
+    header: HeaderFrame
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionEnded:
+    """The connection is over at the protocol level; close the transport once output is sent."""
+
+    reply_code: int
+    reply_text: str
+    by_peer: bool
+
+
+Event = (
+    LoginRequested
+    | OpenRequested
+    | ChannelOpened
+    | ChannelClosed
+    | MethodReceived
+    | ContentReceived
+    | ConnectionEnded
+)
+
+
+# Per-channel bookkeeping ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _PendingContent:
+    method: base.Frame
+    header: HeaderFrame | None = None
+    body_parts: list[bytes] = field(default_factory=list)
+    received: int = 0
+
+
+@dataclass(slots=True)
+class _ChannelSlot:
+    closing: bool = False
+    pending: _PendingContent | None = None
+
+
+class ServerConnection:
+    """One client connection, server side. See the rules at the top of this module."""
+
+    def __init__(self, settings: ConnectionSettings) -> None:
+        self.settings = settings
+        self.state = State.AWAITING_HEADER
+        self.frame_max = settings.frame_max
+        self.channel_max = settings.channel_max
+        self.heartbeat = settings.heartbeat
+        self.username: str | None = None
+        self.virtual_host: str | None = None
+        self.client_properties: FieldTable = {}
+        self.should_close_transport = False
+        self._reader = FrameReader(settings.frame_max)
+        self._output: list[bytes] = []
+        self._channels: dict[int, _ChannelSlot] = {}
+        self._ended = False
+
+    # Input --------------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> Iterator[Event]:
+        """Feed bytes; yields the events they complete (consume the iterator fully)."""
+        self._reader.feed(data)
+        try:
+            if self.state is State.AWAITING_HEADER:
+                yield from self._receive_protocol_header()
+            while self.state not in (State.AWAITING_HEADER, State.CLOSED):
+                frame = self._reader.next_frame()
+                if frame is None:
+                    return
+                yield from self._receive_frame(frame)
+        except ProtocolError as error:
+            self.close(error)
+
+    def _receive_protocol_header(self) -> Iterator[Event]:
+        header = self._reader.take(PROTOCOL_HEADER_SIZE)
+        if header is None:
+            return
+        if header not in (PROTOCOL_HEADER, PROTOCOL_HEADER_0_9):
+            # Spec 4.2.2: answer an unsupported header with the one we speak, then close.
+            self._output.append(PROTOCOL_HEADER)
+            yield from self._end(ReplyCode.NOT_ALLOWED, "unsupported protocol header", False)
+            return
+        self._send(
+            0,
+            Connection.Start(
+                version_major=0,
+                version_minor=9,
+                server_properties=self.settings.server_properties,
+                mechanisms=" ".join(self.settings.mechanisms),
+                locales=" ".join(self.settings.locales),
+            ),
+        )
+        self.state = State.AWAITING_START_OK
+
+    def _receive_frame(
+        self, frame: MethodFrame | HeaderFrame | BodyFrame | HeartbeatFrame
+    ) -> Iterator[Event]:
+        if isinstance(frame, HeartbeatFrame):
+            return
+        if self.state is State.CLOSING:
+            yield from self._receive_while_closing(frame)
+        elif frame.channel == 0:
+            if not isinstance(frame, MethodFrame):
+                raise HardError(ReplyCode.UNEXPECTED_FRAME, "content frame on channel 0")
+            yield from self._receive_connection_method(frame.method)
+        elif self.state is not State.OPEN:
+            raise HardError(ReplyCode.CHANNEL_ERROR, f"channel {frame.channel} used before open")
+        elif isinstance(frame, MethodFrame):
+            yield from self._receive_channel_method(frame.channel, frame.method)
+        else:
+            yield from self._receive_content(frame)
+
+    def _receive_while_closing(
+        self, frame: MethodFrame | HeaderFrame | BodyFrame
+    ) -> Iterator[Event]:
+        if not (isinstance(frame, MethodFrame) and frame.channel == 0):
+            return
+        if isinstance(frame.method, Connection.Close):
+            self._send(0, Connection.CloseOk())
+        if isinstance(frame.method, Connection.Close | Connection.CloseOk):
+            yield from self._end(self._close_code, self._close_text, False)
+
+    def _receive_connection_method(self, method: base.Frame) -> Iterator[Event]:
+        if isinstance(method, Connection.Close):
+            self._send(0, Connection.CloseOk())
+            yield from self._end(method.reply_code or 0, method.reply_text or "", True)
+            return
+        expected = _HANDSHAKE.get(self.state)
+        if expected is not None:
+            method_class, next_state = expected
+            if not isinstance(method, method_class):
+                raise HardError(
+                    ReplyCode.COMMAND_INVALID,
+                    f"expected {method_class.name}, got {method.name}",
+                    type(method),
+                )
+            self.state = next_state
+            yield from self._receive_handshake_method(method)
+        elif self.state is State.OPEN and isinstance(method, Connection.UpdateSecret):
+            yield MethodReceived(0, method)
+        else:
+            raise HardError(
+                ReplyCode.COMMAND_INVALID,
+                f"{method.name} is not allowed on channel 0 while {self.state.value}",
+                type(method),
+            )
+
+    def _receive_handshake_method(self, method: base.Frame) -> Iterator[Event]:
+        if isinstance(method, Connection.StartOk):
+            if method.mechanism not in self.settings.mechanisms or (
+                method.locale not in self.settings.locales
+            ):
+                # Spec (connection.start-ok): an unoffered mechanism or locale closes the
+                # socket "without sending any further data".
+                yield from self._end(ReplyCode.ACCESS_REFUSED, "unsupported mechanism", False)
+                return
+            self.client_properties = method.client_properties or {}
+            response = method.response
+            raw = response.encode("utf-8") if isinstance(response, str) else bytes(response)
+            yield LoginRequested(method.mechanism, raw, self.client_properties)
+        elif isinstance(method, Connection.TuneOk):
+            self._apply_tune_ok(method)
+        elif isinstance(method, Connection.Open):
+            yield OpenRequested(method.virtual_host)
+
+    def _apply_tune_ok(self, tune_ok: commands.Connection.TuneOk) -> None:
+        offered = self.settings
+        # Spec (connection.tune-ok): 0 means "no limit of its own", i.e. take the server's.
+        frame_max = tune_ok.frame_max or offered.frame_max
+        if not FRAME_MIN_SIZE <= frame_max <= offered.frame_max:
+            raise HardError(
+                ReplyCode.NOT_ALLOWED,
+                f"frame_max {frame_max} outside {FRAME_MIN_SIZE}..{offered.frame_max}",
+                Connection.TuneOk,
+            )
+        channel_max = tune_ok.channel_max or offered.channel_max
+        if channel_max > offered.channel_max:
+            raise HardError(
+                ReplyCode.NOT_ALLOWED,
+                f"channel_max {channel_max} above {offered.channel_max}",
+                Connection.TuneOk,
+            )
+        self.frame_max, self.channel_max = frame_max, channel_max
+        self.heartbeat = tune_ok.heartbeat
+        self._reader.frame_max = frame_max
+
+    def _receive_channel_method(self, channel: int, method: base.Frame) -> Iterator[Event]:
+        slot = self._channels.get(channel)
+        if isinstance(method, Channel.Open):
+            if slot is not None or channel > self.channel_max:
+                reason = "already open" if slot is not None else f"above {self.channel_max}"
+                raise HardError(
+                    ReplyCode.CHANNEL_ERROR, f"channel {channel} {reason}", Channel.Open
+                )
+            self._channels[channel] = _ChannelSlot()
+            self._send(channel, Channel.OpenOk())
+            yield ChannelOpened(channel)
+            return
+        if slot is None:
+            raise HardError(ReplyCode.CHANNEL_ERROR, f"channel {channel} is not open", type(method))
+        if slot.closing:
+            if isinstance(method, Channel.Close | Channel.CloseOk):
+                if isinstance(method, Channel.Close):
+                    self._send(channel, Channel.CloseOk())
+                del self._channels[channel]
+            return
+        if slot.pending is not None:
+            raise HardError(
+                ReplyCode.UNEXPECTED_FRAME,
+                f"{method.name} on channel {channel} while content was expected",
+                type(method),
+            )
+        if isinstance(method, Connection.Close | Connection.CloseOk | Connection.Open):
+            raise HardError(
+                ReplyCode.COMMAND_INVALID, f"{method.name} on channel {channel}", type(method)
+            )
+        if isinstance(method, Channel.Close):
+            del self._channels[channel]
+            self._send(channel, Channel.CloseOk())
+            yield ChannelClosed(channel, method.reply_code or 0, method.reply_text or "")
+        elif isinstance(method, Channel.CloseOk):
+            raise HardError(ReplyCode.COMMAND_INVALID, f"unexpected close-ok on channel {channel}")
+        elif isinstance(method, _CONTENT_METHODS):
+            slot.pending = _PendingContent(method)
+        else:
+            yield MethodReceived(channel, method)
+
+    def _receive_content(self, frame: HeaderFrame | BodyFrame) -> Iterator[Event]:
+        slot = self._channels.get(frame.channel)
+        if slot is None:
+            raise HardError(ReplyCode.CHANNEL_ERROR, f"channel {frame.channel} is not open")
+        if slot.closing:
+            return
+        pending = slot.pending
+        kind = "header" if isinstance(frame, HeaderFrame) else "body"
+        if pending is None or (pending.header is None) != isinstance(frame, HeaderFrame):
+            raise HardError(
+                ReplyCode.UNEXPECTED_FRAME, f"content {kind} frame on channel {frame.channel}"
+            )
+        if isinstance(frame, HeaderFrame):
+            if frame.class_id != BASIC_CLASS_ID:
+                raise HardError(
+                    ReplyCode.UNEXPECTED_FRAME, f"content header of class {frame.class_id}"
+                )
+            pending.header = frame
+        else:
+            pending.body_parts.append(frame.payload)
+            pending.received += len(frame.payload)
+        header = pending.header
+        assert header is not None
+        if pending.received > header.body_size:
+            raise HardError(
+                ReplyCode.UNEXPECTED_FRAME,
+                f"content body of {pending.received} octets exceeds body-size {header.body_size}",
+            )
+        if pending.received == header.body_size:
+            slot.pending = None
+            parts = pending.body_parts
+            body = parts[0] if len(parts) == 1 else b"".join(parts)
+            yield ContentReceived(frame.channel, pending.method, header, body)
+
+    # Answers and output -------------------------------------------------------------------
+
+    def accept_login(self, username: str) -> None:
+        self._expect_state(State.AUTHENTICATING)
+        self.username = username
+        settings = self.settings
+        self._send(
+            0,
+            Connection.Tune(
+                channel_max=settings.channel_max,
+                frame_max=settings.frame_max,
+                heartbeat=settings.heartbeat,
+            ),
+        )
+        self.state = State.AWAITING_TUNE_OK
+
+    def refuse_login(self, reply_text: str) -> None:
+        self._expect_state(State.AUTHENTICATING)
+        self.close(HardError(ReplyCode.ACCESS_REFUSED, reply_text, Connection.StartOk))
+
+    def accept_open(self, virtual_host: str) -> None:
+        self._expect_state(State.OPENING)
+        self.virtual_host = virtual_host
+        self._send(0, Connection.OpenOk())
+        self.state = State.OPEN
+
+    def send_method(self, channel: int, method: base.Frame) -> None:
+        self._output.append(encode_method(channel, method))
+
+    def send_frames(self, frames: list[bytes]) -> None:
+        """Already-encoded frames (the delivery hot path encodes its own)."""
+        self._output.extend(frames)
+
+    def send_content(
+        self, channel: int, method: base.Frame, header_payload: bytes, body: bytes
+    ) -> None:
+        self._output.extend(
+            encode_content(
+                channel, encode_method(channel, method), header_payload, body, self.frame_max
+            )
+        )
+
+    def send_heartbeat(self) -> None:
+        self._output.append(HEARTBEAT_BYTES)
+
+    def close_channel(self, channel: int, error: ProtocolError) -> None:
+        """Close one channel with a soft error; its frames are discarded until close-ok."""
+        slot = self._channels.get(channel)
+        if slot is None or slot.closing:
+            return
+        slot.closing, slot.pending = True, None
+        self._send(
+            channel,
+            Channel.Close(
+                reply_code=error.reply_code,
+                reply_text=error.reply_text[:255],
+                class_id=error.class_id,
+                method_id=error.method_id,
+            ),
+        )
+
+    def close(self, error: ProtocolError) -> None:
+        """Close the connection (a hard error, or 320 CONNECTION_FORCED at shutdown)."""
+        if self.state in (State.CLOSING, State.CLOSED):
+            return
+        if self.state is State.AWAITING_HEADER:
+            self.state, self.should_close_transport = State.CLOSED, True
+            return
+        self._close_code, self._close_text = int(error.reply_code), error.reply_text[:255]
+        self._send(
+            0,
+            Connection.Close(
+                reply_code=error.reply_code,
+                reply_text=self._close_text,
+                class_id=error.class_id,
+                method_id=error.method_id,
+            ),
+        )
+        self.state = State.CLOSING
+        self._channels.clear()
+
+    def data_to_send(self) -> list[bytes]:
+        output, self._output = self._output, []
+        return output
+
+    @property
+    def is_open(self) -> bool:
+        return self.state is State.OPEN
+
+    def open_channels(self) -> list[int]:
+        return [number for number, slot in self._channels.items() if not slot.closing]
+
+    def supports(self, capability: str) -> bool:
+        """Whether the client said it supports a capability (e.g. "connection.blocked")."""
+        capabilities = self.client_properties.get("capabilities")
+        return isinstance(capabilities, dict) and capabilities.get(capability) is True
+
+    # Internals ----------------------------------------------------------------------------
+
+    _close_code: int = 0
+    _close_text: str = ""
+
+    def _send(self, channel: int, method: base.Frame) -> None:
+        self._output.append(encode_method(channel, method))
+
+    def _end(self, reply_code: int, reply_text: str, by_peer: bool) -> Iterator[Event]:
+        self.state = State.CLOSED
+        self.should_close_transport = True
+        self._channels.clear()
+        if not self._ended:
+            self._ended = True
+            yield ConnectionEnded(reply_code, reply_text, by_peer)
+
+    def _expect_state(self, state: State) -> None:
+        if self.state is not state:
+            raise RuntimeError(f"connection is {self.state.value}, not {state.value}")

@@ -1,0 +1,191 @@
+"""Frames on the wire: a reader that turns bytes into frames, and the encoders for the way out.
+
+Partial input is not an error (STYLE.md 3): `FrameReader.next_frame` returns None until a whole
+frame is buffered. Everything else that is wrong with the bytes raises a `ProtocolError` with the
+reply code the spec gives it, never any other exception: pamqp's own exceptions stop here.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Final
+
+from pamqp import base, commands, header
+from pamqp import frame as pamqp_frame
+
+from batonmq.amqp.constants import (
+    BASIC_CLASS_ID,
+    FRAME_BODY,
+    FRAME_END,
+    FRAME_HEADER,
+    FRAME_HEARTBEAT,
+    FRAME_METHOD,
+    FRAME_OVERHEAD,
+    ReplyCode,
+)
+from batonmq.amqp.errors import HardError
+
+_FRAME_START: Final = struct.Struct(">BHI")
+_CONTENT_HEADER_START: Final = struct.Struct(">HHQ")
+#: class-id, weight, body-size and the first property-flags word.
+CONTENT_HEADER_MIN_SIZE: Final = 14
+HEARTBEAT_BYTES: Final = bytes((FRAME_HEARTBEAT, 0, 0, 0, 0, 0, 0, FRAME_END))
+
+
+@dataclass(frozen=True, slots=True)
+class MethodFrame:
+    channel: int
+    method: base.Frame
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderFrame:
+    """A content header. `payload` is kept exactly as received so it can be forwarded unchanged;
+    properties are decoded only where something needs them (`decode_properties`)."""
+
+    channel: int
+    class_id: int
+    body_size: int
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class BodyFrame:
+    channel: int
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatFrame:
+    channel: int
+
+
+Frame = MethodFrame | HeaderFrame | BodyFrame | HeartbeatFrame
+
+
+class FrameReader:
+    """Buffers bytes; yields whole frames no larger than `frame_max` (header and end included)."""
+
+    def __init__(self, frame_max: int) -> None:
+        self.frame_max = frame_max
+        self._buffer = bytearray()
+        self._offset = 0
+
+    def feed(self, data: bytes) -> None:
+        if self._offset and self._offset == len(self._buffer):
+            self._buffer.clear()
+            self._offset = 0
+        self._buffer += data
+
+    def take(self, count: int) -> bytes | None:
+        """The next `count` raw bytes (the protocol header), or None until that many are here."""
+        if len(self._buffer) - self._offset < count:
+            return None
+        start, self._offset = self._offset, self._offset + count
+        return bytes(self._buffer[start : self._offset])
+
+    def next_frame(self) -> Frame | None:
+        """The next whole frame, or None when more data is needed."""
+        buffer, offset = self._buffer, self._offset
+        available = len(buffer) - offset
+        if available < 7:
+            return None
+        frame_type, channel, size = _FRAME_START.unpack_from(buffer, offset)
+        if size + FRAME_OVERHEAD > self.frame_max:
+            raise HardError(
+                ReplyCode.FRAME_ERROR,
+                f"frame of {size + FRAME_OVERHEAD} octets exceeds frame_max {self.frame_max}",
+            )
+        if available < size + FRAME_OVERHEAD:
+            self._compact()
+            return None
+        end = offset + 7 + size
+        if buffer[end] != FRAME_END:
+            raise HardError(ReplyCode.FRAME_ERROR, f"frame-end octet is {buffer[end]:#04x}")
+        payload = bytes(buffer[offset + 7 : end])
+        self._offset = end + 1
+        return decode_frame(frame_type, channel, payload)
+
+    def _compact(self) -> None:
+        # Drop consumed bytes before waiting for the rest of a frame, so the buffer stays small.
+        if self._offset:
+            del self._buffer[: self._offset]
+            self._offset = 0
+
+
+def decode_frame(frame_type: int, channel: int, payload: bytes) -> Frame:
+    if frame_type == FRAME_METHOD:
+        return MethodFrame(channel, decode_method(payload))
+    if frame_type == FRAME_HEADER:
+        if len(payload) < CONTENT_HEADER_MIN_SIZE:
+            raise HardError(ReplyCode.FRAME_ERROR, "content header frame is truncated")
+        class_id, _weight, body_size = _CONTENT_HEADER_START.unpack_from(payload)
+        return HeaderFrame(channel, class_id, body_size, payload)
+    if frame_type == FRAME_BODY:
+        return BodyFrame(channel, payload)
+    if frame_type == FRAME_HEARTBEAT:
+        if channel != 0:
+            raise HardError(ReplyCode.FRAME_ERROR, "heartbeat frame on a channel other than 0")
+        return HeartbeatFrame(channel)
+    raise HardError(ReplyCode.FRAME_ERROR, f"unknown frame type {frame_type}")
+
+
+def decode_method(payload: bytes) -> base.Frame:
+    if len(payload) < 4:
+        raise HardError(ReplyCode.FRAME_ERROR, "method frame is truncated")
+    (index,) = struct.unpack_from(">I", payload)
+    method_class = commands.INDEX_MAPPING.get(index)
+    if method_class is None:
+        raise HardError(
+            ReplyCode.NOT_IMPLEMENTED,
+            f"unknown method: class {index >> 16}, method {index & 0xFFFF}",
+        )
+    method: base.Frame = method_class()
+    try:
+        method.unmarshal(payload[4:])
+    except Exception as error:
+        # pamqp raises struct.error, ValueError, IndexError, UnicodeDecodeError and more for
+        # malformed arguments; all of them mean the same thing on the wire.
+        raise HardError(
+            ReplyCode.SYNTAX_ERROR, f"malformed {method.name} arguments: {error}", method_class
+        ) from error
+    return method
+
+
+def decode_properties(header_payload: bytes) -> commands.Basic.Properties:
+    """The basic properties of a content header payload (a SYNTAX_ERROR when malformed)."""
+    content_header = header.ContentHeader()
+    try:
+        content_header.unmarshal(header_payload)
+    except Exception as error:
+        raise HardError(
+            ReplyCode.SYNTAX_ERROR, f"malformed content header properties: {error}"
+        ) from error
+    properties: commands.Basic.Properties = content_header.properties
+    return properties
+
+
+def encode_header_payload(properties: commands.Basic.Properties, body_size: int) -> bytes:
+    return _CONTENT_HEADER_START.pack(BASIC_CLASS_ID, 0, body_size) + properties.marshal()
+
+
+def encode_method(channel: int, method: base.Frame) -> bytes:
+    return pamqp_frame.marshal(method, channel)
+
+
+def encode_frame(frame_type: int, channel: int, payload: bytes) -> bytes:
+    return b"".join(
+        (_FRAME_START.pack(frame_type, channel, len(payload)), payload, bytes((FRAME_END,)))
+    )
+
+
+def encode_content(
+    channel: int, method_frame: bytes, header_payload: bytes, body: bytes, frame_max: int
+) -> list[bytes]:
+    """The frames of one content-carrying method: method, header, and the body split to fit."""
+    frames = [method_frame, encode_frame(FRAME_HEADER, channel, header_payload)]
+    chunk = frame_max - FRAME_OVERHEAD
+    for start in range(0, len(body), chunk):
+        frames.append(encode_frame(FRAME_BODY, channel, body[start : start + chunk]))
+    return frames
