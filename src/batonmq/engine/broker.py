@@ -1,0 +1,71 @@
+"""The broker runtime: virtual hosts, the sessions of connected clients, what it tells clients."""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pamqp.common import FieldTable
+
+from batonmq import __version__
+from batonmq.amqp.connection import ConnectionSettings
+from batonmq.engine.vhost import VirtualHost
+from batonmq.security.authn import Authenticator
+
+if TYPE_CHECKING:
+    from batonmq.engine.session import Session
+
+#: What the server tells clients it can do (connection.start server-properties "capabilities").
+#: Only what works: each is exercised by the integration tests.
+CAPABILITIES: FieldTable = {
+    "publisher_confirms": True,
+    "exchange_exchange_bindings": True,
+    "basic.nack": True,
+    "consumer_cancel_notify": True,
+    "connection.blocked": True,
+    "authentication_failure_close": True,
+    "per_consumer_qos": True,
+}
+
+
+def server_properties(broker_name: str) -> FieldTable:
+    return {
+        "product": "BatonMQ",
+        "version": __version__,
+        "platform": f"Python {platform.python_version()}",
+        "cluster_name": broker_name,
+        "copyright": "BatonMQ contributors",
+        "information": "Licensed under the Apache License 2.0",
+        "capabilities": dict(CAPABILITIES),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSettings:
+    name: str = "batonmq"
+    default_vhost: str = "/"
+    frame_max: int = 131072
+    channel_max: int = 2047
+    heartbeat: int = 60
+    guest_loopback_only: bool = True
+
+
+@dataclass(eq=False)
+class Broker:
+    settings: BrokerSettings = field(default_factory=BrokerSettings)
+    vhosts: dict[str, VirtualHost] = field(init=False)
+    sessions: set[Session] = field(init=False, default_factory=set)
+    authenticator: Authenticator = field(init=False)
+    connection_settings: ConnectionSettings = field(init=False)
+
+    def __post_init__(self) -> None:
+        settings = self.settings
+        self.vhosts = {settings.default_vhost: VirtualHost(settings.default_vhost)}
+        self.authenticator = Authenticator(guest_loopback_only=settings.guest_loopback_only)
+        self.connection_settings = ConnectionSettings(
+            server_properties=server_properties(settings.name),
+            frame_max=settings.frame_max,
+            channel_max=settings.channel_max,
+            heartbeat=settings.heartbeat,
+        )

@@ -1,0 +1,195 @@
+"""One open AMQP channel on the engine side: its consumers, the deliveries it has not had settled,
+its prefetch, flow, publisher confirms and transaction.
+
+Delivery tags are per channel, start at 1 and only grow (spec, basic.deliver delivery-tag). An
+unsettled delivery is either acked (gone), requeued (back in its queue, redelivered=true) or
+discarded; whatever ends the channel requeues every unsettled delivery (STYLE.md 10).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pamqp import base, commands
+
+from batonmq.amqp.constants import ReplyCode
+from batonmq.amqp.errors import amqp_error
+from batonmq.engine.confirms import ConfirmTracker
+from batonmq.engine.consumer import Consumer
+from batonmq.engine.transaction import Transaction
+from batonmq.model.message import QueueEntry
+from batonmq.queues.classic import ClassicQueue
+
+if TYPE_CHECKING:
+    from batonmq.engine.session import Session
+
+
+@dataclass(slots=True)
+class Unsettled:
+    entry: QueueEntry
+    queue: ClassicQueue
+    #: None for basic.get deliveries, which do not count against any prefetch.
+    consumer: Consumer | None
+
+
+class Channel:
+    def __init__(self, session: Session, number: int) -> None:
+        self.session = session
+        self.number = number
+        self.consumers: dict[str, Consumer] = {}
+        self.unsettled: OrderedDict[int, Unsettled] = OrderedDict()
+        self._last_delivery_tag = 0
+        #: basic.qos global=false: the prefetch each consumer created from now on gets.
+        self.consumer_prefetch = 0
+        #: basic.qos global=true: a limit shared by all consumers of the channel; 0 = none.
+        self.channel_prefetch = 0
+        self._consumer_unsettled = 0
+        self.flow_active = True
+        self.confirms: ConfirmTracker | None = None
+        self.transaction: Transaction | None = None
+        #: Spec (queue.bind etc.): an empty queue name means the last queue declared here.
+        self.last_queue_name: str | None = None
+        self.closed = False
+
+    def reply(self, method: base.Frame) -> None:
+        self.session.send_method(self.number, method)
+
+    # Delivery -----------------------------------------------------------------------------
+
+    def can_deliver(self) -> bool:
+        return self.flow_active and self.session.writable and not self.closed
+
+    def global_room(self) -> bool:
+        return not self.channel_prefetch or self._consumer_unsettled < self.channel_prefetch
+
+    def deliver(self, consumer: Consumer, queue: ClassicQueue, entry: QueueEntry) -> None:
+        tag = self._next_tag()
+        entry.delivery_count += 1
+        message = entry.message
+        self.session.send_content(
+            self.number,
+            commands.Basic.Deliver(
+                consumer_tag=consumer.tag,
+                delivery_tag=tag,
+                redelivered=entry.redelivered,
+                exchange=message.exchange,
+                routing_key=message.routing_key,
+            ),
+            message,
+        )
+        if not consumer.no_ack:
+            self.unsettled[tag] = Unsettled(entry, queue, consumer)
+            consumer.unacked += 1
+            self._consumer_unsettled += 1
+
+    def deliver_get(self, queue: ClassicQueue, entry: QueueEntry, no_ack: bool) -> None:
+        tag = self._next_tag()
+        entry.delivery_count += 1
+        message = entry.message
+        self.session.send_content(
+            self.number,
+            commands.Basic.GetOk(
+                delivery_tag=tag,
+                redelivered=entry.redelivered,
+                exchange=message.exchange,
+                routing_key=message.routing_key,
+                message_count=queue.message_count,
+            ),
+            message,
+        )
+        if not no_ack:
+            self.unsettled[tag] = Unsettled(entry, queue, None)
+
+    def _next_tag(self) -> int:
+        self._last_delivery_tag += 1
+        return self._last_delivery_tag
+
+    # Settlement ---------------------------------------------------------------------------
+
+    def check_tags(self, delivery_tag: int, multiple: bool) -> list[int]:
+        """The unsettled tags an ack/nack/reject names; 406 for a tag that is not unsettled."""
+        if multiple:
+            # Spec (basic.ack multiple): "up to and including"; tag 0 means all outstanding.
+            return [tag for tag in self.unsettled if delivery_tag == 0 or tag <= delivery_tag]
+        if delivery_tag not in self.unsettled:
+            raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"unknown delivery tag {delivery_tag}")
+        return [delivery_tag]
+
+    def settle(self, tags: Iterable[int], *, requeue: bool) -> None:
+        """Settle deliveries: requeue them, or else they are done with (acked or dropped)."""
+        returned: defaultdict[ClassicQueue, list[QueueEntry]] = defaultdict(list)
+        with_room: set[ClassicQueue] = set()
+        for tag in tags:
+            unsettled = self.unsettled.pop(tag, None)
+            if unsettled is None:
+                continue  # settled meanwhile (a transaction naming a tag twice)
+            consumer = unsettled.consumer
+            if consumer is not None:
+                consumer.unacked -= 1
+                self._consumer_unsettled -= 1
+                with_room.add(consumer.queue)
+            if requeue:
+                returned[unsettled.queue].append(unsettled.entry)
+        for queue, entries in returned.items():
+            queue.requeue(entries)
+        for queue in with_room - returned.keys():
+            queue.dispatch()
+        if self.channel_prefetch:
+            self._dispatch_consumers()
+
+    def recover(self, requeue: bool) -> None:
+        """basic.recover: requeue everything unsettled, or (requeue=false) deliver it again to
+        the consumers that had it (spec: "redelivered to the original recipient")."""
+        if requeue:
+            self.settle(list(self.unsettled), requeue=True)
+            return
+        for tag in list(self.unsettled):
+            unsettled = self.unsettled[tag]
+            consumer = unsettled.consumer
+            if consumer is None or consumer.tag not in self.consumers:
+                self.settle([tag], requeue=True)
+                continue
+            del self.unsettled[tag]
+            consumer.unacked -= 1
+            self._consumer_unsettled -= 1
+            unsettled.entry.redelivered = True
+            self.deliver(consumer, unsettled.queue, unsettled.entry)
+
+    # Consumers ----------------------------------------------------------------------------
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        self.consumers[consumer.tag] = consumer
+        consumer.queue.add_consumer(consumer)
+
+    def remove_consumer(self, tag: str) -> Consumer | None:
+        consumer = self.consumers.pop(tag, None)
+        if consumer is not None:
+            queue = consumer.queue
+            queue.remove_consumer(consumer)
+            if queue.auto_delete and not queue.consumers and not queue.deleted:
+                # RabbitMQ: an auto-delete queue goes when its last consumer is cancelled.
+                self.session.remove_queue(queue)
+        return consumer
+
+    def resume(self) -> None:
+        """Output can flow again (flow on, or the socket drained): serve this channel's queues."""
+        self._dispatch_consumers()
+
+    def _dispatch_consumers(self) -> None:
+        for queue in {consumer.queue for consumer in self.consumers.values()}:
+            queue.dispatch()
+
+    # Ending -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """The channel is gone, however it ended: cancel its consumers and requeue the rest."""
+        if self.closed:
+            return
+        self.closed = True
+        for tag in list(self.consumers):
+            self.remove_consumer(tag)
+        self.transaction = None
+        self.settle(list(self.unsettled), requeue=True)

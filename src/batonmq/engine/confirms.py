@@ -1,0 +1,69 @@
+"""Publisher confirms as a pure decision (STYLE.md 5): which basic.ack / basic.nack frames to send.
+
+Every publish on a channel in confirm mode gets the next sequence number, starting at 1. A publish
+is settled once its outcome is known (routed and, for persistent messages, durable; or refused).
+`take_frames` returns what to send. A run of settled numbers that directly follows everything
+already confirmed, all with the same outcome, collapses into one frame with multiple=true (spec,
+basic.ack: "the delivery tag is treated as 'up to and including'"); a number settled beyond a gap
+is confirmed on its own, so a multiple frame never covers a publish that is still pending.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ConfirmFrame:
+    delivery_tag: int
+    multiple: bool
+    ack: bool
+
+
+class ConfirmTracker:
+    def __init__(self) -> None:
+        self.next_sequence = 1
+        #: Every sequence number at or below this has been confirmed to the publisher.
+        self._confirmed_upto = 0
+        #: Outcomes known but not yet sent.
+        self._settled: dict[int, bool] = {}
+        #: Numbers beyond a gap that were confirmed on their own.
+        self._sent_alone: set[int] = set()
+
+    def publish(self) -> int:
+        sequence = self.next_sequence
+        self.next_sequence += 1
+        return sequence
+
+    def settle(self, sequence: int, ack: bool) -> None:
+        self._settled[sequence] = ack
+
+    @property
+    def has_settled(self) -> bool:
+        return bool(self._settled)
+
+    def take_frames(self) -> list[ConfirmFrame]:
+        frames: list[ConfirmFrame] = []
+        settled = self._settled
+        sequence = self._confirmed_upto + 1
+        while sequence in settled or sequence in self._sent_alone:
+            if sequence in self._sent_alone:
+                self._sent_alone.discard(sequence)
+            else:
+                ack = settled.pop(sequence)
+                previous = frames[-1] if frames else None
+                if (
+                    previous is not None
+                    and previous.ack == ack
+                    and (previous.delivery_tag == sequence - 1)
+                ):
+                    frames[-1] = ConfirmFrame(sequence, True, ack)
+                else:
+                    frames.append(ConfirmFrame(sequence, False, ack))
+            sequence += 1
+        self._confirmed_upto = sequence - 1
+        for beyond_gap in sorted(settled):
+            frames.append(ConfirmFrame(beyond_gap, False, settled[beyond_gap]))
+            self._sent_alone.add(beyond_gap)
+        settled.clear()
+        return frames

@@ -1,0 +1,123 @@
+"""basic.qos, consume, cancel, get, ack, nack, reject, recover (publish: engine/publish.py)."""
+
+from __future__ import annotations
+
+import base64
+import os
+
+from pamqp import commands
+
+from batonmq.amqp.constants import ReplyCode
+from batonmq.amqp.errors import amqp_error
+from batonmq.engine.channel import Channel
+from batonmq.engine.consumer import Consumer
+from batonmq.engine.dispatch import handles
+from batonmq.engine.methods.queue import queue_name
+
+Basic = commands.Basic
+
+
+def consumer_tag() -> str:
+    """A server-generated consumer tag, shaped like RabbitMQ's ("amq.ctag-" and 22 characters)."""
+    return "amq.ctag-" + base64.urlsafe_b64encode(os.urandom(16)).decode("ascii").rstrip("=")
+
+
+@handles(Basic.Qos)
+def qos(channel: Channel, method: commands.Basic.Qos) -> None:
+    if method.prefetch_size:
+        # As RabbitMQ: a byte-size prefetch window is not implemented.
+        raise amqp_error(ReplyCode.NOT_IMPLEMENTED, "prefetch_size!=0")
+    # RabbitMQ's per_consumer_qos: global=false limits each consumer created from now on,
+    # global=true limits the channel's consumers together.
+    if method.global_:
+        channel.channel_prefetch = method.prefetch_count
+        channel.resume()
+    else:
+        channel.consumer_prefetch = method.prefetch_count
+    channel.reply(Basic.QosOk())
+
+
+@handles(Basic.Consume)
+def consume(channel: Channel, method: commands.Basic.Consume) -> None:
+    session = channel.session
+    queue = session.vhost.queue(queue_name(channel, method.queue), session)
+    tag = method.consumer_tag or consumer_tag()
+    if tag in channel.consumers:
+        # Spec (basic.consume consumer-tag): reusing a tag on the channel is 530 NOT_ALLOWED.
+        raise amqp_error(ReplyCode.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'")
+    if (method.exclusive and queue.consumers) or queue.has_exclusive_consumer():
+        raise amqp_error(
+            ReplyCode.ACCESS_REFUSED,
+            f"queue '{queue.name}' in vhost '{session.vhost.name}' in exclusive use",
+        )
+    consumer = Consumer(
+        tag=tag,
+        channel=channel,
+        queue=queue,
+        no_ack=method.no_ack,
+        exclusive=method.exclusive,
+        prefetch_count=channel.consumer_prefetch,
+        arguments=method.arguments or {},
+    )
+    if not method.nowait:
+        channel.reply(Basic.ConsumeOk(tag))
+    channel.add_consumer(consumer)
+    queue.dispatch()
+
+
+@handles(Basic.Cancel)
+def cancel(channel: Channel, method: commands.Basic.Cancel) -> None:
+    # Spec (basic.cancel): unknown tags are not an error; unsettled deliveries stay unsettled.
+    channel.remove_consumer(method.consumer_tag or "")
+    if not method.nowait:
+        channel.reply(Basic.CancelOk(method.consumer_tag))
+
+
+@handles(Basic.Get)
+def get(channel: Channel, method: commands.Basic.Get) -> None:
+    session = channel.session
+    queue = session.vhost.queue(queue_name(channel, method.queue), session)
+    entry = queue.get()
+    if entry is None:
+        channel.reply(Basic.GetEmpty())
+    else:
+        channel.deliver_get(queue, entry, method.no_ack)
+
+
+def _settle(channel: Channel, delivery_tag: int, multiple: bool, requeue: bool) -> None:
+    tags = channel.check_tags(delivery_tag, multiple)
+    transaction = channel.transaction
+    if transaction is None:
+        channel.settle(tags, requeue=requeue)
+        return
+    if not multiple and delivery_tag in transaction.settled_tags:
+        raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"unknown delivery tag {delivery_tag}")
+    transaction.hold_settlement(
+        [tag for tag in tags if tag not in transaction.settled_tags], requeue
+    )
+
+
+@handles(Basic.Ack)
+def ack(channel: Channel, method: commands.Basic.Ack) -> None:
+    _settle(channel, method.delivery_tag, method.multiple, requeue=False)
+
+
+@handles(Basic.Nack)
+def nack(channel: Channel, method: commands.Basic.Nack) -> None:
+    _settle(channel, method.delivery_tag, method.multiple, requeue=method.requeue)
+
+
+@handles(Basic.Reject)
+def reject(channel: Channel, method: commands.Basic.Reject) -> None:
+    _settle(channel, method.delivery_tag or 0, False, requeue=method.requeue)
+
+
+@handles(Basic.Recover)
+def recover(channel: Channel, method: commands.Basic.Recover) -> None:
+    channel.recover(method.requeue)
+    channel.reply(Basic.RecoverOk())
+
+
+@handles(Basic.RecoverAsync)
+def recover_async(channel: Channel, method: commands.Basic.RecoverAsync) -> None:
+    channel.recover(method.requeue)

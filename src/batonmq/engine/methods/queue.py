@@ -1,0 +1,97 @@
+"""queue.declare, queue.bind, queue.unbind, queue.purge, queue.delete."""
+
+from __future__ import annotations
+
+from pamqp import commands
+
+from batonmq.amqp.constants import ReplyCode
+from batonmq.amqp.errors import amqp_error
+from batonmq.engine.channel import Channel
+from batonmq.engine.consumer import cancel_consumers_of
+from batonmq.engine.dispatch import handles
+from batonmq.model.destination import Destination
+
+Queue = commands.Queue
+
+
+def queue_name(channel: Channel, name: str) -> str:
+    """Spec (queue.bind and others): "If the queue name is empty, the server uses the last queue
+    declared on the channel"; with none declared that is 530 NOT_ALLOWED."""
+    if name:
+        return name
+    if channel.last_queue_name is None:
+        raise amqp_error(ReplyCode.NOT_ALLOWED, "no previously declared queue")
+    return channel.last_queue_name
+
+
+@handles(Queue.Declare)
+def declare(channel: Channel, method: commands.Queue.Declare) -> None:
+    session = channel.session
+    # A passive declare of "" names the channel's last declared queue, as queue.bind does.
+    name = queue_name(channel, "") if method.passive and not method.queue else method.queue
+    queue = session.vhost.declare_queue(
+        name,
+        owner=session,
+        passive=method.passive,
+        durable=method.durable,
+        exclusive=method.exclusive,
+        auto_delete=method.auto_delete,
+        arguments=method.arguments,
+    )
+    if queue.exclusive_owner is session:
+        session.exclusive_queues.add(queue)
+    channel.last_queue_name = queue.name
+    if not method.nowait:
+        channel.reply(Queue.DeclareOk(queue.name, queue.message_count, queue.consumer_count))
+
+
+@handles(Queue.Bind)
+def bind(channel: Channel, method: commands.Queue.Bind) -> None:
+    session = channel.session
+    name = queue_name(channel, method.queue)
+    session.vhost.queue(name, session)
+    # Spec (queue.bind routing-key): an empty key with an empty queue name means the queue's name.
+    routing_key = method.routing_key or (name if not method.queue else "")
+    session.vhost.bind(
+        method.exchange, Destination.queue(name), routing_key, method.arguments or {}
+    )
+    if not method.nowait:
+        channel.reply(Queue.BindOk())
+
+
+@handles(Queue.Unbind)
+def unbind(channel: Channel, method: commands.Queue.Unbind) -> None:
+    session = channel.session
+    name = queue_name(channel, method.queue)
+    session.vhost.queue(name, session)
+    session.vhost.unbind(
+        method.exchange, Destination.queue(name), method.routing_key, method.arguments or {}
+    )
+    channel.reply(Queue.UnbindOk())
+
+
+@handles(Queue.Purge)
+def purge(channel: Channel, method: commands.Queue.Purge) -> None:
+    session = channel.session
+    queue = session.vhost.queue(queue_name(channel, method.queue), session)
+    count = queue.purge()
+    if not method.nowait:
+        channel.reply(Queue.PurgeOk(count))
+
+
+@handles(Queue.Delete)
+def delete(channel: Channel, method: commands.Queue.Delete) -> None:
+    session = channel.session
+    name = queue_name(channel, method.queue)
+    queue = session.vhost.queues.get(name)
+    count = session.vhost.delete_queue(
+        name,
+        owner=session,
+        if_unused=method.if_unused,
+        if_empty=method.if_empty,
+        on_delete=cancel_consumers_of,
+    )
+    if queue is not None and queue.exclusive_owner is not None:
+        session.exclusive_queues.discard(queue)
+    if not method.nowait:
+        channel.reply(Queue.DeleteOk(count))

@@ -1,0 +1,49 @@
+"""tx.select, tx.commit, tx.rollback."""
+
+from __future__ import annotations
+
+from pamqp import commands
+
+from batonmq.amqp.constants import ReplyCode
+from batonmq.amqp.errors import amqp_error
+from batonmq.engine.channel import Channel
+from batonmq.engine.dispatch import handles
+from batonmq.engine.publish import route_and_enqueue
+from batonmq.engine.transaction import Transaction
+
+Tx = commands.Tx
+
+
+def _transaction(channel: Channel) -> Transaction:
+    if channel.transaction is None:
+        # Spec (tx.commit): "The client MUST NOT use the Commit method on non-transacted channels".
+        raise amqp_error(ReplyCode.PRECONDITION_FAILED, "channel is not transactional")
+    return channel.transaction
+
+
+@handles(Tx.Select)
+def select(channel: Channel, method: commands.Tx.Select) -> None:
+    if channel.confirms is not None:
+        raise amqp_error(
+            ReplyCode.PRECONDITION_FAILED, "channels in confirm mode cannot be transactional"
+        )
+    if channel.transaction is None:
+        channel.transaction = Transaction()
+    channel.reply(Tx.SelectOk())
+
+
+@handles(Tx.Commit)
+def commit(channel: Channel, method: commands.Tx.Commit) -> None:
+    transaction = _transaction(channel)
+    for held in transaction.publishes:
+        route_and_enqueue(channel, held.exchange, held.message, held.mandatory)
+    for settlement in transaction.settlements:
+        channel.settle(settlement.delivery_tags, requeue=settlement.requeue)
+    transaction.clear()
+    channel.reply(Tx.CommitOk())
+
+
+@handles(Tx.Rollback)
+def rollback(channel: Channel, method: commands.Tx.Rollback) -> None:
+    _transaction(channel).clear()
+    channel.reply(Tx.RollbackOk())

@@ -1,0 +1,246 @@
+"""The engine side of one client connection: it feeds the protocol state machine, runs each method
+through the dispatch table, and turns errors into channel or connection closes.
+
+The server layer gives it bytes (`receive_data`) and takes bytes (`flush`); it tells the server
+layer when there is something to send (`request_flush`, coalesced to once per loop turn there).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Final
+
+from pamqp import base, commands
+
+from batonmq.amqp.connection import (
+    ChannelClosed,
+    ChannelOpened,
+    ConnectionEnded,
+    ContentReceived,
+    Event,
+    LoginRequested,
+    MethodReceived,
+    OpenRequested,
+    ServerConnection,
+)
+from batonmq.amqp.constants import ReplyCode
+from batonmq.amqp.errors import HardError, ProtocolError, amqp_error
+from batonmq.engine import methods  # noqa: F401 - registers the method handlers
+from batonmq.engine.broker import Broker
+from batonmq.engine.channel import Channel
+from batonmq.engine.consumer import cancel_consumers_of
+from batonmq.engine.dispatch import HANDLERS
+from batonmq.engine.publish import publish
+from batonmq.engine.vhost import VirtualHost
+from batonmq.model.message import Message
+from batonmq.queues.classic import ClassicQueue
+from batonmq.security.authn import AuthenticationError
+
+log = logging.getLogger(__name__)
+
+#: Frame overhead counted per delivery when budgeting output (method + header frames).
+_DELIVERY_OVERHEAD: Final = 128
+
+
+class Session:
+    def __init__(
+        self,
+        broker: Broker,
+        peer: tuple[str, int],
+        request_flush: Callable[[], None],
+        output_budget: int = 4 * 1024 * 1024,
+    ) -> None:
+        self.broker = broker
+        self.peer = peer
+        self.connection = ServerConnection(broker.connection_settings)
+        self.channels: dict[int, Channel] = {}
+        self.vhost_or_none: VirtualHost | None = None
+        self.exclusive_queues: set[ClassicQueue] = set()
+        self.transport_paused = False
+        self.ended = False
+        self._request_flush = request_flush
+        self._output_budget = output_budget
+        self._pending_output = 0
+        broker.sessions.add(self)
+
+    @property
+    def vhost(self) -> VirtualHost:
+        assert self.vhost_or_none is not None, "no method reaches a channel before open"
+        return self.vhost_or_none
+
+    @property
+    def username(self) -> str:
+        return self.connection.username or ""
+
+    @property
+    def writable(self) -> bool:
+        """Whether deliveries may be queued for this client now (its socket keeps up)."""
+        return not self.transport_paused and self._pending_output < self._output_budget
+
+    # Input --------------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> None:
+        for event in self.connection.receive_data(data):
+            self._handle(event)
+        if not self.connection.is_open and self.connection.username is not None:
+            self.teardown()  # the state machine closed the connection on bad input
+        self._request_flush()
+
+    def _handle(self, event: Event) -> None:
+        if isinstance(event, ContentReceived):
+            self._run(event.channel, event.method, event)
+        elif isinstance(event, MethodReceived):
+            self._run(event.channel, event.method, None)
+        elif isinstance(event, ChannelOpened):
+            self.channels[event.channel] = Channel(self, event.channel)
+        elif isinstance(event, ChannelClosed):
+            channel = self.channels.pop(event.channel, None)
+            if channel is not None:
+                channel.close()
+        elif isinstance(event, LoginRequested):
+            self._login(event)
+        elif isinstance(event, OpenRequested):
+            self._open(event.virtual_host)
+        elif isinstance(event, ConnectionEnded):
+            if event.by_peer:
+                log.info("client closed connection", extra=self._log_fields())
+            self.teardown()
+
+    def _login(self, event: LoginRequested) -> None:
+        try:
+            username = self.broker.authenticator.authenticate(
+                event.mechanism, event.response, self.peer[0]
+            )
+        except AuthenticationError as error:
+            log.warning("login refused: %s", error, extra=self._log_fields())
+            self.connection.refuse_login(str(error))
+            return
+        self.connection.accept_login(username)
+
+    def _open(self, name: str) -> None:
+        vhost = self.broker.vhosts.get(name)
+        if vhost is None:
+            self.close(
+                HardError(
+                    ReplyCode.NOT_ALLOWED, f"vhost '{name}' not found", commands.Connection.Open
+                )
+            )
+            return
+        self.vhost_or_none = vhost
+        self.connection.accept_open(name)
+        log.info("connection opened", extra=self._log_fields())
+
+    def _run(self, number: int, method: base.Frame, content: ContentReceived | None) -> None:
+        try:
+            if number == 0:
+                self._connection_method(method)
+                return
+            channel = self.channels[number]
+            if content is not None:
+                assert isinstance(method, commands.Basic.Publish)
+                message = Message(
+                    method.exchange, method.routing_key, content.header.payload, content.body
+                )
+                publish(channel, method, message)
+                return
+            handler = HANDLERS.get(type(method))
+            if handler is None:
+                raise amqp_error(ReplyCode.COMMAND_INVALID, f"{method.name} is not a client method")
+            handler(channel, method)
+        except ProtocolError as error:
+            error.naming(type(method))
+            if error.closes_connection:
+                self.close(error)
+            else:
+                self.close_channel(number, error)
+
+    def _connection_method(self, method: base.Frame) -> None:
+        if isinstance(method, commands.Connection.UpdateSecret):
+            # The new secret would be a new token; guest/guest has none to refresh.
+            self.send_method(0, commands.Connection.UpdateSecretOk())
+            return
+        raise amqp_error(ReplyCode.COMMAND_INVALID, f"{method.name} on channel 0")
+
+    # Output -------------------------------------------------------------------------------
+
+    def send_method(self, channel: int, method: base.Frame) -> None:
+        self.connection.send_method(channel, method)
+        self._request_flush()
+
+    def send_content(self, channel: int, method: base.Frame, message: Message) -> None:
+        self.connection.send_content(channel, method, message.header_payload, message.body)
+        self._pending_output += message.body_size + _DELIVERY_OVERHEAD
+        self._request_flush()
+
+    def flush(self) -> list[bytes]:
+        """Everything to write now: pending publisher confirms, then the queued frames."""
+        for channel in self.channels.values():
+            confirms = channel.confirms
+            if confirms is not None and confirms.has_settled:
+                for frame in confirms.take_frames():
+                    method: base.Frame = (
+                        commands.Basic.Ack(frame.delivery_tag, frame.multiple)
+                        if frame.ack
+                        else commands.Basic.Nack(frame.delivery_tag, frame.multiple, False)
+                    )
+                    self.connection.send_method(channel.number, method)
+        was_writable = self.writable
+        self._pending_output = 0
+        output = self.connection.data_to_send()
+        if not was_writable and self.writable:
+            self.resume()
+        return output
+
+    def set_transport_paused(self, paused: bool) -> None:
+        self.transport_paused = paused
+        if not paused and self.writable:
+            self.resume()
+
+    def resume(self) -> None:
+        for channel in list(self.channels.values()):
+            channel.resume()
+
+    # Closing ------------------------------------------------------------------------------
+
+    def close_channel(self, number: int, error: ProtocolError) -> None:
+        log.info(
+            "channel closed by broker: %s", error, extra={**self._log_fields(), "channel": number}
+        )
+        self.connection.close_channel(number, error)
+        channel = self.channels.pop(number, None)
+        if channel is not None:
+            channel.close()
+        self._request_flush()
+
+    def close(self, error: ProtocolError) -> None:
+        """Close the connection with `error` (a hard error, or 320 at shutdown)."""
+        if error.reply_code is not ReplyCode.CONNECTION_FORCED:
+            log.warning("connection error: %s", error, extra=self._log_fields())
+        self.connection.close(error)
+        self.teardown()
+        self._request_flush()
+
+    def remove_queue(self, queue: ClassicQueue) -> int:
+        self.exclusive_queues.discard(queue)
+        return self.vhost.remove_queue(queue, on_delete=cancel_consumers_of)
+
+    def teardown(self) -> None:
+        """The connection is over, however it ended: close every channel (their unsettled
+        deliveries go back to their queues) and delete the queues it owned exclusively."""
+        if self.ended:
+            return
+        self.ended = True
+        for channel in self.channels.values():
+            channel.close()
+        self.channels.clear()
+        for queue in list(self.exclusive_queues):
+            self.remove_queue(queue)
+        self.broker.sessions.discard(self)
+
+    def _log_fields(self) -> dict[str, object]:
+        return {
+            "peer": f"{self.peer[0]}:{self.peer[1]}",
+            "user": self.connection.username,
+            "vhost": self.connection.virtual_host,
+        }

@@ -1,0 +1,42 @@
+"""A channel's open transaction (tx.select): publishes and settlements held until tx.commit.
+
+Spec (tx class): "the server ... holds the messages and acknowledgements until the client commits
+or rolls back"; tx.rollback discards them, and the deliveries it named stay unsettled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from batonmq.engine.exchange import Exchange
+from batonmq.model.message import Message
+
+
+@dataclass(frozen=True, slots=True)
+class HeldPublish:
+    exchange: Exchange
+    message: Message
+    mandatory: bool
+
+
+@dataclass(frozen=True, slots=True)
+class HeldSettlement:
+    delivery_tags: tuple[int, ...]
+    requeue: bool
+
+
+@dataclass(slots=True)
+class Transaction:
+    publishes: list[HeldPublish] = field(default_factory=list)
+    settlements: list[HeldSettlement] = field(default_factory=list)
+    #: Tags already named by a held settlement: naming one twice is 406, as outside a transaction.
+    settled_tags: set[int] = field(default_factory=set)
+
+    def hold_settlement(self, delivery_tags: list[int], requeue: bool) -> None:
+        self.settlements.append(HeldSettlement(tuple(delivery_tags), requeue))
+        self.settled_tags.update(delivery_tags)
+
+    def clear(self) -> None:
+        self.publishes.clear()
+        self.settlements.clear()
+        self.settled_tags.clear()

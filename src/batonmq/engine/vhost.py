@@ -1,0 +1,331 @@
+"""A virtual host: its exchanges, queues and bindings, and the AMQP rules for changing them.
+
+Every method raises the `ProtocolError` the spec (or, where the spec leaves it open, RabbitMQ)
+gives a violation; the caller names the failing method and closes the channel or connection.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Final
+
+from pamqp.common import FieldTable
+
+import batonmq.routing  # noqa: F401 - registers the exchange types
+from batonmq.amqp.constants import ReplyCode
+from batonmq.amqp.errors import amqp_error
+from batonmq.engine.exchange import Exchange
+from batonmq.model.destination import Destination, DestinationKind
+from batonmq.model.message import Message
+from batonmq.queues.classic import ClassicQueue
+from batonmq.routing.base import BindingArgumentError, exchange_type
+
+#: The exchanges every virtual host has (spec 3.1.3.1 and 3.1.3.4: amq.match for headers).
+STANDARD_EXCHANGES: Final = (
+    ("", "direct"),
+    ("amq.direct", "direct"),
+    ("amq.fanout", "fanout"),
+    ("amq.topic", "topic"),
+    ("amq.headers", "headers"),
+    ("amq.match", "headers"),
+)
+RESERVED_PREFIX: Final = "amq."
+
+#: Called with a queue that is being deleted, before it goes (to cancel its consumers).
+QueueDeletedHook = Callable[[ClassicQueue], None]
+
+
+def server_queue_name() -> str:
+    """A server-generated queue name, as RabbitMQ makes them ("amq.gen-" and 22 random chars)."""
+    return "amq.gen-" + base64.urlsafe_b64encode(os.urandom(16)).decode("ascii").rstrip("=")
+
+
+class VirtualHost:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.exchanges: dict[str, Exchange] = {}
+        self.queues: dict[str, ClassicQueue] = {}
+        #: Which exchanges may hold bindings to a destination (a superset; for deletion).
+        self._sources: defaultdict[Destination, set[str]] = defaultdict(set)
+        for exchange_name, type_name in STANDARD_EXCHANGES:
+            self._create_exchange(exchange_name, type_name, durable=True)
+
+    # Exchanges ----------------------------------------------------------------------------
+
+    def declare_exchange(
+        self,
+        name: str,
+        type_name: str,
+        *,
+        passive: bool = False,
+        durable: bool = False,
+        auto_delete: bool = False,
+        internal: bool = False,
+        arguments: FieldTable | None = None,
+    ) -> Exchange:
+        if name == "":
+            raise amqp_error(
+                ReplyCode.ACCESS_REFUSED, "operation not permitted on the default exchange"
+            )
+        existing = self.exchanges.get(name)
+        if passive:
+            if existing is None:
+                raise self._not_found("exchange", name)
+            return existing
+        if name.startswith(RESERVED_PREFIX):
+            raise amqp_error(
+                ReplyCode.ACCESS_REFUSED,
+                f"exchange name '{name}' contains reserved prefix '{RESERVED_PREFIX}*'",
+            )
+        if exchange_type(type_name) is None:
+            # Spec (exchange.declare, type): an unsupported type is connection error 503.
+            raise amqp_error(ReplyCode.COMMAND_INVALID, f"unknown exchange type '{type_name}'")
+        if existing is not None:
+            self._check_equivalent(
+                "exchange",
+                name,
+                {
+                    "type": (type_name, existing.type_name),
+                    "durable": (durable, existing.durable),
+                    "auto_delete": (auto_delete, existing.auto_delete),
+                    "internal": (internal, existing.internal),
+                },
+            )
+            return existing
+        return self._create_exchange(
+            name,
+            type_name,
+            durable=durable,
+            auto_delete=auto_delete,
+            internal=internal,
+            arguments=arguments,
+        )
+
+    def _create_exchange(
+        self,
+        name: str,
+        type_name: str,
+        *,
+        durable: bool = False,
+        auto_delete: bool = False,
+        internal: bool = False,
+        arguments: FieldTable | None = None,
+    ) -> Exchange:
+        factory = exchange_type(type_name)
+        assert factory is not None, type_name
+        exchange = Exchange(
+            name, type_name, factory(), durable, auto_delete, internal, dict(arguments or {})
+        )
+        self.exchanges[name] = exchange
+        return exchange
+
+    def exchange(self, name: str) -> Exchange:
+        exchange = self.exchanges.get(name)
+        if exchange is None:
+            raise self._not_found("exchange", name)
+        return exchange
+
+    def delete_exchange(self, name: str, *, if_unused: bool = False) -> None:
+        if name == "" or name.startswith(RESERVED_PREFIX):
+            raise amqp_error(ReplyCode.ACCESS_REFUSED, f"cannot delete exchange '{name}'")
+        exchange = self.exchanges.get(name)
+        if exchange is None:
+            return  # RabbitMQ: deleting an exchange that does not exist succeeds.
+        if if_unused and len(exchange.router):
+            raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"exchange '{name}' in use")
+        self._remove_exchange(exchange)
+
+    def _remove_exchange(self, exchange: Exchange) -> None:
+        del self.exchanges[exchange.name]
+        for destination, _key, _arguments in list(exchange.router.bindings()):
+            self._sources[destination].discard(exchange.name)
+        self._remove_bindings_to(Destination.exchange(exchange.name))
+
+    # Bindings -----------------------------------------------------------------------------
+
+    def bind(
+        self, source: str, destination: Destination, routing_key: str, arguments: FieldTable
+    ) -> None:
+        exchange = self._bindable_source(source)
+        self._check_destination(destination)
+        try:
+            exchange.router.bind(destination, routing_key, arguments)
+        except BindingArgumentError as error:
+            raise amqp_error(ReplyCode.PRECONDITION_FAILED, str(error)) from error
+        self._sources[destination].add(source)
+
+    def unbind(
+        self, source: str, destination: Destination, routing_key: str, arguments: FieldTable
+    ) -> None:
+        exchange = self._bindable_source(source)
+        self._check_destination(destination)
+        if exchange.router.unbind(destination, routing_key, arguments):
+            self._after_unbind(exchange)
+
+    def _bindable_source(self, source: str) -> Exchange:
+        if source == "":
+            raise amqp_error(
+                ReplyCode.ACCESS_REFUSED, "operation not permitted on the default exchange"
+            )
+        return self.exchange(source)
+
+    def _check_destination(self, destination: Destination) -> None:
+        if destination.kind is DestinationKind.QUEUE:
+            if destination.name not in self.queues:
+                raise self._not_found("queue", destination.name)
+        elif destination.name == "":
+            raise amqp_error(
+                ReplyCode.ACCESS_REFUSED, "operation not permitted on the default exchange"
+            )
+        else:
+            self.exchange(destination.name)
+
+    def _remove_bindings_to(self, destination: Destination) -> None:
+        for source in self._sources.pop(destination, ()):
+            exchange = self.exchanges.get(source)
+            if exchange is not None and exchange.router.unbind_destination(destination):
+                self._after_unbind(exchange)
+
+    def _after_unbind(self, exchange: Exchange) -> None:
+        # An auto-delete exchange goes when its last binding goes (RabbitMQ semantics).
+        if exchange.auto_delete and not len(exchange.router) and exchange.name in self.exchanges:
+            self._remove_exchange(exchange)
+
+    # Queues -------------------------------------------------------------------------------
+
+    def declare_queue(
+        self,
+        name: str,
+        *,
+        owner: object,
+        passive: bool = False,
+        durable: bool = False,
+        exclusive: bool = False,
+        auto_delete: bool = False,
+        arguments: FieldTable | None = None,
+    ) -> ClassicQueue:
+        existing = self.queues.get(name) if name else None
+        if passive:
+            if existing is None:
+                raise self._not_found("queue", name)
+            self._check_owner(existing, owner)
+            return existing
+        if existing is not None:
+            self._check_owner(existing, owner)
+            self._check_equivalent(
+                "queue",
+                name,
+                {
+                    "durable": (durable, existing.durable),
+                    "exclusive": (exclusive, existing.exclusive),
+                    "auto_delete": (auto_delete, existing.auto_delete),
+                },
+            )
+            return existing
+        if name.startswith(RESERVED_PREFIX):
+            raise amqp_error(
+                ReplyCode.ACCESS_REFUSED,
+                f"queue name '{name}' contains reserved prefix '{RESERVED_PREFIX}*'",
+            )
+        queue = ClassicQueue(
+            name or server_queue_name(),
+            durable=durable,
+            exclusive_owner=owner if exclusive else None,
+            auto_delete=auto_delete,
+            arguments=dict(arguments or {}),
+        )
+        self.queues[queue.name] = queue
+        return queue
+
+    def queue(self, name: str, owner: object) -> ClassicQueue:
+        """The queue `owner` may use (404 if missing, 405 if another connection's exclusive)."""
+        queue = self.queues.get(name)
+        if queue is None:
+            raise self._not_found("queue", name)
+        self._check_owner(queue, owner)
+        return queue
+
+    def delete_queue(
+        self,
+        name: str,
+        *,
+        owner: object,
+        if_unused: bool = False,
+        if_empty: bool = False,
+        on_delete: QueueDeletedHook | None = None,
+    ) -> int:
+        queue = self.queues.get(name)
+        if queue is None:
+            return 0  # RabbitMQ: deleting a queue that does not exist succeeds.
+        self._check_owner(queue, owner)
+        if if_unused and queue.consumer_count:
+            raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"queue '{name}' in use")
+        if if_empty and queue.message_count:
+            raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"queue '{name}' not empty")
+        return self.remove_queue(queue, on_delete)
+
+    def remove_queue(self, queue: ClassicQueue, on_delete: QueueDeletedHook | None = None) -> int:
+        """Delete `queue` with no checks (auto-delete, exclusive owner gone); its ready count."""
+        if self.queues.get(queue.name) is not queue:
+            return 0
+        if on_delete is not None:
+            on_delete(queue)
+        del self.queues[queue.name]
+        queue.deleted = True
+        self._remove_bindings_to(Destination.queue(queue.name))
+        return queue.purge()
+
+    # Routing ------------------------------------------------------------------------------
+
+    def route(self, exchange: Exchange, message: Message) -> list[ClassicQueue]:
+        """The queues `message` goes to through `exchange` and the exchanges bound to it."""
+        routing_key = message.routing_key
+        if exchange.is_default:
+            queue = self.queues.get(routing_key)
+            return [queue] if queue is not None else []
+        queues: dict[str, ClassicQueue] = {}
+        seen = {exchange.name}
+        pending = [exchange]
+        while pending:
+            current = pending.pop()
+            router = current.router
+            headers = message.properties.headers if router.needs_headers else None
+            for destination in router.route(routing_key, headers):
+                if destination.kind is DestinationKind.QUEUE:
+                    queue = self.queues.get(destination.name)
+                    if queue is not None:
+                        queues[queue.name] = queue
+                elif destination.name not in seen:
+                    seen.add(destination.name)
+                    bound = self.exchanges.get(destination.name)
+                    if bound is not None:
+                        pending.append(bound)
+        return list(queues.values())
+
+    # Checks -------------------------------------------------------------------------------
+
+    def _not_found(self, kind: str, name: str) -> Exception:
+        return amqp_error(ReplyCode.NOT_FOUND, f"no {kind} '{name}' in vhost '{self.name}'")
+
+    def _check_owner(self, queue: ClassicQueue, owner: object) -> None:
+        if queue.exclusive_owner is not None and queue.exclusive_owner is not owner:
+            raise amqp_error(
+                ReplyCode.RESOURCE_LOCKED,
+                f"cannot obtain exclusive access to locked queue '{queue.name}' in vhost "
+                f"'{self.name}'. It could be originally declared on another connection or the "
+                "exclusive property value does not match that of the original declaration.",
+            )
+
+    def _check_equivalent(
+        self, kind: str, name: str, attributes: dict[str, tuple[object, object]]
+    ) -> None:
+        for attribute, (received, current) in attributes.items():
+            if received != current:
+                raise amqp_error(
+                    ReplyCode.PRECONDITION_FAILED,
+                    f"inequivalent arg '{attribute}' for {kind} '{name}' in vhost '{self.name}': "
+                    f"received '{received}' but current is '{current}'",
+                )

@@ -1,0 +1,117 @@
+"""Run a broker: build it from the configuration, listen, and shut down cleanly on a signal.
+
+SIGTERM and SIGINT stop accepting connections, close every client connection with 320
+CONNECTION_FORCED (spec: "the server ... is being shut down"), wait for them to go (at most
+`server.shutdown_timeout`), and exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable
+
+from batonmq.amqp.constants import ReplyCode
+from batonmq.amqp.errors import HardError
+from batonmq.config import Config
+from batonmq.engine.broker import Broker, BrokerSettings
+from batonmq.server.protocol import AMQPProtocol
+
+log = logging.getLogger(__name__)
+
+
+class BrokerServer:
+    """The broker and its AMQP listener."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.broker = Broker(
+            BrokerSettings(
+                name=config.broker_name,
+                default_vhost=config.default_vhost,
+                frame_max=config.amqp.frame_max,
+                channel_max=config.amqp.channel_max,
+                heartbeat=config.amqp.heartbeat,
+                guest_loopback_only=config.auth.guest_loopback_only,
+            )
+        )
+        self.protocols: set[AMQPProtocol] = set()
+        self._server: asyncio.Server | None = None
+
+    def _protocol_factory(self) -> AMQPProtocol:
+        server_config = self.config.server
+        protocol = AMQPProtocol(
+            self.broker,
+            server_config.write_buffer_high,
+            server_config.write_buffer_low,
+            self.protocols.discard,
+        )
+        self.protocols.add(protocol)
+        return protocol
+
+    async def start(self) -> list[tuple[str, int]]:
+        """Listen; returns the bound addresses (the real port when the configured one is 0)."""
+        listener = self.config.listeners.amqp
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._protocol_factory, listener.bind, listener.port, reuse_address=True
+        )
+        addresses = [sock.getsockname()[:2] for sock in self._server.sockets]
+        for host, port in addresses:
+            log.info("listening", extra={"listener": "amqp", "addr": host, "port": port})
+        return addresses
+
+    async def shutdown(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        forced = HardError(ReplyCode.CONNECTION_FORCED, "broker shutdown")
+        for protocol in list(self.protocols):
+            if protocol.session is not None:
+                protocol.session.close(forced)
+        waiting = [asyncio.ensure_future(protocol.lost.wait()) for protocol in self.protocols]
+        if waiting:
+            _done, pending = await asyncio.wait(
+                waiting, timeout=self.config.server.shutdown_timeout
+            )
+            for future in pending:
+                future.cancel()
+            for protocol in list(self.protocols):
+                if protocol.transport is not None:
+                    protocol.transport.abort()
+        if self._server is not None:
+            await self._server.wait_closed()
+
+
+async def serve(config: Config, started: Callable[[BrokerServer], None] | None = None) -> None:
+    """Run until SIGTERM or SIGINT."""
+    server = BrokerServer(config)
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    log.info("broker started", extra={"broker": config.broker_name})
+    if started is not None:
+        started(server)
+    await stop.wait()
+    log.info("shutting down", extra={"connections": len(server.protocols)})
+    await server.shutdown()
+    log.info("shutdown complete")
+
+
+def run(config: Config) -> int:
+    """The `batonmq` command's body: 0 after a clean shutdown, 1 if it cannot start."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency where it builds
+        runner = asyncio.run
+    else:
+        runner = uvloop.run
+    try:
+        runner(serve(config))
+    except OSError as error:
+        listener = config.listeners.amqp
+        log.error("cannot listen on %s:%s: %s", listener.bind, listener.port, error.strerror)
+        return 1
+    return 0

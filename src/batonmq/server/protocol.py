@@ -1,0 +1,165 @@
+"""The asyncio glue of one client connection: bytes from the socket go to the session, bytes from
+the session go to the socket. No protocol logic lives here (ARCHITECTURE.md, server/).
+
+- Writes are coalesced: whatever the engine queues during one loop turn goes out in one call.
+- Backpressure: when the socket's send buffer passes the high-water mark, reading from this
+  client pauses and no deliveries are queued for it until the buffer drains.
+- Heartbeats (spec 4.2.7): sent when nothing else was sent for half the negotiated interval; a
+  client silent for two intervals is disconnected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Callable
+from typing import Final, cast
+
+from batonmq.amqp.connection import State
+from batonmq.engine.broker import Broker
+from batonmq.engine.session import Session
+
+log = logging.getLogger(__name__)
+
+#: A client that has not finished the handshake by then is disconnected (RabbitMQ: 10 s).
+HANDSHAKE_TIMEOUT: Final = 10.0
+#: How long to wait for connection.close-ok after the broker closed a connection.
+CLOSE_TIMEOUT: Final = 3.0
+_TUNED: Final = frozenset({State.AWAITING_OPEN, State.OPENING, State.OPEN, State.CLOSING})
+
+
+class AMQPProtocol(asyncio.Protocol):
+    def __init__(
+        self,
+        broker: Broker,
+        write_buffer_high: int,
+        write_buffer_low: int,
+        on_lost: Callable[[AMQPProtocol], None],
+    ) -> None:
+        self.broker = broker
+        self._high, self._low = write_buffer_high, write_buffer_low
+        self._on_lost = on_lost
+        self._loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.session: Session | None = None
+        self._flush_scheduled = False
+        self._connected_at = self._last_received = self._last_sent = self._loop.time()
+        self._closing_since: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self.lost = asyncio.Event()
+
+    # asyncio callbacks --------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        transport = cast(asyncio.Transport, transport)
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        transport.set_write_buffer_limits(high=self._high, low=self._low)
+        peer = transport.get_extra_info("peername") or ("unknown", 0)
+        self.session = Session(
+            self.broker, (str(peer[0]), int(peer[1])), self._request_flush, output_budget=self._high
+        )
+        log.debug("connection accepted", extra={"peer": f"{peer[0]}:{peer[1]}"})
+        self._schedule_tick()
+
+    def data_received(self, data: bytes) -> None:
+        assert self.session is not None
+        self._last_received = self._loop.time()
+        self.session.receive_data(data)
+        self._flush()
+
+    def eof_received(self) -> bool:
+        return False  # close our side too; connection_lost does the cleanup
+
+    def pause_writing(self) -> None:
+        assert self.transport is not None and self.session is not None
+        self.transport.pause_reading()
+        self.session.set_transport_paused(True)
+
+    def resume_writing(self) -> None:
+        assert self.transport is not None and self.session is not None
+        if not self.transport.is_closing():
+            self.transport.resume_reading()
+        self.session.set_transport_paused(False)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self.session is not None:
+            session = self.session
+            if not session.ended:
+                log.info(
+                    "connection lost%s",
+                    f": {exc}" if exc else "",
+                    extra={"peer": f"{session.peer[0]}:{session.peer[1]}"},
+                )
+            session.teardown()
+        self.lost.set()
+        self._on_lost(self)
+
+    # Output -------------------------------------------------------------------------------
+
+    def _request_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        transport, session = self.transport, self.session
+        if transport is None or session is None or transport.is_closing():
+            return
+        chunks = session.flush()
+        if chunks:
+            transport.write(b"".join(chunks))
+            self._last_sent = self._loop.time()
+        connection = session.connection
+        if connection.should_close_transport:
+            transport.close()
+        elif connection.state is State.CLOSING and self._closing_since is None:
+            self._closing_since = self._loop.time()
+
+    # Timers -------------------------------------------------------------------------------
+
+    def _schedule_tick(self) -> None:
+        assert self.session is not None
+        connection = self.session.connection
+        interval = 1.0
+        if connection.state in _TUNED and connection.heartbeat:
+            interval = min(interval, connection.heartbeat / 2)
+        self._timer = self._loop.call_later(interval, self._tick)
+
+    def _tick(self) -> None:
+        transport, session = self.transport, self.session
+        assert transport is not None and session is not None
+        if transport.is_closing():
+            return
+        now, connection = self._loop.time(), session.connection
+        if connection.state not in _TUNED and now - self._connected_at > HANDSHAKE_TIMEOUT:
+            self._abort("handshake timed out")
+            return
+        if self._closing_since is not None and now - self._closing_since > CLOSE_TIMEOUT:
+            self._abort("no connection.close-ok")
+            return
+        heartbeat = connection.heartbeat if connection.state in _TUNED else 0
+        if heartbeat:
+            if now - self._last_received > 2 * heartbeat:
+                self._abort(f"missed heartbeats from client, timeout: {heartbeat}s")
+                return
+            if now - self._last_sent >= heartbeat / 2:
+                connection.send_heartbeat()
+                self._flush()
+        self._schedule_tick()
+
+    def _abort(self, reason: str) -> None:
+        assert self.transport is not None and self.session is not None
+        log.warning(
+            "closing connection: %s",
+            reason,
+            extra={"peer": f"{self.session.peer[0]}:{self.session.peer[1]}"},
+        )
+        self.transport.abort()
