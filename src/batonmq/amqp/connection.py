@@ -489,6 +489,11 @@ class ServerConnection:
     def is_open(self) -> bool:
         return self.state is State.OPEN
 
+    @property
+    def is_closing(self) -> bool:
+        """Closed, or closing: no further method will be processed."""
+        return self.state in (State.CLOSING, State.CLOSED)
+
     def open_channels(self) -> list[int]:
         return [number for number, slot in self._channels.items() if not slot.closing]
 

@@ -83,7 +83,7 @@ class Session:
     def receive_data(self, data: bytes) -> None:
         for event in self.connection.receive_data(data):
             self._handle(event)
-        if not self.connection.is_open and self.connection.username is not None:
+        if self.connection.is_closing:
             self.teardown()  # the state machine closed the connection on bad input
         self._request_flush()
 

@@ -75,11 +75,6 @@ class VirtualHost:
             if existing is None:
                 raise self._not_found("exchange", name)
             return existing
-        if name.startswith(RESERVED_PREFIX):
-            raise amqp_error(
-                ReplyCode.ACCESS_REFUSED,
-                f"exchange name '{name}' contains reserved prefix '{RESERVED_PREFIX}*'",
-            )
         if exchange_type(type_name) is None:
             # Spec (exchange.declare, type): an unsupported type is connection error 503.
             raise amqp_error(ReplyCode.COMMAND_INVALID, f"unknown exchange type '{type_name}'")
@@ -95,6 +90,12 @@ class VirtualHost:
                 },
             )
             return existing
+        if name.startswith(RESERVED_PREFIX):
+            # Only creating one is refused: an equivalent redeclare of amq.direct is fine.
+            raise amqp_error(
+                ReplyCode.ACCESS_REFUSED,
+                f"exchange name '{name}' contains reserved prefix '{RESERVED_PREFIX}*'",
+            )
         return self._create_exchange(
             name,
             type_name,
