@@ -195,6 +195,9 @@ class AmqpConfig:
     channel_max: int = _setting(2047, check=_between(1, 65535))
     #: Seconds; 0 turns heartbeats off.
     heartbeat: int = _setting(60, check=_between(0, 65535))
+    #: Largest message body accepted, in bytes (seeds/002 imq.message.max_size, default 70m);
+    #: a larger one is refused with 406 before its body is read.
+    max_message_size: int = _setting(70 * 1024 * 1024, check=_between(1, 512 * 1024 * 1024))
 
 
 @dataclass(frozen=True, slots=True)

@@ -122,6 +122,7 @@ def test_settings_table_is_derived_from_the_dataclasses() -> None:
         "amqp.frame_max",
         "amqp.channel_max",
         "amqp.heartbeat",
+        "amqp.max_message_size",
         "auth.guest_loopback_only",
         "server.write_buffer_high",
         "server.write_buffer_low",

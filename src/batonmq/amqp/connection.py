@@ -13,7 +13,8 @@ Rules of this machine — everything that changes its state lives in this file:
    open"); so is channel.open on an open channel or a channel number above channel_max.
 5. A content-carrying method (basic.publish) is followed by exactly one content header and as many
    body frames as the header's body-size needs; any other frame on that channel in between, and
-   content frames with no method before them, are 505 UNEXPECTED_FRAME.
+   content frames with no method before them, are 505 UNEXPECTED_FRAME. A body-size above
+   max_message_size closes the channel with 406 (`ChannelFailed`) before any body is buffered.
 6. After the server closes a channel it discards that channel's frames until channel.close-ok
    (spec: "the peer ... MUST discard all frames ... until close-ok"); after it closes the
    connection it discards everything but connection.close and connection.close-ok.
@@ -41,7 +42,7 @@ from batonmq.amqp.constants import (
     PROTOCOL_HEADER_SIZE,
     ReplyCode,
 )
-from batonmq.amqp.errors import HardError, ProtocolError
+from batonmq.amqp.errors import ChannelError, HardError, ProtocolError
 from batonmq.amqp.frames import (
     HEARTBEAT_BYTES,
     BodyFrame,
@@ -90,6 +91,7 @@ class ConnectionSettings:
     frame_max: int = 131072
     channel_max: int = 2047
     heartbeat: int = 60
+    max_message_size: int = 70 * 1024 * 1024
 
 
 # Events ---------------------------------------------------------------------------------------
@@ -126,6 +128,14 @@ class ChannelClosed:
 
 
 @dataclass(frozen=True, slots=True)
+class ChannelFailed:
+    """The protocol layer closed the channel with a soft error (channel.close already sent)."""
+
+    channel: int
+    error: ProtocolError
+
+
+@dataclass(frozen=True, slots=True)
 class MethodReceived:
     channel: int
     method: base.Frame
@@ -155,6 +165,7 @@ Event = (
     | OpenRequested
     | ChannelOpened
     | ChannelClosed
+    | ChannelFailed
     | MethodReceived
     | ContentReceived
     | ConnectionEnded
@@ -383,6 +394,17 @@ class ServerConnection:
                 raise HardError(
                     ReplyCode.UNEXPECTED_FRAME, f"content header of class {frame.class_id}"
                 )
+            if frame.body_size > self.settings.max_message_size:
+                # As RabbitMQ: refused before the body is read, as a channel error.
+                error = ChannelError(
+                    ReplyCode.PRECONDITION_FAILED,
+                    f"message size {frame.body_size} is larger than configured max size "
+                    f"{self.settings.max_message_size}",
+                    type(pending.method),
+                )
+                self.close_channel(frame.channel, error)
+                yield ChannelFailed(frame.channel, error)
+                return
             pending.header = frame
         else:
             pending.body_parts.append(frame.payload)

@@ -48,6 +48,7 @@ class BrokerSettings:
     frame_max: int = 131072
     channel_max: int = 2047
     heartbeat: int = 60
+    max_message_size: int = 70 * 1024 * 1024
     guest_loopback_only: bool = True
 
 
@@ -68,4 +69,5 @@ class Broker:
             frame_max=settings.frame_max,
             channel_max=settings.channel_max,
             heartbeat=settings.heartbeat,
+            max_message_size=settings.max_message_size,
         )

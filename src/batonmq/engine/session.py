@@ -15,6 +15,7 @@ from pamqp import base, commands
 
 from batonmq.amqp.connection import (
     ChannelClosed,
+    ChannelFailed,
     ChannelOpened,
     ConnectionEnded,
     ContentReceived,
@@ -94,7 +95,7 @@ class Session:
             self._run(event.channel, event.method, None)
         elif isinstance(event, ChannelOpened):
             self.channels[event.channel] = Channel(self, event.channel)
-        elif isinstance(event, ChannelClosed):
+        elif isinstance(event, ChannelClosed | ChannelFailed):
             channel = self.channels.pop(event.channel, None)
             if channel is not None:
                 channel.close()

@@ -33,6 +33,7 @@ class BrokerServer:
                 frame_max=config.amqp.frame_max,
                 channel_max=config.amqp.channel_max,
                 heartbeat=config.amqp.heartbeat,
+                max_message_size=config.amqp.max_message_size,
                 guest_loopback_only=config.auth.guest_loopback_only,
             )
         )
