@@ -29,3 +29,14 @@ def broker_process(request: pytest.FixtureRequest, broker: RunningBroker) -> Run
     if broker.process is None:
         pytest.skip("needs a broker process of its own, not the external --amqp-url broker")
     return broker
+
+
+@pytest.fixture
+def batonmq(tmp_path: Path) -> Iterator[RunningBroker]:
+    """Always a BatonMQ process, even with --amqp-url: for behaviour where BatonMQ follows the
+    AMQP 0-9-1 specification and RabbitMQ does not (each such test says where they differ)."""
+    running = start_broker(tmp_path)
+    try:
+        yield running
+    finally:
+        running.stop()
