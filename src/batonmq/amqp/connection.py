@@ -36,6 +36,7 @@ from pamqp.common import FieldTable
 
 from batonmq.amqp.constants import (
     BASIC_CLASS_ID,
+    CONNECTION_CLASS_ID,
     FRAME_MIN_SIZE,
     PROTOCOL_HEADER,
     PROTOCOL_HEADER_0_9,
@@ -253,7 +254,8 @@ class ServerConnection:
             yield from self._receive_while_closing(frame)
         elif frame.channel == 0:
             if not isinstance(frame, MethodFrame):
-                raise HardError(ReplyCode.UNEXPECTED_FRAME, "content frame on channel 0")
+                # Spec 4.2.6.1: "The channel number MUST NOT be zero ... 504 (channel error)".
+                raise HardError(ReplyCode.CHANNEL_ERROR, "content frame on channel 0")
             yield from self._receive_connection_method(frame.method)
         elif self.state is not State.OPEN:
             raise HardError(ReplyCode.CHANNEL_ERROR, f"channel {frame.channel} used before open")
@@ -338,6 +340,12 @@ class ServerConnection:
 
     def _receive_channel_method(self, channel: int, method: base.Frame) -> Iterator[Event]:
         slot = self._channels.get(channel)
+        if slot is not None and slot.closing:
+            if isinstance(method, Channel.Close | Channel.CloseOk):
+                if isinstance(method, Channel.Close):
+                    self._send(channel, Channel.CloseOk())
+                del self._channels[channel]
+            return
         if isinstance(method, Channel.Open):
             if slot is not None or channel > self.channel_max:
                 reason = "already open" if slot is not None else f"above {self.channel_max}"
@@ -350,19 +358,13 @@ class ServerConnection:
             return
         if slot is None:
             raise HardError(ReplyCode.CHANNEL_ERROR, f"channel {channel} is not open", type(method))
-        if slot.closing:
-            if isinstance(method, Channel.Close | Channel.CloseOk):
-                if isinstance(method, Channel.Close):
-                    self._send(channel, Channel.CloseOk())
-                del self._channels[channel]
-            return
         if slot.pending is not None:
             raise HardError(
                 ReplyCode.UNEXPECTED_FRAME,
                 f"{method.name} on channel {channel} while content was expected",
                 type(method),
             )
-        if isinstance(method, Connection.Close | Connection.CloseOk | Connection.Open):
+        if method.index >> 16 == CONNECTION_CLASS_ID:
             raise HardError(
                 ReplyCode.COMMAND_INVALID, f"{method.name} on channel {channel}", type(method)
             )
@@ -391,9 +393,8 @@ class ServerConnection:
             )
         if isinstance(frame, HeaderFrame):
             if frame.class_id != BASIC_CLASS_ID:
-                raise HardError(
-                    ReplyCode.UNEXPECTED_FRAME, f"content header of class {frame.class_id}"
-                )
+                # Spec 4.2.6.1: "The class-id MUST match the method frame class id ... 501".
+                raise HardError(ReplyCode.FRAME_ERROR, f"content header of class {frame.class_id}")
             if frame.body_size > self.settings.max_message_size:
                 # As RabbitMQ: refused before the body is read, as a channel error.
                 error = ChannelError(
@@ -477,7 +478,7 @@ class ServerConnection:
             channel,
             Channel.Close(
                 reply_code=error.reply_code,
-                reply_text=error.reply_text[:255],
+                reply_text=short_string(error.reply_text),
                 class_id=error.class_id,
                 method_id=error.method_id,
             ),
@@ -490,7 +491,7 @@ class ServerConnection:
         if self.state is State.AWAITING_HEADER:
             self.state, self.should_close_transport = State.CLOSED, True
             return
-        self._close_code, self._close_text = int(error.reply_code), error.reply_text[:255]
+        self._close_code, self._close_text = int(error.reply_code), short_string(error.reply_text)
         self._send(
             0,
             Connection.Close(
@@ -543,3 +544,11 @@ class ServerConnection:
     def _expect_state(self, state: State) -> None:
         if self.state is not state:
             raise RuntimeError(f"connection is {self.state.value}, not {state.value}")
+
+
+def short_string(text: str) -> str:
+    """`text` cut to fit an AMQP short string: 255 octets of UTF-8, not 255 characters."""
+    encoded = text.encode("utf-8")
+    if len(encoded) <= 255:
+        return text
+    return encoded[:255].decode("utf-8", "ignore")

@@ -20,6 +20,7 @@ FRAME_OVERHEAD: Final = 8
 #: "frame-min-size": every peer accepts frames this large before tuning (spec 4.2.3).
 FRAME_MIN_SIZE: Final = 4096
 
+CONNECTION_CLASS_ID: Final = 10
 BASIC_CLASS_ID: Final = 60
 
 

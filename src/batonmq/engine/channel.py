@@ -111,11 +111,16 @@ class Channel:
 
     def check_tags(self, delivery_tag: int, multiple: bool) -> list[int]:
         """The unsettled tags an ack/nack/reject names; 406 for a tag that is not unsettled."""
-        if multiple:
-            # Spec (basic.ack multiple): "up to and including"; tag 0 means all outstanding.
-            return [tag for tag in self.unsettled if delivery_tag == 0 or tag <= delivery_tag]
+        if multiple and delivery_tag == 0:
+            # Spec (basic.ack multiple): tag 0 with multiple means all outstanding deliveries.
+            return list(self.unsettled)
         if delivery_tag not in self.unsettled:
+            # Spec (basic.ack delivery-tag): a tag that is not an unsettled delivery is a channel
+            # error; with multiple too (RabbitMQ: 406 "unknown delivery tag").
             raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"unknown delivery tag {delivery_tag}")
+        if multiple:
+            # "up to and including" the named tag.
+            return [tag for tag in self.unsettled if tag <= delivery_tag]
         return [delivery_tag]
 
     def settle(self, tags: Iterable[int], *, requeue: bool) -> None:

@@ -38,7 +38,7 @@ def _plain(response: bytes) -> Credentials:
 def _amqplain(response: bytes) -> Credentials:
     try:
         _size, table = decode.field_table(struct.pack(">I", len(response)) + response)
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:
         raise SaslError(f"AMQPLAIN response is not a field table: {error}") from error
     login, password = table.get("LOGIN"), table.get("PASSWORD")
     if isinstance(login, bytes):

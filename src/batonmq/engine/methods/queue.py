@@ -16,11 +16,11 @@ Queue = commands.Queue
 
 def queue_name(channel: Channel, name: str) -> str:
     """Spec (queue.bind and others): "If the queue name is empty, the server uses the last queue
-    declared on the channel"; with none declared that is 530 NOT_ALLOWED."""
+    declared on the channel"; with none declared that is 404 (rule queue-known, as RabbitMQ)."""
     if name:
         return name
     if channel.last_queue_name is None:
-        raise amqp_error(ReplyCode.NOT_ALLOWED, "no previously declared queue")
+        raise amqp_error(ReplyCode.NOT_FOUND, "no previously declared queue")
     return channel.last_queue_name
 
 

@@ -1,0 +1,136 @@
+"""`ClassicQueue` with stub consumers: round-robin within each consumer's room (AMQP 0-9-1 basic
+class: the server distributes messages among a queue's consumers), FIFO by publish order, and
+requeued entries back in place, flagged redelivered."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from batonmq.model.message import Message, QueueEntry
+from batonmq.queues.classic import ClassicQueue
+
+
+@dataclass(eq=False)
+class StubConsumer:
+    tag: str
+    room: int = 1000
+    exclusive: bool = False
+    received: list[QueueEntry] = field(default_factory=list)
+
+    def has_room(self) -> bool:
+        return self.room > 0
+
+    def deliver(self, queue: ClassicQueue, entry: QueueEntry) -> None:
+        self.room -= 1
+        self.received.append(entry)
+
+
+def message(body: str) -> Message:
+    return Message("", "q", b"\x00" * 14, body.encode())
+
+
+def bodies(consumer: StubConsumer) -> list[str]:
+    return [entry.message.body.decode() for entry in consumer.received]
+
+
+def publish(queue: ClassicQueue, *bodies_: str) -> None:
+    for body in bodies_:
+        queue.publish(message(body))
+
+
+def test_messages_wait_in_publish_order_without_consumers():
+    """Spec 3.1.4 / 4.7: a queue holds messages in FIFO order."""
+    queue = ClassicQueue("q")
+    publish(queue, "a", "b", "c")
+    assert queue.message_count == 3
+    got = [queue.get() for _ in range(3)]
+    assert [g.message.body for g in got if g is not None] == [b"a", b"b", b"c"]
+    assert queue.get() is None
+
+
+def test_consumers_are_served_round_robin():
+    """AMQP 0-9-1 basic class: messages are distributed among a queue's consumers; a classic queue
+    goes round-robin."""
+    queue = ClassicQueue("q")
+    a, b, c = StubConsumer("a"), StubConsumer("b"), StubConsumer("c")
+    for consumer in (a, b, c):
+        queue.add_consumer(consumer)
+    publish(queue, *"0123456")
+    assert (bodies(a), bodies(b), bodies(c)) == (["0", "3", "6"], ["1", "4"], ["2", "5"])
+    assert queue.message_count == 0
+
+
+def test_dispatch_hands_out_what_waited_round_robin():
+    """Messages that waited for consumers are distributed round-robin too."""
+    queue = ClassicQueue("q")
+    publish(queue, *"0123")
+    a, b = StubConsumer("a"), StubConsumer("b")
+    queue.add_consumer(a)
+    queue.add_consumer(b)
+    queue.dispatch()
+    assert (bodies(a), bodies(b)) == (["0", "2"], ["1", "3"])
+
+
+def test_a_consumer_without_room_is_skipped_and_served_when_it_has_room():
+    """basic.qos, prefetch-count: the server "MUST NOT send more" than a consumer's window; a full
+    consumer is skipped, not blocked on."""
+    queue = ClassicQueue("q")
+    full, free = StubConsumer("full", room=0), StubConsumer("free", room=2)
+    queue.add_consumer(full)
+    queue.add_consumer(free)
+    publish(queue, *"0123")
+    assert (bodies(full), bodies(free)) == ([], ["0", "1"])
+    assert queue.message_count == 2, "no consumer has room: the rest waits"
+    full.room = 5
+    queue.dispatch()
+    assert bodies(full) == ["2", "3"]
+
+
+def test_requeued_entries_go_back_in_place_and_are_redelivered_first():
+    """RabbitMQ: requeued messages go back to their original position; spec 4.7: order may change
+    only for messages flagged redelivered."""
+    queue = ClassicQueue("q")
+    publish(queue, *"01234")
+    taken = [queue.get() for _ in range(3)]
+    entries = [t for t in taken if t is not None]
+    queue.requeue([entries[2], entries[0]])
+    consumer = StubConsumer("c")
+    queue.add_consumer(consumer)
+    queue.dispatch()
+    assert bodies(consumer) == ["0", "2", "3", "4"]
+    assert [entry.redelivered for entry in consumer.received] == [True, True, False, False]
+
+
+def test_requeue_to_a_deleted_queue_drops_the_entries():
+    """A deleted queue takes nothing back (RabbitMQ: deliveries of a deleted queue are not
+    requeued)."""
+    queue = ClassicQueue("q")
+    publish(queue, "a")
+    taken = queue.get()
+    assert taken is not None
+    queue.deleted = True
+    queue.requeue([taken])
+    assert queue.message_count == 0
+
+
+def test_purge_drops_ready_messages_and_counts_them():
+    """queue.purge-ok, message-count: "Reports the number of messages purged"."""
+    queue = ClassicQueue("q")
+    publish(queue, "a", "b")
+    assert queue.purge() == 2
+    assert queue.message_count == 0
+
+
+def test_consumer_bookkeeping():
+    """basic.consume, exclusive: "Request exclusive consumer access, meaning only this consumer can
+    access the queue"; the queue knows whether it has one."""
+    queue = ClassicQueue("q", exclusive_owner=object(), auto_delete=True)
+    assert queue.exclusive
+    assert not queue.had_consumers
+    consumer = StubConsumer("x", exclusive=True)
+    queue.add_consumer(consumer)
+    assert (queue.consumer_count, queue.had_consumers) == (1, True)
+    assert queue.has_exclusive_consumer()
+    queue.remove_consumer(consumer)
+    assert queue.consumer_count == 0
+    assert not queue.has_exclusive_consumer()
