@@ -298,8 +298,8 @@ class MemClient:
         vhost: str = "/",
         mechanism: str = "PLAIN",
         capabilities: dict[str, bool] | None = None,
-        frame_max: int = 0,
-        channel_max: int = 0,
+        frame_max: int | None = None,
+        channel_max: int | None = None,
         heartbeat: int = 0,
     ) -> commands.Connection.Tune:
         """Protocol header to open-ok; returns the server's connection.tune."""
@@ -343,17 +343,20 @@ class MemClient:
         tune: commands.Connection.Tune,
         *,
         vhost: str = "/",
-        frame_max: int = 0,
-        channel_max: int = 0,
+        frame_max: int | None = None,
+        channel_max: int | None = None,
         heartbeat: int = 0,
     ) -> None:
+        """tune-ok with the server's frame_max and channel_max unless given (0 is refused)."""
+        frame_max = tune.frame_max if frame_max is None else frame_max
+        channel_max = tune.channel_max if channel_max is None else channel_max
         self.send(
             0,
             commands.Connection.TuneOk(
                 channel_max=channel_max, frame_max=frame_max, heartbeat=heartbeat
             ),
         )
-        self.frame_max = frame_max or tune.frame_max
+        self.frame_max = frame_max
         self.send(0, commands.Connection.Open(virtual_host=vhost))
 
     def open_channel(self, channel: int = 1) -> None:

@@ -10,7 +10,7 @@ Rules of this machine — everything that changes its state lives in this file:
    open/open-ok. A method out of that order is 503 COMMAND_INVALID.
 4. Channel 0 carries connection methods only; a channel carries anything but connection methods.
    A method on a channel that is not open is 504 CHANNEL_ERROR (spec 4.2.2 "channel ... must be
-   open"); so is channel.open on an open channel or a channel number above channel_max.
+   open"); so is channel.open on an open channel. A channel above channel_max is 530.
 5. A content-carrying method (basic.publish) is followed by exactly one content header and as many
    body frames as the header's body-size needs; any other frame on that channel in between, and
    content frames with no method before them, are 505 UNEXPECTED_FRAME. A body-size above
@@ -19,7 +19,10 @@ Rules of this machine — everything that changes its state lives in this file:
    (spec: "the peer ... MUST discard all frames ... until close-ok"); after it closes the
    connection it discards everything but connection.close and connection.close-ok.
 7. Any `ProtocolError` found in the input closes the connection with that error's code and text;
-   the error never escapes `receive_data`.
+   the error never escapes `receive_data`. After a 501 FRAME_ERROR the stream is unframed, so
+   the transport closes without waiting for close-ok. Errors before open-ok close the socket
+   with nothing sent (spec 2.2.4): a tune-ok out of bounds, a login refused to a client that
+   lacks the authentication_failure_close capability, an unoffered mechanism or locale.
 8. When the exchange is over (close-ok either way, or a refused protocol header), `ConnectionEnded`
    is yielded once and `should_close_transport` turns true.
 """
@@ -223,6 +226,10 @@ class ServerConnection:
                 yield from self._receive_frame(frame)
         except ProtocolError as error:
             self.close(error)
+            if error.reply_code is ReplyCode.FRAME_ERROR:
+                # The stream has lost its framing, so no close-ok could be read from it: close
+                # the socket once connection.close is out (spec 4.2.3).
+                yield from self._end(error.reply_code, error.reply_text, False)
 
     def _receive_protocol_header(self) -> Iterator[Event]:
         header = self._reader.take(PROTOCOL_HEADER_SIZE)
@@ -313,25 +320,31 @@ class ServerConnection:
             raw = response.encode("utf-8") if isinstance(response, str) else bytes(response)
             yield LoginRequested(method.mechanism, raw, self.client_properties)
         elif isinstance(method, Connection.TuneOk):
-            self._apply_tune_ok(method)
+            try:
+                self._apply_tune_ok(method)
+            except HardError as error:
+                # Spec (tune-ok channel-max, frame-max): "the server MUST close the connection
+                # without attempting a negotiated close".
+                yield from self._end(error.reply_code, error.reply_text, False)
         elif isinstance(method, Connection.Open):
             yield OpenRequested(method.virtual_host)
 
     def _apply_tune_ok(self, tune_ok: commands.Connection.TuneOk) -> None:
         offered = self.settings
-        # Spec (connection.tune-ok): 0 means "no limit of its own", i.e. take the server's.
-        frame_max = tune_ok.frame_max or offered.frame_max
+        # 0 would mean "no limit", which is above the server's limit (RabbitMQ refuses it too;
+        # the spec marks tune-ok channel-max notnull).
+        frame_max = tune_ok.frame_max
         if not FRAME_MIN_SIZE <= frame_max <= offered.frame_max:
             raise HardError(
                 ReplyCode.NOT_ALLOWED,
                 f"frame_max {frame_max} outside {FRAME_MIN_SIZE}..{offered.frame_max}",
                 Connection.TuneOk,
             )
-        channel_max = tune_ok.channel_max or offered.channel_max
-        if channel_max > offered.channel_max:
+        channel_max = tune_ok.channel_max
+        if not 1 <= channel_max <= offered.channel_max:
             raise HardError(
                 ReplyCode.NOT_ALLOWED,
-                f"channel_max {channel_max} above {offered.channel_max}",
+                f"channel_max {channel_max} outside 1..{offered.channel_max}",
                 Connection.TuneOk,
             )
         self.frame_max, self.channel_max = frame_max, channel_max
@@ -347,10 +360,16 @@ class ServerConnection:
                 del self._channels[channel]
             return
         if isinstance(method, Channel.Open):
-            if slot is not None or channel > self.channel_max:
-                reason = "already open" if slot is not None else f"above {self.channel_max}"
+            if slot is not None:
                 raise HardError(
-                    ReplyCode.CHANNEL_ERROR, f"channel {channel} {reason}", Channel.Open
+                    ReplyCode.CHANNEL_ERROR, f"channel {channel} already open", Channel.Open
+                )
+            if channel > self.channel_max:
+                # As RabbitMQ: going past the negotiated channel_max is 530 NOT_ALLOWED.
+                raise HardError(
+                    ReplyCode.NOT_ALLOWED,
+                    f"channel {channel} above the negotiated channel_max {self.channel_max}",
+                    Channel.Open,
                 )
             self._channels[channel] = _ChannelSlot()
             self._send(channel, Channel.OpenOk())
@@ -393,8 +412,10 @@ class ServerConnection:
             )
         if isinstance(frame, HeaderFrame):
             if frame.class_id != BASIC_CLASS_ID:
-                # Spec 4.2.6.1: "The class-id MUST match the method frame class id ... 501".
-                raise HardError(ReplyCode.FRAME_ERROR, f"content header of class {frame.class_id}")
+                # Spec 4.2.6 (and RabbitMQ): badly-formatted content is 505; 4.2.6.1 says 501.
+                raise HardError(
+                    ReplyCode.UNEXPECTED_FRAME, f"content header of class {frame.class_id}"
+                )
             if frame.body_size > self.settings.max_message_size:
                 # As RabbitMQ: refused before the body is read, as a channel error.
                 error = ChannelError(
@@ -440,8 +461,13 @@ class ServerConnection:
         self.state = State.AWAITING_TUNE_OK
 
     def refuse_login(self, reply_text: str) -> None:
+        """connection.close 403 to a client with the authentication_failure_close capability;
+        to others, a closed socket (spec 2.2.4: no data is sent for errors before open)."""
         self._expect_state(State.AUTHENTICATING)
-        self.close(HardError(ReplyCode.ACCESS_REFUSED, reply_text, Connection.StartOk))
+        if self.supports("authentication_failure_close"):
+            self.close(HardError(ReplyCode.ACCESS_REFUSED, reply_text, Connection.StartOk))
+        else:
+            self.state, self.should_close_transport = State.CLOSED, True
 
     def accept_open(self, virtual_host: str) -> None:
         self._expect_state(State.OPENING)

@@ -137,10 +137,12 @@ def decode_method(payload: bytes) -> base.Frame:
     (index,) = struct.unpack_from(">I", payload)
     method_class = commands.INDEX_MAPPING.get(index)
     if method_class is None:
-        raise HardError(
+        unknown = HardError(
             ReplyCode.NOT_IMPLEMENTED,
             f"unknown method: class {index >> 16}, method {index & 0xFFFF}",
         )
+        unknown.class_id, unknown.method_id = index >> 16, index & 0xFFFF
+        raise unknown
     # Without __init__: unmarshal sets every attribute, and pamqp's __init__ of
     # basic.recover-async emits a DeprecationWarning the client's use is not ours to raise.
     method = cast(base.Frame, object.__new__(method_class))
@@ -148,9 +150,9 @@ def decode_method(payload: bytes) -> base.Frame:
         method.unmarshal(payload[4:])
     except Exception as error:
         # pamqp raises struct.error, ValueError, IndexError, UnicodeDecodeError and more for
-        # malformed arguments; all of them mean the same thing on the wire.
+        # arguments it cannot decode: a frame "the recipient could not decode" is 501.
         raise HardError(
-            ReplyCode.SYNTAX_ERROR, f"malformed {method.name} arguments: {error}", method_class
+            ReplyCode.FRAME_ERROR, f"malformed {method.name} arguments: {error}", method_class
         ) from error
     return method
 

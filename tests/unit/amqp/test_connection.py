@@ -187,15 +187,26 @@ def test_accept_login_sends_tune_with_the_offered_limits():
 
 
 def test_refuse_login_closes_with_403_naming_start_ok():
-    """RabbitMQ's authentication_failure_close: connection.close 403 ACCESS_REFUSED, naming
-    connection.start-ok (class 10, method 11)."""
+    """RabbitMQ's authentication_failure_close: to a client with that capability,
+    connection.close 403 ACCESS_REFUSED, naming connection.start-ok (class 10, method 11)."""
     client, end = new_client()
     end.answer = lambda connection, event: connection.refuse_login("bad password")
-    client.start()
+    client.start(capabilities={"authentication_failure_close": True})
     close = expect_close(client, ReplyCode.ACCESS_REFUSED)
     assert (close.class_id, close.method_id) == (10, 11)
     assert "bad password" in close.reply_text
     assert end.connection.state is State.CLOSING
+
+
+def test_refuse_login_without_the_capability_closes_the_socket_with_nothing_sent():
+    """Spec 2.2.4: for errors before connection.open "the server ... MUST close the socket
+    without sending any further data"; only authentication_failure_close asks for a close."""
+    client, end = new_client()
+    end.answer = lambda connection, event: connection.refuse_login("bad password")
+    client.start()
+    client.expect_nothing()
+    assert end.connection.should_close_transport
+    assert end.connection.state is State.CLOSED
 
 
 def test_answers_in_the_wrong_state_are_programming_errors():
@@ -214,8 +225,12 @@ def handshake_bytes(vhost: str = "/") -> bytes:
     return b"".join(
         frame.marshal(method, 0)
         for method in (
-            Connection.StartOk(mechanism="PLAIN", response=plain_response("guest", "guest")),
-            Connection.TuneOk(channel_max=0, frame_max=0, heartbeat=0),
+            Connection.StartOk(
+                client_properties={"capabilities": {"authentication_failure_close": True}},
+                mechanism="PLAIN",
+                response=plain_response("guest", "guest"),
+            ),
+            Connection.TuneOk(channel_max=16, frame_max=131072, heartbeat=0),
             Connection.Open(virtual_host=vhost),
         )
     )
@@ -274,27 +289,24 @@ def test_data_to_send_returns_what_was_queued_since_the_last_call():
 # Tune-ok ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("frame_max", [1, 4095, 131073, 1 << 31])
-def test_tune_ok_frame_max_outside_4096_to_the_offer_is_530(frame_max):
+def expect_closed_without_a_word(client: MemClient, end: ConnectionEnd) -> None:
+    client.expect_nothing()
+    assert end.connection.should_close_transport
+    assert end.connection.state is State.CLOSED
+
+
+@pytest.mark.parametrize("frame_max", [0, 1, 4095, 131073, 1 << 31])
+def test_tune_ok_frame_max_outside_4096_to_the_offer_closes_the_socket(frame_max):
     """connection.tune-ok frame-max, rules "minimum" ("the minimum negotiated value for
     frame-max is also frame-min-size", 4096) and "upper-limit" ("If the client specifies a frame
     max that is higher than the value provided by the server, the server MUST close the
-    connection"); RabbitMQ closes with 530 NOT_ALLOWED."""
-    client, _end = new_client()
+    connection without attempting a negotiated close"). 0, "no limit", is above the offer
+    (RabbitMQ refuses it too)."""
+    client, end = new_client()
     client.start()
     client.expect(Connection.Tune)
-    client.send(0, Connection.TuneOk(channel_max=0, frame_max=frame_max, heartbeat=0))
-    close = expect_close(client, ReplyCode.NOT_ALLOWED)
-    assert (close.class_id, close.method_id) == (10, 31)
-
-
-def test_tune_ok_zero_means_the_servers_values():
-    """Spec (connection.tune-ok): zero means the client imposes no limit of its own, so the
-    server's offer stands."""
-    client, end = new_client()
-    client.handshake(frame_max=0, channel_max=0, heartbeat=0)
-    connection = end.connection
-    assert (connection.frame_max, connection.channel_max, connection.heartbeat) == (131072, 16, 0)
+    client.send(0, Connection.TuneOk(channel_max=16, frame_max=frame_max, heartbeat=0))
+    expect_closed_without_a_word(client, end)
 
 
 def test_tune_ok_lower_frame_max_is_enforced_on_input_and_output():
@@ -312,15 +324,17 @@ def test_tune_ok_lower_frame_max_is_enforced_on_input_and_output():
     expect_close(client, ReplyCode.FRAME_ERROR)
 
 
-def test_tune_ok_channel_max_above_the_offer_is_530():
+@pytest.mark.parametrize("channel_max", [0, 17])
+def test_tune_ok_channel_max_above_the_offer_closes_the_socket(channel_max):
     """connection.tune-ok channel-max, rule "upper-limit": "If the client specifies a channel
     max that is higher than the value provided by the server, the server MUST close the
-    connection"."""
-    client, _end = new_client()
+    connection without attempting a negotiated close"; the field is also "notnull", and 0 would
+    mean no limit."""
+    client, end = new_client()
     client.start()
     client.expect(Connection.Tune)
-    client.send(0, Connection.TuneOk(channel_max=17, frame_max=0, heartbeat=0))
-    expect_close(client, ReplyCode.NOT_ALLOWED)
+    client.send(0, Connection.TuneOk(channel_max=channel_max, frame_max=131072, heartbeat=0))
+    expect_closed_without_a_word(client, end)
 
 
 def test_open_asks_for_the_virtual_host():
@@ -431,14 +445,15 @@ def test_channel_open_on_an_open_channel_is_504():
     assert (close.class_id, close.method_id) == (20, 10)
 
 
-def test_channel_above_channel_max_is_504():
-    """Spec 4.3: "The maximum number of channels is defined at connection negotiation"; a channel
-    number above the negotiated channel-max is a channel error. Channel-max itself is usable."""
+def test_channel_above_channel_max_is_530():
+    """Spec 4.3: "The maximum number of channels is defined at connection negotiation"; going
+    past the negotiated channel-max is 530 NOT_ALLOWED, as RabbitMQ answers ("number of channels
+    opened ... has reached the negotiated channel_max"). Channel-max itself is usable."""
     client, end = opened(channel_max=4)
     assert end.connection.channel_max == 4
     client.open_channel(4)
     client.send(5, Channel.Open())
-    expect_close(client, ReplyCode.CHANNEL_ERROR)
+    expect_close(client, ReplyCode.NOT_ALLOWED)
 
 
 @pytest.mark.parametrize(
@@ -448,7 +463,7 @@ def test_channel_above_channel_max_is_504():
         Connection.CloseOk(),
         Connection.Open(virtual_host="/"),
         Connection.StartOk(mechanism="PLAIN", response="\x00guest\x00guest"),
-        Connection.TuneOk(channel_max=0, frame_max=0, heartbeat=0),
+        Connection.TuneOk(channel_max=16, frame_max=131072, heartbeat=0),
         Connection.SecureOk(response="x"),
         Connection.UpdateSecret(new_secret="s", reason="r"),
     ],
@@ -805,12 +820,14 @@ def test_close_before_the_protocol_header_just_closes_the_transport():
 
 
 def test_a_frame_error_after_open_closes_the_connection_without_raising():
-    """Rule 7; spec 4.2.3: a bad frame-end is "a fatal protocol error"."""
+    """Rule 7; spec 4.2.3: a bad frame-end is "a fatal protocol error": connection.close 501,
+    then the transport closes at once, since no close-ok can be framed out of the stream."""
     client, end = opened()
     client.send_bytes(raw_frame(FRAME_METHOD, 1, b"\x00\x3c\x00\x0a" + bytes(7), frame_end=0))
     close = expect_close(client, ReplyCode.FRAME_ERROR)
     assert (close.class_id, close.method_id) == (0, 0)
-    assert end.connection.state is State.CLOSING
+    assert end.connection.state is State.CLOSED
+    assert end.connection.should_close_transport
 
 
 def test_heartbeats_are_ignored():
@@ -860,13 +877,13 @@ def test_content_header_on_channel_0_is_504():
     expect_close(client, ReplyCode.CHANNEL_ERROR)
 
 
-def test_content_header_of_another_class_is_501():
-    """Spec 4.2.6.1 (content header): "The class-id MUST match the method frame class id. The
-    peer MUST respond to an invalid class-id by raising a connection exception with reply code
-    501 (frame error)"."""
+def test_content_header_of_another_class_is_505():
+    """A content header whose class-id is not the method's. The spec says both 505 (4.2.6: "an
+    incomplete or badly-formatted content ... 505 (unexpected frame)") and 501 (4.2.6.1);
+    RabbitMQ answers 505, so BatonMQ does too."""
     client, _end = opened()
     method, content_header, *_body = publish_bytes(1, b"abc")
     payload = bytearray(content_header[7:-1])
     payload[0:2] = (50).to_bytes(2, "big")  # the queue class instead of basic
     client.send_bytes(method + raw_frame(FRAME_HEADER, 1, bytes(payload)))
-    expect_close(client, ReplyCode.FRAME_ERROR)
+    expect_close(client, ReplyCode.UNEXPECTED_FRAME)

@@ -228,20 +228,21 @@ def test_unknown_method_is_not_implemented():
         assert error.closes_connection
 
 
-def test_truncated_method_arguments_are_syntax_error():
-    """amqp0-9-1.xml, syntax-error (502): "The sender sent a frame that contained illegal values
-    for one or more fields"; an argument list cut short is one. The error names the method."""
+def test_truncated_method_arguments_are_frame_error():
+    """amqp0-9-1.xml, frame-error (501): "The sender sent a malformed frame that the recipient
+    could not decode"; an argument list cut short is one (RabbitMQ answers 501 too). The error
+    names the method."""
     payload = method_payload(commands.Queue.Declare(queue="orders", arguments={"x": 1}))
     for cut in (5, 7, 12, len(payload) - 3):
         with pytest.raises(HardError) as caught:
             decode_method(payload[:cut])
-        assert caught.value.reply_code is ReplyCode.SYNTAX_ERROR, cut
+        assert caught.value.reply_code is ReplyCode.FRAME_ERROR, cut
         assert (caught.value.class_id, caught.value.method_id) == (50, 10)
 
 
-def test_malformed_method_arguments_are_syntax_error():
-    """Invalid UTF-8 in a short string and an unknown field-table type tag are illegal values
-    (502 syntax-error)."""
+def test_undecodable_method_arguments_are_frame_error():
+    """Invalid UTF-8 in a short string and an unknown field-table type tag cannot be decoded
+    either (501 frame-error)."""
     bad_utf8 = struct.pack(">IH", commands.Basic.Get.index, 0) + b"\x02\xff\xfe" + b"\x00"
     bad_table = (
         struct.pack(">IH", commands.Queue.Declare.index, 0)
@@ -252,7 +253,7 @@ def test_malformed_method_arguments_are_syntax_error():
     for payload in (bad_utf8, bad_table):
         with pytest.raises(HardError) as caught:
             decode_method(payload)
-        assert caught.value.reply_code is ReplyCode.SYNTAX_ERROR
+        assert caught.value.reply_code is ReplyCode.FRAME_ERROR
 
 
 def test_method_frame_shorter_than_its_ids_is_frame_error():

@@ -57,7 +57,7 @@ def test_a_wrong_password_or_user_is_refused_with_403(username, password):
     connection.start-ok; the transport closes when the client answers close-ok."""
     broker = Broker()
     client, session = new_session(broker)
-    client.start(username, password)
+    client.start(username, password, capabilities={"authentication_failure_close": True})
     close = client.expect(Connection.Close, channel=0)
     assert close.reply_code == ReplyCode.ACCESS_REFUSED
     assert (close.class_id, close.method_id) == (10, 11)
@@ -72,7 +72,7 @@ def test_a_wrong_password_or_user_is_refused_with_403(username, password):
 def test_guest_is_refused_from_a_remote_address():
     """RabbitMQ's loopback_users: guest may log in only from a loopback address."""
     client, _session = new_session(Broker(), ("10.0.0.7", 40000))
-    client.start()
+    client.start(capabilities={"authentication_failure_close": True})
     close = client.expect(Connection.Close, channel=0)
     assert close.reply_code == ReplyCode.ACCESS_REFUSED
     assert "localhost" in close.reply_text

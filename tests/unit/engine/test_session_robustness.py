@@ -54,7 +54,7 @@ def test_a_connection_error_naming_a_wide_vhost_name_closes_the_connection():
     client = MemClient(Session(Broker(), LOOPBACK_PEER, lambda: None))
     client.start()
     client.expect(commands.Connection.Tune)
-    client.send(0, commands.Connection.TuneOk(channel_max=0, frame_max=0, heartbeat=0))
+    client.send(0, commands.Connection.TuneOk(channel_max=2047, frame_max=131072, heartbeat=0))
     payload = struct.pack(">I", commands.Connection.Open.index) + short_string(WIDE_NAME)
     client.send_bytes(raw_frame(1, 0, payload + b"\x00\x00"))
     close = client.expect(commands.Connection.Close, channel=0)
@@ -70,7 +70,7 @@ def test_an_amqplain_response_nested_too_deep_is_refused_with_403():
     for _ in range(1500):
         response = b"\x01kF" + struct.pack(">I", len(response)) + response
     arguments = (
-        encode.field_table({})
+        encode.field_table({"capabilities": {"authentication_failure_close": True}})
         + short_string("AMQPLAIN")
         + struct.pack(">I", len(response))
         + response
