@@ -9,6 +9,7 @@ named outside this test (celery.pidbox, celeryev) is left on a shared broker.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterator
 from urllib.parse import quote
@@ -57,6 +58,20 @@ def celery_app(broker: RunningBroker) -> Iterator[Celery]:
         app.close()
 
 
+@pytest.fixture
+def root_logging_restored() -> Iterator[None]:
+    """start_worker sets the root logger to its own level and leaves it so; put it back, so
+    later tests see the logging they configure."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+        root.handlers[:] = handlers
+
+
+@pytest.mark.usefixtures("root_logging_restored")
 def test_worker_runs_a_task_and_returns_the_result_over_rpc(celery_app: Celery) -> None:
     """task.delay(2, 3).get() == 5: the request reaches the worker, the reply reaches the caller.
 
