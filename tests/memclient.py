@@ -11,13 +11,12 @@ in order (heartbeats aside), and `expect()` fails on anything other than the fra
 
 from __future__ import annotations
 
-import struct
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from pamqp import base, commands, encode, frame, header
+from pamqp import base, commands, frame, header
 from pamqp.body import ContentBody
 from pamqp.common import FieldTable
 
@@ -27,7 +26,7 @@ from batonmq.amqp.connection import (
     OpenRequested,
     ServerConnection,
 )
-from batonmq.amqp.constants import FRAME_END, PROTOCOL_HEADER
+from batonmq.amqp.constants import PROTOCOL_HEADER
 from batonmq.amqp.frames import (
     BodyFrame,
     FrameReader,
@@ -38,6 +37,7 @@ from batonmq.amqp.frames import (
 )
 from batonmq.engine.broker import Broker
 from batonmq.engine.session import Session
+from tests.wire import amqplain_response, plain_response
 
 M = TypeVar("M", bound=base.Frame)
 
@@ -45,26 +45,6 @@ M = TypeVar("M", bound=base.Frame)
 _CONTENT_METHODS = (commands.Basic.Deliver, commands.Basic.GetOk, commands.Basic.Return)
 #: The client reads any frame the server sends; the test checks sizes where it matters.
 _CLIENT_FRAME_MAX = 1 << 32
-
-
-def plain_response(username: str, password: str) -> str:
-    """SASL PLAIN (RFC 4616): authzid NUL authcid NUL passwd."""
-    return f"\x00{username}\x00{password}"
-
-
-def amqplain_response(username: str, password: str) -> str:
-    """AMQPLAIN: a field table holding LOGIN and PASSWORD, without the table's length prefix."""
-    return encode.field_table({"LOGIN": username, "PASSWORD": password})[4:].decode("ascii")
-
-
-def raw_frame(frame_type: int, channel: int, payload: bytes, frame_end: int = FRAME_END) -> bytes:
-    """One frame as bytes, with any type, payload and frame-end octet (for malformed input)."""
-    return struct.pack(">BHI", frame_type, channel, len(payload)) + payload + bytes([frame_end])
-
-
-def method_payload(method: base.Frame) -> bytes:
-    """The payload of a method frame: class id, method id, arguments."""
-    return struct.pack(">I", method.index) + method.marshal()
 
 
 @dataclass(frozen=True)

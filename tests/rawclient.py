@@ -15,12 +15,13 @@ import time
 import uuid
 from typing import Protocol, TypeVar
 
-from pamqp import base, commands, encode, frame, header, heartbeat
+from pamqp import commands, frame, header, heartbeat
 from pamqp.body import ContentBody
 from pamqp.frame import FrameTypes
 
+from tests.wire import amqplain_response, plain_response
+
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
-FRAME_END = 0xCE
 FRAME_HEADER_SIZE = 7
 READ_TIMEOUT = 5.0
 # RabbitMQ waits 3 s (its SILENT_CLOSE_DELAY) before it closes the socket after a fatal error.
@@ -41,26 +42,6 @@ class BrokerAddress(Protocol):
 
 class SocketClosed(Exception):
     """The broker closed the socket (end of stream or reset) before a whole frame arrived."""
-
-
-def plain_response(username: str, password: str) -> str:
-    """SASL PLAIN (RFC 4616): authzid NUL authcid NUL passwd."""
-    return f"\x00{username}\x00{password}"
-
-
-def amqplain_response(username: str, password: str) -> str:
-    """AMQPLAIN: a field table holding LOGIN and PASSWORD, without the table's length prefix."""
-    return encode.field_table({"LOGIN": username, "PASSWORD": password})[4:].decode("ascii")
-
-
-def raw_frame(frame_type: int, channel: int, payload: bytes, frame_end: int = FRAME_END) -> bytes:
-    """One frame as bytes, with any type, payload and frame-end octet (for malformed input)."""
-    return struct.pack(">BHI", frame_type, channel, len(payload)) + payload + bytes([frame_end])
-
-
-def method_payload(method: base.Frame) -> bytes:
-    """The payload of a method frame: class id, method id, arguments."""
-    return struct.pack(">I", method.index) + method.marshal()
 
 
 def non_heartbeat_frames(data: bytes) -> list[FrameTypes]:

@@ -20,7 +20,8 @@ from pamqp.body import ContentBody
 from pamqp.header import ContentHeader
 
 from tests.brokerproc import RunningBroker
-from tests.rawclient import FRAME_HEADER_SIZE, RawClient, method_payload, open_connection, raw_frame
+from tests.rawclient import FRAME_HEADER_SIZE, RawClient, open_connection
+from tests.wire import method_payload, raw_frame
 
 pytestmark = pytest.mark.integration
 

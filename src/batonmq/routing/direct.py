@@ -13,9 +13,7 @@ from typing import ClassVar
 from pamqp.common import FieldTable
 
 from batonmq.model.destination import Destination
-from batonmq.routing.headers import ArgumentsKey, arguments_key
-
-_BindingId = tuple[str, ArgumentsKey]
+from batonmq.routing.bindings import BindingTable
 
 
 class DirectExchange:
@@ -25,36 +23,28 @@ class DirectExchange:
     needs_headers: ClassVar[bool] = False
 
     def __init__(self) -> None:
-        self._by_destination: dict[Destination, dict[_BindingId, FieldTable]] = {}
+        self._bindings = BindingTable()
         #: routing key -> destination -> how many bindings (differing in arguments) join them
         self._by_routing_key: dict[str, dict[Destination, int]] = {}
-        self._count = 0
 
     def bind(self, destination: Destination, routing_key: str, arguments: FieldTable) -> bool:
-        bindings = self._by_destination.setdefault(destination, {})
-        binding_id = (routing_key, arguments_key(arguments))
-        if binding_id in bindings:
+        if not self._bindings.add(destination, routing_key, arguments):
             return False
-        bindings[binding_id] = dict(arguments)
         destinations = self._by_routing_key.setdefault(routing_key, {})
         destinations[destination] = destinations.get(destination, 0) + 1
-        self._count += 1
         return True
 
     def unbind(self, destination: Destination, routing_key: str, arguments: FieldTable) -> bool:
-        bindings = self._by_destination.get(destination)
-        if bindings is None or bindings.pop((routing_key, arguments_key(arguments)), None) is None:
+        if not self._bindings.remove(destination, routing_key, arguments):
             return False
-        if not bindings:
-            del self._by_destination[destination]
         self._forget(destination, routing_key)
         return True
 
     def unbind_destination(self, destination: Destination) -> int:
-        bindings = self._by_destination.pop(destination, {})
-        for routing_key, _ in bindings:
+        removed = self._bindings.remove_destination(destination)
+        for routing_key, _ in removed:
             self._forget(destination, routing_key)
-        return len(bindings)
+        return len(removed)
 
     def _forget(self, destination: Destination, routing_key: str) -> None:
         destinations = self._by_routing_key[routing_key]
@@ -65,15 +55,12 @@ class DirectExchange:
             del destinations[destination]
             if not destinations:
                 del self._by_routing_key[routing_key]
-        self._count -= 1
 
     def route(self, routing_key: str, headers: FieldTable | None) -> set[Destination]:
         return set(self._by_routing_key.get(routing_key, ()))
 
     def bindings(self) -> Iterator[tuple[Destination, str, FieldTable]]:
-        for destination, bindings in self._by_destination.items():
-            for (routing_key, _), arguments in bindings.items():
-                yield destination, routing_key, arguments
+        return iter(self._bindings)
 
     def __len__(self) -> int:
-        return self._count
+        return len(self._bindings)

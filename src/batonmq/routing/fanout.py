@@ -12,9 +12,7 @@ from typing import ClassVar
 from pamqp.common import FieldTable
 
 from batonmq.model.destination import Destination
-from batonmq.routing.headers import ArgumentsKey, arguments_key
-
-_BindingId = tuple[str, ArgumentsKey]
+from batonmq.routing.bindings import BindingTable
 
 
 class FanoutExchange:
@@ -24,39 +22,22 @@ class FanoutExchange:
     needs_headers: ClassVar[bool] = False
 
     def __init__(self) -> None:
-        self._by_destination: dict[Destination, dict[_BindingId, FieldTable]] = {}
-        self._count = 0
+        self._bindings = BindingTable()
 
     def bind(self, destination: Destination, routing_key: str, arguments: FieldTable) -> bool:
-        bindings = self._by_destination.setdefault(destination, {})
-        binding_id = (routing_key, arguments_key(arguments))
-        if binding_id in bindings:
-            return False
-        bindings[binding_id] = dict(arguments)
-        self._count += 1
-        return True
+        return self._bindings.add(destination, routing_key, arguments)
 
     def unbind(self, destination: Destination, routing_key: str, arguments: FieldTable) -> bool:
-        bindings = self._by_destination.get(destination)
-        if bindings is None or bindings.pop((routing_key, arguments_key(arguments)), None) is None:
-            return False
-        if not bindings:
-            del self._by_destination[destination]
-        self._count -= 1
-        return True
+        return self._bindings.remove(destination, routing_key, arguments)
 
     def unbind_destination(self, destination: Destination) -> int:
-        removed = len(self._by_destination.pop(destination, {}))
-        self._count -= removed
-        return removed
+        return len(self._bindings.remove_destination(destination))
 
     def route(self, routing_key: str, headers: FieldTable | None) -> set[Destination]:
-        return set(self._by_destination)
+        return set(self._bindings.destinations())
 
     def bindings(self) -> Iterator[tuple[Destination, str, FieldTable]]:
-        for destination, bindings in self._by_destination.items():
-            for (routing_key, _), arguments in bindings.items():
-                yield destination, routing_key, arguments
+        return iter(self._bindings)
 
     def __len__(self) -> int:
-        return self._count
+        return len(self._bindings)

@@ -11,59 +11,20 @@ Rules (RabbitMQ's, which extend AMQP 0-9-1 section 3.1.3.3):
   are equal, a long string equals its UTF-8 bytes (pamqp decodes a long string to bytes when it is
   not valid UTF-8), a boolean is not a number.
 - "all" with nothing to compare matches every message; "any" with nothing to compare matches none.
-
-This module also owns how a field table is made hashable for binding identity (`arguments_key`),
-which every exchange type uses: field values are the business of this exchange type.
 """
 
 from __future__ import annotations
 
-import datetime
 import enum
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import ClassVar, Final
 
 from pamqp.common import FieldTable, FieldValue
 
 from batonmq.model.destination import Destination
 from batonmq.routing.base import BindingArgumentError
-
-#: A field table in a canonical, hashable form: equal for the same AMQP table whatever the key
-#: order, and distinct for different wire types (a binding's identity includes its arguments'
-#: types, as in RabbitMQ).
-ArgumentsKey = frozenset[tuple[str, Hashable]]
-
-
-def arguments_key(arguments: FieldTable) -> ArgumentsKey:
-    """The identity of a binding's arguments (field tables are dicts, so unhashable)."""
-    return frozenset((name, _identity_form(value)) for name, value in arguments.items())
-
-
-def _identity_form(value: FieldValue) -> Hashable:
-    # bool before int: bool is a subclass of int in Python, not in AMQP.
-    if value is None:
-        return ("void",)
-    if isinstance(value, bool):
-        return ("bool", value)
-    if isinstance(value, int):
-        return ("int", value)
-    if isinstance(value, float):
-        return ("float", value.hex())  # hex() makes NaN equal to itself, so a NaN binding unbinds
-    if isinstance(value, Decimal):
-        return ("decimal", value.as_tuple())  # 1.0 and 1.00 are different wire values
-    if isinstance(value, str):
-        return ("longstr", value.encode())
-    if isinstance(value, bytes):
-        return ("longstr", value)
-    if isinstance(value, bytearray):
-        return ("bytearray", bytes(value))
-    if isinstance(value, datetime.datetime):
-        return ("timestamp", value)
-    if isinstance(value, dict):
-        return ("table", arguments_key(value))
-    return ("array", tuple(_identity_form(item) for item in value))
+from batonmq.routing.bindings import BindingId, BindingTable, binding_id
 
 
 def _match_form(value: FieldValue) -> Hashable:
@@ -152,9 +113,6 @@ class HeadersPattern:
         return want is _PRESENT or headers[name] == want
 
 
-_BindingId = tuple[str, ArgumentsKey]
-
-
 class HeadersExchange:
     """Routes to the destinations whose binding arguments match the message headers.
 
@@ -165,49 +123,42 @@ class HeadersExchange:
     needs_headers: ClassVar[bool] = True
 
     def __init__(self) -> None:
-        self._by_destination: dict[
-            Destination, dict[_BindingId, tuple[FieldTable, HeadersPattern]]
-        ] = {}
-        self._count = 0
+        self._bindings = BindingTable()
+        #: destination -> binding identity -> the binding's arguments, prepared for matching
+        self._patterns: dict[Destination, dict[BindingId, HeadersPattern]] = {}
 
     def bind(self, destination: Destination, routing_key: str, arguments: FieldTable) -> bool:
         pattern = HeadersPattern.from_arguments(arguments)  # validate before anything else
-        bindings = self._by_destination.setdefault(destination, {})
-        binding_id = (routing_key, arguments_key(arguments))
-        if binding_id in bindings:
+        if not self._bindings.add(destination, routing_key, arguments):
             return False
-        bindings[binding_id] = (dict(arguments), pattern)
-        self._count += 1
+        self._patterns.setdefault(destination, {})[binding_id(routing_key, arguments)] = pattern
         return True
 
     def unbind(self, destination: Destination, routing_key: str, arguments: FieldTable) -> bool:
-        bindings = self._by_destination.get(destination)
-        if bindings is None or bindings.pop((routing_key, arguments_key(arguments)), None) is None:
+        if not self._bindings.remove(destination, routing_key, arguments):
             return False
-        self._count -= 1
-        if not bindings:
-            del self._by_destination[destination]
+        patterns = self._patterns[destination]
+        del patterns[binding_id(routing_key, arguments)]
+        if not patterns:
+            del self._patterns[destination]
         return True
 
     def unbind_destination(self, destination: Destination) -> int:
-        removed = len(self._by_destination.pop(destination, {}))
-        self._count -= removed
-        return removed
+        self._patterns.pop(destination, None)
+        return len(self._bindings.remove_destination(destination))
 
     def route(self, routing_key: str, headers: FieldTable | None) -> set[Destination]:
-        if not self._by_destination:
+        if not self._patterns:
             return set()
         header_forms = {name: _match_form(value) for name, value in (headers or {}).items()}
         return {
             destination
-            for destination, bindings in self._by_destination.items()
-            if any(pattern.matches(header_forms) for _, pattern in bindings.values())
+            for destination, patterns in self._patterns.items()
+            if any(pattern.matches(header_forms) for pattern in patterns.values())
         }
 
     def bindings(self) -> Iterator[tuple[Destination, str, FieldTable]]:
-        for destination, bindings in self._by_destination.items():
-            for (routing_key, _), (arguments, _) in bindings.items():
-                yield destination, routing_key, arguments
+        return iter(self._bindings)
 
     def __len__(self) -> int:
-        return self._count
+        return len(self._bindings)

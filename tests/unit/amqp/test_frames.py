@@ -35,7 +35,7 @@ from batonmq.amqp.frames import (
     encode_header_payload,
     encode_method,
 )
-from tests.memclient import method_payload, raw_frame
+from tests.wire import method_payload, raw_frame
 
 FRAME_MAX = 4096
 

@@ -15,7 +15,8 @@ from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.frames import FrameReader, MethodFrame
 from batonmq.engine.broker import Broker
 from batonmq.engine.session import Session
-from tests.memclient import LOOPBACK_PEER, MemClient, connect, raw_frame
+from tests.memclient import LOOPBACK_PEER, MemClient, connect
+from tests.wire import raw_frame
 
 Basic = commands.Basic
 Queue = commands.Queue
