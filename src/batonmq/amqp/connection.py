@@ -206,6 +206,8 @@ class ServerConnection:
         self.virtual_host: str | None = None
         self.client_properties: FieldTable = {}
         self.should_close_transport = False
+        #: Whether connection.blocked was sent and connection.unblocked not yet.
+        self.blocked = False
         self._reader = FrameReader(settings.frame_max)
         self._output: list[bytes] = []
         self._channels: dict[int, _ChannelSlot] = {}
@@ -490,6 +492,25 @@ class ServerConnection:
                 channel, encode_method(channel, method), header_payload, body, self.frame_max
             )
         )
+
+    def block(self, reason: str) -> bool:
+        """connection.blocked (RabbitMQ's extension: the server will not read this client's
+        publishes until unblocked), sent only to clients that announced the connection.blocked
+        capability and only once per blocking; returns whether it was sent."""
+        if self.blocked or not self.is_open or not self.supports("connection.blocked"):
+            return False
+        self.blocked = True
+        self._send(0, Connection.Blocked(reason=short_string(reason)))
+        return True
+
+    def unblock(self) -> bool:
+        """connection.unblocked, if connection.blocked was sent; returns whether it was sent."""
+        if not self.blocked:
+            return False
+        self.blocked = False
+        if self.is_open:
+            self._send(0, Connection.Unblocked())
+        return True
 
     def send_heartbeat(self) -> None:
         self._output.append(HEARTBEAT_BYTES)

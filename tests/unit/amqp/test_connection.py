@@ -39,7 +39,8 @@ from batonmq.amqp.frames import (
     HeartbeatFrame,
     MethodFrame,
 )
-from tests.memclient import ConnectionEnd, MemClient, plain_response, raw_frame
+from tests.memclient import ConnectionEnd, MemClient
+from tests.wire import plain_response, raw_frame
 
 Connection = commands.Connection
 Channel = commands.Channel
@@ -887,3 +888,32 @@ def test_content_header_of_another_class_is_505():
     payload[0:2] = (50).to_bytes(2, "big")  # the queue class instead of basic
     client.send_bytes(method + raw_frame(FRAME_HEADER, 1, bytes(payload)))
     expect_close(client, ReplyCode.UNEXPECTED_FRAME)
+
+
+# connection.blocked / connection.unblocked ------------------------------------------------------
+
+
+def test_block_and_unblock_reach_a_client_with_the_capability():
+    """RabbitMQ's connection.blocked extension: "the broker will send a connection.blocked
+    method to a client that announced the connection.blocked capability", and
+    connection.unblocked when the resource alarm clears; each is sent once per change."""
+    client, end = new_client()
+    client.handshake(capabilities={"connection.blocked": True})
+    assert end.connection.block("memory alarm")
+    assert not end.connection.block("memory alarm again")
+    blocked = client.expect(Connection.Blocked, channel=0)
+    assert blocked.reason == "memory alarm"
+    assert end.connection.unblock()
+    assert not end.connection.unblock()
+    client.expect(Connection.Unblocked, channel=0)
+    client.expect_nothing()
+
+
+def test_block_is_not_sent_to_a_client_without_the_capability():
+    """A client that did not announce connection.blocked does not know the method: nothing is
+    sent to it (its socket is simply not read, which is the server layer's part)."""
+    client, end = new_client()
+    client.handshake()
+    assert not end.connection.block("memory alarm")
+    assert not end.connection.blocked
+    client.expect_nothing()
