@@ -480,17 +480,17 @@ class ServerConnection:
     def send_method(self, channel: int, method: base.Frame) -> None:
         self._output.append(encode_method(channel, method))
 
-    def send_frames(self, frames: list[bytes]) -> None:
-        """Already-encoded frames (the delivery hot path encodes its own)."""
-        self._output.extend(frames)
+    def send_frame(self, frame: bytes) -> None:
+        """An already-encoded frame (amqp/outgoing.py)."""
+        self._output.append(frame)
 
     def send_content(
-        self, channel: int, method: base.Frame, header_payload: bytes, body: bytes
+        self, channel: int, method_frame: bytes, header_payload: bytes, body: bytes
     ) -> None:
+        """A content-carrying method (already encoded: amqp/outgoing.py), its header as received
+        from the publisher, and the body split to the negotiated frame_max."""
         self._output.extend(
-            encode_content(
-                channel, encode_method(channel, method), header_payload, body, self.frame_max
-            )
+            encode_content(channel, method_frame, header_payload, body, self.frame_max)
         )
 
     def block(self, reason: str) -> bool:

@@ -8,13 +8,15 @@ discarded; whatever ends the channel requeues every unsettled delivery (STYLE.md
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pamqp import base, commands
+from pamqp import base
 
+from batonmq.amqp import outgoing
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import amqp_error
 from batonmq.engine.confirms import ConfirmTracker
@@ -60,7 +62,8 @@ class Channel:
     # Delivery -----------------------------------------------------------------------------
 
     def can_deliver(self) -> bool:
-        return self.flow_active and self.session.writable and not self.closed
+        session = self.session
+        return self.flow_active and session.writable and not self.closed and not session.ended
 
     def global_room(self) -> bool:
         return not self.channel_prefetch or self._consumer_unsettled < self.channel_prefetch
@@ -71,12 +74,13 @@ class Channel:
         message = entry.message
         self.session.send_content(
             self.number,
-            commands.Basic.Deliver(
-                consumer_tag=consumer.tag,
-                delivery_tag=tag,
-                redelivered=entry.redelivered,
-                exchange=message.exchange,
-                routing_key=message.routing_key,
+            outgoing.basic_deliver(
+                self.number,
+                consumer.tag,
+                tag,
+                entry.redelivered,
+                message.exchange,
+                message.routing_key,
             ),
             message,
         )
@@ -91,12 +95,13 @@ class Channel:
         message = entry.message
         self.session.send_content(
             self.number,
-            commands.Basic.GetOk(
-                delivery_tag=tag,
-                redelivered=entry.redelivered,
-                exchange=message.exchange,
-                routing_key=message.routing_key,
-                message_count=queue.message_count,
+            outgoing.basic_get_ok(
+                self.number,
+                tag,
+                entry.redelivered,
+                message.exchange,
+                message.routing_key,
+                queue.message_count,
             ),
             message,
         )
@@ -119,8 +124,8 @@ class Channel:
             # error; with multiple too (RabbitMQ: 406 "unknown delivery tag").
             raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"unknown delivery tag {delivery_tag}")
         if multiple:
-            # "up to and including" the named tag.
-            return [tag for tag in self.unsettled if tag <= delivery_tag]
+            # "up to and including" the named tag; tags are kept in increasing order.
+            return list(itertools.takewhile(lambda tag: tag <= delivery_tag, self.unsettled))
         return [delivery_tag]
 
     def settle(self, tags: Iterable[int], *, requeue: bool) -> None:
@@ -154,7 +159,7 @@ class Channel:
         for tag in list(self.unsettled):
             unsettled = self.unsettled[tag]
             consumer = unsettled.consumer
-            if consumer is None or consumer.tag not in self.consumers:
+            if consumer is None or self.consumers.get(consumer.tag) is not consumer:
                 self.settle([tag], requeue=True)
                 continue
             del self.unsettled[tag]

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pamqp import base, commands
 
+from batonmq.amqp import outgoing
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import amqp_error
 from batonmq.engine.channel import Channel
-from batonmq.engine.exchange import Exchange
 from batonmq.engine.transaction import HeldPublish
 from batonmq.model.message import FLAG_USER_ID, Message
+from batonmq.queues.classic import ClassicQueue
 
 
 def publish(channel: Channel, method: base.Frame, message: Message) -> None:
@@ -37,23 +38,24 @@ def publish(channel: Channel, method: base.Frame, message: Message) -> None:
         return
     confirms = channel.confirms
     sequence = confirms.publish() if confirms is not None else 0
-    route_and_enqueue(channel, exchange, message, method.mandatory)
+    enqueue(channel, message, channel.session.vhost.route(exchange, message), method.mandatory)
     if confirms is not None:
         confirms.settle(sequence, True)
 
 
-def route_and_enqueue(
-    channel: Channel, exchange: Exchange, message: Message, mandatory: bool
+def enqueue(
+    channel: Channel, message: Message, queues: list[ClassicQueue], mandatory: bool
 ) -> None:
-    queues = channel.session.vhost.route(exchange, message)
+    """Put a routed message on its queues, or return it if it is mandatory and went nowhere."""
     if not queues and mandatory:
         channel.session.send_content(
             channel.number,
-            commands.Basic.Return(
-                reply_code=ReplyCode.NO_ROUTE,
-                reply_text="NO_ROUTE",
-                exchange=message.exchange,
-                routing_key=message.routing_key,
+            outgoing.basic_return(
+                channel.number,
+                ReplyCode.NO_ROUTE,
+                "NO_ROUTE",
+                message.exchange,
+                message.routing_key,
             ),
             message,
         )

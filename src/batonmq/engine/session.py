@@ -155,6 +155,11 @@ class Session:
                 self.close(error)
             else:
                 self.close_channel(number, error)
+        except Exception:
+            # A defect, not the client's fault: say so (541), and end the connection so that
+            # everything it held goes back to its queues.
+            log.exception("internal error in %s", method.name, extra=self._log_fields())
+            self.close(HardError(ReplyCode.INTERNAL_ERROR, "internal error", type(method)))
 
     def _connection_method(self, method: base.Frame) -> None:
         if isinstance(method, commands.Connection.UpdateSecret):
@@ -169,29 +174,37 @@ class Session:
         self.connection.send_method(channel, method)
         self._request_flush()
 
-    def send_content(self, channel: int, method: base.Frame, message: Message) -> None:
-        self.connection.send_content(channel, method, message.header_payload, message.body)
+    def send_frame(self, frame: bytes) -> None:
+        self.connection.send_frame(frame)
+        self._request_flush()
+
+    def send_content(self, channel: int, method_frame: bytes, message: Message) -> None:
+        self.connection.send_content(channel, method_frame, message.header_payload, message.body)
         self._pending_output += message.body_size + _DELIVERY_OVERHEAD
         self._request_flush()
 
     def flush(self) -> list[bytes]:
         """Everything to write now: pending publisher confirms, then the queued frames."""
         for channel in self.channels.values():
-            confirms = channel.confirms
-            if confirms is not None and confirms.has_settled:
-                for frame in confirms.take_frames():
-                    method: base.Frame = (
-                        commands.Basic.Ack(frame.delivery_tag, frame.multiple)
-                        if frame.ack
-                        else commands.Basic.Nack(frame.delivery_tag, frame.multiple, False)
-                    )
-                    self.connection.send_method(channel.number, method)
+            self._send_confirms(channel)
         was_writable = self.writable
         self._pending_output = 0
         output = self.connection.data_to_send()
         if not was_writable and self.writable:
-            self.resume()
+            self.resume()  # what this queues goes out with the next flush, which it requests
         return output
+
+    def _send_confirms(self, channel: Channel) -> None:
+        confirms = channel.confirms
+        if confirms is None or not confirms.has_settled:
+            return
+        for frame in confirms.take_frames():
+            method: base.Frame = (
+                commands.Basic.Ack(frame.delivery_tag, frame.multiple)
+                if frame.ack
+                else commands.Basic.Nack(frame.delivery_tag, frame.multiple, False)
+            )
+            self.connection.send_method(channel.number, method)
 
     def set_transport_paused(self, paused: bool) -> None:
         self.transport_paused = paused
@@ -208,10 +221,12 @@ class Session:
         log.info(
             "channel closed by broker: %s", error, extra={**self._log_fields(), "channel": number}
         )
-        self.connection.close_channel(number, error)
         channel = self.channels.pop(number, None)
         if channel is not None:
+            # Publishes routed before the error were taken: confirm them before the close.
+            self._send_confirms(channel)
             channel.close()
+        self.connection.close_channel(number, error)
         self._request_flush()
 
     def close(self, error: ProtocolError) -> None:

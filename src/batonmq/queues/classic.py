@@ -105,4 +105,8 @@ class ClassicQueue:
                 return
             entry = ready.pop()
             assert entry is not None
-            consumer.deliver(self, entry)
+            try:
+                consumer.deliver(self, entry)
+            except BaseException:
+                ready.put_back(entry)  # never lose a message to a failed hand-over
+                raise

@@ -2,8 +2,11 @@
 the session go to the socket. No protocol logic lives here (ARCHITECTURE.md, server/).
 
 - Writes are coalesced: whatever the engine queues during one loop turn goes out in one call.
-- Backpressure: when the socket's send buffer passes the high-water mark, reading from this
-  client pauses and no deliveries are queued for it until the buffer drains.
+- Backpressure: when the socket's send buffer passes the high-water mark, no deliveries are
+  queued for this client until it drains below the low-water mark. Reading from the client
+  pauses too once the buffer passes twice the high-water mark, which only replies the client
+  does not read can cause: pausing earlier would deadlock a client that publishes and consumes
+  on one connection with blocking writes.
 - Heartbeats (spec 4.2.7): sent when nothing else was sent for half the negotiated interval; a
   client silent for two intervals is disconnected.
 """
@@ -11,9 +14,10 @@ the session go to the socket. No protocol logic lives here (ARCHITECTURE.md, ser
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Final, cast
 
 from batonmq.amqp.connection import State
@@ -46,6 +50,7 @@ class AMQPProtocol(asyncio.Protocol):
         self._flush_scheduled = False
         self._connected_at = self._last_received = self._last_sent = self._loop.time()
         self._closing_since: float | None = None
+        self._reading_paused = False
         self._timer: asyncio.TimerHandle | None = None
         self.lost = asyncio.Event()
 
@@ -69,22 +74,23 @@ class AMQPProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         assert self.session is not None
         self._last_received = self._loop.time()
-        self.session.receive_data(data)
-        self._flush()
+        with self._guard():
+            self.session.receive_data(data)
+            self._flush()
 
     def eof_received(self) -> bool:
         return False  # close our side too; connection_lost does the cleanup
 
     def pause_writing(self) -> None:
-        assert self.transport is not None and self.session is not None
-        self.transport.pause_reading()
-        self.session.set_transport_paused(True)
+        assert self.session is not None
+        with self._guard():
+            self.session.set_transport_paused(True)
 
     def resume_writing(self) -> None:
         assert self.transport is not None and self.session is not None
-        if not self.transport.is_closing():
-            self.transport.resume_reading()
-        self.session.set_transport_paused(False)
+        with self._guard():
+            self._resume_reading()
+            self.session.set_transport_paused(False)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._timer is not None:
@@ -113,15 +119,43 @@ class AMQPProtocol(asyncio.Protocol):
         transport, session = self.transport, self.session
         if transport is None or session is None or transport.is_closing():
             return
-        chunks = session.flush()
-        if chunks:
-            transport.write(b"".join(chunks))
-            self._last_sent = self._loop.time()
-        connection = session.connection
-        if connection.should_close_transport:
-            transport.close()
-        elif connection.state is State.CLOSING and self._closing_since is None:
-            self._closing_since = self._loop.time()
+        with self._guard():
+            chunks = session.flush()
+            if chunks:
+                transport.write(b"".join(chunks))
+                self._last_sent = self._loop.time()
+            if not self._reading_paused and transport.get_write_buffer_size() > 2 * self._high:
+                transport.pause_reading()
+                self._reading_paused = True
+            connection = session.connection
+            if connection.should_close_transport:
+                transport.close()
+                # A peer that reads nothing would hold the socket open forever.
+                self._loop.call_later(CLOSE_TIMEOUT, transport.abort)
+            elif connection.state is State.CLOSING and self._closing_since is None:
+                self._closing_since = self._loop.time()
+
+    def _resume_reading(self) -> None:
+        assert self.transport is not None
+        if self._reading_paused and not self.transport.is_closing():
+            self.transport.resume_reading()
+            self._reading_paused = False
+            # Input was not read meanwhile, so the client's heartbeats could not be seen.
+            self._last_received = self._loop.time()
+
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        """A defect in the broker ends this connection (and so requeues what it held), not the
+        broker: the exception is logged and the socket aborted."""
+        try:
+            yield
+        except Exception:
+            peer = self.session.peer if self.session is not None else ("unknown", 0)
+            log.exception(
+                "internal error; aborting connection", extra={"peer": f"{peer[0]}:{peer[1]}"}
+            )
+            if self.transport is not None:
+                self.transport.abort()
 
     # Timers -------------------------------------------------------------------------------
 
@@ -134,6 +168,10 @@ class AMQPProtocol(asyncio.Protocol):
         self._timer = self._loop.call_later(interval, self._tick)
 
     def _tick(self) -> None:
+        with self._guard():
+            self._check_timers()
+
+    def _check_timers(self) -> None:
         transport, session = self.transport, self.session
         assert transport is not None and session is not None
         if transport.is_closing():
@@ -147,7 +185,7 @@ class AMQPProtocol(asyncio.Protocol):
             return
         heartbeat = connection.heartbeat if connection.state in _TUNED else 0
         if heartbeat:
-            if now - self._last_received > 2 * heartbeat:
+            if not self._reading_paused and now - self._last_received > 2 * heartbeat:
                 self._abort(f"missed heartbeats from client, timeout: {heartbeat}s")
                 return
             if now - self._last_sent >= heartbeat / 2:

@@ -39,6 +39,7 @@ from batonmq.amqp.frames import (
     HeartbeatFrame,
     MethodFrame,
 )
+from batonmq.amqp.outgoing import basic_deliver
 from tests.memclient import ConnectionEnd, MemClient
 from tests.wire import plain_response, raw_frame
 
@@ -316,7 +317,7 @@ def test_tune_ok_lower_frame_max_is_enforced_on_input_and_output():
     client, end = opened(frame_max=4096, heartbeat=30)
     assert (end.connection.frame_max, end.connection.heartbeat) == (4096, 30)
     end.connection.send_content(
-        1, Basic.Deliver("c", 1, False, "", "q"), b"\x00\x3c" + bytes(12), b"z" * 10000
+        1, basic_deliver(1, "c", 1, False, "", "q"), b"\x00\x3c" + bytes(12), b"z" * 10000
     )
     sizes = [len(part) for part in end.connection.data_to_send()]
     assert max(sizes) == 4096
@@ -852,12 +853,12 @@ def test_methods_on_an_open_channel_are_method_received():
     assert event.method.prefetch_count == 3
 
 
-def test_send_method_and_send_frames_queue_output_in_call_order():
+def test_send_method_and_send_frame_queue_output_in_call_order():
     """Rule 2: output comes out in the order it was queued (spec 4.7: order on a channel is
     preserved)."""
     _client, end = opened()
     end.connection.send_method(1, Basic.QosOk())
-    end.connection.send_frames([raw_frame(FRAME_BODY, 7, b"")])
+    end.connection.send_frame(raw_frame(FRAME_BODY, 7, b""))
     end.connection.send_heartbeat()
     reader = FrameReader(1 << 20)
     reader.feed(b"".join(end.connection.data_to_send()))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pamqp import commands
 
+from batonmq.amqp import outgoing
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import amqp_error
 from batonmq.engine.channel import Channel
@@ -42,7 +43,11 @@ def declare(channel: Channel, method: commands.Queue.Declare) -> None:
         session.exclusive_queues.add(queue)
     channel.last_queue_name = queue.name
     if not method.nowait:
-        channel.reply(Queue.DeclareOk(queue.name, queue.message_count, queue.consumer_count))
+        channel.session.send_frame(
+            outgoing.queue_declare_ok(
+                channel.number, queue.name, queue.message_count, queue.consumer_count
+            )
+        )
 
 
 @handles(Queue.Bind)

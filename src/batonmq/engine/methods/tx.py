@@ -8,7 +8,7 @@ from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import amqp_error
 from batonmq.engine.channel import Channel
 from batonmq.engine.dispatch import handles
-from batonmq.engine.publish import route_and_enqueue
+from batonmq.engine.publish import enqueue
 from batonmq.engine.transaction import Transaction
 
 Tx = commands.Tx
@@ -35,8 +35,12 @@ def select(channel: Channel, method: commands.Tx.Select) -> None:
 @handles(Tx.Commit)
 def commit(channel: Channel, method: commands.Tx.Commit) -> None:
     transaction = _transaction(channel)
-    for held in transaction.publishes:
-        route_and_enqueue(channel, held.exchange, held.message, held.mandatory)
+    vhost = channel.session.vhost
+    # Route everything before changing anything: routing is where a held publish can still fail
+    # (a headers exchange decoding malformed properties), and a commit is all or nothing.
+    routed = [(held, vhost.route(held.exchange, held.message)) for held in transaction.publishes]
+    for held, queues in routed:
+        enqueue(channel, held.message, queues, held.mandatory)
     for settlement in transaction.settlements:
         channel.settle(settlement.delivery_tags, requeue=settlement.requeue)
     transaction.clear()
