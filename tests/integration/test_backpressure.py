@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import socket
 import time
+from pathlib import Path
 
 import pika
-from pamqp import commands
+from pamqp import commands, frame
 
 from tests.brokerproc import RunningBroker
 from tests.rawclient import open_connection
@@ -45,3 +46,46 @@ def test_a_consumer_that_stops_reading_holds_back_deliveries(broker: RunningBrok
                 if isinstance(value, commands.Basic.Deliver):
                     delivered += 1
         channel.queue_delete(queue)
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_a_client_that_does_not_read_its_replies_stops_being_read(
+    broker_process: RunningBroker,
+) -> None:
+    """Reading from a client pauses while its unsent output is over the high-water mark, so a
+    client cannot make the broker buffer without bound: 200 basic.get of a 1 MiB message (each
+    rejected back to the queue), sent without reading a byte, would need 200 MiB of output. The
+    broker's memory grows by a small multiple of the mark instead; once the client reads, every
+    reply arrives."""
+    assert broker_process.process is not None
+    pid = broker_process.process.pid
+    body = b"m" * (1 << 20)
+    with open_connection(broker_process) as client:
+        queue = client.declare_queue(1)
+        client.publish(1, body, routing_key=queue)
+        client.send_frame(commands.Basic.Get(queue=queue), 1)
+        client.expect(commands.Basic.GetOk, 1)
+        before = rss_bytes(pid)
+        requests = b"".join(
+            frame.marshal(commands.Basic.Reject(delivery_tag=tag, requeue=True), 1)
+            + frame.marshal(commands.Basic.Get(queue=queue), 1)
+            for tag in range(1, 201)
+        )
+        client.send(requests)
+        time.sleep(2)
+        grown = rss_bytes(pid) - before
+        assert grown < 64 * 1024 * 1024, f"broker grew by {grown >> 20} MiB"
+
+        got = 0
+        deadline = time.monotonic() + 60
+        while got < 200:
+            assert time.monotonic() < deadline, f"{got} of 200 replies"
+            _channel, value = client.read_frame()
+            if isinstance(value, commands.Basic.GetOk):
+                got += 1

@@ -4,7 +4,9 @@ Rules of this machine — everything that changes its state lives in this file:
 
 1. Bytes go in through `receive_data`, which yields events lazily. The caller handles each event
    before asking for the next, so an answer it gives (`accept_login`, `accept_open`,
-   `close_channel`, `close`) takes effect before the next frame is looked at.
+   `close_channel`, `close`) takes effect before the next frame is looked at. Each event is the
+   last thing its frame does, so the caller may stop after any event: the input not yet parsed
+   stays buffered, and `receive_data(b"")` goes on with it (backpressure on input).
 2. Bytes come out of `data_to_send`: everything queued by the calls since the last time.
 3. The handshake runs in the order of `_HANDSHAKE`: protocol header, start/start-ok, tune/tune-ok,
    open/open-ok. A method out of that order is 503 COMMAND_INVALID.

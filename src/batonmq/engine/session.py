@@ -59,6 +59,8 @@ class Session:
         self.vhost_or_none: VirtualHost | None = None
         self.exclusive_queues: set[ClassicQueue] = set()
         self.transport_paused = False
+        #: Input is buffered but not processed while the client's output is backed up.
+        self.input_held = False
         self.ended = False
         self._request_flush = request_flush
         self._output_budget = output_budget
@@ -81,12 +83,29 @@ class Session:
 
     # Input --------------------------------------------------------------------------------
 
+    @property
+    def may_read(self) -> bool:
+        """Whether input may be processed now: not while this client's output is backed up
+        (its socket has paused writing, or twice the budget is waiting to be flushed)."""
+        return not self.transport_paused and self._pending_output < 2 * self._output_budget
+
     def receive_data(self, data: bytes) -> None:
+        """Process input until it runs out or the output backs up; in the latter case
+        `input_held` is set and the rest waits, buffered, for `resume_input`."""
+        self.input_held = False
         for event in self.connection.receive_data(data):
             self._handle(event)
+            if not self.may_read:
+                self.input_held = True
+                break
         if self.connection.is_closing:
             self.teardown()  # the state machine closed the connection on bad input
         self._request_flush()
+
+    def resume_input(self) -> None:
+        """Go on with held input, if the output has drained enough."""
+        if self.input_held and self.may_read:
+            self.receive_data(b"")
 
     def _handle(self, event: Event) -> None:
         if isinstance(event, ContentReceived):

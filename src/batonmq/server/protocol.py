@@ -2,11 +2,10 @@
 the session go to the socket. No protocol logic lives here (ARCHITECTURE.md, server/).
 
 - Writes are coalesced: whatever the engine queues during one loop turn goes out in one call.
-- Backpressure: when the socket's send buffer passes the high-water mark, no deliveries are
-  queued for this client until it drains below the low-water mark. Reading from the client
-  pauses too once the buffer passes twice the high-water mark, which only replies the client
-  does not read can cause: pausing earlier would deadlock a client that publishes and consumes
-  on one connection with blocking writes.
+- Backpressure: while the socket's send buffer is over the high-water mark (until it drains
+  below the low-water mark), no deliveries are queued for this client, and its input is neither
+  processed nor read: the session holds what it has, and the socket stops being read. So a
+  client that asks for more than it reads cannot make the broker buffer without bound.
 - Heartbeats (spec 4.2.7): sent when nothing else was sent for half the negotiated interval; a
   client silent for two intervals is disconnected.
 """
@@ -51,6 +50,7 @@ class AMQPProtocol(asyncio.Protocol):
         self._connected_at = self._last_received = self._last_sent = self._loop.time()
         self._closing_since: float | None = None
         self._reading_paused = False
+        self._input_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
         self.lost = asyncio.Event()
 
@@ -87,10 +87,10 @@ class AMQPProtocol(asyncio.Protocol):
             self.session.set_transport_paused(True)
 
     def resume_writing(self) -> None:
-        assert self.transport is not None and self.session is not None
+        assert self.session is not None
         with self._guard():
-            self._resume_reading()
             self.session.set_transport_paused(False)
+        self._schedule_input()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._timer is not None:
@@ -124,7 +124,7 @@ class AMQPProtocol(asyncio.Protocol):
             if chunks:
                 transport.write(b"".join(chunks))
                 self._last_sent = self._loop.time()
-            if not self._reading_paused and transport.get_write_buffer_size() > 2 * self._high:
+            if session.input_held and not self._reading_paused:
                 transport.pause_reading()
                 self._reading_paused = True
             connection = session.connection
@@ -134,14 +134,28 @@ class AMQPProtocol(asyncio.Protocol):
                 self._loop.call_later(CLOSE_TIMEOUT, transport.abort)
             elif connection.state is State.CLOSING and self._closing_since is None:
                 self._closing_since = self._loop.time()
+        if session.input_held and session.may_read:
+            self._schedule_input()
 
-    def _resume_reading(self) -> None:
-        assert self.transport is not None
-        if self._reading_paused and not self.transport.is_closing():
-            self.transport.resume_reading()
-            self._reading_paused = False
-            # Input was not read meanwhile, so the client's heartbeats could not be seen.
-            self._last_received = self._loop.time()
+    def _schedule_input(self) -> None:
+        if not self._input_scheduled:
+            self._input_scheduled = True
+            self._loop.call_soon(self._resume_input)
+
+    def _resume_input(self) -> None:
+        """The output has drained: go on with held input, then read the socket again."""
+        self._input_scheduled = False
+        transport, session = self.transport, self.session
+        if transport is None or session is None or transport.is_closing():
+            return
+        with self._guard():
+            session.resume_input()
+            self._flush()
+            if self._reading_paused and not session.input_held:
+                transport.resume_reading()
+                self._reading_paused = False
+                # The socket was not read meanwhile, so the client's heartbeats could not be.
+                self._last_received = self._loop.time()
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:

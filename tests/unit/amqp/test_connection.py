@@ -918,3 +918,20 @@ def test_block_is_not_sent_to_a_client_without_the_capability():
     assert not end.connection.block("memory alarm")
     assert not end.connection.blocked
     client.expect_nothing()
+
+
+def test_the_caller_may_stop_after_any_event_and_resume_with_no_new_bytes():
+    """Rule 1: each event is the last thing its frame does, so a caller whose output is backed
+    up may stop consuming events; the unparsed input stays buffered and receive_data(b"")
+    continues exactly where it stopped."""
+    _client, end = opened()
+    end.take_events()
+    connection = end.connection
+    burst = b"".join(frame.marshal(Basic.Qos(prefetch_count=count), 1) for count in (1, 2, 3))
+    events = connection.receive_data(burst)
+    first = next(events)
+    assert isinstance(first, MethodReceived)
+    assert first.method.prefetch_count == 1
+    del events  # abandoned mid-way, as Session.receive_data does when output backs up
+    rest = list(connection.receive_data(b""))
+    assert [event.method.prefetch_count for event in rest] == [2, 3]
