@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 import pika
-from pamqp import commands, frame
+from pamqp import commands, frame, header
+from pamqp.body import ContentBody
 
 from tests.brokerproc import RunningBroker
 from tests.rawclient import open_connection
@@ -89,3 +90,31 @@ def test_a_client_that_does_not_read_its_replies_stops_being_read(
             _channel, value = client.read_frame()
             if isinstance(value, commands.Basic.GetOk):
                 got += 1
+
+
+def test_a_client_that_publishes_and_consumes_on_one_connection_is_not_deadlocked(
+    broker: RunningBroker,
+) -> None:
+    """A client that writes with blocking sends and reads only afterwards (py-amqp publishes
+    with sendall) must get through: deliveries to it stop while its socket is backed up, but
+    its publishes are still read, so its sends complete and then every message arrives."""
+    count, body = 600, b"p" * 65536
+    with open_connection(broker) as client:
+        queue = client.declare_queue(1)
+        client.send_frame(commands.Basic.Consume(queue=queue, no_ack=True), 1)
+        client.expect(commands.Basic.ConsumeOk, 1)
+        one = (
+            frame.marshal(commands.Basic.Publish(exchange="", routing_key=queue), 1)
+            + frame.marshal(header.ContentHeader(0, len(body)), 1)
+            + frame.marshal(ContentBody(body), 1)
+        )
+        client.sock.settimeout(20)
+        for _ in range(count):
+            client.sock.sendall(one)  # raises TimeoutError if the broker stopped reading
+        delivered = 0
+        deadline = time.monotonic() + 60
+        while delivered < count:
+            assert time.monotonic() < deadline, f"{delivered} of {count} delivered"
+            _channel, value = client.read_frame()
+            if isinstance(value, commands.Basic.Deliver):
+                delivered += 1

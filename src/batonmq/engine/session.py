@@ -59,6 +59,8 @@ class Session:
         self.vhost_or_none: VirtualHost | None = None
         self.exclusive_queues: set[ClassicQueue] = set()
         self.transport_paused = False
+        #: Set by the server layer while the socket holds far more than the budget unsent.
+        self.output_backed_up = False
         #: Input is buffered but not processed while the client's output is backed up.
         self.input_held = False
         self.ended = False
@@ -85,9 +87,11 @@ class Session:
 
     @property
     def may_read(self) -> bool:
-        """Whether input may be processed now: not while this client's output is backed up
-        (its socket has paused writing, or twice the budget is waiting to be flushed)."""
-        return not self.transport_paused and self._pending_output < 2 * self._output_budget
+        """Whether input may be processed now: not while this client's output is badly backed
+        up (twice the budget waiting here, or the server layer's mark in the socket). Deliveries
+        stop earlier, at the budget; holding input there too would deadlock a client that
+        publishes and consumes on one connection with blocking writes."""
+        return not self.output_backed_up and self._pending_output < 2 * self._output_budget
 
     def receive_data(self, data: bytes) -> None:
         """Process input until it runs out or the output backs up; in the latter case

@@ -3,9 +3,10 @@ the session go to the socket. No protocol logic lives here (ARCHITECTURE.md, ser
 
 - Writes are coalesced: whatever the engine queues during one loop turn goes out in one call.
 - Backpressure: while the socket's send buffer is over the high-water mark (until it drains
-  below the low-water mark), no deliveries are queued for this client, and its input is neither
-  processed nor read: the session holds what it has, and the socket stops being read. So a
-  client that asks for more than it reads cannot make the broker buffer without bound.
+  below the low-water mark), no deliveries are queued for this client. If its unsent output
+  still grows past three marks (replies it asked for and does not read), its input is
+  neither processed nor read until the buffer drains: the session holds what it has and the
+  socket stops being read. So no client can make the broker buffer without bound.
 - Heartbeats (spec 4.2.7): sent when nothing else was sent for half the negotiated interval; a
   client silent for two intervals is disconnected.
 """
@@ -29,6 +30,10 @@ log = logging.getLogger(__name__)
 HANDSHAKE_TIMEOUT: Final = 10.0
 #: How long to wait for connection.close-ok after the broker closed a connection.
 CLOSE_TIMEOUT: Final = 3.0
+#: Deliveries alone fill a socket's buffer to at most the high-water mark plus one output budget
+#: (the same size); beyond three marks, replies the client asked for and does not read are to
+#: blame, and its input is held.
+HOLD_INPUT_FACTOR: Final = 3
 _TUNED: Final = frozenset({State.AWAITING_OPEN, State.OPENING, State.OPEN, State.CLOSING})
 
 
@@ -89,6 +94,7 @@ class AMQPProtocol(asyncio.Protocol):
     def resume_writing(self) -> None:
         assert self.session is not None
         with self._guard():
+            self.session.output_backed_up = False
             self.session.set_transport_paused(False)
         self._schedule_input()
 
@@ -124,6 +130,8 @@ class AMQPProtocol(asyncio.Protocol):
             if chunks:
                 transport.write(b"".join(chunks))
                 self._last_sent = self._loop.time()
+                if transport.get_write_buffer_size() > HOLD_INPUT_FACTOR * self._high:
+                    session.output_backed_up = True
             if session.input_held and not self._reading_paused:
                 transport.pause_reading()
                 self._reading_paused = True
