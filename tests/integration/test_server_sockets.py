@@ -13,7 +13,9 @@ from batonmq.server.app import BrokerServer
 async def test_accepted_sockets_have_nagle_off(tmp_path: Path) -> None:
     """TCP_NODELAY on every client socket: the broker already coalesces its output per loop
     turn, so Nagle's algorithm would only add delay (up to 40 ms against delayed ACKs) to
-    confirms and deliveries."""
+    confirms and deliveries. asyncio and uvloop both set it on TCP transports already, and the
+    protocol sets it again explicitly; this test guards the requirement whichever layer meets
+    it (with another event loop, for one)."""
     config = load_config(
         overrides={
             "listeners.amqp.bind": "127.0.0.1",
