@@ -11,30 +11,20 @@ from tests.brokerproc import RunningBroker, external_broker, start_broker
 
 
 @pytest.fixture
-def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningBroker]:
+def broker(request: pytest.FixtureRequest) -> RunningBroker:
+    """The broker under test: the --amqp-url one if given, else a BatonMQ of this test's own."""
     url = request.config.getoption("--amqp-url")
     if url:
-        yield external_broker(url)
-        return
-    running = start_broker(tmp_path)
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
-@pytest.fixture
-def broker_process(request: pytest.FixtureRequest, broker: RunningBroker) -> RunningBroker:
-    """The broker, for tests that signal or restart it: those need a process of their own."""
-    if broker.process is None:
-        pytest.skip("needs a broker process of its own, not the external --amqp-url broker")
-    return broker
+        return external_broker(url)
+    running: RunningBroker = request.getfixturevalue("batonmq")
+    return running
 
 
 @pytest.fixture
 def batonmq(tmp_path: Path) -> Iterator[RunningBroker]:
-    """Always a BatonMQ process, even with --amqp-url: for behaviour where BatonMQ follows the
-    AMQP 0-9-1 specification and RabbitMQ does not (each such test says where they differ)."""
+    """Always a BatonMQ process of this test's own, even with --amqp-url: for tests that
+    signal or measure the process, and for behaviour where BatonMQ follows the AMQP 0-9-1
+    specification and RabbitMQ does not (each such test says where they differ)."""
     running = start_broker(tmp_path)
     try:
         yield running

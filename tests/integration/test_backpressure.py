@@ -57,17 +57,17 @@ def rss_bytes(pid: int) -> int:
 
 
 def test_a_client_that_does_not_read_its_replies_stops_being_read(
-    broker_process: RunningBroker,
+    batonmq: RunningBroker,
 ) -> None:
     """Reading from a client pauses while its unsent output is over the high-water mark, so a
     client cannot make the broker buffer without bound: 200 basic.get of a 1 MiB message (each
     rejected back to the queue), sent without reading a byte, would need 200 MiB of output. The
     broker's memory grows by a small multiple of the mark instead; once the client reads, every
     reply arrives."""
-    assert broker_process.process is not None
-    pid = broker_process.process.pid
+    assert batonmq.process is not None
+    pid = batonmq.process.pid
     body = b"m" * (1 << 20)
-    with open_connection(broker_process) as client:
+    with open_connection(batonmq) as client:
         queue = client.declare_queue(1)
         client.publish(1, body, routing_key=queue)
         client.send_frame(commands.Basic.Get(queue=queue), 1)

@@ -1,6 +1,6 @@
 """Graceful shutdown on SIGTERM, seen from connected clients speaking raw frames.
 
-These need a broker process of their own: against --amqp-url the broker_process fixture skips.
+These need a broker process of their own: the batonmq fixture always starts one.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ CONNECTION_FORCED = 320
 
 
 def test_sigterm_closes_every_connection_with_connection_forced(
-    broker_process: RunningBroker,
+    batonmq: RunningBroker,
 ) -> None:
     """320 CONNECTION_FORCED: "An operator intervened to close the connection for some reason.
     The client may retry at some later date." Spec 2.3.7: "When a peer decides to close a channel
@@ -28,15 +28,15 @@ def test_sigterm_closes_every_connection_with_connection_forced(
     broker close the socket, and the process exits 0 within a few seconds, logging that it shut
     down."""
     with (
-        open_connection(broker_process) as first,
-        open_connection(broker_process, channel=None) as second,
+        open_connection(batonmq) as first,
+        open_connection(batonmq, channel=None) as second,
     ):
         signalled_at = time.monotonic()
-        broker_process.signal(signal.SIGTERM)
+        batonmq.signal(signal.SIGTERM)
 
         first.expect_connection_close(CONNECTION_FORCED)
         second.expect_connection_close(CONNECTION_FORCED)
 
-    assert broker_process.wait(timeout=10) == 0
+    assert batonmq.wait(timeout=10) == 0
     assert time.monotonic() - signalled_at < 10
-    assert "shutdown complete" in broker_process.log()
+    assert "shutdown complete" in batonmq.log()
