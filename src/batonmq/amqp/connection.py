@@ -244,7 +244,7 @@ class ServerConnection:
             self._output.append(PROTOCOL_HEADER)
             yield from self._end(ReplyCode.NOT_ALLOWED, "unsupported protocol header", False)
             return
-        self._send(
+        self.send_method(
             0,
             Connection.Start(
                 version_major=0,
@@ -281,13 +281,13 @@ class ServerConnection:
         if not (isinstance(frame, MethodFrame) and frame.channel == 0):
             return
         if isinstance(frame.method, Connection.Close):
-            self._send(0, Connection.CloseOk())
+            self.send_method(0, Connection.CloseOk())
         if isinstance(frame.method, Connection.Close | Connection.CloseOk):
             yield from self._end(self._close_code, self._close_text, False)
 
     def _receive_connection_method(self, method: base.Frame) -> Iterator[Event]:
         if isinstance(method, Connection.Close):
-            self._send(0, Connection.CloseOk())
+            self.send_method(0, Connection.CloseOk())
             yield from self._end(method.reply_code or 0, method.reply_text or "", True)
             return
         expected = _HANDSHAKE.get(self.state)
@@ -360,7 +360,7 @@ class ServerConnection:
         if slot is not None and slot.closing:
             if isinstance(method, Channel.Close | Channel.CloseOk):
                 if isinstance(method, Channel.Close):
-                    self._send(channel, Channel.CloseOk())
+                    self.send_method(channel, Channel.CloseOk())
                 del self._channels[channel]
             return
         if isinstance(method, Channel.Open):
@@ -376,7 +376,7 @@ class ServerConnection:
                     Channel.Open,
                 )
             self._channels[channel] = _ChannelSlot()
-            self._send(channel, Channel.OpenOk())
+            self.send_method(channel, Channel.OpenOk())
             yield ChannelOpened(channel)
             return
         if slot is None:
@@ -393,7 +393,7 @@ class ServerConnection:
             )
         if isinstance(method, Channel.Close):
             del self._channels[channel]
-            self._send(channel, Channel.CloseOk())
+            self.send_method(channel, Channel.CloseOk())
             yield ChannelClosed(channel, method.reply_code or 0, method.reply_text or "")
         elif isinstance(method, Channel.CloseOk):
             raise HardError(ReplyCode.COMMAND_INVALID, f"unexpected close-ok on channel {channel}")
@@ -454,7 +454,7 @@ class ServerConnection:
         self._expect_state(State.AUTHENTICATING)
         self.username = username
         settings = self.settings
-        self._send(
+        self.send_method(
             0,
             Connection.Tune(
                 channel_max=settings.channel_max,
@@ -476,7 +476,7 @@ class ServerConnection:
     def accept_open(self, virtual_host: str) -> None:
         self._expect_state(State.OPENING)
         self.virtual_host = virtual_host
-        self._send(0, Connection.OpenOk())
+        self.send_method(0, Connection.OpenOk())
         self.state = State.OPEN
 
     def send_method(self, channel: int, method: base.Frame) -> None:
@@ -502,7 +502,7 @@ class ServerConnection:
         if self.blocked or not self.is_open or not self.supports("connection.blocked"):
             return False
         self.blocked = True
-        self._send(0, Connection.Blocked(reason=short_string(reason)))
+        self.send_method(0, Connection.Blocked(reason=short_string(reason)))
         return True
 
     def unblock(self) -> bool:
@@ -511,7 +511,7 @@ class ServerConnection:
             return False
         self.blocked = False
         if self.is_open:
-            self._send(0, Connection.Unblocked())
+            self.send_method(0, Connection.Unblocked())
         return True
 
     def send_heartbeat(self) -> None:
@@ -523,7 +523,7 @@ class ServerConnection:
         if slot is None or slot.closing:
             return
         slot.closing, slot.pending = True, None
-        self._send(
+        self.send_method(
             channel,
             Channel.Close(
                 reply_code=error.reply_code,
@@ -541,7 +541,7 @@ class ServerConnection:
             self.state, self.should_close_transport = State.CLOSED, True
             return
         self._close_code, self._close_text = int(error.reply_code), short_string(error.reply_text)
-        self._send(
+        self.send_method(
             0,
             Connection.Close(
                 reply_code=error.reply_code,
@@ -578,9 +578,6 @@ class ServerConnection:
 
     _close_code: int = 0
     _close_text: str = ""
-
-    def _send(self, channel: int, method: base.Frame) -> None:
-        self._output.append(encode_method(channel, method))
 
     def _end(self, reply_code: int, reply_text: str, by_peer: bool) -> Iterator[Event]:
         self.state = State.CLOSED

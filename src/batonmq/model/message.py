@@ -14,8 +14,6 @@ from batonmq.amqp.frames import decode_properties
 _FLAGS: Final = struct.Struct(">H")
 _FLAGS_OFFSET: Final = 12
 #: Property-flag bits of the first flags word (amqp0-9-1.xml, basic class properties, in order).
-FLAG_HEADERS: Final = 1 << 13
-FLAG_DELIVERY_MODE: Final = 1 << 12
 FLAG_USER_ID: Final = 1 << 4
 
 _message_ids = itertools.count(1)

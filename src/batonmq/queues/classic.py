@@ -46,7 +46,6 @@ class ClassicQueue:
         self.arguments: FieldTable = arguments or {}
         self.ready = ReadyEntries()
         self.consumers: deque[QueueConsumer] = deque()
-        self.had_consumers = False
         self.deleted = False
         self._sequence = itertools.count()
 
@@ -84,7 +83,6 @@ class ClassicQueue:
 
     def add_consumer(self, consumer: QueueConsumer) -> None:
         self.consumers.append(consumer)
-        self.had_consumers = True
 
     def remove_consumer(self, consumer: QueueConsumer) -> None:
         self.consumers.remove(consumer)

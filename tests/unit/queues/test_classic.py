@@ -126,10 +126,10 @@ def test_consumer_bookkeeping():
     access the queue"; the queue knows whether it has one."""
     queue = ClassicQueue("q", exclusive_owner=object(), auto_delete=True)
     assert queue.exclusive
-    assert not queue.had_consumers
+    assert queue.consumer_count == 0
     consumer = StubConsumer("x", exclusive=True)
     queue.add_consumer(consumer)
-    assert (queue.consumer_count, queue.had_consumers) == (1, True)
+    assert queue.consumer_count == 1
     assert queue.has_exclusive_consumer()
     queue.remove_consumer(consumer)
     assert queue.consumer_count == 0
