@@ -45,6 +45,8 @@ __all__ = [
     "ListenerConfig",
     "ListenersConfig",
     "LogConfig",
+    "PersistConfig",
+    "PostgresConfig",
     "ServerConfig",
     "Setting",
     "default_data_dir",
@@ -216,6 +218,32 @@ class ServerConfig:
     shutdown_timeout: float = _setting(10.0, check=_positive_finite)
 
 
+STORE_KINDS = ("sqlite", "postgres")
+
+
+@dataclass(frozen=True, slots=True)
+class PostgresConfig:
+    #: libpq connection string or URI ("postgresql://user:pass@host:5432/db").
+    dsn: str = _setting("")
+    #: PostgreSQL schema holding this broker's tables; empty means "batonmq_s_<broker id>"
+    #: (seeds/000 Table 8: a standalone store's tables are suffixed S<brokerID>).
+    schema: str = _setting("")
+
+
+@dataclass(frozen=True, slots=True)
+class PersistConfig:
+    """The persistent store (seeds/002 Table 2-5, imq.persist.*)."""
+
+    #: "sqlite" (one file under the data directory) or "postgres" (imq.persist.store).
+    store: str = _setting("sqlite", check=_one_of(*STORE_KINDS))
+    #: Flush each commit to the disk before confirming it (imq.persist.file.sync.enabled); false
+    #: leaves writes to the operating system, which survives a broker crash but not a power cut.
+    sync: bool = _setting(True)
+    #: Entries a queue keeps in memory; a longer backlog waits in the store (paging).
+    page_window: int = _setting(10_000, check=_between(16))
+    postgres: PostgresConfig = field(default_factory=PostgresConfig)
+
+
 @dataclass(frozen=True, slots=True)
 class LogConfig:
     level: str = _setting("info", check=_one_of(*LOG_LEVELS))
@@ -234,6 +262,7 @@ class Config:
     amqp: AmqpConfig = field(default_factory=AmqpConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     server: ServerConfig = field(default_factory=ServerConfig)
+    persist: PersistConfig = field(default_factory=PersistConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
 
@@ -558,4 +587,12 @@ def _check_together(config: Config, values: Mapping[str, _Value]) -> None:
             f"must be less than server.write_buffer_high ({high}), got {low}",
             source=source,
             key="server.write_buffer_low",
+        )
+    persist = config.persist
+    if persist.store == "postgres" and not persist.postgres.dsn:
+        store_source = values.get("persist.store")
+        raise ConfigError(
+            'must be set when persist.store is "postgres"',
+            source=store_source.source if store_source else None,
+            key="persist.postgres.dsn",
         )

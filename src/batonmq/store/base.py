@@ -1,0 +1,268 @@
+"""What the broker persists, and the `Store` protocol the two stores (sqlite, postgres) implement.
+
+The engine never calls a store from the hot path: it records changes in a `WriteBatch` (see
+`batonmq.store.journal`), and one task hands each batch to `Store.commit`, which applies it in one
+database transaction (the "coalescing sync" of seeds/004 §1.6.6.2). Calls to a store run in the
+order they are made: a read issued after a commit sees that commit.
+
+Every row carries the id of the broker that owns it (`broker_id`), so that several brokers, and
+later an HA cluster, can share one PostgreSQL database (seeds/000 Table 8: a standalone broker's
+tables vs a cluster's shared tables).
+
+Message ids: the store hands each broker start a block of `MESSAGE_ID_BLOCK` ids that no other
+start of any broker sharing the store gets (`Recovery.message_id_base`), which makes ids unique
+across a cluster without a round trip per message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Protocol
+
+from pamqp.common import FieldTable
+
+#: The schema version this code writes; `batonctl db upgrade` migrates older ones to it.
+SCHEMA_VERSION: Final = 1
+#: Ids per block: a broker start may assign this many message ids before it must restart.
+MESSAGE_ID_BLOCK: Final = 1 << 40
+
+#: (vhost, name) of an exchange or queue.
+ObjectKey = tuple[str, str]
+
+
+class StoreError(Exception):
+    """The store cannot do what was asked; the text says what and why, for an operator."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached or opened (wrong DSN, server down, unreadable file)."""
+
+
+class StoreLocked(StoreError):
+    """Another running broker holds this store."""
+
+
+class StoreCorrupt(StoreError):
+    """The file or schema is not a BatonMQ store, or is damaged."""
+
+
+class SchemaTooNew(StoreError):
+    """The store was written by a newer BatonMQ (its schema version is above SCHEMA_VERSION)."""
+
+
+class SchemaTooOld(StoreError):
+    """The store's schema is older than this code; `batonctl db upgrade` migrates it."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredExchange:
+    vhost: str
+    name: str
+    type_name: str
+    auto_delete: bool
+    internal: bool
+    arguments: FieldTable
+
+
+@dataclass(frozen=True, slots=True)
+class StoredQueue:
+    vhost: str
+    name: str
+    auto_delete: bool
+    arguments: FieldTable
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBinding:
+    vhost: str
+    source: str
+    #: "queue" or "exchange".
+    destination_kind: str
+    destination: str
+    routing_key: str
+    arguments: FieldTable
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    id: int
+    exchange: str
+    routing_key: str
+    #: The content header payload as the publisher sent it (class id through property list).
+    header_payload: bytes
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEntry:
+    """One queue's hold on a stored message. Transient entries (a non-persistent message, or
+    any message of a non-durable queue, written only to page it out of memory) are deleted when
+    the store is opened."""
+
+    vhost: str
+    queue: str
+    sequence: int
+    message_id: int
+    delivery_count: int = 0
+    transient: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PagedEntry:
+    """A queue entry read back with its message (recovery and paging in)."""
+
+    sequence: int
+    delivery_count: int
+    message: StoredMessage
+
+
+@dataclass(frozen=True, slots=True)
+class QueueBacklog:
+    """What a durable queue holds in the store when the broker starts."""
+
+    vhost: str
+    queue: str
+    count: int
+    bytes: int
+    #: Highest sequence stored (-1 when empty): new entries continue after it.
+    last_sequence: int
+
+
+@dataclass(slots=True)
+class Recovery:
+    """Everything `Store.recover` brings back, except the entries themselves, which queues read
+    with `Store.read_entries` (so that a backlog larger than memory is never loaded whole)."""
+
+    exchanges: list[StoredExchange]
+    queues: list[StoredQueue]
+    bindings: list[StoredBinding]
+    backlogs: list[QueueBacklog]
+    #: The first message id of this start's block.
+    message_id_base: int
+    #: Transient entries and orphaned messages removed at open.
+    discarded_entries: int = 0
+
+
+@dataclass(slots=True)
+class WriteBatch:
+    """Changes to apply in one transaction, in this order: deletions of queues (their entries and
+    bindings go too) and exchanges (their bindings go too) and bindings; purges; then puts of
+    exchanges, queues, bindings, messages and entries; then entry updates and entry deletions;
+    last, messages no entry refers to any more are deleted.
+
+    The journal that fills a batch resolves conflicts inside it (an entry put and deleted in the
+    same batch is in neither list), so this order is always right.
+    """
+
+    exchanges_deleted: list[ObjectKey] = field(default_factory=list)
+    queues_deleted: list[ObjectKey] = field(default_factory=list)
+    bindings_deleted: list[StoredBinding] = field(default_factory=list)
+    #: (vhost, queue, first sequence, last sequence): entries in that range, inclusive, go.
+    ranges_deleted: list[tuple[str, str, int, int]] = field(default_factory=list)
+    exchanges_put: list[StoredExchange] = field(default_factory=list)
+    queues_put: list[StoredQueue] = field(default_factory=list)
+    bindings_put: list[StoredBinding] = field(default_factory=list)
+    messages_put: list[StoredMessage] = field(default_factory=list)
+    entries_put: list[StoredEntry] = field(default_factory=list)
+    #: (vhost, queue, sequence, delivery_count)
+    entries_updated: list[tuple[str, str, int, int]] = field(default_factory=list)
+    #: (vhost, queue, sequence, message_id): the message id says which message may be orphaned.
+    entries_deleted: list[tuple[str, str, int, int]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return any(
+            (
+                self.exchanges_deleted,
+                self.queues_deleted,
+                self.bindings_deleted,
+                self.ranges_deleted,
+                self.exchanges_put,
+                self.queues_put,
+                self.bindings_put,
+                self.messages_put,
+                self.entries_put,
+                self.entries_updated,
+                self.entries_deleted,
+            )
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """`batonctl db stats`: what is in the store."""
+
+    kind: str
+    location: str
+    schema_version: int
+    broker_id: str
+    exchanges: int
+    queues: int
+    bindings: int
+    messages: int
+    entries: int
+    message_bytes: int
+
+
+class Store(Protocol):
+    """A broker's persistent store. All methods run off the event loop's thread (or are truly
+    asynchronous) and in the order they are called."""
+
+    @property
+    def kind(self) -> str:
+        """ "sqlite" or "postgres"."""
+        ...
+
+    @property
+    def location(self) -> str:
+        """Where the data lives, for log lines (a file path, or a DSN without its password)."""
+        ...
+
+    async def open(self, *, create: bool = True, migrate: bool = True, lock: bool = True) -> None:
+        """Connect. With `lock`, take the broker's lock (StoreLocked if another running broker
+        or batonctl holds it); without it, only reads (stats, backup) are allowed. An empty store
+        gets the schema when `create` is true; an older schema is migrated when `migrate` is true
+        (as a broker does at start) and left for `upgrade` otherwise. SchemaTooNew when the
+        schema is newer than SCHEMA_VERSION; StoreUnavailable / StoreCorrupt otherwise."""
+        ...
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version found (0 before `open`, or in an empty store)."""
+        ...
+
+    async def recover(self) -> Recovery:
+        """Remove transient entries and orphaned messages; return durable objects, each durable
+        queue's backlog, and a fresh message-id block."""
+        ...
+
+    async def commit(self, batch: WriteBatch) -> None:
+        """Apply `batch` in one transaction; durable on return when `sync` is on. Raises
+        StoreError (and applies nothing) when the write fails (a full disk, a lost server)."""
+        ...
+
+    async def read_entries(
+        self, vhost: str, queue: str, after_sequence: int, limit: int
+    ) -> list[PagedEntry]:
+        """Up to `limit` entries of the queue with sequence > `after_sequence`, in order."""
+        ...
+
+    async def stats(self) -> StoreStats: ...
+
+    async def backup(self, directory: Path) -> None:
+        """Write a consistent snapshot to `directory` (created; must be empty), while the broker
+        may be running."""
+        ...
+
+    async def restore(self, directory: Path) -> None:
+        """Replace this store's contents with the snapshot in `directory` (the broker must not be
+        running)."""
+        ...
+
+    async def upgrade(self) -> tuple[int, int]:
+        """Migrate the schema to SCHEMA_VERSION; returns (from, to)."""
+        ...
+
+    async def close(self) -> None:
+        """Release the lock and the connection; safe to call twice."""
+        ...
