@@ -32,6 +32,7 @@ class RunningBroker:
     log_path: Path | None = None
     data_dir: Path | None = None
     extra_args: tuple[str, ...] = field(default=())
+    environment: dict[str, str] = field(default_factory=dict)
 
     @property
     def url(self) -> str:
@@ -48,6 +49,12 @@ class RunningBroker:
     def wait(self, timeout: float = 10.0) -> int:
         assert self.process is not None
         return self.process.wait(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL: the broker gets no chance to write anything more."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(10)
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
@@ -81,15 +88,20 @@ def wait_for_port(
     raise RuntimeError(f"broker did not listen on {host}:{port} within {timeout}s")
 
 
-def start_broker(workdir: Path, *extra_args: str) -> RunningBroker:
-    """Run `python -m batonmq` on a free port with its data and log under `workdir`."""
+def start_broker(
+    workdir: Path, *extra_args: str, environment: dict[str, str] | None = None
+) -> RunningBroker:
+    """Run `python -m batonmq` on a free port with its data and log under `workdir` (started
+    again with the same `workdir`, it finds its data again); `environment` adds variables
+    (configuration keys as BATONMQ__SECTION__KEY)."""
     port = free_port()
     data_dir = workdir / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = workdir / "broker.log"
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
-    with log_path.open("wb") as log_file:
+    env.update(environment or {})
+    with log_path.open("ab") as log_file:
         process = subprocess.Popen(
             [
                 sys.executable,
@@ -116,6 +128,7 @@ def start_broker(workdir: Path, *extra_args: str) -> RunningBroker:
         log_path=log_path,
         data_dir=data_dir,
         extra_args=extra_args,
+        environment=dict(environment or {}),
     )
     try:
         wait_for_port("127.0.0.1", port, process, log_path)
@@ -123,6 +136,29 @@ def start_broker(workdir: Path, *extra_args: str) -> RunningBroker:
         broker.stop()
         raise
     return broker
+
+
+class BrokerLife:
+    """One broker's data across several processes: start, stop or kill, start again."""
+
+    def __init__(self, workdir: Path, environment: dict[str, str], *extra_args: str) -> None:
+        self.workdir = workdir
+        self.environment = environment
+        self.extra_args = extra_args
+        self.current = start_broker(workdir, *extra_args, environment=environment)
+
+    def restart(self, *, kill: bool) -> RunningBroker:
+        """End the current process (SIGKILL if `kill`, else a clean SIGTERM shutdown) and start
+        a new one (on a new port) on the same data."""
+        if kill:
+            self.current.kill()
+        else:
+            self.current.stop()
+        self.current = start_broker(self.workdir, *self.extra_args, environment=self.environment)
+        return self.current
+
+    def stop(self) -> None:
+        self.current.stop()
 
 
 def external_broker(url: str) -> RunningBroker:

@@ -127,10 +127,25 @@ def test_settings_table_is_derived_from_the_dataclasses() -> None:
         "server.write_buffer_high",
         "server.write_buffer_low",
         "server.shutdown_timeout",
+        "persist.store",
+        "persist.sync",
+        "persist.page_window",
+        "persist.postgres.dsn",
+        "persist.postgres.schema",
         "log.level",
         "log.format",
     }
-    assert set(TABLES) == {"broker", "listeners", "listeners.amqp", "amqp", "auth", "server", "log"}
+    assert set(TABLES) == {
+        "broker",
+        "listeners",
+        "listeners.amqp",
+        "amqp",
+        "auth",
+        "server",
+        "persist",
+        "persist.postgres",
+        "log",
+    }
     assert SETTINGS["listeners.amqp.port"].attribute_path == ("listeners", "amqp", "port")
     assert SETTINGS["broker.name"].attribute_path == ("broker_name",)
 
@@ -643,3 +658,25 @@ def test_override_errors(
         load_config(environ=environ, overrides=overrides)
 
     assert str(caught.value) == expected
+
+
+def test_postgres_store_needs_a_dsn(environ: dict[str, str]) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_config(environ=environ, overrides={"persist.store": "postgres"})
+
+    assert raised.value.key == "persist.postgres.dsn"
+    assert "must be set" in raised.value.problem
+
+
+def test_persist_keys_from_the_environment(environ: dict[str, str]) -> None:
+    environ["BATONMQ__PERSIST__STORE"] = "postgres"
+    environ["BATONMQ__PERSIST__POSTGRES__DSN"] = "postgresql://db/batonmq"
+    environ["BATONMQ__PERSIST__SYNC"] = "false"
+
+    persist = load_config(environ=environ).persist
+
+    assert (persist.store, persist.postgres.dsn, persist.sync) == (
+        "postgres",
+        "postgresql://db/batonmq",
+        False,
+    )

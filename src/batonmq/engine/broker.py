@@ -11,7 +11,10 @@ from pamqp.common import FieldTable
 from batonmq import __version__
 from batonmq.amqp.connection import ConnectionSettings
 from batonmq.engine.vhost import VirtualHost
+from batonmq.queues.classic import Paging
 from batonmq.security.authn import Authenticator
+from batonmq.store.base import Store
+from batonmq.store.journal import Journal
 
 if TYPE_CHECKING:
     from batonmq.engine.session import Session
@@ -50,11 +53,17 @@ class BrokerSettings:
     heartbeat: int = 60
     max_message_size: int = 70 * 1024 * 1024
     guest_loopback_only: bool = True
+    #: Entries (and body bytes) a queue keeps in memory before paging the rest to the store.
+    page_window: int = 10_000
+    page_window_bytes: int = 64 * 1024 * 1024
 
 
 @dataclass(eq=False)
 class Broker:
     settings: BrokerSettings = field(default_factory=BrokerSettings)
+    #: Where durable state goes; None keeps everything in memory (the engine's unit tests).
+    store: Store | None = None
+    journal: Journal = field(init=False)
     vhosts: dict[str, VirtualHost] = field(init=False)
     sessions: set[Session] = field(init=False, default_factory=set)
     authenticator: Authenticator = field(init=False)
@@ -62,7 +71,9 @@ class Broker:
 
     def __post_init__(self) -> None:
         settings = self.settings
-        self.vhosts = {settings.default_vhost: VirtualHost(settings.default_vhost)}
+        self.journal = Journal(self.store)
+        self.vhosts = {}
+        self.add_vhost(settings.default_vhost)
         self.authenticator = Authenticator(guest_loopback_only=settings.guest_loopback_only)
         self.connection_settings = ConnectionSettings(
             server_properties=server_properties(settings.name),
@@ -71,3 +82,12 @@ class Broker:
             heartbeat=settings.heartbeat,
             max_message_size=settings.max_message_size,
         )
+
+    def add_vhost(self, name: str) -> VirtualHost:
+        settings = self.settings
+        vhost = VirtualHost(
+            name,
+            Paging(self.journal, name, settings.page_window, settings.page_window_bytes),
+        )
+        self.vhosts[name] = vhost
+        return vhost

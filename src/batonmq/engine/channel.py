@@ -59,6 +59,36 @@ class Channel:
     def reply(self, method: base.Frame) -> None:
         self.session.send_method(self.number, method)
 
+    def reply_when_durable(self, reply: base.Frame | bytes, what: str) -> None:
+        """Reply once the changes made so far are committed to the store (a durable declare,
+        bind, delete, purge, or tx.commit); input from this client waits meanwhile, so nothing
+        it sends next overtakes the reply. A failed write closes the channel: `what` did not
+        become durable."""
+
+        def send(committed: bool) -> None:
+            if self.closed:
+                return
+            if not committed:
+                self.session.close_channel(
+                    self.number,
+                    amqp_error(
+                        ReplyCode.PRECONDITION_FAILED,
+                        f"{what} failed: the store could not write it (see the broker log)",
+                    ),
+                )
+            elif isinstance(reply, bytes):
+                self.session.send_frame(reply)
+            else:
+                self.reply(reply)
+
+        self.session.after_durable(send)
+
+    def settle_publish(self, sequence: int, committed: bool) -> None:
+        """A publish that waited for the store is durable (ack) or failed to be written (nack)."""
+        if self.confirms is not None and not self.closed:
+            self.confirms.settle(sequence, committed)
+            self.session.request_flush()
+
     # Delivery -----------------------------------------------------------------------------
 
     def can_deliver(self) -> bool:
@@ -70,7 +100,6 @@ class Channel:
 
     def deliver(self, consumer: Consumer, queue: ClassicQueue, entry: QueueEntry) -> None:
         tag = self._next_tag()
-        entry.delivery_count += 1
         message = entry.message
         self.session.send_content(
             self.number,
@@ -84,14 +113,17 @@ class Channel:
             ),
             message,
         )
-        if not consumer.no_ack:
+        if consumer.no_ack:
+            entry.delivery_count += 1
+            queue.settled(entry)
+        else:
+            queue.delivered(entry)
             self.unsettled[tag] = Unsettled(entry, queue, consumer)
             consumer.unacked += 1
             self._consumer_unsettled += 1
 
     def deliver_get(self, queue: ClassicQueue, entry: QueueEntry, no_ack: bool) -> None:
         tag = self._next_tag()
-        entry.delivery_count += 1
         message = entry.message
         self.session.send_content(
             self.number,
@@ -105,7 +137,11 @@ class Channel:
             ),
             message,
         )
-        if not no_ack:
+        if no_ack:
+            entry.delivery_count += 1
+            queue.settled(entry)
+        else:
+            queue.delivered(entry)
             self.unsettled[tag] = Unsettled(entry, queue, None)
 
     def _next_tag(self) -> int:
@@ -143,6 +179,8 @@ class Channel:
                 with_room.add(consumer.queue)
             if requeue:
                 returned[unsettled.queue].append(unsettled.entry)
+            else:
+                unsettled.queue.settled(unsettled.entry)
         for queue, entries in returned.items():
             queue.requeue(entries)
         for queue in with_room - returned.keys():

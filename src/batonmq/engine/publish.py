@@ -38,15 +38,25 @@ def publish(channel: Channel, method: base.Frame, message: Message) -> None:
         return
     confirms = channel.confirms
     sequence = confirms.publish() if confirms is not None else 0
-    enqueue(channel, message, channel.session.vhost.route(exchange, message), method.mandatory)
-    if confirms is not None:
+    stored = enqueue(
+        channel, message, channel.session.vhost.route(exchange, message), method.mandatory
+    )
+    if confirms is None:
+        return
+    if stored:
+        # Confirms mean durable: the ack waits for the commit that holds the message.
+        session.broker.journal.when_durable(
+            lambda committed: channel.settle_publish(sequence, committed)
+        )
+    else:
         confirms.settle(sequence, True)
 
 
 def enqueue(
     channel: Channel, message: Message, queues: list[ClassicQueue], mandatory: bool
-) -> None:
-    """Put a routed message on its queues, or return it if it is mandatory and went nowhere."""
+) -> bool:
+    """Put a routed message on its queues, or return it if it is mandatory and went nowhere;
+    True when a queue wrote it to the store."""
     if not queues and mandatory:
         channel.session.send_content(
             channel.number,
@@ -59,5 +69,7 @@ def enqueue(
             ),
             message,
         )
+    stored = False
     for queue in queues:
-        queue.publish(message)
+        stored |= queue.publish(message)
+    return stored

@@ -67,6 +67,8 @@ class Session:
         self._request_flush = request_flush
         self._output_budget = output_budget
         self._pending_output = 0
+        #: Replies waiting for a store commit; input waits with them, to keep replies in order.
+        self._awaiting_store = 0
         broker.sessions.add(self)
 
     @property
@@ -91,7 +93,39 @@ class Session:
         up (twice the budget waiting here, or the server layer's mark in the socket). Deliveries
         stop earlier, at the budget; holding input there too would deadlock a client that
         publishes and consumes on one connection with blocking writes."""
-        return not self.output_backed_up and self._pending_output < 2 * self._output_budget
+        return (
+            not self.output_backed_up
+            and self._pending_output < 2 * self._output_budget
+            and not self._awaiting_store
+        )
+
+    def after_durable(self, callback: Callable[[bool], None]) -> None:
+        """Run `callback(committed)` once everything recorded so far is in the store, holding
+        this client's input until then (at once when nothing is waiting to be written)."""
+        journal = self.broker.journal
+        if not journal.dirty:
+            callback(True)
+            return
+        self._awaiting_store += 1
+
+        def done(committed: bool) -> None:
+            self._awaiting_store -= 1
+            if not self.ended:
+                callback(committed)
+            self._request_flush()  # the server layer goes on with held input after the flush
+
+        journal.when_durable(done)
+
+    def hold_input_until(self, register: Callable[[Callable[[], None]], None]) -> None:
+        """Hold this client's input until the callback given to `register` is called (a
+        basic.get waiting for entries to be read back from the store)."""
+        self._awaiting_store += 1
+
+        def done() -> None:
+            self._awaiting_store -= 1
+            self._request_flush()  # the server layer goes on with held input after the flush
+
+        register(done)
 
     def receive_data(self, data: bytes) -> None:
         """Process input until it runs out or the output backs up; in the latter case
@@ -184,6 +218,12 @@ class Session:
             log.exception("internal error in %s", method.name, extra=self._log_fields())
             self.close(HardError(ReplyCode.INTERNAL_ERROR, "internal error", type(method)))
 
+    def run_again(self, channel: Channel, method: base.Frame, then: Callable[[], None]) -> None:
+        """Run a method that waited (for the store) once more, then call `then`."""
+        if not channel.closed and not self.ended:
+            self._run(channel.number, method, None)
+        then()
+
     def _connection_method(self, method: base.Frame) -> None:
         if isinstance(method, commands.Connection.UpdateSecret):
             # The new secret would be a new token; guest/guest has none to refresh.
@@ -192,6 +232,9 @@ class Session:
         raise amqp_error(ReplyCode.COMMAND_INVALID, f"{method.name} on channel 0")
 
     # Output -------------------------------------------------------------------------------
+
+    def request_flush(self) -> None:
+        self._request_flush()
 
     def send_method(self, channel: int, method: base.Frame) -> None:
         self.connection.send_method(channel, method)

@@ -20,8 +20,10 @@ from batonmq.amqp.errors import amqp_error
 from batonmq.engine.exchange import Exchange
 from batonmq.model.destination import Destination, DestinationKind
 from batonmq.model.message import Message
-from batonmq.queues.classic import ClassicQueue
+from batonmq.queues.classic import ClassicQueue, Paging
 from batonmq.routing.base import BindingArgumentError, exchange_type
+from batonmq.store.base import StoredBinding, StoredExchange, StoredQueue
+from batonmq.store.journal import Journal
 
 #: The exchanges every virtual host has (spec 3.1.3.1 and 3.1.3.4: amq.match for headers).
 STANDARD_EXCHANGES: Final = (
@@ -44,8 +46,12 @@ def server_queue_name() -> str:
 
 
 class VirtualHost:
-    def __init__(self, name: str) -> None:
+    """Durable exchanges, durable queues (not exclusive: those end with their connection) and the
+    bindings between durable ends are written through `paging.journal` as they change."""
+
+    def __init__(self, name: str, paging: Paging | None = None) -> None:
         self.name = name
+        self.paging = paging or Paging(vhost=name)
         self.exchanges: dict[str, Exchange] = {}
         self.queues: dict[str, ClassicQueue] = {}
         #: Which exchanges may hold bindings to a destination (a superset; for deletion).
@@ -96,7 +102,7 @@ class VirtualHost:
                 ReplyCode.ACCESS_REFUSED,
                 f"exchange name '{name}' contains reserved prefix '{RESERVED_PREFIX}*'",
             )
-        return self._create_exchange(
+        exchange = self._create_exchange(
             name,
             type_name,
             durable=durable,
@@ -104,6 +110,17 @@ class VirtualHost:
             internal=internal,
             arguments=arguments,
         )
+        if durable:
+            self._journal.put_exchange(
+                StoredExchange(
+                    self.name, name, type_name, auto_delete, internal, exchange.arguments
+                )
+            )
+        return exchange
+
+    @property
+    def _journal(self) -> Journal:
+        return self.paging.journal
 
     def _create_exchange(
         self,
@@ -141,6 +158,8 @@ class VirtualHost:
 
     def _remove_exchange(self, exchange: Exchange) -> None:
         del self.exchanges[exchange.name]
+        if exchange.durable:
+            self._journal.delete_exchange(self.name, exchange.name)
         for destination, _key, _arguments in list(exchange.router.bindings()):
             self._sources[destination].discard(exchange.name)
         self._remove_bindings_to(Destination.exchange(exchange.name))
@@ -157,6 +176,10 @@ class VirtualHost:
         except BindingArgumentError as error:
             raise amqp_error(ReplyCode.PRECONDITION_FAILED, str(error)) from error
         self._sources[destination].add(source)
+        if self._binding_persists(exchange, destination):
+            self._journal.put_binding(
+                self._stored_binding(source, destination, routing_key, arguments)
+            )
 
     def unbind(
         self, source: str, destination: Destination, routing_key: str, arguments: FieldTable
@@ -164,7 +187,43 @@ class VirtualHost:
         exchange = self._bindable_source(source)
         self._check_destination(destination)
         if exchange.router.unbind(destination, routing_key, arguments):
+            if self._binding_persists(exchange, destination):
+                self._journal.delete_binding(
+                    self._stored_binding(source, destination, routing_key, arguments)
+                )
             self._after_unbind(exchange)
+
+    def restore_binding(
+        self, source: str, destination: Destination, routing_key: str, arguments: FieldTable
+    ) -> None:
+        """A binding read back from the store (both ends exist): bind without writing it again."""
+        self.exchanges[source].router.bind(destination, routing_key, arguments)
+        self._sources[destination].add(source)
+
+    def restore_exchange(self, stored: StoredExchange) -> None:
+        self._create_exchange(
+            stored.name,
+            stored.type_name,
+            durable=True,
+            auto_delete=stored.auto_delete,
+            internal=stored.internal,
+            arguments=stored.arguments,
+        )
+
+    def _binding_persists(self, source: Exchange, destination: Destination) -> bool:
+        """AMQP: a binding survives a restart when both of its ends do."""
+        if not source.durable or source.is_default:
+            return False
+        if destination.kind is DestinationKind.QUEUE:
+            return self.queues[destination.name].persists
+        return self.exchanges[destination.name].durable
+
+    def _stored_binding(
+        self, source: str, destination: Destination, routing_key: str, arguments: FieldTable
+    ) -> StoredBinding:
+        return StoredBinding(
+            self.name, source, destination.kind.value, destination.name, routing_key, arguments
+        )
 
     def _bindable_source(self, source: str) -> Exchange:
         if source == "":
@@ -231,14 +290,37 @@ class VirtualHost:
                 ReplyCode.ACCESS_REFUSED,
                 f"queue name '{name}' contains reserved prefix '{RESERVED_PREFIX}*'",
             )
-        queue = ClassicQueue(
+        queue = self.add_queue(
             name or server_queue_name(),
             durable=durable,
             exclusive_owner=owner if exclusive else None,
             auto_delete=auto_delete,
             arguments=dict(arguments or {}),
         )
-        self.queues[queue.name] = queue
+        if queue.persists:
+            self._journal.put_queue(
+                StoredQueue(self.name, queue.name, auto_delete, queue.arguments)
+            )
+        return queue
+
+    def add_queue(
+        self,
+        name: str,
+        *,
+        durable: bool,
+        exclusive_owner: object | None = None,
+        auto_delete: bool = False,
+        arguments: FieldTable,
+    ) -> ClassicQueue:
+        queue = ClassicQueue(
+            name,
+            durable=durable,
+            exclusive_owner=exclusive_owner,
+            auto_delete=auto_delete,
+            arguments=arguments,
+            paging=self.paging,
+        )
+        self.queues[name] = queue
         return queue
 
     def queue(self, name: str, owner: object) -> ClassicQueue:
@@ -275,9 +357,13 @@ class VirtualHost:
         if on_delete is not None:
             on_delete(queue)
         del self.queues[queue.name]
+        count = len(queue.ready)
+        queue.ready.clear()
         queue.deleted = True
+        if queue.ever_stored:
+            self._journal.delete_queue(self.name, queue.name)  # its entries and bindings go too
         self._remove_bindings_to(Destination.queue(queue.name))
-        return queue.purge()
+        return count
 
     # Routing ------------------------------------------------------------------------------
 

@@ -12,17 +12,31 @@ from pamqp import commands
 from batonmq.amqp.frames import decode_properties
 
 _FLAGS: Final = struct.Struct(">H")
+_TABLE_SIZE: Final = struct.Struct(">I")
 _FLAGS_OFFSET: Final = 12
-#: Property-flag bits of the first flags word (amqp0-9-1.xml, basic class properties, in order).
+#: Property-flag bits of the first flags word (amqp0-9-1.xml, basic class properties, in order:
+#: content-type is bit 15, content-encoding 14, headers 13, delivery-mode 12, ... user-id 4).
+FLAG_CONTENT_TYPE: Final = 1 << 15
+FLAG_CONTENT_ENCODING: Final = 1 << 14
+FLAG_HEADERS: Final = 1 << 13
+FLAG_DELIVERY_MODE: Final = 1 << 12
 FLAG_USER_ID: Final = 1 << 4
+#: basic.properties delivery-mode: "2 = persistent".
+PERSISTENT: Final = 2
 
 _message_ids = itertools.count(1)
 
 
 def next_message_id() -> int:
-    """A broker-assigned id, unique within this broker process (made cluster-unique with the
-    broker's id when messages are stored)."""
+    """A broker-assigned id. With a store, ids continue from the block the store gave this
+    broker start (`set_message_id_base`), which makes them unique across every broker sharing
+    the store (ARCHITECTURE.md: "unique across a cluster")."""
     return next(_message_ids)
+
+
+def set_message_id_base(base: int) -> None:
+    global _message_ids  # noqa: PLW0603 - one id sequence per broker process, set at start
+    _message_ids = itertools.count(base)
 
 
 @dataclass(slots=True, eq=False)
@@ -54,6 +68,23 @@ class Message:
         return self._properties
 
     @property
+    def persistent(self) -> bool:
+        """delivery-mode 2, read straight from the header bytes: the three properties before it
+        are skipped by their lengths, nothing is decoded."""
+        payload = self.header_payload
+        flags = self.property_flags
+        if not flags & FLAG_DELIVERY_MODE:
+            return False
+        offset = _FLAGS_OFFSET + 2
+        if flags & FLAG_CONTENT_TYPE:
+            offset += 1 + payload[offset]
+        if flags & FLAG_CONTENT_ENCODING:
+            offset += 1 + payload[offset]
+        if flags & FLAG_HEADERS:
+            offset += 4 + int(_TABLE_SIZE.unpack_from(payload, offset)[0])
+        return payload[offset] == PERSISTENT
+
+    @property
     def body_size(self) -> int:
         return len(self.body)
 
@@ -67,3 +98,5 @@ class QueueEntry:
     sequence: int
     redelivered: bool = False
     delivery_count: int = 0
+    #: This entry is in the store (or in a batch on its way): settling it must delete it there.
+    stored: bool = False

@@ -1,18 +1,40 @@
 """The classic queue: FIFO by publish order, requeued entries back in place, consumers served
 round-robin within their prefetch (AMQP 0-9-1 basic class: "the server SHOULD ... distribute
-messages ... in a round-robin fashion")."""
+messages ... in a round-robin fashion").
+
+Persistence: a durable queue writes its persistent messages' entries through the journal, and
+deletes them when they are settled. Any queue pages a backlog longer than its window out to the
+store and back in (see `ReadyEntries`); entries written only for paging are transient and do not
+outlive the broker.
+"""
 
 from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Protocol
 
 from pamqp.common import FieldTable
 
 from batonmq.model.message import Message, QueueEntry
 from batonmq.queues.ready import ReadyEntries
+from batonmq.store.base import PagedEntry, QueueBacklog, StoredEntry
+from batonmq.store.journal import Journal
+
+#: A journal with no store: what a queue uses when the broker persists nothing.
+_NO_STORE = Journal(None)
+
+
+@dataclass(frozen=True, slots=True)
+class Paging:
+    """Where a queue's entries are written and how many it keeps in memory."""
+
+    journal: Journal = _NO_STORE
+    vhost: str = "/"
+    window: int = 10_000
+    window_bytes: int = 64 * 1024 * 1024
 
 
 class QueueConsumer(Protocol):
@@ -38,6 +60,7 @@ class ClassicQueue:
         exclusive_owner: object | None = None,
         auto_delete: bool = False,
         arguments: FieldTable | None = None,
+        paging: Paging | None = None,
     ) -> None:
         self.name = name
         self.durable = durable
@@ -48,6 +71,14 @@ class ClassicQueue:
         self.consumers: deque[QueueConsumer] = deque()
         self.deleted = False
         self._sequence = itertools.count()
+        self.paging = paging or Paging()
+        #: Whether this queue's persistent messages survive a restart.
+        self.persists = durable and exclusive_owner is None and self.paging.journal.enabled
+        #: Whether this queue or any entry of it was ever written (deleting it must clean up).
+        self.ever_stored = self.persists
+        self._reading = False
+        self._spill_in_flight = False
+        self._page_in_waiters: list[Callable[[], None]] = []
 
     @property
     def exclusive(self) -> bool:
@@ -61,10 +92,122 @@ class ClassicQueue:
     def consumer_count(self) -> int:
         return len(self.consumers)
 
-    def publish(self, message: Message) -> None:
-        self.ready.append(QueueEntry(message, next(self._sequence)))
+    def publish(self, message: Message) -> bool:
+        """Enqueue `message`; True when it was written to the store (its publisher confirm must
+        wait for the commit)."""
+        entry = QueueEntry(message, next(self._sequence))
+        stored = self.persists and message.persistent
+        if stored:
+            self._store(entry, transient=False)
+        self.ready.append(entry)
+        if self.paging.journal.enabled:
+            self._spill()
         if self.consumers:
             self.dispatch()
+        return stored
+
+    # Persistence --------------------------------------------------------------------------
+
+    def _store(self, entry: QueueEntry, *, transient: bool) -> None:
+        message = entry.message
+        self.paging.journal.put_entry(
+            StoredEntry(
+                self.paging.vhost,
+                self.name,
+                entry.sequence,
+                message.id,
+                entry.delivery_count,
+                transient,
+            ),
+            message,
+        )
+        entry.stored = True
+        self.ever_stored = True
+
+    def delivered(self, entry: QueueEntry) -> None:
+        """`entry` went to a client that must settle it: record its delivery count, so that
+        after a restart it comes back marked redelivered."""
+        entry.delivery_count += 1
+        if entry.stored and not self.deleted:
+            self.paging.journal.update_entry(
+                self.paging.vhost, self.name, entry.sequence, entry.delivery_count
+            )
+
+    def settled(self, entry: QueueEntry) -> None:
+        """`entry` is done with (acknowledged, rejected without requeue, or sent with no-ack)."""
+        if entry.stored and not self.deleted:
+            # A deleted queue's entries went with it; a new queue of the same name reuses the
+            # sequence numbers, so deleting by key now would hit the new queue's entries.
+            self.paging.journal.delete_entry(
+                self.paging.vhost, self.name, entry.sequence, entry.message.id
+            )
+
+    def _spill(self) -> None:
+        paging = self.paging
+        if self._spill_in_flight:
+            return
+        entries = self.ready.to_spill(paging.window, paging.window_bytes)
+        if not entries:
+            return
+        for entry in entries:
+            if not entry.stored:
+                self._store(entry, transient=True)
+        self._spill_in_flight = True
+
+        def spilled(committed: bool) -> None:
+            self._spill_in_flight = False
+            if not self.deleted:
+                self.ready.spilled(entries, committed)
+
+        paging.journal.when_durable(spilled)
+
+    def _page_in(self) -> None:
+        if self._reading or self.deleted:
+            return
+        request = self.ready.page_in_request(self.paging.window)
+        if request is None:
+            return
+        self._reading = True
+        after, limit = request
+        self.paging.journal.read_entries(self.paging.vhost, self.name, after, limit, self._paged_in)
+
+    def _paged_in(self, paged: list[PagedEntry] | None) -> None:
+        self._reading = False
+        if self.deleted or paged is None:
+            return  # a failed read is logged by the journal; the next dispatch tries again
+        self.ready.paged_in(
+            [
+                QueueEntry(
+                    Message(
+                        stored.message.exchange,
+                        stored.message.routing_key,
+                        stored.message.header_payload,
+                        stored.message.body,
+                        id=stored.message.id,
+                    ),
+                    stored.sequence,
+                    redelivered=stored.delivery_count > 0,
+                    delivery_count=stored.delivery_count,
+                    stored=True,
+                )
+                for stored in paged
+            ]
+        )
+        waiters, self._page_in_waiters = self._page_in_waiters, []
+        for waiter in waiters:
+            waiter()
+        self.dispatch()
+
+    def when_paged_in(self, callback: Callable[[], None]) -> None:
+        """Call `callback` when the entries being read back from the store have arrived."""
+        self._page_in_waiters.append(callback)
+        self._page_in()
+
+    def recover(self, backlog: QueueBacklog) -> None:
+        """Come back from the store holding `backlog`; its entries are read in as needed."""
+        self.ready.recovered(backlog.count, backlog.bytes, backlog.last_sequence)
+        self._sequence = itertools.count(backlog.last_sequence + 1)
+        self.ever_stored = True
 
     def requeue(self, entries: Iterator[QueueEntry] | list[QueueEntry]) -> None:
         """Put delivered-but-unsettled entries back, marked redelivered, in their old places."""
@@ -76,10 +219,23 @@ class ClassicQueue:
         self.dispatch()
 
     def get(self) -> QueueEntry | None:
-        return self.ready.pop()
+        """The next ready entry; None when empty or when the next entries are still being read
+        from the store (`ready.waiting_for_page_in`: wait with `when_paged_in`)."""
+        entry = self.ready.pop()
+        if self.ready.paged_count:
+            self._page_in()
+        return entry
 
     def purge(self) -> int:
-        return self.ready.clear()
+        """Remove every ready entry (not those delivered and unsettled, spec queue.purge)."""
+        ready = self.ready
+        paged_range = (ready.page_cursor + 1, ready.paged_last) if ready.paged_count else None
+        count, in_memory = ready.clear()
+        for entry in in_memory:
+            self.settled(entry)
+        if paged_range is not None and not self.deleted:
+            self.paging.journal.delete_range(self.paging.vhost, self.name, *paged_range)
+        return count
 
     def add_consumer(self, consumer: QueueConsumer) -> None:
         self.consumers.append(consumer)
@@ -92,19 +248,27 @@ class ClassicQueue:
 
     def dispatch(self) -> None:
         """Hand ready entries to consumers with room, round-robin, until either runs out."""
-        ready, consumers = self.ready, self.consumers
-        while ready and consumers:
-            for _ in range(len(consumers)):
-                consumer = consumers[0]
-                consumers.rotate(-1)
-                if consumer.has_room():
-                    break
-            else:
-                return
+        ready = self.ready
+        while ready and self.consumers:
+            consumer = self._next_consumer_with_room()
+            if consumer is None:
+                break
             entry = ready.pop()
-            assert entry is not None
+            if entry is None:
+                break  # the next entries are in the store
             try:
                 consumer.deliver(self, entry)
             except BaseException:
                 ready.put_back(entry)  # never lose a message to a failed hand-over
                 raise
+        if ready.paged_count:
+            self._page_in()
+
+    def _next_consumer_with_room(self) -> QueueConsumer | None:
+        consumers = self.consumers
+        for _ in range(len(consumers)):
+            consumer = consumers[0]
+            consumers.rotate(-1)
+            if consumer.has_room():
+                return consumer
+        return None

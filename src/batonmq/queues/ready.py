@@ -1,9 +1,23 @@
-"""The ready entries of a queue, in sequence order, where a requeued entry returns to its place.
+"""The ready entries of a queue, in sequence order, where a requeued entry returns to its place,
+and where a long backlog waits in the store instead of in memory (paging).
 
-New entries arrive with ever higher sequence numbers, so they append to a deque; entries that come
-back (reject, nack, recover, a closed channel) go on a heap keyed by sequence. The next entry out
-is whichever of the two heads is older, so requeued messages keep their original position
+In sequence order, a queue's ready entries are:
+
+    head (in memory) | paged (only in the store) | tail (in memory)
+
+plus requeued entries (reject, nack, recover, a closed channel), which go on a heap keyed by
+sequence; the next entry out is the older of the heap's head and the head's
 (RabbitMQ: "requeued messages ... will be placed back in their original position where possible").
+
+New entries join the head while nothing is paged, and the tail after. When the entries in memory
+exceed the window, the newest are spilled: written to the store and, once that write is
+committed, dropped from memory and counted as paged. When the head runs low, the oldest paged
+entries are read back into it. These are decisions only; `ClassicQueue` does the writing and
+reading through the journal.
+
+Invariant: every entry with a sequence above `page_cursor` and up to `paged_last` is a paged
+entry (in the store, ready, not in memory); nothing delivered has a sequence in that range,
+because the tail is not served while anything is paged.
 """
 
 from __future__ import annotations
@@ -16,12 +30,26 @@ from batonmq.model.message import QueueEntry
 
 class ReadyEntries:
     def __init__(self) -> None:
-        self._tail: deque[QueueEntry] = deque()
+        self._head: deque[QueueEntry] = deque()
         self._returned: list[tuple[int, QueueEntry]] = []
+        self._tail: deque[QueueEntry] = deque()
+        #: Bytes of every ready message body, paged ones included.
         self.bytes = 0
+        self.paged_count = 0
+        self.paged_bytes = 0
+        #: Paged entries have sequences in (page_cursor, paged_last].
+        self.page_cursor = -1
+        self.paged_last = -1
+        #: The oldest tail entries being written out (spilling), not yet committed.
+        self._spilling = 0
+
+    # Entering and leaving -----------------------------------------------------------------
 
     def append(self, entry: QueueEntry) -> None:
-        self._tail.append(entry)
+        if self.paged_count or self._tail:
+            self._tail.append(entry)
+        else:
+            self._head.append(entry)
         self.bytes += entry.message.body_size
 
     def put_back(self, entry: QueueEntry) -> None:
@@ -29,25 +57,118 @@ class ReadyEntries:
         self.bytes += entry.message.body_size
 
     def pop(self) -> QueueEntry | None:
-        returned, tail = self._returned, self._tail
-        if returned and (not tail or returned[0][0] < tail[0].sequence):
+        """The next entry, or None when none is in memory (see `waiting_for_page_in`)."""
+        returned, head = self._returned, self._head
+        if returned and (not head or returned[0][0] < head[0].sequence):
             entry = heapq.heappop(returned)[1]
-        elif tail:
-            entry = tail.popleft()
+        elif head:
+            entry = head.popleft()
+        elif self._tail and not self.paged_count:
+            entry = self._tail.popleft()
+            if self._spilling:
+                self._spilling -= 1
         else:
             return None
         self.bytes -= entry.message.body_size
         return entry
 
-    def clear(self) -> int:
+    @property
+    def waiting_for_page_in(self) -> bool:
+        """Entries are ready but all of the next ones are in the store."""
+        return bool(self.paged_count) and not self._head and not self._returned
+
+    def clear(self) -> tuple[int, list[QueueEntry]]:
+        """Empty the queue: how many entries went, and those that were in memory (the paged
+        ones, sequences page_cursor+1..paged_last, are for the caller to delete in the store;
+        read them before clearing)."""
         count = len(self)
-        self._tail.clear()
+        in_memory = [*self._head, *(entry for _, entry in self._returned), *self._tail]
+        self._head.clear()
         self._returned.clear()
-        self.bytes = 0
-        return count
+        self._tail.clear()
+        self.bytes = self.paged_count = self.paged_bytes = self._spilling = 0
+        self.page_cursor = self.paged_last
+        return count, in_memory
 
     def __len__(self) -> int:
-        return len(self._tail) + len(self._returned)
+        return len(self._head) + len(self._returned) + len(self._tail) + self.paged_count
 
     def __bool__(self) -> bool:
-        return bool(self._tail) or bool(self._returned)
+        return bool(self._head or self._returned or self._tail or self.paged_count)
+
+    @property
+    def in_memory(self) -> int:
+        return len(self._head) + len(self._returned) + len(self._tail)
+
+    # Paging out ---------------------------------------------------------------------------
+
+    def to_spill(self, window: int, window_bytes: int) -> list[QueueEntry]:
+        """Entries to write out now because memory holds more than the window (the newest, in
+        order); they stay in memory until `spilled` is told the write is committed. Empty when
+        nothing needs to go, or while an earlier spill is still being written."""
+        if self._spilling:
+            return []
+        memory_bytes = self.bytes - self.paged_bytes
+        if self.in_memory <= window and memory_bytes <= window_bytes:
+            return []
+        head, tail = self._head, self._tail
+        if not tail:
+            # Start paging: the newest half of the window's worth moves from the head to the tail.
+            keep = window // 2
+            while len(head) > keep:
+                tail.appendleft(head.pop())
+        self._spilling = len(tail)
+        return list(tail)
+
+    def spilled(self, entries: list[QueueEntry], committed: bool) -> None:
+        """The write of `entries` (from `to_spill`) ended; if committed, those still at the front
+        of the tail leave memory and become paged."""
+        tail = self._tail
+        if not committed:
+            self._spilling = 0
+            return
+        moved = 0
+        moved_bytes = 0
+        for entry in entries:
+            if not tail or tail[0] is not entry:
+                continue  # served meanwhile (nothing was paged, so the tail was being served)
+            tail.popleft()
+            if not self.paged_count and not moved:
+                self.page_cursor = entry.sequence - 1
+            moved += 1
+            moved_bytes += entry.message.body_size
+            self.paged_last = entry.sequence
+        self._spilling = 0
+        self.paged_count += moved
+        self.paged_bytes += moved_bytes
+
+    # Paging in ----------------------------------------------------------------------------
+
+    def page_in_request(self, window: int) -> tuple[int, int] | None:
+        """(after_sequence, limit) to read from the store when the head has run low, else None."""
+        if not self.paged_count or len(self._head) > window // 2:
+            return None
+        return self.page_cursor, min(self.paged_count, max(1, window - len(self._head)))
+
+    def paged_in(self, entries: list[QueueEntry]) -> None:
+        """Entries read back from the store, in order, continuing from `page_cursor`."""
+        for entry in entries:
+            if not self.paged_count or entry.sequence <= self.page_cursor:
+                break  # stale: the queue was cleared while the read was under way
+            self._head.append(entry)
+            self.page_cursor = entry.sequence
+            self.paged_count -= 1
+            self.paged_bytes -= entry.message.body_size
+        if not self.paged_count:
+            # Nothing left in the store: the tail continues the head.
+            self._head.extend(self._tail)
+            self._tail.clear()
+            self._spilling = 0
+
+    def recovered(self, count: int, body_bytes: int, last_sequence: int) -> None:
+        """A queue coming back from the store: all of its entries are paged."""
+        self.paged_count = count
+        self.paged_bytes = body_bytes
+        self.bytes += body_bytes
+        self.page_cursor = -1
+        self.paged_last = last_sequence

@@ -1,8 +1,8 @@
-"""Run a broker: build it from the configuration, listen, and shut down cleanly on a signal.
+"""Run a broker: open its store and recover, listen, and shut down cleanly on a signal.
 
 SIGTERM and SIGINT stop accepting connections, close every client connection with 320
 CONNECTION_FORCED (spec: "the server ... is being shut down"), wait for them to go (at most
-`server.shutdown_timeout`), and exit 0.
+`server.shutdown_timeout`), commit what the journal holds, close the store, and exit 0.
 """
 
 from __future__ import annotations
@@ -10,13 +10,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 from collections.abc import Callable
 
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import HardError
 from batonmq.config import Config
 from batonmq.engine.broker import Broker, BrokerSettings
+from batonmq.engine.recovery import restore
 from batonmq.server.protocol import AMQPProtocol
+from batonmq.store.base import StoreError
+from batonmq.store.configured import configured_store
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +39,9 @@ class BrokerServer:
                 heartbeat=config.amqp.heartbeat,
                 max_message_size=config.amqp.max_message_size,
                 guest_loopback_only=config.auth.guest_loopback_only,
-            )
+                page_window=config.persist.page_window,
+            ),
+            configured_store(config),
         )
         self.protocols: set[AMQPProtocol] = set()
         self._server: asyncio.Server | None = None
@@ -51,8 +57,37 @@ class BrokerServer:
         self.protocols.add(protocol)
         return protocol
 
+    async def recover(self) -> None:
+        """Open the store and bring back what it holds (StoreError if it cannot be used)."""
+        store = self.broker.store
+        assert store is not None
+        started = time.monotonic()
+        await store.open()
+        try:
+            recovery = await store.recover()
+        except BaseException:
+            await store.close()
+            raise
+        recovered = restore(self.broker, recovery)
+        self.broker.journal.start()
+        log.info(
+            "recovered %d messages in %.3f s",
+            recovered.messages,
+            time.monotonic() - started,
+            extra={
+                "queues": recovered.queues,
+                "store": store.kind,
+                "location": store.location,
+                "exchanges": recovered.exchanges,
+                "bindings": recovered.bindings,
+                "discarded_transient": recovery.discarded_entries,
+            },
+        )
+
     async def start(self) -> list[tuple[str, int]]:
-        """Listen; returns the bound addresses (the real port when the configured one is 0)."""
+        """Recover, then listen; returns the bound addresses (the real port when the configured
+        one is 0)."""
+        await self.recover()
         listener = self.config.listeners.amqp
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
@@ -82,12 +117,23 @@ class BrokerServer:
                     protocol.transport.abort()
         if self._server is not None:
             await self._server.wait_closed()
+        await self.close_store()
+
+    async def close_store(self) -> None:
+        """Commit what the journal holds and close the store."""
+        await self.broker.journal.stop()
+        if self.broker.store is not None:
+            await self.broker.store.close()
 
 
 async def serve(config: Config, started: Callable[[BrokerServer], None] | None = None) -> None:
     """Run until SIGTERM or SIGINT."""
     server = BrokerServer(config)
-    await server.start()
+    try:
+        await server.start()
+    except BaseException:
+        await server.close_store()
+        raise
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -111,6 +157,9 @@ def run(config: Config) -> int:
         runner = uvloop.run
     try:
         runner(serve(config))
+    except StoreError as error:
+        log.error("cannot open the store: %s", error)
+        return 1
     except OSError as error:
         listener = config.listeners.amqp
         log.error("cannot listen on %s:%s: %s", listener.bind, listener.port, error.strerror)

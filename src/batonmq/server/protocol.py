@@ -142,7 +142,10 @@ class AMQPProtocol(asyncio.Protocol):
                 self._loop.call_later(CLOSE_TIMEOUT, transport.abort)
             elif connection.state is State.CLOSING and self._closing_since is None:
                 self._closing_since = self._loop.time()
-        if session.input_held and session.may_read:
+        if (session.input_held and session.may_read) or (
+            # The input was held for a store commit, which has ended: read the socket again.
+            self._reading_paused and not session.input_held
+        ):
             self._schedule_input()
 
     def _schedule_input(self) -> None:

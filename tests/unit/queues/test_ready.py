@@ -70,7 +70,7 @@ def test_bytes_counts_the_bodies_ready():
     assert ready.bytes == 5
     ready.put_back(first)
     assert ready.bytes == 8
-    assert ready.clear() == 2
+    assert ready.clear()[0] == 2
     assert (ready.bytes, len(ready)) == (0, 0)
 
 
@@ -120,3 +120,131 @@ def test_ready_entries_behave_like_a_sorted_list(ops):
         assert bool(ready) == bool(reference)
         assert ready.bytes == sum(len(f"m{sequence}") for sequence in reference)
     assert pop_all(ready) == reference
+
+
+# Paging ----------------------------------------------------------------------------------------
+
+
+class PagingModel:
+    """A ReadyEntries whose spills and page-ins go to a dict standing in for the store's table of
+    entries (the real stores are tested against the same contract in tests/integration/store)."""
+
+    def __init__(self, window: int) -> None:
+        self.ready = ReadyEntries()
+        self.window = window
+        self.store: dict[int, QueueEntry] = {}
+        self.next_sequence = 0
+
+    def append(self) -> int:
+        new = entry(self.next_sequence)
+        self.next_sequence += 1
+        self.ready.append(new)
+        spilling = self.ready.to_spill(self.window, 1 << 30)
+        if spilling:
+            for spilled in spilling:
+                self.store[spilled.sequence] = spilled
+            self.ready.spilled(spilling, committed=True)
+        return new.sequence
+
+    def page_in(self) -> None:
+        request = self.ready.page_in_request(self.window)
+        if request is not None:
+            after, limit = request
+            found = sorted(sequence for sequence in self.store if sequence > after)[:limit]
+            self.ready.paged_in([entry(sequence) for sequence in found])
+
+    def pop(self) -> QueueEntry | None:
+        popped = self.ready.pop()
+        if popped is None and self.ready.waiting_for_page_in:
+            self.page_in()
+            popped = self.ready.pop()
+        if popped is not None:
+            self.store.pop(popped.sequence, None)  # settled: the store forgets it
+        return popped
+
+
+def test_a_backlog_beyond_the_window_leaves_memory_and_comes_back_in_order():
+    """Issue 4: "A queue keeps a bounded window of message bodies in memory and reads the rest
+    from the store on demand"."""
+    model = PagingModel(window=10)
+    for _ in range(100):
+        model.append()
+    assert len(model.ready) == 100
+    assert model.ready.in_memory <= 10
+    assert model.ready.paged_count >= 90
+    assert [model.pop().sequence for _ in range(100)] == list(range(100))  # type: ignore[union-attr]
+    assert not model.ready
+
+
+def test_a_failed_spill_keeps_the_entries_in_memory():
+    """Nothing leaves memory unless the store has committed it."""
+    ready = ReadyEntries()
+    for sequence in range(20):
+        ready.append(entry(sequence))
+    spilling = ready.to_spill(10, 1 << 30)
+    assert spilling
+    ready.spilled(spilling, committed=False)
+    assert (ready.in_memory, ready.paged_count) == (20, 0)
+    assert pop_all(ready) == list(range(20))
+
+
+def test_clear_drops_a_page_in_that_was_under_way():
+    """A purge while entries are being read back: what the read returns is stale."""
+    model = PagingModel(window=4)
+    for _ in range(20):
+        model.append()
+    request = model.ready.page_in_request(4)
+    assert request is not None
+    count, _in_memory = model.ready.clear()
+    assert count == 20
+    model.ready.paged_in([entry(sequence) for sequence in range(request[0] + 1, 25)])
+    assert not model.ready
+    assert model.ready.pop() is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    window=st.integers(2, 8),
+    ops=st.lists(
+        st.one_of(
+            st.just(("append", 0)),
+            st.just(("pop", 0)),
+            st.tuples(st.just("put_back"), st.integers(0, 50)),
+        ),
+        max_size=120,
+    ),
+)
+def test_paging_loses_and_duplicates_nothing(window, ops):
+    """Whatever the interleaving of publishes, deliveries, requeues and paging, every entry is
+    delivered exactly once per time it is ready; with no requeues, in sequence order."""
+    model = PagingModel(window)
+    ready_set: set[int] = set()
+    taken: list[QueueEntry] = []
+    popped_order: list[int] = []
+    any_put_back = False
+    for operation, index in ops:
+        if operation == "append":
+            ready_set.add(model.append())
+        elif operation == "pop":
+            popped = model.pop()
+            if ready_set:
+                assert popped is not None
+                assert popped.sequence in ready_set
+                ready_set.remove(popped.sequence)
+                taken.append(popped)
+                popped_order.append(popped.sequence)
+            else:
+                assert popped is None
+        elif taken:
+            back = taken.pop(index % len(taken))
+            model.ready.put_back(back)
+            ready_set.add(back.sequence)
+            any_put_back = True
+        assert len(model.ready) == len(ready_set)
+        assert model.ready.in_memory <= window + 2 + len(taken) + 50
+    while (popped := model.pop()) is not None:
+        ready_set.remove(popped.sequence)
+        popped_order.append(popped.sequence)
+    assert not ready_set
+    if not any_put_back:
+        assert popped_order == sorted(popped_order)

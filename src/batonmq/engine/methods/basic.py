@@ -78,6 +78,12 @@ def get(channel: Channel, method: commands.Basic.Get) -> None:
     session = channel.session
     queue = session.vhost.queue(queue_name(channel, method.queue), session)
     entry = queue.get()
+    if entry is None and queue.ready.waiting_for_page_in:
+        # The next messages are in the store: answer once they are read back, in order.
+        session.hold_input_until(
+            lambda done: queue.when_paged_in(lambda: session.run_again(channel, method, done))
+        )
+        return
     if entry is None:
         channel.reply(Basic.GetEmpty())
     else:

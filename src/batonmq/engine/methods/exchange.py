@@ -23,14 +23,14 @@ def declare(channel: Channel, method: commands.Exchange.Declare) -> None:
         arguments=method.arguments,
     )
     if not method.nowait:
-        channel.reply(Exchange.DeclareOk())
+        channel.reply_when_durable(Exchange.DeclareOk(), "exchange.declare")
 
 
 @handles(Exchange.Delete)
 def delete(channel: Channel, method: commands.Exchange.Delete) -> None:
     channel.session.vhost.delete_exchange(method.exchange, if_unused=method.if_unused)
     if not method.nowait:
-        channel.reply(Exchange.DeleteOk())
+        channel.reply_when_durable(Exchange.DeleteOk(), "exchange.delete")
 
 
 @handles(Exchange.Bind)
@@ -42,7 +42,7 @@ def bind(channel: Channel, method: commands.Exchange.Bind) -> None:
         method.arguments or {},
     )
     if not method.nowait:
-        channel.reply(Exchange.BindOk())
+        channel.reply_when_durable(Exchange.BindOk(), "exchange.bind")
 
 
 @handles(Exchange.Unbind)
@@ -54,4 +54,4 @@ def unbind(channel: Channel, method: commands.Exchange.Unbind) -> None:
         method.arguments or {},
     )
     if not method.nowait:
-        channel.reply(Exchange.UnbindOk())
+        channel.reply_when_durable(Exchange.UnbindOk(), "exchange.unbind")

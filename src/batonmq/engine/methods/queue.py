@@ -43,10 +43,11 @@ def declare(channel: Channel, method: commands.Queue.Declare) -> None:
         session.exclusive_queues.add(queue)
     channel.last_queue_name = queue.name
     if not method.nowait:
-        channel.session.send_frame(
+        channel.reply_when_durable(
             outgoing.queue_declare_ok(
                 channel.number, queue.name, queue.message_count, queue.consumer_count
-            )
+            ),
+            "queue.declare",
         )
 
 
@@ -61,7 +62,7 @@ def bind(channel: Channel, method: commands.Queue.Bind) -> None:
         method.exchange, Destination.queue(name), routing_key, method.arguments or {}
     )
     if not method.nowait:
-        channel.reply(Queue.BindOk())
+        channel.reply_when_durable(Queue.BindOk(), "queue.bind")
 
 
 @handles(Queue.Unbind)
@@ -72,7 +73,7 @@ def unbind(channel: Channel, method: commands.Queue.Unbind) -> None:
     session.vhost.unbind(
         method.exchange, Destination.queue(name), method.routing_key, method.arguments or {}
     )
-    channel.reply(Queue.UnbindOk())
+    channel.reply_when_durable(Queue.UnbindOk(), "queue.unbind")
 
 
 @handles(Queue.Purge)
@@ -81,7 +82,7 @@ def purge(channel: Channel, method: commands.Queue.Purge) -> None:
     queue = session.vhost.queue(queue_name(channel, method.queue), session)
     count = queue.purge()
     if not method.nowait:
-        channel.reply(Queue.PurgeOk(count))
+        channel.reply_when_durable(Queue.PurgeOk(count), "queue.purge")
 
 
 @handles(Queue.Delete)
@@ -99,4 +100,4 @@ def delete(channel: Channel, method: commands.Queue.Delete) -> None:
     if queue is not None and queue.exclusive_owner is not None:
         session.exclusive_queues.discard(queue)
     if not method.nowait:
-        channel.reply(Queue.DeleteOk(count))
+        channel.reply_when_durable(Queue.DeleteOk(count), "queue.delete")

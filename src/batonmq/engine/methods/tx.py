@@ -44,7 +44,7 @@ def commit(channel: Channel, method: commands.Tx.Commit) -> None:
     for settlement in transaction.settlements:
         channel.settle(settlement.delivery_tags, requeue=settlement.requeue)
     transaction.clear()
-    channel.reply(Tx.CommitOk())
+    channel.reply_when_durable(Tx.CommitOk(), "tx.commit")
 
 
 @handles(Tx.Rollback)

@@ -1,0 +1,316 @@
+"""The journal: the engine's changes, gathered into write batches that one task commits in turn.
+
+The engine records changes synchronously (`put_entry`, `delete_entry`, ...) as it goes; nothing
+waits. One task takes whatever has gathered, from every connection, and commits it as one
+transaction while the next batch gathers (group commit, the "coalescing sync" of seeds/004
+§1.6.6.2): under load a batch holds many messages and acknowledgements, and there is never one
+fsync per message.
+
+What must wait for durability says so with `when_durable(callback)`: the callback runs once
+everything recorded before it is committed, with True, or with False when that commit failed
+(publisher confirms become basic.nack; a transaction's commit fails). Reads (`read_entries`) are
+submitted after everything recorded before them, so they see it.
+
+Inside the gathering batch, later changes cancel earlier ones: an entry put and then deleted
+(a message consumed and acknowledged before its batch went out) never reaches the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from batonmq.model.message import Message
+from batonmq.store.base import (
+    ObjectKey,
+    PagedEntry,
+    Store,
+    StoredBinding,
+    StoredEntry,
+    StoredExchange,
+    StoredMessage,
+    StoredQueue,
+    StoreError,
+    WriteBatch,
+)
+from batonmq.store.fields import encode_table
+
+log = logging.getLogger(__name__)
+
+DurableCallback = Callable[[bool], None]
+ReadCallback = Callable[[list[PagedEntry] | None], None]
+_EntryKey = tuple[str, str, int]
+_T = TypeVar("_T")
+_BindingKey = tuple[str, str, str, str, str, str]
+
+
+def _binding_key(binding: StoredBinding) -> _BindingKey:
+    return (
+        binding.vhost,
+        binding.source,
+        binding.destination_kind,
+        binding.destination,
+        binding.routing_key,
+        encode_table(binding.arguments),
+    )
+
+
+@dataclass(slots=True)
+class _Gathering:
+    """The batch being gathered, keyed so that later changes replace or cancel earlier ones."""
+
+    exchanges_deleted: set[ObjectKey] = field(default_factory=set)
+    queues_deleted: set[ObjectKey] = field(default_factory=set)
+    exchanges_put: dict[ObjectKey, StoredExchange] = field(default_factory=dict)
+    queues_put: dict[ObjectKey, StoredQueue] = field(default_factory=dict)
+    #: A binding's last change: (binding, True) = put, (binding, False) = delete.
+    bindings: dict[_BindingKey, tuple[StoredBinding, bool]] = field(default_factory=dict)
+    ranges_deleted: list[tuple[str, str, int, int]] = field(default_factory=list)
+    messages_put: dict[int, StoredMessage] = field(default_factory=dict)
+    entries_put: dict[_EntryKey, StoredEntry] = field(default_factory=dict)
+    entries_updated: dict[_EntryKey, int] = field(default_factory=dict)
+    entries_deleted: dict[_EntryKey, int] = field(default_factory=dict)
+    waiting: list[DurableCallback] = field(default_factory=list)
+    reads: list[tuple[str, str, int, int, ReadCallback]] = field(default_factory=list)
+    changed: bool = False
+
+    def seal(self) -> WriteBatch:
+        referenced = {entry.message_id for entry in self.entries_put.values()}
+        return WriteBatch(
+            exchanges_deleted=sorted(self.exchanges_deleted),
+            queues_deleted=sorted(self.queues_deleted),
+            bindings_deleted=[binding for binding, put in self.bindings.values() if not put],
+            ranges_deleted=self.ranges_deleted,
+            exchanges_put=list(self.exchanges_put.values()),
+            queues_put=list(self.queues_put.values()),
+            bindings_put=[binding for binding, put in self.bindings.values() if put],
+            messages_put=[
+                message for message in self.messages_put.values() if message.id in referenced
+            ],
+            entries_put=list(self.entries_put.values()),
+            entries_updated=[
+                (*key, delivery_count) for key, delivery_count in self.entries_updated.items()
+            ],
+            entries_deleted=[
+                (*key, message_id) for key, message_id in self.entries_deleted.items()
+            ],
+        )
+
+
+class Journal:
+    """Records changes for `store`; with no store (a broker that persists nothing, as in unit
+    tests) it records nothing and every callback runs at once."""
+
+    def __init__(self, store: Store | None) -> None:
+        self.store = store
+        self._gathering = _Gathering()
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        #: Batches committed and failed since start (for logs and tests).
+        self.commits = 0
+        self.failures = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.store is not None
+
+    # Recording ----------------------------------------------------------------------------
+
+    def put_exchange(self, exchange: StoredExchange) -> None:
+        if self._changing():
+            self._gathering.exchanges_put[(exchange.vhost, exchange.name)] = exchange
+
+    def delete_exchange(self, vhost: str, name: str) -> None:
+        if not self._changing():
+            return
+        gathering = self._gathering
+        key = (vhost, name)
+        gathering.exchanges_put.pop(key, None)
+        gathering.exchanges_deleted.add(key)
+        # The store drops the exchange's bindings with it; so must the bindings gathered so far.
+        for binding_key, (binding, _put) in list(gathering.bindings.items()):
+            if binding.vhost == vhost and (
+                binding.source == name
+                or (binding.destination_kind == "exchange" and binding.destination == name)
+            ):
+                del gathering.bindings[binding_key]
+
+    def put_queue(self, queue: StoredQueue) -> None:
+        if self._changing():
+            self._gathering.queues_put[(queue.vhost, queue.name)] = queue
+
+    def delete_queue(self, vhost: str, name: str) -> None:
+        """The queue goes, and with it (in the store) its entries and the bindings to it."""
+        if not self._changing():
+            return
+        gathering = self._gathering
+        key = (vhost, name)
+        gathering.queues_put.pop(key, None)
+        gathering.queues_deleted.add(key)
+        for binding_key, (binding, _put) in list(gathering.bindings.items()):
+            if (
+                binding.vhost == vhost
+                and binding.destination_kind == "queue"
+                and binding.destination == name
+            ):
+                del gathering.bindings[binding_key]
+        for entries in (
+            gathering.entries_put,
+            gathering.entries_updated,
+            gathering.entries_deleted,
+        ):
+            for entry_key in [k for k in entries if k[0] == vhost and k[1] == name]:
+                del entries[entry_key]
+        gathering.ranges_deleted[:] = [r for r in gathering.ranges_deleted if (r[0], r[1]) != key]
+
+    def put_binding(self, binding: StoredBinding) -> None:
+        if self._changing():
+            self._gathering.bindings[_binding_key(binding)] = (binding, True)
+
+    def delete_binding(self, binding: StoredBinding) -> None:
+        if self._changing():
+            self._gathering.bindings[_binding_key(binding)] = (binding, False)
+
+    def put_entry(self, entry: StoredEntry, message: Message) -> None:
+        """Store an entry and its message. A message is written once per batch however many
+        queues hold it; a later batch writing it again (another queue paging it out) is a no-op
+        in the store, which keeps the first copy."""
+        if not self._changing():
+            return
+        gathering = self._gathering
+        if message.id not in gathering.messages_put:
+            gathering.messages_put[message.id] = StoredMessage(
+                message.id,
+                message.exchange,
+                message.routing_key,
+                message.header_payload,
+                message.body,
+            )
+        gathering.entries_put[(entry.vhost, entry.queue, entry.sequence)] = entry
+
+    def update_entry(self, vhost: str, queue: str, sequence: int, delivery_count: int) -> None:
+        if not self._changing():
+            return
+        gathering = self._gathering
+        key = (vhost, queue, sequence)
+        put = gathering.entries_put.get(key)
+        if put is not None:
+            gathering.entries_put[key] = StoredEntry(
+                vhost, queue, sequence, put.message_id, delivery_count, put.transient
+            )
+        else:
+            gathering.entries_updated[key] = delivery_count
+
+    def delete_entry(self, vhost: str, queue: str, sequence: int, message_id: int) -> None:
+        if not self._changing():
+            return
+        gathering = self._gathering
+        key = (vhost, queue, sequence)
+        gathering.entries_updated.pop(key, None)
+        if gathering.entries_put.pop(key, None) is None:
+            gathering.entries_deleted[key] = message_id
+
+    def delete_range(self, vhost: str, queue: str, first: int, last: int) -> None:
+        """Entries first..last (inclusive) of a queue, which are in the store and not in memory."""
+        if self._changing():
+            self._gathering.ranges_deleted.append((vhost, queue, first, last))
+
+    def _changing(self) -> bool:
+        if self.store is None:
+            return False
+        self._gathering.changed = True
+        self._wakeup.set()
+        return True
+
+    # Waiting ------------------------------------------------------------------------------
+
+    def when_durable(self, callback: DurableCallback) -> None:
+        """Call `callback(ok)` once everything recorded so far is committed (at once when
+        nothing is waiting to be written)."""
+        if self.store is None or not self._gathering.changed:
+            callback(True)
+            return
+        self._gathering.waiting.append(callback)
+
+    @property
+    def dirty(self) -> bool:
+        """Whether changes are gathered but not yet handed to the store."""
+        return self._gathering.changed
+
+    def read_entries(
+        self, vhost: str, queue: str, after_sequence: int, limit: int, callback: ReadCallback
+    ) -> None:
+        """Read entries back (paging in), after everything recorded so far; `callback` gets
+        them, or None when the read failed."""
+        if self.store is None:
+            callback([])
+            return
+        self._gathering.reads.append((vhost, queue, after_sequence, limit, callback))
+        self._wakeup.set()
+
+    # Running ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.store is not None and self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="journal")
+
+    async def stop(self) -> None:
+        """Commit what has gathered, then stop."""
+        self._stopping = True
+        self._wakeup.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        assert self.store is not None
+        store = self.store
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            # Let every connection's input of this loop turn be recorded before committing.
+            await asyncio.sleep(0)
+            gathering, self._gathering = self._gathering, _Gathering()
+            ok = True
+            if gathering.changed:
+                batch = gathering.seal()
+                try:
+                    if batch:
+                        await store.commit(batch)
+                except StoreError as error:
+                    ok = False
+                    self.failures += 1
+                    log.error("store write failed: %s", error, extra={"store": store.location})
+                except Exception:
+                    # A defect, not the store's state: say so, and keep the broker serving.
+                    ok = False
+                    self.failures += 1
+                    log.exception("store write failed", extra={"store": store.location})
+                else:
+                    self.commits += 1
+            for callback in gathering.waiting:
+                self._call(callback, ok)
+            for vhost, queue, after, limit, read_callback in gathering.reads:
+                entries: list[PagedEntry] | None
+                try:
+                    entries = await store.read_entries(vhost, queue, after, limit)
+                except StoreError as error:
+                    log.error("store read failed: %s", error, extra={"queue": queue})
+                    entries = None
+                except Exception:
+                    log.exception("store read failed", extra={"queue": queue})
+                    entries = None
+                self._call(read_callback, entries)
+            if self._stopping and not self._gathering.changed and not self._gathering.reads:
+                return
+
+    @staticmethod
+    def _call(callback: Callable[[_T], None], value: _T) -> None:
+        try:
+            callback(value)
+        except Exception:  # a defect in one waiter must not stop every later commit
+            log.exception("journal callback failed")

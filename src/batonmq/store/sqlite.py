@@ -1,0 +1,684 @@
+"""The default store: one SQLite file in the broker's data directory.
+
+Why it is built this way:
+
+- SQLite calls block, so every one of them runs on one thread of the store's own (a
+  single-worker executor, the connection created on it). One thread also gives the protocol's
+  ordering for free: jobs run in the order they were submitted, so a read issued after a commit
+  sees it.
+- WAL mode: readers (`batonctl db stats`, an online backup) never block the broker's writer.
+  `sync=True` is `synchronous=FULL` (each commit fsynced); `sync=False` is `NORMAL`, which in WAL
+  mode survives a crash of the process but not of the machine (imq.persist.file.sync.enabled).
+- The lock is an `flock` on `<file>.lock`, not SQLite's own locking: SQLite lets two processes
+  write one file in turn, but two brokers recovering and committing the same queues would corrupt
+  each other's view. The lock file names the holder's pid for the error an operator reads.
+- No `PRAGMA quick_check` at open: it reads the whole file, minutes for a large backlog. SQLite
+  reports damage on the pages it reads (SQLITE_CORRUPT, raised as StoreCorrupt); `restore` does
+  check the backup it is about to install.
+- A full disk: a failed commit is rolled back and the store stays usable, but in WAL mode a
+  deletion needs free space too (its pages go to the WAL first), so it is space freed outside the
+  store, or a broker that stops accepting messages before the disk fills, that gets it going.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import sqlite3
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Final, TypeVar
+
+from batonmq import __version__
+from batonmq.store.base import (
+    MESSAGE_ID_BLOCK,
+    SCHEMA_VERSION,
+    PagedEntry,
+    QueueBacklog,
+    Recovery,
+    SchemaTooNew,
+    SchemaTooOld,
+    StoreCorrupt,
+    StoredBinding,
+    StoredExchange,
+    StoredMessage,
+    StoredQueue,
+    StoreError,
+    StoreLocked,
+    StoreStats,
+    StoreUnavailable,
+    WriteBatch,
+)
+from batonmq.store.fields import decode_table, encode_table
+
+T = TypeVar("T")
+
+#: The file a backup directory holds, next to its manifest.json.
+BACKUP_FILE: Final = "batonmq.sqlite3"
+
+# Step N creates schema version N; `_run_migrations` runs the steps above the version found, so a
+# step must also be correct when rerun (IF NOT EXISTS, OR IGNORE).
+_MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
+    (
+        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+        "INSERT OR IGNORE INTO counters (name, value) VALUES ('message_id_block', 0)",
+        "CREATE TABLE IF NOT EXISTS brokers (broker_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL,"
+        " state TEXT NOT NULL, started_at TEXT NOT NULL)",
+        # WITHOUT ROWID: small rows clustered by their key, so a queue's entries are read in
+        # sequence order from contiguous pages.
+        "CREATE TABLE IF NOT EXISTS exchanges (broker_id TEXT NOT NULL, vhost TEXT NOT NULL,"
+        " name TEXT NOT NULL, type TEXT NOT NULL, auto_delete INTEGER NOT NULL,"
+        " internal INTEGER NOT NULL, arguments TEXT NOT NULL,"
+        " PRIMARY KEY (broker_id, vhost, name)) WITHOUT ROWID",
+        "CREATE TABLE IF NOT EXISTS queues (broker_id TEXT NOT NULL, vhost TEXT NOT NULL,"
+        " name TEXT NOT NULL, auto_delete INTEGER NOT NULL, arguments TEXT NOT NULL,"
+        " PRIMARY KEY (broker_id, vhost, name)) WITHOUT ROWID",
+        "CREATE TABLE IF NOT EXISTS bindings (broker_id TEXT NOT NULL, vhost TEXT NOT NULL,"
+        " source TEXT NOT NULL, destination_kind TEXT NOT NULL, destination TEXT NOT NULL,"
+        " routing_key TEXT NOT NULL, arguments TEXT NOT NULL, PRIMARY KEY (broker_id, vhost,"
+        " source, destination_kind, destination, routing_key, arguments)) WITHOUT ROWID",
+        "CREATE TABLE IF NOT EXISTS messages (broker_id TEXT NOT NULL, id INTEGER PRIMARY KEY,"
+        " exchange TEXT NOT NULL, routing_key TEXT NOT NULL, header_payload BLOB NOT NULL,"
+        " body BLOB NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS entries (broker_id TEXT NOT NULL, vhost TEXT NOT NULL,"
+        " queue TEXT NOT NULL, sequence INTEGER NOT NULL, message_id INTEGER NOT NULL,"
+        " delivery_count INTEGER NOT NULL, transient INTEGER NOT NULL,"
+        " PRIMARY KEY (broker_id, vhost, queue, sequence)) WITHOUT ROWID",
+        "CREATE INDEX IF NOT EXISTS entries_message_id ON entries (message_id)",
+    ),
+)
+assert len(_MIGRATIONS) == SCHEMA_VERSION
+
+# Primary result codes (the low byte of an extended code) that mean a damaged or foreign file.
+_CORRUPT_CODES: Final = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
+_WAL_SIZE_LIMIT: Final = 64 * 1024 * 1024
+_SYNCHRONOUS_NAMES: Final = {0: "off", 1: "normal", 2: "full", 3: "extra"}
+
+# Messages that may have lost their last entry in this transaction; a temp table so that deleting
+# a queue of millions of entries never pulls their ids into Python.
+_GC_TABLE: Final = "CREATE TEMP TABLE IF NOT EXISTS gc_candidates (id INTEGER PRIMARY KEY)"
+_GC_FROM_ENTRIES: Final = (
+    "INSERT OR IGNORE INTO temp.gc_candidates SELECT message_id FROM entries"
+    " WHERE broker_id = ? AND vhost = ?"
+)
+_ORPHANS: Final = (
+    "NOT EXISTS (SELECT 1 FROM entries e"
+    " WHERE e.message_id = messages.id AND e.broker_id = messages.broker_id)"
+)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _is_corruption(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.Error) and (exc.sqlite_errorcode & 0xFF) in _CORRUPT_CODES
+
+
+class SQLiteStore:
+    """`Store` on one SQLite file; see the module docstring for the choices made."""
+
+    def __init__(self, path: Path, *, broker_id: str, sync: bool = True) -> None:
+        self._path = path
+        self._broker_id = broker_id
+        self._sync = sync
+        self._executor: ThreadPoolExecutor | None = None
+        # Touched only on the executor's thread, from open to close.
+        self._conn: sqlite3.Connection | None = None
+        self._lock_fd: int | None = None
+        self._locked = False
+        self._create = True
+        self._migrate = True
+        self._empty = True
+        self._schema_version = 0
+
+    @property
+    def kind(self) -> str:
+        return "sqlite"
+
+    @property
+    def location(self) -> str:
+        return str(self._path)
+
+    @property
+    def schema_version(self) -> int:
+        return self._schema_version
+
+    # -- the asynchronous surface: each method submits one job before its first await ----------
+
+    def _submit(self, job: Callable[[], T]) -> asyncio.Future[T]:
+        if self._executor is None:
+            raise StoreError(f"{self._path}: the store is not open")
+        return asyncio.get_running_loop().run_in_executor(self._executor, job)
+
+    async def open(self, *, create: bool = True, migrate: bool = True, lock: bool = True) -> None:
+        if self._executor is not None:
+            raise StoreError(f"{self._path}: the store is already open")
+        self._create, self._migrate, self._locked = create, migrate, lock
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batonmq-sqlite")
+        try:
+            await self._submit(self._open_sync)
+        except BaseException:
+            await self.close()
+            raise
+
+    async def recover(self) -> Recovery:
+        return await self._submit(self._recover_sync)
+
+    async def commit(self, batch: WriteBatch) -> None:
+        await self._submit(partial(self._commit_sync, batch))
+
+    async def read_entries(
+        self, vhost: str, queue: str, after_sequence: int, limit: int
+    ) -> list[PagedEntry]:
+        return await self._submit(partial(self._read_sync, vhost, queue, after_sequence, limit))
+
+    async def stats(self) -> StoreStats:
+        return await self._submit(self._stats_sync)
+
+    async def backup(self, directory: Path) -> None:
+        await self._submit(partial(self._backup_sync, directory))
+
+    async def restore(self, directory: Path) -> None:
+        await self._submit(partial(self._restore_sync, directory))
+
+    async def upgrade(self) -> tuple[int, int]:
+        return await self._submit(self._upgrade_sync)
+
+    async def connection_settings(self) -> dict[str, str]:
+        """The connection's journal mode and synchronous level, for the startup log line."""
+        return await self._submit(self._settings_sync)
+
+    async def close(self) -> None:
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        try:
+            # Shielded: a cancelled close must still release the lock and the connection.
+            await asyncio.shield(
+                asyncio.get_running_loop().run_in_executor(executor, self._close_sync)
+            )
+        finally:
+            executor.shutdown(wait=False)
+
+    # -- open and close, on the store's thread --------------------------------------------------
+
+    def _open_sync(self) -> None:
+        if self._locked:
+            if self._create:
+                try:
+                    self._path.parent.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise StoreUnavailable(
+                        f"cannot create the data directory {self._path.parent}: {exc.strerror}"
+                    ) from exc
+            elif not self._path.exists():
+                raise StoreUnavailable(f"there is no store at {self._path}")
+            self._lock_fd = self._take_lock()
+        self._connect()
+
+    def _take_lock(self) -> int:
+        lock_path = f"{self._path}.lock"
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise StoreUnavailable(
+                f"cannot open the lock file {lock_path}: {exc.strerror}"
+            ) from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            if isinstance(exc, BlockingIOError):
+                raise StoreLocked(
+                    f"{self._path} is locked by another running broker (pid {holder})"
+                ) from None
+            raise StoreUnavailable(f"cannot lock {lock_path}: {exc.strerror}") from exc
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return fd
+
+    def _connect(self) -> None:
+        # Without the lock the file is only read: opened read-only, so that it is never created.
+        if self._locked:
+            target, uri = str(self._path), False
+        else:
+            target, uri = f"{self._path.absolute().as_uri()}?mode=ro", True
+        try:
+            self._conn = conn = sqlite3.connect(target, uri=uri, isolation_level=None)
+            conn.execute("PRAGMA busy_timeout = 5000")
+            if self._locked:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if mode != "wal":
+                    raise StoreUnavailable(f"{self._path}: cannot use WAL mode (got {mode})")
+                # A checkpointed log is reused, not shrunk: without a limit, one huge batch
+                # would leave a log file that large for good.
+                conn.execute(f"PRAGMA journal_size_limit = {_WAL_SIZE_LIMIT}")
+                conn.execute("PRAGMA temp_store = MEMORY")
+                conn.execute(_GC_TABLE)
+            conn.execute(f"PRAGMA synchronous = {'FULL' if self._sync else 'NORMAL'}")
+            self._read_schema_version(conn)
+            if self._schema_version > SCHEMA_VERSION:
+                raise SchemaTooNew(
+                    f"{self._path} has schema version {self._schema_version}, newer than this"
+                    f" BatonMQ's {SCHEMA_VERSION}: run a newer BatonMQ"
+                )
+            if self._locked and (
+                (self._empty and self._create)
+                or (not self._empty and self._schema_version < SCHEMA_VERSION and self._migrate)
+            ):
+                self._run_migrations(conn)
+            if self._locked and self._schema_version == SCHEMA_VERSION:
+                self._register_broker(conn)
+        except sqlite3.Error as exc:
+            if _is_corruption(exc):
+                raise StoreCorrupt(f"{self._path} is not a BatonMQ store: {exc}") from exc
+            raise StoreUnavailable(f"cannot open {self._path}: {exc}") from exc
+
+    def _read_schema_version(self, conn: sqlite3.Connection) -> None:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        self._empty = "meta" not in tables
+        if self._empty:
+            if tables:
+                raise StoreCorrupt(f"{self._path} is an SQLite database but not a BatonMQ store")
+            self._schema_version = 0
+            return
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        try:
+            self._schema_version = int(row[0])
+        except (TypeError, ValueError):
+            raise StoreCorrupt(f"{self._path} has no valid schema version") from None
+
+    def _run_migrations(self, conn: sqlite3.Connection) -> None:
+        def migrate(conn: sqlite3.Connection) -> None:
+            for version in range(self._schema_version + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[version - 1]:
+                    conn.execute(statement)
+            conn.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('created_at', ?)", (_now(),)
+            )
+            conn.executemany(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                [("schema_version", str(SCHEMA_VERSION)), ("software_version", __version__)],
+            )
+
+        self._transaction("schema migration", migrate, conn)
+        self._schema_version, self._empty = SCHEMA_VERSION, False
+
+    def _close_sync(self) -> None:
+        conn, self._conn = self._conn, None
+        try:
+            if conn is not None:
+                if self._locked and self._schema_version == SCHEMA_VERSION:
+                    # Informational (a broker record left "running" means an unclean stop), so
+                    # a full disk must not stop the lock from being released.
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute(
+                            "UPDATE brokers SET state = 'stopped' WHERE broker_id = ?",
+                            (self._broker_id,),
+                        )
+                conn.close()
+        finally:
+            fd, self._lock_fd = self._lock_fd, None
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _reader(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError(f"{self._path}: the store is not open")
+        if self._schema_version != SCHEMA_VERSION:
+            if self._empty:
+                raise StoreError(f"{self._path} is empty: open it with create to make a store")
+            raise SchemaTooOld(
+                f"{self._path} has schema version {self._schema_version}, older than"
+                f" {SCHEMA_VERSION}: run `batonctl db upgrade`"
+            )
+        return self._conn
+
+    def _writer(self) -> sqlite3.Connection:
+        conn = self._reader()
+        if not self._locked:
+            raise StoreError(f"{self._path} was opened without the lock, for reading only")
+        return conn
+
+    def _transaction(
+        self, action: str, work: Callable[[sqlite3.Connection], T], conn: sqlite3.Connection
+    ) -> T:
+        """Run `work` in one IMMEDIATE transaction (the write lock taken at BEGIN, so the
+        transaction never fails half-way for want of it); roll back on any error."""
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            result = work(conn)
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            # SQLite may already have rolled back (a full disk does); ROLLBACK would then fail.
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error | OverflowError):
+                error = StoreCorrupt if _is_corruption(exc) else StoreError
+                raise error(f"{action} failed: {exc} ({self._path})") from exc
+            raise
+        return result
+
+    def _read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            return work(self._reader())
+        except sqlite3.Error as exc:
+            error = StoreCorrupt if _is_corruption(exc) else StoreError
+            raise error(f"read failed: {exc} ({self._path})") from exc
+
+    # -- the protocol's work, on the store's thread --------------------------------------------
+
+    def _recover_sync(self) -> Recovery:
+        broker = (self._broker_id,)
+
+        def recover(conn: sqlite3.Connection) -> Recovery:
+            discarded = conn.execute(
+                "DELETE FROM entries WHERE broker_id = ? AND transient = 1", broker
+            ).rowcount
+            # Entries of a queue that has no row: a non-durable queue paged out before a crash.
+            discarded += conn.execute(
+                "DELETE FROM entries WHERE broker_id = ? AND NOT EXISTS (SELECT 1 FROM queues q"
+                " WHERE q.broker_id = entries.broker_id AND q.vhost = entries.vhost"
+                " AND q.name = entries.queue)",
+                broker,
+            ).rowcount
+            conn.execute(f"DELETE FROM messages WHERE broker_id = ? AND {_ORPHANS}", broker)
+            rows = conn.execute(
+                "UPDATE counters SET value = value + 1 WHERE name = 'message_id_block'"
+                " RETURNING value"
+            ).fetchall()
+            block = rows[0][0] if rows else None
+            # Ids are 64-bit integers in the database: a block past them is no block.
+            if not isinstance(block, int) or not 0 < block < (1 << 63) // MESSAGE_ID_BLOCK:
+                raise StoreCorrupt(f"{self._path}: bad message id block counter {block!r}")
+            exchanges = [
+                StoredExchange(vhost, name, type_name, bool(auto), bool(internal), decode_table(a))
+                for vhost, name, type_name, auto, internal, a in conn.execute(
+                    "SELECT vhost, name, type, auto_delete, internal, arguments FROM exchanges"
+                    " WHERE broker_id = ? ORDER BY vhost, name",
+                    broker,
+                )
+            ]
+            queues = [
+                StoredQueue(vhost, name, bool(auto_delete), decode_table(arguments))
+                for vhost, name, auto_delete, arguments in conn.execute(
+                    "SELECT vhost, name, auto_delete, arguments FROM queues WHERE broker_id = ?"
+                    " ORDER BY vhost, name",
+                    broker,
+                )
+            ]
+            bindings = [
+                StoredBinding(vhost, source, kind, destination, key, decode_table(arguments))
+                for vhost, source, kind, destination, key, arguments in conn.execute(
+                    "SELECT vhost, source, destination_kind, destination, routing_key, arguments"
+                    " FROM bindings WHERE broker_id = ?"
+                    " ORDER BY vhost, source, destination_kind, destination, routing_key",
+                    broker,
+                )
+            ]
+            backlogs = [
+                QueueBacklog(vhost, name, count, size, last)
+                for vhost, name, count, size, last in conn.execute(
+                    "SELECT q.vhost, q.name, COUNT(e.sequence), COALESCE(SUM(LENGTH(m.body)), 0),"
+                    " COALESCE(MAX(e.sequence), -1) FROM queues q"
+                    " LEFT JOIN entries e ON e.broker_id = q.broker_id AND e.vhost = q.vhost"
+                    " AND e.queue = q.name"
+                    " LEFT JOIN messages m ON m.broker_id = e.broker_id AND m.id = e.message_id"
+                    " WHERE q.broker_id = ? GROUP BY q.vhost, q.name ORDER BY q.vhost, q.name",
+                    broker,
+                )
+            ]
+            return Recovery(
+                exchanges, queues, bindings, backlogs, block * MESSAGE_ID_BLOCK, discarded
+            )
+
+        return self._transaction("recovery", recover, self._writer())
+
+    def _commit_sync(self, batch: WriteBatch) -> None:
+        def apply(conn: sqlite3.Connection) -> None:
+            for statement, rows in _batch_steps(self._broker_id, batch):
+                conn.executemany(statement, rows)
+            conn.execute(
+                "DELETE FROM messages WHERE broker_id = ?"
+                f" AND id IN (SELECT id FROM temp.gc_candidates) AND {_ORPHANS}",
+                (self._broker_id,),
+            )
+            conn.execute("DELETE FROM temp.gc_candidates")
+
+        self._transaction("write", apply, self._writer())
+
+    def _read_sync(self, vhost: str, queue: str, after: int, limit: int) -> list[PagedEntry]:
+        def read(conn: sqlite3.Connection) -> list[PagedEntry]:
+            rows = conn.execute(
+                "SELECT e.sequence, e.delivery_count, m.id, m.exchange, m.routing_key,"
+                " m.header_payload, m.body FROM entries e JOIN messages m"
+                " ON m.broker_id = e.broker_id AND m.id = e.message_id"
+                " WHERE e.broker_id = ? AND e.vhost = ? AND e.queue = ? AND e.sequence > ?"
+                " ORDER BY e.sequence LIMIT ?",
+                (self._broker_id, vhost, queue, after, limit),
+            )
+            return [
+                PagedEntry(sequence, count, StoredMessage(*message))
+                for sequence, count, *message in rows
+            ]
+
+        return self._read(read)
+
+    def _stats_sync(self) -> StoreStats:
+        def count(conn: sqlite3.Connection) -> StoreStats:
+            counts = _count_rows(conn, self._broker_id)
+            return StoreStats(
+                self.kind, self.location, self._schema_version, self._broker_id, *counts
+            )
+
+        return self._read(count)
+
+    def _backup_sync(self, directory: Path) -> None:
+        self._reader()
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            if any(directory.iterdir()):
+                raise StoreError(f"{directory} is not empty: a backup needs an empty directory")
+            # A connection of its own: its one backup step reads a single snapshot of the file
+            # while the broker (this store or another process) goes on committing.
+            source = sqlite3.connect(f"{self._path.absolute().as_uri()}?mode=ro", uri=True)
+            try:
+                target = sqlite3.connect(directory / BACKUP_FILE, isolation_level=None)
+                try:
+                    source.backup(target)
+                    # One self-contained file, with no -wal beside it.
+                    target.execute("PRAGMA journal_mode = DELETE")
+                    version = target.execute(
+                        "SELECT value FROM meta WHERE key = 'schema_version'"
+                    ).fetchone()[0]
+                    counts = _count_rows(target, self._broker_id)
+                finally:
+                    target.close()
+            finally:
+                source.close()
+            manifest = {
+                "kind": self.kind,
+                "schema_version": int(version),
+                "broker_id": self._broker_id,
+                "created_at": _now(),
+                "messages": counts[3],
+                "entries": counts[4],
+            }
+            (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"backup of {self._path} to {directory} failed: {exc}") from exc
+
+    def _restore_sync(self, directory: Path) -> None:
+        if self._conn is None or not self._locked:
+            raise StoreError(f"{self._path}: restore needs the store open with its lock")
+        source = directory / BACKUP_FILE
+        try:
+            manifest = json.loads((directory / "manifest.json").read_text())
+            kind, version = manifest["kind"], int(manifest["schema_version"])
+            owner = manifest["broker_id"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise StoreError(f"{directory} holds no readable backup manifest: {exc}") from exc
+        if kind != self.kind:
+            raise StoreError(f"{directory} holds a {kind} backup, not an sqlite one")
+        if version > SCHEMA_VERSION:
+            raise SchemaTooNew(f"the backup in {directory} has schema version {version}")
+        if owner != self._broker_id:
+            raise StoreError(
+                f"the backup in {directory} is broker {owner}'s, not {self._broker_id}'s"
+            )
+        _check_backup(source)
+        self._conn.close()
+        self._conn = None
+        try:
+            staged = self._path.with_name(self._path.name + ".restoring")
+            shutil.copyfile(source, staged)
+            with open(staged, "rb") as staged_file:
+                os.fsync(staged_file.fileno())
+            # Our connection was the last one, so the -wal is checkpointed; a stale one must not
+            # be read as the log of the new file.
+            for suffix in ("-wal", "-shm"):
+                Path(f"{self._path}{suffix}").unlink(missing_ok=True)
+            os.replace(staged, self._path)
+            # The rename is durable only once the directory is.
+            directory_fd = os.open(self._path.parent, os.O_RDONLY)
+            try:
+                os.fsync(directory_fd)
+            finally:
+                os.close(directory_fd)
+        except OSError as exc:
+            raise StoreError(f"restore of {self._path} from {directory} failed: {exc}") from exc
+        finally:
+            self._connect()
+
+    def _upgrade_sync(self) -> tuple[int, int]:
+        if self._conn is None or not self._locked:
+            raise StoreError(f"{self._path}: upgrade needs the store open with its lock")
+        found = self._schema_version
+        if found < SCHEMA_VERSION:
+            self._run_migrations(self._conn)
+            # The broker record that open skips while the schema is old.
+            self._transaction("broker registration", self._register_broker, self._conn)
+        return found, SCHEMA_VERSION
+
+    def _register_broker(self, conn: sqlite3.Connection) -> None:
+        conn.execute(
+            "INSERT INTO brokers (broker_id, epoch, state, started_at)"
+            " VALUES (?, 1, 'running', ?) ON CONFLICT (broker_id) DO UPDATE"
+            " SET epoch = epoch + 1, state = 'running', started_at = excluded.started_at",
+            (self._broker_id, _now()),
+        )
+
+    def _settings_sync(self) -> dict[str, str]:
+        conn = self._reader()
+        mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0])
+        level = int(conn.execute("PRAGMA synchronous").fetchone()[0])
+        return {"journal_mode": mode, "synchronous": _SYNCHRONOUS_NAMES.get(level, str(level))}
+
+
+_KEY: Final = "broker_id = ? AND vhost = ?"
+_ENTRY: Final = f"{_KEY} AND queue = ? AND sequence = ?"
+
+
+def _batch_steps(broker: str, batch: WriteBatch) -> list[tuple[str, Sequence[tuple[object, ...]]]]:
+    """The statements of a commit, each with its rows, in WriteBatch's order; a deleted entry's
+    message becomes a candidate for the garbage collection that follows them."""
+    exchanges = [(broker, vhost, name) for vhost, name in batch.exchanges_deleted]
+    queues = [(broker, vhost, name) for vhost, name in batch.queues_deleted]
+    ranges = [(broker, *purge) for purge in batch.ranges_deleted]
+    candidates = [(entry[3],) for entry in batch.entries_deleted]
+    candidates += [(message.id,) for message in batch.messages_put]
+    return [
+        ("DELETE FROM temp.gc_candidates", []),
+        (f"DELETE FROM bindings WHERE {_KEY} AND source = ?", exchanges),
+        (f"DELETE FROM bindings WHERE {_KEY} AND destination_kind = 'exchange'"
+         " AND destination = ?", exchanges),
+        (f"DELETE FROM exchanges WHERE {_KEY} AND name = ?", exchanges),
+        (f"{_GC_FROM_ENTRIES} AND queue = ?", queues),
+        (f"DELETE FROM entries WHERE {_KEY} AND queue = ?", queues),
+        (f"DELETE FROM bindings WHERE {_KEY} AND destination_kind = 'queue'"
+         " AND destination = ?", queues),
+        (f"DELETE FROM queues WHERE {_KEY} AND name = ?", queues),
+        (f"DELETE FROM bindings WHERE {_KEY} AND source = ? AND destination_kind = ?"
+         " AND destination = ? AND routing_key = ? AND arguments = ?",
+         [_binding_row(broker, binding) for binding in batch.bindings_deleted]),
+        (f"{_GC_FROM_ENTRIES} AND queue = ? AND sequence BETWEEN ? AND ?", ranges),
+        (f"DELETE FROM entries WHERE {_KEY} AND queue = ? AND sequence BETWEEN ? AND ?",
+         ranges),
+        ("INSERT OR REPLACE INTO exchanges (broker_id, vhost, name, type, auto_delete, internal,"
+         " arguments) VALUES (?, ?, ?, ?, ?, ?, ?)",
+         [(broker, e.vhost, e.name, e.type_name, e.auto_delete, e.internal,
+           encode_table(e.arguments)) for e in batch.exchanges_put]),
+        ("INSERT OR REPLACE INTO queues (broker_id, vhost, name, auto_delete, arguments)"
+         " VALUES (?, ?, ?, ?, ?)",
+         [(broker, q.vhost, q.name, q.auto_delete, encode_table(q.arguments))
+          for q in batch.queues_put]),
+        ("INSERT OR IGNORE INTO bindings (broker_id, vhost, source, destination_kind, destination,"
+         " routing_key, arguments) VALUES (?, ?, ?, ?, ?, ?, ?)",
+         [_binding_row(broker, binding) for binding in batch.bindings_put]),
+        ("INSERT OR REPLACE INTO messages (broker_id, id, exchange, routing_key, header_payload,"
+         " body) VALUES (?, ?, ?, ?, ?, ?)",
+         [(broker, m.id, m.exchange, m.routing_key, m.header_payload, m.body)
+          for m in batch.messages_put]),
+        ("INSERT OR REPLACE INTO entries (broker_id, vhost, queue, sequence, message_id,"
+         " delivery_count, transient) VALUES (?, ?, ?, ?, ?, ?, ?)",
+         [(broker, e.vhost, e.queue, e.sequence, e.message_id, e.delivery_count, e.transient)
+          for e in batch.entries_put]),
+        (f"UPDATE entries SET delivery_count = ? WHERE {_ENTRY}",
+         [(count, broker, v, q, seq) for v, q, seq, count in batch.entries_updated]),
+        (f"DELETE FROM entries WHERE {_ENTRY}",
+         [(broker, v, q, seq) for v, q, seq, _ in batch.entries_deleted]),
+        ("INSERT OR IGNORE INTO temp.gc_candidates VALUES (?)", candidates),
+    ]  # fmt: skip
+
+
+def _binding_row(broker: str, b: StoredBinding) -> tuple[str, ...]:
+    return (
+        broker, b.vhost, b.source, b.destination_kind, b.destination, b.routing_key,
+        encode_table(b.arguments),
+    )  # fmt: skip
+
+
+def _count_rows(conn: sqlite3.Connection, broker: str) -> tuple[int, int, int, int, int, int]:
+    """(exchanges, queues, bindings, messages, entries, message bytes) of one broker."""
+    row = conn.execute(
+        "SELECT (SELECT COUNT(*) FROM exchanges WHERE broker_id = ?1),"
+        " (SELECT COUNT(*) FROM queues WHERE broker_id = ?1),"
+        " (SELECT COUNT(*) FROM bindings WHERE broker_id = ?1),"
+        " (SELECT COUNT(*) FROM messages WHERE broker_id = ?1),"
+        " (SELECT COUNT(*) FROM entries WHERE broker_id = ?1),"
+        " (SELECT COALESCE(SUM(LENGTH(body)), 0) FROM messages WHERE broker_id = ?1)",
+        (broker,),
+    ).fetchone()
+    exchanges, queues, bindings, messages, entries, size = (int(value) for value in row)
+    return exchanges, queues, bindings, messages, entries, size
+
+
+def _check_backup(source: Path) -> None:
+    """Refuse a backup file that is missing, foreign or damaged before the store is replaced."""
+    if not source.is_file():
+        raise StoreError(f"{source} does not exist")
+    try:
+        check = sqlite3.connect(f"{source.absolute().as_uri()}?mode=ro", uri=True)
+        try:
+            result = check.execute("PRAGMA quick_check").fetchone()[0]
+            check.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        finally:
+            check.close()
+    except sqlite3.Error as exc:
+        raise StoreCorrupt(f"{source} is not a BatonMQ store: {exc}") from exc
+    if result != "ok":
+        raise StoreCorrupt(f"{source} is damaged: {result}")

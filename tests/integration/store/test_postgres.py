@@ -1,0 +1,311 @@
+"""What only the PostgreSQL store does: connecting to a server, sharing a database between
+brokers (a schema per store, a broker id per row), the advisory lock, surviving a restart of the
+server, and a backup taken while the broker commits. The behaviour every store shares is in
+test_contract.py."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import socket
+import urllib.parse
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from batonmq.store.base import (
+    SCHEMA_VERSION,
+    SchemaTooNew,
+    StoreCorrupt,
+    StoredEntry,
+    StoredMessage,
+    StoredQueue,
+    StoreError,
+    StoreLocked,
+    StoreUnavailable,
+    WriteBatch,
+)
+from batonmq.store.postgres import PostgresStore
+from tests.pgserver import ThrowawayServer
+
+MakeStore = Callable[..., PostgresStore]
+
+
+@pytest.fixture
+async def make_store(postgres_dsn: str) -> AsyncIterator[MakeStore]:
+    """`make(broker_id="b1", schema="batonmq_s_b1", dsn=postgres_dsn)`: an unopened store, closed
+    after the test."""
+    made: list[PostgresStore] = []
+
+    def make(
+        broker_id: str = "b1", schema: str = "batonmq_s_b1", dsn: str = postgres_dsn
+    ) -> PostgresStore:
+        store = PostgresStore(dsn, broker_id=broker_id, schema=schema)
+        made.append(store)
+        return store
+
+    try:
+        yield make
+    finally:
+        for store in made:
+            await store.close()
+
+
+def _one_message(base: int, number: int, queue: str = "q") -> WriteBatch:
+    """Queue `queue` with message `base + number` at sequence `number`."""
+    message = StoredMessage(base + number, "", queue, b"header", f"body {number}".encode())
+    return WriteBatch(
+        queues_put=[StoredQueue("/", queue, False, {})],
+        messages_put=[message],
+        entries_put=[StoredEntry("/", queue, number, message.id)],
+    )
+
+
+async def _bodies(store: PostgresStore, queue: str = "q") -> list[bytes]:
+    return [entry.message.body for entry in await store.read_entries("/", queue, -1, 1000)]
+
+
+def _with_credentials(dsn: str, user: str, password: str) -> str:
+    parts = urllib.parse.urlsplit(dsn)
+    hosts = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:{password}@{hosts}"))
+
+
+async def test_unreachable_server_is_unavailable_and_never_shows_the_password() -> None:
+    """A server that cannot be reached is StoreUnavailable, with a text naming the location,
+    and never the password (the text goes to logs)."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+        port = closed.getsockname()[1]
+        dsn = f"postgresql://batonmq:pw-s3cret%21@127.0.0.1:{port}/batonmq?password=pw-other"
+        store = PostgresStore(dsn, broker_id="b1", schema="batonmq_s_b1")
+        with pytest.raises(StoreUnavailable) as raised:
+            await store.open()
+    text = str(raised.value)
+    assert f"postgresql://batonmq@127.0.0.1:{port}/batonmq schema batonmq_s_b1" in text
+    assert "s3cret" not in text
+    assert "pw-other" not in text
+    assert "s3cret" not in store.location
+    await store.close()
+
+
+async def test_wrong_password_is_unavailable(make_store: MakeStore, postgres_dsn: str) -> None:
+    """A refused login is StoreUnavailable, naming the location but not the password. (The
+    server must check passwords on TCP, as Debian's default pg_hba.conf does.)"""
+    role = f"batonmq_login_{secrets.token_hex(4)}"
+    admin = await asyncpg.connect(postgres_dsn)
+    try:
+        await admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'the-right-one'")
+        store = make_store(dsn=_with_credentials(postgres_dsn, role, "wrong-one"))
+        with pytest.raises(StoreUnavailable) as raised:
+            await store.open()
+        assert role in str(raised.value)
+        assert "wrong-one" not in str(raised.value)
+    finally:
+        await admin.execute(f"DROP ROLE IF EXISTS {role}")
+        await admin.close()
+
+
+async def test_a_keyword_value_dsn_connects(make_store: MakeStore, postgres_dsn: str) -> None:
+    """persist.postgres.dsn may be a libpq keyword/value string as well as a URI; its location
+    leaves the password out."""
+    parts = urllib.parse.urlsplit(postgres_dsn)
+    keywords = (
+        f"host={parts.hostname} port={parts.port} dbname={parts.path.lstrip('/')} "
+        f"user={parts.username} password='{urllib.parse.unquote(parts.password or '')}'"
+    )
+    store = make_store(dsn=keywords)
+    await store.open()
+    assert (await store.stats()).schema_version == SCHEMA_VERSION
+    assert "password" not in store.location
+    assert store.location.endswith("schema batonmq_s_b1")
+
+
+def test_a_schema_name_is_checked() -> None:
+    """The schema name goes into SQL: only [a-z0-9_], so that quoting it is always right."""
+    with pytest.raises(StoreError, match="schema name"):
+        PostgresStore("postgresql://localhost/db", broker_id="b1", schema='x"; DROP TABLE y; --')
+
+
+async def test_stores_in_two_schemas_of_one_database_are_apart(make_store: MakeStore) -> None:
+    """seeds/000 Table 8: stores in one database are told apart (by schema here), even for
+    the same broker id."""
+    first, second = make_store(schema="batonmq_s_one"), make_store(schema="batonmq_s_two")
+    await first.open()
+    await second.open()
+    first_base = (await first.recover()).message_id_base
+    second_base = (await second.recover()).message_id_base
+    await first.commit(_one_message(first_base, 0, queue="q"))
+    await second.commit(_one_message(second_base, 0, queue="other"))
+    assert [queue.name for queue in (await first.recover()).queues] == ["q"]
+    assert [queue.name for queue in (await second.recover()).queues] == ["other"]
+    assert (await first.stats()).messages == (await second.stats()).messages == 1
+
+
+async def test_broker_ids_sharing_a_schema_are_apart(make_store: MakeStore) -> None:
+    """Every row carries its broker's id and every query filters by it: two brokers sharing
+    one schema (an HA cluster's shared store) see only their own rows, and never get the same
+    message ids (the block counter is shared). Opened at once, they create the schema once."""
+    first = make_store("b1", schema="batonmq_c_shared")
+    second = make_store("b2", schema="batonmq_c_shared")
+    await asyncio.gather(first.open(), second.open())
+    first_base = (await first.recover()).message_id_base
+    second_base = (await second.recover()).message_id_base
+    assert first_base != second_base
+    await first.commit(_one_message(first_base, 0))
+    await second.commit(_one_message(second_base, 0))
+    await second.commit(_one_message(second_base, 1))
+
+    await first.commit(WriteBatch(queues_deleted=[("/", "q")]))
+
+    assert await _bodies(first) == []
+    assert await _bodies(second) == [b"body 0", b"body 1"]
+    recovery = await second.recover()
+    assert [(b.queue, b.count) for b in recovery.backlogs] == [("q", 2)]
+    assert (await first.stats()).queues == 0
+
+
+async def test_a_second_locking_open_is_refused(make_store: MakeStore, postgres_dsn: str) -> None:
+    """A store is held by one running broker at a time (StoreLocked for another, on its own
+    connection); an open without the lock (batonctl's reads) works alongside, reads only, and
+    the lock goes with the holder's connection."""
+    holder = make_store()
+    await holder.open()
+    base = (await holder.recover()).message_id_base
+    await holder.commit(_one_message(base, 0))
+
+    with pytest.raises(StoreLocked, match="in use by another running broker"):
+        await make_store().open()
+
+    reader = make_store()
+    await reader.open(lock=False)
+    assert (await reader.stats()).messages == 1
+    assert await _bodies(reader) == [b"body 0"]
+    with pytest.raises(StoreError, match="read-only"):
+        await reader.commit(_one_message(base, 1))
+
+    await holder.close()
+    successor = make_store()
+    await successor.open()
+    assert await _bodies(successor) == [b"body 0"]
+
+
+async def test_a_newer_schema_is_refused(make_store: MakeStore, postgres_dsn: str) -> None:
+    """A schema written by a newer BatonMQ is SchemaTooNew, for a broker and for batonctl."""
+    store = make_store()
+    await store.open()
+    await store.close()
+    admin = await asyncpg.connect(postgres_dsn)
+    try:
+        await admin.execute(
+            "UPDATE batonmq_s_b1.meta SET value = $1 WHERE key = 'schema_version'",
+            str(SCHEMA_VERSION + 1),
+        )
+    finally:
+        await admin.close()
+    with pytest.raises(SchemaTooNew):
+        await make_store().open()
+    with pytest.raises(SchemaTooNew):
+        await make_store().open(lock=False)
+
+
+async def test_a_schema_of_other_tables_is_corrupt(
+    make_store: MakeStore, postgres_dsn: str
+) -> None:
+    """A schema holding tables but no BatonMQ schema version is StoreCorrupt: the store never
+    writes into what is not its own."""
+    admin = await asyncpg.connect(postgres_dsn)
+    try:
+        await admin.execute("CREATE SCHEMA batonmq_s_b1; CREATE TABLE batonmq_s_b1.t (x int)")
+    finally:
+        await admin.close()
+    with pytest.raises(StoreCorrupt):
+        await make_store().open()
+
+
+async def test_the_store_survives_a_restart_of_the_server(
+    postgres_throwaway_server: ThrowawayServer,
+) -> None:
+    """A broker survives PostgreSQL restarting: a commit while the server is down fails with
+    StoreError and applies nothing; later commits reconnect (taking the lock again)."""
+    server = postgres_throwaway_server
+    store = PostgresStore(server.admin_dsn, broker_id="b1", schema="batonmq_s_b1")
+    try:
+        await store.open()
+        base = (await store.recover()).message_id_base
+        await store.commit(_one_message(base, 0))
+
+        # In threads, as the broker's event loop goes on while PostgreSQL restarts.
+        await asyncio.to_thread(server.stop)
+        await asyncio.to_thread(server.start)
+        await store.commit(_one_message(base, 1))  # the lost connection is replaced
+
+        await asyncio.to_thread(server.stop)
+        with pytest.raises(StoreError):
+            await store.commit(_one_message(base, 2))
+        await asyncio.to_thread(server.start)
+        await store.commit(_one_message(base, 3))
+
+        assert await _bodies(store) == [b"body 0", b"body 1", b"body 3"]
+        with pytest.raises(StoreLocked):
+            await PostgresStore(server.admin_dsn, broker_id="b1", schema="batonmq_s_b1").open()
+    finally:
+        await store.close()
+
+
+async def test_a_backup_taken_while_committing_restores_a_committed_state(
+    make_store: MakeStore, tmp_path: Path
+) -> None:
+    """A backup is a consistent snapshot taken while the broker runs: restored into a fresh
+    schema it equals the state after one commit, no earlier than the last commit made before
+    the backup was asked for."""
+    store = make_store()
+    await store.open()
+    base = (await store.recover()).message_id_base
+    committed = 0
+    stop = asyncio.Event()
+
+    async def write() -> None:
+        # Commit n keeps entries n - 2 .. n: each state is told apart by its first and last.
+        nonlocal committed
+        while not stop.is_set():
+            batch = _one_message(base, committed)
+            if committed >= 3:
+                batch.entries_deleted.append(("/", "q", committed - 3, base + committed - 3))
+            await store.commit(batch)
+            committed += 1
+            await asyncio.sleep(0)
+
+    writer = asyncio.create_task(write())
+    try:
+        while committed < 20:
+            await asyncio.sleep(0.01)
+        done_before = committed
+        await store.backup(tmp_path / "backup")
+        assert committed > done_before  # the writer went on during the backup
+    finally:
+        stop.set()
+        await writer
+
+    restored = make_store(schema="batonmq_s_restored")
+    await restored.open()
+    await restored.restore(tmp_path / "backup")
+    recovery = await restored.recover()
+    bodies = await _bodies(restored)
+    last = int(bodies[-1].split()[1])
+    assert last + 1 >= done_before
+    assert bodies == [f"body {n}".encode() for n in range(max(0, last - 2), last + 1)]
+    assert (await restored.stats()).messages == len(bodies)
+    # Ids of restored messages are never handed out again.
+    assert recovery.message_id_base > base + last
+
+
+async def test_a_backup_needs_an_empty_directory(make_store: MakeStore, tmp_path: Path) -> None:
+    """A backup never mixes with other files: it refuses a directory that is not empty."""
+    store = make_store()
+    await store.open()
+    (tmp_path / "other").write_text("x")
+    with pytest.raises(StoreError, match="not empty"):
+        await store.backup(tmp_path)

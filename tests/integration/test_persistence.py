@@ -1,0 +1,230 @@
+"""Durable messaging with a real broker process on each store (SQLite file, PostgreSQL server),
+driven by pika: what survives a restart and a SIGKILL, and what does not (AMQP 0-9-1 and
+seeds/002 "Reliable Delivery: Persistence")."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pika
+import pytest
+from pika.adapters.blocking_connection import BlockingChannel
+
+from tests.brokerproc import BrokerLife, RunningBroker
+
+pytestmark = pytest.mark.integration
+
+PERSISTENT = pika.BasicProperties(delivery_mode=2)
+TRANSIENT = pika.BasicProperties(delivery_mode=1)
+
+
+def connect(broker: RunningBroker) -> pika.BlockingConnection:
+    return pika.BlockingConnection(pika.URLParameters(broker.url))
+
+
+@contextlib.contextmanager
+def connection_cut_by_a_kill(broker: RunningBroker) -> Iterator[pika.BlockingConnection]:
+    """A connection that the test ends by killing the broker under it."""
+    connection = connect(broker)
+    try:
+        yield connection
+    finally:
+        with contextlib.suppress(pika.exceptions.AMQPError):
+            connection.close()
+
+
+def drain(channel: BlockingChannel, queue: str) -> list[tuple[bytes, bool]]:
+    """Every message basic.get finds, acknowledged: (body, redelivered)."""
+    found = []
+    while True:
+        method, _properties, body = channel.basic_get(queue)
+        if method is None:
+            return found
+        found.append((body, method.redelivered))
+        channel.basic_ack(method.delivery_tag)
+
+
+def sync_point(channel: BlockingChannel) -> None:
+    """A durable declare is answered only once everything recorded before it is committed."""
+    channel.queue_declare("sync-point", durable=True)
+
+
+@pytest.mark.parametrize("kill", [False, True], ids=["sigterm", "sigkill"])
+def test_durable_objects_and_persistent_messages_survive_a_restart(
+    broker_life: BrokerLife, kill: bool
+):
+    """Spec (queue.declare durable; basic.properties delivery-mode 2): durable queues and
+    exchanges, bindings between durable ends, and persistent messages in durable queues survive
+    a restart; confirmed messages survive even SIGKILL (issue 4: "Confirms mean durable")."""
+    with connect(broker_life.current) as connection:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        channel.exchange_declare("orders", "topic", durable=True)
+        channel.queue_declare("eu-orders", durable=True, arguments={"x-note": "eu", "x-count": 7})
+        channel.queue_bind("eu-orders", "orders", "eu.#")
+        for number in range(3):
+            channel.basic_publish("orders", "eu.fr", f"order {number}".encode(), PERSISTENT)
+        channel.basic_publish("orders", "eu.de", b"transient", TRANSIENT)
+    broker = broker_life.restart(kill=kill)
+    with connect(broker) as connection:
+        channel = connection.channel()
+        declared = channel.queue_declare("eu-orders", passive=True)
+        assert declared.method.message_count == 3
+        channel.exchange_declare("orders", "topic", passive=True)
+        assert drain(channel, "eu-orders") == [
+            (b"order 0", False),
+            (b"order 1", False),
+            (b"order 2", False),
+        ]
+        # The binding came back: routing through it works.
+        channel.basic_publish("orders", "eu.it", b"after restart", PERSISTENT)
+        assert drain(channel, "eu-orders") == [(b"after restart", False)]
+    assert 'msg="recovered 3 messages in' in broker.log()
+
+
+def test_transient_things_do_not_survive(broker_life: BrokerLife):
+    """Spec: non-durable queues and exchanges, exclusive queues and transient messages are
+    gone after a restart ("Durable queues remain active when a server restarts. Non-durable
+    queues ... are purged if/when a server restarts")."""
+    with connect(broker_life.current) as connection:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        channel.exchange_declare("scratch", "fanout", durable=False)
+        channel.queue_declare("temporary", durable=False)
+        channel.queue_declare("kept", durable=True)
+        channel.basic_publish("", "temporary", b"a", PERSISTENT)
+        channel.basic_publish("", "kept", b"transient", TRANSIENT)
+        channel.basic_publish("", "kept", b"persistent", PERSISTENT)
+    broker = broker_life.restart(kill=False)
+    with connect(broker) as connection:
+        channel = connection.channel()
+        assert drain(channel, "kept") == [(b"persistent", False)]
+        for kind, declare in (
+            ("queue", lambda ch: ch.queue_declare("temporary", passive=True)),
+            ("exchange", lambda ch: ch.exchange_declare("scratch", "fanout", passive=True)),
+        ):
+            with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
+                declare(connection.channel())
+            assert closed.value.reply_code == 404, kind
+
+
+def test_delivered_but_unacknowledged_messages_come_back_redelivered(broker_life: BrokerLife):
+    """Issue 4: "messages that were delivered but not acknowledged come back with
+    redelivered=true", in their order, after a SIGKILL; acknowledged ones do not come back."""
+    with connection_cut_by_a_kill(broker_life.current) as connection:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        channel.queue_declare("work", durable=True)
+        for number in range(5):
+            channel.basic_publish("", "work", f"job {number}".encode(), PERSISTENT)
+        first, _, _ = channel.basic_get("work")
+        channel.basic_ack(first.delivery_tag)
+        channel.basic_get("work")
+        channel.basic_get("work")
+        sync_point(channel)
+        broker = broker_life.restart(kill=True)
+    with connect(broker) as connection:
+        assert drain(connection.channel(), "work") == [
+            (b"job 1", True),
+            (b"job 2", True),
+            (b"job 3", False),
+            (b"job 4", False),
+        ]
+
+
+def test_a_transaction_open_at_a_crash_is_rolled_back(broker_life: BrokerLife):
+    """Issue 4: "open transactions are rolled back at start-up"; a committed one is kept
+    (spec tx.commit: the publishes become visible, and durable, together)."""
+    with connection_cut_by_a_kill(broker_life.current) as connection:
+        channel = connection.channel()
+        channel.queue_declare("ledger", durable=True)
+        channel.tx_select()
+        channel.basic_publish("", "ledger", b"committed", PERSISTENT)
+        channel.tx_commit()
+        channel.basic_publish("", "ledger", b"never committed", PERSISTENT)
+        sync_point(connection.channel())
+        broker = broker_life.restart(kill=True)
+    with connect(broker) as connection:
+        assert drain(connection.channel(), "ledger") == [(b"committed", False)]
+
+
+def test_deleted_and_purged_stay_deleted(broker_life: BrokerLife):
+    """queue.delete, queue.purge, exchange.delete and queue.unbind of durable things are
+    durable too."""
+    with connect(broker_life.current) as connection:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        channel.exchange_declare("audit", "direct", durable=True)
+        for name in ("purged", "deleted", "unbound"):
+            channel.queue_declare(name, durable=True)
+            channel.basic_publish("", name, b"x", PERSISTENT)
+        channel.queue_bind("unbound", "audit", "k")
+        channel.queue_purge("purged")
+        channel.queue_delete("deleted")
+        channel.queue_unbind("unbound", "audit", "k")
+        channel.exchange_declare("gone", "fanout", durable=True)
+        channel.exchange_delete("gone")
+    broker = broker_life.restart(kill=True)
+    with connect(broker) as connection:
+        channel = connection.channel()
+        assert channel.queue_declare("purged", passive=True).method.message_count == 0
+        channel.confirm_delivery()
+        with pytest.raises(pika.exceptions.UnroutableError):
+            channel.basic_publish("audit", "k", b"y", PERSISTENT, mandatory=True)
+        for declare in (
+            lambda ch: ch.queue_declare("deleted", passive=True),
+            lambda ch: ch.exchange_declare("gone", "fanout", passive=True),
+        ):
+            with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
+                declare(connection.channel())
+            assert closed.value.reply_code == 404
+
+
+def test_a_backlog_beyond_the_page_window_is_paged_and_delivered_in_order(tmp_path):
+    """Issue 4: "A queue keeps a bounded window of message bodies in memory and reads the rest
+    from the store on demand": with a window of 16, a thousand messages (persistent and
+    transient, in a durable and a non-durable queue) come back complete and in order, through
+    a consumer and through basic.get, and the persistent ones survive a restart."""
+    life = BrokerLife(tmp_path, {"BATONMQ__PERSIST__PAGE_WINDOW": "16"})
+    try:
+        with connect(life.current) as connection:
+            channel = connection.channel()
+            channel.confirm_delivery()
+            channel.queue_declare("backlog", durable=True)
+            channel.queue_declare("scratch", durable=False)
+            for number in range(1000):
+                properties = PERSISTENT if number % 3 else TRANSIENT
+                channel.basic_publish("", "backlog", str(number).encode(), properties)
+                channel.basic_publish("", "scratch", str(number).encode(), properties)
+            bodies = []
+            for method, _properties, body in channel.consume("scratch", inactivity_timeout=5):
+                if method is None:
+                    break
+                bodies.append(int(body))
+                channel.basic_ack(method.delivery_tag)
+                if len(bodies) == 1000:
+                    break
+            channel.cancel()
+            assert bodies == list(range(1000))
+        broker = life.restart(kill=True)
+        with connect(broker) as connection:
+            channel = connection.channel()
+            assert [int(body) for body, _ in drain(channel, "backlog")] == [
+                number for number in range(1000) if number % 3
+            ]
+    finally:
+        life.stop()
+
+
+def test_a_second_broker_on_the_same_data_refuses_to_start(broker_life: BrokerLife, tmp_path):
+    """Issue 4: a clear error for "a store locked by another running broker"."""
+    second_dir = tmp_path / "second"
+    second_dir.mkdir()
+    data_dir = broker_life.current.data_dir
+    assert data_dir is not None
+    from tests.brokerproc import start_broker
+
+    with pytest.raises(RuntimeError, match="exited with 1") as failed:
+        start_broker(second_dir, "--data-dir", str(data_dir), environment=broker_life.environment)
+    assert "locked" in str(failed.value) or "in use" in str(failed.value)
