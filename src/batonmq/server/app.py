@@ -78,6 +78,7 @@ class BrokerServer:
                 "queues": recovered.queues,
                 "store": store.kind,
                 "location": store.location,
+                "sync": self.config.persist.sync,
                 "exchanges": recovered.exchanges,
                 "bindings": recovered.bindings,
                 "discarded_transient": recovery.discarded_entries,

@@ -1,0 +1,88 @@
+"""A full disk under a running broker: publishers get basic.nack, a tx.commit fails with a
+channel error, the broker keeps serving, nothing confirmed is lost, and the log says what
+happened (issue 4, "Store faults"). The disk is real: a small tmpfs mounted as the data
+directory (the tests run as root, here and in CI)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pika
+import pytest
+
+from tests.brokerproc import BrokerLife
+
+pytestmark = pytest.mark.integration
+
+PERSISTENT = pika.BasicProperties(delivery_mode=2)
+BODY = os.urandom(32 * 1024)
+
+
+@contextlib.contextmanager
+def small_disk(path: Path, size: str) -> Iterator[Path]:
+    if os.geteuid() != 0:
+        pytest.fail("the disk-full test mounts a tmpfs and must run as root (as CI does)")
+    path.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def grow(path: Path, size: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,size={size}", str(path)], check=True)
+
+
+def test_a_full_disk_nacks_publishes_and_loses_nothing_confirmed(tmp_path: Path):
+    with small_disk(tmp_path / "disk", "2m") as disk:
+        life = BrokerLife(disk, {})
+        try:
+            connection = pika.BlockingConnection(pika.URLParameters(life.current.url))
+            channel = connection.channel()
+            channel.confirm_delivery()
+            channel.queue_declare("big", durable=True)
+            confirmed = []
+            with pytest.raises(pika.exceptions.NackError):
+                for number in range(1000):
+                    channel.basic_publish("", "big", number.to_bytes(4, "big") + BODY, PERSISTENT)
+                    confirmed.append(number)
+            assert confirmed, "the disk filled before anything was stored"
+
+            # Still serving: transient work needs no disk.
+            channel = connection.channel()
+            channel.queue_declare("scratch", durable=False)
+            channel.basic_publish("", "scratch", b"still here")
+            method, _properties, body = channel.basic_get("scratch", auto_ack=True)
+            assert body == b"still here"
+
+            # A transaction whose commit cannot be written fails with a channel error.
+            tx_channel = connection.channel()
+            tx_channel.tx_select()
+            tx_channel.basic_publish("", "big", b"tx" + BODY, PERSISTENT)
+            with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
+                tx_channel.tx_commit()
+            assert closed.value.reply_code == 406
+            assert "tx.commit failed" in closed.value.reply_text
+            connection.close()
+            assert "store write failed" in life.current.log()
+
+            # Room again (an operator freed space): everything confirmed is there, once.
+            grow(disk, "64m")
+            broker = life.restart(kill=True)
+            with pika.BlockingConnection(pika.URLParameters(broker.url)) as connection:
+                channel = connection.channel()
+                received = []
+                while True:
+                    method, _properties, body = channel.basic_get("big", auto_ack=True)
+                    if method is None:
+                        break
+                    received.append(int.from_bytes(body[:4], "big"))
+            assert set(confirmed) <= set(received)
+            assert len(received) == len(set(received))
+        finally:
+            life.stop()

@@ -1,0 +1,126 @@
+"""The journal over each real store: group commit, cancellation inside a gathering batch,
+durability callbacks in order, reads after writes, failures reported to waiters."""
+
+from __future__ import annotations
+
+import asyncio
+
+from batonmq.model.message import Message
+from batonmq.store.base import StoredEntry, StoredQueue
+from batonmq.store.journal import Journal
+from tests.integration.store.conftest import StoreFactory
+
+HEADER = b"\x00\x3c\x00\x00" + b"\x00" * 8 + b"\x00\x00"
+
+
+def message(number: int) -> Message:
+    return Message("", "q", HEADER, f"body {number}".encode(), id=1000 + number)
+
+
+def entry(number: int, queue: str = "q") -> StoredEntry:
+    return StoredEntry("/", queue, number, 1000 + number)
+
+
+async def settle(journal: Journal) -> bool:
+    done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    journal.when_durable(done.set_result)
+    return await asyncio.wait_for(done, 10)
+
+
+async def test_changes_from_one_loop_turn_go_in_one_commit(store_factory: StoreFactory):
+    """seeds/004 §1.6.6.2 (coalescing sync): writes that arrive together share one transaction,
+    never one per message."""
+    store = await store_factory()
+    await store.recover()
+    journal = Journal(store)
+    journal.start()
+    journal.put_queue(StoredQueue("/", "q", False, {}))
+    for number in range(500):
+        journal.put_entry(entry(number), message(number))
+    assert await settle(journal)
+    assert journal.commits == 1
+    assert (await store.stats()).entries == 500
+    await journal.stop()
+
+
+async def test_an_entry_put_and_deleted_before_its_commit_never_reaches_the_store(
+    store_factory: StoreFactory,
+):
+    """A message consumed and acknowledged before its batch went out is not written at all
+    (nor its message, which nothing else holds)."""
+    store = await store_factory()
+    await store.recover()
+    journal = Journal(store)
+    journal.start()
+    journal.put_queue(StoredQueue("/", "q", False, {}))
+    journal.put_entry(entry(1), message(1))
+    journal.put_entry(entry(2), message(2))
+    journal.update_entry("/", "q", 1, 1)
+    journal.delete_entry("/", "q", 1, 1001)
+    assert await settle(journal)
+    stats = await store.stats()
+    assert (stats.entries, stats.messages) == (1, 1)
+    await journal.stop()
+
+
+async def test_deleting_a_queue_drops_what_was_gathered_for_it(store_factory: StoreFactory):
+    """A queue deleted and declared again in one batch starts empty."""
+    store = await store_factory()
+    await store.recover()
+    journal = Journal(store)
+    journal.start()
+    journal.put_queue(StoredQueue("/", "q", False, {}))
+    journal.put_entry(entry(1), message(1))
+    journal.delete_queue("/", "q")
+    journal.put_queue(StoredQueue("/", "q", True, {}))
+    journal.put_entry(entry(0), message(0))
+    assert await settle(journal)
+    recovery_store = store
+    await journal.stop()
+    read = await recovery_store.read_entries("/", "q", -1, 10)
+    assert [(paged.sequence, paged.message.body) for paged in read] == [(0, b"body 0")]
+
+
+async def test_reads_see_everything_recorded_before_them(store_factory: StoreFactory):
+    store = await store_factory()
+    await store.recover()
+    journal = Journal(store)
+    journal.start()
+    journal.put_queue(StoredQueue("/", "q", False, {}))
+    for number in range(5):
+        journal.put_entry(entry(number), message(number))
+    read: asyncio.Future[list] = asyncio.get_running_loop().create_future()
+    journal.read_entries("/", "q", 1, 2, read.set_result)
+    entries = await asyncio.wait_for(read, 10)
+    assert [paged.sequence for paged in entries] == [2, 3]
+    await journal.stop()
+
+
+async def test_a_failed_commit_is_reported_to_its_waiters_and_the_next_one_succeeds(
+    store_factory: StoreFactory,
+):
+    """Issue 4: a failing write gives publishers basic.nack (here: the waiter hears False), and
+    the broker keeps serving (the next commit goes through)."""
+    store = await store_factory()
+    await store.recover()
+    journal = Journal(store)
+    journal.start()
+    journal.put_queue(StoredQueue("/", "q", False, {}))
+    journal.put_entry(StoredEntry("/", "q", 2**64, 1), message(1))  # no database stores this
+    assert not await settle(journal)
+    assert journal.failures == 1
+    journal.put_queue(StoredQueue("/", "q", False, {}))
+    journal.put_entry(entry(3), message(3))
+    assert await settle(journal)
+    assert (await store.stats()).entries == 1
+    await journal.stop()
+
+
+def test_with_no_store_nothing_waits():
+    """A broker that persists nothing (the engine's unit tests) confirms at once."""
+    journal = Journal(None)
+    journal.put_entry(entry(1), message(1))
+    results: list[bool] = []
+    journal.when_durable(results.append)
+    assert results == [True]
+    assert not journal.dirty
