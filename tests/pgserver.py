@@ -12,15 +12,18 @@ PostgreSQL shutdown (which the restart test does) writes everything to the opera
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import glob
 import os
 import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import urllib.parse
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,7 +56,8 @@ class PostgresServer:
 class ThrowawayServer:
     """A PostgreSQL server in a temporary directory, on a free loopback port, with the unix
     socket in that directory. Run as the `postgres` system user when the tests run as root
-    (PostgreSQL refuses to run as root)."""
+    (PostgreSQL refuses to run as root). A watchdog process stops it and removes the directory
+    if pytest dies without tearing down (killed, or out of time)."""
 
     def __init__(self, bin_dir: Path) -> None:
         self.bin_dir = bin_dir
@@ -65,12 +69,27 @@ class ThrowawayServer:
         self.port = 0
         self.running = False
         self._as_postgres = os.geteuid() == 0
-        if self._as_postgres:
-            shutil.chown(self.directory, "postgres", "postgres")
+        stop = self._command("pg_ctl", "--pgdata", str(self.data_dir), "-m", "immediate", "stop")
+        self._watchdog = subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(self.directory), *stop],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # outlives a Ctrl-C to pytest's process group
+        )
+        try:
+            self._initdb()
+        except BaseException:
+            self.remove()
+            raise
+
+    def _initdb(self) -> None:
         password_file = self.directory / "password"
         password_file.write_text(self.password + "\n")
         if self._as_postgres:
+            shutil.chown(self.directory, "postgres", "postgres")
             shutil.chown(password_file, "postgres", "postgres")
+        # Passwords are checked on TCP, as on Debian's default cluster: a test relies on it.
         self._run(
             "initdb",
             "--pgdata",
@@ -119,12 +138,18 @@ class ThrowawayServer:
             self.running = False
 
     def remove(self) -> None:
+        """Remove the directory of a stopped server; the watchdog, seeing it gone, ends."""
         shutil.rmtree(self.directory, ignore_errors=True)
+        self._watchdog.wait(10)
 
-    def _run(self, program: str, *arguments: str) -> None:
+    def _command(self, program: str, *arguments: str) -> list[str]:
         command = [str(self.bin_dir / program), *arguments]
         if self._as_postgres:
-            command = ["runuser", "-u", "postgres", "--", *command]
+            return ["runuser", "-u", "postgres", "--", *command]
+        return command
+
+    def _run(self, program: str, *arguments: str) -> None:
+        command = self._command(program, *arguments)
         finished = subprocess.run(
             command, cwd=self.directory, capture_output=True, text=True, check=False
         )
@@ -135,6 +160,22 @@ class ThrowawayServer:
                 f"{finished.stdout}{finished.stderr}{log}",
                 pytrace=False,
             )
+
+
+#: argv: pytest's pid, the server's directory, the command that stops the server. Ends when the
+#: directory goes (a normal teardown); stops the server and removes it when pytest goes first.
+_WATCHDOG = """
+import os, shutil, subprocess, sys, time
+parent, directory, stop = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+while os.path.isdir(directory):
+    try:
+        os.kill(parent, 0)
+    except ProcessLookupError:
+        subprocess.run(stop, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        shutil.rmtree(directory, ignore_errors=True)
+        break
+    time.sleep(0.5)
+"""
 
 
 def find_postgres_binaries() -> Path:
@@ -188,23 +229,31 @@ def postgres_server() -> Iterator[PostgresServer]:
 
 
 @pytest.fixture
-async def postgres_dsn(postgres_server: PostgresServer) -> AsyncIterator[str]:
-    """A DSN to a fresh, empty database of this test's own, dropped afterwards."""
+def postgres_dsn(postgres_server: PostgresServer) -> Iterator[str]:
+    """A DSN to a fresh, empty database of this test's own, dropped afterwards. (A plain fixture,
+    so that sync tests and fixtures may use it as well as async ones, on any event loop.)"""
     database = f"batonmq_test_{secrets.token_hex(6)}"
-    admin = await asyncpg.connect(postgres_server.admin_dsn)
-    try:
-        await admin.execute(f'CREATE DATABASE "{database}"')
-    finally:
-        await admin.close()
+    _administer(postgres_server, f'CREATE DATABASE "{database}"')
     try:
         yield postgres_server.dsn_for(database)
     finally:
-        admin = await asyncpg.connect(postgres_server.admin_dsn)
+        # FORCE ends sessions a failed test left open.
+        _administer(postgres_server, f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+
+def _administer(server: PostgresServer, statement: str) -> None:
+    """Run `statement` on the server's maintenance database, on an event loop of its own in
+    another thread (the test's loop may be running, or not exist)."""
+
+    async def run() -> None:
+        connection = await asyncpg.connect(server.admin_dsn)
         try:
-            # FORCE ends sessions a failed test left open.
-            await admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+            await connection.execute(statement)
         finally:
-            await admin.close()
+            await connection.close()
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as thread:
+        thread.submit(asyncio.run, run()).result()
 
 
 @pytest.fixture

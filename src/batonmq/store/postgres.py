@@ -591,14 +591,24 @@ def _advisory_key(*parts: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
+#: One pair of a libpq keyword/value connection string: a value is quoted ('a b', with \' and
+#: \\ escapes) or ends at white space.
+_KEYWORD_VALUE: Final = r"(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|[^\s']*)"
+
+
 def _parse_dsn(dsn: str) -> tuple[str, str, list[str]]:
     """(a DSN asyncpg accepts, the DSN without its password, the password's spellings).
 
     asyncpg takes URIs only; a libpq keyword/value string ("host=db dbname=mq") becomes a URI
     whose query holds the keywords, which asyncpg reads the same way."""
     if "://" not in dsn:
-        pairs = re.findall(r"(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|\S*)", dsn)
-        values = [(key, re.sub(r"\\(.)", r"\1", value.strip("'"))) for key, value in pairs]
+        if not re.fullmatch(rf"\s*(?:{_KEYWORD_VALUE}\s*)*", dsn):
+            # Not echoed: it may hold a password.
+            raise StoreError("invalid PostgreSQL DSN: neither a URI nor keyword=value pairs")
+        values = [
+            (key, re.sub(r"\\(.)", r"\1", value[1:-1]) if value.startswith("'") else value)
+            for key, value in re.findall(_KEYWORD_VALUE, dsn)
+        ]
         secrets = [value for key, value in values if key == "password" and value]
         safe = " ".join(f"{key}={value}" for key, value in values if key != "password")
         return "postgresql://?" + urllib.parse.urlencode(values), safe, secrets
@@ -615,8 +625,12 @@ def _parse_dsn(dsn: str) -> tuple[str, str, list[str]]:
 
 
 def _make_empty_directory(directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    if any(directory.iterdir()):
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        empty = not any(directory.iterdir())
+    except OSError as error:
+        raise StoreError(f"cannot back up into {directory}: {error}") from error
+    if not empty:
         raise StoreError(f"cannot back up into {directory}: the directory is not empty")
 
 
