@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from batonmq import __version__
+from batonmq.cli.flags import flag_error, flag_overrides
 from batonmq.config import CONFIG_FILE_VARIABLE, ENV_PREFIX, ConfigError, load_config
 from batonmq.log import configure_logging
 
@@ -62,25 +63,14 @@ def _integer_or_text(text: str) -> int | str:
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, object]:
-    overrides: dict[str, object] = {}
-    for flag, key in FLAG_KEYS.items():
-        value = getattr(args, flag.removeprefix("--").replace("-", "_"))
-        if value is not None:
-            overrides[key] = _integer_or_text(value) if flag == "--port" else value
-    return overrides
+    return flag_overrides(
+        args, FLAG_KEYS, lambda flag, text: _integer_or_text(text) if flag == "--port" else text
+    )
 
 
 def _error(message: str) -> int:
     print(f"batonmq: {message}", file=sys.stderr)
     return EXIT_USAGE
-
-
-def _flag_error(error: ConfigError) -> ConfigError:
-    """An error about an override, re-worded to name the flag the user typed."""
-    flags = {key: flag for flag, key in FLAG_KEYS.items()}
-    if error.source == "overrides" and error.key in flags:
-        return ConfigError(error.problem, source=flags[error.key], key=error.key)
-    return error
 
 
 def _prepare_data_dir(data_dir: Path) -> str | None:
@@ -108,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config(args.config, overrides=_overrides(args))
     except ConfigError as error:
-        return _error(str(_flag_error(error)))
+        return _error(str(flag_error(error, FLAG_KEYS)))
 
     problem = _prepare_data_dir(config.data_dir)
     if problem is not None:

@@ -173,8 +173,16 @@ class ClassicQueue:
 
     def _paged_in(self, paged: list[PagedEntry] | None) -> None:
         self._reading = False
-        if self.deleted or paged is None:
-            return  # a failed read is logged by the journal; the next dispatch tries again
+        if not self.deleted and paged is not None:
+            self._take_paged(paged)
+        # After a failed read (logged by the journal) too: a waiting basic.get tries again.
+        waiters, self._page_in_waiters = self._page_in_waiters, []
+        for waiter in waiters:
+            waiter()
+        if not self.deleted:
+            self.dispatch()
+
+    def _take_paged(self, paged: list[PagedEntry]) -> None:
         self.ready.paged_in(
             [
                 QueueEntry(
@@ -193,10 +201,6 @@ class ClassicQueue:
                 for stored in paged
             ]
         )
-        waiters, self._page_in_waiters = self._page_in_waiters, []
-        for waiter in waiters:
-            waiter()
-        self.dispatch()
 
     def when_paged_in(self, callback: Callable[[], None]) -> None:
         """Call `callback` when the entries being read back from the store have arrived."""

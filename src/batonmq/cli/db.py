@@ -1,0 +1,286 @@
+"""``batonctl db``: the store's schema, backups and statistics.
+
+The counterpart of Open MQ's Database Manager, imqdbmgr (seeds/000 Tables 8 and 9): ``create``
+is its ``create tbl`` (the schema in an empty store), ``upgrade`` its ``upgrade``, ``backup
+--dir`` and ``restore --dir`` its ``backup -dir`` and ``restore -dir``; ``stats`` is new.
+
+How each command opens the store (`Store.open`):
+
+- create, upgrade and restore take the broker's lock, so they refuse while a broker runs on the
+  store; none of them migrates as a side effect of opening (upgrade migrates when asked to),
+  except restore, which needs the current schema to load a backup into (a broker migrates at
+  start anyway);
+- backup and stats open without the lock and only read, so they work while a broker runs.
+
+A failure is one line on stderr, "batonctl: <what failed>: <reason>", and exit status 1; the
+reason is the store's own text (which never holds a DSN's password), with a hint when the store
+cannot know what to do about it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import json
+import sys
+from collections.abc import AsyncIterator, Callable, Coroutine
+from pathlib import Path
+from typing import Any, Final
+
+from batonmq.cli.broker import EXIT_USAGE
+from batonmq.config import Config
+from batonmq.store.base import (
+    SCHEMA_VERSION,
+    SchemaTooNew,
+    Store,
+    StoreError,
+    StoreLocked,
+    StoreUnavailable,
+)
+from batonmq.store.configured import configured_store, sqlite_path
+
+PROG: Final = "batonctl"
+EXIT_FAILURE: Final = 1
+#: The file every backup directory holds, whichever store wrote it.
+MANIFEST: Final = "manifest.json"
+
+#: What to do about an error, where the store's own text does not say (both stores name the
+#: running broker that holds a lock; a schema too new is worded differently by each).
+_HINTS: Final[dict[type[StoreError], str]] = {
+    StoreLocked: "stop the broker first",
+    SchemaTooNew: "upgrade BatonMQ to use this store",
+}
+
+
+class CommandFailed(Exception):
+    """A command cannot go on, for a reason that is not the store's (a directory, a schema left
+    for another command); reported as a StoreError is."""
+
+
+def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``db`` group and its commands to `groups` (see `batonmq.cli.ctl`)."""
+    group = groups.add_parser(
+        "db",
+        help="the persistent store: schema, backup, restore, statistics",
+        description=(
+            "Manage the persistent store that persist.store names (the SQLite file under the "
+            "data directory, or a PostgreSQL database)."
+        ),
+    )
+    commands = group.add_subparsers(
+        title="commands", dest="command", metavar="COMMAND", required=True
+    )
+    create = commands.add_parser(
+        "create",
+        help="create the schema in an empty store",
+        description=(
+            "Create the schema in an empty store (a store that already has the current schema "
+            "is left as it is). Refused while a broker runs on the store."
+        ),
+    )
+    create.set_defaults(handler=_create)
+    upgrade = commands.add_parser(
+        "upgrade",
+        help="migrate the schema to this BatonMQ's version",
+        description=(
+            f"Migrate the store's schema to version {SCHEMA_VERSION}, the one this BatonMQ "
+            "writes. Refused while a broker runs on the store."
+        ),
+    )
+    upgrade.set_defaults(handler=_upgrade)
+    backup = commands.add_parser(
+        "backup",
+        help="write a consistent snapshot to a directory",
+        description=(
+            "Write a consistent snapshot of the store to an empty (or new) directory. Works "
+            "while a broker runs: the snapshot holds everything committed when it is taken."
+        ),
+    )
+    backup.add_argument("--dir", metavar="DIR", type=Path, required=True, dest="directory")
+    backup.set_defaults(handler=_backup)
+    restore = commands.add_parser(
+        "restore",
+        help="replace the store's contents with a backup",
+        description=(
+            "Replace the store's contents with a backup that `batonctl db backup` wrote for the "
+            "same broker (broker.name) and the same kind of store. The store is created when "
+            "there is none. Refused while a broker runs on the store."
+        ),
+    )
+    restore.add_argument("--dir", metavar="DIR", type=Path, required=True, dest="directory")
+    restore.set_defaults(handler=_restore)
+    stats = commands.add_parser(
+        "stats",
+        help="what the store holds",
+        description="Print what the store holds. Works while a broker runs.",
+    )
+    stats.add_argument("--json", action="store_true", help="print one JSON object")
+    stats.set_defaults(handler=_stats)
+
+
+# -- the commands ------------------------------------------------------------------------------
+
+
+def _create(args: argparse.Namespace, config: Config) -> int:
+    async def create(store: Store) -> str:
+        # Read first (without the lock, creating nothing) to tell "created" from "was there".
+        found = 0
+        if not _missing_sqlite_file(store, config):
+            async with _opened(store, create=False, migrate=False, lock=False):
+                found = store.schema_version
+        async with _opened(store, create=True, migrate=False, lock=True):
+            version = store.schema_version
+        if version < SCHEMA_VERSION:
+            raise CommandFailed(
+                f"{store.location} already holds schema version {version}, older than "
+                f"{SCHEMA_VERSION}: run `batonctl db upgrade`"
+            )
+        if found == 0:
+            return f"created schema version {version} in {store.location}"
+        return f"{store.location} already holds schema version {version}: nothing to do"
+
+    return _run(config, "cannot create the schema", create)
+
+
+def _upgrade(args: argparse.Namespace, config: Config) -> int:
+    async def upgrade(store: Store) -> str:
+        _require_sqlite_file(store, config)
+        async with _opened(store, create=False, migrate=False, lock=True):
+            if store.schema_version == 0:
+                # The stores' upgrade would create the schema; that is `create`'s job.
+                raise CommandFailed(
+                    f"{store.location} holds no BatonMQ store: run `batonctl db create`"
+                )
+            found, current = await store.upgrade()
+        if found == current:
+            return f"schema is current ({current})"
+        return f"schema upgraded from {found} to {current}"
+
+    return _run(config, "cannot upgrade the schema", upgrade)
+
+
+def _backup(args: argparse.Namespace, config: Config) -> int:
+    directory: Path = args.directory
+
+    async def backup(store: Store) -> str:
+        # Checked before the store is opened (the stores check too, each in its own words).
+        _require_empty_directory(directory)
+        _require_sqlite_file(store, config)
+        async with _opened(store, create=False, migrate=False, lock=False):
+            await store.backup(directory)
+        summary = _manifest_summary(directory)
+        return f"backed up {store.location} to {directory}" + (f": {summary}" if summary else "")
+
+    return _run(config, "backup failed", backup)
+
+
+def _restore(args: argparse.Namespace, config: Config) -> int:
+    directory: Path = args.directory
+
+    async def restore(store: Store) -> str:
+        if not (directory / MANIFEST).is_file():
+            raise CommandFailed(f"{directory} is not a BatonMQ backup (it has no {MANIFEST})")
+        # create: a fresh data directory or database gets the schema the backup is loaded into.
+        async with _opened(store, create=True, migrate=True, lock=True):
+            await store.restore(directory)
+            stats = await store.stats()
+        return (
+            f"restored {store.location} from {directory}: {stats.messages} messages, "
+            f"{stats.entries} queue entries"
+        )
+
+    return _run(config, "restore failed", restore)
+
+
+def _stats(args: argparse.Namespace, config: Config) -> int:
+    as_json: bool = args.json
+
+    async def stats(store: Store) -> str:
+        _require_sqlite_file(store, config)
+        async with _opened(store, create=False, migrate=False, lock=False):
+            fields = dataclasses.asdict(await store.stats())
+        if as_json:
+            return json.dumps(fields, indent=2)
+        width = max(len(name) for name in fields) + 1
+        return "\n".join(f"{name + ':':<{width}} {value}" for name, value in fields.items())
+
+    return _run(config, "cannot read the store's statistics", stats)
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def _run(config: Config, what: str, command: Callable[[Store], Coroutine[Any, Any, str]]) -> int:
+    """Run `command` on the configured store and print what it returns; a failure is one line
+    on stderr, "batonctl: <what>: <reason>", and exit status 1 (2 when the configuration does
+    not describe a store at all)."""
+    try:
+        store = configured_store(config)
+    except ValueError as error:  # a DSN that is not even a URI; its text never holds the DSN
+        print(f"{PROG}: persist.postgres.dsn: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except StoreError as error:  # a store the configuration names wrongly (a schema name)
+        print(f"{PROG}: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        output = asyncio.run(command(store))
+    except (StoreError, CommandFailed) as error:
+        reason = str(error) or type(error).__name__
+        hint = next((text for kind, text in _HINTS.items() if isinstance(error, kind)), None)
+        print(f"{PROG}: {what}: {reason}" + (f"; {hint}" if hint else ""), file=sys.stderr)
+        return EXIT_FAILURE
+    except OSError as error:  # a file of the backup that cannot be written or read
+        reason = error.strerror or str(error)
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"{PROG}: {what}: {where}{reason}", file=sys.stderr)
+        return EXIT_FAILURE
+    print(output)
+    return 0
+
+
+@contextlib.asynccontextmanager
+async def _opened(store: Store, *, create: bool, migrate: bool, lock: bool) -> AsyncIterator[None]:
+    """The store open for the block, closed after it (a failed open leaves nothing open)."""
+    await store.open(create=create, migrate=migrate, lock=lock)
+    try:
+        yield
+    finally:
+        await store.close()
+
+
+def _missing_sqlite_file(store: Store, config: Config) -> bool:
+    """Whether `store` is an SQLite store whose file does not exist yet (opened without the
+    lock, the file is opened read-only, and SQLite's error for a missing one is vague)."""
+    return store.kind == "sqlite" and not sqlite_path(config.data_dir).exists()
+
+
+def _require_sqlite_file(store: Store, config: Config) -> None:
+    if _missing_sqlite_file(store, config):
+        raise StoreUnavailable(
+            f"there is no store at {sqlite_path(config.data_dir)}: check --data-dir, or run "
+            "`batonctl db create`"
+        )
+
+
+def _require_empty_directory(directory: Path) -> None:
+    try:
+        if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+            raise CommandFailed(
+                f"{directory} is not an empty directory: a backup needs an empty or new one"
+            )
+    except OSError as error:
+        raise CommandFailed(f"cannot read {directory}: {error.strerror or error}") from error
+
+
+def _manifest_summary(directory: Path) -> str:
+    """What the backup's manifest says it holds ("" if it cannot be read: the backup itself
+    was written, and the manifest is for restore to check)."""
+    try:
+        manifest = json.loads((directory / MANIFEST).read_text())
+        messages, entries = manifest["messages"], manifest["entries"]
+        version = manifest["schema_version"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    return f"{messages} messages, {entries} queue entries (schema version {version})"
