@@ -21,6 +21,7 @@ from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import amqp_error
 from batonmq.engine.confirms import ConfirmTracker
 from batonmq.engine.consumer import Consumer
+from batonmq.engine.outcome import Outcome
 from batonmq.engine.transaction import Transaction
 from batonmq.model.message import QueueEntry
 from batonmq.queues.classic import ClassicQueue
@@ -164,8 +165,8 @@ class Channel:
             return list(itertools.takewhile(lambda tag: tag <= delivery_tag, self.unsettled))
         return [delivery_tag]
 
-    def settle(self, tags: Iterable[int], *, requeue: bool) -> None:
-        """Settle deliveries: requeue them, or else they are done with (acked or dropped)."""
+    def settle(self, tags: Iterable[int], outcome: Outcome) -> None:
+        """Settle deliveries: acknowledge, requeue or reject them."""
         returned: defaultdict[ClassicQueue, list[QueueEntry]] = defaultdict(list)
         with_room: set[ClassicQueue] = set()
         for tag in tags:
@@ -177,8 +178,10 @@ class Channel:
                 consumer.unacked -= 1
                 self._consumer_unsettled -= 1
                 with_room.add(consumer.queue)
-            if requeue:
+            if outcome is Outcome.REQUEUE:
                 returned[unsettled.queue].append(unsettled.entry)
+            elif outcome is Outcome.REJECT:
+                unsettled.queue.rejected(unsettled.entry)
             else:
                 unsettled.queue.settled(unsettled.entry)
         for queue, entries in returned.items():
@@ -192,13 +195,13 @@ class Channel:
         """basic.recover: requeue everything unsettled, or (requeue=false) deliver it again to
         the consumers that had it (spec: "redelivered to the original recipient")."""
         if requeue:
-            self.settle(list(self.unsettled), requeue=True)
+            self.settle(list(self.unsettled), Outcome.REQUEUE)
             return
         for tag in list(self.unsettled):
             unsettled = self.unsettled[tag]
             consumer = unsettled.consumer
             if consumer is None or self.consumers.get(consumer.tag) is not consumer:
-                self.settle([tag], requeue=True)
+                self.settle([tag], Outcome.REQUEUE)
                 continue
             del self.unsettled[tag]
             consumer.unacked -= 1
@@ -240,4 +243,4 @@ class Channel:
         for tag in list(self.consumers):
             self.remove_consumer(tag)
         self.transaction = None
-        self.settle(list(self.unsettled), requeue=True)
+        self.settle(list(self.unsettled), Outcome.REQUEUE)

@@ -43,7 +43,7 @@ class Consumer:
 def cancel_consumers_of(queue: ClassicQueue) -> None:
     """The queue is going: its consumers get basic.cancel, where the client understands it
     (capability consumer_cancel_notify); their unsettled deliveries stay theirs to settle."""
-    for consumer in list(queue.consumers):
+    for consumer in queue.consumers:
         assert isinstance(consumer, Consumer)
         channel = consumer.channel
         channel.consumers.pop(consumer.tag, None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from batonmq.engine.exchange import Exchange
+from batonmq.engine.outcome import Outcome
 from batonmq.model.message import Message
 
 
@@ -22,7 +23,7 @@ class HeldPublish:
 @dataclass(frozen=True, slots=True)
 class HeldSettlement:
     delivery_tags: tuple[int, ...]
-    requeue: bool
+    outcome: Outcome
 
 
 @dataclass(slots=True)
@@ -32,8 +33,8 @@ class Transaction:
     #: Tags already named by a held settlement: naming one twice is 406, as outside a transaction.
     settled_tags: set[int] = field(default_factory=set)
 
-    def hold_settlement(self, delivery_tags: list[int], requeue: bool) -> None:
-        self.settlements.append(HeldSettlement(tuple(delivery_tags), requeue))
+    def hold_settlement(self, delivery_tags: list[int], outcome: Outcome) -> None:
+        self.settlements.append(HeldSettlement(tuple(delivery_tags), outcome))
         self.settled_tags.update(delivery_tags)
 
     def clear(self) -> None:

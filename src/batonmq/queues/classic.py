@@ -11,14 +11,13 @@ outlive the broker.
 from __future__ import annotations
 
 import itertools
-from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
 
 from pamqp.common import FieldTable
 
 from batonmq.model.message import Message, QueueEntry
+from batonmq.queues.consumers import ConsumerSet, QueueConsumer
 from batonmq.queues.ready import ReadyEntries
 from batonmq.store.base import PagedEntry, QueueBacklog, StoredEntry
 from batonmq.store.journal import Journal
@@ -35,20 +34,6 @@ class Paging:
     vhost: str = "/"
     window: int = 10_000
     window_bytes: int = 64 * 1024 * 1024
-
-
-class QueueConsumer(Protocol):
-    """What a queue needs of a consumer: whether it can take one more, and a way to hand it one."""
-
-    @property
-    def tag(self) -> str: ...
-
-    @property
-    def exclusive(self) -> bool: ...
-
-    def has_room(self) -> bool: ...
-
-    def deliver(self, queue: ClassicQueue, entry: QueueEntry) -> None: ...
 
 
 class ClassicQueue:
@@ -68,7 +53,7 @@ class ClassicQueue:
         self.auto_delete = auto_delete
         self.arguments: FieldTable = arguments or {}
         self.ready = ReadyEntries()
-        self.consumers: deque[QueueConsumer] = deque()
+        self.consumers = ConsumerSet()
         self.deleted = False
         self._sequence = itertools.count()
         self.paging = paging or Paging()
@@ -141,6 +126,10 @@ class ClassicQueue:
             self.paging.journal.delete_entry(
                 self.paging.vhost, self.name, entry.sequence, entry.message.id
             )
+
+    def rejected(self, entry: QueueEntry) -> None:
+        """`entry` was rejected without requeue (basic.reject, basic.nack requeue=false)."""
+        self.settled(entry)
 
     def _spill(self) -> None:
         paging = self.paging
@@ -242,37 +231,35 @@ class ClassicQueue:
         return count
 
     def add_consumer(self, consumer: QueueConsumer) -> None:
-        self.consumers.append(consumer)
+        self.consumers.add(consumer)
 
     def remove_consumer(self, consumer: QueueConsumer) -> None:
         self.consumers.remove(consumer)
 
     def has_exclusive_consumer(self) -> bool:
-        return any(consumer.exclusive for consumer in self.consumers)
+        return self.consumers.has_exclusive()
 
     def dispatch(self) -> None:
-        """Hand ready entries to consumers with room, round-robin, until either runs out."""
-        ready = self.ready
-        while ready and self.consumers:
-            consumer = self._next_consumer_with_room()
-            if consumer is None:
-                break
-            entry = ready.pop()
-            if entry is None:
-                break  # the next entries are in the store
-            try:
-                consumer.deliver(self, entry)
-            except BaseException:
-                ready.put_back(entry)  # never lose a message to a failed hand-over
-                raise
+        """Hand ready entries to consumers with room until either runs out. An entry no consumer
+        with room will take (a selector) is passed over and keeps its place."""
+        ready, consumers = self.ready, self.consumers
+        passed_over: list[QueueEntry] = []
+        try:
+            while ready and consumers.any_room():
+                entry = ready.pop()
+                if entry is None:
+                    break  # the next entries are in the store
+                consumer = consumers.choose(entry)
+                if consumer is None:
+                    passed_over.append(entry)
+                    continue
+                try:
+                    consumer.deliver(self, entry)
+                except BaseException:
+                    ready.put_back(entry)  # never lose a message to a failed hand-over
+                    raise
+        finally:
+            for entry in passed_over:
+                ready.put_back(entry)
         if ready.paged_count:
             self._page_in()
-
-    def _next_consumer_with_room(self) -> QueueConsumer | None:
-        consumers = self.consumers
-        for _ in range(len(consumers)):
-            consumer = consumers[0]
-            consumers.rotate(-1)
-            if consumer.has_room():
-                return consumer
-        return None

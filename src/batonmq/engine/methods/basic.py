@@ -13,6 +13,7 @@ from batonmq.engine.channel import Channel
 from batonmq.engine.consumer import Consumer
 from batonmq.engine.dispatch import handles
 from batonmq.engine.methods.queue import queue_name
+from batonmq.engine.outcome import Outcome
 
 Basic = commands.Basic
 
@@ -90,32 +91,36 @@ def get(channel: Channel, method: commands.Basic.Get) -> None:
         channel.deliver_get(queue, entry, method.no_ack)
 
 
-def _settle(channel: Channel, delivery_tag: int, multiple: bool, requeue: bool) -> None:
+def _settle(channel: Channel, delivery_tag: int, multiple: bool, outcome: Outcome) -> None:
     tags = channel.check_tags(delivery_tag, multiple)
     transaction = channel.transaction
     if transaction is None:
-        channel.settle(tags, requeue=requeue)
+        channel.settle(tags, outcome)
         return
     if not multiple and delivery_tag in transaction.settled_tags:
         raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"unknown delivery tag {delivery_tag}")
     transaction.hold_settlement(
-        [tag for tag in tags if tag not in transaction.settled_tags], requeue
+        [tag for tag in tags if tag not in transaction.settled_tags], outcome
     )
+
+
+def _rejection(requeue: bool) -> Outcome:
+    return Outcome.REQUEUE if requeue else Outcome.REJECT
 
 
 @handles(Basic.Ack)
 def ack(channel: Channel, method: commands.Basic.Ack) -> None:
-    _settle(channel, method.delivery_tag, method.multiple, requeue=False)
+    _settle(channel, method.delivery_tag, method.multiple, Outcome.ACK)
 
 
 @handles(Basic.Nack)
 def nack(channel: Channel, method: commands.Basic.Nack) -> None:
-    _settle(channel, method.delivery_tag, method.multiple, requeue=method.requeue)
+    _settle(channel, method.delivery_tag, method.multiple, _rejection(method.requeue))
 
 
 @handles(Basic.Reject)
 def reject(channel: Channel, method: commands.Basic.Reject) -> None:
-    _settle(channel, method.delivery_tag or 0, False, requeue=method.requeue)
+    _settle(channel, method.delivery_tag or 0, False, _rejection(method.requeue))
 
 
 @handles(Basic.Recover)

@@ -42,7 +42,7 @@ def commit(channel: Channel, method: commands.Tx.Commit) -> None:
     for held, queues in routed:
         enqueue(channel, held.message, queues, held.mandatory)
     for settlement in transaction.settlements:
-        channel.settle(settlement.delivery_tags, requeue=settlement.requeue)
+        channel.settle(settlement.delivery_tags, settlement.outcome)
     transaction.clear()
     channel.reply_when_durable(Tx.CommitOk(), "tx.commit")
 
