@@ -593,8 +593,10 @@ class ServerConnection:
 
 
 def short_string(text: str) -> str:
-    """`text` cut to fit an AMQP short string: 255 octets of UTF-8, not 255 characters."""
-    encoded = text.encode("utf-8")
+    """`text` cut to fit an AMQP short string: 255 octets of UTF-8, not 255 characters. A lone
+    surrogate (a short string that was not UTF-8 decodes with surrogate escapes, see
+    amqp/properties.py, and may be quoted in an error's text) is written as its escape."""
+    encoded = text.encode("utf-8", "backslashreplace")
     if len(encoded) <= 255:
-        return text
+        return encoded.decode("utf-8")
     return encoded[:255].decode("utf-8", "ignore")

@@ -11,7 +11,7 @@ import struct
 from dataclasses import dataclass
 from typing import Final, cast
 
-from pamqp import base, commands, header
+from pamqp import base, commands
 from pamqp import frame as pamqp_frame
 
 from batonmq.amqp.constants import (
@@ -25,6 +25,7 @@ from batonmq.amqp.constants import (
     ReplyCode,
 )
 from batonmq.amqp.errors import HardError
+from batonmq.amqp.properties import decode_basic_properties
 
 _FRAME_START: Final = struct.Struct(">BHI")
 _CONTENT_HEADER_START: Final = struct.Struct(">HHQ")
@@ -158,16 +159,14 @@ def decode_method(payload: bytes) -> base.Frame:
 
 
 def decode_properties(header_payload: bytes) -> commands.Basic.Properties:
-    """The basic properties of a content header payload (a SYNTAX_ERROR when malformed)."""
-    content_header = header.ContentHeader()
+    """The basic properties of a content header payload (a SYNTAX_ERROR when malformed); see
+    amqp/properties.py for how they decode where pamqp's decoder would refuse them."""
     try:
-        content_header.unmarshal(header_payload)
+        return decode_basic_properties(header_payload)
     except Exception as error:
         raise HardError(
             ReplyCode.SYNTAX_ERROR, f"malformed content header properties: {error}"
         ) from error
-    properties: commands.Basic.Properties = content_header.properties
-    return properties
 
 
 def encode_header_payload(properties: commands.Basic.Properties, body_size: int) -> bytes:

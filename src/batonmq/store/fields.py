@@ -1,9 +1,11 @@
 """Field tables (queue, exchange and binding arguments) as text a store can keep, and back.
 
 A table is written as JSON in which every value carries its type, so that what comes back is what
-was declared: a float stays a float (written as its exact hex form), a byte string (bytearray, or
-a long string that is not UTF-8) stays bytes, a timestamp stays a timestamp. Keys are sorted, so
-two equal tables give equal text: that text identifies a binding's arguments in a primary key.
+was declared: a float stays a float (written as its exact hex form), a byte array ('x', pamqp's
+bytearray) stays a byte array and a long string that is not UTF-8 (pamqp's bytes) stays bytes (a
+binding's identity tells the two wire types apart, routing/bindings.py), a timestamp stays a
+timestamp. Keys are sorted, so two equal tables give equal text: that text identifies a binding's
+arguments in a primary key.
 """
 
 from __future__ import annotations
@@ -46,7 +48,9 @@ def _tag(value: FieldValue) -> _Tagged:
         return ["decimal", str(value)]
     if isinstance(value, str):
         return ["str", value]
-    if isinstance(value, bytes | bytearray):
+    if isinstance(value, bytearray):
+        return ["bytearray", base64.b64encode(value).decode("ascii")]
+    if isinstance(value, bytes):
         return ["bytes", base64.b64encode(value).decode("ascii")]
     if isinstance(value, datetime.datetime):
         return ["timestamp", value.isoformat()]
@@ -73,6 +77,9 @@ def _untag(tagged: object) -> FieldValue:
     if kind == "bytes":
         assert isinstance(payload, str)
         return base64.b64decode(payload)
+    if kind == "bytearray":
+        assert isinstance(payload, str)
+        return bytearray(base64.b64decode(payload))
     if kind == "timestamp":
         assert isinstance(payload, str)
         return datetime.datetime.fromisoformat(payload)

@@ -307,8 +307,9 @@ def test_decode_properties_reads_what_encode_header_payload_wrote():
 
 
 def test_malformed_properties_are_syntax_error():
-    """The flags say a content-type follows, and it is not UTF-8: 502 syntax-error."""
-    malformed = struct.pack(">HHQH", BASIC_CLASS_ID, 0, 0, 0x8000) + b"\x02\xff\xfe"
+    """The flags say a content-type of 5 octets follows, and 2 do: 502 syntax-error ("a frame
+    that contained illegal values for one or more fields")."""
+    malformed = struct.pack(">HHQH", BASIC_CLASS_ID, 0, 0, 0x8000) + b"\x05\xff\xfe"
     with pytest.raises(HardError) as caught:
         decode_properties(malformed)
     assert caught.value.reply_code is ReplyCode.SYNTAX_ERROR
