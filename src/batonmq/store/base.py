@@ -23,7 +23,7 @@ from typing import Final, Protocol
 from pamqp.common import FieldTable
 
 #: The schema version this code writes; `batonctl db upgrade` migrates older ones to it.
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 #: Ids per block: a broker start may assign this many message ids before it must restart.
 MESSAGE_ID_BLOCK: Final = 1 << 40
 
@@ -106,6 +106,8 @@ class StoredEntry:
     message_id: int
     delivery_count: int = 0
     transient: bool = False
+    #: When the entry expires (wall-clock milliseconds); None for never.
+    expires_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +117,7 @@ class PagedEntry:
     sequence: int
     delivery_count: int
     message: StoredMessage
+    expires_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

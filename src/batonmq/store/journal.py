@@ -107,6 +107,8 @@ class Journal:
     def __init__(self, store: Store | None) -> None:
         self.store = store
         self._gathering = _Gathering()
+        #: The batch being written now, if any: what it holds is recorded but not yet durable.
+        self._committing: _Gathering | None = None
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -230,11 +232,15 @@ class Journal:
 
     def when_durable(self, callback: DurableCallback) -> None:
         """Call `callback(ok)` once everything recorded so far is committed (at once when
-        nothing is waiting to be written)."""
-        if self.store is None or not self._gathering.changed:
+        nothing is waiting to be written, nor being written)."""
+        if self.store is None:
             callback(True)
-            return
-        self._gathering.waiting.append(callback)
+        elif self._gathering.changed:
+            self._gathering.waiting.append(callback)
+        elif self._committing is not None:
+            self._committing.waiting.append(callback)
+        else:
+            callback(True)
 
     @property
     def dirty(self) -> bool:
@@ -275,6 +281,7 @@ class Journal:
             # Let every connection's input of this loop turn be recorded before committing.
             await asyncio.sleep(0)
             gathering, self._gathering = self._gathering, _Gathering()
+            self._committing = gathering
             ok = True
             if gathering.changed:
                 batch = gathering.seal()
@@ -292,6 +299,7 @@ class Journal:
                     log.exception("store write failed", extra={"store": store.location})
                 else:
                     self.commits += 1
+            self._committing = None
             for callback in gathering.waiting:
                 self._call(callback, ok)
             for vhost, queue, after, limit, read_callback in gathering.reads:

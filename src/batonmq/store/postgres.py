@@ -96,6 +96,10 @@ _MIGRATIONS: Final = (
         PRIMARY KEY (broker_id, vhost, queue, sequence));
     CREATE INDEX entries_message_id ON {s}.entries (message_id);
     """,
+    # Version 2: entries carry their expiry time (message TTL), wall-clock milliseconds.
+    """
+    ALTER TABLE {s}.entries ADD COLUMN IF NOT EXISTS expires_at BIGINT;
+    """,
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
@@ -133,10 +137,10 @@ _SQL: Final = {
     "ON CONFLICT (id) DO UPDATE SET exchange = EXCLUDED.exchange, "
     "routing_key = EXCLUDED.routing_key, header_payload = EXCLUDED.header_payload, "
     "body = EXCLUDED.body WHERE messages.broker_id = EXCLUDED.broker_id",
-    "put_entry": "INSERT INTO {s}.entries VALUES ($1, $2, $3, $4, $5, $6, $7) "
+    "put_entry": "INSERT INTO {s}.entries VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
     "ON CONFLICT (broker_id, vhost, queue, sequence) DO UPDATE SET "
     "message_id = EXCLUDED.message_id, delivery_count = EXCLUDED.delivery_count, "
-    "transient = EXCLUDED.transient",
+    "transient = EXCLUDED.transient, expires_at = EXCLUDED.expires_at",
     "update_entry": f"UPDATE {{s}}.entries SET delivery_count = $5 WHERE {_ENTRY} "
     "AND sequence = $4",
     "delete_entry": f"DELETE FROM {{s}}.entries WHERE {_ENTRY} AND sequence = $4",
@@ -160,7 +164,8 @@ _SQL: Final = {
     "next_block": "UPDATE {s}.counters SET value = value + 1 WHERE name = 'message_id_block' "
     "RETURNING value",
     "block": "SELECT value FROM {s}.counters WHERE name = 'message_id_block'",
-    "read_entries": "SELECT e.sequence, e.delivery_count, m.id, m.exchange, m.routing_key, "
+    "read_entries": "SELECT e.sequence, e.delivery_count, e.expires_at, m.id, m.exchange, "
+    "m.routing_key, "
     "m.header_payload, m.body FROM {s}.entries AS e JOIN {s}.messages AS m ON m.id = "
     f"e.message_id WHERE e.{_ENTRY.replace(' AND ', ' AND e.')} AND e.sequence > $4 "
     "ORDER BY e.sequence LIMIT $5",
@@ -314,7 +319,7 @@ class PostgresStore:
             rows = await connection.fetch(
                 self._sql["read_entries"], self._broker_id, vhost, queue, after_sequence, limit
             )
-            return [PagedEntry(row[0], row[1], StoredMessage(*row[2:])) for row in rows]
+            return [PagedEntry(row[0], row[1], StoredMessage(*row[3:]), row[2]) for row in rows]
 
         return await self._call("reading entries", work)
 

@@ -63,9 +63,17 @@ T = TypeVar("T")
 #: The file a backup directory holds, next to its manifest.json.
 BACKUP_FILE: Final = "batonmq.sqlite3"
 
+
 # Step N creates schema version N; `_run_migrations` runs the steps above the version found, so a
-# step must also be correct when rerun (IF NOT EXISTS, OR IGNORE).
-_MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
+# step must also be correct when rerun (IF NOT EXISTS, OR IGNORE, or a callable that checks).
+def _add_entry_expiry(conn: sqlite3.Connection) -> None:
+    """Version 2: entries carry their expiry time (message TTL)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(entries)")}
+    if "expires_at" not in columns:
+        conn.execute("ALTER TABLE entries ADD COLUMN expires_at INTEGER")
+
+
+_MIGRATIONS: Final[tuple[tuple[str | Callable[[sqlite3.Connection], None], ...], ...]] = (
     (
         "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
         "CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
@@ -94,6 +102,7 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         " PRIMARY KEY (broker_id, vhost, queue, sequence)) WITHOUT ROWID",
         "CREATE INDEX IF NOT EXISTS entries_message_id ON entries (message_id)",
     ),
+    (_add_entry_expiry,),
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
@@ -302,7 +311,10 @@ class SQLiteStore:
         def migrate(conn: sqlite3.Connection) -> None:
             for version in range(self._schema_version + 1, SCHEMA_VERSION + 1):
                 for statement in _MIGRATIONS[version - 1]:
-                    conn.execute(statement)
+                    if isinstance(statement, str):
+                        conn.execute(statement)
+                    else:
+                        statement(conn)
             conn.execute(
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('created_at', ?)", (_now(),)
             )
@@ -464,16 +476,16 @@ class SQLiteStore:
     def _read_sync(self, vhost: str, queue: str, after: int, limit: int) -> list[PagedEntry]:
         def read(conn: sqlite3.Connection) -> list[PagedEntry]:
             rows = conn.execute(
-                "SELECT e.sequence, e.delivery_count, m.id, m.exchange, m.routing_key,"
-                " m.header_payload, m.body FROM entries e JOIN messages m"
+                "SELECT e.sequence, e.delivery_count, e.expires_at, m.id, m.exchange,"
+                " m.routing_key, m.header_payload, m.body FROM entries e JOIN messages m"
                 " ON m.broker_id = e.broker_id AND m.id = e.message_id"
                 " WHERE e.broker_id = ? AND e.vhost = ? AND e.queue = ? AND e.sequence > ?"
                 " ORDER BY e.sequence LIMIT ?",
                 (self._broker_id, vhost, queue, after, limit),
             )
             return [
-                PagedEntry(sequence, count, StoredMessage(*message))
-                for sequence, count, *message in rows
+                PagedEntry(sequence, count, StoredMessage(*message), expires_at)
+                for sequence, count, expires_at, *message in rows
             ]
 
         return self._read(read)
@@ -634,9 +646,9 @@ def _batch_steps(broker: str, batch: WriteBatch) -> list[tuple[str, Sequence[tup
          [(broker, m.id, m.exchange, m.routing_key, m.header_payload, m.body)
           for m in batch.messages_put]),
         ("INSERT OR REPLACE INTO entries (broker_id, vhost, queue, sequence, message_id,"
-         " delivery_count, transient) VALUES (?, ?, ?, ?, ?, ?, ?)",
-         [(broker, e.vhost, e.queue, e.sequence, e.message_id, e.delivery_count, e.transient)
-          for e in batch.entries_put]),
+         " delivery_count, transient, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+         [(broker, e.vhost, e.queue, e.sequence, e.message_id, e.delivery_count, e.transient,
+           e.expires_at) for e in batch.entries_put]),
         (f"UPDATE entries SET delivery_count = ? WHERE {_ENTRY}",
          [(count, broker, v, q, seq) for v, q, seq, count in batch.entries_updated]),
         (f"DELETE FROM entries WHERE {_ENTRY}",

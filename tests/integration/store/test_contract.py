@@ -89,8 +89,11 @@ def entry(
     message_id: int,
     delivery_count: int = 0,
     transient: bool = False,
+    expires_at: int | None = None,
 ) -> StoredEntry:
-    return StoredEntry(VHOST, queue_name, sequence, message_id, delivery_count, transient)
+    return StoredEntry(
+        VHOST, queue_name, sequence, message_id, delivery_count, transient, expires_at
+    )
 
 
 async def start(
@@ -164,7 +167,7 @@ async def test_entries_come_back_in_sequence_order_with_delivery_counts(
 ) -> None:
     """Rules (Store.recover, read_entries): each durable queue's backlog is counted (entries,
     body bytes, last sequence or -1), and its entries are read back with their messages in
-    sequence order, delivery counts included (entries_updated sets them)."""
+    sequence order, delivery counts (entries_updated sets them) and expiry times included."""
     store, base = await start(store_factory)
     bodies = {base + 1: b"one", base + 2: b"second", base + 3: b"the third"}
     await store.commit(
@@ -172,7 +175,7 @@ async def test_entries_come_back_in_sequence_order_with_delivery_counts(
             queues_put=[queue("q1"), queue("empty")],
             messages_put=[message(message_id, body) for message_id, body in bodies.items()],
             entries_put=[
-                entry("q1", 5, base + 3, delivery_count=2),
+                entry("q1", 5, base + 3, delivery_count=2, expires_at=1_900_000_000_123),
                 entry("q1", 1, base + 1),
                 entry("q1", 3, base + 2),
             ],
@@ -189,7 +192,7 @@ async def test_entries_come_back_in_sequence_order_with_delivery_counts(
     assert await read_all(store, "q1") == [
         PagedEntry(1, 0, message(base + 1, b"one")),
         PagedEntry(3, 4, message(base + 2, b"second")),
-        PagedEntry(5, 2, message(base + 3, b"the third")),
+        PagedEntry(5, 2, message(base + 3, b"the third"), 1_900_000_000_123),
     ]
 
 

@@ -5,6 +5,7 @@ a real (small) filesystem; nothing is mocked."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sqlite3
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from batonmq.store import sqlite as sqlite_store
 from batonmq.store.base import (
     SCHEMA_VERSION,
     QueueBacklog,
@@ -34,6 +36,8 @@ from batonmq.store.base import (
 from batonmq.store.sqlite import SQLiteStore
 
 VHOST = "/"
+#: A content header payload with no properties, for a 2-byte body.
+HEADER = b"\x00\x3c\x00\x00" + (2).to_bytes(8, "big") + b"\x00\x00"
 
 
 @pytest.fixture
@@ -575,3 +579,28 @@ async def test_restore_needs_the_lock(
 
     with pytest.raises(StoreError, match="lock"):
         await reader.restore(directory)
+
+
+async def test_a_version_1_store_gains_entry_expiry_times(
+    stores: list[SQLiteStore], db_path: Path
+) -> None:
+    """Rule (schema version 2): entries carry an expiry time; a store written by version 1
+    keeps its entries, which come back with no expiry."""
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.closing(sqlite3.connect(db_path)) as conn, conn:
+        for statement in sqlite_store._MIGRATIONS[0]:
+            assert isinstance(statement, str)
+            conn.execute(statement)
+        conn.executemany(
+            "INSERT INTO meta VALUES (?, ?)", [("schema_version", "1"), ("created_at", "then")]
+        )
+        conn.execute("INSERT INTO queues VALUES ('b1', ?, 'q', 0, '{}')", (VHOST,))
+        conn.execute("INSERT INTO messages VALUES ('b1', 7, 'ex', 'rk', ?, x'6869')", (HEADER,))
+        conn.execute("INSERT INTO entries VALUES ('b1', ?, 'q', 0, 7, 0, 0)", (VHOST,))
+
+    store = await open_store(stores, db_path)
+    await store.recover()
+
+    assert store.schema_version == 2
+    [paged] = await store.read_entries(VHOST, "q", -1, 10)
+    assert (paged.message.body, paged.expires_at) == (b"hi", None)
