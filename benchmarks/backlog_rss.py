@@ -23,7 +23,7 @@ import aiormq
 from pamqp import commands
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.brokerproc import start_broker  # noqa: E402
+from tests.brokerproc import start_broker
 
 
 def memory_kib(pid: int) -> dict[str, int]:

@@ -245,6 +245,14 @@ class PersistConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class MessageConfig:
+    #: Seconds between sweeps that remove expired messages from anywhere in a queue (seeds/002
+    #: imq.message.expiration.interval, default 60); an expired message at the head of a queue
+    #: goes at once, sweep or not.
+    expiration_interval: float = _setting(60.0, check=_positive_finite)
+
+
+@dataclass(frozen=True, slots=True)
 class LogConfig:
     level: str = _setting("info", check=_one_of(*LOG_LEVELS))
     format: str = _setting("text", check=_one_of(*LOG_FORMATS))
@@ -263,6 +271,7 @@ class Config:
     auth: AuthConfig = field(default_factory=AuthConfig)
     server: ServerConfig = field(default_factory=ServerConfig)
     persist: PersistConfig = field(default_factory=PersistConfig)
+    message: MessageConfig = field(default_factory=MessageConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
 

@@ -5,6 +5,8 @@ seeds/002 "Reliable Delivery: Persistence")."""
 from __future__ import annotations
 
 import contextlib
+import sqlite3
+import time
 from collections.abc import Iterator
 
 import pika
@@ -228,3 +230,97 @@ def test_a_second_broker_on_the_same_data_refuses_to_start(broker_life: BrokerLi
     with pytest.raises(RuntimeError, match="exited with 1") as failed:
         start_broker(second_dir, "--data-dir", str(data_dir), environment=broker_life.environment)
     assert "locked" in str(failed.value) or "in use" in str(failed.value)
+
+
+def test_expired_messages_are_dead_lettered_at_recovery(broker_life: BrokerLife):
+    """Issue 4, recovery: "expired ones are dropped or dead-lettered"; the expiry time is kept
+    in the store, so time spent down counts (RabbitMQ: the TTL runs from when the message
+    entered the queue)."""
+    with connect(broker_life.current) as connection:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        channel.queue_declare("expired-here", durable=True)
+        channel.queue_declare(
+            "short-lived",
+            durable=True,
+            arguments={
+                "x-message-ttl": 1500,
+                "x-dead-letter-exchange": "",
+                "x-dead-letter-routing-key": "expired-here",
+            },
+        )
+        channel.queue_declare("per-message", durable=True)
+        channel.basic_publish("", "short-lived", b"queue ttl", PERSISTENT)
+        short = pika.BasicProperties(delivery_mode=2, expiration="1500")
+        channel.basic_publish("", "per-message", b"message ttl", short)
+        channel.basic_publish("", "per-message", b"no ttl", PERSISTENT)
+        connection.sleep(0.5)
+    broker_life.stop()
+    time.sleep(1.2)  # expired while the broker was down
+    broker = broker_life.restart(kill=False)
+    with connect(broker) as connection:
+        channel = connection.channel()
+        assert drain(channel, "short-lived") == []
+        assert drain(channel, "per-message") == [(b"no ttl", False)]
+        _method, properties, body = channel.basic_get("expired-here", auto_ack=True)
+        assert body == b"queue ttl"
+        assert properties.headers["x-death"][0]["reason"] == "expired"
+
+
+def test_a_priority_queue_comes_back_in_priority_order(broker_life: BrokerLife):
+    """Issue 4, recovery: "durable objects and their messages come back in order and with their
+    priorities" (x-max-priority: higher first, FIFO within a priority)."""
+    with connect(broker_life.current) as connection:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        channel.queue_declare("by-priority", durable=True, arguments={"x-max-priority": 9})
+        for body, priority in [(b"low-1", 1), (b"top", 9), (b"none", None), (b"low-2", 1)]:
+            properties = pika.BasicProperties(delivery_mode=2, priority=priority)
+            channel.basic_publish("", "by-priority", body, properties)
+    broker = broker_life.restart(kill=True)
+    with connect(broker) as connection:
+        channel = connection.channel()
+        assert [body for body, _ in drain(channel, "by-priority")] == [
+            b"top",
+            b"low-1",
+            b"low-2",
+            b"none",
+        ]
+
+
+def test_state_refused_by_newer_rules_does_not_stop_a_restart(tmp_path):
+    """A queue argument or a binding's selector that was accepted when declared but is refused
+    by the rules of the BatonMQ that restarts (written into the SQLite file here) is logged and
+    left out; the broker starts and the queue keeps its messages."""
+    life = BrokerLife(tmp_path, {})
+    try:
+        with connect(life.current) as connection:
+            channel = connection.channel()
+            channel.confirm_delivery()
+            channel.queue_declare("kept", durable=True, arguments={"x-message-ttl": 60_000})
+            channel.queue_bind(
+                "kept", "amq.topic", "a.#", arguments={"x-filter-jms-selector": "size > 1"}
+            )
+            channel.basic_publish("", "kept", b"still here", PERSISTENT)
+        life.current.stop()
+        data_dir = life.current.data_dir
+        assert data_dir is not None
+        with contextlib.closing(sqlite3.connect(data_dir / "batonmq.sqlite3")) as db, db:
+            db.execute(
+                "UPDATE queues SET arguments = replace(arguments, '60000', '-1') WHERE name = ?",
+                ("kept",),
+            )
+            db.execute(
+                "UPDATE bindings SET arguments = replace(arguments, 'size > 1', 'size >')"
+                " WHERE destination = ?",
+                ("kept",),
+            )
+        broker = life.restart(kill=False)
+        with connect(broker) as connection:
+            channel = connection.channel()
+            assert drain(channel, "kept") == [(b"still here", False)]
+        log = broker.log()
+        assert "queue argument ignored: invalid arg 'x-message-ttl'" in log
+        assert "binding not restored" in log
+    finally:
+        life.stop()

@@ -10,6 +10,7 @@ from functools import cache
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pamqp.common import FieldTable
 
 from batonmq.model.destination import Destination
 from batonmq.routing.topic import TopicExchange
@@ -106,12 +107,11 @@ def trie_of(bindings: set[tuple[Destination, str, int]]) -> TopicTrie:
     return trie
 
 
-@settings(max_examples=300)
-@given(operations=operations)
-def test_bind_unbind_churn_leaves_the_trie_of_the_remaining_bindings(operations):
-    """Unbind prunes: after any sequence the trie equals one built from what is still bound, and
-    after removing everything it is empty."""
-    exchange = TopicExchange()
+def apply(
+    exchange: TopicExchange, operations: list[tuple[bool, Destination, str, FieldTable]]
+) -> set[tuple[Destination, str, int]]:
+    """Run bind/unbind `operations`, checking each answer; returns the bindings left, as the
+    reference sees them: (destination, binding key, which arguments)."""
     model: set[tuple[Destination, str, int]] = set()
     for is_bind, destination, binding_key, arguments in operations:
         binding = (destination, binding_key, len(arguments))
@@ -122,6 +122,31 @@ def test_bind_unbind_churn_leaves_the_trie_of_the_remaining_bindings(operations)
             assert exchange.unbind(destination, binding_key, arguments) is (binding in model)
             model.discard(binding)
     assert len(exchange) == len(model)
+    return model
+
+
+@settings(max_examples=300)
+@given(operations=operations, routing_key=routing_keys)
+def test_bind_unbind_sequences_route_like_the_reference(operations, routing_key):
+    """After any sequence of binds and unbinds (some of the same key with other arguments), a
+    message goes to exactly the destinations that a remaining binding's key matches."""
+    exchange = TopicExchange()
+    model = apply(exchange, operations)
+    expected = {
+        destination
+        for destination, binding_key, _ in model
+        if reference_match(binding_key, routing_key)
+    }
+    assert exchange.route(routing_key, None) == expected
+
+
+@settings(max_examples=300)
+@given(operations=operations)
+def test_bind_unbind_churn_leaves_the_trie_of_the_remaining_bindings(operations):
+    """Unbind prunes: after any sequence the trie equals one built from what is still bound, and
+    after removing everything it is empty."""
+    exchange = TopicExchange()
+    model = apply(exchange, operations)
     assert exchange.trie == trie_of(model)
     for destination in DESTINATIONS:
         exchange.unbind_destination(destination)

@@ -132,6 +132,7 @@ def test_settings_table_is_derived_from_the_dataclasses() -> None:
         "persist.page_window",
         "persist.postgres.dsn",
         "persist.postgres.schema",
+        "message.expiration_interval",
         "log.level",
         "log.format",
     }
@@ -144,6 +145,7 @@ def test_settings_table_is_derived_from_the_dataclasses() -> None:
         "server",
         "persist",
         "persist.postgres",
+        "message",
         "log",
     }
     assert SETTINGS["listeners.amqp.port"].attribute_path == ("listeners", "amqp", "port")

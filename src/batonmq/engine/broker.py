@@ -83,6 +83,10 @@ class Broker:
             max_message_size=settings.max_message_size,
         )
 
+    def expire_messages(self) -> int:
+        """The periodic expiry sweep over every queue; how many messages expired."""
+        return sum(vhost.expire_messages() for vhost in self.vhosts.values())
+
     def add_vhost(self, name: str) -> VirtualHost:
         settings = self.settings
         vhost = VirtualHost(

@@ -3,7 +3,8 @@ its prefetch, flow, publisher confirms and transaction.
 
 Delivery tags are per channel, start at 1 and only grow (spec, basic.deliver delivery-tag). An
 unsettled delivery is either acked (gone), requeued (back in its queue, redelivered=true) or
-discarded; whatever ends the channel requeues every unsettled delivery (STYLE.md 10).
+discarded; whatever ends the channel requeues every unsettled delivery (STYLE.md 10). So does
+whatever ends a single active consumer, for the consumer that takes over from it.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ class Channel:
         self.consumers: dict[str, Consumer] = {}
         self.unsettled: OrderedDict[int, Unsettled] = OrderedDict()
         self._last_delivery_tag = 0
+        #: Tags of deliveries requeued when their single active consumer was cancelled: the
+        #: client may still settle them, which then settles nothing.
+        self._released_tags: set[int] = set()
         #: basic.qos global=false: the prefetch each consumer created from now on gets.
         self.consumer_prefetch = 0
         #: basic.qos global=true: a limit shared by all consumers of the channel; 0 = none.
@@ -152,17 +156,26 @@ class Channel:
     # Settlement ---------------------------------------------------------------------------
 
     def check_tags(self, delivery_tag: int, multiple: bool) -> list[int]:
-        """The unsettled tags an ack/nack/reject names; 406 for a tag that is not unsettled."""
+        """The unsettled tags an ack/nack/reject names; 406 for a tag that is not unsettled
+        (nor released by a cancelled single active consumer: naming one of those settles
+        nothing, and forgets it)."""
+        released = self._released_tags
         if multiple and delivery_tag == 0:
             # Spec (basic.ack multiple): tag 0 with multiple means all outstanding deliveries.
+            released.clear()
             return list(self.unsettled)
-        if delivery_tag not in self.unsettled:
+        if delivery_tag not in self.unsettled and delivery_tag not in released:
             # Spec (basic.ack delivery-tag): a tag that is not an unsettled delivery is a channel
             # error; with multiple too (RabbitMQ: 406 "unknown delivery tag").
             raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"unknown delivery tag {delivery_tag}")
         if multiple:
+            if released:
+                self._released_tags = {tag for tag in released if tag > delivery_tag}
             # "up to and including" the named tag; tags are kept in increasing order.
             return list(itertools.takewhile(lambda tag: tag <= delivery_tag, self.unsettled))
+        if delivery_tag in released:
+            released.discard(delivery_tag)
+            return []
         return [delivery_tag]
 
     def settle(self, tags: Iterable[int], outcome: Outcome) -> None:
@@ -220,10 +233,23 @@ class Channel:
         if consumer is not None:
             queue = consumer.queue
             queue.remove_consumer(consumer)
+            if queue.consumers.single_active:
+                self._hand_over(consumer)
             if queue.auto_delete and not queue.consumers and not queue.deleted:
                 # RabbitMQ: an auto-delete queue goes when its last consumer is cancelled.
                 self.session.remove_queue(queue)
         return consumer
+
+    def _hand_over(self, consumer: Consumer) -> None:
+        """x-single-active-consumer: the next consumer takes over the work of `consumer`, which
+        is gone (seed 002: "the first backup consumer is made active, and takes over the work of
+        the failed consumer"). Its unsettled deliveries go back to their places first, so that
+        the new active consumer gets them in their original order, before anything newer; after
+        a basic.cancel too, unlike other consumers' deliveries (spec basic.cancel)."""
+        tags = [tag for tag, unsettled in self.unsettled.items() if unsettled.consumer is consumer]
+        self._released_tags.update(tags)
+        self.settle(tags, Outcome.REQUEUE)
+        consumer.queue.dispatch()  # what waits goes to the new one now, requeued or not
 
     def resume(self) -> None:
         """Output can flow again (flow on, or the socket drained): serve this channel's queues."""

@@ -1,15 +1,21 @@
-"""A consumer on a queue (basic.consume): its tag, its channel, and its share of the prefetch."""
+"""A consumer on a queue (basic.consume): its tag, its channel, its share of the prefetch, and
+what its arguments ask for: a priority (x-priority) and a JMS selector (x-selector)."""
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from pamqp import commands
-from pamqp.common import FieldTable
+from pamqp.common import FieldTable, FieldValue
 
+from batonmq.amqp.constants import ReplyCode
+from batonmq.amqp.errors import ProtocolError, amqp_error
 from batonmq.model.message import QueueEntry
 from batonmq.queues.classic import ClassicQueue
+from batonmq.selectors import Selector, SelectorSyntaxError, parse_selector
 
 if TYPE_CHECKING:
     from batonmq.engine.channel import Channel
@@ -25,6 +31,10 @@ class Consumer:
     #: The per-consumer prefetch (basic.qos global=false in force when it was created); 0 = none.
     prefetch_count: int
     arguments: FieldTable
+    #: x-priority (RabbitMQ's consumer priorities): higher goes first; 0 when not given.
+    priority: int = 0
+    #: x-selector: the messages this consumer takes; None for all of them.
+    selector: Selector | None = None
     unacked: int = 0
 
     def has_room(self) -> bool:
@@ -38,6 +48,60 @@ class Consumer:
 
     def deliver(self, queue: ClassicQueue, entry: QueueEntry) -> None:
         self.channel.deliver(self, queue, entry)
+
+
+# Arguments ------------------------------------------------------------------------------------
+
+
+def consumer_priority(arguments: FieldTable, queue: str) -> int:
+    """x-priority, "an integer value ... Consumers which do not specify a value have priority 0"
+    (RabbitMQ's "Consumer Priorities"); `queue` names the queue for the error."""
+    value = arguments.get("x-priority", 0)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _invalid_argument("x-priority", queue, f'"expected integer, got {_type_name(value)}"')
+    return value
+
+
+def consumer_selector(arguments: FieldTable, queue: str) -> Selector | None:
+    """x-selector, a JMS message selector; None when there is none or it is empty (JMS 1.1:
+    "If the value of a message selector is an empty string ... there is no message selector")."""
+    if "x-selector" not in arguments:
+        return None
+    text = arguments["x-selector"]
+    if not isinstance(text, str):
+        raise _invalid_argument("x-selector", queue, f'"expected string, got {_type_name(text)}"')
+    try:
+        selector = parse_selector(text)
+    except SelectorSyntaxError as error:
+        raise _invalid_argument("x-selector", queue, str(error)) from None
+    return None if selector.selects_everything else selector
+
+
+def _invalid_argument(name: str, queue: str, problem: str) -> ProtocolError:
+    # RabbitMQ's text (rabbit_amqqueue:check_consume_arguments), e.g. "invalid arg 'x-priority'
+    # for queue 'q' in vhost '/': "expected integer, got longstr"".
+    return amqp_error(ReplyCode.PRECONDITION_FAILED, f"invalid arg '{name}' for {queue}: {problem}")
+
+
+#: The AMQP field types, by RabbitMQ's names, of the values pamqp decodes; "integer" and "double"
+#: stand for all widths, which pamqp does not keep.
+_TYPE_NAMES: dict[type, str] = {
+    bool: "bool",
+    int: "integer",
+    float: "double",
+    Decimal: "decimal",
+    datetime.datetime: "timestamp",
+    str: "longstr",
+    bytes: "longstr",  # a long string that is not UTF-8
+    bytearray: "binary",
+    dict: "table",
+    list: "array",
+    type(None): "void",
+}
+
+
+def _type_name(value: FieldValue) -> str:
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
 
 
 def cancel_consumers_of(queue: ClassicQueue) -> None:

@@ -9,8 +9,9 @@ from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import amqp_error
 from batonmq.engine.channel import Channel
 from batonmq.engine.transaction import HeldPublish
-from batonmq.model.message import FLAG_USER_ID, Message
-from batonmq.queues.classic import ClassicQueue
+from batonmq.model.message import FLAG_EXPIRATION, FLAG_USER_ID, Message
+from batonmq.queues.classic import ClassicQueue, Enqueued
+from batonmq.queues.expiry import InvalidExpiration, parse_expiration
 
 
 def publish(channel: Channel, method: base.Frame, message: Message) -> None:
@@ -33,17 +34,26 @@ def publish(channel: Channel, method: base.Frame, message: Message) -> None:
                 f"user_id property set to '{user_id}' but authenticated user was "
                 f"'{session.username}'",
             )
+    if message.has_property(FLAG_EXPIRATION):
+        try:
+            parse_expiration(message.properties.expiration or "")
+        except InvalidExpiration as error:
+            # RabbitMQ: 406 PRECONDITION_FAILED "invalid expiration ...", closing the channel.
+            raise amqp_error(ReplyCode.PRECONDITION_FAILED, str(error)) from error
     if channel.transaction is not None:
         channel.transaction.publishes.append(HeldPublish(exchange, message, method.mandatory))
         return
     confirms = channel.confirms
     sequence = confirms.publish() if confirms is not None else 0
-    stored = enqueue(
+    enqueued = enqueue(
         channel, message, channel.session.vhost.route(exchange, message), method.mandatory
     )
     if confirms is None:
         return
-    if stored:
+    if enqueued is Enqueued.REFUSED:
+        # RabbitMQ (x-overflow reject-publish): a refused message is nacked under confirms.
+        confirms.settle(sequence, False)
+    elif enqueued is Enqueued.STORED:
         # Confirms mean durable: the ack waits for the commit that holds the message.
         session.broker.journal.when_durable(
             lambda committed: channel.settle_publish(sequence, committed)
@@ -54,9 +64,10 @@ def publish(channel: Channel, method: base.Frame, message: Message) -> None:
 
 def enqueue(
     channel: Channel, message: Message, queues: list[ClassicQueue], mandatory: bool
-) -> bool:
-    """Put a routed message on its queues, or return it if it is mandatory and went nowhere;
-    True when a queue wrote it to the store."""
+) -> Enqueued:
+    """Put a routed message on its queues, or return it if it is mandatory and went nowhere.
+    REFUSED when a queue refused it (full, reject-publish), else STORED when a queue wrote it to
+    the store (the confirm waits for the commit)."""
     if not queues and mandatory:
         channel.session.send_content(
             channel.number,
@@ -69,7 +80,11 @@ def enqueue(
             ),
             message,
         )
-    stored = False
+    refused = stored = False
     for queue in queues:
-        stored |= queue.publish(message)
-    return stored
+        enqueued = queue.publish(message)
+        refused |= enqueued is Enqueued.REFUSED
+        stored |= enqueued is Enqueued.STORED
+    if refused:
+        return Enqueued.REFUSED
+    return Enqueued.STORED if stored else Enqueued.KEPT

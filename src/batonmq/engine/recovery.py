@@ -7,10 +7,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from pamqp.common import FieldTable
+
 from batonmq.engine.broker import Broker
 from batonmq.model.destination import Destination, DestinationKind
 from batonmq.model.message import set_message_id_base
-from batonmq.store.base import Recovery
+from batonmq.queues.arguments import InvalidArgument, QueueArguments
+from batonmq.routing.base import BindingArgumentError
+from batonmq.store.base import Recovery, StoredQueue
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +41,7 @@ def restore(broker: Broker, recovery: Recovery) -> Recovered:
             stored_queue.name,
             durable=True,
             auto_delete=stored_queue.auto_delete,
-            arguments=stored_queue.arguments,
+            arguments=_usable_arguments(stored_queue),
         )
     bindings = 0
     for binding in recovery.bindings:
@@ -54,7 +58,19 @@ def restore(broker: Broker, recovery: Recovery) -> Recovered:
                 extra={"source": binding.source, "destination": binding.destination},
             )
             continue
-        vhost.restore_binding(binding.source, destination, binding.routing_key, binding.arguments)
+        try:
+            vhost.restore_binding(
+                binding.source, destination, binding.routing_key, binding.arguments
+            )
+        except BindingArgumentError as error:
+            # Accepted when it was bound, refused now (a newer BatonMQ's rules): one binding
+            # must not stop the broker from starting.
+            log.error(
+                "binding not restored: %s",
+                error,
+                extra={"source": binding.source, "destination": binding.destination},
+            )
+            continue
         bindings += 1
     messages = 0
     for backlog in recovery.backlogs:
@@ -63,3 +79,22 @@ def restore(broker: Broker, recovery: Recovery) -> Recovered:
             queue.recover(backlog)
             messages += backlog.count
     return Recovered(len(recovery.exchanges), len(recovery.queues), bindings, messages)
+
+
+def _usable_arguments(stored: StoredQueue) -> FieldTable:
+    """The queue's arguments without any that this BatonMQ refuses (checked when it was
+    declared, so only a change of rules gets here): the queue and its messages come back, the
+    refused argument is logged and left out."""
+    arguments: FieldTable = dict(stored.arguments)
+    while True:
+        try:
+            QueueArguments.parse(arguments)
+        except InvalidArgument as error:
+            log.error(
+                "queue argument ignored: %s",
+                error,
+                extra={"vhost": stored.vhost, "queue": stored.name},
+            )
+            del arguments[error.name]
+        else:
+            return arguments

@@ -17,11 +17,20 @@ from pamqp.common import FieldTable
 import batonmq.routing  # noqa: F401 - registers the exchange types
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import amqp_error
-from batonmq.engine.exchange import Exchange
+from batonmq.engine.deadletter import republish
+from batonmq.engine.exchange import (
+    ALTERNATE_EXCHANGE,
+    Exchange,
+    alternate_exchange_change,
+    alternate_exchange_name,
+)
 from batonmq.model.destination import Destination, DestinationKind
-from batonmq.model.message import Message
+from batonmq.model.message import Message, QueueEntry
+from batonmq.queues.arguments import InvalidArgument, QueueArguments, inequivalent
 from batonmq.queues.classic import ClassicQueue, Paging
+from batonmq.queues.deadletter import Reason
 from batonmq.routing.base import BindingArgumentError, exchange_type
+from batonmq.routing.router import Router
 from batonmq.store.base import StoredBinding, StoredExchange, StoredQueue
 from batonmq.store.journal import Journal
 
@@ -95,6 +104,17 @@ class VirtualHost:
                     "internal": (internal, existing.internal),
                 },
             )
+            # RabbitMQ compares one argument only: "The only arg we care about is
+            # alternate-exchange" (rabbit_exchange:assert_args_equivalence).
+            change = alternate_exchange_change(
+                self._alternate_exchange(name, arguments), existing.alternate_exchange
+            )
+            if change is not None:
+                raise amqp_error(
+                    ReplyCode.PRECONDITION_FAILED,
+                    f"inequivalent arg '{ALTERNATE_EXCHANGE}' for exchange '{name}' in vhost "
+                    f"'{self.name}': {change}",
+                )
             return existing
         if name.startswith(RESERVED_PREFIX):
             # Only creating one is refused: an equivalent redeclare of amq.direct is fine.
@@ -102,6 +122,7 @@ class VirtualHost:
                 ReplyCode.ACCESS_REFUSED,
                 f"exchange name '{name}' contains reserved prefix '{RESERVED_PREFIX}*'",
             )
+        self._alternate_exchange(name, arguments)
         exchange = self._create_exchange(
             name,
             type_name,
@@ -122,6 +143,16 @@ class VirtualHost:
     def _journal(self) -> Journal:
         return self.paging.journal
 
+    def _alternate_exchange(self, name: str, arguments: FieldTable | None) -> str | None:
+        try:
+            return alternate_exchange_name(arguments or {})
+        except TypeError as error:
+            raise amqp_error(
+                ReplyCode.PRECONDITION_FAILED,
+                f"invalid type '{error}' for arg '{ALTERNATE_EXCHANGE}' in exchange '{name}' in "
+                f"vhost '{self.name}'",
+            ) from error
+
     def _create_exchange(
         self,
         name: str,
@@ -134,8 +165,16 @@ class VirtualHost:
     ) -> Exchange:
         factory = exchange_type(type_name)
         assert factory is not None, type_name
+        arguments = dict(arguments or {})
         exchange = Exchange(
-            name, type_name, factory(), durable, auto_delete, internal, dict(arguments or {})
+            name,
+            type_name,
+            Router(factory),
+            durable,
+            auto_delete,
+            internal,
+            arguments,
+            alternate_exchange_name(arguments),
         )
         self.exchanges[name] = exchange
         return exchange
@@ -196,7 +235,8 @@ class VirtualHost:
     def restore_binding(
         self, source: str, destination: Destination, routing_key: str, arguments: FieldTable
     ) -> None:
-        """A binding read back from the store (both ends exist): bind without writing it again."""
+        """A binding read back from the store (both ends exist): bind without writing it again.
+        Its arguments come back as declared, so a selector binding gets its selector again."""
         self.exchanges[source].router.bind(destination, routing_key, arguments)
         self._sources[destination].add(source)
 
@@ -284,12 +324,29 @@ class VirtualHost:
                     "auto_delete": (auto_delete, existing.auto_delete),
                 },
             )
+            changed = inequivalent(arguments or {}, existing.arguments)
+            if changed is not None:
+                argument, received, current = changed
+                raise amqp_error(
+                    ReplyCode.PRECONDITION_FAILED,
+                    f"inequivalent arg '{argument}' for queue '{name}' in vhost '{self.name}': "
+                    f"received {received} but current is {current}",
+                )
+            existing.touched()
             return existing
         if name.startswith(RESERVED_PREFIX):
             raise amqp_error(
                 ReplyCode.ACCESS_REFUSED,
                 f"queue name '{name}' contains reserved prefix '{RESERVED_PREFIX}*'",
             )
+        try:
+            QueueArguments.parse(arguments or {})
+        except InvalidArgument as error:
+            raise amqp_error(
+                ReplyCode.PRECONDITION_FAILED,
+                f"invalid arg '{error.name}' for queue '{name}' in vhost '{self.name}': "
+                f"{error.problem}",
+            ) from error
         queue = self.add_queue(
             name or server_queue_name(),
             durable=durable,
@@ -320,6 +377,7 @@ class VirtualHost:
             arguments=arguments,
             paging=self.paging,
         )
+        queue.hooks = self
         self.queues[name] = queue
         return queue
 
@@ -360,27 +418,47 @@ class VirtualHost:
         count = len(queue.ready)
         queue.ready.clear()
         queue.deleted = True
+        queue.stop_timers()
         if queue.ever_stored:
             self._journal.delete_queue(self.name, queue.name)  # its entries and bindings go too
         self._remove_bindings_to(Destination.queue(queue.name))
         return count
 
+    # What queues ask of their virtual host (QueueHooks) -------------------------------------
+
+    def dead_letter(self, queue: ClassicQueue, entry: QueueEntry, reason: Reason) -> None:
+        republish(self, queue, entry, reason)
+
+    def expire_queue(self, queue: ClassicQueue) -> None:
+        self.remove_queue(queue)
+
+    def expire_messages(self) -> int:
+        """The periodic sweep: dead-letter every expired message held in memory."""
+        return sum(queue.expire() for queue in list(self.queues.values()))
+
     # Routing ------------------------------------------------------------------------------
 
     def route(self, exchange: Exchange, message: Message) -> list[ClassicQueue]:
-        """The queues `message` goes to through `exchange` and the exchanges bound to it."""
-        routing_key = message.routing_key
+        """The queues `message` goes to through `exchange`, the exchanges bound to it, and the
+        alternate exchange of each exchange whose bindings match nothing.
+
+        RabbitMQ (rabbit_exchange:route/2): an exchange's alternate exchange is used when its
+        own bindings match no destination, queue or exchange ("process_alternate"); it is
+        routed through like a bound exchange, so alternates chain, an exchange already routed
+        through is not routed through again (cycles end), and a missing one drops the message.
+        """
         if exchange.is_default:
-            queue = self.queues.get(routing_key)
+            queue = self.queues.get(message.routing_key)
             return [queue] if queue is not None else []
         queues: dict[str, ClassicQueue] = {}
         seen = {exchange.name}
         pending = [exchange]
         while pending:
             current = pending.pop()
-            router = current.router
-            headers = message.properties.headers if router.needs_headers else None
-            for destination in router.route(routing_key, headers):
+            destinations = current.router.route(message)
+            if not destinations and current.alternate_exchange is not None:
+                destinations = {Destination.exchange(current.alternate_exchange)}
+            for destination in destinations:
                 if destination.kind is DestinationKind.QUEUE:
                     queue = self.queues.get(destination.name)
                     if queue is not None:

@@ -20,6 +20,8 @@ FLAG_CONTENT_TYPE: Final = 1 << 15
 FLAG_CONTENT_ENCODING: Final = 1 << 14
 FLAG_HEADERS: Final = 1 << 13
 FLAG_DELIVERY_MODE: Final = 1 << 12
+FLAG_PRIORITY: Final = 1 << 11
+FLAG_EXPIRATION: Final = 1 << 8
 FLAG_USER_ID: Final = 1 << 4
 #: basic.properties delivery-mode: "2 = persistent".
 PERSISTENT: Final = 2
@@ -85,6 +87,13 @@ class Message:
         return payload[offset] == PERSISTENT
 
     @property
+    def priority(self) -> int:
+        """The `priority` property; 0 when absent (RabbitMQ's default)."""
+        if not self.property_flags & FLAG_PRIORITY:
+            return 0
+        return self.properties.priority or 0
+
+    @property
     def body_size(self) -> int:
         return len(self.body)
 
@@ -100,3 +109,5 @@ class QueueEntry:
     delivery_count: int = 0
     #: This entry is in the store (or in a batch on its way): settling it must delete it there.
     stored: bool = False
+    #: When it expires (wall-clock milliseconds, `batonmq.queues.expiry`); None for never.
+    expires_at: int | None = None

@@ -1,6 +1,11 @@
-"""The classic queue: FIFO by publish order, requeued entries back in place, consumers served
-round-robin within their prefetch (AMQP 0-9-1 basic class: "the server SHOULD ... distribute
-messages ... in a round-robin fashion").
+"""The classic queue: FIFO by publish order (or by priority, x-max-priority), requeued entries
+back in place, consumers chosen by `ConsumerSet` within their prefetch.
+
+Its optional arguments (`QueueArguments`) add RabbitMQ's behaviours: message TTL (expired entries
+are dead-lettered when they reach the head, when a timer for the head's expiry fires, and by the
+broker's periodic sweep), queue expiry (x-expires: an unused queue is deleted), length limits
+with their overflow behaviour, and a delivery limit. What is dead-lettered goes to the virtual
+host (`QueueHooks.dead_letter`), which republishes it to the dead-letter exchange.
 
 Persistence: a durable queue writes its persistent messages' entries through the journal, and
 deletes them when they are settled. Any queue pages a backlog longer than its window out to the
@@ -10,20 +15,30 @@ outlive the broker.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
 
 from pamqp.common import FieldTable
 
-from batonmq.model.message import Message, QueueEntry
+from batonmq.model.message import FLAG_EXPIRATION, Message, QueueEntry
+from batonmq.queues.arguments import Overflow, QueueArguments
 from batonmq.queues.consumers import ConsumerSet, QueueConsumer
+from batonmq.queues.deadletter import Reason
+from batonmq.queues.expiry import InvalidExpiration, expires_at, is_expired, parse_expiration
+from batonmq.queues.priority import PriorityReady
 from batonmq.queues.ready import ReadyEntries
+from batonmq.queues.redelivery import with_delivery_count
 from batonmq.store.base import PagedEntry, QueueBacklog, StoredEntry
 from batonmq.store.journal import Journal
+from batonmq.timers import LoopTimers, Timer, Timers
 
 #: A journal with no store: what a queue uses when the broker persists nothing.
 _NO_STORE = Journal(None)
+_LOOP_TIMERS = LoopTimers()
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +49,28 @@ class Paging:
     vhost: str = "/"
     window: int = 10_000
     window_bytes: int = 64 * 1024 * 1024
+    #: The clock message and queue expiry run on.
+    timers: Timers = _LOOP_TIMERS
+
+
+class Enqueued(Enum):
+    """What became of a message published to a queue."""
+
+    KEPT = "kept"
+    #: Kept and written to the store: a publisher confirm waits for the commit.
+    STORED = "stored"
+    #: Refused: the queue is full and its overflow is reject-publish(-dlx).
+    REFUSED = "refused"
+
+
+class QueueHooks(Protocol):
+    """What a queue asks of its virtual host."""
+
+    def dead_letter(self, queue: ClassicQueue, entry: QueueEntry, reason: Reason) -> None:
+        """Republish `entry`'s message to the queue's dead-letter exchange (if it has one)."""
+
+    def expire_queue(self, queue: ClassicQueue) -> None:
+        """Delete `queue`: it was unused for its x-expires."""
 
 
 class ClassicQueue:
@@ -52,8 +89,13 @@ class ClassicQueue:
         self.exclusive_owner = exclusive_owner
         self.auto_delete = auto_delete
         self.arguments: FieldTable = arguments or {}
-        self.ready = ReadyEntries()
-        self.consumers = ConsumerSet()
+        #: Checked by the virtual host before it creates the queue.
+        self.options = options = QueueArguments.parse(self.arguments)
+        self.ready: ReadyEntries | PriorityReady = (
+            PriorityReady(options.max_priority) if options.max_priority else ReadyEntries()
+        )
+        self.consumers = ConsumerSet(single_active=options.single_active_consumer)
+        self.hooks: QueueHooks | None = None
         self.deleted = False
         self._sequence = itertools.count()
         self.paging = paging or Paging()
@@ -64,6 +106,12 @@ class ClassicQueue:
         self._reading = False
         self._spill_in_flight = False
         self._page_in_waiters: list[Callable[[], None]] = []
+        #: Entries may carry an expiry: the head's is watched by a timer.
+        self._expiring = options.message_ttl is not None
+        self._head_timer: Timer | None = None
+        self._head_timer_at = 0
+        self._unused_timer: Timer | None = None
+        self._watch_unused()
 
     @property
     def exclusive(self) -> bool:
@@ -77,10 +125,18 @@ class ClassicQueue:
     def consumer_count(self) -> int:
         return len(self.consumers)
 
-    def publish(self, message: Message) -> bool:
-        """Enqueue `message`; True when it was written to the store (its publisher confirm must
-        wait for the commit)."""
-        entry = QueueEntry(message, next(self._sequence))
+    def publish(self, message: Message) -> Enqueued:
+        """Enqueue `message` (or refuse it when full, with overflow reject-publish)."""
+        options = self.options
+        entry = QueueEntry(message, next(self._sequence), expires_at=self._expiry_of(message))
+        if (
+            options.limits_length
+            and self._full_for(message)
+            and options.overflow is not (Overflow.DROP_HEAD)
+        ):
+            if options.overflow is Overflow.REJECT_PUBLISH_DLX:
+                self._dead_letter(entry, Reason.MAXLEN)
+            return Enqueued.REFUSED
         stored = self.persists and message.persistent
         if stored:
             self._store(entry, transient=False)
@@ -89,7 +145,135 @@ class ClassicQueue:
             self._spill()
         if self.consumers:
             self.dispatch()
-        return stored
+        if options.limits_length:
+            self._drop_head()
+        self._watch_head()
+        return Enqueued.STORED if stored else Enqueued.KEPT
+
+    def _expiry_of(self, message: Message) -> int | None:
+        message_ttl = None
+        if message.has_property(FLAG_EXPIRATION):
+            # An invalid expiration is refused at publish; one from the store was checked then.
+            with contextlib.suppress(InvalidExpiration):
+                message_ttl = parse_expiration(message.properties.expiration or "")
+            self._expiring = True
+        queue_ttl = self.options.message_ttl
+        if queue_ttl is None and message_ttl is None:
+            return None
+        return expires_at(self.paging.timers.now_ms(), queue_ttl, message_ttl)
+
+    # Limits -------------------------------------------------------------------------------
+
+    def _full_for(self, message: Message) -> bool:
+        """reject-publish: there is no room for `message` (RabbitMQ counts ready messages)."""
+        options, ready = self.options, self.ready
+        return (options.max_length is not None and len(ready) >= options.max_length) or (
+            options.max_length_bytes is not None
+            and ready.bytes + message.body_size > options.max_length_bytes
+        )
+
+    def _over_limit(self) -> bool:
+        options, ready = self.options, self.ready
+        return (options.max_length is not None and len(ready) > options.max_length) or (
+            options.max_length_bytes is not None and ready.bytes > options.max_length_bytes
+        )
+
+    def _drop_head(self) -> None:
+        """drop-head: dead-letter the oldest entries until the queue is within its limits (an
+        oldest entry still in the store is dropped once it has been read back)."""
+        while self._over_limit():
+            entry = self.ready.pop()
+            if entry is None:
+                self._page_in()
+                return
+            self._dead_letter(entry, Reason.MAXLEN)
+
+    def _dead_letter(self, entry: QueueEntry, reason: Reason) -> None:
+        """`entry` leaves the queue dead: to the dead-letter exchange if there is one."""
+        if self.hooks is not None and self.options.dead_letter_exchange is not None:
+            self.hooks.dead_letter(self, entry, reason)
+        self.settled(entry)
+
+    # Expiry -------------------------------------------------------------------------------
+
+    def _take(self) -> QueueEntry | None:
+        """The next ready entry that has not expired; expired ones on the way are dead-lettered
+        (RabbitMQ: an expired message is never delivered)."""
+        ready = self.ready
+        entry = ready.pop()
+        if not self._expiring:
+            return entry
+        now = self.paging.timers.now_ms()
+        while entry is not None and is_expired(entry.expires_at, now):
+            self._dead_letter(entry, Reason.EXPIRED)
+            entry = ready.pop()
+        return entry
+
+    def _watch_head(self) -> None:
+        """Have a timer fire when the head entry expires, so that it is dead-lettered then even
+        with no consumer about (RabbitMQ does the same)."""
+        if not self._expiring or self.deleted:
+            return
+        head = self.ready.peek()
+        if head is None or head.expires_at is None:
+            return
+        if self._head_timer is not None:
+            if self._head_timer_at <= head.expires_at:
+                return
+            self._head_timer.cancel()
+        timers = self.paging.timers
+        self._head_timer_at = head.expires_at
+        self._head_timer = timers.call_later(
+            head.expires_at - timers.now_ms() + 1, self._head_expired
+        )
+
+    def _head_expired(self) -> None:
+        self._head_timer = None
+        if self.deleted:
+            return
+        entry = self._take()
+        if entry is not None:
+            self.ready.put_back(entry)
+        self._watch_head()
+
+    def expire(self) -> int:
+        """The periodic sweep: dead-letter every expired entry in memory, wherever it is (paged
+        entries are checked when they are read back); how many went."""
+        if not self._expiring or self.deleted:
+            return 0
+        now = self.paging.timers.now_ms()
+        expired = self.ready.take_where(lambda entry: is_expired(entry.expires_at, now))
+        for entry in expired:
+            self._dead_letter(entry, Reason.EXPIRED)
+        self._watch_head()
+        return len(expired)
+
+    def _watch_unused(self) -> None:
+        """x-expires: (re)start the countdown to deleting this queue while it is unused (no
+        consumers, no basic.get, no redeclaration)."""
+        expires = self.options.expires
+        if expires is None or self.deleted:
+            return
+        if self._unused_timer is not None:
+            self._unused_timer.cancel()
+            self._unused_timer = None
+        if not self.consumers:
+            self._unused_timer = self.paging.timers.call_later(expires, self._unused_expired)
+
+    def _unused_expired(self) -> None:
+        self._unused_timer = None
+        if not self.deleted and not self.consumers and self.hooks is not None:
+            self.hooks.expire_queue(self)
+
+    def touched(self) -> None:
+        """The queue was used (redeclared, or read with basic.get)."""
+        self._watch_unused()
+
+    def stop_timers(self) -> None:
+        for timer in (self._head_timer, self._unused_timer):
+            if timer is not None:
+                timer.cancel()
+        self._head_timer = self._unused_timer = None
 
     # Persistence --------------------------------------------------------------------------
 
@@ -103,6 +287,7 @@ class ClassicQueue:
                 message.id,
                 entry.delivery_count,
                 transient,
+                entry.expires_at,
             ),
             message,
         )
@@ -129,7 +314,7 @@ class ClassicQueue:
 
     def rejected(self, entry: QueueEntry) -> None:
         """`entry` was rejected without requeue (basic.reject, basic.nack requeue=false)."""
-        self.settled(entry)
+        self._dead_letter(entry, Reason.REJECTED)
 
     def _spill(self) -> None:
         paging = self.paging
@@ -147,6 +332,8 @@ class ClassicQueue:
             self._spill_in_flight = False
             if not self.deleted:
                 self.ready.spilled(entries, committed)
+                if committed:
+                    self._spill()  # what arrived meanwhile (a failed write waits for more)
 
         paging.journal.when_durable(spilled)
 
@@ -170,26 +357,34 @@ class ClassicQueue:
             waiter()
         if not self.deleted:
             self.dispatch()
+            if self.options.limits_length:
+                self._drop_head()
+            self._watch_head()
 
     def _take_paged(self, paged: list[PagedEntry]) -> None:
-        self.ready.paged_in(
-            [
-                QueueEntry(
-                    Message(
-                        stored.message.exchange,
-                        stored.message.routing_key,
-                        stored.message.header_payload,
-                        stored.message.body,
-                        id=stored.message.id,
-                    ),
-                    stored.sequence,
-                    redelivered=stored.delivery_count > 0,
-                    delivery_count=stored.delivery_count,
-                    stored=True,
-                )
-                for stored in paged
-            ]
-        )
+        entries = []
+        for stored in paged:
+            message = Message(
+                stored.message.exchange,
+                stored.message.routing_key,
+                stored.message.header_payload,
+                stored.message.body,
+                id=stored.message.id,
+            )
+            entry = QueueEntry(
+                message,
+                stored.sequence,
+                redelivered=stored.delivery_count > 0,
+                delivery_count=stored.delivery_count,
+                stored=True,
+                expires_at=stored.expires_at,
+            )
+            if stored.expires_at is not None:
+                self._expiring = True
+            if stored.delivery_count and self.options.delivery_limit is not None:
+                entry.message = with_delivery_count(message, stored.delivery_count)
+            entries.append(entry)
+        self.ready.paged_in(entries)
 
     def when_paged_in(self, callback: Callable[[], None]) -> None:
         """Call `callback` when the entries being read back from the store have arrived."""
@@ -197,26 +392,38 @@ class ClassicQueue:
         self._page_in()
 
     def recover(self, backlog: QueueBacklog) -> None:
-        """Come back from the store holding `backlog`; its entries are read in as needed."""
+        """Come back from the store holding `backlog`; its entries are read in as needed, the
+        first of them now (so that expired ones go and the length limits hold)."""
         self.ready.recovered(backlog.count, backlog.bytes, backlog.last_sequence)
         self._sequence = itertools.count(backlog.last_sequence + 1)
         self.ever_stored = True
+        self._page_in()
 
     def requeue(self, entries: Iterator[QueueEntry] | list[QueueEntry]) -> None:
         """Put delivered-but-unsettled entries back, marked redelivered, in their old places."""
         if self.deleted:
             return
+        limit = self.options.delivery_limit
         for entry in entries:
+            if limit is not None:
+                # x-delivery-limit: "the number of allowed unsuccessful delivery attempts"
+                if entry.delivery_count > limit:
+                    self._dead_letter(entry, Reason.DELIVERY_LIMIT)
+                    continue
+                entry.message = with_delivery_count(entry.message, entry.delivery_count)
             entry.redelivered = True
             self.ready.put_back(entry)
         self.dispatch()
+        self._watch_head()
 
     def get(self) -> QueueEntry | None:
         """The next ready entry; None when empty or when the next entries are still being read
         from the store (`ready.waiting_for_page_in`: wait with `when_paged_in`)."""
-        entry = self.ready.pop()
+        self.touched()
+        entry = self._take()
         if self.ready.paged_count:
             self._page_in()
+        self._watch_head()
         return entry
 
     def purge(self) -> int:
@@ -232,9 +439,11 @@ class ClassicQueue:
 
     def add_consumer(self, consumer: QueueConsumer) -> None:
         self.consumers.add(consumer)
+        self._watch_unused()
 
     def remove_consumer(self, consumer: QueueConsumer) -> None:
         self.consumers.remove(consumer)
+        self._watch_unused()
 
     def has_exclusive_consumer(self) -> bool:
         return self.consumers.has_exclusive()
@@ -246,7 +455,7 @@ class ClassicQueue:
         passed_over: list[QueueEntry] = []
         try:
             while ready and consumers.any_room():
-                entry = ready.pop()
+                entry = self._take()
                 if entry is None:
                     break  # the next entries are in the store
                 consumer = consumers.choose(entry)
@@ -263,3 +472,4 @@ class ClassicQueue:
                 ready.put_back(entry)
         if ready.paged_count:
             self._page_in()
+        self._watch_head()

@@ -1,7 +1,20 @@
 """Which of a queue's consumers gets the next entry.
 
 A classic queue serves its consumers round-robin, each within its own room (AMQP 0-9-1 basic
-class: "the server SHOULD ... distribute messages ... in a round-robin fashion").
+class: "the server SHOULD ... distribute messages ... in a round-robin fashion"), with three
+refinements, each free when unused:
+
+- Consumer priorities (basic.consume argument x-priority, RabbitMQ's "Consumer Priorities"):
+  "messages only going to lower priority consumers when the high priority consumers block", and
+  "round-robin if multiple active consumers exist with the same high priority".
+- Single active consumer (queue argument x-single-active-consumer): only the first consumer
+  registered gets entries; the others are backups, in registration order, and the first of them
+  takes over when it goes (seed 002, "Queue Delivery to Multiple Consumers": "If an active
+  consumer fails, then the first backup consumer is made active"). Priorities play no part:
+  RabbitMQ's "Single Active Consumer" gives "no guarantee on the selected active consumer, it is
+  picked up randomly, even if consumer priorities are in use".
+- Selectors (basic.consume argument x-selector): a consumer takes only the entries whose message
+  its JMS selector selects; an entry no consumer with room takes keeps its place.
 """
 
 from __future__ import annotations
@@ -11,13 +24,15 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol
 
 from batonmq.model.message import QueueEntry
+from batonmq.selectors import Selector, jms_values
 
 if TYPE_CHECKING:
     from batonmq.queues.classic import ClassicQueue
 
 
 class QueueConsumer(Protocol):
-    """What a queue needs of a consumer: whether it can take one more, and a way to hand it one."""
+    """What a queue needs of a consumer: whether it can take one more, which entries it takes,
+    and a way to hand it one."""
 
     @property
     def tag(self) -> str: ...
@@ -25,25 +40,90 @@ class QueueConsumer(Protocol):
     @property
     def exclusive(self) -> bool: ...
 
+    @property
+    def priority(self) -> int:
+        """x-priority: higher goes first; 0 when not given."""
+        ...
+
+    @property
+    def selector(self) -> Selector | None:
+        """x-selector: the messages it takes; None for all of them."""
+        ...
+
     def has_room(self) -> bool: ...
 
     def deliver(self, queue: ClassicQueue, entry: QueueEntry) -> None: ...
 
 
+def _takes(consumer: QueueConsumer, entry: QueueEntry) -> bool:
+    selector = consumer.selector
+    return selector is None or selector.matches(jms_values(entry.message.properties))
+
+
 class ConsumerSet:
     """A queue's consumers, and the choice of which one gets an entry."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, single_active: bool = False) -> None:
+        #: x-single-active-consumer: one consumer at a time gets entries, the rest wait.
+        self.single_active = single_active
+        #: Every consumer, in round-robin order; with a single active consumer, in registration
+        #: order, the active one first.
         self._consumers: deque[QueueConsumer] = deque()
+        #: The consumers by priority, highest first, each group served round-robin: only while
+        #: priorities differ, and never with a single active consumer.
+        self._by_priority: list[tuple[int, deque[QueueConsumer]]] | None = None
+        #: How many consumers have a selector: while none has, no message is looked at.
+        self._selective = 0
 
     def add(self, consumer: QueueConsumer) -> None:
-        self._consumers.append(consumer)
+        consumers = self._consumers
+        consumers.append(consumer)
+        if consumer.selector is not None:
+            self._selective += 1
+        if self.single_active:
+            return
+        if self._by_priority is not None:
+            self._join_priority_group(consumer)
+        elif consumer.priority != consumers[0].priority:
+            self._by_priority = []
+            for member in consumers:
+                self._join_priority_group(member)
+
+    def _join_priority_group(self, consumer: QueueConsumer) -> None:
+        groups = self._by_priority
+        assert groups is not None
+        for index, (priority, group) in enumerate(groups):
+            if priority == consumer.priority:
+                group.append(consumer)
+                return
+            if priority < consumer.priority:
+                groups.insert(index, (consumer.priority, deque([consumer])))
+                return
+        groups.append((consumer.priority, deque([consumer])))
 
     def remove(self, consumer: QueueConsumer) -> None:
         self._consumers.remove(consumer)
+        if consumer.selector is not None:
+            self._selective -= 1
+        groups = self._by_priority
+        if groups is None:
+            return
+        for index, (priority, group) in enumerate(groups):
+            if priority == consumer.priority:
+                group.remove(consumer)
+                if not group:
+                    del groups[index]
+                break
+        if len(groups) == 1:
+            # One priority left: back to a single round-robin, which goes on where that
+            # group's was.
+            self._consumers = groups[0][1]
+            self._by_priority = None
 
     def clear(self) -> None:
-        self._consumers.clear()
+        self._consumers = deque()
+        self._by_priority = None
+        self._selective = 0
 
     def __len__(self) -> int:
         return len(self._consumers)
@@ -58,16 +138,48 @@ class ConsumerSet:
         return any(consumer.exclusive for consumer in self._consumers)
 
     def any_room(self) -> bool:
-        """Some consumer could take an entry now."""
-        return any(consumer.has_room() for consumer in self._consumers)
+        """Some consumer could take an entry now (with a single active consumer: that one)."""
+        consumers = self._consumers
+        if self.single_active:
+            return bool(consumers) and consumers[0].has_room()
+        # A loop, not any() over a generator: this runs for every entry dispatched, and the
+        # generator costs three times as much.
+        for consumer in consumers:  # noqa: SIM110
+            if consumer.has_room():
+                return True
+        return False
 
     def choose(self, entry: QueueEntry) -> QueueConsumer | None:
         """The consumer to hand `entry` to, moving the round-robin on; None when no consumer
         that has room will take it."""
-        consumers = self._consumers
+        if self.single_active:
+            return self._choose_active(entry)
+        groups = self._by_priority
+        if groups is None:
+            return self._next_taker(self._consumers, entry)
+        for _, group in groups:
+            consumer = self._next_taker(group, entry)
+            if consumer is not None:
+                return consumer
+        return None
+
+    def _next_taker(
+        self, consumers: deque[QueueConsumer], entry: QueueEntry
+    ) -> QueueConsumer | None:
+        """The next consumer of `consumers` in round-robin order that has room and takes
+        `entry`; each one looked at goes to the back."""
+        selective = self._selective
         for _ in range(len(consumers)):
             consumer = consumers[0]
             consumers.rotate(-1)
-            if consumer.has_room():
+            if consumer.has_room() and (not selective or _takes(consumer, entry)):
                 return consumer
+        return None
+
+    def _choose_active(self, entry: QueueEntry) -> QueueConsumer | None:
+        if not self._consumers:
+            return None
+        active = self._consumers[0]
+        if active.has_room() and _takes(active, entry):
+            return active
         return None

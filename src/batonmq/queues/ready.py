@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Callable
 
 from batonmq.model.message import QueueEntry
 
@@ -71,6 +72,37 @@ class ReadyEntries:
             return None
         self.bytes -= entry.message.body_size
         return entry
+
+    def peek(self) -> QueueEntry | None:
+        """The entry `pop` would return, left in place."""
+        returned, head = self._returned, self._head
+        if returned and (not head or returned[0][0] < head[0].sequence):
+            return returned[0][1]
+        if head:
+            return head[0]
+        if self._tail and not self.paged_count:
+            return self._tail[0]
+        return None
+
+    def take_where(self, condition: Callable[[QueueEntry], bool]) -> list[QueueEntry]:
+        """Remove the entries in memory that meet `condition` (an expiry sweep); the tail is left
+        alone while it is being paged, and paged entries are checked when read back."""
+        taken: list[QueueEntry] = []
+
+        def keep(entry: QueueEntry) -> bool:
+            if condition(entry):
+                taken.append(entry)
+                self.bytes -= entry.message.body_size
+                return False
+            return True
+
+        self._head = deque(entry for entry in self._head if keep(entry))
+        returned = [item for item in self._returned if keep(item[1])]
+        heapq.heapify(returned)
+        self._returned = returned
+        if not self.paged_count and not self._spilling:
+            self._tail = deque(entry for entry in self._tail if keep(entry))
+        return taken
 
     @property
     def waiting_for_page_in(self) -> bool:

@@ -24,7 +24,7 @@ class ExchangeType(Protocol):
 
     #: The AMQP type name, as given in exchange.declare ("direct", "topic", ...).
     type_name: ClassVar[str]
-    #: True when `route` needs the message headers; the engine decodes properties only then.
+    #: True when `route` needs the message headers; router.py decodes properties only then.
     needs_headers: ClassVar[bool]
 
     def bind(self, destination: Destination, routing_key: str, arguments: FieldTable) -> bool:
@@ -43,7 +43,8 @@ class ExchangeType(Protocol):
         ...
 
     def route(self, routing_key: str, headers: FieldTable | None) -> set[Destination]:
-        """The destinations a message with this routing key (and headers) goes to."""
+        """The destinations a message with this routing key (and headers) goes to: a new set,
+        which the caller may change."""
         ...
 
     def bindings(self) -> Iterator[tuple[Destination, str, FieldTable]]:

@@ -7,9 +7,9 @@ Rules (RabbitMQ's, which extend AMQP 0-9-1 section 3.1.3.3):
   never compared. Any other `x-match` value is refused (406 PRECONDITION_FAILED).
 - A binding argument whose value is void (None) matches when the header is present, whatever its
   value ("a 'no value' in a pattern field is supposed to mean simple presence").
-- Values compare by AMQP value, not by wire type: every integer width and a float of the same value
-  are equal, a long string equals its UTF-8 bytes (pamqp decodes a long string to bytes when it is
-  not valid UTF-8), a boolean is not a number.
+- Values compare as RabbitMQ's Erlang `==` compares the decoded values: by value whatever the
+  integer width, a number equals a float of the same value, a long string its byte array; a
+  boolean is not a number. header_values.py has the rule for every field type.
 - "all" with nothing to compare matches every message; "any" with nothing to compare matches none.
 """
 
@@ -20,28 +20,12 @@ from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 from typing import ClassVar, Final
 
-from pamqp.common import FieldTable, FieldValue
+from pamqp.common import FieldTable
 
 from batonmq.model.destination import Destination
 from batonmq.routing.base import BindingArgumentError
 from batonmq.routing.bindings import BindingId, BindingTable, binding_id
-
-
-def _match_form(value: FieldValue) -> Hashable:
-    """The form two field values are compared in for matching: equal forms, equal AMQP values."""
-    if isinstance(value, bool):
-        return ("bool", value)
-    if isinstance(value, int | float):
-        return ("number", value)  # 1 == 1.0 and hash(1) == hash(1.0), as Erlang's == does
-    if isinstance(value, str):
-        return ("bytes", value.encode())
-    if isinstance(value, bytes | bytearray):
-        return ("bytes", bytes(value))
-    if isinstance(value, dict):
-        return ("table", frozenset((name, _match_form(item)) for name, item in value.items()))
-    if isinstance(value, list):
-        return ("array", tuple(_match_form(item) for item in value))
-    return (type(value).__name__, value)  # None, Decimal, datetime: compared within their type
+from batonmq.routing.header_values import match_form
 
 
 class XMatch(enum.Enum):
@@ -94,7 +78,7 @@ class HeadersPattern:
     def from_arguments(cls, arguments: FieldTable) -> HeadersPattern:
         x_match = parse_x_match(arguments)
         expected = tuple(
-            (name, _PRESENT if value is None else _match_form(value))
+            (name, _PRESENT if value is None else match_form(value))
             for name, value in arguments.items()
             if name != _X_MATCH and (x_match.compares_x_arguments or not name.startswith("x-"))
         )
@@ -150,7 +134,7 @@ class HeadersExchange:
     def route(self, routing_key: str, headers: FieldTable | None) -> set[Destination]:
         if not self._patterns:
             return set()
-        header_forms = {name: _match_form(value) for name, value in (headers or {}).items()}
+        header_forms = {name: match_form(value) for name, value in (headers or {}).items()}
         return {
             destination
             for destination, patterns in self._patterns.items()

@@ -45,6 +45,7 @@ class BrokerServer:
         )
         self.protocols: set[AMQPProtocol] = set()
         self._server: asyncio.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
 
     def _protocol_factory(self) -> AMQPProtocol:
         server_config = self.config.server
@@ -94,12 +95,24 @@ class BrokerServer:
         self._server = await loop.create_server(
             self._protocol_factory, listener.bind, listener.port, reuse_address=True
         )
+        self._sweeper = asyncio.create_task(self._sweep_expired())
         addresses = [sock.getsockname()[:2] for sock in self._server.sockets]
         for host, port in addresses:
             log.info("listening", extra={"listener": "amqp", "addr": host, "port": port})
         return addresses
 
+    async def _sweep_expired(self) -> None:
+        """Every `message.expiration_interval`, remove expired messages from anywhere in their
+        queues (the ones at a queue's head go at once without this)."""
+        while True:
+            await asyncio.sleep(self.config.message.expiration_interval)
+            expired = self.broker.expire_messages()
+            if expired:
+                log.info("expired %d messages", expired)
+
     async def shutdown(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         if self._server is not None:
             self._server.close()
         forced = HardError(ReplyCode.CONNECTION_FORCED, "broker shutdown")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from batonmq.model.message import Message
+from batonmq.queues.classic import ClassicQueue, Paging
 from batonmq.store.base import StoredEntry, StoredQueue
 from batonmq.store.journal import Journal
 from tests.integration.store.conftest import StoreFactory
@@ -124,3 +125,22 @@ def test_with_no_store_nothing_waits():
     journal.when_durable(results.append)
     assert results == [True]
     assert not journal.dirty
+
+
+async def test_a_burst_of_publishes_is_paged_down_to_the_window(store_factory: StoreFactory):
+    """Issue 4, paging: "A queue keeps a bounded window of message bodies in memory" — also
+    after a burst that arrives while the first spill is being written: each committed spill
+    starts the next one until memory holds no more than the window."""
+    store = await store_factory()
+    await store.recover()
+    journal = Journal(store)
+    journal.start()
+    queue = ClassicQueue("burst", paging=Paging(journal, "/", window=16))
+    for number in range(200):
+        queue.publish(message(number))
+    for _ in range(50):
+        if queue.ready.in_memory <= 16:
+            break
+        await settle(journal)
+    assert queue.ready.in_memory <= 16
+    await journal.stop()

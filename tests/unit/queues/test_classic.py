@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from batonmq.model.message import Message, QueueEntry
 from batonmq.queues.classic import ClassicQueue
+from batonmq.selectors import Selector
 
 
 @dataclass(eq=False)
@@ -15,6 +16,8 @@ class StubConsumer:
     tag: str
     room: int = 1000
     exclusive: bool = False
+    priority: int = 0
+    selector: Selector | None = None
     received: list[QueueEntry] = field(default_factory=list)
 
     def has_room(self) -> bool:

@@ -135,52 +135,108 @@ def test_void_header_does_not_equal_a_value():
     assert not matches({"h": ""}, {"h": None})
 
 
+JAN_1_2024 = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
+JAN_1_2024_SECONDS = 1_704_067_200
+
+
 @pytest.mark.parametrize(
     ("binding_value", "header_value"),
     [
-        (1, 1),
-        (1, 1.0),
-        (2**40, 2**40),
-        ("text", "text"),
-        ("text", b"text"),
-        (b"text", "text"),
-        ("caf\u00e9", "caf\u00e9".encode()),
-        ("text", bytearray(b"text")),
-        (True, True),
-        (Decimal("1.5"), Decimal("1.50")),
-        (
-            datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC),
-            datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC),
-        ),
-        ({"nested": "a", "n": 1}, {"n": 1, "nested": b"a"}),
-        ([1, "a"], [1, b"a"]),
+        pytest.param(1, 1, id="int"),
+        pytest.param(-(2**63), -(2**63), id="long-min"),
+        pytest.param(2**64 - 1, 2**64 - 1, id="unsigned-long-long-max"),
+        pytest.param(1, 1.0, id="int-float"),
+        pytest.param(1.5, 1.5, id="float"),
+        pytest.param(JAN_1_2024, JAN_1_2024, id="timestamp"),
+        pytest.param(JAN_1_2024, JAN_1_2024_SECONDS, id="timestamp-int"),
+        pytest.param(JAN_1_2024_SECONDS, JAN_1_2024, id="int-timestamp"),
+        pytest.param(JAN_1_2024, float(JAN_1_2024_SECONDS), id="timestamp-double"),
+        pytest.param(JAN_1_2024.replace(tzinfo=None), JAN_1_2024, id="naive-timestamp-is-utc"),
+        pytest.param(Decimal("1.5"), Decimal("1.5"), id="decimal"),
+        pytest.param(Decimal("-0.05"), Decimal("-0.05"), id="negative-decimal"),
+        pytest.param(True, True, id="bool"),
+        pytest.param(False, False, id="false"),
+        pytest.param("text", "text", id="longstr"),
+        pytest.param("text", b"text", id="str-bytes"),
+        pytest.param("caf\u00e9", "caf\u00e9".encode(), id="utf8-str-bytes"),
+        pytest.param(b"\xff\x00", b"\xff\x00", id="non-utf8-longstr"),
+        pytest.param("text", bytearray(b"text"), id="longstr-bytearray"),
+        pytest.param(bytearray(b"\xff"), b"\xff", id="bytearray-non-utf8-longstr"),
+        pytest.param(bytearray(b"\x00\x01"), bytearray(b"\x00\x01"), id="bytearray"),
+        pytest.param({"n": 1, "s": "a"}, {"n": 1, "s": b"a"}, id="table"),
+        pytest.param({"n": 1, "s": "a"}, {"s": "a", "n": 1}, id="table-key-order"),
+        pytest.param({"t": {"deep": [1, None]}}, {"t": {"deep": [1, None]}}, id="nested-table"),
+        pytest.param([1, "a", None, Decimal("2.5")], [1, b"a", None, Decimal("2.5")], id="array"),
+        pytest.param([], [], id="empty-array"),
+        pytest.param({}, {}, id="empty-table"),
+        pytest.param([JAN_1_2024], [JAN_1_2024], id="array-timestamp"),
     ],
 )
-def test_values_equal_by_amqp_value(binding_value, header_value):
-    """RabbitMQ compares values with Erlang's ==, so the integer width does not matter (a short
-    int 1 equals a long 1) and a longstr is the same binary whether pamqp gave str or bytes."""
+def test_values_equal_as_rabbitmq_compares_them(binding_value, header_value):
+    """RabbitMQ compares a binding value with a header with Erlang's == on the decoded values,
+    whatever the wire type: every integer width is an integer, 1 == 1.0, a timestamp is its
+    integer seconds, a long string and a byte array are the same octets (UTF-8 or not)."""
     assert matches({"h": binding_value}, {"h": header_value})
+    assert matches({"x-match": "any", "h": binding_value, "other": 0}, {"h": header_value})
 
 
 @pytest.mark.parametrize(
     ("binding_value", "header_value"),
     [
-        (1, 2),
-        (1, "1"),
-        (1, True),
-        (True, 1),
-        (0, False),
-        ("text", "Text"),
-        ("text", b"text "),
-        (Decimal(1), 1),
-        ({"n": 1}, {"n": 2}),
-        ([1, 2], [2, 1]),
-        (float("nan"), float("nan")),
+        pytest.param(1, 2, id="int"),
+        pytest.param(1, "1", id="int-longstr"),
+        pytest.param(1, True, id="int-bool"),
+        pytest.param(True, 1, id="bool-int"),
+        pytest.param(0, False, id="zero-false"),
+        pytest.param(True, "true", id="bool-longstr"),
+        pytest.param(1.5, 1.25, id="float"),
+        pytest.param(float("nan"), float("nan"), id="nan"),
+        pytest.param(Decimal("1.5"), Decimal("1.50"), id="decimal-scale"),
+        pytest.param(Decimal(1), 1, id="decimal-int"),
+        pytest.param(Decimal("1.5"), 1.5, id="decimal-float"),
+        pytest.param(JAN_1_2024, JAN_1_2024_SECONDS + 1, id="timestamp-int"),
+        pytest.param(JAN_1_2024, "2024-01-01", id="timestamp-longstr"),
+        pytest.param("text", "Text", id="longstr-case"),
+        pytest.param("text", b"text ", id="longstr-bytes"),
+        pytest.param("", None, id="empty-longstr-void"),
+        pytest.param(0, None, id="zero-void"),
+        pytest.param({"n": 1}, {"n": 2}, id="table-value"),
+        pytest.param({"n": 1}, {"n": 1, "m": 1}, id="table-extra-key"),
+        pytest.param({"n": 1}, {"n": 1.0}, id="nested-int-double"),
+        pytest.param({"n": 1}, {"n": True}, id="nested-int-bool"),
+        pytest.param(
+            {"n": 5},
+            {"n": datetime.datetime.fromtimestamp(5, datetime.UTC)},
+            id="nested-int-timestamp",
+        ),
+        pytest.param({"s": "a"}, {"s": bytearray(b"a")}, id="nested-longstr-bytearray"),
+        pytest.param({"n": None}, {"n": 0}, id="nested-void-is-a-value"),
+        pytest.param([1, 2], [2, 1], id="array-order"),
+        pytest.param([1], [1, 1], id="array-length"),
+        pytest.param([1], [1.0], id="array-int-double"),
+        pytest.param(["a"], [bytearray(b"a")], id="array-longstr-bytearray"),
+        pytest.param([1], {"0": 1}, id="array-table"),
+        pytest.param([], None, id="empty-array-void"),
     ],
 )
 def test_different_values_do_not_match(binding_value, header_value):
-    """A boolean is not a number (Erlang: true =/= 1); strings compare byte by byte."""
+    """A boolean is an atom, not a number (Erlang: true =/= 1); a decimal is (scale, value), so
+    1.5 is not 1.50 and is no float; strings compare octet by octet; inside a table or array an
+    element keeps its wire type, so a nested 1 is not a nested 1.0 (RabbitMQ 3.10.8)."""
     assert not matches({"h": binding_value}, {"h": header_value})
+    assert not matches({"x-match": "any", "h": binding_value}, {"h": header_value})
+
+
+def test_void_binding_value_in_every_match_mode_checks_presence_only():
+    """RabbitMQ's headers_match: a pattern field of type void matches any data field of that
+    name, in all, any, all-with-x and any-with-x; a missing header never matches it."""
+    for x_match in ("all", "any", "all-with-x", "any-with-x"):
+        arguments = {"x-match": x_match, "h": None}
+        for value in (None, 0, False, "", b"\xff", [], {}, Decimal(0), JAN_1_2024, 1.5):
+            assert matches(arguments, {"h": value}), (x_match, value)
+        assert not matches(arguments, {"g": 1}), x_match
+    assert matches({"x-match": "all-with-x", "x-h": None}, {"x-h": 1})
+    assert not matches({"x-match": "all-with-x", "x-h": None}, {})
 
 
 def test_same_key_with_different_arguments_are_two_bindings():

@@ -10,7 +10,7 @@ from pamqp import commands
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import amqp_error
 from batonmq.engine.channel import Channel
-from batonmq.engine.consumer import Consumer
+from batonmq.engine.consumer import Consumer, consumer_priority, consumer_selector
 from batonmq.engine.dispatch import handles
 from batonmq.engine.methods.queue import queue_name
 from batonmq.engine.outcome import Outcome
@@ -46,11 +46,15 @@ def consume(channel: Channel, method: commands.Basic.Consume) -> None:
     if tag in channel.consumers:
         # Spec (basic.consume consumer-tag): reusing a tag on the channel is 530 NOT_ALLOWED.
         raise amqp_error(ReplyCode.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'")
-    if (method.exclusive and queue.consumers) or queue.has_exclusive_consumer():
-        raise amqp_error(
-            ReplyCode.ACCESS_REFUSED,
-            f"queue '{queue.name}' in vhost '{session.vhost.name}' in exclusive use",
-        )
+    where = f"queue '{queue.name}' in vhost '{session.vhost.name}'"
+    arguments = method.arguments or {}
+    priority = consumer_priority(arguments, where)
+    selector = consumer_selector(arguments, where)
+    # RabbitMQ's "Single Active Consumer": "Trying to register a consumer with the exclusive
+    # consume flag set to true will result in an error if single active consumer is enabled".
+    exclusive_refused = queue.consumers or queue.consumers.single_active
+    if (method.exclusive and exclusive_refused) or queue.has_exclusive_consumer():
+        raise amqp_error(ReplyCode.ACCESS_REFUSED, f"{where} in exclusive use")
     consumer = Consumer(
         tag=tag,
         channel=channel,
@@ -58,7 +62,9 @@ def consume(channel: Channel, method: commands.Basic.Consume) -> None:
         no_ack=method.no_ack,
         exclusive=method.exclusive,
         prefetch_count=channel.consumer_prefetch,
-        arguments=method.arguments or {},
+        arguments=arguments,
+        priority=priority,
+        selector=selector,
     )
     if not method.nowait:
         channel.reply(Basic.ConsumeOk(tag))
@@ -68,7 +74,8 @@ def consume(channel: Channel, method: commands.Basic.Consume) -> None:
 
 @handles(Basic.Cancel)
 def cancel(channel: Channel, method: commands.Basic.Cancel) -> None:
-    # Spec (basic.cancel): unknown tags are not an error; unsettled deliveries stay unsettled.
+    # Spec (basic.cancel): unknown tags are not an error; unsettled deliveries stay unsettled,
+    # except a single active consumer's, which go to the consumer taking over from it.
     channel.remove_consumer(method.consumer_tag or "")
     if not method.nowait:
         channel.reply(Basic.CancelOk(method.consumer_tag))

@@ -1,0 +1,154 @@
+"""A queue's optional arguments (queue.declare `arguments`), checked and typed.
+
+The names and their rules are RabbitMQ's (https://www.rabbitmq.com/docs/queues#optional-arguments),
+so that what clients and frameworks already declare works unchanged; arguments BatonMQ does not
+know are kept and ignored, as RabbitMQ does. A redeclaration must give the same values for the
+arguments named here (RabbitMQ: "inequivalent arg").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Final
+
+from pamqp.common import FieldTable, FieldValue
+
+
+class Overflow(Enum):
+    """x-overflow: what a full queue (x-max-length, x-max-length-bytes) does with a new message."""
+
+    #: Drop (dead-letter) the oldest messages to make room: the default.
+    DROP_HEAD = "drop-head"
+    #: Refuse the new message: basic.nack to a publisher in confirm mode.
+    REJECT_PUBLISH = "reject-publish"
+    #: Refuse it, and dead-letter it (reason maxlen).
+    REJECT_PUBLISH_DLX = "reject-publish-dlx"
+
+
+class InvalidArgument(ValueError):
+    """A queue argument with a value of the wrong type or out of range."""
+
+    def __init__(self, name: str, problem: str) -> None:
+        super().__init__(f"invalid arg '{name}': {problem}")
+        self.name = name
+        self.problem = problem
+
+
+#: The arguments a redeclaration must repeat unchanged (RabbitMQ's list, and x-delivery-limit).
+EQUIVALENT_ARGUMENTS: Final = (
+    "x-message-ttl",
+    "x-expires",
+    "x-dead-letter-exchange",
+    "x-dead-letter-routing-key",
+    "x-max-length",
+    "x-max-length-bytes",
+    "x-overflow",
+    "x-max-priority",
+    "x-single-active-consumer",
+    "x-delivery-limit",
+)
+MAX_PRIORITY_LIMIT: Final = 255
+
+
+@dataclass(frozen=True, slots=True)
+class QueueArguments:
+    #: x-message-ttl: milliseconds a message may wait in the queue.
+    message_ttl: int | None = None
+    #: x-expires: milliseconds the queue may stay unused before it is deleted.
+    expires: int | None = None
+    dead_letter_exchange: str | None = None
+    #: x-dead-letter-routing-key: replaces the message's routing keys when dead-lettered.
+    dead_letter_routing_key: str | None = None
+    max_length: int | None = None
+    max_length_bytes: int | None = None
+    overflow: Overflow = Overflow.DROP_HEAD
+    #: x-max-priority: 0 (the default) is a queue without priorities.
+    max_priority: int = 0
+    single_active_consumer: bool = False
+    #: x-delivery-limit: deliveries ending in a requeue a message may have; past that it is
+    #: dead-lettered with reason delivery_limit.
+    delivery_limit: int | None = None
+
+    @classmethod
+    def parse(cls, arguments: FieldTable) -> QueueArguments:
+        """The typed arguments; InvalidArgument for the first one that is not acceptable."""
+        dead_letter_routing_key = _string(arguments, "x-dead-letter-routing-key")
+        dead_letter_exchange = _string(arguments, "x-dead-letter-exchange")
+        if dead_letter_routing_key is not None and dead_letter_exchange is None:
+            raise InvalidArgument(
+                "x-dead-letter-routing-key", "x-dead-letter-exchange must be set as well"
+            )
+        overflow = _string(arguments, "x-overflow")
+        max_priority = _integer(arguments, "x-max-priority", minimum=0)
+        if max_priority is not None and max_priority > MAX_PRIORITY_LIMIT:
+            raise InvalidArgument(
+                "x-max-priority", f"{max_priority} is above the maximum of {MAX_PRIORITY_LIMIT}"
+            )
+        single_active = arguments.get("x-single-active-consumer", False)
+        if not isinstance(single_active, bool):
+            raise InvalidArgument("x-single-active-consumer", f"{single_active!r} is not a bool")
+        return cls(
+            message_ttl=_integer(arguments, "x-message-ttl", minimum=0),
+            expires=_integer(arguments, "x-expires", minimum=1),
+            dead_letter_exchange=dead_letter_exchange,
+            dead_letter_routing_key=dead_letter_routing_key,
+            max_length=_integer(arguments, "x-max-length", minimum=0),
+            max_length_bytes=_integer(arguments, "x-max-length-bytes", minimum=0),
+            overflow=_overflow(overflow),
+            max_priority=max_priority or 0,
+            single_active_consumer=single_active,
+            delivery_limit=_integer(arguments, "x-delivery-limit", minimum=0),
+        )
+
+    @property
+    def limits_length(self) -> bool:
+        return self.max_length is not None or self.max_length_bytes is not None
+
+
+def inequivalent(received: FieldTable, current: FieldTable) -> tuple[str, str, str] | None:
+    """The first argument a redeclaration changes: (name, received, current) for the 406."""
+    for name in EQUIVALENT_ARGUMENTS:
+        mine, theirs = received.get(name), current.get(name)
+        if mine != theirs or isinstance(mine, bool) is not isinstance(theirs, bool):
+            return name, _shown(mine), _shown(theirs)
+    return None
+
+
+def _shown(value: FieldValue | None) -> str:
+    return "none" if value is None else f"the value {value!r}"
+
+
+def _integer(arguments: FieldTable, name: str, *, minimum: int) -> int | None:
+    value = arguments.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(name, f"{value!r} is not an integer")
+    if value < minimum:
+        raise InvalidArgument(name, f"{value} is below the minimum of {minimum}")
+    return value
+
+
+def _string(arguments: FieldTable, name: str) -> str | None:
+    value = arguments.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidArgument(name, "not a UTF-8 string") from None
+    if not isinstance(value, str):
+        raise InvalidArgument(name, f"{value!r} is not a string")
+    return value
+
+
+def _overflow(value: str | None) -> Overflow:
+    if value is None:
+        return Overflow.DROP_HEAD
+    try:
+        return Overflow(value)
+    except ValueError:
+        choices = ", ".join(overflow.value for overflow in Overflow)
+        raise InvalidArgument("x-overflow", f"'{value}' is not one of {choices}") from None
