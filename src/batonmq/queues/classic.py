@@ -49,8 +49,6 @@ class Paging:
     vhost: str = "/"
     window: int = 10_000
     window_bytes: int = 64 * 1024 * 1024
-    #: The clock message and queue expiry run on.
-    timers: Timers = _LOOP_TIMERS
 
 
 class Enqueued(Enum):
@@ -83,7 +81,9 @@ class ClassicQueue:
         auto_delete: bool = False,
         arguments: FieldTable | None = None,
         paging: Paging | None = None,
+        timers: Timers = _LOOP_TIMERS,
     ) -> None:
+        """`timers`: the clock that message and queue expiry run on (the event loop's)."""
         self.name = name
         self.durable = durable
         self.exclusive_owner = exclusive_owner
@@ -99,6 +99,7 @@ class ClassicQueue:
         self.deleted = False
         self._sequence = itertools.count()
         self.paging = paging or Paging()
+        self._timers = timers
         #: Whether this queue's persistent messages survive a restart.
         self.persists = durable and exclusive_owner is None and self.paging.journal.enabled
         #: Whether this queue or any entry of it was ever written (deleting it must clean up).
@@ -129,11 +130,7 @@ class ClassicQueue:
         """Enqueue `message` (or refuse it when full, with overflow reject-publish)."""
         options = self.options
         entry = QueueEntry(message, next(self._sequence), expires_at=self._expiry_of(message))
-        if (
-            options.limits_length
-            and self._full_for(message)
-            and options.overflow is not (Overflow.DROP_HEAD)
-        ):
+        if options.overflow is not Overflow.DROP_HEAD and self._full_for(message):
             if options.overflow is Overflow.REJECT_PUBLISH_DLX:
                 self._dead_letter(entry, Reason.MAXLEN)
             return Enqueued.REFUSED
@@ -160,7 +157,7 @@ class ClassicQueue:
         queue_ttl = self.options.message_ttl
         if queue_ttl is None and message_ttl is None:
             return None
-        return expires_at(self.paging.timers.now_ms(), queue_ttl, message_ttl)
+        return expires_at(self._timers.now_ms(), queue_ttl, message_ttl)
 
     # Limits -------------------------------------------------------------------------------
 
@@ -203,7 +200,7 @@ class ClassicQueue:
         entry = ready.pop()
         if not self._expiring:
             return entry
-        now = self.paging.timers.now_ms()
+        now = self._timers.now_ms()
         while entry is not None and is_expired(entry.expires_at, now):
             self._dead_letter(entry, Reason.EXPIRED)
             entry = ready.pop()
@@ -221,7 +218,7 @@ class ClassicQueue:
             if self._head_timer_at <= head.expires_at:
                 return
             self._head_timer.cancel()
-        timers = self.paging.timers
+        timers = self._timers
         self._head_timer_at = head.expires_at
         self._head_timer = timers.call_later(
             head.expires_at - timers.now_ms() + 1, self._head_expired
@@ -241,7 +238,7 @@ class ClassicQueue:
         entries are checked when they are read back); how many went."""
         if not self._expiring or self.deleted:
             return 0
-        now = self.paging.timers.now_ms()
+        now = self._timers.now_ms()
         expired = self.ready.take_where(lambda entry: is_expired(entry.expires_at, now))
         for entry in expired:
             self._dead_letter(entry, Reason.EXPIRED)
@@ -258,7 +255,7 @@ class ClassicQueue:
             self._unused_timer.cancel()
             self._unused_timer = None
         if not self.consumers:
-            self._unused_timer = self.paging.timers.call_later(expires, self._unused_expired)
+            self._unused_timer = self._timers.call_later(expires, self._unused_expired)
 
     def _unused_expired(self) -> None:
         self._unused_timer = None

@@ -11,7 +11,7 @@ from pamqp.common import FieldTable
 
 from batonmq.amqp.frames import encode_header_payload
 from batonmq.model.message import Message, QueueEntry
-from batonmq.queues.classic import ClassicQueue, Enqueued, Paging
+from batonmq.queues.classic import ClassicQueue, Enqueued
 from batonmq.queues.deadletter import Reason
 from tests.manualtimers import ManualTimers
 
@@ -63,7 +63,7 @@ def make_queue(
     queue = ClassicQueue(
         name,
         arguments={"x-dead-letter-exchange": "dlx", **arguments},
-        paging=Paging(timers=timers),
+        timers=timers,
     )
     queue.hooks = hooks
     return queue
@@ -152,7 +152,7 @@ def test_the_sweep_removes_expired_messages_behind_the_head() -> None:
 
 def test_without_a_dead_letter_exchange_expired_messages_are_dropped() -> None:
     timers, hooks = ManualTimers(), Hooks()
-    queue = ClassicQueue("q", arguments={"x-message-ttl": 10}, paging=Paging(timers=timers))
+    queue = ClassicQueue("q", arguments={"x-message-ttl": 10}, timers=timers)
     queue.hooks = hooks
     queue.publish(message("m"))
     timers.advance(11)
