@@ -13,6 +13,7 @@ import datetime
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import quote
 
 import aio_pika
@@ -22,7 +23,7 @@ import pytest
 from kombu.connection import Connection
 from kombu.entity import Exchange, Queue
 
-from tests.brokerproc import RunningBroker
+from tests.brokerproc import RunningBroker, start_broker
 
 
 def unique(kind: str) -> str:
@@ -277,3 +278,29 @@ def test_the_delivery_limit_dead_letters_a_poison_message(
     assert body == b"poison"
     assert properties.headers["x-death"][0]["reason"] == "delivery_limit"
     connection.close()
+
+
+def test_the_periodic_sweep_removes_expired_messages_behind_the_head(tmp_path: Path) -> None:
+    """Issue 3: "expired messages are removed at the head and by a periodic sweep (the
+    imq.message.expiration.interval of seeds/002, default 60 s, configurable)": with
+    `message.expiration_interval` at 0.2 s, a short-lived message behind a long-lived head is
+    dead-lettered by the sweep, and the log says how many expired."""
+    broker = start_broker(tmp_path, environment={"BATONMQ__MESSAGE__EXPIRATION_INTERVAL": "0.2"})
+    try:
+        connection = pika.BlockingConnection(pika.URLParameters(broker.url))
+        channel = connection.channel()
+        channel.queue_declare("expired")
+        channel.queue_declare(
+            "swept",
+            arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "expired"},
+        )
+        channel.basic_publish("", "swept", b"head", pika.BasicProperties(expiration="600000"))
+        channel.basic_publish("", "swept", b"short", pika.BasicProperties(expiration="50"))
+        connection.sleep(0.8)
+        assert channel.queue_declare("swept", passive=True).method.message_count == 1
+        _method, _properties, body = channel.basic_get("expired", auto_ack=True)
+        assert body == b"short"
+        connection.close()
+        assert "expired 1 messages" in broker.log()
+    finally:
+        broker.stop()
