@@ -11,7 +11,7 @@ from typing import Final
 
 #: Longest selector accepted, in characters: a bound on parse and evaluation work per message.
 MAX_SELECTOR_LENGTH: Final = 4096
-#: Deepest nesting accepted (parentheses, NOT, unary signs): keeps parsing (ten frames a level)
+#: Deepest nesting accepted (parentheses, NOT, unary signs): keeps parsing (twelve frames a level)
 #: and evaluation (two) far below Python's recursion limit, so a hostile selector is a syntax
 #: error, not a RecursionError.
 MAX_NESTING_DEPTH: Final = 32

@@ -77,9 +77,9 @@ def compile_expression(node: Node) -> Evaluator:
         case Not(operand=operand):
             return _not(compile_expression(operand))
         case And(operands=operands):
-            return _and(tuple(compile_expression(each) for each in operands))
+            return _connective(tuple(compile_expression(each) for each in operands), False)
         case Or(operands=operands):
-            return _or(tuple(compile_expression(each) for each in operands))
+            return _connective(tuple(compile_expression(each) for each in operands), True)
     raise TypeError(f"not a selector node: {node!r}")  # pragma: no cover
 
 
@@ -188,29 +188,20 @@ def _not(operand: Evaluator) -> Evaluator:
     return lambda values: semantics.not_(operand(values))
 
 
-def _and(operands: tuple[Evaluator, ...]) -> Evaluator:
-    def and_(values: Values) -> Value:
-        result: bool | None = True
+def _connective(operands: tuple[Evaluator, ...], deciding: bool) -> Evaluator:
+    """AND (`deciding` False) or OR (`deciding` True) of any number of operands, left to right:
+    `deciding` as soon as an operand is; otherwise the other truth value if every operand is
+    that, else UNKNOWN (semantics.and_ and semantics.or_ for two operands)."""
+    neutral = not deciding
+
+    def connective(values: Values) -> Value:
+        result: bool | None = neutral
         for operand in operands:
             value = operand(values)
-            if value is False:
-                return False
-            if value is not True:
+            if value is deciding:
+                return deciding
+            if value is not neutral:
                 result = None
         return result
 
-    return and_
-
-
-def _or(operands: tuple[Evaluator, ...]) -> Evaluator:
-    def or_(values: Values) -> Value:
-        result: bool | None = False
-        for operand in operands:
-            value = operand(values)
-            if value is True:
-                return True
-            if value is not False:
-                result = None
-        return result
-
-    return or_
+    return connective

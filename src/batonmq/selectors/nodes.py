@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import ClassVar
 
 from batonmq.selectors.like import LikeMatcher
 
@@ -48,9 +49,7 @@ class Identifier:
     position: int
     name: str
 
-    @property
-    def static_type(self) -> StaticType:
-        return StaticType.ANY
+    static_type: ClassVar[StaticType] = StaticType.ANY
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +60,7 @@ class Unary:
     operator: str
     operand: Node
 
-    @property
-    def static_type(self) -> StaticType:
-        return StaticType.NUMBER
+    static_type: ClassVar[StaticType] = StaticType.NUMBER
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +71,7 @@ class Arithmetic:
     first: Node
     rest: tuple[tuple[str, Node], ...]
 
-    @property
-    def static_type(self) -> StaticType:
-        return StaticType.NUMBER
+    static_type: ClassVar[StaticType] = StaticType.NUMBER
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,9 +83,7 @@ class Comparison:
     left: Node
     right: Node
 
-    @property
-    def static_type(self) -> StaticType:
-        return StaticType.BOOLEAN
+    static_type: ClassVar[StaticType] = StaticType.BOOLEAN
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +94,7 @@ class Between:
     high: Node
     negated: bool
 
-    @property
-    def static_type(self) -> StaticType:
-        return StaticType.BOOLEAN
+    static_type: ClassVar[StaticType] = StaticType.BOOLEAN
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,9 +104,7 @@ class In:
     values: tuple[str, ...]
     negated: bool
 
-    @property
-    def static_type(self) -> StaticType:
-        return StaticType.BOOLEAN
+    static_type: ClassVar[StaticType] = StaticType.BOOLEAN
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,9 +117,7 @@ class Like:
     #: The pattern compiled at parse time, to be called with a whole string.
     matcher: LikeMatcher
 
-    @property
-    def static_type(self) -> StaticType:
-        return StaticType.BOOLEAN
+    static_type: ClassVar[StaticType] = StaticType.BOOLEAN
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,9 +126,7 @@ class IsNull:
     operand: Node
     negated: bool
 
-    @property
-    def static_type(self) -> StaticType:
-        return StaticType.BOOLEAN
+    static_type: ClassVar[StaticType] = StaticType.BOOLEAN
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,9 +134,7 @@ class Not:
     position: int
     operand: Node
 
-    @property
-    def static_type(self) -> StaticType:
-        return StaticType.BOOLEAN
+    static_type: ClassVar[StaticType] = StaticType.BOOLEAN
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,9 +142,7 @@ class And:
     position: int
     operands: tuple[Node, ...]
 
-    @property
-    def static_type(self) -> StaticType:
-        return StaticType.BOOLEAN
+    static_type: ClassVar[StaticType] = StaticType.BOOLEAN
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,9 +150,7 @@ class Or:
     position: int
     operands: tuple[Node, ...]
 
-    @property
-    def static_type(self) -> StaticType:
-        return StaticType.BOOLEAN
+    static_type: ClassVar[StaticType] = StaticType.BOOLEAN
 
 
 Node = (

@@ -177,24 +177,26 @@ class _Parser:
         return node
 
     def _or(self) -> Node:
-        first = self._and()
-        if not self._at_keyword("OR"):
-            return first
-        operands = [self._boolean(first)]
-        while self._at_keyword("OR"):
-            self._next()
-            operands.append(self._boolean(self._and()))
-        return Or(first.position, tuple(operands))
+        return self._connective("OR", self._and, Or)
 
     def _and(self) -> Node:
-        first = self._not()
-        if not self._at_keyword("AND"):
+        return self._connective("AND", self._not, And)
+
+    def _connective(
+        self,
+        keyword: str,
+        operand: Callable[[], Node],
+        connective: Callable[[int, tuple[Node, ...]], Node],
+    ) -> Node:
+        """`operand ( keyword operand )*` as one n-ary node (And or Or), or the lone operand."""
+        first = operand()
+        if not self._at_keyword(keyword):
             return first
         operands = [self._boolean(first)]
-        while self._at_keyword("AND"):
+        while self._at_keyword(keyword):
             self._next()
-            operands.append(self._boolean(self._not()))
-        return And(first.position, tuple(operands))
+            operands.append(self._boolean(operand()))
+        return connective(first.position, tuple(operands))
 
     def _not(self) -> Node:
         if not self._at_keyword("NOT"):
