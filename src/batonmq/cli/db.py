@@ -31,6 +31,7 @@ from typing import Any, Final
 
 from batonmq.cli.broker import EXIT_USAGE
 from batonmq.config import Config
+from batonmq.store.backup import MANIFEST
 from batonmq.store.base import (
     SCHEMA_VERSION,
     SchemaTooNew,
@@ -43,8 +44,6 @@ from batonmq.store.configured import configured_store, sqlite_path
 
 PROG: Final = "batonctl"
 EXIT_FAILURE: Final = 1
-#: The file every backup directory holds, whichever store wrote it.
-MANIFEST: Final = "manifest.json"
 
 #: What to do about an error, where the store's own text does not say (both stores name the
 #: running broker that holds a lock; a schema too new is worded differently by each).

@@ -269,3 +269,12 @@ class Store(Protocol):
     async def close(self) -> None:
         """Release the lock and the connection; safe to call twice."""
         ...
+
+
+def message_id_base(block: object, location: str) -> int:
+    """The first message id of block number `block`, as read from the store's block counter;
+    StoreCorrupt for a counter that is no block (ids are signed 64-bit integers in the
+    database, so a block past them is no block)."""
+    if not isinstance(block, int) or not 0 < block < (1 << 63) // MESSAGE_ID_BLOCK:
+        raise StoreCorrupt(f"{location}: bad message id block counter {block!r}")
+    return block * MESSAGE_ID_BLOCK

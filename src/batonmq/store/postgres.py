@@ -37,6 +37,7 @@ from typing import Final, TypeAlias, TypeVar
 import asyncpg
 
 from batonmq import __version__
+from batonmq.store.backup import MANIFEST, make_empty_directory, write_manifest
 from batonmq.store.base import (
     MESSAGE_ID_BLOCK,
     SCHEMA_VERSION,
@@ -56,6 +57,7 @@ from batonmq.store.base import (
     StoreStats,
     StoreUnavailable,
     WriteBatch,
+    message_id_base,
 )
 from batonmq.store.fields import decode_table, encode_table
 
@@ -253,14 +255,13 @@ class PostgresStore:
                 bindings = await connection.fetch(sql["bindings"], broker)
                 backlogs = await connection.fetch(sql["backlogs"], broker)
                 block = await connection.fetchval(sql["next_block"])
-            if not isinstance(block, int) or not 0 < block < (1 << 63) // MESSAGE_ID_BLOCK:
-                raise StoreCorrupt(f"{self._location}: bad message id block counter {block!r}")
+            first_message_id = message_id_base(block, self._location)
             return Recovery(
                 exchanges=[_decode(StoredExchange, row) for row in exchanges],
                 queues=[_decode(StoredQueue, row) for row in queues],
                 bindings=[_decode(StoredBinding, row) for row in bindings],
                 backlogs=[QueueBacklog(*row) for row in backlogs],
-                message_id_base=block * MESSAGE_ID_BLOCK,
+                message_id_base=first_message_id,
                 discarded_entries=discarded,
             )
 
@@ -339,7 +340,7 @@ class PostgresStore:
             if not self._opened:
                 raise StoreError(f"the store {self._location} is not open")
             self._require_current(write=False)
-        await asyncio.to_thread(_make_empty_directory, directory)
+        await asyncio.to_thread(make_empty_directory, directory)
         connection = await self._connect(lock=False)
         try:
             async with connection.transaction(isolation="repeatable_read", readonly=True):
@@ -368,8 +369,7 @@ class PostgresStore:
             "message_id_block": block,
         }
         # Written last: a directory without a manifest is not a backup.
-        text = json.dumps(manifest, indent=2) + "\n"
-        await asyncio.to_thread((directory / "manifest.json").write_text, text)
+        await asyncio.to_thread(write_manifest, directory, manifest)
 
     async def restore(self, directory: Path) -> None:
         manifest = await asyncio.to_thread(_read_manifest, directory)
@@ -629,19 +629,9 @@ def _parse_dsn(dsn: str) -> tuple[str, str, list[str]]:
     return dsn, safe, secrets
 
 
-def _make_empty_directory(directory: Path) -> None:
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        empty = not any(directory.iterdir())
-    except OSError as error:
-        raise StoreError(f"cannot back up into {directory}: {error}") from error
-    if not empty:
-        raise StoreError(f"cannot back up into {directory}: the directory is not empty")
-
-
 def _read_manifest(directory: Path) -> dict[str, object]:
     try:
-        manifest = json.loads((directory / "manifest.json").read_text())
+        manifest = json.loads((directory / MANIFEST).read_text())
     except (OSError, ValueError) as error:
         raise StoreError(f"{directory} is not a BatonMQ backup: {error}") from error
     if not isinstance(manifest, dict):

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from batonmq import __version__
+from batonmq.store.backup import MANIFEST, make_empty_directory, write_manifest
 from batonmq.store.base import (
-    MESSAGE_ID_BLOCK,
     SCHEMA_VERSION,
     PagedEntry,
     QueueBacklog,
@@ -55,6 +55,7 @@ from batonmq.store.base import (
     StoreStats,
     StoreUnavailable,
     WriteBatch,
+    message_id_base,
 )
 from batonmq.store.fields import decode_table, encode_table
 
@@ -413,10 +414,7 @@ class SQLiteStore:
                 "UPDATE counters SET value = value + 1 WHERE name = 'message_id_block'"
                 " RETURNING value"
             ).fetchall()
-            block = rows[0][0] if rows else None
-            # Ids are 64-bit integers in the database: a block past them is no block.
-            if not isinstance(block, int) or not 0 < block < (1 << 63) // MESSAGE_ID_BLOCK:
-                raise StoreCorrupt(f"{self._path}: bad message id block counter {block!r}")
+            first_message_id = message_id_base(rows[0][0] if rows else None, self.location)
             exchanges = [
                 StoredExchange(vhost, name, type_name, bool(auto), bool(internal), decode_table(a))
                 for vhost, name, type_name, auto, internal, a in conn.execute(
@@ -454,9 +452,7 @@ class SQLiteStore:
                     broker,
                 )
             ]
-            return Recovery(
-                exchanges, queues, bindings, backlogs, block * MESSAGE_ID_BLOCK, discarded
-            )
+            return Recovery(exchanges, queues, bindings, backlogs, first_message_id, discarded)
 
         return self._transaction("recovery", recover, self._writer())
 
@@ -501,10 +497,8 @@ class SQLiteStore:
 
     def _backup_sync(self, directory: Path) -> None:
         self._reader()
+        make_empty_directory(directory)
         try:
-            directory.mkdir(parents=True, exist_ok=True)
-            if any(directory.iterdir()):
-                raise StoreError(f"{directory} is not empty: a backup needs an empty directory")
             # A connection of its own: its one backup step reads a single snapshot of the file
             # while the broker (this store or another process) goes on committing.
             source = sqlite3.connect(f"{self._path.absolute().as_uri()}?mode=ro", uri=True)
@@ -530,7 +524,7 @@ class SQLiteStore:
                 "messages": counts[3],
                 "entries": counts[4],
             }
-            (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+            write_manifest(directory, manifest)
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"backup of {self._path} to {directory} failed: {exc}") from exc
 
@@ -539,7 +533,7 @@ class SQLiteStore:
             raise StoreError(f"{self._path}: restore needs the store open with its lock")
         source = directory / BACKUP_FILE
         try:
-            manifest = json.loads((directory / "manifest.json").read_text())
+            manifest = json.loads((directory / MANIFEST).read_text())
             kind, version = manifest["kind"], int(manifest["schema_version"])
             owner = manifest["broker_id"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
