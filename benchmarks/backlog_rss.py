@@ -6,6 +6,9 @@ its peak (VmHWM), the publish rate, and the store's size. Issue 4 asks for the R
 of 2 million 1 KiB persistent messages (goal: under 500 MB).
 
     python benchmarks/backlog_rss.py --messages 2000000 --size 1024 [--store postgres --dsn ...]
+
+With --max-priority P the queue is a priority queue (x-max-priority P) and the messages' priorities
+cycle through 0..P, so that every level holds a backlog.
 """
 
 from __future__ import annotations
@@ -35,20 +38,24 @@ def memory_kib(pid: int) -> dict[str, int]:
     return fields
 
 
-async def publish(url: str, messages: int, size: int, window: int) -> float:
+async def publish(url: str, messages: int, size: int, window: int, max_priority: int) -> float:
     connection = await aiormq.connect(url)
     channel = await connection.channel(publisher_confirms=True)
-    await channel.queue_declare("backlog", durable=True)
-    properties = aiormq.spec.Basic.Properties(delivery_mode=2)
+    arguments = {"x-max-priority": max_priority} if max_priority else {}
+    await channel.queue_declare("backlog", durable=True, arguments=arguments)
+    properties = [
+        aiormq.spec.Basic.Properties(delivery_mode=2, priority=priority or None)
+        for priority in range(max_priority + 1)
+    ]
     body = os.urandom(size)
     semaphore = asyncio.Semaphore(window)
     nacks = 0
 
-    async def send() -> None:
+    async def send(number: int) -> None:
         nonlocal nacks
         try:
             confirmation = await channel.basic_publish(
-                body, routing_key="backlog", properties=properties
+                body, routing_key="backlog", properties=properties[number % len(properties)]
             )
             if not isinstance(confirmation, commands.Basic.Ack):
                 nacks += 1
@@ -57,14 +64,16 @@ async def publish(url: str, messages: int, size: int, window: int) -> float:
 
     started = time.monotonic()
     tasks = set()
-    for _ in range(messages):
+    for number in range(messages):
         await semaphore.acquire()
-        task = asyncio.ensure_future(send())
+        task = asyncio.ensure_future(send(number))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
     await asyncio.gather(*tasks)
     elapsed = time.monotonic() - started
-    declared = await channel.queue_declare("backlog", durable=True, passive=True)
+    declared = await channel.queue_declare(
+        "backlog", durable=True, passive=True, arguments=arguments
+    )
     await connection.close()
     assert nacks == 0, f"{nacks} publishes were nacked"
     assert declared.message_count == messages, declared.message_count
@@ -78,6 +87,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=2000)
     parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--dsn", default="")
+    parser.add_argument("--max-priority", type=int, default=0)
     args = parser.parse_args()
     environment = {"BATONMQ__PERSIST__STORE": args.store, "BATONMQ__LOG__LEVEL": "info"}
     if args.store == "postgres":
@@ -86,11 +96,14 @@ def main() -> None:
         broker = start_broker(Path(workdir), environment=environment)
         try:
             assert broker.process is not None
-            elapsed = asyncio.run(publish(broker.url, args.messages, args.size, args.window))
+            elapsed = asyncio.run(
+                publish(broker.url, args.messages, args.size, args.window, args.max_priority)
+            )
             memory = memory_kib(broker.process.pid)
             store_file = Path(workdir) / "data" / "batonmq.sqlite3"
             result = {
                 "store": args.store,
+                "max_priority": args.max_priority,
                 "messages": args.messages,
                 "size": args.size,
                 "publish_seconds": round(elapsed, 1),

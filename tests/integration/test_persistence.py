@@ -288,6 +288,37 @@ def test_a_priority_queue_comes_back_in_priority_order(broker_life: BrokerLife):
         ]
 
 
+def test_a_priority_backlog_beyond_the_window_comes_back_in_priority_order(
+    tmp_path, store_environment
+):
+    """Issue 4: "A queue keeps a bounded window of message bodies in memory and reads the rest
+    from the store on demand", and recovery brings messages back "in order and with their
+    priorities": a priority queue with a backlog ten times its window (each level paged on its
+    own), served in priority order before and after a SIGKILL."""
+    life = BrokerLife(tmp_path, {**store_environment, "BATONMQ__PERSIST__PAGE_WINDOW": "64"})
+    try:
+        with connect(life.current) as connection:
+            channel = connection.channel()
+            channel.confirm_delivery()
+            channel.queue_declare("deep", durable=True, arguments={"x-max-priority": 3})
+            for number in range(640):
+                properties = pika.BasicProperties(delivery_mode=2, priority=number % 4)
+                channel.basic_publish("", "deep", str(number).encode(), properties)
+            before = []
+            for _ in range(200):
+                method, _properties, body = channel.basic_get("deep")
+                before.append(int(body))
+                channel.basic_ack(method.delivery_tag)
+            sync_point(channel)
+        broker = life.restart(kill=True)
+        with connect(broker) as connection:
+            after = [int(body) for body, _ in drain(connection.channel(), "deep")]
+        expected = sorted(range(640), key=lambda number: (-(number % 4), number))
+        assert before + after == expected
+    finally:
+        life.stop()
+
+
 def test_state_refused_by_newer_rules_does_not_stop_a_restart(tmp_path):
     """A queue argument or a binding's selector that was accepted when declared but is refused
     by the rules of the BatonMQ that restarts (written into the SQLite file here) is logged and

@@ -4,6 +4,7 @@ messages ... and recreates its routing table")."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 from dataclasses import dataclass
 
@@ -73,11 +74,14 @@ def restore(broker: Broker, recovery: Recovery) -> Recovered:
             continue
         bindings += 1
     messages = 0
-    for backlog in recovery.backlogs:
-        queue = broker.vhosts[backlog.vhost].queues.get(backlog.queue)
+    for (vhost, name), backlogs in itertools.groupby(
+        recovery.backlogs, key=lambda backlog: (backlog.vhost, backlog.queue)
+    ):
+        queue = broker.vhosts[vhost].queues.get(name)
         if queue is not None:
-            queue.recover(backlog)
-            messages += backlog.count
+            levels = list(backlogs)
+            queue.recover(levels)
+            messages += sum(level.count for level in levels)
     return Recovered(len(recovery.exchanges), len(recovery.queues), bindings, messages)
 
 

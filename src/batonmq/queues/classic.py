@@ -285,6 +285,7 @@ class ClassicQueue:
                 entry.delivery_count,
                 transient,
                 entry.expires_at,
+                self.ready.level_of(entry),
             ),
             message,
         )
@@ -341,8 +342,14 @@ class ClassicQueue:
         if request is None:
             return
         self._reading = True
-        after, limit = request
-        self.paging.journal.read_entries(self.paging.vhost, self.name, after, limit, self._paged_in)
+        self.paging.journal.read_entries(
+            self.paging.vhost,
+            self.name,
+            request.after,
+            request.limit,
+            self._paged_in,
+            priority=request.priority,
+        )
 
     def _paged_in(self, paged: list[PagedEntry] | None) -> None:
         self._reading = False
@@ -388,11 +395,15 @@ class ClassicQueue:
         self._page_in_waiters.append(callback)
         self._page_in()
 
-    def recover(self, backlog: QueueBacklog) -> None:
-        """Come back from the store holding `backlog`; its entries are read in as needed, the
-        first of them now (so that expired ones go and the length limits hold)."""
-        self.ready.recovered(backlog.count, backlog.bytes, backlog.last_sequence)
-        self._sequence = itertools.count(backlog.last_sequence + 1)
+    def recover(self, backlogs: list[QueueBacklog]) -> None:
+        """Come back from the store holding `backlogs` (one per priority level); the entries
+        are read in as needed, the first of them now (so that expired ones go and the length
+        limits hold)."""
+        for backlog in backlogs:
+            self.ready.recovered(
+                backlog.count, backlog.bytes, backlog.last_sequence, backlog.priority
+            )
+        self._sequence = itertools.count(max(b.last_sequence for b in backlogs) + 1)
         self.ever_stored = True
         self._page_in()
 
@@ -426,12 +437,13 @@ class ClassicQueue:
     def purge(self) -> int:
         """Remove every ready entry (not those delivered and unsettled, spec queue.purge)."""
         ready = self.ready
-        paged_range = (ready.page_cursor + 1, ready.paged_last) if ready.paged_count else None
+        paged_ranges = ready.paged_ranges()
         count, in_memory = ready.clear()
         for entry in in_memory:
             self.settled(entry)
-        if paged_range is not None and not self.deleted:
-            self.paging.journal.delete_range(self.paging.vhost, self.name, *paged_range)
+        if not self.deleted:
+            for paged in paged_ranges:
+                self.paging.journal.delete_range(self.paging.vhost, self.name, *paged)
         return count
 
     def add_consumer(self, consumer: QueueConsumer) -> None:

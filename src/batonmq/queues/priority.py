@@ -6,9 +6,11 @@ capped at the queue's maximum, and a message without one has priority 0. Priorit
 dispatch time: a consumer gets the highest-priority ready entry when it has room (seeds/004,
 2.10.3.1: a low prefetch makes priorities visible to a consumer).
 
-A priority queue keeps its ready entries in memory: it does not page them out, and after a
-restart it reads its whole backlog back before serving anything, so that a high-priority entry
-deep in the store is not overtaken.
+Each priority level is a `ReadyEntries` of its own, paged on its own: the store keeps each
+entry's level, so a level's backlog is read back in its own order. The queue's window is shared
+out among the levels, and the lowest levels are paged out first. The highest level that holds
+anything is served; when its next entries are in the store, nothing is served until they are
+read back, so that no lower-priority entry overtakes them.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from batonmq.model.message import QueueEntry
-from batonmq.queues.ready import ReadyEntries
+from batonmq.queues.ready import PagedRange, PageRequest, ReadyEntries
+
+#: The fewest entries a level keeps in memory, however many levels share the window.
+MIN_LEVEL_WINDOW = 16
 
 
 class PriorityReady:
@@ -24,88 +29,104 @@ class PriorityReady:
         self.max_priority = max_priority
         #: One FIFO per priority, highest last.
         self._levels = [ReadyEntries() for _ in range(max_priority + 1)]
-        self.paged_count = 0
-        self.paged_bytes = 0
-        self.page_cursor = -1
-        self.paged_last = -1
 
-    def _level(self, entry: QueueEntry) -> ReadyEntries:
-        return self._levels[min(entry.message.priority, self.max_priority)]
+    def level_of(self, entry: QueueEntry) -> int:
+        return min(entry.message.priority, self.max_priority)
 
     def append(self, entry: QueueEntry) -> None:
-        self._level(entry).append(entry)
+        self._levels[self.level_of(entry)].append(entry)
 
     def put_back(self, entry: QueueEntry) -> None:
-        self._level(entry).put_back(entry)
+        self._levels[self.level_of(entry)].put_back(entry)
 
-    def _first_level(self) -> ReadyEntries | None:
-        if self.paged_count:
-            return None  # the whole backlog is read back before anything is served
-        for level in reversed(self._levels):
-            if level:
-                return level
+    def _top(self) -> ReadyEntries | None:
+        """The highest level holding anything, in memory or in the store."""
+        priority = self._top_priority()
+        return None if priority is None else self._levels[priority]
+
+    def _top_priority(self) -> int | None:
+        for priority in range(self.max_priority, -1, -1):
+            if self._levels[priority]:
+                return priority
         return None
 
     def pop(self) -> QueueEntry | None:
-        level = self._first_level()
-        return level.pop() if level is not None else None
+        top = self._top()
+        return top.pop() if top is not None else None
 
     def peek(self) -> QueueEntry | None:
-        level = self._first_level()
-        return level.peek() if level is not None else None
+        top = self._top()
+        return top.peek() if top is not None else None
 
     def take_where(self, condition: Callable[[QueueEntry], bool]) -> list[QueueEntry]:
         return [entry for level in self._levels for entry in level.take_where(condition)]
 
     @property
     def waiting_for_page_in(self) -> bool:
-        return bool(self.paged_count)
+        top = self._top()
+        return top is not None and top.waiting_for_page_in
 
     @property
     def bytes(self) -> int:
-        return sum(level.bytes for level in self._levels) + self.paged_bytes
+        return sum(level.bytes for level in self._levels)
+
+    @property
+    def paged_count(self) -> int:
+        return sum(level.paged_count for level in self._levels)
+
+    def paged_ranges(self) -> list[PagedRange]:
+        return [
+            PagedRange(paged.first, paged.last, priority)
+            for priority, level in enumerate(self._levels)
+            for paged in level.paged_ranges()
+        ]
 
     def clear(self) -> tuple[int, list[QueueEntry]]:
         count = len(self)
         in_memory = [entry for level in self._levels for entry in level.clear()[1]]
-        self.paged_count = self.paged_bytes = 0
-        self.page_cursor = self.paged_last
         return count, in_memory
 
     def __len__(self) -> int:
-        return self.in_memory + self.paged_count
+        return sum(len(level) for level in self._levels)
 
     def __bool__(self) -> bool:
-        return bool(self.paged_count) or any(self._levels)
+        return any(self._levels)
 
     @property
     def in_memory(self) -> int:
-        return sum(len(level) for level in self._levels)
+        return sum(level.in_memory for level in self._levels)
 
-    # Paging: only back in, after a restart --------------------------------------------------
+    # Paging -------------------------------------------------------------------------------
+
+    def _level_window(self, window: int) -> int:
+        return max(MIN_LEVEL_WINDOW, window // len(self._levels))
 
     def to_spill(self, window: int, window_bytes: int) -> list[QueueEntry]:
+        """The next level over its share of the window spills, the lowest first."""
+        level_window = self._level_window(window)
+        level_bytes = window_bytes // len(self._levels)
+        for level in self._levels:
+            entries = level.to_spill(level_window, level_bytes)
+            if entries:
+                return entries
         return []
 
     def spilled(self, entries: list[QueueEntry], committed: bool) -> None:
-        raise AssertionError("a priority queue does not page out")
+        self._levels[self.level_of(entries[0])].spilled(entries, committed)
 
-    def page_in_request(self, window: int) -> tuple[int, int] | None:
-        if not self.paged_count:
+    def page_in_request(self, window: int) -> PageRequest | None:
+        """Only the level being served reads back: a lower one waits until it is the highest."""
+        priority = self._top_priority()
+        if priority is None:
             return None
-        return self.page_cursor, min(self.paged_count, max(1, window))
+        request = self._levels[priority].page_in_request(self._level_window(window))
+        return None if request is None else request._replace(priority=priority)
 
     def paged_in(self, entries: list[QueueEntry]) -> None:
-        for entry in entries:
-            if not self.paged_count or entry.sequence <= self.page_cursor:
-                break  # stale: the queue was cleared while the read was under way
-            self.append(entry)
-            self.page_cursor = entry.sequence
-            self.paged_count -= 1
-            self.paged_bytes -= entry.message.body_size
+        """Entries of one level, read back by a `page_in_request`."""
+        if entries:
+            self._levels[self.level_of(entries[0])].paged_in(entries)
 
-    def recovered(self, count: int, body_bytes: int, last_sequence: int) -> None:
-        self.paged_count = count
-        self.paged_bytes = body_bytes
-        self.page_cursor = -1
-        self.paged_last = last_sequence
+    def recovered(self, count: int, body_bytes: int, last_sequence: int, priority: int = 0) -> None:
+        """A level's backlog in the store, as the broker starts."""
+        self._levels[min(priority, self.max_priority)].recovered(count, body_bytes, last_sequence)

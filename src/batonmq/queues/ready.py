@@ -25,8 +25,26 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Callable
+from typing import NamedTuple
 
 from batonmq.model.message import QueueEntry
+
+
+class PageRequest(NamedTuple):
+    """Entries to read back from the store: up to `limit` after sequence `after`, of priority
+    level `priority` (of any, for None)."""
+
+    after: int
+    limit: int
+    priority: int | None = None
+
+
+class PagedRange(NamedTuple):
+    """Entries `first`..`last` (inclusive) of level `priority` (any, for None) are paged."""
+
+    first: int
+    last: int
+    priority: int | None = None
 
 
 class ReadyEntries:
@@ -45,6 +63,10 @@ class ReadyEntries:
         self._spilling = 0
 
     # Entering and leaving -----------------------------------------------------------------
+
+    def level_of(self, entry: QueueEntry) -> int:
+        """The priority level `entry` is stored at: a queue without priorities has one, 0."""
+        return 0
 
     def append(self, entry: QueueEntry) -> None:
         if self.paged_count or self._tail:
@@ -109,10 +131,14 @@ class ReadyEntries:
         """Entries are ready but all of the next ones are in the store."""
         return bool(self.paged_count) and not self._head and not self._returned
 
+    def paged_ranges(self) -> list[PagedRange]:
+        """Where the paged entries are in the store (for a purge to delete them)."""
+        return [PagedRange(self.page_cursor + 1, self.paged_last)] if self.paged_count else []
+
     def clear(self) -> tuple[int, list[QueueEntry]]:
         """Empty the queue: how many entries went, and those that were in memory (the paged
-        ones, sequences page_cursor+1..paged_last, are for the caller to delete in the store;
-        read them before clearing)."""
+        ones, `paged_ranges`, are for the caller to delete in the store; read them before
+        clearing)."""
         count = len(self)
         in_memory = [*self._head, *(entry for _, entry in self._returned), *self._tail]
         self._head.clear()
@@ -176,11 +202,13 @@ class ReadyEntries:
 
     # Paging in ----------------------------------------------------------------------------
 
-    def page_in_request(self, window: int) -> tuple[int, int] | None:
-        """(after_sequence, limit) to read from the store when the head has run low, else None."""
+    def page_in_request(self, window: int) -> PageRequest | None:
+        """What to read from the store when the head has run low, else None."""
         if not self.paged_count or len(self._head) > window // 2:
             return None
-        return self.page_cursor, min(self.paged_count, max(1, window - len(self._head)))
+        return PageRequest(
+            self.page_cursor, min(self.paged_count, max(1, window - len(self._head)))
+        )
 
     def paged_in(self, entries: list[QueueEntry]) -> None:
         """Entries read back from the store, in order, continuing from `page_cursor`."""
@@ -197,10 +225,11 @@ class ReadyEntries:
             self._tail.clear()
             self._spilling = 0
 
-    def recovered(self, count: int, body_bytes: int, last_sequence: int) -> None:
-        """A queue coming back from the store: all of its entries are paged."""
-        self.paged_count = count
-        self.paged_bytes = body_bytes
+    def recovered(self, count: int, body_bytes: int, last_sequence: int, priority: int = 0) -> None:
+        """A queue coming back from the store: all of its entries are paged. Called once per
+        stored priority level (`priority`), which this queue, having a single level, merges."""
+        self.paged_count += count
+        self.paged_bytes += body_bytes
         self.bytes += body_bytes
         self.page_cursor = -1
-        self.paged_last = last_sequence
+        self.paged_last = max(self.paged_last, last_sequence)

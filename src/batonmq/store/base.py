@@ -23,7 +23,7 @@ from typing import Final, Protocol
 from pamqp.common import FieldTable
 
 #: The schema version this code writes; `batonctl db upgrade` migrates older ones to it.
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 #: Ids per block: a broker start may assign this many message ids before it must restart.
 MESSAGE_ID_BLOCK: Final = 1 << 40
 
@@ -108,6 +108,9 @@ class StoredEntry:
     transient: bool = False
     #: When the entry expires (wall-clock milliseconds); None for never.
     expires_at: int | None = None
+    #: The entry's priority level in a priority queue (x-max-priority), which pages each level
+    #: on its own; 0 in any other queue.
+    priority: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +125,8 @@ class PagedEntry:
 
 @dataclass(frozen=True, slots=True)
 class QueueBacklog:
-    """What a durable queue holds in the store when the broker starts."""
+    """What a durable queue holds in the store when the broker starts, per priority level (a
+    queue with entries at several levels has one backlog for each)."""
 
     vhost: str
     queue: str
@@ -130,6 +134,7 @@ class QueueBacklog:
     bytes: int
     #: Highest sequence stored (-1 when empty): new entries continue after it.
     last_sequence: int
+    priority: int = 0
 
 
 @dataclass(slots=True)
@@ -140,6 +145,7 @@ class Recovery:
     exchanges: list[StoredExchange]
     queues: list[StoredQueue]
     bindings: list[StoredBinding]
+    #: In (vhost, queue) order, a queue's levels together.
     backlogs: list[QueueBacklog]
     #: The first message id of this start's block.
     message_id_base: int
@@ -161,8 +167,9 @@ class WriteBatch:
     exchanges_deleted: list[ObjectKey] = field(default_factory=list)
     queues_deleted: list[ObjectKey] = field(default_factory=list)
     bindings_deleted: list[StoredBinding] = field(default_factory=list)
-    #: (vhost, queue, first sequence, last sequence): entries in that range, inclusive, go.
-    ranges_deleted: list[tuple[str, str, int, int]] = field(default_factory=list)
+    #: (vhost, queue, first sequence, last sequence, priority): entries in that range, inclusive,
+    #: and of that priority level (of any, for None), go.
+    ranges_deleted: list[tuple[str, str, int, int, int | None]] = field(default_factory=list)
     exchanges_put: list[StoredExchange] = field(default_factory=list)
     queues_put: list[StoredQueue] = field(default_factory=list)
     bindings_put: list[StoredBinding] = field(default_factory=list)
@@ -245,9 +252,10 @@ class Store(Protocol):
         ...
 
     async def read_entries(
-        self, vhost: str, queue: str, after_sequence: int, limit: int
+        self, vhost: str, queue: str, after_sequence: int, limit: int, priority: int | None = None
     ) -> list[PagedEntry]:
-        """Up to `limit` entries of the queue with sequence > `after_sequence`, in order."""
+        """Up to `limit` entries of the queue with sequence > `after_sequence`, in order; only
+        those of priority level `priority` unless it is None."""
         ...
 
     async def stats(self) -> StoreStats: ...

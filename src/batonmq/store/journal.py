@@ -18,6 +18,7 @@ Inside the gathering batch, later changes cancel earlier ones: an entry put and 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,13 +69,13 @@ class _Gathering:
     queues_put: dict[ObjectKey, StoredQueue] = field(default_factory=dict)
     #: A binding's last change: (binding, True) = put, (binding, False) = delete.
     bindings: dict[_BindingKey, tuple[StoredBinding, bool]] = field(default_factory=dict)
-    ranges_deleted: list[tuple[str, str, int, int]] = field(default_factory=list)
+    ranges_deleted: list[tuple[str, str, int, int, int | None]] = field(default_factory=list)
     messages_put: dict[int, StoredMessage] = field(default_factory=dict)
     entries_put: dict[_EntryKey, StoredEntry] = field(default_factory=dict)
     entries_updated: dict[_EntryKey, int] = field(default_factory=dict)
     entries_deleted: dict[_EntryKey, int] = field(default_factory=dict)
     waiting: list[DurableCallback] = field(default_factory=list)
-    reads: list[tuple[str, str, int, int, ReadCallback]] = field(default_factory=list)
+    reads: list[tuple[str, str, int, int, int | None, ReadCallback]] = field(default_factory=list)
     changed: bool = False
 
     def seal(self) -> WriteBatch:
@@ -201,9 +202,7 @@ class Journal:
         key = (vhost, queue, sequence)
         put = gathering.entries_put.get(key)
         if put is not None:
-            gathering.entries_put[key] = StoredEntry(
-                vhost, queue, sequence, put.message_id, delivery_count, put.transient
-            )
+            gathering.entries_put[key] = dataclasses.replace(put, delivery_count=delivery_count)
         else:
             gathering.entries_updated[key] = delivery_count
 
@@ -216,10 +215,13 @@ class Journal:
         if gathering.entries_put.pop(key, None) is None:
             gathering.entries_deleted[key] = message_id
 
-    def delete_range(self, vhost: str, queue: str, first: int, last: int) -> None:
-        """Entries first..last (inclusive) of a queue, which are in the store and not in memory."""
+    def delete_range(
+        self, vhost: str, queue: str, first: int, last: int, priority: int | None = None
+    ) -> None:
+        """Entries first..last (inclusive) of a queue, of priority level `priority` (any, for
+        None), which are in the store and not in memory."""
         if self._changing():
-            self._gathering.ranges_deleted.append((vhost, queue, first, last))
+            self._gathering.ranges_deleted.append((vhost, queue, first, last, priority))
 
     def _changing(self) -> bool:
         if self.store is None:
@@ -248,14 +250,21 @@ class Journal:
         return self._gathering.changed
 
     def read_entries(
-        self, vhost: str, queue: str, after_sequence: int, limit: int, callback: ReadCallback
+        self,
+        vhost: str,
+        queue: str,
+        after_sequence: int,
+        limit: int,
+        callback: ReadCallback,
+        *,
+        priority: int | None = None,
     ) -> None:
-        """Read entries back (paging in), after everything recorded so far; `callback` gets
-        them, or None when the read failed."""
+        """Read entries back (paging in), after everything recorded so far, as
+        `Store.read_entries` does; `callback` gets them, or None when the read failed."""
         if self.store is None:
             callback([])
             return
-        self._gathering.reads.append((vhost, queue, after_sequence, limit, callback))
+        self._gathering.reads.append((vhost, queue, after_sequence, limit, priority, callback))
         self._wakeup.set()
 
     # Running ------------------------------------------------------------------------------
@@ -302,10 +311,10 @@ class Journal:
             self._committing = None
             for callback in gathering.waiting:
                 self._call(callback, ok)
-            for vhost, queue, after, limit, read_callback in gathering.reads:
+            for vhost, queue, after, limit, priority, read_callback in gathering.reads:
                 entries: list[PagedEntry] | None
                 try:
-                    entries = await store.read_entries(vhost, queue, after, limit)
+                    entries = await store.read_entries(vhost, queue, after, limit, priority)
                 except StoreError as error:
                     log.error("store read failed: %s", error, extra={"queue": queue})
                     entries = None

@@ -102,6 +102,12 @@ _MIGRATIONS: Final = (
     """
     ALTER TABLE {s}.entries ADD COLUMN IF NOT EXISTS expires_at BIGINT;
     """,
+    # Version 3: entries carry their priority level, so a priority queue pages each level.
+    """
+    ALTER TABLE {s}.entries ADD COLUMN IF NOT EXISTS priority INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX IF NOT EXISTS entries_priority
+        ON {s}.entries (broker_id, vhost, queue, priority, sequence);
+    """,
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
@@ -123,8 +129,8 @@ _SQL: Final = {
     "source = $3 AND destination_kind = $4 AND destination = $5 AND routing_key = $6 AND "
     "arguments = $7",
     "delete_range": f"WITH gone AS (DELETE FROM {{s}}.entries WHERE {_ENTRY} AND sequence "
-    f"BETWEEN $4 AND $5 RETURNING message_id) INSERT INTO pg_temp.{_CANDIDATES} "
-    "SELECT message_id FROM gone",
+    "BETWEEN $4 AND $5 AND ($6::integer IS NULL OR priority = $6) RETURNING message_id) "
+    f"INSERT INTO pg_temp.{_CANDIDATES} SELECT message_id FROM gone",
     "put_exchange": "INSERT INTO {s}.exchanges VALUES ($1, $2, $3, $4, $5, $6, $7) "
     "ON CONFLICT (broker_id, vhost, name) DO UPDATE SET type = EXCLUDED.type, "
     "auto_delete = EXCLUDED.auto_delete, internal = EXCLUDED.internal, "
@@ -139,10 +145,11 @@ _SQL: Final = {
     "ON CONFLICT (id) DO UPDATE SET exchange = EXCLUDED.exchange, "
     "routing_key = EXCLUDED.routing_key, header_payload = EXCLUDED.header_payload, "
     "body = EXCLUDED.body WHERE messages.broker_id = EXCLUDED.broker_id",
-    "put_entry": "INSERT INTO {s}.entries VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+    "put_entry": "INSERT INTO {s}.entries VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
     "ON CONFLICT (broker_id, vhost, queue, sequence) DO UPDATE SET "
     "message_id = EXCLUDED.message_id, delivery_count = EXCLUDED.delivery_count, "
-    "transient = EXCLUDED.transient, expires_at = EXCLUDED.expires_at",
+    "transient = EXCLUDED.transient, expires_at = EXCLUDED.expires_at, "
+    "priority = EXCLUDED.priority",
     "update_entry": f"UPDATE {{s}}.entries SET delivery_count = $5 WHERE {_ENTRY} "
     "AND sequence = $4",
     "delete_entry": f"DELETE FROM {{s}}.entries WHERE {_ENTRY} AND sequence = $4",
@@ -159,10 +166,11 @@ _SQL: Final = {
     "bindings": "SELECT * FROM {s}.bindings WHERE broker_id = $1 ORDER BY vhost, source, "
     "destination_kind, destination, routing_key, arguments",
     "backlogs": "SELECT q.vhost, q.name, count(e.sequence), COALESCE(sum(octet_length(m.body)), "
-    "0), COALESCE(max(e.sequence), -1) FROM {s}.queues AS q LEFT JOIN {s}.entries AS e ON "
-    "e.broker_id = q.broker_id AND e.vhost = q.vhost AND e.queue = q.name LEFT JOIN "
-    "{s}.messages AS m ON m.id = e.message_id WHERE q.broker_id = $1 "
-    "GROUP BY q.vhost, q.name ORDER BY q.vhost, q.name",
+    "0), COALESCE(max(e.sequence), -1), COALESCE(e.priority, 0) FROM {s}.queues AS q "
+    "LEFT JOIN {s}.entries AS e ON e.broker_id = q.broker_id AND e.vhost = q.vhost "
+    "AND e.queue = q.name LEFT JOIN {s}.messages AS m ON m.id = e.message_id "
+    "WHERE q.broker_id = $1 GROUP BY q.vhost, q.name, e.priority "
+    "ORDER BY q.vhost, q.name, e.priority",
     "next_block": "UPDATE {s}.counters SET value = value + 1 WHERE name = 'message_id_block' "
     "RETURNING value",
     "block": "SELECT value FROM {s}.counters WHERE name = 'message_id_block'",
@@ -170,7 +178,7 @@ _SQL: Final = {
     "m.routing_key, "
     "m.header_payload, m.body FROM {s}.entries AS e JOIN {s}.messages AS m ON m.id = "
     f"e.message_id WHERE e.{_ENTRY.replace(' AND ', ' AND e.')} AND e.sequence > $4 "
-    "ORDER BY e.sequence LIMIT $5",
+    "AND ($6::integer IS NULL OR e.priority = $6) ORDER BY e.sequence LIMIT $5",
     "counts": "SELECT (SELECT count(*) FROM {s}.exchanges WHERE broker_id = $1), "
     "(SELECT count(*) FROM {s}.queues WHERE broker_id = $1), "
     "(SELECT count(*) FROM {s}.bindings WHERE broker_id = $1), count(*), "
@@ -313,12 +321,18 @@ class PostgresStore:
         ]
 
     async def read_entries(
-        self, vhost: str, queue: str, after_sequence: int, limit: int
+        self, vhost: str, queue: str, after_sequence: int, limit: int, priority: int | None = None
     ) -> list[PagedEntry]:
         async def work(connection: _Connection) -> list[PagedEntry]:
             self._require_current(write=False)
             rows = await connection.fetch(
-                self._sql["read_entries"], self._broker_id, vhost, queue, after_sequence, limit
+                self._sql["read_entries"],
+                self._broker_id,
+                vhost,
+                queue,
+                after_sequence,
+                limit,
+                priority,
             )
             return [PagedEntry(row[0], row[1], StoredMessage(*row[3:]), row[2]) for row in rows]
 

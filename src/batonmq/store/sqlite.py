@@ -74,6 +74,13 @@ def _add_entry_expiry(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE entries ADD COLUMN expires_at INTEGER")
 
 
+def _add_entry_priority(conn: sqlite3.Connection) -> None:
+    """Version 3: entries carry their priority level, so a priority queue pages each level."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(entries)")}
+    if "priority" not in columns:
+        conn.execute("ALTER TABLE entries ADD COLUMN priority INTEGER NOT NULL DEFAULT 0")
+
+
 _MIGRATIONS: Final[tuple[tuple[str | Callable[[sqlite3.Connection], None], ...], ...]] = (
     (
         "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -104,6 +111,11 @@ _MIGRATIONS: Final[tuple[tuple[str | Callable[[sqlite3.Connection], None], ...],
         "CREATE INDEX IF NOT EXISTS entries_message_id ON entries (message_id)",
     ),
     (_add_entry_expiry,),
+    (
+        _add_entry_priority,
+        "CREATE INDEX IF NOT EXISTS entries_priority"
+        " ON entries (broker_id, vhost, queue, priority, sequence)",
+    ),
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
@@ -130,7 +142,9 @@ def _now() -> str:
 
 
 def _is_corruption(exc: BaseException) -> bool:
-    return isinstance(exc, sqlite3.Error) and (exc.sqlite_errorcode & 0xFF) in _CORRUPT_CODES
+    return isinstance(exc, sqlite3.Error) and (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (
+        _CORRUPT_CODES
+    )
 
 
 class SQLiteStore:
@@ -187,9 +201,11 @@ class SQLiteStore:
         await self._submit(partial(self._commit_sync, batch))
 
     async def read_entries(
-        self, vhost: str, queue: str, after_sequence: int, limit: int
+        self, vhost: str, queue: str, after_sequence: int, limit: int, priority: int | None = None
     ) -> list[PagedEntry]:
-        return await self._submit(partial(self._read_sync, vhost, queue, after_sequence, limit))
+        return await self._submit(
+            partial(self._read_sync, vhost, queue, after_sequence, limit, priority)
+        )
 
     async def stats(self) -> StoreStats:
         return await self._submit(self._stats_sync)
@@ -441,14 +457,15 @@ class SQLiteStore:
                 )
             ]
             backlogs = [
-                QueueBacklog(vhost, name, count, size, last)
-                for vhost, name, count, size, last in conn.execute(
+                QueueBacklog(vhost, name, count, size, last, priority)
+                for vhost, name, count, size, last, priority in conn.execute(
                     "SELECT q.vhost, q.name, COUNT(e.sequence), COALESCE(SUM(LENGTH(m.body)), 0),"
-                    " COALESCE(MAX(e.sequence), -1) FROM queues q"
+                    " COALESCE(MAX(e.sequence), -1), COALESCE(e.priority, 0) FROM queues q"
                     " LEFT JOIN entries e ON e.broker_id = q.broker_id AND e.vhost = q.vhost"
                     " AND e.queue = q.name"
                     " LEFT JOIN messages m ON m.broker_id = e.broker_id AND m.id = e.message_id"
-                    " WHERE q.broker_id = ? GROUP BY q.vhost, q.name ORDER BY q.vhost, q.name",
+                    " WHERE q.broker_id = ? GROUP BY q.vhost, q.name, e.priority"
+                    " ORDER BY q.vhost, q.name, e.priority",
                     broker,
                 )
             ]
@@ -469,15 +486,26 @@ class SQLiteStore:
 
         self._transaction("write", apply, self._writer())
 
-    def _read_sync(self, vhost: str, queue: str, after: int, limit: int) -> list[PagedEntry]:
+    def _read_sync(
+        self, vhost: str, queue: str, after: int, limit: int, priority: int | None
+    ) -> list[PagedEntry]:
+        level = "" if priority is None else " AND e.priority = ?"
+
         def read(conn: sqlite3.Connection) -> list[PagedEntry]:
             rows = conn.execute(
                 "SELECT e.sequence, e.delivery_count, e.expires_at, m.id, m.exchange,"
                 " m.routing_key, m.header_payload, m.body FROM entries e JOIN messages m"
                 " ON m.broker_id = e.broker_id AND m.id = e.message_id"
-                " WHERE e.broker_id = ? AND e.vhost = ? AND e.queue = ? AND e.sequence > ?"
-                " ORDER BY e.sequence LIMIT ?",
-                (self._broker_id, vhost, queue, after, limit),
+                f" WHERE e.broker_id = ? AND e.vhost = ? AND e.queue = ?{level}"
+                " AND e.sequence > ? ORDER BY e.sequence LIMIT ?",
+                (
+                    self._broker_id,
+                    vhost,
+                    queue,
+                    *(() if priority is None else (priority,)),
+                    after,
+                    limit,
+                ),
             )
             return [
                 PagedEntry(sequence, count, StoredMessage(*message), expires_at)
@@ -597,6 +625,7 @@ class SQLiteStore:
 
 _KEY: Final = "broker_id = ? AND vhost = ?"
 _ENTRY: Final = f"{_KEY} AND queue = ? AND sequence = ?"
+_RANGE: Final = "queue = ? AND sequence BETWEEN ? AND ? AND (? IS NULL OR priority = ?)"
 
 
 def _batch_steps(broker: str, batch: WriteBatch) -> list[tuple[str, Sequence[tuple[object, ...]]]]:
@@ -604,7 +633,8 @@ def _batch_steps(broker: str, batch: WriteBatch) -> list[tuple[str, Sequence[tup
     message becomes a candidate for the garbage collection that follows them."""
     exchanges = [(broker, vhost, name) for vhost, name in batch.exchanges_deleted]
     queues = [(broker, vhost, name) for vhost, name in batch.queues_deleted]
-    ranges = [(broker, *purge) for purge in batch.ranges_deleted]
+    # Each range's priority twice: "?6 IS NULL" (any level) and "priority = ?6".
+    ranges = [(broker, *purge, purge[-1]) for purge in batch.ranges_deleted]
     candidates = [(entry[3],) for entry in batch.entries_deleted]
     candidates += [(message.id,) for message in batch.messages_put]
     return [
@@ -621,9 +651,8 @@ def _batch_steps(broker: str, batch: WriteBatch) -> list[tuple[str, Sequence[tup
         (f"DELETE FROM bindings WHERE {_KEY} AND source = ? AND destination_kind = ?"
          " AND destination = ? AND routing_key = ? AND arguments = ?",
          [_binding_row(broker, binding) for binding in batch.bindings_deleted]),
-        (f"{_GC_FROM_ENTRIES} AND queue = ? AND sequence BETWEEN ? AND ?", ranges),
-        (f"DELETE FROM entries WHERE {_KEY} AND queue = ? AND sequence BETWEEN ? AND ?",
-         ranges),
+        (f"{_GC_FROM_ENTRIES} AND {_RANGE}", ranges),
+        (f"DELETE FROM entries WHERE {_KEY} AND {_RANGE}", ranges),
         ("INSERT OR REPLACE INTO exchanges (broker_id, vhost, name, type, auto_delete, internal,"
          " arguments) VALUES (?, ?, ?, ?, ?, ?, ?)",
          [(broker, e.vhost, e.name, e.type_name, e.auto_delete, e.internal,
@@ -640,9 +669,9 @@ def _batch_steps(broker: str, batch: WriteBatch) -> list[tuple[str, Sequence[tup
          [(broker, m.id, m.exchange, m.routing_key, m.header_payload, m.body)
           for m in batch.messages_put]),
         ("INSERT OR REPLACE INTO entries (broker_id, vhost, queue, sequence, message_id,"
-         " delivery_count, transient, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+         " delivery_count, transient, expires_at, priority) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
          [(broker, e.vhost, e.queue, e.sequence, e.message_id, e.delivery_count, e.transient,
-           e.expires_at) for e in batch.entries_put]),
+           e.expires_at, e.priority) for e in batch.entries_put]),
         (f"UPDATE entries SET delivery_count = ? WHERE {_ENTRY}",
          [(count, broker, v, q, seq) for v, q, seq, count in batch.entries_updated]),
         (f"DELETE FROM entries WHERE {_ENTRY}",

@@ -90,9 +90,10 @@ def entry(
     delivery_count: int = 0,
     transient: bool = False,
     expires_at: int | None = None,
+    priority: int = 0,
 ) -> StoredEntry:
     return StoredEntry(
-        VHOST, queue_name, sequence, message_id, delivery_count, transient, expires_at
+        VHOST, queue_name, sequence, message_id, delivery_count, transient, expires_at, priority
     )
 
 
@@ -330,11 +331,64 @@ async def test_ranges_delete_entries_inclusively(store_factory: StoreFactory) ->
         )
     )
 
-    await store.commit(WriteBatch(ranges_deleted=[(VHOST, "q", 3, 6), (VHOST, "other", 5, 9)]))
+    await store.commit(
+        WriteBatch(ranges_deleted=[(VHOST, "q", 3, 6, None), (VHOST, "other", 5, 9, None)])
+    )
 
     assert await sequences(store, "q") == [0, 1, 2, 7, 8, 9]
     assert await sequences(store, "other") == [0, 1]
     assert (await store.stats()).messages == 6
+
+
+async def test_a_range_of_one_priority_level_leaves_the_other_levels(
+    store_factory: StoreFactory,
+) -> None:
+    """Rule (WriteBatch.ranges_deleted): a range with a priority level deletes only that level's
+    entries; another level's entries in between (delivered, say) stay."""
+    store, base = await start(store_factory)
+    await store.commit(
+        WriteBatch(
+            queues_put=[queue("q")],
+            messages_put=[message(base + n) for n in range(10)],
+            entries_put=[entry("q", n, base + n, priority=n % 2) for n in range(10)],
+        )
+    )
+
+    await store.commit(WriteBatch(ranges_deleted=[(VHOST, "q", 2, 7, 1)]))
+
+    assert await sequences(store, "q") == [0, 1, 2, 4, 6, 8, 9]
+
+
+async def test_entries_are_read_and_counted_per_priority_level(
+    store_factory: StoreFactory,
+) -> None:
+    """Rules (Store.read_entries, Recovery.backlogs): a read with a priority level returns only
+    that level's entries, in sequence order; a queue's backlog is counted per level, so that a
+    priority queue pages each level on its own (issue 4: priorities survive a restart and a
+    backlog larger than memory works)."""
+    store, base = await start(store_factory)
+    levels = [0, 3, 3, 0, 1, 3, 0]
+    await store.commit(
+        WriteBatch(
+            queues_put=[queue("q")],
+            messages_put=[message(base + n) for n in range(len(levels))],
+            entries_put=[entry("q", n, base + n, priority=p) for n, p in enumerate(levels)],
+        )
+    )
+
+    store, recovery = await restart(store, store_factory)
+
+    size = len(message(0).body)
+    assert recovery.backlogs == [
+        QueueBacklog(VHOST, "q", 3, 3 * size, 6, priority=0),
+        QueueBacklog(VHOST, "q", 1, size, 4, priority=1),
+        QueueBacklog(VHOST, "q", 3, 3 * size, 5, priority=3),
+    ]
+    top = await store.read_entries(VHOST, "q", -1, 2, priority=3)
+    assert [paged.sequence for paged in top] == [1, 2]
+    rest = await store.read_entries(VHOST, "q", 2, 10, priority=3)
+    assert [paged.sequence for paged in rest] == [5]
+    assert await sequences(store, "q") == list(range(len(levels)))
 
 
 async def test_a_message_held_by_two_queues_goes_with_its_last_entry(
@@ -566,7 +620,7 @@ async def test_brokers_sharing_a_store_see_only_their_own_rows(
         WriteBatch(
             exchanges_deleted=[(VHOST, "ex")],
             queues_deleted=[(VHOST, "q")],
-            ranges_deleted=[(VHOST, "q", 0, 10)],
+            ranges_deleted=[(VHOST, "q", 0, 10, None)],
         )
     )
     await b2.close()

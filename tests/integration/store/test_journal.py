@@ -4,7 +4,11 @@ durability callbacks in order, reads after writes, failures reported to waiters.
 from __future__ import annotations
 
 import asyncio
+import functools
 
+from pamqp import commands
+
+from batonmq.amqp.frames import encode_header_payload
 from batonmq.model.message import Message
 from batonmq.queues.classic import ClassicQueue, Paging
 from batonmq.store.base import StoredEntry, StoredQueue
@@ -143,4 +147,60 @@ async def test_a_burst_of_publishes_is_paged_down_to_the_window(store_factory: S
             break
         await settle(journal)
     assert queue.ready.in_memory <= 16
+    await journal.stop()
+
+
+async def test_an_entry_updated_in_its_own_batch_keeps_its_expiry_and_level(
+    store_factory: StoreFactory,
+):
+    """A message delivered before its batch went out is written with its delivery count, and
+    still with its expiry time and priority level (they used to be lost)."""
+    store = await store_factory()
+    await store.recover()
+    journal = Journal(store)
+    journal.start()
+    journal.put_queue(StoredQueue("/", "q", False, {"x-max-priority": 3}))
+    journal.put_entry(StoredEntry("/", "q", 1, 1001, expires_at=123, priority=2), message(1))
+    journal.update_entry("/", "q", 1, 1)
+    assert await settle(journal)
+    [paged] = await store.read_entries("/", "q", -1, 10, priority=2)
+    assert (paged.delivery_count, paged.expires_at) == (1, 123)
+    await journal.stop()
+
+
+async def test_a_priority_queue_pages_each_level_and_serves_in_priority_order(
+    store_factory: StoreFactory,
+):
+    """Issue 4, paging, for a priority queue: memory holds no more than the window, and what
+    comes back from the store is served higher priority first, FIFO within a priority."""
+    store = await store_factory()
+    await store.recover()
+    journal = Journal(store)
+    journal.start()
+    queue = ClassicQueue(
+        "by-priority", arguments={"x-max-priority": 3}, paging=Paging(journal, "/", window=64)
+    )
+    for number in range(400):
+        properties = commands.Basic.Properties(priority=number % 4)
+        body = f"body {number}".encode()
+        header = encode_header_payload(properties, len(body))
+        queue.publish(Message("", "q", header, body, id=1000 + number))
+    for _ in range(100):
+        if queue.ready.in_memory <= 64:
+            break
+        await settle(journal)
+    assert queue.ready.in_memory <= 64
+
+    served = []
+    while len(served) < 400:
+        entry = queue.get()
+        if entry is None:
+            assert queue.ready.waiting_for_page_in
+            paged_in: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            queue.when_paged_in(functools.partial(paged_in.set_result, None))
+            await asyncio.wait_for(paged_in, 10)
+            continue
+        served.append(int(entry.message.body.split()[1]))
+        queue.settled(entry)
+    assert served == sorted(range(400), key=lambda number: (-(number % 4), number))
     await journal.stop()

@@ -15,8 +15,10 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from batonmq.store import postgres as postgres_store
 from batonmq.store.base import (
     SCHEMA_VERSION,
+    QueueBacklog,
     SchemaTooNew,
     StoreCorrupt,
     StoredEntry,
@@ -209,6 +211,34 @@ async def test_a_newer_schema_is_refused(make_store: MakeStore, postgres_dsn: st
         await make_store().open()
     with pytest.raises(SchemaTooNew):
         await make_store().open(lock=False)
+
+
+async def test_a_version_2_schema_is_migrated_in_place(
+    make_store: MakeStore, postgres_dsn: str
+) -> None:
+    """Rule (schema version 3): entries carry a priority level; a schema written by version 2
+    is migrated when a broker opens it, and its entries come back at level 0."""
+    admin = await asyncpg.connect(postgres_dsn)
+    try:
+        for migration in postgres_store._MIGRATIONS[:2]:
+            await admin.execute(migration.format(s="batonmq_s_b1"))
+        await admin.execute(
+            "INSERT INTO batonmq_s_b1.meta VALUES ('schema_version', '2');"
+            "INSERT INTO batonmq_s_b1.queues VALUES ('b1', '/', 'q', false, '{}');"
+            "INSERT INTO batonmq_s_b1.messages VALUES ('b1', 7, '', 'q', 'h', 'hi');"
+            "INSERT INTO batonmq_s_b1.entries VALUES ('b1', '/', 'q', 0, 7, 0, false, NULL)"
+        )
+    finally:
+        await admin.close()
+
+    store = make_store()
+    await store.open()
+    recovery = await store.recover()
+
+    assert store.schema_version == SCHEMA_VERSION
+    assert recovery.backlogs == [QueueBacklog("/", "q", 1, 2, 0, priority=0)]
+    [paged] = await store.read_entries("/", "q", -1, 10, priority=0)
+    assert paged.message.body == b"hi"
 
 
 async def test_a_schema_of_other_tables_is_corrupt(

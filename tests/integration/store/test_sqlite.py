@@ -420,7 +420,7 @@ async def test_a_full_disk_fails_a_commit_whole_and_the_store_goes_on(small_disk
 
         other_data.unlink()
         half = written // 2
-        await store.commit(WriteBatch(ranges_deleted=[(VHOST, "q", 0, half - 1)]))
+        await store.commit(WriteBatch(ranges_deleted=[(VHOST, "q", 0, half - 1, None)]))
         await store.commit(one_message("q", written, base + written, b"after the full disk"))
     finally:
         await store.close()
@@ -581,11 +581,11 @@ async def test_restore_needs_the_lock(
         await reader.restore(directory)
 
 
-async def test_a_version_1_store_gains_entry_expiry_times(
+async def test_a_version_1_store_gains_entry_expiry_times_and_priority_levels(
     stores: list[SQLiteStore], db_path: Path
 ) -> None:
-    """Rule (schema version 2): entries carry an expiry time; a store written by version 1
-    keeps its entries, which come back with no expiry."""
+    """Rules (schema versions 2 and 3): entries carry an expiry time and a priority level; a
+    store written by version 1 keeps its entries, which come back with no expiry, at level 0."""
     db_path.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.closing(sqlite3.connect(db_path)) as conn, conn:
         for statement in sqlite_store._MIGRATIONS[0]:
@@ -599,8 +599,9 @@ async def test_a_version_1_store_gains_entry_expiry_times(
         conn.execute("INSERT INTO entries VALUES ('b1', ?, 'q', 0, 7, 0, 0)", (VHOST,))
 
     store = await open_store(stores, db_path)
-    await store.recover()
+    recovery = await store.recover()
 
-    assert store.schema_version == 2
-    [paged] = await store.read_entries(VHOST, "q", -1, 10)
+    assert store.schema_version == SCHEMA_VERSION
+    assert recovery.backlogs == [QueueBacklog(VHOST, "q", 1, 2, 0, priority=0)]
+    [paged] = await store.read_entries(VHOST, "q", -1, 10, priority=0)
     assert (paged.message.body, paged.expires_at) == (b"hi", None)

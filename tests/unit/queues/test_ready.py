@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from batonmq.model.message import Message, QueueEntry
 from batonmq.queues.ready import ReadyEntries
+from tests.unit.queues.pagingmodel import PagingModel
 
 
 def entry(sequence: int, body: bytes = b"") -> QueueEntry:
@@ -125,48 +126,10 @@ def test_ready_entries_behave_like_a_sorted_list(ops):
 # Paging ----------------------------------------------------------------------------------------
 
 
-class PagingModel:
-    """A ReadyEntries whose spills and page-ins go to a dict standing in for the store's table of
-    entries (the real stores are tested against the same contract in tests/integration/store)."""
-
-    def __init__(self, window: int) -> None:
-        self.ready = ReadyEntries()
-        self.window = window
-        self.store: dict[int, QueueEntry] = {}
-        self.next_sequence = 0
-
-    def append(self) -> int:
-        new = entry(self.next_sequence)
-        self.next_sequence += 1
-        self.ready.append(new)
-        spilling = self.ready.to_spill(self.window, 1 << 30)
-        if spilling:
-            for spilled in spilling:
-                self.store[spilled.sequence] = spilled
-            self.ready.spilled(spilling, committed=True)
-        return new.sequence
-
-    def page_in(self) -> None:
-        request = self.ready.page_in_request(self.window)
-        if request is not None:
-            after, limit = request
-            found = sorted(sequence for sequence in self.store if sequence > after)[:limit]
-            self.ready.paged_in([entry(sequence) for sequence in found])
-
-    def pop(self) -> QueueEntry | None:
-        popped = self.ready.pop()
-        if popped is None and self.ready.waiting_for_page_in:
-            self.page_in()
-            popped = self.ready.pop()
-        if popped is not None:
-            self.store.pop(popped.sequence, None)  # settled: the store forgets it
-        return popped
-
-
 def test_a_backlog_beyond_the_window_leaves_memory_and_comes_back_in_order():
     """Issue 4: "A queue keeps a bounded window of message bodies in memory and reads the rest
     from the store on demand"."""
-    model = PagingModel(window=10)
+    model = PagingModel(ReadyEntries(), window=10)
     for _ in range(100):
         model.append()
     assert len(model.ready) == 100
@@ -190,14 +153,14 @@ def test_a_failed_spill_keeps_the_entries_in_memory():
 
 def test_clear_drops_a_page_in_that_was_under_way():
     """A purge while entries are being read back: what the read returns is stale."""
-    model = PagingModel(window=4)
+    model = PagingModel(ReadyEntries(), window=4)
     for _ in range(20):
         model.append()
     request = model.ready.page_in_request(4)
     assert request is not None
     count, _in_memory = model.ready.clear()
     assert count == 20
-    model.ready.paged_in([entry(sequence) for sequence in range(request[0] + 1, 25)])
+    model.ready.paged_in([entry(sequence) for sequence in range(request.after + 1, 25)])
     assert not model.ready
     assert model.ready.pop() is None
 
@@ -217,7 +180,7 @@ def test_clear_drops_a_page_in_that_was_under_way():
 def test_paging_loses_and_duplicates_nothing(window, ops):
     """Whatever the interleaving of publishes, deliveries, requeues and paging, every entry is
     delivered exactly once per time it is ready; with no requeues, in sequence order."""
-    model = PagingModel(window)
+    model = PagingModel(ReadyEntries(), window)
     ready_set: set[int] = set()
     taken: list[QueueEntry] = []
     popped_order: list[int] = []
