@@ -23,9 +23,15 @@ from typing import Final, Protocol
 from pamqp.common import FieldTable
 
 #: The schema version this code writes; `batonctl db upgrade` migrates older ones to it.
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 #: Ids per block: a broker start may assign this many message ids before it must restart.
 MESSAGE_ID_BLOCK: Final = 1 << 40
+
+#: The user every new store starts with: guest/guest (as RabbitMQ's default user; loopback only
+#: unless auth.guest_loopback_only is off; `batonctl user delete guest` removes it). Salted scrypt.
+GUEST_CREDENTIAL: Final = (
+    "scrypt$n=16384,r=8,p=1$m1t2mOpD2eg37GvTK91XEA==$nBGL4s13fvZUahaiYFjiZywmlFqXTv3JHxMEFo50nqY="
+)
 
 #: (vhost, name) of an exchange or queue.
 ObjectKey = tuple[str, str]
@@ -82,6 +88,16 @@ class StoredBinding:
     destination: str
     routing_key: str
     arguments: FieldTable
+
+
+@dataclass(frozen=True, slots=True)
+class StoredUser:
+    """A user who may log in; `credential` is `batonmq.security.passwords.Credential.encode()`.
+    Users and virtual hosts belong to the store, not to one broker: brokers sharing a store (an
+    HA cluster) share them."""
+
+    name: str
+    credential: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,27 +165,34 @@ class Recovery:
     backlogs: list[QueueBacklog]
     #: The first message id of this start's block.
     message_id_base: int
+    users: list[StoredUser] = field(default_factory=list)
+    #: The virtual hosts created (the configured default one may not be among them yet).
+    vhosts: list[str] = field(default_factory=list)
     #: Transient entries and orphaned messages removed at open.
     discarded_entries: int = 0
 
 
 @dataclass(slots=True)
 class WriteBatch:
-    """Changes to apply in one transaction, in this order: deletions of queues (their entries and
+    """Changes to apply in one transaction, in this order: deletions of virtual hosts (with this
+    broker's exchanges, queues, bindings and entries in them), of queues (their entries and
     bindings go too) and exchanges (their bindings go too) and bindings; purges; then puts of
-    exchanges, queues, bindings, messages and entries; then entry updates and entry deletions;
-    last, messages no entry refers to any more are deleted.
+    virtual hosts, exchanges, queues, bindings, messages and entries; then entry updates and
+    entry deletions; then users put and deleted; last, messages no entry refers to any more are
+    deleted.
 
     The journal that fills a batch resolves conflicts inside it (an entry put and deleted in the
     same batch is in neither list), so this order is always right.
     """
 
+    vhosts_deleted: list[str] = field(default_factory=list)
     exchanges_deleted: list[ObjectKey] = field(default_factory=list)
     queues_deleted: list[ObjectKey] = field(default_factory=list)
     bindings_deleted: list[StoredBinding] = field(default_factory=list)
     #: (vhost, queue, first sequence, last sequence, priority): entries in that range, inclusive,
     #: and of that priority level (of any, for None), go.
     ranges_deleted: list[tuple[str, str, int, int, int | None]] = field(default_factory=list)
+    vhosts_put: list[str] = field(default_factory=list)
     exchanges_put: list[StoredExchange] = field(default_factory=list)
     queues_put: list[StoredQueue] = field(default_factory=list)
     bindings_put: list[StoredBinding] = field(default_factory=list)
@@ -179,10 +202,16 @@ class WriteBatch:
     entries_updated: list[tuple[str, str, int, int]] = field(default_factory=list)
     #: (vhost, queue, sequence, message_id): the message id says which message may be orphaned.
     entries_deleted: list[tuple[str, str, int, int]] = field(default_factory=list)
+    users_put: list[StoredUser] = field(default_factory=list)
+    users_deleted: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return any(
             (
+                self.vhosts_deleted,
+                self.vhosts_put,
+                self.users_put,
+                self.users_deleted,
                 self.exchanges_deleted,
                 self.queues_deleted,
                 self.bindings_deleted,
@@ -256,6 +285,14 @@ class Store(Protocol):
     ) -> list[PagedEntry]:
         """Up to `limit` entries of the queue with sequence > `after_sequence`, in order; only
         those of priority level `priority` unless it is None."""
+        ...
+
+    async def users(self) -> list[StoredUser]:
+        """Every user, by name."""
+        ...
+
+    async def vhosts(self) -> list[str]:
+        """Every virtual host created, by name."""
         ...
 
     async def stats(self) -> StoreStats: ...

@@ -34,6 +34,7 @@ from batonmq.store.base import (
     StoredExchange,
     StoredMessage,
     StoredQueue,
+    StoredUser,
     StoreError,
     WriteBatch,
 )
@@ -74,6 +75,8 @@ class _Gathering:
     entries_put: dict[_EntryKey, StoredEntry] = field(default_factory=dict)
     entries_updated: dict[_EntryKey, int] = field(default_factory=dict)
     entries_deleted: dict[_EntryKey, int] = field(default_factory=dict)
+    vhosts_put: set[str] = field(default_factory=set)
+    users_put: dict[str, StoredUser] = field(default_factory=dict)
     waiting: list[DurableCallback] = field(default_factory=list)
     reads: list[tuple[str, str, int, int, int | None, ReadCallback]] = field(default_factory=list)
     changed: bool = False
@@ -98,6 +101,8 @@ class _Gathering:
             entries_deleted=[
                 (*key, message_id) for key, message_id in self.entries_deleted.items()
             ],
+            vhosts_put=sorted(self.vhosts_put),
+            users_put=list(self.users_put.values()),
         )
 
 
@@ -122,6 +127,15 @@ class Journal:
         return self.store is not None
 
     # Recording ----------------------------------------------------------------------------
+
+    def put_vhost(self, name: str) -> None:
+        if self._changing():
+            self._gathering.vhosts_put.add(name)
+
+    def put_user(self, user: StoredUser) -> None:
+        """A user's new credential (upgraded at login)."""
+        if self._changing():
+            self._gathering.users_put[user.name] = user
 
     def put_exchange(self, exchange: StoredExchange) -> None:
         if self._changing():

@@ -39,6 +39,7 @@ import asyncpg
 from batonmq import __version__
 from batonmq.store.backup import MANIFEST, make_empty_directory, write_manifest
 from batonmq.store.base import (
+    GUEST_CREDENTIAL,
     MESSAGE_ID_BLOCK,
     SCHEMA_VERSION,
     PagedEntry,
@@ -52,6 +53,7 @@ from batonmq.store.base import (
     StoredExchange,
     StoredMessage,
     StoredQueue,
+    StoredUser,
     StoreError,
     StoreLocked,
     StoreStats,
@@ -108,6 +110,14 @@ _MIGRATIONS: Final = (
     CREATE INDEX IF NOT EXISTS entries_priority
         ON {s}.entries (broker_id, vhost, queue, priority, sequence);
     """,
+    # Version 4: users (with guest/guest, as every new store) and virtual hosts, store-wide.
+    f"""
+    CREATE TABLE IF NOT EXISTS {{s}}.users (name TEXT PRIMARY KEY, credential TEXT NOT NULL);
+    INSERT INTO {{s}}.users VALUES ('guest', '{GUEST_CREDENTIAL}') ON CONFLICT DO NOTHING;
+    CREATE TABLE IF NOT EXISTS {{s}}.vhosts (name TEXT PRIMARY KEY);
+    INSERT INTO {{s}}.vhosts SELECT vhost FROM {{s}}.exchanges UNION SELECT vhost FROM {{s}}.queues
+        ON CONFLICT DO NOTHING;
+    """,
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
@@ -131,6 +141,20 @@ _SQL: Final = {
     "delete_range": f"WITH gone AS (DELETE FROM {{s}}.entries WHERE {_ENTRY} AND sequence "
     "BETWEEN $4 AND $5 AND ($6::integer IS NULL OR priority = $6) RETURNING message_id) "
     f"INSERT INTO pg_temp.{_CANDIDATES} SELECT message_id FROM gone",
+    "delete_vhost_entries": "WITH gone AS (DELETE FROM {s}.entries WHERE broker_id = $1 "
+    f"AND vhost = $2 RETURNING message_id) INSERT INTO pg_temp.{_CANDIDATES} "
+    "SELECT message_id FROM gone",
+    **{
+        f"delete_vhost_{table}": f"DELETE FROM {{s}}.{table} WHERE broker_id = $1 AND vhost = $2"
+        for table in ("bindings", "queues", "exchanges")
+    },
+    "delete_vhost": "DELETE FROM {s}.vhosts WHERE name = $1",
+    "put_vhost": "INSERT INTO {s}.vhosts VALUES ($1) ON CONFLICT DO NOTHING",
+    "put_user": "INSERT INTO {s}.users VALUES ($1, $2) ON CONFLICT (name) DO UPDATE "
+    "SET credential = EXCLUDED.credential",
+    "delete_user": "DELETE FROM {s}.users WHERE name = $1",
+    "users": "SELECT name, credential FROM {s}.users ORDER BY name",
+    "vhosts": "SELECT name FROM {s}.vhosts ORDER BY name",
     "put_exchange": "INSERT INTO {s}.exchanges VALUES ($1, $2, $3, $4, $5, $6, $7) "
     "ON CONFLICT (broker_id, vhost, name) DO UPDATE SET type = EXCLUDED.type, "
     "auto_delete = EXCLUDED.auto_delete, internal = EXCLUDED.internal, "
@@ -197,6 +221,8 @@ _SQL: Final = {
 }
 #: A snapshot's tables, in the order a restore fills them.
 _SNAPSHOT: Final = ("exchanges", "queues", "bindings", "messages", "entries")
+#: The tables the brokers sharing the store share, restored whole.
+_SHARED_SNAPSHOT: Final = ("users", "vhosts")
 
 
 class PostgresStore:
@@ -262,6 +288,8 @@ class PostgresStore:
                 queues = await connection.fetch(sql["queues"], broker)
                 bindings = await connection.fetch(sql["bindings"], broker)
                 backlogs = await connection.fetch(sql["backlogs"], broker)
+                users = await connection.fetch(sql["users"])
+                vhosts = await connection.fetch(sql["vhosts"])
                 block = await connection.fetchval(sql["next_block"])
             first_message_id = message_id_base(block, self._location)
             return Recovery(
@@ -270,6 +298,8 @@ class PostgresStore:
                 bindings=[_decode(StoredBinding, row) for row in bindings],
                 backlogs=[QueueBacklog(*row) for row in backlogs],
                 message_id_base=first_message_id,
+                users=[StoredUser(*row) for row in users],
+                vhosts=[row[0] for row in vhosts],
                 discarded_entries=discarded,
             )
 
@@ -285,7 +315,7 @@ class PostgresStore:
                 # Last, the messages no entry refers to any more, among those that lost one.
                 candidates = [message_id for *_, message_id in batch.entries_deleted]
                 candidates += [message.id for message in batch.messages_put]
-                if batch.queues_deleted or batch.ranges_deleted:
+                if batch.queues_deleted or batch.ranges_deleted or batch.vhosts_deleted:
                     await connection.execute(
                         self._sql["delete_orphans_too"], self._broker_id, candidates
                     )
@@ -303,7 +333,13 @@ class PostgresStore:
         broker = self._broker_id
         queues = [(broker, *key) for key in batch.queues_deleted]
         exchanges = [(broker, *key) for key in batch.exchanges_deleted]
+        vhosts = [(broker, vhost) for vhost in batch.vhosts_deleted]
         return [
+            ("delete_vhost_entries", vhosts),
+            ("delete_vhost_bindings", vhosts),
+            ("delete_vhost_queues", vhosts),
+            ("delete_vhost_exchanges", vhosts),
+            ("delete_vhost", [(vhost,) for vhost in batch.vhosts_deleted]),
             ("delete_queue_entries", queues),
             ("delete_queue_bindings", queues),
             ("delete_queue", queues),
@@ -311,6 +347,7 @@ class PostgresStore:
             ("delete_exchange", exchanges),
             ("delete_binding", [_row(broker, item) for item in batch.bindings_deleted]),
             ("delete_range", [(broker, *purge) for purge in batch.ranges_deleted]),
+            ("put_vhost", [(vhost,) for vhost in batch.vhosts_put]),
             ("put_exchange", [_row(broker, item) for item in batch.exchanges_put]),
             ("put_queue", [_row(broker, item) for item in batch.queues_put]),
             ("put_binding", [_row(broker, item) for item in batch.bindings_put]),
@@ -318,6 +355,8 @@ class PostgresStore:
             ("put_entry", [_row(broker, item) for item in batch.entries_put]),
             ("update_entry", [(broker, *update) for update in batch.entries_updated]),
             ("delete_entry", [(broker, *entry[:3]) for entry in batch.entries_deleted]),
+            ("put_user", [(user.name, user.credential) for user in batch.users_put]),
+            ("delete_user", [(name,) for name in batch.users_deleted]),
         ]
 
     async def read_entries(
@@ -337,6 +376,20 @@ class PostgresStore:
             return [PagedEntry(row[0], row[1], StoredMessage(*row[3:]), row[2]) for row in rows]
 
         return await self._call("reading entries", work)
+
+    async def users(self) -> list[StoredUser]:
+        rows = await self._fetch_all("reading users", "users")
+        return [StoredUser(*row) for row in rows]
+
+    async def vhosts(self) -> list[str]:
+        return [row[0] for row in await self._fetch_all("reading virtual hosts", "vhosts")]
+
+    async def _fetch_all(self, what: str, query: str) -> list[asyncpg.Record]:
+        async def work(connection: _Connection) -> list[asyncpg.Record]:
+            self._require_current(write=False)
+            return await connection.fetch(self._sql[query])
+
+        return await self._call(what, work)
 
     async def stats(self) -> StoreStats:
         async def work(connection: _Connection) -> StoreStats:
@@ -365,6 +418,12 @@ class PostgresStore:
                     await connection.copy_from_query(
                         f'SELECT * FROM "{self._schema}".{table} WHERE broker_id = $1',
                         self._broker_id,
+                        output=directory / f"{table}.bin",
+                        format="binary",
+                    )
+                for table in _SHARED_SNAPSHOT:
+                    await connection.copy_from_query(
+                        f'SELECT * FROM "{self._schema}".{table}',
                         output=directory / f"{table}.bin",
                         format="binary",
                     )
@@ -413,7 +472,9 @@ class PostgresStore:
                     await connection.execute(
                         f'DELETE FROM "{self._schema}".{table} WHERE broker_id = $1', broker
                     )
-                for table in _SNAPSHOT:
+                for table in _SHARED_SNAPSHOT:
+                    await connection.execute(f'DELETE FROM "{self._schema}".{table}')
+                for table in (*_SHARED_SNAPSHOT, *_SNAPSHOT):
                     await connection.copy_to_table(
                         table,
                         schema_name=self._schema,

@@ -39,6 +39,7 @@ from typing import Final, TypeVar
 from batonmq import __version__
 from batonmq.store.backup import MANIFEST, make_empty_directory, write_manifest
 from batonmq.store.base import (
+    GUEST_CREDENTIAL,
     SCHEMA_VERSION,
     PagedEntry,
     QueueBacklog,
@@ -50,6 +51,7 @@ from batonmq.store.base import (
     StoredExchange,
     StoredMessage,
     StoredQueue,
+    StoredUser,
     StoreError,
     StoreLocked,
     StoreStats,
@@ -115,6 +117,14 @@ _MIGRATIONS: Final[tuple[tuple[str | Callable[[sqlite3.Connection], None], ...],
         _add_entry_priority,
         "CREATE INDEX IF NOT EXISTS entries_priority"
         " ON entries (broker_id, vhost, queue, priority, sequence)",
+    ),
+    # Version 4: users (with guest/guest, as every new store) and virtual hosts, store-wide.
+    (
+        "CREATE TABLE IF NOT EXISTS users (name TEXT PRIMARY KEY, credential TEXT NOT NULL)"
+        " WITHOUT ROWID",
+        f"INSERT OR IGNORE INTO users VALUES ('guest', '{GUEST_CREDENTIAL}')",
+        "CREATE TABLE IF NOT EXISTS vhosts (name TEXT PRIMARY KEY) WITHOUT ROWID",
+        "INSERT OR IGNORE INTO vhosts SELECT vhost FROM exchanges UNION SELECT vhost FROM queues",
     ),
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
@@ -206,6 +216,12 @@ class SQLiteStore:
         return await self._submit(
             partial(self._read_sync, vhost, queue, after_sequence, limit, priority)
         )
+
+    async def users(self) -> list[StoredUser]:
+        return await self._submit(partial(self._read, _users))
+
+    async def vhosts(self) -> list[str]:
+        return await self._submit(partial(self._read, _vhosts))
 
     async def stats(self) -> StoreStats:
         return await self._submit(self._stats_sync)
@@ -469,7 +485,16 @@ class SQLiteStore:
                     broker,
                 )
             ]
-            return Recovery(exchanges, queues, bindings, backlogs, first_message_id, discarded)
+            return Recovery(
+                exchanges,
+                queues,
+                bindings,
+                backlogs,
+                first_message_id,
+                users=_users(conn),
+                vhosts=_vhosts(conn),
+                discarded_entries=discarded,
+            )
 
         return self._transaction("recovery", recover, self._writer())
 
@@ -631,6 +656,7 @@ _RANGE: Final = "queue = ? AND sequence BETWEEN ? AND ? AND (? IS NULL OR priori
 def _batch_steps(broker: str, batch: WriteBatch) -> list[tuple[str, Sequence[tuple[object, ...]]]]:
     """The statements of a commit, each with its rows, in WriteBatch's order; a deleted entry's
     message becomes a candidate for the garbage collection that follows them."""
+    vhosts = [(broker, vhost) for vhost in batch.vhosts_deleted]
     exchanges = [(broker, vhost, name) for vhost, name in batch.exchanges_deleted]
     queues = [(broker, vhost, name) for vhost, name in batch.queues_deleted]
     # Each range's priority twice: "?6 IS NULL" (any level) and "priority = ?6".
@@ -639,6 +665,10 @@ def _batch_steps(broker: str, batch: WriteBatch) -> list[tuple[str, Sequence[tup
     candidates += [(message.id,) for message in batch.messages_put]
     return [
         ("DELETE FROM temp.gc_candidates", []),
+        (_GC_FROM_ENTRIES, vhosts),
+        *((f"DELETE FROM {table} WHERE {_KEY}", vhosts)
+          for table in ("entries", "bindings", "queues", "exchanges")),
+        ("DELETE FROM vhosts WHERE name = ?", [(vhost,) for vhost in batch.vhosts_deleted]),
         (f"DELETE FROM bindings WHERE {_KEY} AND source = ?", exchanges),
         (f"DELETE FROM bindings WHERE {_KEY} AND destination_kind = 'exchange'"
          " AND destination = ?", exchanges),
@@ -653,6 +683,7 @@ def _batch_steps(broker: str, batch: WriteBatch) -> list[tuple[str, Sequence[tup
          [_binding_row(broker, binding) for binding in batch.bindings_deleted]),
         (f"{_GC_FROM_ENTRIES} AND {_RANGE}", ranges),
         (f"DELETE FROM entries WHERE {_KEY} AND {_RANGE}", ranges),
+        ("INSERT OR IGNORE INTO vhosts VALUES (?)", [(vhost,) for vhost in batch.vhosts_put]),
         ("INSERT OR REPLACE INTO exchanges (broker_id, vhost, name, type, auto_delete, internal,"
          " arguments) VALUES (?, ?, ?, ?, ?, ?, ?)",
          [(broker, e.vhost, e.name, e.type_name, e.auto_delete, e.internal,
@@ -676,8 +707,22 @@ def _batch_steps(broker: str, batch: WriteBatch) -> list[tuple[str, Sequence[tup
          [(count, broker, v, q, seq) for v, q, seq, count in batch.entries_updated]),
         (f"DELETE FROM entries WHERE {_ENTRY}",
          [(broker, v, q, seq) for v, q, seq, _ in batch.entries_deleted]),
+        ("INSERT OR REPLACE INTO users VALUES (?, ?)",
+         [(user.name, user.credential) for user in batch.users_put]),
+        ("DELETE FROM users WHERE name = ?", [(name,) for name in batch.users_deleted]),
         ("INSERT OR IGNORE INTO temp.gc_candidates VALUES (?)", candidates),
     ]  # fmt: skip
+
+
+def _users(conn: sqlite3.Connection) -> list[StoredUser]:
+    return [
+        StoredUser(name, credential)
+        for name, credential in conn.execute("SELECT name, credential FROM users ORDER BY name")
+    ]
+
+
+def _vhosts(conn: sqlite3.Connection) -> list[str]:
+    return [name for (name,) in conn.execute("SELECT name FROM vhosts ORDER BY name")]
 
 
 def _binding_row(broker: str, b: StoredBinding) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ import pytest
 from pamqp.common import FieldTable
 
 from batonmq.store.base import (
+    GUEST_CREDENTIAL,
     MESSAGE_ID_BLOCK,
     SCHEMA_VERSION,
     PagedEntry,
@@ -27,6 +28,7 @@ from batonmq.store.base import (
     StoredExchange,
     StoredMessage,
     StoredQueue,
+    StoredUser,
     StoreError,
     WriteBatch,
 )
@@ -79,8 +81,9 @@ def binding(
     kind: str = "queue",
     key: str = "",
     arguments: FieldTable | None = None,
+    vhost: str = VHOST,
 ) -> StoredBinding:
-    return StoredBinding(VHOST, source, kind, destination, key, arguments or {})
+    return StoredBinding(vhost, source, kind, destination, key, arguments or {})
 
 
 def entry(
@@ -631,6 +634,60 @@ async def test_brokers_sharing_a_store_see_only_their_own_rows(
     assert await read_all(b1, "q") == [PagedEntry(1, 0, message(base1 + 1, b"b1's"))]
 
 
+# -- users and virtual hosts --------------------------------------------------------------------
+
+
+async def test_a_new_store_has_the_guest_user_and_users_can_be_put_and_deleted(
+    store_factory: StoreFactory,
+) -> None:
+    """Rules (Recovery.users, WriteBatch.users_put/users_deleted, GUEST_CREDENTIAL): a new store
+    starts with guest/guest, as RabbitMQ does; users put replace their credential; a deleted
+    user is gone, guest too."""
+    store, _ = await start(store_factory)
+    assert await store.users() == [StoredUser("guest", GUEST_CREDENTIAL)]
+
+    await store.commit(WriteBatch(users_put=[StoredUser("alice", "md5$a"), StoredUser("bob", "x")]))
+    await store.commit(
+        WriteBatch(users_put=[StoredUser("alice", "scrypt$new")], users_deleted=["guest"])
+    )
+
+    store, recovery = await restart(store, store_factory)
+    assert recovery.users == [StoredUser("alice", "scrypt$new"), StoredUser("bob", "x")]
+    assert await store.users() == recovery.users
+
+
+async def test_deleting_a_virtual_host_deletes_everything_in_it(
+    store_factory: StoreFactory,
+) -> None:
+    """Rules (Recovery.vhosts, WriteBatch.vhosts_put/vhosts_deleted): virtual hosts are kept;
+    deleting one deletes this broker's exchanges, queues, bindings, entries and (orphaned)
+    messages in it, and nothing in another virtual host."""
+    store, base = await start(store_factory)
+    await store.commit(
+        WriteBatch(
+            vhosts_put=["gone", "kept"],
+            exchanges_put=[exchange("ex", vhost="gone"), exchange("ex", vhost="kept")],
+            queues_put=[queue("q", vhost="gone"), queue("q", vhost="kept")],
+            bindings_put=[binding("ex", "q", vhost="gone"), binding("ex", "q", vhost="kept")],
+            messages_put=[message(base + 1), message(base + 2)],
+            entries_put=[
+                StoredEntry("gone", "q", 0, base + 1),
+                StoredEntry("kept", "q", 0, base + 2),
+            ],
+        )
+    )
+
+    await store.commit(WriteBatch(vhosts_deleted=["gone"]))
+
+    store, recovery = await restart(store, store_factory)
+    assert recovery.vhosts == ["kept"]
+    assert [(e.vhost, e.name) for e in recovery.exchanges] == [("kept", "ex")]
+    assert [(q.vhost, q.name) for q in recovery.queues] == [("kept", "q")]
+    assert [b.vhost for b in recovery.bindings] == ["kept"]
+    assert [(b.vhost, b.count) for b in recovery.backlogs] == [("kept", 1)]
+    assert (await store.stats()).messages == 1
+
+
 # -- stats, backup and restore ------------------------------------------------------------------
 
 
@@ -674,6 +731,8 @@ async def test_a_backup_restored_into_a_fresh_store_has_the_same_contents(
             bindings_put=[binding("ex", "q", key="#", arguments=RICH_ARGUMENTS)],
             messages_put=[message(base + n, bytes([n]) * n) for n in range(1, 6)],
             entries_put=[entry("q", n, base + n, delivery_count=n % 2) for n in range(1, 6)],
+            users_put=[StoredUser("alice", "scrypt$alice")],
+            vhosts_put=[VHOST, "other"],
         )
     )
     original_stats = await store.stats()
@@ -691,6 +750,9 @@ async def test_a_backup_restored_into_a_fresh_store_has_the_same_contents(
     assert restored.queues == original.queues
     assert restored.bindings == original.bindings
     assert restored.backlogs == original.backlogs
+    users = [StoredUser("alice", "scrypt$alice"), StoredUser("guest", GUEST_CREDENTIAL)]
+    assert restored.users == original.users == users
+    assert restored.vhosts == original.vhosts == [VHOST, "other"]
     assert await read_all(fresh, "q") == original_entries
     restored_stats = await fresh.stats()
     assert (restored_stats.messages, restored_stats.entries) == (
