@@ -33,6 +33,8 @@ class RunningBroker:
     data_dir: Path | None = None
     extra_args: tuple[str, ...] = field(default=())
     environment: dict[str, str] = field(default_factory=dict)
+    #: The amqps listener's port, when start_broker was asked for one.
+    amqps_port: int | None = None
 
     @property
     def url(self) -> str:
@@ -89,17 +91,33 @@ def wait_for_port(
 
 
 def start_broker(
-    workdir: Path, *extra_args: str, environment: dict[str, str] | None = None
+    workdir: Path,
+    *extra_args: str,
+    environment: dict[str, str] | None = None,
+    amqps: bool = False,
+    plain: bool = True,
 ) -> RunningBroker:
     """Run `python -m batonmq` on a free port with its data and log under `workdir` (started
     again with the same `workdir`, it finds its data again); `environment` adds variables
-    (configuration keys as BATONMQ__SECTION__KEY)."""
+    (configuration keys as BATONMQ__SECTION__KEY).
+
+    `amqps` also enables the TLS listener on 127.0.0.1 and a free port of its own (`amqps_port`;
+    `environment` gives its certificate settings); `plain=False` disables the plain listener
+    (sslOnly), whose port is still chosen and passed, so that a test can show nothing listens
+    there. The broker is ready once every enabled listener accepts connections."""
     port = free_port()
     data_dir = workdir / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = workdir / "broker.log"
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
+    amqps_port = free_port() if amqps else None
+    if amqps_port is not None:
+        env["BATONMQ__LISTENERS__AMQPS__ENABLED"] = "true"
+        env["BATONMQ__LISTENERS__AMQPS__BIND"] = "127.0.0.1"
+        env["BATONMQ__LISTENERS__AMQPS__PORT"] = str(amqps_port)
+    if not plain:
+        env["BATONMQ__LISTENERS__AMQP__ENABLED"] = "false"
     env.update(environment or {})
     with log_path.open("ab") as log_file:
         process = subprocess.Popen(
@@ -129,9 +147,13 @@ def start_broker(
         data_dir=data_dir,
         extra_args=extra_args,
         environment=dict(environment or {}),
+        amqps_port=amqps_port,
     )
     try:
-        wait_for_port("127.0.0.1", port, process, log_path)
+        if plain:
+            wait_for_port("127.0.0.1", port, process, log_path)
+        if amqps_port is not None:
+            wait_for_port("127.0.0.1", amqps_port, process, log_path)
     except Exception:
         broker.stop()
         raise

@@ -175,18 +175,61 @@ def _home(environ: Mapping[str, str]) -> Path:
     return Path(home) if home else Path.home()
 
 
+SASL_MECHANISMS = ("PLAIN", "AMQPLAIN", "EXTERNAL")
+TLS_VERIFY_MODES = ("none", "optional", "required")
+
+
+def _mechanisms(value: object) -> object:
+    """A space-separated list of SASL mechanisms, as connection.start's `mechanisms` field."""
+    assert isinstance(value, str)
+    names = value.upper().split()
+    if not names:
+        raise _Invalid("must name at least one SASL mechanism")
+    unknown = [name for name in names if name not in SASL_MECHANISMS]
+    if unknown:
+        raise _Invalid(f"unknown SASL mechanism {unknown[0]!r}: use {', '.join(SASL_MECHANISMS)}")
+    return " ".join(dict.fromkeys(names))
+
+
 @dataclass(frozen=True, slots=True)
 class ListenerConfig:
-    """One listening socket."""
+    """One listening socket (seeds/002 "connection services": the jms/ssljms pair maps onto
+    amqp/amqps)."""
 
     bind: str = _setting("0.0.0.0", check=_bind_address)
     #: 0 asks the operating system for a free port.
     port: int = _setting(5672, check=_between(0, 65535))
+    #: false turns the plain listener off, so that clients must use amqps (seeds/004 sslOnly).
+    enabled: bool = _setting(True)
+    #: SASL mechanisms offered on this listener, space-separated.
+    mechanisms: str = _setting("PLAIN AMQPLAIN", check=_mechanisms)
+
+
+@dataclass(frozen=True, slots=True)
+class TlsListenerConfig:
+    """The amqps listener: AMQP over TLS 1.2 or later (seeds/004 §2.3)."""
+
+    enabled: bool = _setting(False)
+    bind: str = _setting("0.0.0.0", check=_bind_address)
+    port: int = _setting(5671, check=_between(0, 65535))
+    #: Add EXTERNAL to log in as the client certificate's subject CN (it needs verify =
+    #: "optional" or "required").
+    mechanisms: str = _setting("PLAIN AMQPLAIN", check=_mechanisms)
+    #: PEM files: the server's certificate chain and its private key.
+    certfile: Path | None = field(default=None)
+    keyfile: Path | None = field(default=None)
+    #: PEM bundle of the certificate authorities that client certificates are checked against.
+    cafile: Path | None = field(default=None)
+    #: Client certificates: "none" (not asked for), "optional" (checked if sent), "required".
+    verify: str = _setting("none", check=_one_of(*TLS_VERIFY_MODES))
+    #: OpenSSL cipher list for TLS 1.2 (TLS 1.3 suites are OpenSSL's); empty keeps the default.
+    ciphers: str = _setting("")
 
 
 @dataclass(frozen=True, slots=True)
 class ListenersConfig:
     amqp: ListenerConfig = field(default_factory=ListenerConfig)
+    amqps: TlsListenerConfig = field(default_factory=TlsListenerConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +249,24 @@ class AmqpConfig:
 class AuthConfig:
     #: The guest user may connect only from a loopback address (as RabbitMQ's loopback_users).
     guest_loopback_only: bool = _setting(True)
+    #: Failed logins from one address within `failure_window` seconds that lock it out for
+    #: `lockout` seconds; each failure also delays the next answer to that address.
+    max_failures: int = _setting(5, check=_between(1))
+    failure_window: float = _setting(60.0, check=_positive_finite)
+    lockout: float = _setting(300.0, check=_positive_finite)
+
+
+@dataclass(frozen=True, slots=True)
+class AclConfig:
+    """Access control lists in Qpid's syntax (seeds/004 §2.2). With neither file, any user who
+    logs in may do anything in the virtual hosts that exist."""
+
+    #: The broker-wide ACL file: every operation must be allowed by it.
+    file: Path | None = field(default=None)
+    #: A directory of per-virtual-host ACL files, named after the virtual host with "/" and other
+    #: reserved characters %-encoded ("%2F.acl" for "/", "test.acl" for "test"): an operation in
+    #: a virtual host that has one must be allowed by it too.
+    vhost_dir: Path | None = field(default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +330,7 @@ class Config:
     listeners: ListenersConfig = field(default_factory=ListenersConfig)
     amqp: AmqpConfig = field(default_factory=AmqpConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
+    acl: AclConfig = field(default_factory=AclConfig)
     server: ServerConfig = field(default_factory=ServerConfig)
     persist: PersistConfig = field(default_factory=PersistConfig)
     message: MessageConfig = field(default_factory=MessageConfig)
@@ -322,12 +384,13 @@ TABLES: frozenset[str] = frozenset(
 # ---------------------------------------------------------------------------------------------
 # Types: TOML values into the types the dataclasses declare.
 
-_EXPECTED = {
+_EXPECTED: dict[object, str] = {
     int: "an integer",
     float: "a number",
     bool: "a boolean (true or false)",
     str: "a string",
     Path: "a string (a path)",
+    Path | None: "a string (a path)",
 }
 
 
@@ -360,9 +423,11 @@ def _coerce(setting: Setting, value: object, base_dir: Path, environ: Mapping[st
             value, ok = float(value), True
     elif kind is str:
         ok = isinstance(value, str)
-    elif kind is Path:
+    elif kind is Path or kind == Path | None:
         if isinstance(value, str | os.PathLike):
             value, ok = _resolve_path(os.fspath(value), base_dir, environ), True
+            if kind != Path and value == "":
+                value = None  # an optional path left empty is unset
     else:  # pragma: no cover - a field of a type _coerce does not know is a programming error
         raise TypeError(f"{setting.key}: unsupported setting type {kind!r}")
     if not ok:

@@ -10,6 +10,7 @@ import pytest
 from batonmq.config import (
     SETTINGS,
     TABLES,
+    AclConfig,
     AmqpConfig,
     AuthConfig,
     Config,
@@ -18,6 +19,7 @@ from batonmq.config import (
     ListenersConfig,
     LogConfig,
     ServerConfig,
+    TlsListenerConfig,
     default_data_dir,
     load_config,
 )
@@ -57,8 +59,21 @@ frame_max = 65536
 channel_max = 100
 heartbeat = 0
 
+[listeners.amqps]
+enabled = true
+port = 5674
+mechanisms = "external plain"
+certfile = "tls/server.pem"
+keyfile = "/etc/batonmq/server.key"
+cafile = ""
+verify = "Required"
+
 [auth]
 guest_loopback_only = false
+max_failures = 3
+
+[acl]
+file = "broker.acl"
 
 [server]
 write_buffer_high = 2048
@@ -117,13 +132,29 @@ def test_settings_table_is_derived_from_the_dataclasses() -> None:
         "broker.name",
         "broker.data_dir",
         "broker.default_vhost",
+        "listeners.amqp.enabled",
         "listeners.amqp.bind",
         "listeners.amqp.port",
+        "listeners.amqp.mechanisms",
+        "listeners.amqps.enabled",
+        "listeners.amqps.bind",
+        "listeners.amqps.port",
+        "listeners.amqps.mechanisms",
+        "listeners.amqps.certfile",
+        "listeners.amqps.keyfile",
+        "listeners.amqps.cafile",
+        "listeners.amqps.verify",
+        "listeners.amqps.ciphers",
         "amqp.frame_max",
         "amqp.channel_max",
         "amqp.heartbeat",
         "amqp.max_message_size",
         "auth.guest_loopback_only",
+        "auth.max_failures",
+        "auth.failure_window",
+        "auth.lockout",
+        "acl.file",
+        "acl.vhost_dir",
         "server.write_buffer_high",
         "server.write_buffer_low",
         "server.shutdown_timeout",
@@ -140,8 +171,10 @@ def test_settings_table_is_derived_from_the_dataclasses() -> None:
         "broker",
         "listeners",
         "listeners.amqp",
+        "listeners.amqps",
         "amqp",
         "auth",
+        "acl",
         "server",
         "persist",
         "persist.postgres",
@@ -164,9 +197,21 @@ def test_every_key_from_a_file(tmp_path: Path, environ: dict[str, str]) -> None:
         broker_name="edge-1",
         data_dir=Path("/var/lib/batonmq"),
         default_vhost="prod",
-        listeners=ListenersConfig(amqp=ListenerConfig(bind="127.0.0.1", port=5673)),
+        listeners=ListenersConfig(
+            amqp=ListenerConfig(bind="127.0.0.1", port=5673),
+            amqps=TlsListenerConfig(
+                enabled=True,
+                port=5674,
+                mechanisms="EXTERNAL PLAIN",
+                certfile=tmp_path / "tls" / "server.pem",
+                keyfile=Path("/etc/batonmq/server.key"),
+                cafile=None,
+                verify="required",
+            ),
+        ),
         amqp=AmqpConfig(frame_max=65536, channel_max=100, heartbeat=0),
-        auth=AuthConfig(guest_loopback_only=False),
+        auth=AuthConfig(guest_loopback_only=False, max_failures=3),
+        acl=AclConfig(file=tmp_path / "broker.acl"),
         server=ServerConfig(write_buffer_high=2048, write_buffer_low=1024, shutdown_timeout=2.5),
         log=LogConfig(level="debug", format="json"),
     )
@@ -682,3 +727,17 @@ def test_persist_keys_from_the_environment(environ: dict[str, str]) -> None:
         "postgresql://db/batonmq",
         False,
     )
+
+
+def test_an_unknown_sasl_mechanism_is_refused(tmp_path: Path, environ: dict[str, str]) -> None:
+    path = write(tmp_path, '[listeners.amqp]\nmechanisms = "PLAIN CRAM-MD5"\n')
+
+    with pytest.raises(ConfigError, match="unknown SASL mechanism 'CRAM-MD5'"):
+        load_config(path, environ=environ)
+
+
+def test_a_tls_verify_mode_must_be_known(tmp_path: Path, environ: dict[str, str]) -> None:
+    path = write(tmp_path, '[listeners.amqps]\nverify = "sometimes"\n')
+
+    with pytest.raises(ConfigError, match="expected one of 'none', 'optional', 'required'"):
+        load_config(path, environ=environ)

@@ -4,11 +4,12 @@
 
 The options before the group select the broker whose data is meant, the same way as for
 ``batonmq`` (the same file, the same BATONMQ__SECTION__KEY variables, flags winning over both).
-Each group of commands lives in a module of its own, which `GROUPS` lists: ``db`` now
-(`batonmq.cli.db`, the counterpart of Open MQ's imqdbmgr); ``user``, ``vhost`` and ``acl`` are
-meant to follow. A group module has one function, ``register(groups)``, which adds the group's
-parser to `groups` and gives each of its commands a ``handler`` default: a `Handler`, called with
-the parsed arguments and the loaded configuration, that returns the exit status.
+Each group of commands lives in a module of its own, which `GROUPS` lists: ``db``
+(`batonmq.cli.db`, the counterpart of Open MQ's imqdbmgr), ``user`` (`batonmq.cli.users`),
+``vhost`` (`batonmq.cli.vhosts`) and ``acl`` (`batonmq.cli.acl`). A group module has one
+function, ``register(groups)``, which adds the group's parser to `groups` and gives each of its
+commands a ``handler`` default: a `Handler`, called with the parsed arguments and the loaded
+configuration, that returns the exit status.
 
 Exit codes, as for ``batonmq``: 0 done, 2 a usage or configuration error, 1 the command failed
 (one line on stderr, "batonctl: <what failed>: <reason>", never a traceback).
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Final, cast
 
 from batonmq import __version__
-from batonmq.cli import db
+from batonmq.cli import acl, db, users, vhosts
 from batonmq.cli.broker import EXIT_USAGE
 from batonmq.cli.flags import flag_error, flag_overrides
 from batonmq.config import CONFIG_FILE_VARIABLE, ENV_PREFIX, Config, ConfigError, load_config
@@ -41,6 +42,9 @@ Handler = Callable[[argparse.Namespace, Config], int]
 #: Each group module's `register`, in the order `batonctl --help` lists them.
 GROUPS: Final[tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...]] = (
     db.register,
+    users.register,
+    vhosts.register,
+    acl.register,
 )
 
 #: Each configuration flag and the dotted key it overrides.

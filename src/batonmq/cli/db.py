@@ -20,42 +20,23 @@ cannot know what to do about it.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import dataclasses
 import json
-import sys
-from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
-from typing import Any, Final
 
-from batonmq.cli.broker import EXIT_USAGE
+from batonmq.cli.storecommand import (
+    CommandFailed,
+    missing_store_file,
+    opened,
+    require_store_file,
+    run_on_store,
+)
 from batonmq.config import Config
 from batonmq.store.backup import MANIFEST
 from batonmq.store.base import (
     SCHEMA_VERSION,
-    SchemaTooNew,
     Store,
-    StoreError,
-    StoreLocked,
-    StoreUnavailable,
 )
-from batonmq.store.configured import configured_store, sqlite_path
-
-PROG: Final = "batonctl"
-EXIT_FAILURE: Final = 1
-
-#: What to do about an error, where the store's own text does not say (both stores name the
-#: running broker that holds a lock; a schema too new is worded differently by each).
-_HINTS: Final[dict[type[StoreError], str]] = {
-    StoreLocked: "stop the broker first",
-    SchemaTooNew: "upgrade BatonMQ to use this store",
-}
-
-
-class CommandFailed(Exception):
-    """A command cannot go on, for a reason that is not the store's (a directory, a schema left
-    for another command); reported as a StoreError is."""
 
 
 def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -126,10 +107,10 @@ def _create(args: argparse.Namespace, config: Config) -> int:
     async def create(store: Store) -> str:
         # Read first (without the lock, creating nothing) to tell "created" from "was there".
         found = 0
-        if not _missing_sqlite_file(store, config):
-            async with _opened(store, create=False, migrate=False, lock=False):
+        if not missing_store_file(store, config):
+            async with opened(store, create=False, migrate=False, lock=False):
                 found = store.schema_version
-        async with _opened(store, create=True, migrate=False, lock=True):
+        async with opened(store, create=True, migrate=False, lock=True):
             version = store.schema_version
         if version < SCHEMA_VERSION:
             raise CommandFailed(
@@ -140,13 +121,13 @@ def _create(args: argparse.Namespace, config: Config) -> int:
             return f"created schema version {version} in {store.location}"
         return f"{store.location} already holds schema version {version}: nothing to do"
 
-    return _run(config, "cannot create the schema", create)
+    return run_on_store(config, "cannot create the schema", create)
 
 
 def _upgrade(args: argparse.Namespace, config: Config) -> int:
     async def upgrade(store: Store) -> str:
-        _require_sqlite_file(store, config)
-        async with _opened(store, create=False, migrate=False, lock=True):
+        require_store_file(store, config)
+        async with opened(store, create=False, migrate=False, lock=True):
             if store.schema_version == 0:
                 # The stores' upgrade would create the schema; that is `create`'s job.
                 raise CommandFailed(
@@ -157,7 +138,7 @@ def _upgrade(args: argparse.Namespace, config: Config) -> int:
             return f"schema is current ({current})"
         return f"schema upgraded from {found} to {current}"
 
-    return _run(config, "cannot upgrade the schema", upgrade)
+    return run_on_store(config, "cannot upgrade the schema", upgrade)
 
 
 def _backup(args: argparse.Namespace, config: Config) -> int:
@@ -166,13 +147,13 @@ def _backup(args: argparse.Namespace, config: Config) -> int:
     async def backup(store: Store) -> str:
         # Checked before the store is opened (the stores check too, each in its own words).
         _require_empty_directory(directory)
-        _require_sqlite_file(store, config)
-        async with _opened(store, create=False, migrate=False, lock=False):
+        require_store_file(store, config)
+        async with opened(store, create=False, migrate=False, lock=False):
             await store.backup(directory)
         summary = _manifest_summary(directory)
         return f"backed up {store.location} to {directory}" + (f": {summary}" if summary else "")
 
-    return _run(config, "backup failed", backup)
+    return run_on_store(config, "backup failed", backup)
 
 
 def _restore(args: argparse.Namespace, config: Config) -> int:
@@ -182,7 +163,7 @@ def _restore(args: argparse.Namespace, config: Config) -> int:
         if not (directory / MANIFEST).is_file():
             raise CommandFailed(f"{directory} is not a BatonMQ backup (it has no {MANIFEST})")
         # create: a fresh data directory or database gets the schema the backup is loaded into.
-        async with _opened(store, create=True, migrate=True, lock=True):
+        async with opened(store, create=True, migrate=True, lock=True):
             await store.restore(directory)
             stats = await store.stats()
         return (
@@ -190,77 +171,25 @@ def _restore(args: argparse.Namespace, config: Config) -> int:
             f"{stats.entries} queue entries"
         )
 
-    return _run(config, "restore failed", restore)
+    return run_on_store(config, "restore failed", restore)
 
 
 def _stats(args: argparse.Namespace, config: Config) -> int:
     as_json: bool = args.json
 
     async def stats(store: Store) -> str:
-        _require_sqlite_file(store, config)
-        async with _opened(store, create=False, migrate=False, lock=False):
+        require_store_file(store, config)
+        async with opened(store, create=False, migrate=False, lock=False):
             fields = dataclasses.asdict(await store.stats())
         if as_json:
             return json.dumps(fields, indent=2)
         width = max(len(name) for name in fields) + 1
         return "\n".join(f"{name + ':':<{width}} {value}" for name, value in fields.items())
 
-    return _run(config, "cannot read the store's statistics", stats)
+    return run_on_store(config, "cannot read the store's statistics", stats)
 
 
 # -- helpers -----------------------------------------------------------------------------------
-
-
-def _run(config: Config, what: str, command: Callable[[Store], Coroutine[Any, Any, str]]) -> int:
-    """Run `command` on the configured store and print what it returns; a failure is one line
-    on stderr, "batonctl: <what>: <reason>", and exit status 1 (2 when the configuration does
-    not describe a store at all)."""
-    try:
-        store = configured_store(config)
-    except ValueError as error:  # a DSN that is not even a URI; its text never holds the DSN
-        print(f"{PROG}: persist.postgres.dsn: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    except StoreError as error:  # a store the configuration names wrongly (a schema name)
-        print(f"{PROG}: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        output = asyncio.run(command(store))
-    except (StoreError, CommandFailed) as error:
-        reason = str(error) or type(error).__name__
-        hint = next((text for kind, text in _HINTS.items() if isinstance(error, kind)), None)
-        print(f"{PROG}: {what}: {reason}" + (f"; {hint}" if hint else ""), file=sys.stderr)
-        return EXIT_FAILURE
-    except OSError as error:  # a file of the backup that cannot be written or read
-        reason = error.strerror or str(error)
-        where = f"{error.filename}: " if error.filename else ""
-        print(f"{PROG}: {what}: {where}{reason}", file=sys.stderr)
-        return EXIT_FAILURE
-    print(output)
-    return 0
-
-
-@contextlib.asynccontextmanager
-async def _opened(store: Store, *, create: bool, migrate: bool, lock: bool) -> AsyncIterator[None]:
-    """The store open for the block, closed after it (a failed open leaves nothing open)."""
-    await store.open(create=create, migrate=migrate, lock=lock)
-    try:
-        yield
-    finally:
-        await store.close()
-
-
-def _missing_sqlite_file(store: Store, config: Config) -> bool:
-    """Whether `store` is an SQLite store whose file does not exist yet (opened without the
-    lock, the file is opened read-only, and SQLite's error for a missing one is vague)."""
-    return store.kind == "sqlite" and not sqlite_path(config.data_dir).exists()
-
-
-def _require_sqlite_file(store: Store, config: Config) -> None:
-    if _missing_sqlite_file(store, config):
-        raise StoreUnavailable(
-            f"there is no store at {sqlite_path(config.data_dir)}: check --data-dir, or run "
-            "`batonctl db create`"
-        )
 
 
 def _require_empty_directory(directory: Path) -> None:

@@ -10,6 +10,7 @@ from pamqp.common import FieldTable
 
 from batonmq import __version__
 from batonmq.amqp.connection import ConnectionSettings
+from batonmq.engine.access import AccessControl
 from batonmq.engine.vhost import VirtualHost
 from batonmq.queues.classic import Paging
 from batonmq.security.authn import Authenticator
@@ -67,6 +68,8 @@ class Broker:
     vhosts: dict[str, VirtualHost] = field(init=False)
     sessions: set[Session] = field(init=False, default_factory=set)
     authenticator: Authenticator = field(init=False)
+    #: Who may do what (seeds/004 §2.2); the default has no ACL: whoever logs in may do anything.
+    access: AccessControl = field(default_factory=AccessControl)
     connection_settings: ConnectionSettings = field(init=False)
 
     def __post_init__(self) -> None:

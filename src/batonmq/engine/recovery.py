@@ -15,7 +15,8 @@ from batonmq.model.destination import Destination, DestinationKind
 from batonmq.model.message import set_message_id_base
 from batonmq.queues.arguments import InvalidArgument, QueueArguments
 from batonmq.routing.base import BindingArgumentError
-from batonmq.store.base import Recovery, StoredQueue
+from batonmq.security.passwords import Credential, MalformedHashError
+from batonmq.store.base import Recovery, StoredQueue, StoredUser
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,12 @@ def restore(broker: Broker, recovery: Recovery) -> Recovered:
     """Recreate durable exchanges, queues and bindings; queues get their backlogs, which they
     read from the store as they need them."""
     set_message_id_base(recovery.message_id_base)
+    _restore_users(broker, recovery.users)
+    for name in recovery.vhosts:
+        if name not in broker.vhosts:
+            broker.add_vhost(name)
+    if broker.settings.default_vhost not in recovery.vhosts:
+        broker.journal.put_vhost(broker.settings.default_vhost)
     for stored_exchange in recovery.exchanges:
         vhost = broker.vhosts.get(stored_exchange.vhost) or broker.add_vhost(stored_exchange.vhost)
         if stored_exchange.name not in vhost.exchanges:
@@ -83,6 +90,24 @@ def restore(broker: Broker, recovery: Recovery) -> Recovered:
             queue.recover(levels)
             messages += sum(level.count for level in levels)
     return Recovered(len(recovery.exchanges), len(recovery.queues), bindings, messages)
+
+
+def _restore_users(broker: Broker, stored: list[StoredUser]) -> None:
+    """The store's users log in from now on; a credential upgraded at login is written back."""
+    users: dict[str, Credential] = {}
+    for user in stored:
+        try:
+            users[user.name] = Credential.decode(user.credential)
+        except MalformedHashError as error:
+            log.error(
+                "user cannot log in: bad stored credential: %s", error, extra={"user": user.name}
+            )
+    authenticator = broker.authenticator
+    authenticator.replace_users(users)
+    journal = broker.journal
+    authenticator.on_upgrade = lambda name, credential: journal.put_user(
+        StoredUser(name, credential.encode())
+    )
 
 
 def _usable_arguments(stored: StoredQueue) -> FieldTable:

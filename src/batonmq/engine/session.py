@@ -7,6 +7,7 @@ layer when there is something to send (`request_flush`, coalesced to once per lo
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Final
@@ -36,7 +37,8 @@ from batonmq.engine.publish import publish
 from batonmq.engine.vhost import VirtualHost
 from batonmq.model.message import Message
 from batonmq.queues.classic import ClassicQueue
-from batonmq.security.authn import AuthenticationError
+from batonmq.security.authn import AuthenticationError, LoginAttempt
+from batonmq.security.sasl import PeerCertificate
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +53,19 @@ class Session:
         peer: tuple[str, int],
         request_flush: Callable[[], None],
         output_budget: int = 4 * 1024 * 1024,
+        *,
+        mechanisms: tuple[str, ...] | None = None,
+        peer_certificate: PeerCertificate | None = None,
     ) -> None:
+        """`mechanisms`: the SASL mechanisms of the listener the client came in on (the
+        broker's default when None); `peer_certificate`: its verified TLS client certificate."""
         self.broker = broker
         self.peer = peer
-        self.connection = ServerConnection(broker.connection_settings)
+        self.peer_certificate = peer_certificate
+        settings = broker.connection_settings
+        if mechanisms is not None:
+            settings = dataclasses.replace(settings, mechanisms=mechanisms)
+        self.connection = ServerConnection(settings)
         self.channels: dict[int, Channel] = {}
         self.vhost_or_none: VirtualHost | None = None
         self.exclusive_queues: set[ClassicQueue] = set()
@@ -166,15 +177,26 @@ class Session:
             self.teardown()
 
     def _login(self, event: LoginRequested) -> None:
-        try:
-            username = self.broker.authenticator.authenticate(
-                event.mechanism, event.response, self.peer[0]
-            )
-        except AuthenticationError as error:
-            log.warning("login refused: %s", error, extra=self._log_fields())
-            self.connection.refuse_login(str(error))
-            return
-        self.connection.accept_login(username)
+        """Check the login off the event loop; the client's next frames wait for the answer."""
+        attempt = LoginAttempt(event.mechanism, event.response, self.peer[0], self.peer_certificate)
+
+        def register(done: Callable[[], None]) -> None:
+            def decided(outcome: str | AuthenticationError) -> None:
+                if not self.ended:
+                    if isinstance(outcome, AuthenticationError):
+                        log.warning(
+                            "login refused: %s",
+                            outcome,
+                            extra={**self._log_fields(), "mechanism": event.mechanism},
+                        )
+                        self.connection.refuse_login(str(outcome))
+                    else:
+                        self.connection.accept_login(outcome)
+                done()
+
+            self.broker.authenticator.authenticate(attempt, decided)
+
+        self.hold_input_until(register)
 
     def _open(self, name: str) -> None:
         vhost = self.broker.vhosts.get(name)
@@ -184,6 +206,11 @@ class Session:
                     ReplyCode.NOT_ALLOWED, f"vhost '{name}' not found", commands.Connection.Open
                 )
             )
+            return
+        # seeds/004 §2.2.4.3: "# Allow client and server to connect to the virtual host."
+        refusal = self.broker.access.check_vhost(self.username, name)
+        if refusal is not None:
+            self.close(HardError(ReplyCode.ACCESS_REFUSED, refusal, commands.Connection.Open))
             return
         self.vhost_or_none = vhost
         self.connection.accept_open(name)

@@ -1,20 +1,77 @@
-"""Who may log in. For now the built-in guest user only (guest/guest), which RabbitMQ accepts from
-loopback addresses only ("loopback_users"); the user store of the security issue replaces the
-in-memory table."""
+"""Who may log in: the users the broker knows (kept in its store, managed with `batonctl user`),
+checked against the SASL response of connection.start-ok.
+
+- PLAIN and AMQPLAIN carry a username and password, checked against the user's stored credential
+  (salted scrypt, or a legacy MD5 imported from a Qpid password file, upgraded to scrypt at the
+  first successful login).
+- EXTERNAL logs in as the TLS client certificate's subject CN (seeds/004 §2.3), who must be a
+  known user; the password plays no part.
+- The user `guest` may log in from loopback addresses only, as RabbitMQ's `loopback_users`
+  (`auth.guest_loopback_only`); `batonctl user delete guest` disables it.
+- Repeated failures from one address are slowed down and then locked out for a while
+  (`LoginThrottle`).
+
+Checking a password is deliberately slow (about 40 ms of scrypt), so it runs off the event loop
+(`offload`). A password checked once is remembered as a keyed digest (HMAC with a key that lives
+only in this process), so a client that reconnects often costs one scrypt, not one per
+connection; RabbitMQ's auth-backend cache does the same. A changed credential forgets it.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
+import math
+import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 
-from batonmq.security.sasl import SaslError, decode_response
+from batonmq.security.lockout import LoginThrottle
+from batonmq.security.passwords import Credential, verify_unknown_user
+from batonmq.security.sasl import PeerCertificate, SaslError, decode_response, external_username
+from batonmq.timers import LoopTimers, Timers
 
 GUEST = "guest"
 
 
 class AuthenticationError(Exception):
     """Login refused; the text goes to the client in connection.close 403."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoginAttempt:
+    mechanism: str
+    response: bytes
+    #: The client's address: the guest rule and the throttle go by it.
+    peer_host: str
+    #: The verified TLS client certificate (`getpeercert()`), for EXTERNAL.
+    peer_certificate: PeerCertificate | None = None
+
+
+#: The login's outcome: the username, or why it was refused.
+Decided = Callable[[str | AuthenticationError], None]
+#: Run the blocking check off the event loop, then hand its result to the callback on the loop.
+Offload = Callable[[Callable[[], "_Checked"], Callable[["_Checked"], None]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    ok: bool
+    #: The scrypt credential that replaces a weak or outdated one, after a good password.
+    upgraded: Credential | None = None
+
+
+def run_inline(work: Callable[[], _Checked], done: Callable[[_Checked], None]) -> None:
+    """Offload for tests and tools: no event loop to keep free."""
+    done(work())
+
+
+@cache
+def default_guest() -> Credential:
+    """guest/guest, for a broker without a store (the store has its own guest user)."""
+    return Credential.from_password(GUEST)
 
 
 def is_loopback(host: str) -> bool:
@@ -27,35 +84,125 @@ def is_loopback(host: str) -> bool:
     return address.is_loopback
 
 
-@dataclass
-class Authenticator:
-    guest_loopback_only: bool = True
-    passwords: dict[str, str] = field(default_factory=lambda: {GUEST: GUEST})
+def _refused(mechanism: str) -> AuthenticationError:
+    # The same words for a wrong user and a wrong password (the log has the details).
+    return AuthenticationError(
+        f"Login was refused using authentication mechanism {mechanism}. "
+        "For details see the broker logfile."
+    )
 
-    def authenticate(self, mechanism: str, response: bytes, peer_host: str) -> str:
-        """The authenticated username, or AuthenticationError with a reason fit for the client."""
+
+@dataclass(eq=False)
+class Authenticator:
+    users: dict[str, Credential] = field(default_factory=lambda: {GUEST: default_guest()})
+    guest_loopback_only: bool = True
+    timers: Timers = field(default_factory=LoopTimers)
+    max_failures: int = 5
+    failure_window: float = 60.0
+    lockout: float = 300.0
+    offload: Offload = run_inline
+    #: Told of a credential upgraded at login, to write it to the store.
+    on_upgrade: Callable[[str, Credential], None] | None = None
+    _throttle: LoginThrottle = field(init=False)
+    _key: bytes = field(init=False, default_factory=lambda: secrets.token_bytes(32))
+    #: username -> (credential, keyed digest of the password last checked good against it)
+    _checked: dict[str, tuple[Credential, bytes]] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._throttle = LoginThrottle(
+            self.max_failures,
+            self.failure_window,
+            self.lockout,
+            clock=lambda: self.timers.now_ms() / 1000,
+        )
+
+    def replace_users(self, users: dict[str, Credential]) -> None:
+        self.users = users
+        self._checked.clear()
+
+    def authenticate(self, attempt: LoginAttempt, decided: Decided) -> None:
+        """Check `attempt` and call `decided` with the username or the refusal: at once, after
+        the throttle's delay for its address, or when the password check comes back."""
+        host = attempt.peer_host
+        locked_for = self._throttle.locked_out_for(host)
+        if locked_for:
+            decided(
+                AuthenticationError(
+                    f"too many failed logins from {host}: locked out for another "
+                    f"{math.ceil(locked_for)} s"
+                )
+            )
+            return
+        delay = self._throttle.delay_for(host)
+        if delay:
+            self.timers.call_later(round(delay * 1000), lambda: self._check(attempt, decided))
+        else:
+            self._check(attempt, decided)
+
+    def _check(self, attempt: LoginAttempt, decided: Decided) -> None:
+        mechanism = attempt.mechanism
         try:
-            credentials = decode_response(mechanism, response)
+            if mechanism == "EXTERNAL":
+                username = external_username(attempt.response, attempt.peer_certificate)
+                if username not in self.users:
+                    raise SaslError(f"certificate CN '{username}' is not a known user")
+                self._settle(attempt, username, True, decided)
+                return
+            credentials = decode_response(mechanism, attempt.response)
         except SaslError as error:
-            raise AuthenticationError(str(error)) from error
-        expected = self.passwords.get(credentials.username)
-        # compare_digest on every path, so a wrong user and a wrong password take the same time.
-        if (
-            not hmac.compare_digest(
-                (expected or "").encode("utf-8"), credentials.password.encode("utf-8")
+            self._throttle.record_failure(attempt.peer_host)
+            decided(AuthenticationError(str(error)))
+            return
+        username, password = credentials.username, credentials.password
+        credential = self.users.get(username)
+        digest = hmac.digest(
+            self._key,
+            b"\0".join(p.encode("utf-8", "surrogatepass") for p in (username, password)),
+            hashlib.sha256,
+        )
+        if credential is not None and self._checked.get(username) == (credential, digest):
+            self._settle(attempt, username, True, decided)
+            return
+
+        def work() -> _Checked:
+            try:
+                return check()
+            except ValueError:  # a credential that cannot be checked admits nobody
+                return _Checked(False)
+
+        def check() -> _Checked:
+            if credential is None:
+                return _Checked(verify_unknown_user(password))
+            if not credential.verify(password):
+                return _Checked(False)
+            if credential.needs_upgrade():
+                return _Checked(True, Credential.from_password(password))
+            return _Checked(True)
+
+        def checked(result: _Checked) -> None:
+            # A user deleted or given a new password meanwhile is checked against the new state.
+            ok = result.ok and credential is not None and self.users.get(username) is credential
+            if ok:
+                if result.upgraded is not None:
+                    self.users[username] = result.upgraded
+                    if self.on_upgrade is not None:
+                        self.on_upgrade(username, result.upgraded)
+                self._checked[username] = (self.users[username], digest)
+            self._settle(attempt, username, ok, decided)
+
+        self.offload(work, checked)
+
+    def _settle(self, attempt: LoginAttempt, username: str, ok: bool, decided: Decided) -> None:
+        host = attempt.peer_host
+        if not ok:
+            self._throttle.record_failure(host)
+            decided(_refused(attempt.mechanism))
+        elif username == GUEST and self.guest_loopback_only and not is_loopback(host):
+            decided(
+                AuthenticationError(
+                    "user 'guest' can only connect via localhost (auth.guest_loopback_only)"
+                )
             )
-            or expected is None
-        ):
-            raise AuthenticationError(
-                f"Login was refused using authentication mechanism {mechanism}. "
-                "For details see the broker logfile."
-            )
-        if (
-            credentials.username == GUEST
-            and self.guest_loopback_only
-            and not is_loopback(peer_host)
-        ):
-            raise AuthenticationError(
-                "user 'guest' can only connect via localhost (auth.guest_loopback_only)"
-            )
-        return credentials.username
+        else:
+            self._throttle.record_success(host)
+            decided(username)

@@ -9,6 +9,8 @@ the session go to the socket. No protocol logic lives here (ARCHITECTURE.md, ser
   socket stops being read. So no client can make the broker buffer without bound.
 - Heartbeats (spec 4.2.7): sent when nothing else was sent for half the negotiated interval; a
   client silent for two intervals is disconnected.
+- TLS (the amqps listener): `accept_tls` runs the handshake and hands the encrypted transport to
+  an AMQPProtocol; a client that fails it is logged with its address and gets no session.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 from collections.abc import Callable, Iterator
 from typing import Final, cast
 
@@ -44,8 +47,11 @@ class AMQPProtocol(asyncio.Protocol):
         write_buffer_high: int,
         write_buffer_low: int,
         on_lost: Callable[[AMQPProtocol], None],
+        mechanisms: tuple[str, ...] | None = None,
     ) -> None:
+        """`mechanisms`: the SASL mechanisms of the listener this connection came in on."""
         self.broker = broker
+        self._mechanisms = mechanisms
         self._high, self._low = write_buffer_high, write_buffer_low
         self._on_lost = on_lost
         self._loop = asyncio.get_running_loop()
@@ -71,7 +77,15 @@ class AMQPProtocol(asyncio.Protocol):
         transport.set_write_buffer_limits(high=self._high, low=self._low)
         peer = transport.get_extra_info("peername") or ("unknown", 0)
         self.session = Session(
-            self.broker, (str(peer[0]), int(peer[1])), self._request_flush, output_budget=self._high
+            self.broker,
+            (str(peer[0]), int(peer[1])),
+            self._request_flush,
+            output_budget=self._high,
+            mechanisms=self._mechanisms,
+            # On a TLS transport the handshake is over by now (accept_tls), so this is the
+            # verified client certificate (None or {} when there is none, or it was not asked
+            # for). None on plain TCP.
+            peer_certificate=transport.get_extra_info("peercert"),
         )
         log.debug("connection accepted", extra={"peer": f"{peer[0]}:{peer[1]}"})
         self._schedule_tick()
@@ -226,3 +240,60 @@ class AMQPProtocol(asyncio.Protocol):
             extra={"peer": f"{self.session.peer[0]}:{self.session.peer[1]}"},
         )
         self.transport.abort()
+
+
+async def accept_tls(
+    client: socket.socket,
+    context: ssl.SSLContext,
+    amqp_protocol: Callable[[], AMQPProtocol],
+) -> AMQPProtocol | None:
+    """Run the TLS handshake on an accepted socket, then hand the encrypted connection to an
+    AMQPProtocol (from `amqp_protocol`); returns it, or None if the handshake did not succeed.
+
+    `loop.connect_accepted_socket` does the handshake, and raises what ended it. That is why the
+    amqps listener accepts its sockets itself: `create_server(ssl=...)` drops a failed handshake
+    silently (asyncio and uvloop log it in debug mode only), so a refused client certificate or
+    a plain AMQP header sent to the TLS port could not be logged. Here it is logged, with the
+    client's address. The AMQPProtocol's `connection_made` comes only after a completed
+    handshake (in asyncio and in uvloop alike), so the client certificate is there to read; a
+    client whose handshake failed never gets a session. The handshake is bounded by
+    HANDSHAKE_TIMEOUT.
+    """
+    try:
+        address = client.getpeername()
+        peer = f"{address[0]}:{address[1]}"
+    except OSError:  # already gone
+        client.close()
+        return None
+    loop = asyncio.get_running_loop()
+    protocol = amqp_protocol()
+    try:
+        # The socket belongs to the transport from here on, which closes it in every outcome.
+        await loop.connect_accepted_socket(
+            lambda: protocol, client, ssl=context, ssl_handshake_timeout=HANDSHAKE_TIMEOUT
+        )
+    except ssl.SSLError as error:
+        # A client certificate the CA did not sign, TLS older than 1.2, no common cipher, or
+        # plain AMQP sent to the TLS port.
+        log.warning(
+            "TLS handshake refused: %s",
+            error,
+            extra={"peer": peer, "reason": error.reason or type(error).__name__},
+        )
+        return None
+    except OSError as error:
+        # Reset by the client, or too slow (ConnectionAbortedError).
+        log.info(
+            "TLS handshake not completed: %s",
+            str(error) or type(error).__name__,
+            extra={"peer": peer},
+        )
+        return None
+    if protocol.transport is None:
+        # Both event loops end the handshake without an error when the client closes the
+        # connection cleanly in the middle of it (port scanners, health checks).
+        log.info(
+            "TLS handshake not completed: the client closed the connection", extra={"peer": peer}
+        )
+        return None
+    return protocol

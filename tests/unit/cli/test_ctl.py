@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from batonmq import __version__
-from batonmq.cli import db
+from batonmq.cli import storecommand
 from batonmq.cli.ctl import main
 from batonmq.config import Config
 from batonmq.store.base import (
@@ -133,7 +133,7 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 @pytest.fixture
 def stores(monkeypatch: pytest.MonkeyPatch) -> Stores:
     fake = Stores()
-    monkeypatch.setattr(db, "configured_store", fake)
+    monkeypatch.setattr(storecommand, "configured_store", fake)
     return fake
 
 
@@ -202,7 +202,7 @@ def test_version(stores: Stores, capsys: pytest.CaptureFixture[str]) -> None:
     [
         pytest.param([], "the following arguments are required: GROUP", id="no-group"),
         pytest.param(["db"], "the following arguments are required: COMMAND", id="no-command"),
-        pytest.param(["user"], "invalid choice: 'user'", id="unknown-group"),
+        pytest.param(["queue"], "invalid choice: 'queue'", id="unknown-group"),
         pytest.param(["db", "drop"], "invalid choice: 'drop'", id="unknown-command"),
         pytest.param(["db", "backup"], "required: --dir", id="backup-without-dir"),
         pytest.param(["db", "restore"], "required: --dir", id="restore-without-dir"),

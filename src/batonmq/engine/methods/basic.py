@@ -9,11 +9,13 @@ from pamqp import commands
 
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import amqp_error
+from batonmq.engine.access import authorize, queue_properties
 from batonmq.engine.channel import Channel
 from batonmq.engine.consumer import Consumer, consumer_priority, consumer_selector
 from batonmq.engine.dispatch import handles
 from batonmq.engine.methods.queue import queue_name
 from batonmq.engine.outcome import Outcome
+from batonmq.security.acl import Action, ObjectType
 
 Basic = commands.Basic
 
@@ -42,6 +44,8 @@ def qos(channel: Channel, method: commands.Basic.Qos) -> None:
 def consume(channel: Channel, method: commands.Basic.Consume) -> None:
     session = channel.session
     queue = session.vhost.queue(queue_name(channel, method.queue), session)
+    # seeds/004 Table 2.3: CONSUME is "Applied when subscriptions are created".
+    authorize(session, Action.CONSUME, ObjectType.QUEUE, queue_properties(queue))
     tag = method.consumer_tag or consumer_tag()
     if tag in channel.consumers:
         # Spec (basic.consume consumer-tag): reusing a tag on the channel is 530 NOT_ALLOWED.
@@ -85,6 +89,8 @@ def cancel(channel: Channel, method: commands.Basic.Cancel) -> None:
 def get(channel: Channel, method: commands.Basic.Get) -> None:
     session = channel.session
     queue = session.vhost.queue(queue_name(channel, method.queue), session)
+    # basic.get takes messages from the queue as a consumer does: CONSUME QUEUE.
+    authorize(session, Action.CONSUME, ObjectType.QUEUE, queue_properties(queue))
     entry = queue.get()
     if entry is None and queue.ready.waiting_for_page_in:
         # The next messages are in the store: answer once they are read back, in order.

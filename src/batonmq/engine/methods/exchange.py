@@ -4,16 +4,53 @@ from __future__ import annotations
 
 from pamqp import commands
 
+from batonmq.engine.access import (
+    authorize,
+    exchange_binding_properties,
+    exchange_name,
+    flag,
+)
 from batonmq.engine.channel import Channel
 from batonmq.engine.dispatch import handles
+from batonmq.engine.exchange import alternate_exchange_name
 from batonmq.model.destination import Destination
+from batonmq.security.acl import Action, ObjectType, Property
 
 Exchange = commands.Exchange
+_ExchangeBinding = commands.Exchange.Bind | commands.Exchange.Unbind
 
 
 @handles(Exchange.Declare)
 def declare(channel: Channel, method: commands.Exchange.Declare) -> None:
-    channel.session.vhost.declare_exchange(
+    session = channel.session
+    name = exchange_name(method.exchange)
+    if method.passive:
+        # seeds/004 Table 2.3: ACCESS is "Applied when an object is read or accessed".
+        authorize(
+            session,
+            Action.ACCESS,
+            ObjectType.EXCHANGE,
+            {Property.NAME: name, Property.PASSIVE: "true"},
+        )
+    else:
+        properties = {
+            Property.NAME: name,
+            Property.TYPE: method.exchange_type,
+            Property.DURABLE: flag(method.durable),
+            Property.AUTO_DELETE: flag(method.auto_delete),
+            Property.TEMPORARY: flag(method.auto_delete),
+            Property.PASSIVE: "false",
+        }
+        try:
+            alternate = alternate_exchange_name(method.arguments or {})
+        except TypeError:
+            alternate = None  # not a name: the virtual host refuses it with 406
+        if alternate is not None:
+            properties[Property.ALTERNATE] = alternate
+        # Table 2.3: CREATE is "Applied when an object is created, such as bindings, queues,
+        # exchanges".
+        authorize(session, Action.CREATE, ObjectType.EXCHANGE, properties)
+    session.vhost.declare_exchange(
         method.exchange,
         method.exchange_type,
         passive=method.passive,
@@ -28,13 +65,32 @@ def declare(channel: Channel, method: commands.Exchange.Declare) -> None:
 
 @handles(Exchange.Delete)
 def delete(channel: Channel, method: commands.Exchange.Delete) -> None:
-    channel.session.vhost.delete_exchange(method.exchange, if_unused=method.if_unused)
+    session = channel.session
+    # Table 2.3: DELETE is "Applied when objects are deleted".
+    authorize(
+        session, Action.DELETE, ObjectType.EXCHANGE, {Property.NAME: exchange_name(method.exchange)}
+    )
+    session.vhost.delete_exchange(method.exchange, if_unused=method.if_unused)
     if not method.nowait:
         channel.reply_when_durable(Exchange.DeleteOk(), "exchange.delete")
 
 
+def _authorize_binding(channel: Channel, action: Action, method: _ExchangeBinding) -> None:
+    session = channel.session
+    properties = exchange_binding_properties(
+        method.source,
+        method.destination,
+        method.routing_key,
+        session.vhost.exchanges.get(method.destination),
+    )
+    authorize(session, action, ObjectType.EXCHANGE, properties)
+
+
 @handles(Exchange.Bind)
 def bind(channel: Channel, method: commands.Exchange.Bind) -> None:
+    # Table 2.3: BIND is "Applied when queues are bound to exchanges"; an exchange bound to an
+    # exchange is asked about the same way, the destination as queuename.
+    _authorize_binding(channel, Action.BIND, method)
     channel.session.vhost.bind(
         method.source,
         Destination.exchange(method.destination),
@@ -47,6 +103,8 @@ def bind(channel: Channel, method: commands.Exchange.Bind) -> None:
 
 @handles(Exchange.Unbind)
 def unbind(channel: Channel, method: commands.Exchange.Unbind) -> None:
+    # Table 2.3: UNBIND is "Applied when queues are unbound from exchanges".
+    _authorize_binding(channel, Action.UNBIND, method)
     channel.session.vhost.unbind(
         method.source,
         Destination.exchange(method.destination),

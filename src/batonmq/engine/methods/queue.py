@@ -7,10 +7,18 @@ from pamqp import commands
 from batonmq.amqp import outgoing
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import amqp_error
+from batonmq.engine.access import (
+    authorize,
+    binding_properties,
+    flag,
+    is_temporary,
+    queue_properties,
+)
 from batonmq.engine.channel import Channel
 from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.dispatch import handles
 from batonmq.model.destination import Destination
+from batonmq.security.acl import Action, ObjectType, Property
 
 Queue = commands.Queue
 
@@ -30,6 +38,26 @@ def declare(channel: Channel, method: commands.Queue.Declare) -> None:
     session = channel.session
     # A passive declare of "" names the channel's last declared queue, as queue.bind does.
     name = queue_name(channel, "") if method.passive and not method.queue else method.queue
+    if method.passive:
+        # seeds/004 Table 2.3: ACCESS is "Applied when an object is read or accessed".
+        accessed = {Property.NAME: name, Property.PASSIVE: "true"}
+        authorize(session, Action.ACCESS, ObjectType.QUEUE, accessed)
+    else:
+        # Table 2.3: CREATE is "Applied when an object is created, such as bindings, queues,
+        # exchanges"; `temporary`: a queue that goes with its connection or last consumer.
+        authorize(
+            session,
+            Action.CREATE,
+            ObjectType.QUEUE,
+            {
+                Property.NAME: name,
+                Property.DURABLE: flag(method.durable),
+                Property.AUTO_DELETE: flag(method.auto_delete),
+                Property.EXCLUSIVE: flag(method.exclusive),
+                Property.TEMPORARY: flag(method.exclusive or method.auto_delete),
+                Property.PASSIVE: "false",
+            },
+        )
     queue = session.vhost.declare_queue(
         name,
         owner=session,
@@ -55,9 +83,22 @@ def declare(channel: Channel, method: commands.Queue.Declare) -> None:
 def bind(channel: Channel, method: commands.Queue.Bind) -> None:
     session = channel.session
     name = queue_name(channel, method.queue)
-    session.vhost.queue(name, session)
+    queue = session.vhost.queue(name, session)
     # Spec (queue.bind routing-key): an empty key with an empty queue name means the queue's name.
     routing_key = method.routing_key or (name if not method.queue else "")
+    # Table 2.3: BIND is "Applied when queues are bound to exchanges".
+    authorize(
+        session,
+        Action.BIND,
+        ObjectType.EXCHANGE,
+        binding_properties(
+            method.exchange,
+            name,
+            routing_key,
+            durable=queue.durable,
+            temporary=is_temporary(queue),
+        ),
+    )
     session.vhost.bind(
         method.exchange, Destination.queue(name), routing_key, method.arguments or {}
     )
@@ -69,7 +110,20 @@ def bind(channel: Channel, method: commands.Queue.Bind) -> None:
 def unbind(channel: Channel, method: commands.Queue.Unbind) -> None:
     session = channel.session
     name = queue_name(channel, method.queue)
-    session.vhost.queue(name, session)
+    queue = session.vhost.queue(name, session)
+    # Table 2.3: UNBIND is "Applied when queues are unbound from exchanges".
+    authorize(
+        session,
+        Action.UNBIND,
+        ObjectType.EXCHANGE,
+        binding_properties(
+            method.exchange,
+            name,
+            method.routing_key,
+            durable=queue.durable,
+            temporary=is_temporary(queue),
+        ),
+    )
     session.vhost.unbind(
         method.exchange, Destination.queue(name), method.routing_key, method.arguments or {}
     )
@@ -80,6 +134,8 @@ def unbind(channel: Channel, method: commands.Queue.Unbind) -> None:
 def purge(channel: Channel, method: commands.Queue.Purge) -> None:
     session = channel.session
     queue = session.vhost.queue(queue_name(channel, method.queue), session)
+    # Table 2.3: PURGE is "Applied when purge the contents of a queue".
+    authorize(session, Action.PURGE, ObjectType.QUEUE, queue_properties(queue))
     count = queue.purge()
     if not method.nowait:
         channel.reply_when_durable(Queue.PurgeOk(count), "queue.purge")
@@ -90,6 +146,10 @@ def delete(channel: Channel, method: commands.Queue.Delete) -> None:
     session = channel.session
     name = queue_name(channel, method.queue)
     queue = session.vhost.queues.get(name)
+    # Table 2.3: DELETE is "Applied when objects are deleted". A queue that is not there has
+    # only its name to be judged by.
+    properties = queue_properties(queue) if queue is not None else {Property.NAME: name}
+    authorize(session, Action.DELETE, ObjectType.QUEUE, properties)
     count = session.vhost.delete_queue(
         name,
         owner=session,

@@ -1,0 +1,217 @@
+"""``batonctl user``: the users who may log in (seeds/004 §2.1 "Add New Users").
+
+    batonctl user add NAME [--password PW | --password-stdin]
+    batonctl user passwd NAME [--password PW | --password-stdin]
+    batonctl user delete NAME
+    batonctl user list
+    batonctl user import FILE --format plain|base64md5
+
+Users live in the broker's store, with salted scrypt password hashes (never the password). The
+commands work on the store while no broker runs on it (they take its lock, as `batonctl db
+upgrade` does); a broker reads its users when it starts. `import` reads the password files of
+the seed (§2.1.1): plain `user:password` lines, hashed as they are imported, or Base64MD5 ones,
+which are kept as they are (MD5 is weak: each is replaced by scrypt at the user's next login).
+Without --password or --password-stdin the password is asked for on the terminal, twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from pathlib import Path
+
+from batonmq.cli.storecommand import (
+    EXIT_FAILURE,
+    PROG,
+    CommandFailed,
+    opened,
+    require_store_file,
+    run_on_store,
+)
+from batonmq.config import Config
+from batonmq.security.password_files import (
+    PasswordFileError,
+    PasswordFileFormat,
+    parse_password_file,
+)
+from batonmq.security.passwords import Credential, MalformedHashError
+from batonmq.store.base import Store, StoredUser, WriteBatch
+
+
+def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``user`` group and its commands to `groups` (see `batonmq.cli.ctl`)."""
+    group = groups.add_parser(
+        "user",
+        help="users who may log in: add, passwd, delete, list, import",
+        description=__doc__.split("\n\n", 2)[2].strip(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = group.add_subparsers(
+        title="commands", dest="command", metavar="COMMAND", required=True
+    )
+    for name, help_text, handler in (
+        ("add", "add a user", _add),
+        ("passwd", "set a user's password", _passwd),
+    ):
+        command = commands.add_parser(
+            name, help=help_text, description=f"{help_text.capitalize()}."
+        )
+        command.add_argument("name", metavar="NAME")
+        source = command.add_mutually_exclusive_group()
+        source.add_argument("--password", metavar="PW", help="the password (visible to `ps`)")
+        source.add_argument(
+            "--password-stdin", action="store_true", help="read the password from stdin"
+        )
+        command.set_defaults(handler=handler)
+    delete = commands.add_parser("delete", help="delete a user", description="Delete a user.")
+    delete.add_argument("name", metavar="NAME")
+    delete.set_defaults(handler=_delete)
+    listing = commands.add_parser("list", help="list the users", description="List the users.")
+    listing.set_defaults(handler=_list)
+    importing = commands.add_parser(
+        "import",
+        help="add the users of a Qpid password file",
+        description="Add the users of a password file of the seed's formats (§2.1.1).",
+    )
+    importing.add_argument("file", metavar="FILE", type=Path)
+    importing.add_argument(
+        "--format",
+        required=True,
+        choices=[file_format.value for file_format in PasswordFileFormat],
+        help="plain: user:password lines; base64md5: user:base64(md5(password)) lines",
+    )
+    importing.add_argument(
+        "--replace", action="store_true", help="replace the passwords of users that exist"
+    )
+    importing.set_defaults(handler=_import)
+
+
+def _password(args: argparse.Namespace) -> str:
+    if args.password is not None:
+        password: str = args.password
+    elif args.password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = getpass.getpass(f"Password for {args.name}: ")
+        if getpass.getpass("Again: ") != password:
+            raise CommandFailed("the passwords do not match")
+    if not password:
+        raise CommandFailed("the password is empty")
+    return password
+
+
+async def _names(store: Store) -> set[str]:
+    return {user.name for user in await store.users()}
+
+
+def _add(args: argparse.Namespace, config: Config) -> int:
+    name: str = args.name
+    credential = _new_credential(name, args)
+    if credential is None:
+        return EXIT_FAILURE
+
+    async def add(store: Store) -> str:
+        async with opened(store, create=True, migrate=True, lock=True):
+            if name in await _names(store):
+                raise CommandFailed(f"user '{name}' exists: use `batonctl user passwd`")
+            await store.commit(WriteBatch(users_put=[StoredUser(name, credential.encode())]))
+        return f"added user '{name}'"
+
+    return run_on_store(config, f"cannot add user '{name}'", add)
+
+
+def _passwd(args: argparse.Namespace, config: Config) -> int:
+    name: str = args.name
+    credential = _new_credential(name, args)
+    if credential is None:
+        return EXIT_FAILURE
+
+    async def passwd(store: Store) -> str:
+        async with opened(store, create=False, migrate=True, lock=True):
+            if name not in await _names(store):
+                raise CommandFailed(f"there is no user '{name}'")
+            await store.commit(WriteBatch(users_put=[StoredUser(name, credential.encode())]))
+        return f"changed the password of user '{name}'"
+
+    return run_on_store(config, f"cannot change the password of user '{name}'", passwd)
+
+
+def _new_credential(name: str, args: argparse.Namespace) -> Credential | None:
+    """The scrypt credential of the password given for `name`; None (said on stderr) when the
+    name or the password will not do."""
+    try:
+        if not name or name != name.strip() or ":" in name:
+            raise CommandFailed(f"invalid user name {name!r}")
+        return Credential.from_password(_password(args))
+    except CommandFailed as error:
+        print(f"{PROG}: {error}", file=sys.stderr)
+        return None
+
+
+def _delete(args: argparse.Namespace, config: Config) -> int:
+    name: str = args.name
+
+    async def delete(store: Store) -> str:
+        async with opened(store, create=False, migrate=True, lock=True):
+            if name not in await _names(store):
+                raise CommandFailed(f"there is no user '{name}'")
+            await store.commit(WriteBatch(users_deleted=[name]))
+        return f"deleted user '{name}'"
+
+    return run_on_store(config, f"cannot delete user '{name}'", delete)
+
+
+def _list(args: argparse.Namespace, config: Config) -> int:
+    async def listing(store: Store) -> str:
+        require_store_file(store, config)
+        async with opened(store, create=False, migrate=False, lock=False):
+            users = await store.users()
+        return "\n".join(f"{user.name}\t{_kind(user)}" for user in users)
+
+    return run_on_store(config, "cannot list the users", listing)
+
+
+def _kind(user: StoredUser) -> str:
+    try:
+        credential = Credential.decode(user.credential)
+    except MalformedHashError:
+        return "unusable (bad stored credential)"
+    return "md5 (weak: replaced at next login)" if credential.weak else credential.kind.value
+
+
+def _import(args: argparse.Namespace, config: Config) -> int:
+    path: Path = args.file
+    replace: bool = args.replace
+    try:
+        entries = parse_password_file(
+            path.read_text(encoding="utf-8"), PasswordFileFormat(args.format), source=str(path)
+        )
+    except (OSError, UnicodeDecodeError, PasswordFileError) as error:
+        print(f"{PROG}: cannot import {path}: {error}", file=sys.stderr)
+        return EXIT_FAILURE
+
+    async def import_users(store: Store) -> str:
+        async with opened(store, create=True, migrate=True, lock=True):
+            existing = await _names(store) & {entry.username for entry in entries}
+            if existing and not replace:
+                raise CommandFailed(
+                    f"users exist already: {', '.join(sorted(existing))} (--replace replaces "
+                    "their passwords)"
+                )
+            await store.commit(
+                WriteBatch(
+                    users_put=[
+                        StoredUser(entry.username, entry.credential.encode()) for entry in entries
+                    ]
+                )
+            )
+        if any(entry.credential.weak for entry in entries):
+            print(
+                f"{PROG}: warning: MD5 password hashes are weak; each is replaced by scrypt at "
+                "the user's next login",
+                file=sys.stderr,
+            )
+        return f"imported {len(entries)} users from {path}"
+
+    return run_on_store(config, f"cannot import {path}", import_users)

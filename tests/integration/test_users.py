@@ -1,0 +1,187 @@
+"""Users and virtual hosts with a real broker on each store, managed with `batonctl user` and
+`batonctl vhost` and used by real clients (issue 5: "Users with salted, slow password hashes ...
+kept in the broker's store, managed with `batonctl user add | passwd | delete | list`";
+"Virtual hosts. Created and deleted with `batonctl vhost add | delete | list`; each has its own
+exchanges, queues and ACL")."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pika
+import pika.exceptions
+import pytest
+
+from tests.brokerproc import RunningBroker, start_broker
+
+pytestmark = pytest.mark.integration
+
+
+def batonctl(workdir: Path, environment: dict[str, str], *args: str, stdin: str = "") -> str:
+    """Run batonctl on the broker's data (as an operator would, with the broker stopped)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "batonmq.cli.ctl", "--data-dir", str(workdir / "data"), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **environment},
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def connect(
+    broker: RunningBroker, username: str, password: str, vhost: str = "/"
+) -> pika.BlockingConnection:
+    return pika.BlockingConnection(
+        pika.ConnectionParameters(
+            broker.host,
+            broker.port,
+            vhost,
+            pika.PlainCredentials(username, password),
+            connection_attempts=1,
+        )
+    )
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    (tmp_path / "data").mkdir()
+    return tmp_path
+
+
+def test_a_user_added_with_batonctl_logs_in_and_a_wrong_password_is_refused_and_logged(
+    workdir: Path, store_environment: dict[str, str]
+):
+    """Issue 5: "A failed login gets connection.close 403, is logged with the source
+    address"; the store holds a salted scrypt hash, never the password."""
+    batonctl(
+        workdir, store_environment, "user", "add", "alice", "--password-stdin", stdin="s3cret\n"
+    )
+    assert "alice\tscrypt" in batonctl(workdir, store_environment, "user", "list")
+    broker = start_broker(workdir, environment=store_environment)
+    try:
+        with connect(broker, "alice", "s3cret") as connection:
+            connection.channel().queue_declare("alice-was-here")
+        with pytest.raises(pika.exceptions.ProbableAuthenticationError) as refused:
+            connect(broker, "alice", "wrong")
+        assert "403" in str(refused.value) or "ACCESS_REFUSED" in str(refused.value)
+        log = broker.log()
+        assert "login refused" in log
+        assert "127.0.0.1:" in log.split("login refused", 1)[1].splitlines()[0]
+    finally:
+        broker.stop()
+    if store_environment["BATONMQ__PERSIST__STORE"] == "sqlite":
+        with sqlite3.connect(workdir / "data" / "batonmq.sqlite3") as db:
+            [(stored,)] = db.execute("SELECT credential FROM users WHERE name = 'alice'")
+        assert stored.startswith("scrypt$") and "s3cret" not in stored
+
+
+def test_guest_can_be_deleted_and_a_changed_password_applies_at_the_next_start(
+    workdir: Path, store_environment: dict[str, str]
+):
+    """Issue 5: "guest/guest is loopback-only by default and can be disabled"."""
+    batonctl(workdir, store_environment, "user", "add", "admin", "--password", "one")
+    batonctl(workdir, store_environment, "user", "passwd", "admin", "--password", "two")
+    batonctl(workdir, store_environment, "user", "delete", "guest")
+    broker = start_broker(workdir, environment=store_environment)
+    try:
+        with pytest.raises(pika.exceptions.ProbableAuthenticationError):
+            connect(broker, "guest", "guest")
+        with pytest.raises(pika.exceptions.ProbableAuthenticationError):
+            connect(broker, "admin", "one")
+        connect(broker, "admin", "two").close()
+    finally:
+        broker.stop()
+
+
+def test_a_qpid_base64md5_password_file_is_imported_and_upgraded_at_login(
+    workdir: Path, store_environment: dict[str, str]
+):
+    """seeds/004 §2.1.1: "The password field contains the MD5 Hash of the users password encoded
+    in Base64"; MD5 is weak, so the first login replaces it with scrypt."""
+    passwords = workdir / "passwd"
+    # "password" and "guest", MD5 then Base64, as Qpid's tooling writes them.
+    passwords.write_text("# Qpid users\nqpid:X03MO1qnZdYdgyfeuILPmQ==\n")
+    environment = {**store_environment}
+    done = subprocess.run(
+        [sys.executable, "-m", "batonmq.cli.ctl", "--data-dir", str(workdir / "data"), "user",
+         "import", str(passwords), "--format", "base64md5"],
+        capture_output=True, text=True, env={**os.environ, **environment}, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "MD5 password hashes are weak" in done.stderr
+    assert "qpid\tmd5" in batonctl(workdir, environment, "user", "list")
+    broker = start_broker(workdir, environment=environment)
+    try:
+        connect(broker, "qpid", "password").close()
+    finally:
+        broker.stop()
+    assert "qpid\tscrypt" in batonctl(workdir, environment, "user", "list")
+
+
+def test_repeated_failures_from_one_address_lock_it_out(
+    workdir: Path, store_environment: dict[str, str]
+):
+    """Issue 5: "repeated failures from one address are slowed down (configurable lockout
+    window)": after auth.max_failures failures even the right password is refused."""
+    environment = {
+        **store_environment,
+        "BATONMQ__AUTH__MAX_FAILURES": "2",
+        "BATONMQ__AUTH__LOCKOUT": "600",
+        "BATONMQ__AUTH__GUEST_LOOPBACK_ONLY": "true",
+    }
+    broker = start_broker(workdir, environment=environment)
+    try:
+        for _ in range(2):
+            with pytest.raises(pika.exceptions.ProbableAuthenticationError):
+                connect(broker, "guest", "wrong")
+        with pytest.raises(pika.exceptions.ProbableAuthenticationError):
+            connect(broker, "guest", "guest")
+        assert "too many failed logins from 127.0.0.1" in broker.log()
+    finally:
+        broker.stop()
+
+
+def test_virtual_hosts_are_added_isolated_and_deleted_with_everything_in_them(
+    workdir: Path, store_environment: dict[str, str]
+):
+    """Issue 5: each virtual host "has its own exchanges, queues"; AMQP connection.open of a
+    virtual host that does not exist is refused."""
+    batonctl(workdir, store_environment, "vhost", "add", "prod")
+    assert batonctl(workdir, store_environment, "vhost", "list").split() == ["/", "prod"]
+    broker = start_broker(workdir, environment=store_environment)
+    try:
+        with connect(broker, "guest", "guest", "prod") as connection:
+            channel = connection.channel()
+            channel.queue_declare("orders", durable=True)
+            channel.basic_publish(
+                "", "orders", b"prod order", pika.BasicProperties(delivery_mode=2)
+            )
+            channel.queue_declare("sync", durable=True)
+        with connect(broker, "guest", "guest", "/") as connection:
+            channel = connection.channel()
+            with pytest.raises(pika.exceptions.ChannelClosedByBroker) as missing:
+                channel.queue_declare("orders", passive=True)
+            assert missing.value.reply_code == 404
+        with pytest.raises(pika.exceptions.AMQPConnectionError):
+            connect(broker, "guest", "guest", "staging")
+    finally:
+        broker.stop()
+
+    batonctl(workdir, store_environment, "vhost", "delete", "prod")
+    assert batonctl(workdir, store_environment, "vhost", "list").split() == ["/"]
+    stats = batonctl(workdir, store_environment, "db", "stats")
+    assert "messages: 0" in " ".join(stats.split())
+    broker = start_broker(workdir, environment=store_environment)
+    try:
+        with pytest.raises(pika.exceptions.AMQPConnectionError):
+            connect(broker, "guest", "guest", "prod")
+    finally:
+        broker.stop()

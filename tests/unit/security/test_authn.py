@@ -1,0 +1,160 @@
+"""`Authenticator`: logins checked against the users' stored credentials, the guest rule, EXTERNAL
+with a client certificate, and the slowing down and lockout of repeated failures (issue 5:
+"A failed login gets connection.close 403, is logged with the source address, and repeated
+failures from one address are slowed down (configurable lockout window)")."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Callable
+
+from batonmq.security.authn import AuthenticationError, Authenticator, LoginAttempt
+from batonmq.security.passwords import Credential, CredentialKind
+from tests.manualtimers import ManualTimers
+
+ALICE = Credential.from_password("wonderland")
+REMOTE = "192.0.2.7"
+CERTIFICATE = {"subject": ((("commonName", "alice"),),)}
+
+
+def plain(username: str, password: str) -> bytes:
+    return b"\0" + username.encode() + b"\0" + password.encode()
+
+
+class Harness:
+    def __init__(self, **settings: object) -> None:
+        self.timers = ManualTimers()
+        self.checks = 0
+        self.upgrades: list[tuple[str, Credential]] = []
+        self.authenticator = Authenticator(
+            users={"alice": ALICE, "guest": Credential.from_password("guest")},
+            timers=self.timers,
+            offload=self._offload,
+            **settings,  # type: ignore[arg-type]
+        )
+        self.authenticator.on_upgrade = lambda name, cred: self.upgrades.append((name, cred))
+
+    def _offload(self, work: Callable[[], object], done: Callable[[object], None]) -> None:
+        self.checks += 1
+        done(work())
+
+    def login(
+        self,
+        username: str = "alice",
+        password: str = "wonderland",
+        host: str = REMOTE,
+        mechanism: str = "PLAIN",
+        certificate: dict[str, object] | None = None,
+    ) -> list[str | AuthenticationError]:
+        outcomes: list[str | AuthenticationError] = []
+        response = plain(username, password) if mechanism == "PLAIN" else b""
+        self.authenticator.authenticate(
+            LoginAttempt(mechanism, response, host, certificate), outcomes.append
+        )
+        return outcomes
+
+    def answered(
+        self, outcomes: list[str | AuthenticationError]
+    ) -> list[str | AuthenticationError]:
+        """The outcome once the throttle's delay after earlier failures has passed."""
+        self.timers.advance(10_000)
+        return outcomes
+
+
+def refused(outcomes: list[str | AuthenticationError]) -> str:
+    [outcome] = outcomes
+    assert isinstance(outcome, AuthenticationError)
+    return str(outcome)
+
+
+def test_the_right_password_logs_in_and_a_wrong_one_or_an_unknown_user_is_refused_alike():
+    harness = Harness()
+    assert harness.login() == ["alice"]
+    wrong_password = refused(harness.login(password="looking-glass"))
+    unknown_user = refused(Harness().login(username="mallory"))
+    assert (
+        wrong_password
+        == unknown_user
+        == (
+            "Login was refused using authentication mechanism PLAIN. "
+            "For details see the broker logfile."
+        )
+    )
+
+
+def test_guest_logs_in_from_loopback_only_unless_allowed():
+    """RabbitMQ: "guest" can only connect from localhost by default (loopback_users)."""
+    assert Harness().login("guest", "guest", host="127.0.0.1") == ["guest"]
+    assert "only connect via localhost" in refused(Harness().login("guest", "guest"))
+    assert Harness(guest_loopback_only=False).login("guest", "guest") == ["guest"]
+
+
+def test_a_password_checked_once_is_not_hashed_again():
+    """A client that reconnects costs one scrypt, not one per connection."""
+    harness = Harness()
+    assert harness.login() == ["alice"]
+    assert harness.login() == ["alice"]
+    assert harness.checks == 1
+    refused(harness.login(password="other"))
+    assert harness.checks == 2
+    harness.authenticator.replace_users({"alice": Credential.from_password("changed")})
+    refused(harness.answered(harness.login()))
+    assert harness.answered(harness.login(password="changed")) == ["alice"]
+
+
+def test_failures_slow_the_next_answer_then_lock_the_address_out():
+    """Issue 5: "repeated failures from one address are slowed down (configurable lockout
+    window)"; another address is not affected."""
+    harness = Harness(max_failures=3, failure_window=60.0, lockout=300.0)
+    refused(harness.login(password="bad"))
+    slowed = harness.login()
+    assert slowed == []  # not answered yet
+    harness.timers.advance(250)
+    assert slowed == ["alice"]
+
+    refused(harness.login(password="bad"))
+    second = harness.login(password="bad")
+    harness.timers.advance(1000)
+    refused(second)
+    third = harness.login(password="bad")
+    harness.timers.advance(8000)
+    refused(third)
+
+    locked = refused(harness.login())  # the right password, but locked out: at once
+    assert "too many failed logins from 192.0.2.7: locked out for another" in locked
+    assert harness.login(host="198.51.100.1") == ["alice"]
+    harness.timers.advance(300_000)
+    assert harness.login() == ["alice"]
+
+
+def test_external_logs_in_as_the_certificate_cn_who_must_be_a_user():
+    """seeds/004 §2.3 with SASL EXTERNAL: the client certificate names the user."""
+    harness = Harness()
+    assert harness.login(mechanism="EXTERNAL", certificate=CERTIFICATE) == ["alice"]
+    assert harness.checks == 0  # no password involved
+    stranger = {"subject": ((("commonName", "mallory"),),)}
+    assert "not a known user" in refused(harness.login(mechanism="EXTERNAL", certificate=stranger))
+    without = harness.answered(harness.login(mechanism="EXTERNAL", certificate=None))
+    assert "needs a verified TLS client certificate" in refused(without)
+
+
+def test_a_weak_md5_credential_is_upgraded_to_scrypt_at_login():
+    """seeds/004 §2.1.1: Base64MD5 password files; MD5 is weak, so the first successful login
+    replaces it with scrypt, and the store is told."""
+    md5 = base64.b64encode(hashlib.md5(b"wonderland").digest()).decode()
+    harness = Harness()
+    harness.authenticator.replace_users({"alice": Credential(CredentialKind.LEGACY_MD5, md5)})
+    assert harness.login() == ["alice"]
+    [(name, upgraded)] = harness.upgrades
+    assert (name, upgraded.kind) == ("alice", CredentialKind.SCRYPT)
+    assert upgraded.verify("wonderland")
+    assert harness.authenticator.users["alice"] is upgraded
+
+
+def test_a_malformed_response_is_refused_and_counts_as_a_failure():
+    harness = Harness(max_failures=1)
+    outcomes: list[str | AuthenticationError] = []
+    harness.authenticator.authenticate(LoginAttempt("PLAIN", b"no-nul", REMOTE), outcomes.append)
+    assert "PLAIN response" in refused(outcomes)
+    assert "locked out" in refused(harness.login())
