@@ -1,0 +1,111 @@
+"""What the harness needs of a broker: start, stop, a port, and the processes to measure."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from benchmarks.loadgen.client import BrokerClosed, connect
+from benchmarks.procstats import process_tree
+
+HOST = "127.0.0.1"
+
+
+class BrokerError(RuntimeError):
+    """A broker could not be started (the message says why, with its log's tail)."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((HOST, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+async def _probe(port: int) -> None:
+    client = await connect(HOST, port, timeout=5.0)
+    await client.close()
+
+
+def wait_for_amqp(
+    port: int, process: subprocess.Popen[bytes], log_path: Path, timeout: float
+) -> None:
+    """Wait until an AMQP handshake on `port` succeeds (a listening socket is not enough:
+    RabbitMQ listens before its virtual hosts are up)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            raise BrokerError(f"exited with {process.returncode}:\n{log_tail(log_path)}")
+        try:
+            asyncio.run(_probe(port))
+            return
+        except (OSError, BrokerClosed, TimeoutError) as error:
+            if time.monotonic() > deadline:
+                raise BrokerError(
+                    f"no AMQP handshake on port {port} within {timeout:.0f} s ({error}):\n"
+                    f"{log_tail(log_path)}"
+                ) from error
+            time.sleep(0.25)
+
+
+class Broker(abc.ABC):
+    """A broker process the harness runs. `name` identifies it in results ("rabbitmq",
+    "batonmq", "batonmq-pg", "sink"); `label` is how tables show it."""
+
+    name: str
+    label: str
+    host = HOST
+    port = 0
+    process: subprocess.Popen[bytes] | None = None
+
+    @abc.abstractmethod
+    def start(self) -> None: ...
+
+    @abc.abstractmethod
+    def stop(self) -> None: ...
+
+    def measured_pids(self) -> list[int]:
+        """The processes whose CPU and memory are the broker's."""
+        assert self.process is not None
+        return process_tree(self.process.pid)
+
+    def data_paths(self) -> list[Path]:
+        """The directories where the broker keeps its data (its store, its message files)."""
+        return []
+
+    def disk_bytes(self) -> int:
+        """Bytes of the files under `data_paths` (what a backlog costs on disk)."""
+        total = 0
+        for root in self.data_paths():
+            for directory, _, files in os.walk(root):
+                for name in files:
+                    with contextlib.suppress(OSError):
+                        total += os.lstat(os.path.join(directory, name)).st_size
+        return total
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def __enter__(self) -> Broker:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()  # what did start (a process, a directory) goes
+            raise
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()

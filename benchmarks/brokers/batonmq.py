@@ -1,0 +1,89 @@
+"""BatonMQ: `python -m batonmq` with a configuration file in a temporary directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmarks.brokers.base import HOST, Broker, free_port, wait_for_amqp
+from benchmarks.brokers.postgres import BenchPostgres
+from benchmarks.procstats import process_tree
+
+
+def _toml_string(text: str) -> str:
+    return json.dumps(text)  # a JSON string is a valid TOML basic string
+
+
+class BatonMQ(Broker):
+    """BatonMQ with the SQLite store (`postgres` None) or the PostgreSQL one. With PostgreSQL,
+    the server's processes are measured with the broker's: they do the store's work."""
+
+    def __init__(self, postgres: BenchPostgres | None = None) -> None:
+        self.postgres = postgres
+        self.name = "batonmq-pg" if postgres else "batonmq"
+        self.label = "BatonMQ (postgres)" if postgres else "BatonMQ (sqlite)"
+        self.directory: Path | None = None
+
+    def start(self) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix=f"batonmq-bench-{self.name}-"))
+        self.port = free_port()
+        store = "postgres" if self.postgres else "sqlite"
+        config = [
+            "[broker]",
+            f"data_dir = {_toml_string(str(self.directory / 'data'))}",
+            "[listeners.amqp]",
+            f'bind = "{HOST}"',
+            f"port = {self.port}",
+            "[persist]",
+            f'store = "{store}"',
+            "[log]",
+            'level = "warning"',
+        ]
+        if self.postgres:
+            config += ["[persist.postgres]", f"dsn = {_toml_string(self.postgres.dsn)}"]
+        config_path = self.directory / "batonmq.toml"
+        config_path.write_text("\n".join(config) + "\n")
+        log_path = self.directory / "broker.log"
+        environment = {
+            key: value for key, value in os.environ.items() if not key.startswith("BATONMQ")
+        }
+        environment["PYTHONUNBUFFERED"] = "1"
+        with log_path.open("ab") as log_file:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "batonmq", "--config", str(config_path)],
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                env=environment,
+                start_new_session=True,  # a Ctrl-C to the harness does not reach it first
+            )
+        wait_for_amqp(self.port, self.process, log_path, timeout=30.0)
+
+    def data_paths(self) -> list[Path]:
+        paths = [self.directory / "data"] if self.directory else []
+        if self.postgres is not None:
+            paths.append(Path(self.postgres.server.data_dir))
+        return paths
+
+    def measured_pids(self) -> list[int]:
+        pids = super().measured_pids()
+        if self.postgres is not None:
+            pids += process_tree(self.postgres.postmaster_pid())
+        return pids
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        if self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory = None

@@ -1,0 +1,312 @@
+"""BatonMQ side by side with RabbitMQ: one run, the same load generator, ratios per row.
+
+    python -m benchmarks.compare                 # every row (about 30 minutes)
+    python -m benchmarks.compare --quick         # a handful of rows, 3 s each
+    python -m benchmarks.compare --rows headline # issue 7's headline rows
+    python -m benchmarks.compare --rows 'transient-*-128B' --rows latency-1000
+    python -m benchmarks.compare --list          # the rows and what each measures
+
+All brokers are started at the beginning (RabbitMQ, BatonMQ with SQLite, and BatonMQ with
+PostgreSQL when a row needs it), each on free loopback ports with temporary directories, and
+stopped at the end. They stay up together, but only one is loaded at a time: a row runs on each
+broker in turn (alternating which goes first, so that drift in the machine's load does not favour
+one side), and the CPU and memory reported are those of the loaded broker's processes only.
+
+Output: the per-row table, the producers/consumers sweeps in the format of seeds/004 Table 1.6,
+the headline goals, a JSON file (benchmarks/results/<time>.json) and a PNG chart next to it.
+Install matplotlib for the chart: pip install -e '.[bench]'.
+
+Reading the table: msgs/s is what the consumers received per second of the window (fanout: every
+copy), pub/s what the publishers sent. Latency is publish-to-delivery on the machine's monotonic
+clock; in throughput rows it is latency under saturation (about the backlog bound divided by the
+rate), in the latency rows it is the broker's. CPU s and peak RSS are the broker's process tree
+(with PostgreSQL, its server too); CPU us/msg is CPU per message received. gen CPU s is the load
+generator's own CPU, other CPU s what the rest of the machine used meanwhile: when it is large,
+the row was measured on a busy machine and its absolute numbers (less so its ratios) are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+from benchmarks.brokers.base import Broker, BrokerError
+from benchmarks.brokers.batonmq import BatonMQ
+from benchmarks.brokers.postgres import PostgresUnavailable, start_postgres
+from benchmarks.brokers.rabbitmq import RabbitMQ
+from benchmarks.brokers.sink import Sink
+from benchmarks.report import first_line, headline_summary, results_table, sweep_tables
+from benchmarks.results import COMPARED_METRICS, Measurement, metric_value, ratio
+from benchmarks.runner import RunSettings, run_row
+from benchmarks.workloads import Kind, Workload, select
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.compare",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
+    parser.add_argument("--quick", action="store_true", help="a few rows, 3 s each (1 s warm-up)")
+    parser.add_argument(
+        "--rows",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="rows to run: names, shell wildcards, comma-separated, or headline/quick/all "
+        "(repeatable; default: all, or quick with --quick)",
+    )
+    parser.add_argument("--list", action="store_true", help="list the rows and exit")
+    parser.add_argument("--duration", type=float, help="measured seconds per row (default 10)")
+    parser.add_argument("--warmup", type=float, help="warm-up seconds per row (default 2)")
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        choices=("rabbitmq", "batonmq", "batonmq-pg"),
+        help="do not run on this broker (repeatable)",
+    )
+    parser.add_argument("--prefetch", type=int, default=1000, help="consumers' basic.qos")
+    parser.add_argument(
+        "--confirm-window", type=int, default=1000, help="unconfirmed publishes per publisher"
+    )
+    parser.add_argument(
+        "--max-backlog",
+        type=int,
+        default=0,
+        help="messages in flight between publishers and consumers (default: twice the "
+        "consumers' prefetch, at least 10,000; never more than 256 MiB of bodies)",
+    )
+    parser.add_argument("--publisher-processes", type=int, default=1)
+    parser.add_argument("--consumer-processes", type=int, default=1)
+    parser.add_argument("--output", type=Path, help="JSON file (default benchmarks/results/)")
+    parser.add_argument("--no-chart", action="store_true", help="do not draw the PNG chart")
+    return parser
+
+
+def _settings(arguments: argparse.Namespace) -> RunSettings:
+    duration = arguments.duration or (3.0 if arguments.quick else 10.0)
+    warmup = arguments.warmup if arguments.warmup is not None else (1.0 if arguments.quick else 2.0)
+    return RunSettings(
+        duration=duration,
+        warmup=warmup,
+        prefetch=arguments.prefetch,
+        confirm_window=arguments.confirm_window,
+        backlog_messages=arguments.max_backlog,
+        publisher_processes=arguments.publisher_processes,
+        consumer_processes=arguments.consumer_processes,
+    )
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+class Brokers(contextlib.ExitStack):
+    """The brokers a run needs, started once; those that cannot start are `skipped` with why."""
+
+    def __init__(self, needed: set[str]) -> None:
+        super().__init__()
+        self.needed = needed
+        self.running: dict[str, Broker] = {}
+        self.skipped: dict[str, str] = {}
+        self.labels: dict[str, str] = {"sink": "load-generator sink"}
+
+    def start(self) -> None:
+        if "rabbitmq" in self.needed:
+            self._start(RabbitMQ())
+        if "batonmq" in self.needed:
+            self._start(BatonMQ())
+        if "batonmq-pg" in self.needed:
+            try:
+                postgres = start_postgres()
+            except PostgresUnavailable as error:
+                self.skipped["batonmq-pg"] = f"skipped: no PostgreSQL ({error})"
+                self.labels["batonmq-pg"] = "BatonMQ (postgres)"
+                _say(f"batonmq-pg: {self.skipped['batonmq-pg']}")
+            else:
+                self.callback(postgres.stop)
+                self._start(BatonMQ(postgres))
+
+    def _start(self, broker: Broker) -> None:
+        self.labels[broker.name] = broker.label
+        _say(f"starting {broker.name} ...")
+        started = time.monotonic()
+        try:
+            broker.start()
+        except BrokerError as error:
+            broker.stop()
+            self.skipped[broker.name] = f"skipped: {broker.name} did not start: {error}"
+            _say(self.skipped[broker.name])
+            return
+        except BaseException:
+            broker.stop()
+            raise
+        self.labels[broker.name] = broker.label
+        self.callback(broker.stop)
+        self.running[broker.name] = broker
+        _say(f"  {broker.label} on port {broker.port} ({time.monotonic() - started:.1f} s)")
+
+
+def run(
+    workloads: Sequence[Workload], settings: RunSettings, skip: set[str]
+) -> tuple[dict[tuple[str, str], Measurement], dict[str, str], dict[str, str]]:
+    """Every row on every broker it names; (measurements, broker labels, skipped brokers)."""
+    needed = {target for workload in workloads for target in workload.targets} - skip - {"sink"}
+    measurements: dict[tuple[str, str], Measurement] = {}
+    run_id = datetime.datetime.now().strftime("%H%M%S")
+    with Brokers(needed) as brokers:
+        brokers.start()
+        for index, workload in enumerate(workloads):
+            targets = [target for target in workload.targets if target not in skip]
+            if index % 2:
+                targets.reverse()
+            for target in targets:
+                measurement = _run_one(workload, target, brokers, settings, run_id)
+                measurements[(workload.name, target)] = measurement
+                _say(_progress(workload, measurement))
+        labels, skipped = dict(brokers.labels), dict(brokers.skipped)
+    return measurements, labels, skipped
+
+
+def _run_one(
+    workload: Workload, target: str, brokers: Brokers, settings: RunSettings, run_id: str
+) -> Measurement:
+    if target in brokers.skipped:
+        return Measurement(workload.name, target, error=brokers.skipped[target])
+    prefix = f"bench.{run_id}.{workload.name}"
+    if target == "sink":
+        mode = "discard" if workload.kind is Kind.SINK_PUBLISH else "replay"
+        sink = Sink(mode, workload.body_size)
+        try:
+            with sink:
+                return run_row(workload, sink, settings, prefix)
+        except BrokerError as error:
+            return Measurement(workload.name, target, error=f"sink did not start: {error}")
+    broker = brokers.running[target]
+    if not broker.alive():
+        return Measurement(workload.name, target, error=f"{target} is not running")
+    return run_row(workload, broker, settings, prefix)
+
+
+def _progress(workload: Workload, measurement: Measurement) -> str:
+    if measurement.error:
+        return f"  {workload.name:<24} {measurement.target:<11} {first_line(measurement.error)}"
+    metric, _ = workload.primary_metric
+    value = metric_value(measurement, metric)
+    shown = "-" if value is None else f"{value:,.2f}"
+    return (
+        f"  {workload.name:<24} {measurement.target:<11} {metric} {shown}  "
+        f"(pub/s {measurement.publish_rate or 0:,.0f}, del/s {measurement.deliver_rate or 0:,.0f},"
+        f" p99 {measurement.p99_ms or 0:.2f} ms, CPU {measurement.cpu_seconds or 0:.2f} s)"
+    )
+
+
+def to_json(
+    workloads: Sequence[Workload],
+    measurements: dict[tuple[str, str], Measurement],
+    labels: dict[str, str],
+    skipped: dict[str, str],
+    settings: RunSettings,
+    started: datetime.datetime,
+) -> dict[str, object]:
+    rows = []
+    for workload in workloads:
+        row_measurements = {
+            target: measurements[(workload.name, target)].to_json()
+            for target in workload.targets
+            if (workload.name, target) in measurements
+        }
+        baseline = measurements.get((workload.name, "rabbitmq"))
+        ratios: dict[str, dict[str, float | None]] = {}
+        for target in workload.targets:
+            ours = measurements.get((workload.name, target))
+            if target in ("rabbitmq", "sink") or ours is None or baseline is None:
+                continue
+            ratios[target] = {
+                metric: ratio(metric_value(ours, metric), metric_value(baseline, metric))
+                for metric in COMPARED_METRICS
+            }
+        description = asdict(workload)
+        description["kind"] = str(workload.kind)
+        description["primary_metric"] = workload.primary_metric[0]
+        rows.append({**description, "measurements": row_measurements, "ratios": ratios})
+    return {
+        "started": started.isoformat(timespec="seconds"),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "settings": asdict(settings),
+        "brokers": labels,
+        "skipped": skipped,
+        "rows": rows,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = _parser().parse_args(argv)
+    patterns = [part for pattern in arguments.rows for part in pattern.split(",") if part]
+    workloads = select(patterns, arguments.quick)
+    if arguments.list:
+        for workload in workloads:
+            mark = "*" if workload.headline else " "
+            print(f"{mark} {workload.name:<24} {workload.description}")
+        return 0
+    if not workloads:
+        print(f"no row matches {patterns}", file=sys.stderr)
+        return 2
+    settings = _settings(arguments)
+    started = datetime.datetime.now()
+    _say(
+        f"{len(workloads)} rows, {settings.duration:g} s each after {settings.warmup:g} s warm-up; "
+        f"{os.cpu_count()} CPUs; load generator: {settings.publisher_processes} publisher and "
+        f"{settings.consumer_processes} consumer process(es)"
+    )
+    measurements, labels, skipped = run(workloads, settings, set(arguments.skip))
+
+    print()
+    print(results_table(workloads, measurements, labels))
+    for table in sweep_tables(workloads, measurements, labels):
+        print()
+        print(table)
+    print()
+    print(headline_summary(workloads, measurements))
+    for reason in sorted(set(skipped.values())):
+        print(reason)
+
+    output = arguments.output or RESULTS_DIR / f"{started:%Y%m%d-%H%M%S}.json"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    payload = to_json(workloads, measurements, labels, skipped, settings, started)
+    output.write_text(json.dumps(payload, indent=2) + "\n")
+    print(f"\nJSON: {output}")
+    if not arguments.no_chart:
+        chart = output.with_suffix(".png")
+        try:
+            from benchmarks.chart import draw_chart
+
+            draw_chart(
+                chart, workloads, measurements, f"BatonMQ vs RabbitMQ, {started:%Y-%m-%d %H:%M}"
+            )
+        except ImportError:
+            print("chart: matplotlib is not installed (pip install -e '.[bench]')")
+        else:
+            print(f"chart: {chart}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

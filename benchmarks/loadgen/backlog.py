@@ -1,0 +1,47 @@
+"""A bound on the messages in flight between publishers and consumers, shared by all the load
+generator's processes.
+
+Without one, publishers that outrun the consumers make the queue grow for the whole run: the
+consumers' rate is then the throughput, but the latencies are those of an ever longer queue and
+the broker's memory grows without limit (RabbitMQ slows such publishers with its credit flow;
+BatonMQ pauses reading at `server.write_buffer_high`). With it, a publisher waits while
+`published - delivered / deliveries_per_publish` is at the limit, so every broker is measured in
+the same steady state. Each process adds to its own slot of a shared array, so no lock is needed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import TypeAlias
+
+Counters: TypeAlias = "ctypes.Array[ctypes.c_int64]"
+
+
+class Backlog:
+    __slots__ = ("_slot", "delivered", "deliveries_per_publish", "limit", "published")
+
+    def __init__(
+        self,
+        published: Counters,
+        delivered: Counters,
+        slot: int,
+        deliveries_per_publish: int,
+        limit: int,
+    ) -> None:
+        self.published = published
+        self.delivered = delivered
+        self._slot = slot
+        self.deliveries_per_publish = deliveries_per_publish
+        self.limit = limit
+
+    def in_flight(self) -> float:
+        return sum(self.published) - sum(self.delivered) / self.deliveries_per_publish
+
+    def has_room(self) -> bool:
+        return self.limit <= 0 or self.in_flight() < self.limit
+
+    def add_published(self, count: int) -> None:
+        self.published[self._slot] += count
+
+    def add_delivered(self, count: int) -> None:
+        self.delivered[self._slot] += count

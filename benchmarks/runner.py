@@ -1,0 +1,317 @@
+"""Run one row on one broker: declare its queues fresh, start the load-generator processes, let
+them warm up, measure a fixed window (the broker's CPU before and after it; its RSS sampled
+throughout), collect, delete the queues.
+
+Client processes: publishers share `publisher_processes` processes and consumers share
+`consumer_processes` (one each by default), every connection a task of the process's event loop.
+The machine has 2 cores; more client processes would take CPU from the broker being measured.
+The same processes, connections and settings are used against every broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnProcess
+from typing import TypeVar
+
+from benchmarks.brokers.base import Broker
+from benchmarks.histogram import LatencyHistogram
+from benchmarks.loadgen.backlog import Counters
+from benchmarks.loadgen.client import connect
+from benchmarks.loadgen.publisher import PublisherPlan
+from benchmarks.loadgen.worker import Go, WorkerReport, WorkerSpec, worker_main
+from benchmarks.procstats import RssSampler, cpu_seconds, machine_busy_seconds, steady_rss
+from benchmarks.results import Measurement
+from benchmarks.topology import Topology, declare, delete, message_count
+from benchmarks.workloads import Kind, Workload
+
+_SPAWN = multiprocessing.get_context("spawn")
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    duration: float = 10.0
+    warmup: float = 2.0
+    prefetch: int = 1000
+    confirm_window: int = 1000
+    #: The backlog bound (loadgen/backlog.py), in messages; 0: enough for every consumer's
+    #: prefetch twice over, and at least 10,000. Never more than `backlog_bytes` of bodies.
+    backlog_messages: int = 0
+    backlog_bytes: int = 256 * 2**20
+    publisher_processes: int = 1
+    consumer_processes: int = 1
+    #: Seconds the memory row waits for the queue to hold every message.
+    memory_timeout: float = 300.0
+
+    def backlog_limit(self, body_size: int, consumers: int) -> int:
+        messages = self.backlog_messages or max(10_000, 2 * consumers * self.prefetch)
+        return max(1, min(messages, self.backlog_bytes // body_size))
+
+
+class RowFailed(RuntimeError):
+    pass
+
+
+def _split(items: Sequence[_T], parts: int) -> list[tuple[_T, ...]]:
+    """`items` dealt round-robin into at most `parts` non-empty groups."""
+    groups: list[list[_T]] = [[] for _ in range(max(1, parts))]
+    for index, item in enumerate(items):
+        groups[index % len(groups)].append(item)
+    return [tuple(group) for group in groups if group]
+
+
+class _Workers:
+    """The load-generator processes of one run, and their pipes."""
+
+    def __init__(self, specs: list[WorkerSpec]) -> None:
+        self.published: Counters = _SPAWN.RawArray("q", max(1, len(specs)))
+        self.delivered: Counters = _SPAWN.RawArray("q", max(1, len(specs)))
+        self.processes: list[SpawnProcess] = []
+        self.pipes: list[Connection] = []
+        for spec in specs:
+            ours, theirs = _SPAWN.Pipe()
+            process = _SPAWN.Process(
+                target=worker_main,
+                args=(spec, self.published, self.delivered, theirs),
+                name=f"loadgen-{spec.slot}",
+                daemon=True,
+            )
+            process.start()
+            theirs.close()
+            self.processes.append(process)
+            self.pipes.append(ours)
+
+    def _receive(self, pipe: Connection, timeout: float) -> tuple[str, object]:
+        if not pipe.poll(timeout):
+            raise RowFailed(f"a load-generator process did not answer within {timeout:.0f} s")
+        try:
+            message: tuple[str, object] = pipe.recv()
+        except EOFError:
+            raise RowFailed("a load-generator process exited") from None
+        return message
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        for pipe in self.pipes:
+            kind, detail = self._receive(pipe, timeout)
+            if kind != "ready":
+                raise RowFailed(f"load generator: {detail}")
+
+    def go(self, go: Go) -> None:
+        for pipe in self.pipes:
+            pipe.send(go)
+
+    def reports(self, timeout: float) -> list[WorkerReport]:
+        reports = []
+        for pipe in self.pipes:
+            kind, detail = self._receive(pipe, timeout)
+            if kind != "report":
+                raise RowFailed(f"load generator: {detail}")
+            assert isinstance(detail, WorkerReport)
+            reports.append(detail)
+        return reports
+
+    def finish(self) -> None:
+        for process in self.processes:
+            process.join(10)
+            if process.is_alive():
+                process.kill()
+                process.join(5)
+        for pipe in self.pipes:
+            pipe.close()
+
+
+def _specs(
+    workload: Workload, topology: Topology, broker: Broker, settings: RunSettings
+) -> list[WorkerSpec]:
+    plans = workload.publisher_plans(topology, settings.confirm_window)
+    queues = workload.consumer_queues(topology)
+    if workload.kind is Kind.SINK_PUBLISH:
+        queues = []
+    if workload.kind is Kind.SINK_CONSUME:
+        plans = []
+    groups: list[tuple[tuple[str, ...], tuple[PublisherPlan, ...]]] = [
+        (group, ()) for group in _split(queues, settings.consumer_processes)
+    ]
+    groups += [((), group) for group in _split(plans, settings.publisher_processes)]
+    # Rate-limited and counted publishers need no backlog bound; nor do the sinks.
+    bounded = workload.kind is Kind.THROUGHPUT
+    return [
+        WorkerSpec(
+            host=broker.host,
+            port=broker.port,
+            slot=slot,
+            publishers=publishers,
+            consumer_queues=consumer_queues,
+            prefetch=settings.prefetch,
+            backlog_limit=settings.backlog_limit(workload.body_size, workload.consumers)
+            if bounded
+            else 0,
+            deliveries_per_publish=workload.deliveries_per_publish,
+        )
+        for slot, (consumer_queues, publishers) in enumerate(groups)
+    ]
+
+
+async def _with_admin(broker: Broker, topology: Topology, action: str) -> int:
+    client = await connect(broker.host, broker.port)
+    try:
+        if action == "declare":
+            await declare(client, topology)
+        elif action == "delete":
+            await delete(client, topology)
+        else:
+            return await message_count(client, topology.queues[0])
+        return 0
+    finally:
+        await client.close()
+
+
+@contextmanager
+def _topology(broker: Broker, workload: Workload, prefix: str) -> Iterator[Topology]:
+    topology = workload.topology(prefix)
+    if broker.name == "sink":
+        yield topology
+        return
+    asyncio.run(_with_admin(broker, topology, "declare"))
+    try:
+        yield topology
+    finally:
+        if broker.alive():
+            asyncio.run(_with_admin(broker, topology, "delete"))
+
+
+def _sleep_until(when_ns: int) -> None:
+    time.sleep(max(0.0, (when_ns - time.monotonic_ns()) / 1e9))
+
+
+def run_row(workload: Workload, broker: Broker, settings: RunSettings, prefix: str) -> Measurement:
+    measurement = Measurement(workload.name, broker.name)
+    try:
+        with _topology(broker, workload, prefix) as topology:
+            if workload.kind is Kind.MEMORY:
+                _run_memory(workload, broker, settings, topology, measurement)
+            else:
+                _run_window(workload, broker, settings, topology, measurement)
+    except Exception as error:  # a row that fails is reported, and the run goes on
+        measurement.error = f"{type(error).__name__}: {error}"
+    if not broker.alive():
+        measurement.error = (measurement.error or "") + " (the broker is no longer running)"
+    return measurement
+
+
+def _run_window(
+    workload: Workload,
+    broker: Broker,
+    settings: RunSettings,
+    topology: Topology,
+    measurement: Measurement,
+) -> None:
+    workers = _Workers(_specs(workload, topology, broker, settings))
+    try:
+        workers.wait_ready()
+        pids = broker.measured_pids()
+        start = time.monotonic_ns() + 200_000_000
+        window_start = start + int(settings.warmup * 1e9)
+        window_end = window_start + int(settings.duration * 1e9)
+        with RssSampler(broker.measured_pids) as sampler:
+            workers.go(Go(start, window_start, window_end))
+            _sleep_until(window_start)
+            cpu_before, machine_before = cpu_seconds(pids), machine_busy_seconds()
+            _sleep_until(window_end)
+            cpu_after, machine_after = cpu_seconds(pids), machine_busy_seconds()
+            reports = workers.reports(timeout=60.0)
+        measurement.cpu_seconds = cpu_after - cpu_before
+        measurement.peak_rss_bytes = sampler.peak
+    finally:
+        workers.finish()
+    _summarise(reports, measurement)
+    # What the rest of the machine took meanwhile: the noise in this measurement.
+    measurement.other_cpu_seconds = max(
+        0.0,
+        machine_after - machine_before - measurement.cpu_seconds - measurement.client_cpu_seconds,
+    )
+
+
+def _summarise(reports: list[WorkerReport], measurement: Measurement) -> None:
+    histogram = LatencyHistogram()
+    seconds = [report.window_seconds for report in reports if report.window_seconds]
+    measurement.seconds = max(seconds) if seconds else 0.0
+    for report in reports:
+        histogram.add_sparse(report.latency)
+        measurement.published += report.published
+        measurement.delivered += report.delivered
+        measurement.nacked += report.nacked
+        measurement.client_cpu_seconds += report.cpu_seconds
+        if report.error:
+            measurement.error = report.error
+    if measurement.seconds:
+        measurement.publish_rate = measurement.published / measurement.seconds
+        measurement.deliver_rate = measurement.delivered / measurement.seconds
+    p50, p99, p999 = histogram.percentiles((50, 99, 99.9))
+    measurement.p50_ms = None if p50 is None else p50 / 1e6
+    measurement.p99_ms = None if p99 is None else p99 / 1e6
+    measurement.p999_ms = None if p999 is None else p999 / 1e6
+    measurement.latency_samples = histogram.total
+    if measurement.nacked:
+        measurement.notes.append(f"{measurement.nacked} publishes nacked")
+
+
+def _run_memory(
+    workload: Workload,
+    broker: Broker,
+    settings: RunSettings,
+    topology: Topology,
+    measurement: Measurement,
+) -> None:
+    """RSS before and after `workload.messages` messages are queued, per message."""
+    time.sleep(1.0)
+    rss_before = steady_rss(broker.measured_pids)
+    disk_before = broker.disk_bytes()
+    workers = _Workers(_specs(workload, topology, broker, settings))
+    try:
+        workers.wait_ready()
+        pids = broker.measured_pids()
+        start = time.monotonic_ns() + 200_000_000
+        deadline = start + int(settings.memory_timeout * 1e9)
+        with RssSampler(broker.measured_pids) as sampler:
+            cpu_before = cpu_seconds(pids)
+            workers.go(Go(start, start, deadline))
+            reports = workers.reports(timeout=settings.memory_timeout + 30)
+            queued = 0
+            while queued < workload.messages and time.monotonic_ns() < deadline:
+                queued = asyncio.run(_with_admin(broker, topology, "count"))
+                if queued < workload.messages:
+                    time.sleep(0.5)
+            settled = time.monotonic_ns()
+            cpu_after = cpu_seconds(pids)
+            time.sleep(2.0)  # let allocators and the garbage collector settle
+            rss_after = steady_rss(broker.measured_pids)
+            disk_after = broker.disk_bytes()
+    finally:
+        workers.finish()
+    for report in reports:
+        if report.error:
+            measurement.error = report.error
+    published = sum(report.published_total for report in reports)
+    measurement.published = published
+    measurement.seconds = (settled - start) / 1e9
+    measurement.publish_rate = published / measurement.seconds if measurement.seconds else None
+    measurement.cpu_seconds = cpu_after - cpu_before
+    measurement.peak_rss_bytes = sampler.peak
+    if queued < workload.messages:
+        measurement.error = f"only {queued:,} of {workload.messages:,} messages were queued"
+        return
+    measurement.bytes_per_message = (rss_after - rss_before) / queued - workload.body_size
+    measurement.disk_growth_bytes = disk_after - disk_before
+    measurement.notes.append(
+        f"RSS {rss_before / 2**20:.0f} MiB before, {rss_after / 2**20:.0f} MiB with "
+        f"{queued:,} queued; data on disk grew {measurement.disk_growth_bytes / 2**20:,.1f} MiB "
+        f"({measurement.disk_growth_bytes / queued:,.0f} B/msg)"
+    )

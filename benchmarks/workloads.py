@@ -1,0 +1,328 @@
+"""The rows of the benchmark: issue 7's workload matrix.
+
+Kinds of row:
+
+- throughput: producers publish as fast as the broker takes them (bounded by the shared backlog,
+  see loadgen/backlog.py), consumers ack; msgs/s is what the consumers received per second of the
+  measured window. `persistent` rows publish delivery-mode 2 to durable queues with publisher
+  confirms (a window of outstanding confirms per publisher) and are run on BatonMQ with each store.
+- latency: one producer at a fixed rate; the percentiles are the point of the row.
+- memory: publish `messages` transient messages to a queue nobody consumes; the row's figure is
+  the broker's RSS growth per message beyond the body.
+- sink-publish / sink-consume: the load generator against its sink, not a broker: its ceiling.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import random
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from benchmarks.loadgen.publisher import PublisherPlan
+from benchmarks.topic_routing import binding_key, routing_key
+from benchmarks.topology import Topology
+
+PAIRS = (1, 2, 4, 8, 16, 32, 64)
+BODIES = (128, 1024, 65536)
+TOPIC_KEYS = 100
+
+
+class Kind(StrEnum):
+    THROUGHPUT = "throughput"
+    LATENCY = "latency"
+    MEMORY = "memory"
+    SINK_PUBLISH = "sink-publish"
+    SINK_CONSUME = "sink-consume"
+
+
+#: The row's figure (a key of Measurement.metrics()) and whether more of it is better.
+PRIMARY_METRIC: dict[Kind, tuple[str, bool]] = {
+    Kind.THROUGHPUT: ("deliver_rate", True),
+    Kind.LATENCY: ("p99_ms", False),
+    Kind.MEMORY: ("bytes_per_message", False),
+    Kind.SINK_PUBLISH: ("publish_rate", True),
+    Kind.SINK_CONSUME: ("deliver_rate", True),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Headline:
+    """A goal of issue 7 that this row measures, on `target`."""
+
+    label: str
+    goal: str
+    target: str = "batonmq"
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    name: str
+    description: str
+    kind: Kind
+    producers: int = 1
+    consumers: int = 1
+    body_size: int = 128
+    persistent: bool = False
+    exchange_type: str = ""
+    queues: int = 1
+    bindings: int = 0
+    #: Messages per second across all producers (latency rows).
+    rate: int = 0
+    #: Messages to queue (memory rows).
+    messages: int = 0
+    headline: Headline | None = None
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """The brokers this row runs on; the first is the baseline of the comparison."""
+        if self.kind in (Kind.SINK_PUBLISH, Kind.SINK_CONSUME):
+            return ("sink",)
+        if self.persistent:
+            return ("rabbitmq", "batonmq", "batonmq-pg")
+        return ("rabbitmq", "batonmq")
+
+    @property
+    def deliveries_per_publish(self) -> int:
+        return self.queues if self.exchange_type == "fanout" else 1
+
+    @property
+    def primary_metric(self) -> tuple[str, bool]:
+        return PRIMARY_METRIC[self.kind]
+
+    def topology(self, prefix: str) -> Topology:
+        queues = tuple(f"{prefix}.q{index}" for index in range(self.queues))
+        if not self.exchange_type:
+            return Topology(queues, durable=self.persistent)
+        exchange = f"{prefix}.x"
+        if self.exchange_type == "fanout":
+            bindings = tuple((queue, "") for queue in queues)
+        else:
+            bindings = tuple(
+                (queues[index % len(queues)], key) for index, key in enumerate(topic_bindings())
+            )
+        return Topology(queues, self.persistent, exchange, self.exchange_type, bindings)
+
+    def publisher_plans(self, topology: Topology, confirm_window: int) -> list[PublisherPlan]:
+        if not topology.exchange:
+            routes: tuple[tuple[str, str], ...] = (("", topology.queues[0]),)
+        elif self.exchange_type == "topic":
+            routes = tuple((topology.exchange, key) for key in topic_routing_keys())
+        else:
+            routes = ((topology.exchange, ""),)
+        return [
+            PublisherPlan(
+                routes=routes,
+                body_size=self.body_size,
+                persistent=self.persistent,
+                confirm_window=confirm_window if self.persistent else 0,
+                rate=self.rate / self.producers,
+                count=self.messages // self.producers,
+            )
+            for _ in range(self.producers)
+        ]
+
+    def consumer_queues(self, topology: Topology) -> list[str]:
+        return [topology.queues[index % len(topology.queues)] for index in range(self.consumers)]
+
+
+def size_label(size: int) -> str:
+    if size >= 1024 and size % 1024 == 0:
+        return f"{size // 1024}KiB"
+    return f"{size}B"
+
+
+# The topic row: the binding shapes of benchmarks/topic_routing.py. Every binding key holds its
+# entity id, so a routing key about entity i can match only binding i: the harness keeps the keys
+# that do, and each message is delivered to exactly one queue.
+
+
+def topic_bindings(count: int = 10_000) -> list[str]:
+    rng = random.Random(count)
+    return [binding_key(index, rng) for index in range(count)]
+
+
+def topic_matches(pattern: str, key: str) -> bool:
+    """AMQP topic matching ('*' one word, '#' zero or more), as a plain reference."""
+    return _match_words(pattern.split("."), key.split("."))
+
+
+def _match_words(pattern: list[str], words: list[str]) -> bool:
+    if not pattern:
+        return not words
+    head, rest = pattern[0], pattern[1:]
+    if head == "#":
+        return any(_match_words(rest, words[skip:]) for skip in range(len(words) + 1))
+    return bool(words) and head in ("*", words[0]) and _match_words(rest, words[1:])
+
+
+def topic_routing_keys(count: int = 10_000, wanted: int = TOPIC_KEYS) -> list[str]:
+    bindings = topic_bindings(count)
+    rng = random.Random(1)
+    keys: list[str] = []
+    while len(keys) < wanted:
+        key = routing_key(count, rng)
+        entity = int(key.split(".")[2])
+        if entity < count and topic_matches(bindings[entity], key):
+            keys.append(key)
+    return keys
+
+
+def _headline_for(name: str) -> Headline | None:
+    return HEADLINES.get(name)
+
+
+HEADLINES = {
+    "transient-1x1-128B": Headline("transient 1/1 128 B", "msgs/s ratio >= 1.0 (issue: >= 0.7)"),
+    "transient-4x4-1KiB": Headline("transient 4/4 1 KiB", "msgs/s ratio >= 1.0 (issue: >= 0.7)"),
+    "persistent-1x1-128B": Headline(
+        "persistent+confirms 1/1 128 B, sqlite", "msgs/s ratio >= 1.0 (issue: >= 0.7)"
+    ),
+    "latency-1000": Headline("p99 latency at 1,000 msgs/s", "p99 ratio <= 1.0"),
+    "memory-1M": Headline("memory per queued 128 B message", "<= 1,024 B beyond the body"),
+}
+
+
+def matrix() -> list[Workload]:
+    """Every row, in the order they run (memory last: it leaves the most behind in a broker)."""
+    rows: list[Workload] = []
+    for body in BODIES:
+        for pairs in PAIRS:
+            name = f"transient-{pairs}x{pairs}-{size_label(body)}"
+            rows.append(
+                Workload(
+                    name,
+                    f"one queue, {pairs}/{pairs} producers/consumers, {size_label(body)}, "
+                    "transient, no confirms",
+                    Kind.THROUGHPUT,
+                    pairs,
+                    pairs,
+                    body,
+                    headline=_headline_for(name),
+                )
+            )
+    persistent = [(body, pairs) for body in (128, 1024) for pairs in PAIRS]
+    persistent += [(65536, 1), (65536, 4)]
+    for body, pairs in persistent:
+        name = f"persistent-{pairs}x{pairs}-{size_label(body)}"
+        rows.append(
+            Workload(
+                name,
+                f"one durable queue, {pairs}/{pairs}, {size_label(body)}, persistent, confirms",
+                Kind.THROUGHPUT,
+                pairs,
+                pairs,
+                body,
+                persistent=True,
+                headline=_headline_for(name),
+            )
+        )
+    for body in (128, 1024):
+        rows.append(
+            Workload(
+                f"fanout10-{size_label(body)}",
+                f"fanout exchange to 10 queues, 1 producer, 10 consumers, {size_label(body)}",
+                Kind.THROUGHPUT,
+                1,
+                10,
+                body,
+                exchange_type="fanout",
+                queues=10,
+            )
+        )
+    rows.append(
+        Workload(
+            "topic10k-128B",
+            "topic exchange, 10,000 bindings over 10 queues, 1 producer, 10 consumers, 128B",
+            Kind.THROUGHPUT,
+            1,
+            10,
+            128,
+            exchange_type="topic",
+            queues=10,
+            bindings=10_000,
+        )
+    )
+    for rate in (1_000, 10_000):
+        name = f"latency-{rate}"
+        rows.append(
+            Workload(
+                name,
+                f"1/1, 128B, transient, at a fixed {rate:,} msgs/s",
+                Kind.LATENCY,
+                rate=rate,
+                headline=_headline_for(name),
+            )
+        )
+    rows.append(
+        Workload(
+            "sink-publish-128B",
+            "load generator's ceiling: 1 publisher into a sink that discards, 128B",
+            Kind.SINK_PUBLISH,
+            1,
+            0,
+        )
+    )
+    rows.append(
+        Workload(
+            "sink-consume-128B",
+            "load generator's ceiling: 1 consumer of a sink that replays deliveries, 128B",
+            Kind.SINK_CONSUME,
+            0,
+            1,
+        )
+    )
+    rows.append(
+        Workload(
+            "memory-1M",
+            "1,000,000 transient 128B messages queued, no consumer: RSS growth per message",
+            Kind.MEMORY,
+            1,
+            0,
+            messages=1_000_000,
+            headline=_headline_for("memory-1M"),
+        )
+    )
+    return rows
+
+
+QUICK = (
+    "transient-1x1-128B",
+    "transient-4x4-1KiB",
+    "persistent-1x1-128B",
+    "latency-1000",
+    "fanout10-128B",
+    "topic10k-128B",
+    "sink-publish-128B",
+    "sink-consume-128B",
+    "memory-1M",
+)
+#: Messages the memory row queues with --quick.
+QUICK_MEMORY_MESSAGES = 200_000
+
+
+def select(patterns: list[str], quick: bool) -> list[Workload]:
+    """The rows named by `patterns` (shell wildcards over names; "headline", "quick" and "all"
+    name those sets), in matrix order. No patterns: the quick set with `quick`, else all."""
+    rows = matrix()
+    if not patterns:
+        patterns = ["quick"] if quick else ["all"]
+    chosen = []
+    for row in rows:
+        for pattern in patterns:
+            if (
+                pattern == "all"
+                or (pattern == "headline" and row.headline is not None)
+                or (pattern == "quick" and row.name in QUICK)
+                or fnmatch.fnmatchcase(row.name, pattern)
+            ):
+                chosen.append(row)
+                break
+    if quick:
+        chosen = [
+            replace(row, messages=min(row.messages, QUICK_MEMORY_MESSAGES))
+            if row.kind is Kind.MEMORY
+            else row
+            for row in chosen
+        ]
+    return chosen

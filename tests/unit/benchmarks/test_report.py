@@ -1,0 +1,59 @@
+"""The seeds/004 Table 1.6 formatter and the percent differences it shows."""
+
+import pytest
+from benchmarks.report import comparison_table, format_percent, percent_difference
+
+
+def test_percent_difference_from_the_baseline():
+    assert percent_difference(38.6, 100.0) == pytest.approx(-61.4)
+    assert percent_difference(217.0, 100.0) == pytest.approx(117.0)
+    assert percent_difference(5.0, None) is None
+    assert percent_difference(None, 5.0) is None
+    assert percent_difference(5.0, 0.0) is None
+
+
+def test_percentages_read_as_in_the_seed():
+    assert format_percent(-61.4) == "-61.4%"
+    assert format_percent(117.0) == "+117.0%"
+    assert format_percent(0.0) == "0.0%"
+    assert format_percent(-0.01) == "0.0%"
+    assert format_percent(None) == "n/a"
+
+
+def test_a_comparison_table_shows_each_configuration_against_the_baseline_column():
+    values = {
+        ("1 (1/1)", "No HA"): 1000.0,
+        ("1 (1/1)", "SYNC"): 386.0,
+        ("1 (1/1)", "WRITE_NO_SYNC"): 2170.0,
+        ("2 (2/2)", "No HA"): 2000.0,
+        ("2 (2/2)", "SYNC"): 491.4,
+    }
+    table = comparison_table(
+        ["1 (1/1)", "2 (2/2)"], ["No HA", "SYNC", "WRITE_NO_SYNC"], values, "No HA"
+    )
+    lines = table.splitlines()
+    assert lines[0].split() == ["Test/Broker", "No", "HA", "SYNC", "WRITE_NO_SYNC"]
+    assert set(lines[1]) <= {"-", " "}
+    assert lines[2].split() == ["1", "(1/1)", "0.0%", "-61.4%", "+117.0%"]
+    assert lines[3].split() == ["2", "(2/2)", "0.0%", "-75.4%", "n/a"]
+
+
+def test_a_comparison_table_can_show_the_values_too():
+    table = comparison_table(
+        ["row"],
+        ["base", "other"],
+        {("row", "base"): 2000.0, ("row", "other"): 1500.0},
+        "base",
+        value_format=lambda value: f"{value:,.0f}",
+    )
+    assert table.splitlines()[2].split() == ["row", "2,000", "(0.0%)", "1,500", "(-25.0%)"]
+
+
+def test_without_a_baseline_value_a_row_reads_n_a():
+    table = comparison_table(["row"], ["base", "other"], {("row", "other"): 1.0}, "base")
+    assert table.splitlines()[2].split() == ["row", "n/a", "n/a"]
+
+
+def test_the_baseline_must_be_a_configuration():
+    with pytest.raises(ValueError, match="baseline"):
+        comparison_table(["row"], ["a", "b"], {}, "c")
