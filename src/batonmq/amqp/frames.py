@@ -29,6 +29,9 @@ from batonmq.amqp.properties import decode_basic_properties
 
 _FRAME_START: Final = struct.Struct(">BHI")
 _CONTENT_HEADER_START: Final = struct.Struct(">HHQ")
+_METHOD_INDEX: Final = struct.Struct(">I")
+_SHORT: Final = struct.Struct(">h")
+_LONG_LONG: Final = struct.Struct(">q")
 #: class-id, weight, body-size and the first property-flags word.
 CONTENT_HEADER_MIN_SIZE: Final = 14
 HEARTBEAT_BYTES: Final = bytes((FRAME_HEARTBEAT, 0, 0, 0, 0, 0, 0, FRAME_END))
@@ -132,10 +135,52 @@ def decode_frame(frame_type: int, channel: int, payload: bytes) -> Frame:
     raise HardError(ReplyCode.FRAME_ERROR, f"unknown frame type {frame_type}")
 
 
+def _fast_publish(payload: bytes) -> base.Frame | None:
+    """basic.publish decoded without pamqp's generic walk over its arguments (the hot path), or
+    None for anything but a well-formed one, which then goes the generic way and gets its
+    exact error."""
+    exchange_end = 7 + payload[6]
+    key_end = exchange_end + 1 + payload[exchange_end]
+    if len(payload) != key_end + 1:
+        return None
+    method = object.__new__(commands.Basic.Publish)
+    method.ticket = _SHORT.unpack_from(payload, 4)[0]
+    method.exchange = payload[7:exchange_end].decode("utf-8")
+    method.routing_key = payload[exchange_end + 1 : key_end].decode("utf-8")
+    bits = payload[key_end]
+    method.mandatory = bool(bits & 1)
+    method.immediate = bool(bits & 2)
+    return method
+
+
+def _fast_ack(payload: bytes) -> base.Frame | None:
+    """basic.ack decoded directly (the hot path); None unless well-formed."""
+    if len(payload) != 13:
+        return None
+    method = object.__new__(commands.Basic.Ack)
+    method.delivery_tag = _LONG_LONG.unpack_from(payload, 4)[0]
+    method.multiple = bool(payload[12] & 1)
+    return method
+
+
+_FAST_METHODS: Final = {
+    commands.Basic.Publish.index: _fast_publish,
+    commands.Basic.Ack.index: _fast_ack,
+}
+
+
 def decode_method(payload: bytes) -> base.Frame:
     if len(payload) < 4:
         raise HardError(ReplyCode.FRAME_ERROR, "method frame is truncated")
-    (index,) = struct.unpack_from(">I", payload)
+    (index,) = _METHOD_INDEX.unpack_from(payload)
+    fast = _FAST_METHODS.get(index)
+    if fast is not None:
+        try:
+            decoded = fast(payload)
+        except (IndexError, UnicodeDecodeError):
+            decoded = None
+        if decoded is not None:
+            return decoded
     method_class = commands.INDEX_MAPPING.get(index)
     if method_class is None:
         unknown = HardError(
