@@ -501,7 +501,8 @@ class SQLiteStore:
     def _commit_sync(self, batch: WriteBatch) -> None:
         def apply(conn: sqlite3.Connection) -> None:
             for statement, rows in _batch_steps(self._broker_id, batch):
-                conn.executemany(statement, rows)
+                if rows:
+                    conn.executemany(statement, rows)
             conn.execute(
                 "DELETE FROM messages WHERE broker_id = ?"
                 f" AND id IN (SELECT id FROM temp.gc_candidates) AND {_ORPHANS}",
@@ -664,7 +665,6 @@ def _batch_steps(broker: str, batch: WriteBatch) -> list[tuple[str, Sequence[tup
     candidates = [(entry[3],) for entry in batch.entries_deleted]
     candidates += [(message.id,) for message in batch.messages_put]
     return [
-        ("DELETE FROM temp.gc_candidates", []),
         (_GC_FROM_ENTRIES, vhosts),
         *((f"DELETE FROM {table} WHERE {_KEY}", vhosts)
           for table in ("entries", "bindings", "queues", "exchanges")),
