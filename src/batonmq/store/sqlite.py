@@ -695,23 +695,66 @@ def _batch_steps(broker: str, batch: WriteBatch) -> list[tuple[str, Sequence[tup
         ("INSERT OR IGNORE INTO bindings (broker_id, vhost, source, destination_kind, destination,"
          " routing_key, arguments) VALUES (?, ?, ?, ?, ?, ?, ?)",
          [_binding_row(broker, binding) for binding in batch.bindings_put]),
-        ("INSERT OR REPLACE INTO messages (broker_id, id, exchange, routing_key, header_payload,"
-         " body) VALUES (?, ?, ?, ?, ?, ?)",
-         [(broker, m.id, m.exchange, m.routing_key, m.header_payload, m.body)
-          for m in batch.messages_put]),
-        ("INSERT OR REPLACE INTO entries (broker_id, vhost, queue, sequence, message_id,"
-         " delivery_count, transient, expires_at, priority) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-         [(broker, e.vhost, e.queue, e.sequence, e.message_id, e.delivery_count, e.transient,
-           e.expires_at, e.priority) for e in batch.entries_put]),
+        *_many_rows("INSERT OR REPLACE INTO messages (broker_id, id, exchange, routing_key,"
+                    " header_payload, body) VALUES",
+                    [(broker, m.id, m.exchange, m.routing_key, m.header_payload, m.body)
+                     for m in batch.messages_put]),
+        *_many_rows("INSERT OR REPLACE INTO entries (broker_id, vhost, queue, sequence,"
+                    " message_id, delivery_count, transient, expires_at, priority) VALUES",
+                    [(broker, e.vhost, e.queue, e.sequence, e.message_id, e.delivery_count,
+                      e.transient, e.expires_at, e.priority) for e in batch.entries_put]),
         (f"UPDATE entries SET delivery_count = ? WHERE {_ENTRY}",
          [(count, broker, v, q, seq) for v, q, seq, count in batch.entries_updated]),
-        (f"DELETE FROM entries WHERE {_ENTRY}",
-         [(broker, v, q, seq) for v, q, seq, _ in batch.entries_deleted]),
+        *_deleted_entries(broker, batch.entries_deleted),
         ("INSERT OR REPLACE INTO users VALUES (?, ?)",
          [(user.name, user.credential) for user in batch.users_put]),
         ("DELETE FROM users WHERE name = ?", [(name,) for name in batch.users_deleted]),
-        ("INSERT OR IGNORE INTO temp.gc_candidates VALUES (?)", candidates),
+        *_many_rows("INSERT OR IGNORE INTO temp.gc_candidates VALUES", candidates),
     ]  # fmt: skip
+
+
+#: Rows per statement where a batch writes one row per message. Each statement SQLite runs
+#: releases and retakes the GIL; one statement per row (executemany) makes the store's thread
+#: wait for the event loop's thread at every row, and a commit of 1,000 rows took tens of
+#: milliseconds while the loop was busy (see benchmarks/, persistent-1x1-128B). 500 rows of 9
+#: values stay well under SQLite's limit of 32,766 variables per statement.
+_ROWS_PER_STATEMENT: Final = 500
+
+
+def _many_rows(
+    insert: str, rows: Sequence[tuple[object, ...]]
+) -> list[tuple[str, Sequence[tuple[object, ...]]]]:
+    """`insert` ("INSERT ... VALUES") for `rows`, as statements of up to _ROWS_PER_STATEMENT
+    rows each."""
+    steps: list[tuple[str, Sequence[tuple[object, ...]]]] = []
+    for start in range(0, len(rows), _ROWS_PER_STATEMENT):
+        chunk = rows[start : start + _ROWS_PER_STATEMENT]
+        row = "(" + ", ".join("?" * len(chunk[0])) + ")"
+        values = tuple(value for one in chunk for value in one)
+        steps.append((f"{insert} {', '.join([row] * len(chunk))}", [values]))
+    return steps
+
+
+def _deleted_entries(
+    broker: str, deleted: list[tuple[str, str, int, int]]
+) -> list[tuple[str, Sequence[tuple[object, ...]]]]:
+    """Deletions of single entries, as one statement per queue and up to _ROWS_PER_STATEMENT
+    sequences (see there)."""
+    by_queue: dict[tuple[str, str], list[int]] = {}
+    for vhost, queue, sequence, _message_id in deleted:
+        by_queue.setdefault((vhost, queue), []).append(sequence)
+    steps: list[tuple[str, Sequence[tuple[object, ...]]]] = []
+    for (vhost, queue), sequences in by_queue.items():
+        for start in range(0, len(sequences), _ROWS_PER_STATEMENT):
+            chunk = sequences[start : start + _ROWS_PER_STATEMENT]
+            steps.append(
+                (
+                    f"DELETE FROM entries WHERE {_KEY} AND queue = ? AND sequence IN"
+                    f" ({', '.join('?' * len(chunk))})",
+                    [(broker, vhost, queue, *chunk)],
+                )
+            )
+    return steps
 
 
 def _users(conn: sqlite3.Connection) -> list[StoredUser]:
