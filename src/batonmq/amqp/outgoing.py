@@ -10,6 +10,7 @@ tests/unit/amqp/test_outgoing.py checks).
 
 from __future__ import annotations
 
+import functools
 import struct
 from typing import Final
 
@@ -27,8 +28,10 @@ _SHORT: Final = struct.Struct(">H")
 _TWO_LONGS: Final = struct.Struct(">II")
 
 
+@functools.lru_cache(maxsize=4096)
 def short_string(text: str) -> bytes:
-    """An AMQP short string. Names that came in as short strings always fit."""
+    """An AMQP short string. Names that came in as short strings always fit. Cached: every
+    delivery writes its consumer tag, exchange and routing key, which repeat."""
     encoded = text.encode("utf-8")
     if len(encoded) > 255:
         raise ValueError(f"short string of {len(encoded)} octets")

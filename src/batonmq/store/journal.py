@@ -18,7 +18,6 @@ Inside the gathering batch, later changes cancel earlier ones: an entry put and 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -216,7 +215,17 @@ class Journal:
         key = (vhost, queue, sequence)
         put = gathering.entries_put.get(key)
         if put is not None:
-            gathering.entries_put[key] = dataclasses.replace(put, delivery_count=delivery_count)
+            # Not dataclasses.replace: this runs for nearly every persistent message delivered.
+            gathering.entries_put[key] = StoredEntry(
+                vhost,
+                queue,
+                sequence,
+                put.message_id,
+                delivery_count,
+                put.transient,
+                put.expires_at,
+                put.priority,
+            )
         else:
             gathering.entries_updated[key] = delivery_count
 
