@@ -193,3 +193,45 @@ def external_broker(url: str) -> RunningBroker:
         username=parts.username or "guest",
         password=parts.password or "guest",
     )
+
+
+def run_batonctl(
+    workdir: Path, *args: str, environment: dict[str, str] | None = None, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """`batonctl --data-dir WORKDIR/data ARGS` (the data of `start_broker(workdir)`), as an
+    operator runs it; `environment` adds configuration variables."""
+    return subprocess.run(
+        [sys.executable, "-m", "batonmq.cli.ctl", "--data-dir", str(workdir / "data"), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(environment or {})},
+        check=False,
+        timeout=60,
+    )
+
+
+def failed_start(workdir: Path, environment: dict[str, str]) -> str:
+    """Run `python -m batonmq` with `environment`, which must make it refuse to start: exit
+    status 1 within 30 s. Its output."""
+    finished = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "batonmq",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(free_port()),
+            "--data-dir",
+            str(workdir / "data"),
+        ],
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **environment},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=30,
+        check=False,
+    )
+    output = finished.stdout.decode(errors="replace")
+    assert finished.returncode == 1, output
+    return output

@@ -9,10 +9,8 @@ from the seed's extracted text is checked word for word.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -25,7 +23,7 @@ import pika.exceptions
 import pytest
 from pika.adapters.blocking_connection import BlockingChannel
 
-from tests.brokerproc import RunningBroker, free_port, start_broker
+from tests.brokerproc import RunningBroker, failed_start, run_batonctl, start_broker
 from tests.unit.security.test_acl import EXAMPLE_1, EXAMPLE_2, EXAMPLE_3, without_elisions
 
 pytestmark = pytest.mark.integration
@@ -37,13 +35,7 @@ REPLY_KEY = "TempQueue"
 
 
 def batonctl(workdir: Path, *args: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "batonmq.cli.ctl", "--data-dir", str(workdir / "data"), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+    done = run_batonctl(workdir, *args)
     assert done.returncode == 0, done.stderr
 
 
@@ -322,26 +314,7 @@ def test_a_broken_acl_file_stops_the_broker_at_start(tmp_path: Path) -> None:
     to start with it"."""
     acl_path = tmp_path / "broker.acl"
     acl_path.write_text("ACL ALLOW bob ALL\nACL ALLOW bob PUBLSH\n", encoding="utf-8")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "batonmq",
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            str(free_port()),
-            "--data-dir",
-            str(tmp_path / "data"),
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "BATONMQ__ACL__FILE": str(acl_path)},
-        check=False,
-        timeout=60,
-    )
-    assert done.returncode == 1
-    output = done.stdout + done.stderr
+    output = failed_start(tmp_path, {"BATONMQ__ACL__FILE": str(acl_path)})
     assert "cannot start" in output
     assert f"{acl_path}:2:15: unknown action 'PUBLSH'" in output
 
@@ -383,17 +356,10 @@ def test_batonctl_acl_reload_checks_the_files_then_has_the_broker_reload(
     does not parse "names the file, line and column" and is not applied."""
     connects = "ACL ALLOW bob ACCESS VIRTUALHOST\n"
     broker = start(connects + 'ACL ALLOW bob CREATE QUEUE name="a"\n', "bob")
-    environment = {**os.environ, "BATONMQ__ACL__FILE": str(acl_path)}
-    command = [sys.executable, "-m", "batonmq.cli.ctl", "--data-dir", str(tmp_path / "data")]
 
     def batonctl_acl(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*command, "acl", *args],
-            capture_output=True,
-            text=True,
-            env=environment,
-            timeout=60,
-            check=False,
+        return run_batonctl(
+            tmp_path, "acl", *args, environment={"BATONMQ__ACL__FILE": str(acl_path)}
         )
 
     acl_path.write_text(connects + "ACL ALLOW bob CREATE QUEUE name=\n", encoding="utf-8")

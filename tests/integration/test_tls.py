@@ -12,12 +12,9 @@ sslOnly." These need a BatonMQ process of their own (they configure its listener
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import socket
 import ssl
-import subprocess
-import sys
 import time
 import uuid
 import warnings
@@ -36,7 +33,7 @@ from pika.exceptions import AMQPConnectionError, ProbableAuthenticationError
 
 from batonmq.config import load_config
 from batonmq.server.app import BrokerServer
-from tests.brokerproc import RunningBroker, free_port, start_broker
+from tests.brokerproc import RunningBroker, failed_start, free_port, start_broker
 from tests.rawclient import PROTOCOL_HEADER, RawClient
 from tests.tlsca import KeyPair, TestCA
 
@@ -481,33 +478,6 @@ def test_sigterm_closes_amqps_connections_too(tls_broker: StartTlsBroker, pki: P
 # --- Configuration the broker refuses to start with ---------------------------------------------
 
 
-def run_broker_expecting_failure(tmp_path: Path, environment: dict[str, str]) -> str:
-    """Run `python -m batonmq` with `environment`; it must exit with status 1 (the server could
-    not start) within 30 s. Its output."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **environment}
-    finished = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "batonmq",
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            str(free_port()),
-            "--data-dir",
-            str(tmp_path / "data"),
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        timeout=30,
-        check=False,
-    )
-    output = finished.stdout.decode(errors="replace")
-    assert finished.returncode == 1, output
-    return output
-
-
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -549,7 +519,7 @@ def test_a_broken_tls_configuration_stops_the_broker(
         **{name: value.format(**values) for name, value in change.items()},
     }
 
-    output = run_broker_expecting_failure(tmp_path, environment)
+    output = failed_start(tmp_path, environment)
 
     assert message.format(**values) in output
     assert "Traceback" not in output
@@ -558,7 +528,7 @@ def test_a_broken_tls_configuration_stops_the_broker(
 def test_a_broker_with_no_listener_does_not_start(tmp_path: Path) -> None:
     """sslOnly turns the plain listener off; with the amqps one off too, nothing could connect:
     the broker says so and exits with status 1 rather than run unreachable."""
-    output = run_broker_expecting_failure(tmp_path, {"BATONMQ__LISTENERS__AMQP__ENABLED": "false"})
+    output = failed_start(tmp_path, {"BATONMQ__LISTENERS__AMQP__ENABLED": "false"})
 
     assert (
         "cannot start: listeners.amqp.enabled: is false and so is listeners.amqps.enabled" in output
@@ -568,9 +538,7 @@ def test_a_broker_with_no_listener_does_not_start(tmp_path: Path) -> None:
 def test_external_on_the_plain_listener_stops_the_broker(tmp_path: Path) -> None:
     """EXTERNAL names the user by the TLS client certificate, which a plain connection never
     has: offered on the plain listener it could only fail, so it is a configuration error."""
-    output = run_broker_expecting_failure(
-        tmp_path, {"BATONMQ__LISTENERS__AMQP__MECHANISMS": "PLAIN EXTERNAL"}
-    )
+    output = failed_start(tmp_path, {"BATONMQ__LISTENERS__AMQP__MECHANISMS": "PLAIN EXTERNAL"})
 
     assert "cannot start: listeners.amqp.mechanisms: offers EXTERNAL" in output
 

@@ -6,32 +6,21 @@ exchanges, queues and ACL")."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pika
 import pika.exceptions
 import pytest
 
-from tests.brokerproc import RunningBroker, start_broker
+from tests.brokerproc import RunningBroker, run_batonctl, start_broker
 
 pytestmark = pytest.mark.integration
 
 
 def batonctl(workdir: Path, environment: dict[str, str], *args: str, stdin: str = "") -> str:
     """Run batonctl on the broker's data (as an operator would, with the broker stopped)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "batonmq.cli.ctl", "--data-dir", str(workdir / "data"), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **environment},
-        check=False,
-        timeout=60,
-    )
+    done = run_batonctl(workdir, *args, environment=environment, stdin=stdin)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -110,11 +99,9 @@ def test_a_qpid_base64md5_password_file_is_imported_and_upgraded_at_login(
     # "password" and "guest", MD5 then Base64, as Qpid's tooling writes them.
     passwords.write_text("# Qpid users\nqpid:X03MO1qnZdYdgyfeuILPmQ==\n")
     environment = {**store_environment}
-    done = subprocess.run(
-        [sys.executable, "-m", "batonmq.cli.ctl", "--data-dir", str(workdir / "data"), "user",
-         "import", str(passwords), "--format", "base64md5"],
-        capture_output=True, text=True, env={**os.environ, **environment}, check=False,
-    )  # fmt: skip
+    done = run_batonctl(
+        workdir, "user", "import", str(passwords), "--format", "base64md5", environment=environment
+    )
     assert done.returncode == 0, done.stderr
     assert "MD5 password hashes are weak" in done.stderr
     assert "qpid\tmd5" in batonctl(workdir, environment, "user", "list")
