@@ -609,21 +609,21 @@ def test_handshakes_on_both_event_loops(tmp_path: Path, pki: Pki, runner: Runner
             # A refused certificate: the client gets nothing, and no connection is left behind.
             assert await impostor_reads(host, port, pki) == b""
             async with asyncio.timeout(5):
-                while server._handshakes:
+                while server.listening.handshakes:
                     await asyncio.sleep(0.01)
             assert server.protocols == {protocol}
 
             # A client that connects and says nothing, still in its handshake at shutdown.
             silent_reader, silent_writer = await asyncio.open_connection(host, port)
             async with asyncio.timeout(5):
-                while not server._handshakes:
+                while not server.listening.handshakes:
                     await asyncio.sleep(0.01)
             writer.close()
         finally:
             started = time.monotonic()
             await server.shutdown()
         assert time.monotonic() - started < 5
-        assert not server._handshakes
+        assert not server.listening.handshakes
         async with asyncio.timeout(5):
             assert await silent_reader.read() == b""
         silent_writer.close()
