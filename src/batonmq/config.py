@@ -42,6 +42,7 @@ __all__ = [
     "AuthConfig",
     "Config",
     "ConfigError",
+    "LimitsConfig",
     "ListenerConfig",
     "ListenersConfig",
     "LogConfig",
@@ -270,6 +271,27 @@ class AclConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class LimitsConfig:
+    """Limits on what clients may hold open (issue 6, "Other limits"); 0 means unlimited.
+
+    The seeds name none of these, so they follow RabbitMQ: its per-virtual-host and per-user
+    ``max-connections`` limits and its ``consumer_max_per_channel`` setting, refused as RabbitMQ
+    refuses them, with 530 NOT_ALLOWED, which closes the connection. Unlike RabbitMQ's vhost
+    limit, where 0 refuses every connection, 0 here is "no limit", as for RabbitMQ's
+    ``channel_max``. Channels per connection are limited by ``amqp.channel_max``, negotiated in
+    connection.tune; a per-user channel limit (RabbitMQ's user ``max-channels``) is not offered:
+    ``max_connections_per_user`` times ``amqp.channel_max`` bounds a user's channels.
+    """
+
+    #: Open connections one user may have on this broker, across virtual hosts.
+    max_connections_per_user: int = _setting(0, check=_between(0))
+    #: Open connections to one virtual host on this broker, whoever the users.
+    max_connections_per_vhost: int = _setting(0, check=_between(0))
+    #: Consumers one channel may have at once (RabbitMQ consumer_max_per_channel).
+    max_consumers_per_channel: int = _setting(0, check=_between(0))
+
+
+@dataclass(frozen=True, slots=True)
 class ServerConfig:
     #: Bytes buffered for a client's socket above which the broker stops reading from it...
     write_buffer_high: int = _setting(4 * 1024 * 1024, check=_between(1))
@@ -331,6 +353,7 @@ class Config:
     amqp: AmqpConfig = field(default_factory=AmqpConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     acl: AclConfig = field(default_factory=AclConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
     server: ServerConfig = field(default_factory=ServerConfig)
     persist: PersistConfig = field(default_factory=PersistConfig)
     message: MessageConfig = field(default_factory=MessageConfig)

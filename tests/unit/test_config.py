@@ -15,6 +15,7 @@ from batonmq.config import (
     AuthConfig,
     Config,
     ConfigError,
+    LimitsConfig,
     ListenerConfig,
     ListenersConfig,
     LogConfig,
@@ -75,6 +76,11 @@ max_failures = 3
 [acl]
 file = "broker.acl"
 
+[limits]
+max_connections_per_user = 10
+max_connections_per_vhost = 100
+max_consumers_per_channel = 50
+
 [server]
 write_buffer_high = 2048
 write_buffer_low = 1024
@@ -99,6 +105,9 @@ def test_defaults_without_a_file(environ: dict[str, str], home: Path) -> None:
         listeners=ListenersConfig(amqp=ListenerConfig(bind="0.0.0.0", port=5672)),
         amqp=AmqpConfig(frame_max=131072, channel_max=2047, heartbeat=60),
         auth=AuthConfig(guest_loopback_only=True),
+        limits=LimitsConfig(
+            max_connections_per_user=0, max_connections_per_vhost=0, max_consumers_per_channel=0
+        ),
         server=ServerConfig(
             write_buffer_high=4 * 1024 * 1024, write_buffer_low=1024 * 1024, shutdown_timeout=10.0
         ),
@@ -155,6 +164,9 @@ def test_settings_table_is_derived_from_the_dataclasses() -> None:
         "auth.lockout",
         "acl.file",
         "acl.vhost_dir",
+        "limits.max_connections_per_user",
+        "limits.max_connections_per_vhost",
+        "limits.max_consumers_per_channel",
         "server.write_buffer_high",
         "server.write_buffer_low",
         "server.shutdown_timeout",
@@ -175,6 +187,7 @@ def test_settings_table_is_derived_from_the_dataclasses() -> None:
         "amqp",
         "auth",
         "acl",
+        "limits",
         "server",
         "persist",
         "persist.postgres",
@@ -212,6 +225,9 @@ def test_every_key_from_a_file(tmp_path: Path, environ: dict[str, str]) -> None:
         amqp=AmqpConfig(frame_max=65536, channel_max=100, heartbeat=0),
         auth=AuthConfig(guest_loopback_only=False, max_failures=3),
         acl=AclConfig(file=tmp_path / "broker.acl"),
+        limits=LimitsConfig(
+            max_connections_per_user=10, max_connections_per_vhost=100, max_consumers_per_channel=50
+        ),
         server=ServerConfig(write_buffer_high=2048, write_buffer_low=1024, shutdown_timeout=2.5),
         log=LogConfig(level="debug", format="json"),
     )
@@ -513,6 +529,21 @@ def test_override_data_dir(tmp_path: Path, environ: dict[str, str]) -> None:
             id="low-water-not-below-high",
         ),
         pytest.param(
+            "[limits]\nmax_connections_per_user = -1\n",
+            "limits.max_connections_per_user: must be at least 0, got -1",
+            id="negative-user-connection-limit",
+        ),
+        pytest.param(
+            "[limits]\nmax_connections_per_vhost = -1\n",
+            "limits.max_connections_per_vhost: must be at least 0, got -1",
+            id="negative-vhost-connection-limit",
+        ),
+        pytest.param(
+            "[limits]\nmax_consumers_per_channel = 1.5\n",
+            "limits.max_consumers_per_channel: expected an integer, got float 1.5",
+            id="float-consumer-limit",
+        ),
+        pytest.param(
             "[server]\nshutdown_timeout = 0\n",
             "server.shutdown_timeout: must be a finite number greater than 0, got 0.0",
             id="zero-shutdown-timeout",
@@ -741,3 +772,14 @@ def test_a_tls_verify_mode_must_be_known(tmp_path: Path, environ: dict[str, str]
 
     with pytest.raises(ConfigError, match="expected one of 'none', 'optional', 'required'"):
         load_config(path, environ=environ)
+
+
+def test_limits_from_the_environment(environ: dict[str, str]) -> None:
+    # What tests/integration/test_limits.py sets: BATONMQ__LIMITS__<KEY>.
+    environ["BATONMQ__LIMITS__MAX_CONNECTIONS_PER_USER"] = "2"
+    environ["BATONMQ__LIMITS__MAX_CONNECTIONS_PER_VHOST"] = "3"
+    environ["BATONMQ__LIMITS__MAX_CONSUMERS_PER_CHANNEL"] = "4"
+
+    assert load_config(environ=environ).limits == LimitsConfig(
+        max_connections_per_user=2, max_connections_per_vhost=3, max_consumers_per_channel=4
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -57,6 +58,11 @@ class BrokerSettings:
     #: Entries (and body bytes) a queue keeps in memory before paging the rest to the store.
     page_window: int = 10_000
     page_window_bytes: int = 64 * 1024 * 1024
+    #: config.LimitsConfig: open connections per user and per virtual host, consumers per
+    #: channel; 0 = unlimited.
+    max_connections_per_user: int = 0
+    max_connections_per_vhost: int = 0
+    max_consumers_per_channel: int = 0
 
 
 @dataclass(eq=False)
@@ -71,6 +77,10 @@ class Broker:
     #: Who may do what (seeds/004 §2.2); the default has no ACL: whoever logs in may do anything.
     access: AccessControl = field(default_factory=AccessControl)
     connection_settings: ConnectionSettings = field(init=False)
+    #: Open connections (connection.open accepted, not yet ended) by user and by virtual host,
+    #: kept as they open and end so that checking a limit is not a walk over all sessions.
+    connections_by_user: Counter[str] = field(init=False, default_factory=Counter)
+    connections_by_vhost: Counter[str] = field(init=False, default_factory=Counter)
 
     def __post_init__(self) -> None:
         settings = self.settings
@@ -85,6 +95,41 @@ class Broker:
             heartbeat=settings.heartbeat,
             max_message_size=settings.max_message_size,
         )
+
+    def connection_refusal(self, username: str, vhost: str) -> str | None:
+        """Why one more connection of `username` to `vhost` would go over a limit, or None.
+
+        The texts are RabbitMQ's (rabbit_reader: "access to vhost '~s' refused for user '~s':
+        connection limit (~p) is reached" and "Connection refused for user '~s': user connection
+        limit (~p) is reached"), with the configuration key that sets the limit."""
+        settings = self.settings
+        vhost_limit = settings.max_connections_per_vhost
+        if vhost_limit and self.connections_by_vhost[vhost] >= vhost_limit:
+            return (
+                f"access to vhost '{vhost}' refused for user '{username}': connection limit "
+                f"({vhost_limit}) is reached (limits.max_connections_per_vhost)"
+            )
+        user_limit = settings.max_connections_per_user
+        if user_limit and self.connections_by_user[username] >= user_limit:
+            return (
+                f"Connection refused for user '{username}': user connection limit "
+                f"({user_limit}) is reached (limits.max_connections_per_user)"
+            )
+        return None
+
+    def connection_opened(self, username: str, vhost: str) -> None:
+        self.connections_by_user[username] += 1
+        self.connections_by_vhost[vhost] += 1
+
+    def connection_ended(self, username: str, vhost: str) -> None:
+        """An opened connection is over; users and virtual hosts with none left are forgotten."""
+        for counts, key in (
+            (self.connections_by_user, username),
+            (self.connections_by_vhost, vhost),
+        ):
+            counts[key] -= 1
+            if counts[key] <= 0:
+                del counts[key]
 
     def expire_messages(self) -> int:
         """The periodic expiry sweep over every queue; how many messages expired."""

@@ -212,6 +212,14 @@ class Session:
         if refusal is not None:
             self.close(HardError(ReplyCode.ACCESS_REFUSED, refusal, commands.Connection.Open))
             return
+        # Issue 6: "connections per user and per virtual host ... each refusal names the
+        # limit"; 530, as RabbitMQ. Checked after the ACL, so that only a user who may use the
+        # virtual host learns its limits.
+        refusal = self.broker.connection_refusal(self.username, name)
+        if refusal is not None:
+            self.close(HardError(ReplyCode.NOT_ALLOWED, refusal, commands.Connection.Open))
+            return
+        self.broker.connection_opened(self.username, name)
         self.vhost_or_none = vhost
         self.connection.accept_open(name)
         log.info("connection opened", extra=self._log_fields())
@@ -346,6 +354,8 @@ class Session:
         for queue in list(self.exclusive_queues):
             self.remove_queue(queue)
         self.broker.sessions.discard(self)
+        if self.vhost_or_none is not None:
+            self.broker.connection_ended(self.username, self.vhost_or_none.name)
 
     def _log_fields(self) -> dict[str, object]:
         return {

@@ -57,6 +57,9 @@ class BrokerServer:
                 max_message_size=config.amqp.max_message_size,
                 guest_loopback_only=config.auth.guest_loopback_only,
                 page_window=config.persist.page_window,
+                max_connections_per_user=config.limits.max_connections_per_user,
+                max_connections_per_vhost=config.limits.max_connections_per_vhost,
+                max_consumers_per_channel=config.limits.max_consumers_per_channel,
             ),
             configured_store(config),
         )

@@ -50,6 +50,15 @@ def consume(channel: Channel, method: commands.Basic.Consume) -> None:
     if tag in channel.consumers:
         # Spec (basic.consume consumer-tag): reusing a tag on the channel is 530 NOT_ALLOWED.
         raise amqp_error(ReplyCode.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'")
+    limit = session.broker.settings.max_consumers_per_channel
+    if limit and len(channel.consumers) >= limit:
+        # Issue 6: "consumers per channel; each refusal names the limit". RabbitMQ's
+        # consumer_max_per_channel: 530 "reached maximum (~B) of consumers per channel".
+        raise amqp_error(
+            ReplyCode.NOT_ALLOWED,
+            f"reached maximum ({limit}) of consumers per channel "
+            "(limits.max_consumers_per_channel)",
+        )
     where = f"queue '{queue.name}' in vhost '{session.vhost.name}'"
     arguments = method.arguments or {}
     priority = consumer_priority(arguments, where)
