@@ -379,9 +379,10 @@ def _tls_1_1_client_context(pki: Pki) -> ssl.SSLContext:
     return context
 
 
-def _skip_unless_tls_1_1_works_here(pki: Pki, client: ssl.SSLContext) -> None:
-    """Shake hands in memory with a server that accepts TLS 1.1: if even that fails, this
-    machine's OpenSSL cannot speak TLS 1.1, and the broker's refusal would prove nothing."""
+def _negotiate_tls_1_1_in_memory(pki: Pki, client: ssl.SSLContext) -> str:
+    """Shake hands in memory with a server that accepts TLS 1.1, and return the version agreed
+    (or why there was none): unless this machine's OpenSSL can speak TLS 1.1, the broker's
+    refusal would prove nothing. Debian's OpenSSL 3 can, at security level 0."""
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server.load_cert_chain(pki.server.certfile, pki.server.keyfile)
     with warnings.catch_warnings():
@@ -406,9 +407,10 @@ def _skip_unless_tls_1_1_works_here(pki: Pki, client: ssl.SSLContext) -> None:
             if all(done.values()):
                 break
     except ssl.SSLError as error:
-        pytest.skip(f"the local OpenSSL ({ssl.OPENSSL_VERSION}) cannot negotiate TLS 1.1: {error}")
-    if not all(done.values()) or client_side.version() != "TLSv1.1":
-        pytest.skip(f"the local OpenSSL ({ssl.OPENSSL_VERSION}) did not negotiate TLS 1.1")
+        return f"{ssl.OPENSSL_VERSION} cannot negotiate TLS 1.1: {error}"
+    if not all(done.values()):
+        return f"{ssl.OPENSSL_VERSION} did not finish a TLS 1.1 handshake"
+    return client_side.version() or "no version"
 
 
 def test_tls_1_1_is_refused(tls_broker: StartTlsBroker, pki: Pki) -> None:
@@ -416,18 +418,17 @@ def test_tls_1_1_is_refused(tls_broker: StartTlsBroker, pki: Pki) -> None:
     speak: shown first, in memory) fails the handshake, and the broker logs it with the client's
     address and OpenSSL's reason, the unsupported protocol version."""
     client = _tls_1_1_client_context(pki)
-    _skip_unless_tls_1_1_works_here(pki, client)
+    assert _negotiate_tls_1_1_in_memory(pki, client) == "TLSv1.1"
     broker = tls_broker()
 
     with socket.create_connection(("127.0.0.1", broker.amqps_port), timeout=5) as raw:
         local_port = raw.getsockname()[1]
-        with pytest.raises(ssl.SSLError) as refused:
+        with pytest.raises(ssl.SSLError):
             client.wrap_socket(raw, server_hostname="localhost")
 
     # asyncio's (and uvloop's) SSL protocol closes the socket on a failed handshake without
     # sending the alert OpenSSL wrote, so the client sees an abrupt end rather than the
     # protocol_version alert: the broker's log says why.
-    assert isinstance(refused.value, ssl.SSLError)
     wait_for_log(
         broker,
         "TLS handshake refused",

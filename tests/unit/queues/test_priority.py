@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from batonmq.model.message import QueueEntry
 from batonmq.queues.priority import MIN_LEVEL_WINDOW, PriorityReady
-from batonmq.queues.ready import PagedRange, PageRequest
+from batonmq.queues.ready import PageRequest
 from tests.unit.queues.pagingmodel import PagingModel, entry
 
 
@@ -77,7 +77,6 @@ def test_each_paged_level_is_a_range_of_its_own():
     assert {paged.priority for paged in ranges} == {0, 1}
     for paged in ranges:
         stored = [s for s, (level, _) in model.store.items() if level == paged.priority]
-        assert isinstance(paged, PagedRange)
         assert all(paged.first <= s <= paged.last for s in stored)
     count, in_memory = model.ready.clear()
     assert count == 200

@@ -48,7 +48,9 @@ def test_a_trailing_escape_is_an_error_naming_its_offset():
 
 
 def test_matchers_compare_by_pattern_and_escape():
-    assert compile_like("a%", None) == compile_like("a%", None)
+    first, second = compile_like("a%", None), compile_like("a%", None)
+    assert first is not second
+    assert first == second
     assert compile_like("a%", None) != compile_like("a%", "!")
 
 

@@ -253,7 +253,9 @@ def test_nesting_is_bounded(nested):
 
 
 def test_selectors_are_equal_by_text():
-    assert parse_selector("a = 1") == parse_selector("a = 1")
+    first, second = parse_selector("a = 1"), parse_selector("a = 1")
+    assert first is not second
+    assert first == second
     assert parse_selector("a = 1") != parse_selector("a=1")
     assert len({parse_selector("a = 1"), parse_selector("a = 1")}) == 1
     assert repr(parse_selector("a = 1")) == "Selector('a = 1')"
