@@ -106,35 +106,32 @@ async def _names(store: Store) -> set[str]:
 
 
 def _add(args: argparse.Namespace, config: Config) -> int:
-    name: str = args.name
-    credential = _new_credential(name, args)
-    if credential is None:
-        return EXIT_FAILURE
-
-    async def add(store: Store) -> str:
-        async with opened(store, create=True, migrate=True, lock=True):
-            if name in await _names(store):
-                raise CommandFailed(f"user '{name}' exists: use `batonctl user passwd`")
-            await store.commit(WriteBatch(users_put=[StoredUser(name, credential.encode())]))
-        return f"added user '{name}'"
-
-    return run_on_store(config, f"cannot add user '{name}'", add)
+    return _set_password(args, config, adding=True)
 
 
 def _passwd(args: argparse.Namespace, config: Config) -> int:
+    return _set_password(args, config, adding=False)
+
+
+def _set_password(args: argparse.Namespace, config: Config, *, adding: bool) -> int:
+    """`user add` (the user must be new) and `user passwd` (the user must exist)."""
     name: str = args.name
     credential = _new_credential(name, args)
     if credential is None:
         return EXIT_FAILURE
 
-    async def passwd(store: Store) -> str:
-        async with opened(store, create=False, migrate=True, lock=True):
-            if name not in await _names(store):
+    async def set_password(store: Store) -> str:
+        async with opened(store, create=adding, migrate=True, lock=True):
+            exists = name in await _names(store)
+            if adding and exists:
+                raise CommandFailed(f"user '{name}' exists: use `batonctl user passwd`")
+            if not adding and not exists:
                 raise CommandFailed(f"there is no user '{name}'")
             await store.commit(WriteBatch(users_put=[StoredUser(name, credential.encode())]))
-        return f"changed the password of user '{name}'"
+        return f"added user '{name}'" if adding else f"changed the password of user '{name}'"
 
-    return run_on_store(config, f"cannot change the password of user '{name}'", passwd)
+    what = f"cannot add user '{name}'" if adding else f"cannot change the password of user '{name}'"
+    return run_on_store(config, what, set_password)
 
 
 def _new_credential(name: str, args: argparse.Namespace) -> Credential | None:

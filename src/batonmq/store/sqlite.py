@@ -29,7 +29,7 @@ import json
 import os
 import shutil
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import partial
@@ -62,6 +62,7 @@ from batonmq.store.base import (
 from batonmq.store.fields import decode_table, encode_table
 
 T = TypeVar("T")
+_Item = TypeVar("_Item")
 
 #: The file a backup directory holds, next to its manifest.json.
 BACKUP_FILE: Final = "batonmq.sqlite3"
@@ -721,14 +722,18 @@ def _batch_steps(broker: str, batch: WriteBatch) -> list[tuple[str, Sequence[tup
 _ROWS_PER_STATEMENT: Final = 500
 
 
+def _chunks(items: Sequence[_Item]) -> Iterator[Sequence[_Item]]:
+    for start in range(0, len(items), _ROWS_PER_STATEMENT):
+        yield items[start : start + _ROWS_PER_STATEMENT]
+
+
 def _many_rows(
     insert: str, rows: Sequence[tuple[object, ...]]
 ) -> list[tuple[str, Sequence[tuple[object, ...]]]]:
     """`insert` ("INSERT ... VALUES") for `rows`, as statements of up to _ROWS_PER_STATEMENT
     rows each."""
     steps: list[tuple[str, Sequence[tuple[object, ...]]]] = []
-    for start in range(0, len(rows), _ROWS_PER_STATEMENT):
-        chunk = rows[start : start + _ROWS_PER_STATEMENT]
+    for chunk in _chunks(rows):
         row = "(" + ", ".join("?" * len(chunk[0])) + ")"
         values = tuple(value for one in chunk for value in one)
         steps.append((f"{insert} {', '.join([row] * len(chunk))}", [values]))
@@ -743,18 +748,15 @@ def _deleted_entries(
     by_queue: dict[tuple[str, str], list[int]] = {}
     for vhost, queue, sequence, _message_id in deleted:
         by_queue.setdefault((vhost, queue), []).append(sequence)
-    steps: list[tuple[str, Sequence[tuple[object, ...]]]] = []
-    for (vhost, queue), sequences in by_queue.items():
-        for start in range(0, len(sequences), _ROWS_PER_STATEMENT):
-            chunk = sequences[start : start + _ROWS_PER_STATEMENT]
-            steps.append(
-                (
-                    f"DELETE FROM entries WHERE {_KEY} AND queue = ? AND sequence IN"
-                    f" ({', '.join('?' * len(chunk))})",
-                    [(broker, vhost, queue, *chunk)],
-                )
-            )
-    return steps
+    return [
+        (
+            f"DELETE FROM entries WHERE {_KEY} AND queue = ? AND sequence IN"
+            f" ({', '.join('?' * len(chunk))})",
+            [(broker, vhost, queue, *chunk)],
+        )
+        for (vhost, queue), sequences in by_queue.items()
+        for chunk in _chunks(sequences)
+    ]
 
 
 def _users(conn: sqlite3.Connection) -> list[StoredUser]:
