@@ -289,6 +289,124 @@ class LimitsConfig:
     max_connections_per_vhost: int = _setting(0, check=_between(0))
     #: Consumers one channel may have at once (RabbitMQ consumer_max_per_channel).
     max_consumers_per_channel: int = _setting(0, check=_between(0))
+    #: Messages the broker holds in all its queues together (seeds/002 Table 2-4,
+    #: imq.system.max_count); a publish beyond it is refused. The largest message is
+    #: ``amqp.max_message_size`` (imq.message.max_size).
+    max_messages: int = _setting(0, check=_between(0))
+    #: Body bytes the broker holds in all its queues together (imq.system.max_size).
+    max_bytes: int = _setting(0, check=_between(0))
+
+
+@dataclass(frozen=True, slots=True)
+class SlowConsumerConfig:
+    """Slow consumer detection (seeds/004 §2.11, §1.5.2): a consumer whose subscription queue (a
+    queue bound to a topic or fanout exchange) backs up past a threshold has its connection
+    closed with 506 RESOURCE_ERROR. 0 turns a threshold off."""
+
+    #: Check subscription queues at all (seeds/004 §2.11.3.1 slow-consumer-detection).
+    enabled: bool = _setting(False)
+    #: Seconds between checks (the seed's delay and timeunit, 60 seconds in its example).
+    delay: float = _setting(60.0, check=_positive_finite)
+    #: Bytes of ready messages in the queue above which its consumers are slow (<depth>).
+    depth: int = _setting(0, check=_between(0))
+    #: Milliseconds the oldest message in the queue may wait before its consumers are slow
+    #: (<messageAge>).
+    message_age: int = _setting(0, check=_between(0))
+    #: Messages in the queue above which its consumers are slow (<messageCount>).
+    message_count: int = _setting(0, check=_between(0))
+    #: Binding keys ("topic names"), space-separated, whose subscription queues are checked,
+    #: matched by straight string comparison (§1.5.2.3); empty checks every subscription queue.
+    topics: str = _setting("")
+    #: Also delete a slow consumer's durable subscription queue (<topicDelete>
+    #: <delete-persistent/>); temporary ones (exclusive or auto-delete) always go.
+    delete_persistent: bool = _setting(False)
+
+
+@dataclass(frozen=True, slots=True)
+class AlertsConfig:
+    """Threshold alerts (seeds/004 "Set threshold values for queue monitor alerting to log"):
+    a warning in the log when a queue goes over one; 0 turns a threshold off."""
+
+    #: Bytes of ready messages in a queue (maximumQueueDepth).
+    max_queue_depth: int = _setting(0, check=_between(0))
+    #: Bytes of one message body (maximumMessageSize).
+    max_message_size: int = _setting(0, check=_between(0))
+    #: Milliseconds the oldest message of a queue has waited (maximumMessageAge).
+    max_message_age: int = _setting(0, check=_between(0))
+    #: Messages in a queue (maximumMessageCount).
+    max_message_count: int = _setting(0, check=_between(0))
+    #: Seconds between checks of every queue.
+    interval: float = _setting(30.0, check=_positive_finite)
+    #: Seconds before an alert that still holds is logged again (Qpid's minimumAlertRepeatGap,
+    #: 30 s); a queue that went back under alerts again as soon as it is over.
+    repeat_gap: float = _setting(30.0, check=_positive_finite)
+
+
+MEMORY_STATES = ("green", "yellow", "orange", "red")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryConfig:
+    """Memory thresholds (seeds/002 Table 2-4: imq.{green,yellow,orange,red}.threshold and
+    .count): the broker's resident memory as a percentage of ``budget`` sets its state; each
+    state lets a publishing connection run at most ``*_count`` messages before its input waits
+    a turn, and red (count 0) blocks every publisher with connection.blocked."""
+
+    #: Bytes of memory the broker may use; 0 means 40% of the machine's RAM (RabbitMQ's
+    #: default vm_memory_high_watermark).
+    budget: int = _setting(0, check=_between(0))
+    yellow_threshold: int = _setting(80, check=_between(1, 100))
+    orange_threshold: int = _setting(90, check=_between(1, 100))
+    red_threshold: int = _setting(98, check=_between(1, 100))
+    green_count: int = _setting(5000, check=_between(1))
+    yellow_count: int = _setting(500, check=_between(1))
+    orange_count: int = _setting(50, check=_between(1))
+    #: Seconds between readings of the broker's memory.
+    check_interval: float = _setting(0.25, check=_positive_finite)
+
+
+@dataclass(frozen=True, slots=True)
+class DiskConfig:
+    """Disk quota (seeds/004 §1.5.1.2.2) and the free-disk alarm."""
+
+    #: Bytes the store may use before every producer is blocked (MST-1008); 0: no quota.
+    store_overfull: int = _setting(0, check=_between(0))
+    #: Producers are released when the store is back under this (MST-1009); 0: the overfull
+    #: size.
+    store_underfull: int = _setting(0, check=_between(0))
+    #: Free bytes on the data directory's disk below which every producer is blocked
+    #: (RabbitMQ's disk_free_limit, 50 MB); 0: no alarm.
+    free_limit: int = _setting(50_000_000, check=_between(0))
+    #: Seconds between checks of the store's size and the free disk space.
+    check_interval: float = _setting(1.0, check=_positive_finite)
+
+
+LIMIT_BEHAVIORS = ("FLOW_CONTROL", "REMOVE_OLDEST", "REMOVE_LOW_PRIORITY", "REJECT_NEWEST")
+
+
+@dataclass(frozen=True, slots=True)
+class AutocreateConfig:
+    """Auto-created queues (seeds/002 Table 2-10, imq.autocreate.*): the queues clients
+    declare whose names match ``pattern`` (a regular expression, as in a RabbitMQ policy; empty
+    matches none) get these limits unless their declare sets its own, and are deleted once they
+    have had no consumers and no messages for ``delete_after`` seconds. 0 means no limit."""
+
+    pattern: str = _setting("")
+    #: imq.autocreate.destination.maxNumMsgs
+    max_messages: int = _setting(0, check=_between(0))
+    #: imq.autocreate.destination.maxTotalMsgBytes
+    max_bytes: int = _setting(0, check=_between(0))
+    #: imq.autocreate.destination.limitBehavior
+    limit_behavior: str = _setting("REJECT_NEWEST", check=_one_of(*LIMIT_BEHAVIORS))
+    #: imq.autocreate.destination.maxBytesPerMsg
+    max_message_size: int = _setting(0, check=_between(0))
+    #: imq.autocreate.destination.maxNumProducers
+    max_producers: int = _setting(0, check=_between(0))
+    #: imq.autocreate.queue.maxNumActiveConsumers and maxNumBackupConsumers
+    max_active_consumers: int = _setting(0, check=_between(0))
+    max_backup_consumers: int = _setting(0, check=_between(0))
+    #: Seconds an auto-created queue may be unused (no consumers, no messages); 0: kept.
+    delete_after: float = _setting(120.0, check=_between(0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,6 +472,11 @@ class Config:
     auth: AuthConfig = field(default_factory=AuthConfig)
     acl: AclConfig = field(default_factory=AclConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    disk: DiskConfig = field(default_factory=DiskConfig)
+    autocreate: AutocreateConfig = field(default_factory=AutocreateConfig)
+    slow_consumer: SlowConsumerConfig = field(default_factory=SlowConsumerConfig)
+    alerts: AlertsConfig = field(default_factory=AlertsConfig)
     server: ServerConfig = field(default_factory=ServerConfig)
     persist: PersistConfig = field(default_factory=PersistConfig)
     message: MessageConfig = field(default_factory=MessageConfig)
@@ -673,23 +796,53 @@ def _build(
     return dataclasses.replace(instance, **changes)
 
 
+def _source(values: Mapping[str, _Value], *keys: str) -> str | None:
+    """Where the first of `keys` that was set came from (None: all are defaults)."""
+    return next((values[key].source for key in keys if key in values), None)
+
+
 def _check_together(config: Config, values: Mapping[str, _Value]) -> None:
     """Rules that involve more than one key."""
     low, high = config.server.write_buffer_low, config.server.write_buffer_high
     if low >= high:
-        low_source = values.get("server.write_buffer_low")
-        high_source = values.get("server.write_buffer_high")
-        source = (low_source or high_source or _Value(None, None)).source
         raise ConfigError(
             f"must be less than server.write_buffer_high ({high}), got {low}",
-            source=source,
+            source=_source(values, "server.write_buffer_low", "server.write_buffer_high"),
             key="server.write_buffer_low",
         )
+    memory = config.memory
+    if not memory.yellow_threshold < memory.orange_threshold < memory.red_threshold:
+        raise ConfigError(
+            "the thresholds must rise from yellow to orange to red, got "
+            f"{memory.yellow_threshold}, {memory.orange_threshold}, {memory.red_threshold}",
+            source=_source(
+                values,
+                "memory.yellow_threshold",
+                "memory.orange_threshold",
+                "memory.red_threshold",
+            ),
+            key="memory.orange_threshold",
+        )
+    disk = config.disk
+    if disk.store_underfull > disk.store_overfull:
+        raise ConfigError(
+            f"must not exceed disk.store_overfull ({disk.store_overfull}), "
+            f"got {disk.store_underfull}",
+            source=_source(values, "disk.store_underfull", "disk.store_overfull"),
+            key="disk.store_underfull",
+        )
+    try:
+        re.compile(config.autocreate.pattern)
+    except re.error as error:
+        raise ConfigError(
+            f"is not a regular expression: {error}",
+            source=_source(values, "autocreate.pattern"),
+            key="autocreate.pattern",
+        ) from None
     persist = config.persist
     if persist.store == "postgres" and not persist.postgres.dsn:
-        store_source = values.get("persist.store")
         raise ConfigError(
             'must be set when persist.store is "postgres"',
-            source=store_source.source if store_source else None,
+            source=_source(values, "persist.store"),
             key="persist.postgres.dsn",
         )

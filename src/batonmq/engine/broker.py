@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import platform
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -12,8 +13,10 @@ from pamqp.common import FieldTable
 from batonmq import __version__
 from batonmq.amqp.connection import ConnectionSettings
 from batonmq.engine.access import AccessControl
+from batonmq.engine.autocreate import AutocreatePolicy
 from batonmq.engine.vhost import VirtualHost
-from batonmq.queues.classic import Paging
+from batonmq.queues.classic import ClassicQueue, Paging
+from batonmq.queues.holdings import Holdings
 from batonmq.security.authn import Authenticator
 from batonmq.store.base import Store
 from batonmq.store.journal import Journal
@@ -63,6 +66,11 @@ class BrokerSettings:
     max_connections_per_user: int = 0
     max_connections_per_vhost: int = 0
     max_consumers_per_channel: int = 0
+    #: config.LimitsConfig: messages and body bytes all queues may hold together; 0 = no limit.
+    max_messages: int = 0
+    max_bytes: int = 0
+    #: config.AutocreateConfig: the limits of auto-created queues.
+    autocreate: AutocreatePolicy = field(default_factory=AutocreatePolicy)
 
 
 @dataclass(eq=False)
@@ -81,9 +89,23 @@ class Broker:
     #: kept as they open and end so that checking a limit is not a walk over all sessions.
     connections_by_user: Counter[str] = field(init=False, default_factory=Counter)
     connections_by_vhost: Counter[str] = field(init=False, default_factory=Counter)
+    #: Threshold alerts (engine/alerts.py, maximumMessageSize): a message body larger than this
+    #: is reported to `large_message` (vhost, queue, body size) as it is enqueued; 0: off.
+    large_message_size: int = field(init=False, default=0)
+    large_message: Callable[[str, ClassicQueue, int], None] | None = field(init=False, default=None)
+    #: Raised resource alarms (memory red, disk quota, free disk) by name, with the reason
+    #: publishers are told in connection.blocked; every publishing client is held while any is.
+    alarms: dict[str, str] = field(init=False, default_factory=dict)
+    #: What all queues hold together (the system-wide limits' measure).
+    holdings: Holdings = field(init=False, default_factory=Holdings)
+    #: Publishes a connection may run before its input waits a loop turn (seeds/002
+    #: imq.<state>.count; set by the memory guard).
+    publish_batch: int = field(init=False, default=5000)
 
     def __post_init__(self) -> None:
         settings = self.settings
+        #: Whether a system-wide limit is set: the one test the publish path pays when none is.
+        self.limited = bool(settings.max_messages or settings.max_bytes)
         self.journal = Journal(self.store)
         self.vhosts = {}
         self.add_vhost(settings.default_vhost)
@@ -131,6 +153,36 @@ class Broker:
             if counts[key] <= 0:
                 del counts[key]
 
+    def publish_refusal(self) -> str | None:
+        """Why a message may not come in now (a system-wide limit is reached), or None."""
+        settings, holdings = self.settings, self.holdings
+        if settings.max_messages and holdings.messages >= settings.max_messages:
+            return (
+                f"the broker holds {holdings.messages} messages, its limit is "
+                f"{settings.max_messages} (limits.max_messages)"
+            )
+        if settings.max_bytes and holdings.bytes >= settings.max_bytes:
+            return (
+                f"the broker holds {holdings.bytes} bytes of messages, its limit is "
+                f"{settings.max_bytes} (limits.max_bytes)"
+            )
+        return None
+
+    def raise_alarm(self, name: str, reason: str) -> None:
+        """Hold every publishing client back until `clear_alarm(name)`."""
+        if name in self.alarms:
+            return
+        self.alarms[name] = reason
+        for session in list(self.sessions):
+            if session.vhost_or_none is not None:
+                session.hold(name, reason)
+
+    def clear_alarm(self, name: str) -> None:
+        if self.alarms.pop(name, None) is None:
+            return
+        for session in list(self.sessions):
+            session.release(name)
+
     def expire_messages(self) -> int:
         """The periodic expiry sweep over every queue; how many messages expired."""
         return sum(vhost.expire_messages() for vhost in self.vhosts.values())
@@ -139,7 +191,14 @@ class Broker:
         settings = self.settings
         vhost = VirtualHost(
             name,
-            Paging(self.journal, name, settings.page_window, settings.page_window_bytes),
+            Paging(
+                self.journal,
+                name,
+                settings.page_window,
+                settings.page_window_bytes,
+                self.holdings,
+            ),
+            settings.autocreate,
         )
         self.vhosts[name] = vhost
         return vhost

@@ -10,6 +10,7 @@ whatever ends a single active consumer, for the consumer that takes over from it
 from __future__ import annotations
 
 import itertools
+import logging
 from collections import OrderedDict, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from batonmq.queues.classic import ClassicQueue
 
 if TYPE_CHECKING:
     from batonmq.engine.session import Session
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -59,6 +62,11 @@ class Channel:
         self.transaction: Transaction | None = None
         #: Spec (queue.bind etc.): an empty queue name means the last queue declared here.
         self.last_queue_name: str | None = None
+        #: Queues with x-max-producers this channel published to: it is one of their producers
+        #: until it closes.
+        self.producing_to: set[ClassicQueue] = set()
+        #: Overfull queues (x-overflow flow-control) holding this channel's publishing back.
+        self.held_by: set[ClassicQueue] = set()
         self.closed = False
 
     def reply(self, method: base.Frame) -> None:
@@ -233,7 +241,7 @@ class Channel:
         if consumer is not None:
             queue = consumer.queue
             queue.remove_consumer(consumer)
-            if queue.consumers.single_active:
+            if queue.consumers.hands_over:
                 self._hand_over(consumer)
             if queue.auto_delete and not queue.consumers and not queue.deleted:
                 # RabbitMQ: an auto-delete queue goes when its last consumer is cancelled.
@@ -259,6 +267,56 @@ class Channel:
         for queue in {consumer.queue for consumer in self.consumers.values()}:
             queue.dispatch()
 
+    # Producers ----------------------------------------------------------------------------
+
+    def become_producer_of(self, queue: ClassicQueue) -> None:
+        """Count this channel among `queue`'s producers (x-max-producers, seeds/002
+        maxNumProducers: "When this limit is reached, no new producers can be created"); 406
+        when it would be one too many."""
+        if self in queue.producers:
+            return
+        limit = queue.options.max_producers
+        if limit is not None and len(queue.producers) >= limit:
+            raise amqp_error(
+                ReplyCode.PRECONDITION_FAILED,
+                f"queue '{queue.name}' in vhost '{self.session.vhost.name}' has reached its "
+                f"limit of {limit} producers (x-max-producers)",
+            )
+        queue.producers.add(self)
+        self.producing_to.add(queue)
+
+    def hold_for(self, queue: ClassicQueue) -> None:
+        """`queue` is overfull after this channel published to it: hold the publisher back until
+        it is underfull (seeds/004 §1.5.1: "Flow control is enabled on a producer when it sends
+        a message to a Queue which is overfull")."""
+        if queue in self.held_by:
+            return
+        self.held_by.add(queue)
+        self.session.hold(queue, f"queue '{queue.name}' is overfull")
+        log.info(
+            "CHN-1005 : Flow Control Enforced (Queue %s)", queue.name, extra=self._log_fields()
+        )
+        queue.when_underfull(lambda: self._released_by(queue))
+
+    def _released_by(self, queue: ClassicQueue) -> None:
+        if queue not in self.held_by:
+            return
+        self.held_by.discard(queue)
+        if not self.closed:
+            log.info("CHN-1006 : Flow Control Removed", extra=self._log_fields())
+        session = self.session
+        if not any(queue in channel.held_by for channel in session.channels.values()):
+            session.release(queue)
+
+    def _log_fields(self) -> dict[str, object]:
+        session = self.session
+        return {
+            "peer": f"{session.peer[0]}:{session.peer[1]}",
+            "user": session.username,
+            "vhost": session.connection.virtual_host,
+            "channel": self.number,
+        }
+
     # Ending -------------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -268,5 +326,9 @@ class Channel:
         self.closed = True
         for tag in list(self.consumers):
             self.remove_consumer(tag)
+        for queue in self.producing_to:
+            queue.producers.discard(self)
+        for queue in list(self.held_by):
+            self._released_by(queue)
         self.transaction = None
         self.settle(list(self.unsettled), Outcome.REQUEUE)

@@ -56,6 +56,13 @@ def publish(channel: Channel, method: base.Frame, message: Message) -> None:
         except InvalidExpiration as error:
             # RabbitMQ: 406 PRECONDITION_FAILED "invalid expiration ...", closing the channel.
             raise amqp_error(ReplyCode.PRECONDITION_FAILED, str(error)) from error
+    broker = session.broker
+    if broker.limited:
+        refusal = broker.publish_refusal()
+        if refusal is not None:
+            # seeds/002 Table 2-4: "Additional messages will be rejected"; the issue: "refused
+            # with an AMQP error that names the limit" (406, as for amqp.max_message_size).
+            raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"message refused: {refusal}")
     if channel.transaction is not None:
         channel.transaction.publishes.append(HeldPublish(exchange, message, method.mandatory))
         return
@@ -96,11 +103,28 @@ def enqueue(
             ),
             message,
         )
+    for queue in queues:
+        if queue.options.max_producers is not None:
+            channel.become_producer_of(queue)  # before any queue takes the message
     refused = stored = False
     for queue in queues:
         enqueued = queue.publish(message)
         refused |= enqueued is Enqueued.REFUSED
         stored |= enqueued is Enqueued.STORED
+        if queue.overfull:
+            channel.hold_for(queue)
+    broker = channel.session.broker
+    if broker.large_message_size and message.body_size > broker.large_message_size:
+        _report_large(channel, message, queues)
     if refused:
         return Enqueued.REFUSED
     return Enqueued.STORED if stored else Enqueued.KEPT
+
+
+def _report_large(channel: Channel, message: Message, queues: list[ClassicQueue]) -> None:
+    """maximumMessageSize (seeds/004): the alert monitor hears of a message over it, per queue."""
+    report = channel.session.broker.large_message
+    if report is not None:
+        vhost = channel.session.vhost.name
+        for queue in queues:
+            report(vhost, queue, message.body_size)

@@ -80,6 +80,15 @@ class Session:
         self._pending_output = 0
         #: Replies waiting for a store commit; input waits with them, to keep replies in order.
         self._awaiting_store = 0
+        #: Producer flow control: why this client's publishing is held back, by what holds it
+        #: (a broker alarm's name, an overfull queue). While any hold is on, the input of a
+        #: client that has published is not read (RabbitMQ blocks publishing connections and
+        #: lets the others consume).
+        self.holds: dict[object, str] = {}
+        self.has_published = False
+        #: Publishes run since the input was last resumed: at most `broker.publish_batch` before
+        #: the input waits for the next loop turn (the memory state's batch, seeds/002).
+        self._publishes_this_turn = 0
         broker.sessions.add(self)
 
     @property
@@ -108,6 +117,7 @@ class Session:
             not self.output_backed_up
             and self._pending_output < 2 * self._output_budget
             and not self._awaiting_store
+            and not (self.holds and self.has_published)
         )
 
     def after_durable(self, callback: Callable[[bool], None]) -> None:
@@ -142,9 +152,12 @@ class Session:
         """Process input until it runs out or the output backs up; in the latter case
         `input_held` is set and the rest waits, buffered, for `resume_input`."""
         self.input_held = False
+        self._publishes_this_turn = 0
+        batch = self.broker.publish_batch
         for event in self.connection.receive_data(data):
             self._handle(event)
-            if not self.may_read:
+            if not self.may_read or self._publishes_this_turn >= batch:
+                # Over the batch, `may_read` still holds: the server layer goes on next turn.
                 self.input_held = True
                 break
         if self.connection.is_closing:
@@ -223,6 +236,8 @@ class Session:
         self.vhost_or_none = vhost
         self.connection.accept_open(name)
         log.info("connection opened", extra=self._log_fields())
+        for alarm, reason in self.broker.alarms.items():
+            self.hold(alarm, reason)
 
     def _run(self, number: int, method: base.Frame, content: ContentReceived | None) -> None:
         try:
@@ -235,6 +250,8 @@ class Session:
                 message = Message(
                     method.exchange, method.routing_key, content.header.payload, content.body
                 )
+                self.has_published = True
+                self._publishes_this_turn += 1
                 publish(channel, method, message)
                 return
             handler = HANDLERS.get(type(method))
@@ -315,6 +332,29 @@ class Session:
     def resume(self) -> None:
         for channel in list(self.channels.values()):
             channel.resume()
+
+    # Producer flow control ----------------------------------------------------------------
+
+    def hold(self, source: object, reason: str) -> None:
+        """Hold this client's publishing back for `source` until `release(source)`: the first
+        hold sends connection.blocked with `reason` (to clients that support it), and once the
+        client publishes, its input is not read."""
+        if source in self.holds:
+            return
+        self.holds[source] = reason
+        if len(self.holds) == 1 and self.connection.block(reason):
+            log.info("connection blocked: %s", reason, extra=self._log_fields())
+            self._request_flush()
+
+    def release(self, source: object) -> None:
+        """`source` no longer holds this client back; the last release sends
+        connection.unblocked and the input is read again."""
+        if self.holds.pop(source, None) is None:
+            return
+        if not self.holds:
+            if self.connection.unblock():
+                log.info("connection unblocked", extra=self._log_fields())
+            self._request_flush()  # the server layer goes on with held input after the flush
 
     # Closing ------------------------------------------------------------------------------
 

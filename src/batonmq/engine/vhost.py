@@ -17,6 +17,7 @@ from pamqp.common import FieldTable
 import batonmq.routing  # noqa: F401 - registers the exchange types
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import amqp_error
+from batonmq.engine.autocreate import AutocreatePolicy
 from batonmq.engine.deadletter import republish
 from batonmq.engine.exchange import (
     ALTERNATE_EXCHANGE,
@@ -58,9 +59,16 @@ class VirtualHost:
     """Durable exchanges, durable queues (not exclusive: those end with their connection) and the
     bindings between durable ends are written through `paging.journal` as they change."""
 
-    def __init__(self, name: str, paging: Paging | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        paging: Paging | None = None,
+        autocreate: AutocreatePolicy | None = None,
+    ) -> None:
         self.name = name
         self.paging = paging or Paging(vhost=name)
+        #: The limits auto-created queues get (seeds/002 Table 2-10).
+        self.autocreate = autocreate or AutocreatePolicy()
         self.exchanges: dict[str, Exchange] = {}
         self.queues: dict[str, ClassicQueue] = {}
         #: Which exchanges may hold bindings to a destination (a superset; for deletion).
@@ -339,8 +347,9 @@ class VirtualHost:
                 ReplyCode.ACCESS_REFUSED,
                 f"queue name '{name}' contains reserved prefix '{RESERVED_PREFIX}*'",
             )
+        name = name or server_queue_name()
         try:
-            QueueArguments.parse(arguments or {})
+            QueueArguments.parse(self.autocreate.arguments_for(name, arguments or {}))
         except InvalidArgument as error:
             raise amqp_error(
                 ReplyCode.PRECONDITION_FAILED,
@@ -348,7 +357,7 @@ class VirtualHost:
                 f"{error.problem}",
             ) from error
         queue = self.add_queue(
-            name or server_queue_name(),
+            name,
             durable=durable,
             exclusive_owner=owner if exclusive else None,
             auto_delete=auto_delete,
@@ -376,6 +385,7 @@ class VirtualHost:
             auto_delete=auto_delete,
             arguments=arguments,
             paging=self.paging,
+            options=QueueArguments.parse(self.autocreate.arguments_for(name, arguments)),
         )
         queue.hooks = self
         self.queues[name] = queue
@@ -415,10 +425,7 @@ class VirtualHost:
         if on_delete is not None:
             on_delete(queue)
         del self.queues[queue.name]
-        count = len(queue.ready)
-        queue.ready.clear()
-        queue.deleted = True
-        queue.stop_timers()
+        count = queue.delete()
         if queue.ever_stored:
             self._journal.delete_queue(self.name, queue.name)  # its entries and bindings go too
         self._remove_bindings_to(Destination.queue(queue.name))

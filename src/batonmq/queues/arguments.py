@@ -16,14 +16,23 @@ from pamqp.common import FieldTable, FieldValue
 
 
 class Overflow(Enum):
-    """x-overflow: what a full queue (x-max-length, x-max-length-bytes) does with a new message."""
+    """x-overflow: what a full queue (x-max-length, x-max-length-bytes) does with a new message.
 
-    #: Drop (dead-letter) the oldest messages to make room: the default.
+    RabbitMQ's three values are seeds/002's REMOVE_OLDEST (drop-head) and REJECT_NEWEST
+    (reject-publish); BatonMQ adds the other two limit behaviours of seeds/002."""
+
+    #: Drop (dead-letter) the oldest messages to make room: the default. REMOVE_OLDEST.
     DROP_HEAD = "drop-head"
-    #: Refuse the new message: basic.nack to a publisher in confirm mode.
+    #: Refuse the new message: basic.nack to a publisher in confirm mode. REJECT_NEWEST.
     REJECT_PUBLISH = "reject-publish"
     #: Refuse it, and dead-letter it (reason maxlen).
     REJECT_PUBLISH_DLX = "reject-publish-dlx"
+    #: FLOW_CONTROL: keep the message and hold its publisher back until the queue is underfull
+    #: again (seeds/004 §1.5.1, with x-qpid-capacity and x-qpid-flow-resume-capacity).
+    FLOW_CONTROL = "flow-control"
+    #: REMOVE_LOW_PRIORITY: drop (dead-letter) the oldest messages of the lowest priority held.
+    #: A queue without x-max-priority has one priority, so there it is drop-head.
+    REMOVE_LOW_PRIORITY = "remove-low-priority"
 
 
 class InvalidArgument(ValueError):
@@ -47,6 +56,12 @@ EQUIVALENT_ARGUMENTS: Final = (
     "x-max-priority",
     "x-single-active-consumer",
     "x-delivery-limit",
+    "x-qpid-capacity",
+    "x-qpid-flow-resume-capacity",
+    "x-max-message-size",
+    "x-max-producers",
+    "x-max-active-consumers",
+    "x-max-backup-consumers",
 )
 MAX_PRIORITY_LIMIT: Final = 255
 
@@ -69,6 +84,19 @@ class QueueArguments:
     #: x-delivery-limit: deliveries ending in a requeue a message may have; past that it is
     #: dead-lettered with reason delivery_limit.
     delivery_limit: int | None = None
+    #: Flow control (x-overflow flow-control): the body bytes over which the queue is overfull
+    #: (x-qpid-capacity, else x-max-length-bytes), and under which it is underfull again
+    #: (x-qpid-flow-resume-capacity, else the capacity).
+    capacity: int | None = None
+    flow_resume_capacity: int | None = None
+    #: x-max-message-size (seeds/002 maxBytesPerMsg): a larger body is refused.
+    max_message_size: int | None = None
+    #: x-max-producers (maxNumProducers): channels that may publish to the queue at once.
+    max_producers: int | None = None
+    #: x-max-active-consumers and x-max-backup-consumers (maxNumActiveConsumers,
+    #: maxNumBackupConsumers): consumers that get messages, and those that wait to take over.
+    max_active_consumers: int | None = None
+    max_backup_consumers: int | None = None
 
     @classmethod
     def parse(cls, arguments: FieldTable) -> QueueArguments:
@@ -88,17 +116,45 @@ class QueueArguments:
         single_active = arguments.get("x-single-active-consumer", False)
         if not isinstance(single_active, bool):
             raise InvalidArgument("x-single-active-consumer", f"{single_active!r} is not a bool")
+        max_length_bytes = _integer(arguments, "x-max-length-bytes", minimum=0)
+        capacity = _integer(arguments, "x-qpid-capacity", minimum=1)
+        resume = _integer(arguments, "x-qpid-flow-resume-capacity", minimum=0)
+        # Qpid: a queue with a capacity is flow controlled.
+        behaviour = _overflow(overflow, Overflow.FLOW_CONTROL if capacity else Overflow.DROP_HEAD)
+        if capacity is not None and behaviour is not Overflow.FLOW_CONTROL:
+            raise InvalidArgument("x-qpid-capacity", "needs x-overflow flow-control")
+        if behaviour is Overflow.FLOW_CONTROL and capacity is None:
+            capacity = max_length_bytes
+        if resume is not None:
+            if capacity is None:
+                raise InvalidArgument("x-qpid-flow-resume-capacity", "needs x-qpid-capacity")
+            if resume > capacity:
+                raise InvalidArgument(
+                    "x-qpid-flow-resume-capacity", f"{resume} is above the capacity {capacity}"
+                )
+        max_active = _integer(arguments, "x-max-active-consumers", minimum=1)
+        max_backup = _integer(arguments, "x-max-backup-consumers", minimum=0)
+        if single_active and max_active is not None:
+            raise InvalidArgument(
+                "x-max-active-consumers", "x-single-active-consumer is one active consumer"
+            )
         return cls(
             message_ttl=_integer(arguments, "x-message-ttl", minimum=0),
             expires=_integer(arguments, "x-expires", minimum=1),
             dead_letter_exchange=dead_letter_exchange,
             dead_letter_routing_key=dead_letter_routing_key,
             max_length=_integer(arguments, "x-max-length", minimum=0),
-            max_length_bytes=_integer(arguments, "x-max-length-bytes", minimum=0),
-            overflow=_overflow(overflow),
+            max_length_bytes=max_length_bytes,
+            overflow=behaviour,
             max_priority=max_priority or 0,
             single_active_consumer=single_active,
             delivery_limit=_integer(arguments, "x-delivery-limit", minimum=0),
+            capacity=capacity,
+            flow_resume_capacity=capacity if resume is None else resume,
+            max_message_size=_integer(arguments, "x-max-message-size", minimum=0),
+            max_producers=_integer(arguments, "x-max-producers", minimum=0),
+            max_active_consumers=max_active,
+            max_backup_consumers=max_backup,
         )
 
     @property
@@ -144,9 +200,9 @@ def _string(arguments: FieldTable, name: str) -> str | None:
     return value
 
 
-def _overflow(value: str | None) -> Overflow:
+def _overflow(value: str | None, default: Overflow) -> Overflow:
     if value is None:
-        return Overflow.DROP_HEAD
+        return default
     try:
         return Overflow(value)
     except ValueError:

@@ -16,9 +16,9 @@ outlive the broker.
 from __future__ import annotations
 
 import contextlib
-import itertools
+import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
@@ -29,6 +29,7 @@ from batonmq.queues.arguments import Overflow, QueueArguments
 from batonmq.queues.consumers import ConsumerSet, QueueConsumer
 from batonmq.queues.deadletter import Reason
 from batonmq.queues.expiry import InvalidExpiration, expires_at, is_expired, parse_expiration
+from batonmq.queues.holdings import Holdings
 from batonmq.queues.priority import PriorityReady
 from batonmq.queues.ready import ReadyEntries
 from batonmq.queues.redelivery import with_delivery_count
@@ -36,19 +37,23 @@ from batonmq.store.base import PagedEntry, QueueBacklog, StoredEntry
 from batonmq.store.journal import Journal
 from batonmq.timers import LoopTimers, Timer, Timers
 
+log = logging.getLogger(__name__)
+
 #: A journal with no store: what a queue uses when the broker persists nothing.
 _NO_STORE = Journal(None)
 _LOOP_TIMERS = LoopTimers()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Paging:
-    """Where a queue's entries are written and how many it keeps in memory."""
+    """Where a queue's entries are written, how many it keeps in memory (the memory guard
+    narrows the window while memory is short), and the broker-wide count it adds to."""
 
     journal: Journal = _NO_STORE
     vhost: str = "/"
     window: int = 10_000
     window_bytes: int = 64 * 1024 * 1024
+    holdings: Holdings = field(default_factory=Holdings)
 
 
 class Enqueued(Enum):
@@ -82,22 +87,39 @@ class ClassicQueue:
         arguments: FieldTable | None = None,
         paging: Paging | None = None,
         timers: Timers = _LOOP_TIMERS,
+        options: QueueArguments | None = None,
     ) -> None:
-        """`timers`: the clock that message and queue expiry run on (the event loop's)."""
+        """`timers`: the clock that message and queue expiry run on (the event loop's);
+        `options`: what the queue works by, when not just its `arguments` (a policy's limits)."""
         self.name = name
         self.durable = durable
         self.exclusive_owner = exclusive_owner
         self.auto_delete = auto_delete
         self.arguments: FieldTable = arguments or {}
         #: Checked by the virtual host before it creates the queue.
-        self.options = options = QueueArguments.parse(self.arguments)
+        self.options = options = options or QueueArguments.parse(self.arguments)
         self.ready: ReadyEntries | PriorityReady = (
             PriorityReady(options.max_priority) if options.max_priority else ReadyEntries()
         )
-        self.consumers = ConsumerSet(single_active=options.single_active_consumer)
+        self.consumers = ConsumerSet(
+            single_active=options.single_active_consumer, max_active=options.max_active_consumers
+        )
         self.hooks: QueueHooks | None = None
         self.deleted = False
-        self._sequence = itertools.count()
+        #: x-overflow flow-control: the queue is over its limits, and whoever publishes to it
+        #: is held back (`when_underfull`) until it is under its resume capacity again.
+        self.overfull = False
+        #: The channels counted as its producers (x-max-producers), kept by the engine.
+        self.producers: set[object] = set()
+        self._underfull_waiters: list[Callable[[], None]] = []
+        #: Whether a publish must be checked before it is taken (a size limit, or a full queue
+        #: that refuses).
+        self._screens = options.max_message_size is not None or (
+            options.limits_length
+            and options.overflow in (Overflow.REJECT_PUBLISH, Overflow.REJECT_PUBLISH_DLX)
+        )
+        #: The sequence the next published entry gets (publish order).
+        self.next_sequence = 0
         self.paging = paging or Paging()
         self._timers = timers
         #: Whether this queue's persistent messages survive a restart.
@@ -127,23 +149,28 @@ class ClassicQueue:
         return len(self.consumers)
 
     def publish(self, message: Message) -> Enqueued:
-        """Enqueue `message` (or refuse it when full, with overflow reject-publish)."""
+        """Enqueue `message`, or refuse it: larger than x-max-message-size, or the queue is full
+        and its overflow is reject-publish(-dlx)."""
         options = self.options
-        entry = QueueEntry(message, next(self._sequence), expires_at=self._expiry_of(message))
-        if options.overflow is not Overflow.DROP_HEAD and self._full_for(message):
-            if options.overflow is Overflow.REJECT_PUBLISH_DLX:
-                self._dead_letter(entry, Reason.MAXLEN)
+        entry = QueueEntry(message, self.next_sequence, expires_at=self._expiry_of(message))
+        self.next_sequence += 1
+        if self._screens and self._refuses(entry):
             return Enqueued.REFUSED
         stored = self.persists and message.persistent
         if stored:
             self._store(entry, transient=False)
         self.ready.append(entry)
-        if self.paging.journal.enabled:
+        paging = self.paging
+        paging.holdings.add(1, message.body_size)
+        if paging.journal.enabled:
             self._spill()
         if self.consumers:
             self.dispatch()
-        if options.limits_length:
-            self._drop_head()
+        if options.overflow is Overflow.FLOW_CONTROL:
+            if not self.overfull and self._over_capacity():
+                self._become_overfull()
+        elif options.limits_length:
+            self._make_room()
         self._watch_head()
         return Enqueued.STORED if stored else Enqueued.KEPT
 
@@ -161,12 +188,22 @@ class ClassicQueue:
 
     # Limits -------------------------------------------------------------------------------
 
-    def _full_for(self, message: Message) -> bool:
-        """reject-publish: there is no room for `message` (RabbitMQ counts ready messages)."""
+    def _refuses(self, entry: QueueEntry) -> bool:
+        options, size = self.options, entry.message.body_size
+        if options.max_message_size is not None and size > options.max_message_size:
+            return True
+        if options.overflow is Overflow.DROP_HEAD or not self._full_for(size):
+            return False
+        if options.overflow is Overflow.REJECT_PUBLISH_DLX:
+            self._dead_letter(entry, Reason.MAXLEN)
+        return True
+
+    def _full_for(self, size: int) -> bool:
+        """reject-publish: there is no room for a body of `size` (RabbitMQ counts ready
+        messages)."""
         options, ready = self.options, self.ready
         return (options.max_length is not None and len(ready) >= options.max_length) or (
-            options.max_length_bytes is not None
-            and ready.bytes + message.body_size > options.max_length_bytes
+            options.max_length_bytes is not None and ready.bytes + size > options.max_length_bytes
         )
 
     def _over_limit(self) -> bool:
@@ -175,15 +212,59 @@ class ClassicQueue:
             options.max_length_bytes is not None and ready.bytes > options.max_length_bytes
         )
 
-    def _drop_head(self) -> None:
-        """drop-head: dead-letter the oldest entries until the queue is within its limits (an
-        oldest entry still in the store is dropped once it has been read back)."""
+    def _make_room(self) -> None:
+        """drop-head (remove-low-priority): dead-letter the oldest entries (of the lowest
+        priority) until the queue is within its limits; an entry to drop that is still in the
+        store is dropped once it has been read back."""
+        ready = self.ready
+        lowest = self.options.overflow is Overflow.REMOVE_LOW_PRIORITY
         while self._over_limit():
-            entry = self.ready.pop()
+            entry = ready.pop_lowest() if lowest else ready.pop()
             if entry is None:
                 self._page_in()
                 return
             self._dead_letter(entry, Reason.MAXLEN)
+
+    def _over_capacity(self) -> bool:
+        """flow-control: over x-max-length or the capacity (QUE-1003 Overfull)."""
+        options, ready = self.options, self.ready
+        return (options.max_length is not None and len(ready) > options.max_length) or (
+            options.capacity is not None and ready.bytes > options.capacity
+        )
+
+    def _under_resume_capacity(self) -> bool:
+        """QUE-1004 Underfull: "when its size becomes less than the flowResumeCapacity"."""
+        options, ready = self.options, self.ready
+        return (options.max_length is None or len(ready) < options.max_length) and (
+            options.flow_resume_capacity is None or ready.bytes < options.flow_resume_capacity
+        )
+
+    def _become_overfull(self) -> None:
+        self.overfull = True
+        log.warning(
+            "QUE-1003 : Overfull : Size : %d bytes, Capacity : %s",
+            self.ready.bytes,
+            self.options.capacity,
+            extra={"vhost": self.paging.vhost, "queue": self.name, "messages": len(self.ready)},
+        )
+
+    def when_underfull(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once this overfull queue is underfull again (or deleted)."""
+        self._underfull_waiters.append(callback)
+
+    def _check_underfull(self) -> None:
+        if self.overfull and (self.deleted or self._under_resume_capacity()):
+            self.overfull = False
+            if not self.deleted:
+                log.info(
+                    "QUE-1004 : Underfull : Size : %d bytes, Resume Capacity : %s",
+                    self.ready.bytes,
+                    self.options.flow_resume_capacity,
+                    extra={"vhost": self.paging.vhost, "queue": self.name},
+                )
+            waiters, self._underfull_waiters = self._underfull_waiters, []
+            for waiter in waiters:
+                waiter()
 
     def _dead_letter(self, entry: QueueEntry, reason: Reason) -> None:
         """`entry` leaves the queue dead: to the dead-letter exchange if there is one."""
@@ -243,6 +324,7 @@ class ClassicQueue:
         for entry in expired:
             self._dead_letter(entry, Reason.EXPIRED)
         self._watch_head()
+        self._check_underfull()
         return len(expired)
 
     def _watch_unused(self) -> None:
@@ -303,6 +385,7 @@ class ClassicQueue:
 
     def settled(self, entry: QueueEntry) -> None:
         """`entry` is done with (acknowledged, rejected without requeue, or sent with no-ack)."""
+        self.paging.holdings.remove(1, entry.message.body_size)
         if entry.stored and not self.deleted:
             # A deleted queue's entries went with it; a new queue of the same name reuses the
             # sequence numbers, so deleting by key now would hit the new queue's entries.
@@ -313,6 +396,11 @@ class ClassicQueue:
     def rejected(self, entry: QueueEntry) -> None:
         """`entry` was rejected without requeue (basic.reject, basic.nack requeue=false)."""
         self._dead_letter(entry, Reason.REJECTED)
+
+    def page_out(self) -> None:
+        """Write out what is over the window now (the memory guard narrowed it)."""
+        if self.paging.journal.enabled and not self.deleted:
+            self._spill()
 
     def _spill(self) -> None:
         paging = self.paging
@@ -361,8 +449,8 @@ class ClassicQueue:
             waiter()
         if not self.deleted:
             self.dispatch()
-            if self.options.limits_length:
-                self._drop_head()
+            if self.options.limits_length and self.options.overflow is not Overflow.FLOW_CONTROL:
+                self._make_room()
             self._watch_head()
 
     def _take_paged(self, paged: list[PagedEntry]) -> None:
@@ -403,7 +491,10 @@ class ClassicQueue:
             self.ready.recovered(
                 backlog.count, backlog.bytes, backlog.last_sequence, backlog.priority
             )
-        self._sequence = itertools.count(max(b.last_sequence for b in backlogs) + 1)
+        self.next_sequence = max(b.last_sequence for b in backlogs) + 1
+        self.paging.holdings.add(
+            sum(backlog.count for backlog in backlogs), sum(backlog.bytes for backlog in backlogs)
+        )
         self.ever_stored = True
         self._page_in()
 
@@ -432,18 +523,41 @@ class ClassicQueue:
         if self.ready.paged_count:
             self._page_in()
         self._watch_head()
+        self._check_underfull()
         return entry
 
     def purge(self) -> int:
         """Remove every ready entry (not those delivered and unsettled, spec queue.purge)."""
         ready = self.ready
         paged_ranges = ready.paged_ranges()
-        count, in_memory = ready.clear()
+        count, in_memory = self._clear()
         for entry in in_memory:
-            self.settled(entry)
+            self.settled(entry)  # its holding too: `_clear` let go of the paged ones only
         if not self.deleted:
             for paged in paged_ranges:
                 self.paging.journal.delete_range(self.paging.vhost, self.name, *paged)
+        self._check_underfull()
+        return count
+
+    def _clear(self) -> tuple[int, list[QueueEntry]]:
+        """Empty `ready`; the holdings let go of the entries that were only in the store."""
+        ready = self.ready
+        total_bytes = ready.bytes
+        count, in_memory = ready.clear()
+        paged_bytes = total_bytes - sum(entry.message.body_size for entry in in_memory)
+        self.paging.holdings.remove(count - len(in_memory), paged_bytes)
+        return count, in_memory
+
+    def delete(self) -> int:
+        """The queue is deleted: everything ready goes (the store's copies are deleted with the
+        queue by the caller), the publishers it held back are released. Its ready count."""
+        count, in_memory = self._clear()
+        self.paging.holdings.remove(
+            len(in_memory), sum(entry.message.body_size for entry in in_memory)
+        )
+        self.deleted = True
+        self.stop_timers()
+        self._check_underfull()
         return count
 
     def add_consumer(self, consumer: QueueConsumer) -> None:
@@ -482,3 +596,5 @@ class ClassicQueue:
         if ready.paged_count:
             self._page_in()
         self._watch_head()
+        if self.overfull:
+            self._check_underfull()

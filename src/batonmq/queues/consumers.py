@@ -13,6 +13,9 @@ refinements, each free when unused:
   consumer fails, then the first backup consumer is made active"). Priorities play no part:
   RabbitMQ's "Single Active Consumer" gives "no guarantee on the selected active consumer, it is
   picked up randomly, even if consumer priorities are in use".
+- Active and backup consumers (queue arguments x-max-active-consumers, seeds/002
+  maxNumActiveConsumers): only the first N consumers registered get entries, round-robin; the
+  others are backups, and the first of them becomes active when an active one goes.
 - Selectors (basic.consume argument x-selector): a consumer takes only the entries whose message
   its JMS selector selects; an entry no consumer with room takes keeps its place.
 """
@@ -63,9 +66,12 @@ def _takes(consumer: QueueConsumer, entry: QueueEntry) -> bool:
 class ConsumerSet:
     """A queue's consumers, and the choice of which one gets an entry."""
 
-    def __init__(self, *, single_active: bool = False) -> None:
+    def __init__(self, *, single_active: bool = False, max_active: int | None = None) -> None:
         #: x-single-active-consumer: one consumer at a time gets entries, the rest wait.
         self.single_active = single_active
+        #: x-max-active-consumers: consumers beyond it wait in `_backups`, in registration order.
+        self.max_active = max_active
+        self._backups: deque[QueueConsumer] = deque()
         #: Every consumer, in round-robin order; with a single active consumer, in registration
         #: order, the active one first.
         self._consumers: deque[QueueConsumer] = deque()
@@ -75,7 +81,16 @@ class ConsumerSet:
         #: How many consumers have a selector: while none has, no message is looked at.
         self._selective = 0
 
+    @property
+    def hands_over(self) -> bool:
+        """Whether a consumer that goes hands its work to a backup (single active consumer, or
+        a limit on active consumers)."""
+        return self.single_active or self.max_active is not None
+
     def add(self, consumer: QueueConsumer) -> None:
+        if self.max_active is not None and len(self._consumers) >= self.max_active:
+            self._backups.append(consumer)
+            return
         consumers = self._consumers
         consumers.append(consumer)
         if consumer.selector is not None:
@@ -102,6 +117,14 @@ class ConsumerSet:
         groups.append((consumer.priority, deque([consumer])))
 
     def remove(self, consumer: QueueConsumer) -> None:
+        if consumer in self._backups:
+            self._backups.remove(consumer)
+            return
+        self._remove_active(consumer)
+        if self._backups:
+            self.add(self._backups.popleft())
+
+    def _remove_active(self, consumer: QueueConsumer) -> None:
         self._consumers.remove(consumer)
         if consumer.selector is not None:
             self._selective -= 1
@@ -122,20 +145,21 @@ class ConsumerSet:
 
     def clear(self) -> None:
         self._consumers = deque()
+        self._backups = deque()
         self._by_priority = None
         self._selective = 0
 
     def __len__(self) -> int:
-        return len(self._consumers)
+        return len(self._consumers) + len(self._backups)
 
     def __bool__(self) -> bool:
-        return bool(self._consumers)
+        return bool(self._consumers or self._backups)
 
     def __iter__(self) -> Iterator[QueueConsumer]:
-        return iter(list(self._consumers))
+        return iter([*self._consumers, *self._backups])
 
     def has_exclusive(self) -> bool:
-        return any(consumer.exclusive for consumer in self._consumers)
+        return any(consumer.exclusive for consumer in self)
 
     def any_room(self) -> bool:
         """Some consumer could take an entry now (with a single active consumer: that one)."""

@@ -54,6 +54,15 @@ class PriorityReady:
         top = self._top()
         return top.pop() if top is not None else None
 
+    def pop_lowest(self) -> QueueEntry | None:
+        """The oldest entry of the lowest level that has one in memory (remove-low-priority: a
+        level whose next entries are all in the store is passed over)."""
+        for level in self._levels:
+            entry = level.pop()
+            if entry is not None:
+                return entry
+        return None
+
     def peek(self) -> QueueEntry | None:
         top = self._top()
         return top.peek() if top is not None else None

@@ -95,6 +95,10 @@ class ReadyEntries:
         self.bytes -= entry.message.body_size
         return entry
 
+    def pop_lowest(self) -> QueueEntry | None:
+        """The oldest entry of the lowest priority: without priorities, the next one."""
+        return self.pop()
+
     def peek(self) -> QueueEntry | None:
         """The entry `pop` would return, left in place."""
         returned, head = self._returned, self._head

@@ -26,7 +26,11 @@ from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import HardError
 from batonmq.config import Config, ConfigError
 from batonmq.engine.access import AccessControl
+from batonmq.engine.autocreate import AutocreatePolicy, IdleQueueSweep
 from batonmq.engine.broker import Broker, BrokerSettings
+from batonmq.engine.diskguard import DiskGuard
+from batonmq.engine.memory import MemoryGuard, Thresholds
+from batonmq.engine.monitors import queue_monitors
 from batonmq.engine.recovery import restore
 from batonmq.security.acl import AclError
 from batonmq.security.authn import Authenticator
@@ -60,6 +64,9 @@ class BrokerServer:
                 max_connections_per_user=config.limits.max_connections_per_user,
                 max_connections_per_vhost=config.limits.max_connections_per_vhost,
                 max_consumers_per_channel=config.limits.max_consumers_per_channel,
+                max_messages=config.limits.max_messages,
+                max_bytes=config.limits.max_bytes,
+                autocreate=AutocreatePolicy.from_config(config.autocreate),
             ),
             configured_store(config),
         )
@@ -79,7 +86,8 @@ class BrokerServer:
         self.listening = Listening(self.listeners, self._new_protocol, self.protocols.add)
         #: Each listener's bound addresses, by listener name (after `start`).
         self.addresses: dict[str, list[tuple[str, int]]] = {}
-        self._sweeper: asyncio.Task[None] | None = None
+        #: The broker's periodic work (`every`), cancelled at shutdown.
+        self._periodic: list[asyncio.Task[None]] = []
 
     def _offload(self, work: Callable[[], _T], done: Callable[[_T], None]) -> None:
         future = asyncio.get_running_loop().run_in_executor(self._login_checks, work)
@@ -129,7 +137,32 @@ class BrokerServer:
         name."""
         await self.recover()
         self.addresses = await self.listening.open()
-        self._sweeper = asyncio.create_task(self._sweep_expired())
+        self.every(self.config.message.expiration_interval, self._sweep_expired)
+        memory = self.config.memory
+        memory_guard = MemoryGuard(
+            self.broker,
+            memory.budget,
+            Thresholds(
+                memory.yellow_threshold,
+                memory.orange_threshold,
+                memory.red_threshold,
+                memory.green_count,
+                memory.yellow_count,
+                memory.orange_count,
+            ),
+        )
+        memory_guard.check()
+        self.every(memory.check_interval, memory_guard.check)
+        policy = self.broker.settings.autocreate
+        if policy.pattern is not None and policy.delete_after:
+            sweep = IdleQueueSweep(self.broker, policy)
+            self.every(sweep.interval, sweep.check)
+        disk_guard = DiskGuard(self.broker, self.config.disk, self.config.data_dir)
+        disk_guard.check()  # a disk already short of space holds producers from the start
+        self.every(self.config.disk.check_interval, disk_guard.check)
+        # Issue 6: slow consumer disconnect and threshold alerts, when configured.
+        for interval, work in queue_monitors(self.broker, self.config):
+            self.every(interval, work)
         for name, addresses in self.addresses.items():
             for host, port in addresses:
                 log.info(
@@ -138,18 +171,30 @@ class BrokerServer:
                 )
         return [address for addresses in self.addresses.values() for address in addresses]
 
-    async def _sweep_expired(self) -> None:
-        """Every `message.expiration_interval`, remove expired messages from anywhere in their
-        queues (the ones at a queue's head go at once without this)."""
-        while True:
-            await asyncio.sleep(self.config.message.expiration_interval)
-            expired = self.broker.expire_messages()
-            if expired:
-                log.info("expired %d messages", expired)
+    def every(self, interval: float, work: Callable[[], object]) -> None:
+        """Run `work` every `interval` seconds until shutdown; an exception it raises is logged
+        and the next run goes ahead."""
+
+        async def repeat() -> None:
+            while True:
+                await asyncio.sleep(interval)
+                try:
+                    work()
+                except Exception:
+                    log.exception("periodic task %s failed", getattr(work, "__name__", work))
+
+        self._periodic.append(asyncio.create_task(repeat()))
+
+    def _sweep_expired(self) -> None:
+        """Remove expired messages from anywhere in their queues (the ones at a queue's head go
+        at once without this)."""
+        expired = self.broker.expire_messages()
+        if expired:
+            log.info("expired %d messages", expired)
 
     async def shutdown(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
+        for task in self._periodic:
+            task.cancel()
         await self.listening.close()
         forced = HardError(ReplyCode.CONNECTION_FORCED, "broker shutdown")
         for protocol in list(self.protocols):

@@ -297,6 +297,14 @@ class Store(Protocol):
 
     async def stats(self) -> StoreStats: ...
 
+    async def used_bytes(self) -> int:
+        """The bytes the store uses now, for the disk quota (seeds/004 §1.5.1.2.2, which is
+        "best effort"): it grows as messages are written and falls as they are deleted, without
+        any compaction, so that a quota that blocked producers releases them once consumers
+        have drained the store. Cheap enough to be called every second; what each store counts
+        is in its module."""
+        ...
+
     async def backup(self, directory: Path) -> None:
         """Write a consistent snapshot to `directory` (created; must be empty), while the broker
         may be running."""

@@ -125,6 +125,9 @@ assert len(_MIGRATIONS) == SCHEMA_VERSION
 _CANDIDATES: Final = "batonmq_orphan_candidates"
 _ENTRY: Final = "broker_id = $1 AND vhost = $2 AND queue = $3"
 _ORPHANS: Final = "NOT EXISTS (SELECT 1 FROM {s}.entries AS e WHERE e.message_id = m.id)"
+#: A stored message's bytes, as `used_bytes` counts them (octet_length reads a TOASTed value's
+#: size from its pointer: the value itself is not fetched).
+_MESSAGE_SIZE: Final = "octet_length(m.header_payload) + octet_length(m.body)"
 _SQL: Final = {
     "delete_queue_entries": f"WITH gone AS (DELETE FROM {{s}}.entries WHERE {_ENTRY} RETURNING "
     f"message_id) INSERT INTO pg_temp.{_CANDIDATES} SELECT message_id FROM gone",
@@ -177,10 +180,17 @@ _SQL: Final = {
     "update_entry": f"UPDATE {{s}}.entries SET delivery_count = $5 WHERE {_ENTRY} "
     "AND sequence = $4",
     "delete_entry": f"DELETE FROM {{s}}.entries WHERE {_ENTRY} AND sequence = $4",
-    "delete_orphans": "DELETE FROM {s}.messages AS m WHERE m.broker_id = $1 "
-    f"AND m.id = ANY($2::bigint[]) AND {_ORPHANS}",
-    "delete_orphans_too": "DELETE FROM {s}.messages AS m WHERE m.broker_id = $1 AND m.id IN "
-    f"(SELECT id FROM pg_temp.{_CANDIDATES} UNION ALL SELECT unnest($2::bigint[])) AND {_ORPHANS}",
+    # Both return the bytes of the messages they delete (see `used_bytes`).
+    "delete_orphans": "WITH gone AS (DELETE FROM {s}.messages AS m WHERE m.broker_id = $1 "
+    f"AND m.id = ANY($2::bigint[]) AND {_ORPHANS} RETURNING {_MESSAGE_SIZE} AS size) "
+    "SELECT COALESCE(sum(size), 0) FROM gone",
+    "delete_orphans_too": "WITH gone AS (DELETE FROM {s}.messages AS m WHERE m.broker_id = $1 "
+    f"AND m.id IN (SELECT id FROM pg_temp.{_CANDIDATES} UNION ALL SELECT unnest($2::bigint[])) "
+    f"AND {_ORPHANS} RETURNING {_MESSAGE_SIZE} AS size) SELECT COALESCE(sum(size), 0) FROM gone",
+    "message_bytes": f"SELECT COALESCE(sum({_MESSAGE_SIZE}), 0) FROM {{s}}.messages AS m "
+    "WHERE m.broker_id = $1",
+    "stored_bytes": f"SELECT COALESCE(sum({_MESSAGE_SIZE}), 0) FROM {{s}}.messages AS m "
+    "WHERE m.broker_id = $1 AND m.id = ANY($2::bigint[])",
     "discard_entries": "DELETE FROM {s}.entries AS e WHERE e.broker_id = $1 AND (e.transient OR "
     "NOT EXISTS (SELECT 1 FROM {s}.queues AS q WHERE q.broker_id = $1 AND q.vhost = e.vhost "
     "AND q.name = e.queue))",
@@ -244,6 +254,10 @@ class PostgresStore:
         self._connection: _Connection | None = None
         self._opened = self._locking = False
         self._version = 0
+        #: The bytes of this broker's stored messages (`used_bytes`), kept up to date by each
+        #: commit once counted; None when not known (before the first count, and after a
+        #: failed commit, a recovery or a restore), when the next `used_bytes` counts again.
+        self._message_bytes: int | None = None
 
     @property
     def kind(self) -> str:
@@ -281,6 +295,7 @@ class PostgresStore:
         async def work(connection: _Connection) -> Recovery:
             self._require_current(write=True)
             broker, sql = self._broker_id, self._sql
+            self._message_bytes = None
             async with connection.transaction():
                 discarded = _row_count(await connection.execute(sql["discard_entries"], broker))
                 await connection.execute(sql["discard_messages"], broker)
@@ -308,7 +323,19 @@ class PostgresStore:
     async def commit(self, batch: WriteBatch) -> None:
         async def work(connection: _Connection) -> None:
             self._require_current(write=True)
+            counted, self._message_bytes = self._message_bytes, None
+            growth = 0
             async with connection.transaction():
+                if counted is not None and batch.messages_put:
+                    # A message put again (another queue paging it out) replaces its row.
+                    put = [message.id for message in batch.messages_put]
+                    growth -= await connection.fetchval(
+                        self._sql["stored_bytes"], self._broker_id, put
+                    )
+                    growth += sum(
+                        len(message.header_payload) + len(message.body)
+                        for message in batch.messages_put
+                    )
                 for name, rows in self._steps(batch):
                     if rows:
                         await connection.executemany(self._sql[name], rows)
@@ -316,13 +343,17 @@ class PostgresStore:
                 candidates = [message_id for *_, message_id in batch.entries_deleted]
                 candidates += [message.id for message in batch.messages_put]
                 if batch.queues_deleted or batch.ranges_deleted or batch.vhosts_deleted:
-                    await connection.execute(
+                    growth -= await connection.fetchval(
                         self._sql["delete_orphans_too"], self._broker_id, candidates
                     )
                 elif candidates:
-                    await connection.execute(
+                    growth -= await connection.fetchval(
                         self._sql["delete_orphans"], self._broker_id, candidates
                     )
+            # Known again only once the transaction is committed: a failed commit (maybe
+            # committed after all, when the connection was lost) leaves it to be counted.
+            if counted is not None:
+                self._message_bytes = counted + growth
 
         if batch:
             await self._call("commit", work)
@@ -399,6 +430,34 @@ class PostgresStore:
 
         return await self._call("reading statistics", work)
 
+    async def used_bytes(self) -> int:
+        """The bytes of this broker's stored messages (content header and body, as received):
+        counted once by a scan of its messages, then kept by each commit (the bytes of the
+        messages it puts, less those of the rows it replaces and of the messages it deletes,
+        which its statements return). It falls as soon as messages are deleted, where the
+        tables' size on disk (pg_total_relation_size) would wait for a VACUUM FULL; it leaves
+        out the rows' overhead, the indexes, TOAST compression and the other brokers sharing
+        the database. Counting on every call instead was measured at 0.2 to 0.35 s for
+        500,000 messages of 1 KiB (15 ms for 100,000), all of it holding the store's one
+        connection: too much for a check every second; keeping the count costs a commit that
+        puts messages one indexed read, lost in the noise of a 1.6 ms commit of 50 messages. A
+        commit that ran while nothing was counted yet pays nothing (a broker without a quota
+        never counts). A store opened without the lock, which another process writes, counts
+        every time."""
+
+        async def work(connection: _Connection) -> int:
+            self._require_current(write=False)
+            counted = self._message_bytes
+            if counted is None or not self._locking:
+                counted = int(
+                    await connection.fetchval(self._sql["message_bytes"], self._broker_id)
+                )
+                if self._locking:
+                    self._message_bytes = counted
+            return counted
+
+        return await self._call("measuring the store", work)
+
     async def backup(self, directory: Path) -> None:
         """This broker's rows of each table as binary COPY files, read in one
         REPEATABLE READ transaction on a second connection. The snapshot is taken in call order,
@@ -467,6 +526,7 @@ class PostgresStore:
         async def work(connection: _Connection) -> None:
             self._require_current(write=True)
             broker = self._broker_id
+            self._message_bytes = None
             async with connection.transaction():
                 for table in reversed(_SNAPSHOT):
                     await connection.execute(
@@ -505,6 +565,7 @@ class PostgresStore:
     async def close(self) -> None:
         async with self._calls:
             connection, self._connection, self._opened = self._connection, None, False
+            self._message_bytes = None
             if connection is None:
                 return
             try:

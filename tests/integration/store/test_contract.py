@@ -32,7 +32,7 @@ from batonmq.store.base import (
     StoreError,
     WriteBatch,
 )
-from tests.integration.store.conftest import StoreFactory
+from tests.integration.store.conftest import StoreBuilder, StoreFactory
 
 VHOST = "/"
 RICH_ARGUMENTS: FieldTable = {
@@ -716,6 +716,107 @@ async def test_stats_count_this_brokers_rows_and_body_bytes(store_factory: Store
     assert (stats.schema_version, stats.broker_id) == (SCHEMA_VERSION, "b1")
     assert (stats.exchanges, stats.queues, stats.bindings) == (2, 2, 3)
     assert (stats.messages, stats.entries, stats.message_bytes) == (3, 4, 60)
+
+
+async def test_used_bytes_grow_with_writes_and_shrink_after_deletes(
+    store_factory: StoreFactory,
+) -> None:
+    """Rule (Store.used_bytes): the disk quota's measure "grows as messages are written and
+    falls as they are deleted, without any compaction", so that producers blocked over
+    disk.store_overfull are released "when consumers consume the messages, causing disk space
+    usage to falls below the underflow limit" (seeds/004 §1.5.1.2.2). Messages go each way the
+    engine deletes them: an acknowledged entry, a purged range, a deleted queue."""
+    store, base = await start(store_factory)
+    await store.commit(WriteBatch(queues_put=[queue("q"), queue("other")]))
+    empty = await store.used_bytes()
+    body_size, count = 4096, 300
+    written = body_size * count
+
+    await store.commit(
+        WriteBatch(
+            messages_put=[message(base + n, bytes([n % 256]) * body_size) for n in range(count)],
+            entries_put=[entry("q", n, base + n) for n in range(count)],
+        )
+    )
+    full = await store.used_bytes()
+    assert full - empty >= written
+
+    # Another queue paging the same messages out puts them again: they are stored once.
+    await store.commit(
+        WriteBatch(
+            messages_put=[message(base + n, bytes([n % 256]) * body_size) for n in range(count)],
+            entries_put=[entry("other", n, base + n) for n in range(count)],
+        )
+    )
+    assert await store.used_bytes() - full < written // 2
+    await store.commit(WriteBatch(queues_deleted=[(VHOST, "other")]))
+
+    acked = count // 3
+    await store.commit(
+        WriteBatch(entries_deleted=[(VHOST, "q", n, base + n) for n in range(acked)])
+    )
+    after_acks = await store.used_bytes()
+    assert full - after_acks >= body_size * acked * 9 // 10
+
+    await store.commit(WriteBatch(ranges_deleted=[(VHOST, "q", acked, 2 * acked - 1, None)]))
+    after_purge = await store.used_bytes()
+    assert after_acks - after_purge >= body_size * acked * 9 // 10
+
+    await store.commit(WriteBatch(queues_deleted=[(VHOST, "q")]))
+    drained = await store.used_bytes()
+    assert drained < empty + written // 10
+
+
+async def test_used_bytes_are_what_a_fresh_count_finds(
+    store_factory: StoreFactory, store_builder: StoreBuilder
+) -> None:
+    """Rule (Store.used_bytes): the measure is the store's state, however it got there (puts,
+    puts again, deletions of every kind, a commit that failed), not a tally that drifts: another
+    opening of the same store, which counts afresh, finds the same."""
+    store, base = await start(store_factory)
+    fresh = store_builder("b1", True, "b1")
+    await fresh.open(lock=False)
+
+    async def assert_counted_afresh() -> None:
+        assert await store.used_bytes() == await fresh.used_bytes()
+
+    try:
+        await assert_counted_afresh()  # counted now, then kept by the commits that follow
+        await store.commit(
+            WriteBatch(
+                queues_put=[queue("q"), queue("r")],
+                messages_put=[message(base + n, b"m" * (100 * n)) for n in range(1, 21)],
+                entries_put=[entry("q", n, base + n) for n in range(1, 21)]
+                + [entry("r", n, base + n) for n in range(1, 6)],
+            )
+        )
+        await store.commit(
+            WriteBatch(
+                messages_put=[message(base + n, b"m" * (100 * n)) for n in range(1, 4)],
+                entries_put=[entry("r", n, base + n) for n in range(1, 4)],
+            )
+        )
+        await store.commit(
+            WriteBatch(
+                messages_put=[message(base + 99, b"never kept")],
+                entries_deleted=[(VHOST, "q", n, base + n) for n in range(1, 6)],
+            )
+        )
+        await assert_counted_afresh()
+        with pytest.raises(StoreError):
+            await store.commit(
+                WriteBatch(
+                    ranges_deleted=[(VHOST, "q", 6, 10, None)],
+                    messages_put=[message(base + 50, b"x" * 5000)],
+                    entries_put=[entry("q", 50, base + 50), entry("q", 2**64, base + 50)],
+                )
+            )
+        await assert_counted_afresh()
+        await store.commit(WriteBatch(ranges_deleted=[(VHOST, "q", 6, 10, None)]))
+        await store.commit(WriteBatch(queues_deleted=[(VHOST, "r")]))
+        await assert_counted_afresh()
+    finally:
+        await fresh.close()
 
 
 async def test_a_backup_restored_into_a_fresh_store_has_the_same_contents(

@@ -63,6 +63,27 @@ def test_every_argument_is_read() -> None:
             "x-dead-letter-routing-key",
             "x-dead-letter-exchange must be set",
         ),
+        (
+            {"x-qpid-capacity": 100, "x-overflow": "drop-head"},
+            "x-qpid-capacity",
+            "needs x-overflow flow-control",
+        ),
+        (
+            {"x-qpid-flow-resume-capacity": 10},
+            "x-qpid-flow-resume-capacity",
+            "needs x-qpid-capacity",
+        ),
+        (
+            {"x-qpid-capacity": 100, "x-qpid-flow-resume-capacity": 101},
+            "x-qpid-flow-resume-capacity",
+            "101 is above the capacity 100",
+        ),
+        ({"x-max-active-consumers": 0}, "x-max-active-consumers", "below the minimum of 1"),
+        (
+            {"x-max-active-consumers": 2, "x-single-active-consumer": True},
+            "x-max-active-consumers",
+            "x-single-active-consumer is one active consumer",
+        ),
     ],
 )
 def test_invalid_arguments_name_the_argument_and_the_problem(
@@ -73,6 +94,37 @@ def test_invalid_arguments_name_the_argument_and_the_problem(
     with pytest.raises(InvalidArgument, match=problem) as raised:
         QueueArguments.parse(arguments)  # type: ignore[arg-type]
     assert raised.value.name == name
+
+
+def test_seeds_limit_behaviours_and_qpid_flow_control_arguments() -> None:
+    """seeds/002's limit behaviours as x-overflow values; Qpid's capacity arguments alone make
+    a flow-controlled queue (seeds/004 §1.5.1: "Where no flowResumeCapacity is set, the
+    flowResumeCapacity is set to be equal to the capacity"); flow-control on x-max-length-bytes
+    uses it as the capacity."""
+    qpid = QueueArguments.parse({"x-qpid-capacity": 1000})
+    assert (qpid.overflow, qpid.capacity, qpid.flow_resume_capacity) == (
+        Overflow.FLOW_CONTROL,
+        1000,
+        1000,
+    )
+    by_bytes = QueueArguments.parse({"x-overflow": "flow-control", "x-max-length-bytes": 500})
+    assert (by_bytes.capacity, by_bytes.flow_resume_capacity) == (500, 500)
+    limits = QueueArguments.parse(
+        {
+            "x-overflow": "remove-low-priority",
+            "x-max-message-size": 10240,
+            "x-max-producers": 100,
+            "x-max-active-consumers": 1,
+            "x-max-backup-consumers": 0,
+        }
+    )
+    assert limits == QueueArguments(
+        overflow=Overflow.REMOVE_LOW_PRIORITY,
+        max_message_size=10240,
+        max_producers=100,
+        max_active_consumers=1,
+        max_backup_consumers=0,
+    )
 
 
 def test_redeclaring_with_other_values_is_inequivalent() -> None:

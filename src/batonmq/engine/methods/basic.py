@@ -68,6 +68,17 @@ def consume(channel: Channel, method: commands.Basic.Consume) -> None:
     exclusive_refused = queue.consumers or queue.consumers.single_active
     if (method.exclusive and exclusive_refused) or queue.has_exclusive_consumer():
         raise amqp_error(ReplyCode.ACCESS_REFUSED, f"{where} in exclusive use")
+    options = queue.options
+    if options.max_active_consumers is not None and options.max_backup_consumers is not None:
+        # seeds/002: "New consumers will be rejected if the number of consumers exceeds the sum
+        # of these two attributes."
+        limit = options.max_active_consumers + options.max_backup_consumers
+        if len(queue.consumers) >= limit:
+            raise amqp_error(
+                ReplyCode.PRECONDITION_FAILED,
+                f"{where} has reached its limit of {limit} consumers "
+                "(x-max-active-consumers plus x-max-backup-consumers)",
+            )
     consumer = Consumer(
         tag=tag,
         channel=channel,
