@@ -148,3 +148,73 @@ def test_red_memory_blocks_publishers_from_the_start(tmp_path: Path) -> None:
         assert "connection blocked: memory alarm: " in log
     finally:
         running.stop()
+
+
+def test_remove_low_priority_and_max_message_size_with_pika(broker: RunningBroker) -> None:
+    """seeds/002: "REMOVE_LOW_PRIORITY — throws out lowest priority messages according to age of
+    the messages"; maxBytesPerMsg (x-max-message-size): a larger message is refused, a pika
+    NackError under confirms."""
+    with connect(broker) as connection:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        channel.queue_declare(
+            "ranked",
+            arguments={
+                "x-max-length": 2,
+                "x-overflow": "remove-low-priority",
+                "x-max-priority": 9,
+                "x-max-message-size": 8,
+            },
+        )
+        for body, priority in ((b"high", 9), (b"low-old", 1), (b"low-new", 1), (b"mid", 5)):
+            channel.basic_publish("", "ranked", body, pika.BasicProperties(priority=priority))
+        with pytest.raises(NackError):
+            channel.basic_publish("", "ranked", b"too large", pika.BasicProperties(priority=9))
+
+        bodies = []
+        while (got := channel.basic_get("ranked", auto_ack=True))[0] is not None:
+            bodies.append(got[2])
+    assert bodies == [b"high", b"mid"]
+
+
+def test_max_producers_and_backup_consumers_with_pika(broker: RunningBroker) -> None:
+    """seeds/002 maxNumProducers: "When this limit is reached, no new producers can be
+    created"; maxNumActiveConsumers and maxNumBackupConsumers: "If an active consumer fails,
+    then the first backup consumer is made active", and "New consumers will be rejected if the
+    number of consumers exceeds the sum of these two attributes"."""
+    with connect(broker) as connection:
+        first, second = connection.channel(), connection.channel()
+        first.queue_declare(
+            "guarded",
+            arguments={
+                "x-max-producers": 1,
+                "x-max-active-consumers": 1,
+                "x-max-backup-consumers": 1,
+            },
+        )
+        first.basic_publish("", "guarded", b"from the producer")
+        second.basic_publish("", "guarded", b"from one too many")
+        with pytest.raises(ChannelClosedByBroker) as closed:
+            second.queue_declare("guarded", passive=True)
+        assert closed.value.reply_code == 406
+        assert "limit of 1 producers (x-max-producers)" in closed.value.reply_text
+
+        got: dict[str, list[bytes]] = {"active": [], "backup": []}
+        active, backup, third = connection.channel(), connection.channel(), connection.channel()
+        active.basic_qos(prefetch_count=1)
+        backup.basic_qos(prefetch_count=1)
+        active.basic_consume(
+            "guarded", lambda _c, _m, _p, body: got["active"].append(body), consumer_tag="active"
+        )
+        backup.basic_consume(
+            "guarded", lambda _c, _m, _p, body: got["backup"].append(body), consumer_tag="backup"
+        )
+        with pytest.raises(ChannelClosedByBroker) as refused:
+            third.basic_consume("guarded", lambda *_: None)
+        assert "has reached its limit of 2 consumers" in refused.value.reply_text
+        connection.process_data_events(time_limit=0.5)
+        assert got == {"active": [b"from the producer"], "backup": []}
+
+        active.close()  # the active consumer goes without acknowledging: the backup takes over
+        connection.process_data_events(time_limit=0.5)
+    assert got["backup"] == [b"from the producer"]

@@ -38,6 +38,8 @@ from batonmq.store.journal import Journal
 from batonmq.timers import LoopTimers, Timer, Timers
 
 log = logging.getLogger(__name__)
+#: The overflows that refuse a message when the queue is full.
+_REFUSING = frozenset({Overflow.REJECT_PUBLISH, Overflow.REJECT_PUBLISH_DLX})
 
 #: A journal with no store: what a queue uses when the broker persists nothing.
 _NO_STORE = Journal(None)
@@ -115,8 +117,7 @@ class ClassicQueue:
         #: Whether a publish must be checked before it is taken (a size limit, or a full queue
         #: that refuses).
         self._screens = options.max_message_size is not None or (
-            options.limits_length
-            and options.overflow in (Overflow.REJECT_PUBLISH, Overflow.REJECT_PUBLISH_DLX)
+            options.limits_length and options.overflow in _REFUSING
         )
         #: The sequence the next published entry gets (publish order).
         self.next_sequence = 0
@@ -192,7 +193,7 @@ class ClassicQueue:
         options, size = self.options, entry.message.body_size
         if options.max_message_size is not None and size > options.max_message_size:
             return True
-        if options.overflow is Overflow.DROP_HEAD or not self._full_for(size):
+        if options.overflow not in _REFUSING or not self._full_for(size):
             return False
         if options.overflow is Overflow.REJECT_PUBLISH_DLX:
             self._dead_letter(entry, Reason.MAXLEN)

@@ -443,3 +443,20 @@ def test_active_and_backup_consumers_and_one_too_many_refused() -> None:
     assert [type(item.method) for item in received].count(Basic.CancelOk) == 1
     assert [content.channel for content in taken_over] == [3, 3]
     assert all(content.method.redelivered for content in taken_over)
+
+
+@pytest.mark.parametrize("overflow", ["drop-head", "remove-low-priority"])
+def test_a_size_limit_does_not_make_a_dropping_queue_refuse(overflow: str) -> None:
+    """x-max-message-size checks each message; a full queue whose behaviour is to drop (seeds/002
+    REMOVE_OLDEST, REMOVE_LOW_PRIORITY) still takes the new one."""
+    broker = Broker()
+    client, _ = connect(broker)
+    declare(client, "q", {"x-max-length": 1, "x-overflow": overflow, "x-max-message-size": 100})
+    client.call(1, Confirm.Select(), Confirm.SelectOk)
+
+    client.send_bytes(publishes(client, 2, body=b"new"))
+
+    (answer,) = client.receive()  # both acknowledged, in one ack
+    assert isinstance(answer.method, Basic.Ack)
+    assert (answer.method.delivery_tag, answer.method.multiple) == (2, True)
+    assert message_count(client) == 1
