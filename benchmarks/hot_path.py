@@ -6,7 +6,7 @@ second process sharing two cores, so that one change to the hot path can be judg
 (the side-by-side numbers come from `benchmarks/compare.py`). `--profile` prints the functions
 that take the time (cProfile).
 
-    python -m benchmarks.hot_path [--body 128] [--rounds 20] [--profile]
+    python -m benchmarks.hot_path [--body 128] [--rounds 20] [--profile [--top 25]]
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ def main() -> None:
     parser.add_argument("--body", type=int, default=128, help="body size in bytes")
     parser.add_argument("--rounds", type=int, default=20, help=f"batches of {BATCH} per sample")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of one sample")
+    parser.add_argument("--top", type=int, default=25, help="functions the profile lists")
     args = parser.parse_args()
 
     client, session = connect(Broker())
@@ -53,7 +54,7 @@ def main() -> None:
     if args.profile:
         profiler = cProfile.Profile()
         profiler.runcall(rounds, args.rounds)
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(args.top)
         return
     best = float("inf")
     for _ in range(5):

@@ -6,7 +6,10 @@ Rules of this machine — everything that changes its state lives in this file:
    before asking for the next, so an answer it gives (`accept_login`, `accept_open`,
    `close_channel`, `close`) takes effect before the next frame is looked at. Each event is the
    last thing its frame does, so the caller may stop after any event: the input not yet parsed
-   stays buffered, and `receive_data(b"")` goes on with it (backpressure on input).
+   stays buffered, and `receive_data(b"")` goes on with it (backpressure on input). A publish
+   whose method, header and body frames are all buffered is taken in one step
+   (`FrameReader.peek_content`), on exactly the conditions under which the three frames one by
+   one would complete it with no error; anything else goes frame by frame.
 2. Bytes come out of `data_to_send`: everything queued by the calls since the last time.
 3. The handshake runs in the order of `_HANDSHAKE`: protocol header, start/start-ok, tune/tune-ok,
    open/open-ok. A method out of that order is 503 COMMAND_INVALID.
@@ -42,7 +45,11 @@ from pamqp.common import FieldTable
 from batonmq.amqp.constants import (
     BASIC_CLASS_ID,
     CONNECTION_CLASS_ID,
+    FRAME_BODY,
+    FRAME_END,
+    FRAME_HEADER,
     FRAME_MIN_SIZE,
+    FRAME_OVERHEAD,
     PROTOCOL_HEADER,
     PROTOCOL_HEADER_0_9,
     PROTOCOL_HEADER_SIZE,
@@ -50,6 +57,9 @@ from batonmq.amqp.constants import (
 )
 from batonmq.amqp.errors import ChannelError, HardError, ProtocolError
 from batonmq.amqp.frames import (
+    END_THEN_FRAME_START,
+    FRAME_END_BYTES,
+    FRAME_START,
     HEARTBEAT_BYTES,
     BodyFrame,
     FrameReader,
@@ -82,6 +92,10 @@ _HANDSHAKE: Final[dict[State, tuple[type[base.Frame], State]]] = {
     State.AWAITING_TUNE_OK: (Connection.TuneOk, State.AWAITING_OPEN),
     State.AWAITING_OPEN: (Connection.Open, State.OPENING),
 }
+
+_OPEN: Final = State.OPEN
+#: The states in which no more input is read.
+_NOT_READING: Final = (State.AWAITING_HEADER, State.CLOSED)
 
 #: Methods a client sends that carry content (the server-to-client ones are not accepted).
 _CONTENT_METHODS: Final = (commands.Basic.Publish,)
@@ -141,13 +155,18 @@ class ChannelFailed:
     error: ProtocolError
 
 
-@dataclass(frozen=True, slots=True)
+# MethodReceived and ContentReceived are made once per method or message, and a frozen
+# dataclass's __init__ costs several times a plain one's: they are not frozen, but are not to be
+# changed either.
+
+
+@dataclass(slots=True)
 class MethodReceived:
     channel: int
     method: base.Frame
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ContentReceived:
     """A whole content-carrying method: method, header and body."""
 
@@ -219,12 +238,31 @@ class ServerConnection:
 
     def receive_data(self, data: bytes) -> Iterator[Event]:
         """Feed bytes; yields the events they complete (consume the iterator fully)."""
-        self._reader.feed(data)
+        reader, channels = self._reader, self._channels
+        max_message_size = self.settings.max_message_size
+        reader.feed(data)
         try:
             if self.state is State.AWAITING_HEADER:
                 yield from self._receive_protocol_header()
-            while self.state not in (State.AWAITING_HEADER, State.CLOSED):
-                frame = self._reader.next_frame()
+            while self.state not in _NOT_READING:
+                if self.state is _OPEN:
+                    # The hot path: a whole publish at once, on a channel ready for one (the
+                    # checks of rule 5 and `_receive_channel_method`); anything else goes frame
+                    # by frame below.
+                    content = reader.peek_content()
+                    if content is not None:
+                        channel, method, header, body, end = content
+                        slot = channels.get(channel)
+                        if (
+                            slot is not None
+                            and not slot.closing
+                            and slot.pending is None
+                            and header.body_size <= max_message_size
+                        ):
+                            reader.skip_to(end)
+                            yield ContentReceived(channel, method, header, body)
+                            continue
+                frame = reader.next_frame()
                 if frame is None:
                     return
                 yield from self._receive_frame(frame)
@@ -491,9 +529,22 @@ class ServerConnection:
     ) -> None:
         """A content-carrying method (already encoded: amqp/outgoing.py), its header as received
         from the publisher, and the body split to the negotiated frame_max."""
-        self._output.extend(
-            encode_content(channel, method_frame, header_payload, body, self.frame_max)
-        )
+        body_size = len(body)
+        if 0 < body_size <= self.frame_max - FRAME_OVERHEAD:
+            # The common case, a body in one frame, as pieces: the frames are joined when
+            # written, so the payloads are not copied into frames of their own first.
+            self._output += (
+                method_frame,
+                FRAME_START.pack(FRAME_HEADER, channel, len(header_payload)),
+                header_payload,
+                END_THEN_FRAME_START.pack(FRAME_END, FRAME_BODY, channel, body_size),
+                body,
+                FRAME_END_BYTES,
+            )
+        else:
+            self._output += encode_content(
+                channel, method_frame, header_payload, body, self.frame_max
+            )
 
     def block(self, reason: str) -> bool:
         """connection.blocked (RabbitMQ's extension: the server will not read this client's

@@ -50,14 +50,24 @@ def basic_deliver(
     exchange: str,
     routing_key: str,
 ) -> bytes:
-    return _method_frame(
-        channel,
-        _DELIVER
-        + short_string(consumer_tag)
-        + _TAG_AND_FLAG.pack(delivery_tag, redelivered)
-        + short_string(exchange)
-        + short_string(routing_key),
+    before, after, size = _deliver_parts(consumer_tag, exchange, routing_key)
+    return b"".join(
+        (
+            _FRAME_START.pack(FRAME_METHOD, channel, size),
+            before,
+            _TAG_AND_FLAG.pack(delivery_tag, redelivered),
+            after,
+        )
     )
+
+
+@functools.lru_cache(maxsize=4096)
+def _deliver_parts(consumer_tag: str, exchange: str, routing_key: str) -> tuple[bytes, bytes, int]:
+    """What basic.deliver writes before the delivery tag and after the redelivered flag (with
+    the frame-end octet), and its payload size. Cached: a consumer's deliveries repeat them."""
+    before = _DELIVER + short_string(consumer_tag)
+    after = short_string(exchange) + short_string(routing_key)
+    return before, after + _END, len(before) + _TAG_AND_FLAG.size + len(after)
 
 
 def basic_get_ok(

@@ -355,3 +355,28 @@ def test_encode_content_of_an_empty_body_has_no_body_frame():
     header_payload = encode_header_payload(commands.Basic.Properties(), 0)
     frames = encode_content(1, b"method", header_payload, b"", FRAME_MAX)
     assert frames == [b"method", encode_frame(FRAME_HEADER, 1, header_payload)]
+
+
+def test_a_large_frame_in_small_reads_then_whole_publishes_in_one_read():
+    """The reader keeps a long rest in a growing bytearray and goes back to bytes once a read is
+    larger than the rest (FrameReader.feed); the frames come out the same either way, and the
+    publishes after the large frame are taken whole by `peek_content`."""
+    reader = FrameReader(1 << 20)
+    big = bytes(range(256)) * 400
+    stream = frame.marshal(ContentBody(big), 3)
+    all_but_the_end = stream[:-1]
+    for start in range(0, len(all_but_the_end), 100):
+        reader.feed(all_but_the_end[start : start + 100])
+        assert reader.next_frame() is None
+    publish = frame.marshal(commands.Basic.Publish(exchange="", routing_key="q"), 1)
+    content = frame.marshal(header.ContentHeader(0, 3, commands.Basic.Properties()), 1)
+    triplet = publish + content + frame.marshal(ContentBody(b"abc"), 1)
+    reader.feed(stream[-1:] + triplet * 2)
+    assert reader.next_frame() == BodyFrame(3, big)
+    for _ in range(2):
+        peeked = reader.peek_content()
+        assert peeked is not None
+        channel, method, header_frame, body, end = peeked
+        assert (channel, method.routing_key, header_frame.body_size, body) == (1, "q", 3, b"abc")
+        reader.skip_to(end)
+    assert reader.next_frame() is None
