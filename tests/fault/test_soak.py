@@ -77,8 +77,7 @@ def test_a_fast_producer_is_held_back_within_the_memory_budget_and_loses_nothing
                     "x-qpid-flow-resume-capacity": CAPACITY // 2,
                 },
             )
-        assert broker.process is not None
-        pid = broker.process.pid
+        pid = broker.process.pid  # type: ignore[union-attr] - start_broker runs a process
         producer = Producer(broker, time.monotonic() + DURATION)
         producer.start()
         delivered: list[int] = []

@@ -167,10 +167,10 @@ def test_an_overfull_store_blocks_producers_until_consumers_drain_it(
     log = quota_broker.log()
     assert "MST-1009 : Store overfull condition cleared" in log
     assert log.index("MST-1008") < log.index("MST-1009")
-    # "continue working as normal", and every confirmed message was delivered exactly once.
+    # "continue working as normal", and every confirmed message was delivered exactly once (the
+    # confirmed numbers are distinct, so a duplicate delivery would make the lists differ).
     assert len(publisher.confirmed) > 20
     assert sorted(received) == sorted(publisher.confirmed)
-    assert len(received) == len(set(received))
 
 
 FREE_LIMIT = 8 * 1024 * 1024

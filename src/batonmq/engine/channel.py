@@ -293,9 +293,7 @@ class Channel:
             return
         self.held_by.add(queue)
         self.session.hold(queue, f"queue '{queue.name}' is overfull")
-        log.info(
-            "CHN-1005 : Flow Control Enforced (Queue %s)", queue.name, extra=self._log_fields()
-        )
+        log.info("CHN-1005 : Flow Control Enforced (Queue %s)", queue.name, extra=self.log_fields())
         queue.when_underfull(lambda: self._released_by(queue))
 
     def _released_by(self, queue: ClassicQueue) -> None:
@@ -303,19 +301,13 @@ class Channel:
             return
         self.held_by.discard(queue)
         if not self.closed:
-            log.info("CHN-1006 : Flow Control Removed", extra=self._log_fields())
+            log.info("CHN-1006 : Flow Control Removed", extra=self.log_fields())
         session = self.session
         if not any(queue in channel.held_by for channel in session.channels.values()):
             session.release(queue)
 
-    def _log_fields(self) -> dict[str, object]:
-        session = self.session
-        return {
-            "peer": f"{session.peer[0]}:{session.peer[1]}",
-            "user": session.username,
-            "vhost": session.connection.virtual_host,
-            "channel": self.number,
-        }
+    def log_fields(self) -> dict[str, object]:
+        return {**self.session.log_fields(), "channel": self.number}
 
     # Ending -------------------------------------------------------------------------------
 

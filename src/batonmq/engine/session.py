@@ -186,7 +186,7 @@ class Session:
             self._open(event.virtual_host)
         elif isinstance(event, ConnectionEnded):
             if event.by_peer:
-                log.info("client closed connection", extra=self._log_fields())
+                log.info("client closed connection", extra=self.log_fields())
             self.teardown()
 
     def _login(self, event: LoginRequested) -> None:
@@ -200,7 +200,7 @@ class Session:
                         log.warning(
                             "login refused: %s",
                             outcome,
-                            extra={**self._log_fields(), "mechanism": event.mechanism},
+                            extra={**self.log_fields(), "mechanism": event.mechanism},
                         )
                         self.connection.refuse_login(str(outcome))
                     else:
@@ -235,7 +235,7 @@ class Session:
         self.broker.connection_opened(self.username, name)
         self.vhost_or_none = vhost
         self.connection.accept_open(name)
-        log.info("connection opened", extra=self._log_fields())
+        log.info("connection opened", extra=self.log_fields())
         for alarm, reason in self.broker.alarms.items():
             self.hold(alarm, reason)
 
@@ -267,7 +267,7 @@ class Session:
         except Exception:
             # A defect, not the client's fault: say so (541), and end the connection so that
             # everything it held goes back to its queues.
-            log.exception("internal error in %s", method.name, extra=self._log_fields())
+            log.exception("internal error in %s", method.name, extra=self.log_fields())
             self.close(HardError(ReplyCode.INTERNAL_ERROR, "internal error", type(method)))
 
     def run_again(self, channel: Channel, method: base.Frame, then: Callable[[], None]) -> None:
@@ -343,7 +343,7 @@ class Session:
             return
         self.holds[source] = reason
         if len(self.holds) == 1 and self.connection.block(reason):
-            log.info("connection blocked: %s", reason, extra=self._log_fields())
+            log.info("connection blocked: %s", reason, extra=self.log_fields())
             self._request_flush()
 
     def release(self, source: object) -> None:
@@ -353,14 +353,14 @@ class Session:
             return
         if not self.holds:
             if self.connection.unblock():
-                log.info("connection unblocked", extra=self._log_fields())
+                log.info("connection unblocked", extra=self.log_fields())
             self._request_flush()  # the server layer goes on with held input after the flush
 
     # Closing ------------------------------------------------------------------------------
 
     def close_channel(self, number: int, error: ProtocolError) -> None:
         log.info(
-            "channel closed by broker: %s", error, extra={**self._log_fields(), "channel": number}
+            "channel closed by broker: %s", error, extra={**self.log_fields(), "channel": number}
         )
         channel = self.channels.pop(number, None)
         if channel is not None:
@@ -373,7 +373,7 @@ class Session:
     def close(self, error: ProtocolError) -> None:
         """Close the connection with `error` (a hard error, or 320 at shutdown)."""
         if error.reply_code is not ReplyCode.CONNECTION_FORCED:
-            log.warning("connection error: %s", error, extra=self._log_fields())
+            log.warning("connection error: %s", error, extra=self.log_fields())
         self.connection.close(error)
         self.teardown()
         self._request_flush()
@@ -397,7 +397,7 @@ class Session:
         if self.vhost_or_none is not None:
             self.broker.connection_ended(self.username, self.vhost_or_none.name)
 
-    def _log_fields(self) -> dict[str, object]:
+    def log_fields(self) -> dict[str, object]:
         return {
             "peer": f"{self.peer[0]}:{self.peer[1]}",
             "user": self.connection.username,

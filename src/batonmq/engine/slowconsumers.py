@@ -184,10 +184,8 @@ class SlowConsumerDetector:
                 "slow consumer disconnected: %s",
                 disconnect.breach.describe(queue.name),
                 extra={
-                    "vhost": vhost.name,
+                    **session.log_fields(),
                     "queue": queue.name,
-                    "peer": f"{session.peer[0]}:{session.peer[1]}",
-                    "user": session.username,
                     "threshold": disconnect.breach.setting,
                     "limit": disconnect.breach.limit,
                     "value": disconnect.breach.value,
