@@ -40,6 +40,7 @@ from batonmq import __version__
 from batonmq.store.backup import MANIFEST, make_empty_directory, write_manifest
 from batonmq.store.base import (
     GUEST_CREDENTIAL,
+    LEVEL_INDEX,
     MESSAGE_ID_BLOCK,
     SCHEMA_VERSION,
     PagedEntry,
@@ -118,12 +119,23 @@ _MIGRATIONS: Final = (
     INSERT INTO {{s}}.vhosts SELECT vhost FROM {{s}}.exchanges UNION SELECT vhost FROM {{s}}.queues
         ON CONFLICT DO NOTHING;
     """,
+    # Version 5: the level index holds only levels above 0 (see `LEVEL_INDEX`).
+    f"""
+    DROP INDEX IF EXISTS {{s}}.entries_priority;
+    CREATE INDEX entries_priority ON {{s}}.entries {LEVEL_INDEX};
+    """,
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
 #: Message ids of a commit's deleted entries, whose messages may be left without an entry.
 _CANDIDATES: Final = "batonmq_orphan_candidates"
 _ENTRY: Final = "broker_id = $1 AND vhost = $2 AND queue = $3"
+_READ_ENTRIES: Final = (
+    "SELECT e.sequence, e.delivery_count, e.expires_at, m.id, m.exchange, m.routing_key, "
+    "m.header_payload, m.body FROM {s}.entries AS e JOIN {s}.messages AS m ON m.id = "
+    f"e.message_id WHERE e.{_ENTRY.replace(' AND ', ' AND e.')} AND e.sequence > $4"
+)
+_NEXT: Final = "ORDER BY e.sequence LIMIT $5"
 _ORPHANS: Final = "NOT EXISTS (SELECT 1 FROM {s}.entries AS e WHERE e.message_id = m.id)"
 #: A stored message's bytes, as `used_bytes` counts them (octet_length reads a TOASTed value's
 #: size from its pointer: the value itself is not fetched).
@@ -208,11 +220,10 @@ _SQL: Final = {
     "next_block": "UPDATE {s}.counters SET value = value + 1 WHERE name = 'message_id_block' "
     "RETURNING value",
     "block": "SELECT value FROM {s}.counters WHERE name = 'message_id_block'",
-    "read_entries": "SELECT e.sequence, e.delivery_count, e.expires_at, m.id, m.exchange, "
-    "m.routing_key, "
-    "m.header_payload, m.body FROM {s}.entries AS e JOIN {s}.messages AS m ON m.id = "
-    f"e.message_id WHERE e.{_ENTRY.replace(' AND ', ' AND e.')} AND e.sequence > $4 "
-    "AND ($6::integer IS NULL OR e.priority = $6) ORDER BY e.sequence LIMIT $5",
+    # Any level ($6 null) or level 0, through the primary key.
+    "read_entries": f"{_READ_ENTRIES} AND ($6::integer IS NULL OR e.priority = $6) {_NEXT}",
+    # A level above 0: `e.priority > 0` lets the planner prove the partial index applies.
+    "read_level_entries": f"{_READ_ENTRIES} AND e.priority = $6 AND e.priority > 0 {_NEXT}",
     "counts": "SELECT (SELECT count(*) FROM {s}.exchanges WHERE broker_id = $1), "
     "(SELECT count(*) FROM {s}.queues WHERE broker_id = $1), "
     "(SELECT count(*) FROM {s}.bindings WHERE broker_id = $1), count(*), "
@@ -396,7 +407,7 @@ class PostgresStore:
         async def work(connection: _Connection) -> list[PagedEntry]:
             self._require_current(write=False)
             rows = await connection.fetch(
-                self._sql["read_entries"],
+                self._sql["read_level_entries" if priority else "read_entries"],
                 self._broker_id,
                 vhost,
                 queue,

@@ -40,6 +40,7 @@ from batonmq import __version__
 from batonmq.store.backup import MANIFEST, make_empty_directory, write_manifest
 from batonmq.store.base import (
     GUEST_CREDENTIAL,
+    LEVEL_INDEX,
     SCHEMA_VERSION,
     PagedEntry,
     QueueBacklog,
@@ -126,6 +127,11 @@ _MIGRATIONS: Final[tuple[tuple[str | Callable[[sqlite3.Connection], None], ...],
         f"INSERT OR IGNORE INTO users VALUES ('guest', '{GUEST_CREDENTIAL}')",
         "CREATE TABLE IF NOT EXISTS vhosts (name TEXT PRIMARY KEY) WITHOUT ROWID",
         "INSERT OR IGNORE INTO vhosts SELECT vhost FROM exchanges UNION SELECT vhost FROM queues",
+    ),
+    # Version 5: the level index holds only levels above 0 (see `LEVEL_INDEX`).
+    (
+        "DROP INDEX IF EXISTS entries_priority",
+        f"CREATE INDEX entries_priority ON entries {LEVEL_INDEX}",
     ),
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
@@ -519,15 +525,9 @@ class SQLiteStore:
     def _read_sync(
         self, vhost: str, queue: str, after: int, limit: int, priority: int | None
     ) -> list[PagedEntry]:
-        level = "" if priority is None else " AND e.priority = ?"
-
         def read(conn: sqlite3.Connection) -> list[PagedEntry]:
             rows = conn.execute(
-                "SELECT e.sequence, e.delivery_count, e.expires_at, m.id, m.exchange,"
-                " m.routing_key, m.header_payload, m.body FROM entries e JOIN messages m"
-                " ON m.broker_id = e.broker_id AND m.id = e.message_id"
-                f" WHERE e.broker_id = ? AND e.vhost = ? AND e.queue = ?{level}"
-                " AND e.sequence > ? ORDER BY e.sequence LIMIT ?",
+                read_entries_sql(priority),
                 (
                     self._broker_id,
                     vhost,
@@ -655,6 +655,26 @@ class SQLiteStore:
 
 _KEY: Final = "broker_id = ? AND vhost = ?"
 _ENTRY: Final = f"{_KEY} AND queue = ? AND sequence = ?"
+
+
+def read_entries_sql(priority: int | None) -> str:
+    """The read of a queue's entries after a sequence: of any level (`priority` None), or of
+    one. A level above 0 is read through the partial index (LEVEL_INDEX), named: without
+    statistics (the store never runs ANALYZE) SQLite prefers the primary key of a WITHOUT ROWID
+    table, which would walk every level's entries; `priority > 0` is the index's condition,
+    which SQLite must find in the query to use it. Level 0 is read through the primary key."""
+    index, level = "", "" if priority is None else " AND e.priority = ?"
+    if priority:
+        index, level = " INDEXED BY entries_priority", level + " AND e.priority > 0"
+    return (
+        "SELECT e.sequence, e.delivery_count, e.expires_at, m.id, m.exchange,"
+        f" m.routing_key, m.header_payload, m.body FROM entries e{index} JOIN messages m"
+        " ON m.broker_id = e.broker_id AND m.id = e.message_id"
+        f" WHERE e.broker_id = ? AND e.vhost = ? AND e.queue = ?{level}"
+        " AND e.sequence > ? ORDER BY e.sequence LIMIT ?"
+    )
+
+
 _RANGE: Final = "queue = ? AND sequence BETWEEN ? AND ? AND (? IS NULL OR priority = ?)"
 
 

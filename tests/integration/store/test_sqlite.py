@@ -33,7 +33,7 @@ from batonmq.store.base import (
     StoreUnavailable,
     WriteBatch,
 )
-from batonmq.store.sqlite import SQLiteStore
+from batonmq.store.sqlite import SQLiteStore, read_entries_sql
 
 VHOST = "/"
 #: A content header payload with no properties, for a 2-byte body.
@@ -75,6 +75,14 @@ def query(path: Path, sql: str) -> list[tuple[object, ...]]:
     connection = sqlite3.connect(path)
     try:
         return connection.execute(sql).fetchall()
+    finally:
+        connection.close()
+
+
+def query_with(path: Path, sql: str, *parameters: object) -> list[tuple[object, ...]]:
+    connection = sqlite3.connect(path)
+    try:
+        return connection.execute(sql, parameters).fetchall()
     finally:
         connection.close()
 
@@ -161,7 +169,7 @@ _HOLD_THE_LOCK = textwrap.dedent(
     """
     import asyncio, sys
     from pathlib import Path
-    from batonmq.store.sqlite import SQLiteStore
+    from batonmq.store.sqlite import SQLiteStore, read_entries_sql
 
     async def main() -> None:
         store = SQLiteStore(Path(sys.argv[1]), broker_id="holder")
@@ -584,8 +592,10 @@ async def test_restore_needs_the_lock(
 async def test_a_version_1_store_gains_entry_expiry_times_and_priority_levels(
     stores: list[SQLiteStore], db_path: Path
 ) -> None:
-    """Rules (schema versions 2 and 3): entries carry an expiry time and a priority level; a
-    store written by version 1 keeps its entries, which come back with no expiry, at level 0."""
+    """Rules (schema versions 2, 3 and 5): entries carry an expiry time and a priority level,
+    indexed for levels above 0 only (`LEVEL_INDEX`: plain queues' entries cost no second
+    index); a store written by version 1 keeps its entries, which come back with no expiry, at
+    level 0."""
     db_path.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.closing(sqlite3.connect(db_path)) as conn, conn:
         for statement in sqlite_store._MIGRATIONS[0]:
@@ -605,3 +615,35 @@ async def test_a_version_1_store_gains_entry_expiry_times_and_priority_levels(
     assert recovery.backlogs == [QueueBacklog(VHOST, "q", 1, 2, 0, priority=0)]
     [paged] = await store.read_entries(VHOST, "q", -1, 10, priority=0)
     assert (paged.message.body, paged.expires_at) == (b"hi", None)
+    assert query(db_path, "SELECT sql FROM sqlite_master WHERE name = 'entries_priority'") == [
+        (
+            "CREATE INDEX entries_priority ON entries "
+            "(broker_id, vhost, queue, priority, sequence) WHERE priority > 0",
+        )
+    ]
+
+
+async def test_a_level_above_0_is_read_through_the_level_index_and_entries_by_their_key(
+    stores: list[SQLiteStore], db_path: Path
+) -> None:
+    """Rule (schema version 5, `LEVEL_INDEX`): a read of a priority level above 0 goes through
+    the partial level index, and a read of any level, or of level 0, and a delete of an entry by
+    its key go through the primary key. Without statistics SQLite's own choice for a level read
+    was the primary key, walking the entries of every level."""
+    await open_store(stores, db_path)
+
+    def plan(sql: str, *parameters: object) -> str:
+        rows = query_with(db_path, f"EXPLAIN QUERY PLAN {sql}", *parameters)
+        return " / ".join(str(row[-1]) for row in rows)
+
+    key = ("b1", VHOST, "q")
+    assert "USING INDEX entries_priority" in plan(read_entries_sql(7), *key, 7, 0, 10)
+    for level in (None, 0):
+        parameters = (*key, *(() if level is None else (level,)), 0, 10)
+        assert "USING PRIMARY KEY" in plan(read_entries_sql(level), *parameters)
+    deleting = plan(
+        "DELETE FROM entries WHERE broker_id = ? AND vhost = ? AND queue = ? AND sequence = ?",
+        *key,
+        5,
+    )
+    assert "USING PRIMARY KEY" in deleting
