@@ -655,6 +655,7 @@ class SQLiteStore:
 
 _KEY: Final = "broker_id = ? AND vhost = ?"
 _ENTRY: Final = f"{_KEY} AND queue = ? AND sequence = ?"
+_RANGE: Final = "queue = ? AND sequence BETWEEN ? AND ? AND (? IS NULL OR priority = ?)"
 
 
 def read_entries_sql(priority: int | None) -> str:
@@ -673,9 +674,6 @@ def read_entries_sql(priority: int | None) -> str:
         f" WHERE e.broker_id = ? AND e.vhost = ? AND e.queue = ?{level}"
         " AND e.sequence > ? ORDER BY e.sequence LIMIT ?"
     )
-
-
-_RANGE: Final = "queue = ? AND sequence BETWEEN ? AND ? AND (? IS NULL OR priority = ?)"
 
 
 def _batch_steps(broker: str, batch: WriteBatch) -> list[tuple[str, Sequence[tuple[object, ...]]]]:
