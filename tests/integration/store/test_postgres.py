@@ -373,7 +373,6 @@ async def test_a_store_analysed_while_empty_still_probes_an_index_per_row(
     again = make_store()
     await again.open()
     reports: list[str] = []
-    assert again._connection is not None
     again._connection.add_log_listener(lambda _c, message: reports.append(message.message))
     recovery = await again.recover()
 
