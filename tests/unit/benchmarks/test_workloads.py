@@ -81,3 +81,33 @@ def test_each_topic_routing_key_reaches_exactly_one_queue_as_batonmq_routes_it()
     assert len(keys) == 100
     for key in keys:
         assert len(exchange.route(key, None)) == 1
+
+
+def test_the_matrix_holds_every_workload_issue_7_names():
+    """Issue 7, Workloads: "one queue with 1/1, 2/2, 4/4, 8/8, 16/16, 32/32 and 64/64
+    producers/consumers; bodies of 128 B, 1 KiB and 64 KiB; transient without confirms;
+    persistent with confirms (sqlite and postgres); fanout to 10 queues; topic routing with
+    10,000 bindings; latency at fixed rates of 1,000 and 10,000 msgs/s", and the load generator's
+    ceiling against a sink. (Persistent 64 KiB runs at 1/1 and 4/4 only: 8 MB a second of bodies
+    through fsync is the disk's row, not the broker's.)"""
+    rows = {row.name: row for row in matrix()}
+    pairs = (1, 2, 4, 8, 16, 32, 64)
+    for size in ("128B", "1KiB", "64KiB"):
+        for n in pairs:
+            transient = rows[f"transient-{n}x{n}-{size}"]
+            assert (transient.producers, transient.consumers) == (n, n)
+            assert not transient.persistent
+    for size in ("128B", "1KiB"):
+        for n in pairs:
+            assert rows[f"persistent-{n}x{n}-{size}"].targets == (
+                "rabbitmq",
+                "batonmq",
+                "batonmq-pg",
+            )
+    fanout = rows["fanout10-128B"]
+    assert (fanout.exchange_type, fanout.queues, fanout.consumers) == ("fanout", 10, 10)
+    topic = rows["topic10k-128B"]
+    assert (topic.exchange_type, len(topic.topology("t").bindings)) == ("topic", 10_000)
+    assert [rows[f"latency-{rate}"].rate for rate in (1000, 10000)] == [1000, 10000]
+    assert rows["sink-publish-128B"].kind is Kind.SINK_PUBLISH
+    assert rows["memory-1M"].messages == 1_000_000
