@@ -59,6 +59,12 @@ class RunningBroker:
         self.process.kill()
         self.process.wait(10)
 
+    def __enter__(self) -> RunningBroker:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
             return

@@ -25,8 +25,5 @@ def batonmq(tmp_path: Path) -> Iterator[RunningBroker]:
     """Always a BatonMQ process of this test's own, even with --amqp-url: for tests that
     signal or measure the process, and for behaviour where BatonMQ follows the AMQP 0-9-1
     specification and RabbitMQ does not (each such test says where they differ)."""
-    running = start_broker(tmp_path)
-    try:
+    with start_broker(tmp_path) as running:
         yield running
-    finally:
-        running.stop()

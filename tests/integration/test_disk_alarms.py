@@ -110,11 +110,8 @@ def quota_broker(tmp_path: Path, store_environment: dict[str, str]) -> Iterator[
         # This test is about the quota: the free-disk alarm stays out of it on any disk.
         "BATONMQ__DISK__FREE_LIMIT": "0",
     }
-    running = start_broker(tmp_path, environment=environment)
-    try:
+    with start_broker(tmp_path, environment=environment) as running:
         yield running
-    finally:
-        running.stop()
 
 
 def test_an_overfull_store_blocks_producers_until_consumers_drain_it(

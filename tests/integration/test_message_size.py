@@ -19,11 +19,8 @@ MAX_SIZE = 4096
 def small_broker(tmp_path: Path) -> Iterator[RunningBroker]:
     config = tmp_path / "batonmq.toml"
     config.write_text(f"[amqp]\nmax_message_size = {MAX_SIZE}\n")
-    running = start_broker(tmp_path, "--config", str(config))
-    try:
+    with start_broker(tmp_path, "--config", str(config)) as running:
         yield running
-    finally:
-        running.stop()
 
 
 def test_oversized_message_closes_only_its_channel(small_broker: RunningBroker) -> None:

@@ -21,14 +21,11 @@ BODY = b"x" * 1024
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[RunningBroker]:
-    running = start_broker(
+    with start_broker(
         tmp_path,
         environment={"BATONMQ__LIMITS__MAX_MESSAGES": "1000", "BATONMQ__LOG__LEVEL": "info"},
-    )
-    try:
+    ) as running:
         yield running
-    finally:
-        running.stop()
 
 
 def connect(broker: RunningBroker) -> pika.BlockingConnection:

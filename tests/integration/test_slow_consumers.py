@@ -36,11 +36,8 @@ def overload_broker(tmp_path: Path) -> Iterator[RunningBroker]:
         "BATONMQ__ALERTS__MAX_MESSAGE_COUNT": "5",
         "BATONMQ__ALERTS__INTERVAL": "0.3",
     }
-    broker = start_broker(tmp_path, environment=environment)
-    try:
+    with start_broker(tmp_path, environment=environment) as broker:
         yield broker
-    finally:
-        broker.stop()
 
 
 def connect(broker: RunningBroker) -> BlockingConnection:
