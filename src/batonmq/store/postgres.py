@@ -71,6 +71,12 @@ _T = TypeVar("_T")
 _SCHEMA_NAME: Final = re.compile(r"[a-z0-9_]{1,63}")
 _CONNECT_TIMEOUT: Final = 10.0
 _CLOSE_TIMEOUT: Final = 5.0
+#: How long an open waits for the broker's lock before StoreLocked. A broker restarted at once
+#: after a SIGKILL finds its predecessor's session still holding the lock until the server
+#: notices the client is gone: that server finishes the statements the dead broker had already
+#: sent first.
+_LOCK_WAIT: Final = 5.0
+_LOCK_RETRY: Final = 0.1
 #: What a refused or lost connection raises, besides the server's own errors.
 _DATABASE_ERRORS: Final = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 
@@ -638,7 +644,7 @@ class PostgresStore:
         if not (self._locking if lock is None else lock):
             return connection
         try:
-            if not await connection.fetchval("SELECT pg_try_advisory_lock($1)", self._lock_key):
+            if not await self._take_lock(connection):
                 raise StoreLocked(
                     f"the store of broker {self._broker_id!r} at {self._location} is in use by "
                     "another running broker"
@@ -652,6 +658,14 @@ class PostgresStore:
                 raise StoreUnavailable(self._failure("cannot lock", error)) from error
             raise
         return connection
+
+    async def _take_lock(self, connection: _Connection) -> bool:
+        deadline = asyncio.get_running_loop().time() + _LOCK_WAIT
+        while not await connection.fetchval("SELECT pg_try_advisory_lock($1)", self._lock_key):
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(_LOCK_RETRY)
+        return True
 
     async def _read_version(self, connection: _Connection) -> int:
         """0 for no schema or an empty one; StoreCorrupt for tables without a version."""

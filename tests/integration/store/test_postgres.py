@@ -194,6 +194,22 @@ async def test_a_second_locking_open_is_refused(make_store: MakeStore, postgres_
     assert await _bodies(successor) == [b"body 0"]
 
 
+async def test_an_open_waits_for_a_lock_released_meanwhile(make_store: MakeStore) -> None:
+    """A broker restarted at once after a SIGKILL (a supervisor's restart) finds its dead
+    predecessor's session still holding the lock, until the server notices the client is gone.
+    An open waits a few seconds (`_LOCK_WAIT`) for the lock before it is StoreLocked: the crash
+    test failed in CI on exactly this race."""
+    holder = make_store()
+    await holder.open()
+    successor = make_store()
+    opening = asyncio.create_task(successor.open())
+    await asyncio.sleep(0.5)
+    assert not opening.done()
+    await holder.close()
+    await asyncio.wait_for(opening, timeout=postgres_store._LOCK_WAIT)
+    await successor.recover()
+
+
 async def test_a_newer_schema_is_refused(make_store: MakeStore, postgres_dsn: str) -> None:
     """A schema written by a newer BatonMQ is SchemaTooNew, for a broker and for batonctl."""
     store = make_store()
