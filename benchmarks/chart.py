@@ -49,12 +49,14 @@ def draw_chart(
     if not rows:
         return
     names = [("* " if workload.headline else "") + workload.name for workload in rows]
+    measured = {target for _, target in measurements}
     targets = [
         target
-        for target in ("batonmq", "batonmq-pg")
-        if any((workload.name, target) in measurements for workload in rows)
+        for target in dict.fromkeys(target for workload in rows for target in workload.targets)
+        if target != "rabbitmq" and target in measured
     ]
-    height = max(3.0, 0.32 * len(rows) * max(1, len(targets)) + 1.5)
+    # Builds multiply the bars; past 100 inches they get thinner, not the figure taller.
+    height = min(100.0, max(3.0, 0.32 * len(rows) * max(1, len(targets)) + 1.5))
     figure, (left, right) = plt.subplots(1, 2, figsize=(14, height), sharey=True)
     bar = 0.8 / max(1, len(targets))
     positions = list(range(len(rows)))
@@ -71,7 +73,7 @@ def draw_chart(
         for number, target in enumerate(targets):
             values = _ratios(rows, measurements, target, metric_for)
             offsets = [position + (number - (len(targets) - 1) / 2) * bar for position in positions]
-            axes.barh(offsets, values, height=bar, color=_COLOURS[target], label=target)
+            axes.barh(offsets, values, height=bar, color=_COLOURS.get(target), label=target)
             for offset, value in zip(offsets, values, strict=True):
                 if not math.isnan(value):
                     axes.text(value, offset, f" {value:.2f}", va="center", fontsize=7)

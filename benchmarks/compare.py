@@ -5,12 +5,17 @@
     python -m benchmarks.compare --rows headline # issue 7's headline rows
     python -m benchmarks.compare --rows 'transient-*-128B' --rows latency-1000
     python -m benchmarks.compare --list          # the rows and what each measures
+    python -m benchmarks.compare --build before=/tmp/wt  # also run BatonMQ from another tree
 
 All brokers are started at the beginning (RabbitMQ, BatonMQ with SQLite, and BatonMQ with
 PostgreSQL when a row needs it), each on free loopback ports with temporary directories, and
 stopped at the end. They stay up together, but only one is loaded at a time: a row runs on each
 broker in turn (alternating which goes first, so that drift in the machine's load does not favour
 one side), and the CPU and memory reported are those of the loaded broker's processes only.
+
+--build NAME=PATH runs BatonMQ from the source tree at PATH as well (PATH/src on PYTHONPATH), as
+the brokers batonmq@NAME and batonmq-pg@NAME, each with a store of its own: a git worktree of an
+earlier commit measures what a change did, against the same RabbitMQ in the same run.
 
 Output: the per-row table, the producers/consumers sweeps in the format of seeds/004 Table 1.6,
 the headline goals, a JSON file (benchmarks/results/<time>.json) and a PNG chart next to it.
@@ -33,15 +38,16 @@ import datetime
 import json
 import os
 import platform
+import re
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from benchmarks.brokers.base import Broker, BrokerError
-from benchmarks.brokers.batonmq import BatonMQ
-from benchmarks.brokers.postgres import PostgresUnavailable, start_postgres
+from benchmarks.brokers.batonmq import BatonMQ, Build, target_name
+from benchmarks.brokers.postgres import BenchPostgres, PostgresUnavailable, start_postgres
 from benchmarks.brokers.rabbitmq import RabbitMQ
 from benchmarks.brokers.sink import Sink
 from benchmarks.report import first_line, headline_summary, results_table, sweep_tables
@@ -78,6 +84,14 @@ def _parser() -> argparse.ArgumentParser:
         choices=("rabbitmq", "batonmq", "batonmq-pg"),
         help="do not run on this broker (repeatable)",
     )
+    parser.add_argument(
+        "--build",
+        action="append",
+        default=[],
+        type=_build,
+        metavar="NAME=PATH",
+        help="also run BatonMQ from the source tree at PATH, as batonmq@NAME (repeatable)",
+    )
     parser.add_argument("--prefetch", type=int, default=1000, help="consumers' basic.qos")
     parser.add_argument(
         "--confirm-window", type=int, default=1000, help="unconfirmed publishes per publisher"
@@ -94,6 +108,18 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", type=Path, help="JSON file (default benchmarks/results/)")
     parser.add_argument("--no-chart", action="store_true", help="do not draw the PNG chart")
     return parser
+
+
+def _build(text: str) -> Build:
+    name, separator, path = text.partition("=")
+    if not separator or not re.fullmatch(r"[A-Za-z0-9_]+", name):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected NAME=PATH, NAME of letters, digits and underscores"
+        )
+    root = Path(path).resolve()
+    if not (root / "src" / "batonmq" / "__main__.py").is_file():
+        raise argparse.ArgumentTypeError(f"{root} holds no BatonMQ source tree (src/batonmq)")
+    return Build(name, root)
 
 
 def _settings(arguments: argparse.Namespace) -> RunSettings:
@@ -115,30 +141,43 @@ def _say(text: str) -> None:
 
 
 class Brokers(contextlib.ExitStack):
-    """The brokers a run needs, started once; those that cannot start are `skipped` with why."""
+    """The brokers a run needs, started once; those that cannot start are `skipped` with why.
+    One PostgreSQL server serves every BatonMQ on PostgreSQL, each in a database of its own."""
 
-    def __init__(self, needed: set[str]) -> None:
+    def __init__(self, needed: set[str], builds: Sequence[Build] = ()) -> None:
         super().__init__()
         self.needed = needed
+        self.builds = builds
         self.running: dict[str, Broker] = {}
         self.skipped: dict[str, str] = {}
         self.labels: dict[str, str] = {"sink": "load-generator sink"}
+        self._postgres: BenchPostgres | str | None = None  # the server, or why there is none
 
     def start(self) -> None:
         if "rabbitmq" in self.needed:
             self._start(RabbitMQ())
-        if "batonmq" in self.needed:
-            self._start(BatonMQ())
-        if "batonmq-pg" in self.needed:
+        for build in (None, *self.builds):
+            if target_name("batonmq", build) in self.needed:
+                self._start(BatonMQ(build=build))
+            with_postgres = target_name("batonmq-pg", build)
+            if with_postgres in self.needed:
+                postgres = self._postgres_server()
+                if isinstance(postgres, str):
+                    self.skipped[with_postgres] = f"skipped: no PostgreSQL ({postgres})"
+                    self.labels[with_postgres] = with_postgres
+                    _say(f"{with_postgres}: {self.skipped[with_postgres]}")
+                else:
+                    self._start(BatonMQ(postgres, build))
+
+    def _postgres_server(self) -> BenchPostgres | str:
+        if self._postgres is None:
             try:
-                postgres = start_postgres()
+                self._postgres = start_postgres()
             except PostgresUnavailable as error:
-                self.skipped["batonmq-pg"] = f"skipped: no PostgreSQL ({error})"
-                self.labels["batonmq-pg"] = "BatonMQ (postgres)"
-                _say(f"batonmq-pg: {self.skipped['batonmq-pg']}")
+                self._postgres = str(error)
             else:
-                self.callback(postgres.stop)
-                self._start(BatonMQ(postgres))
+                self.callback(self._postgres.stop)
+        return self._postgres
 
     def _start(self, broker: Broker) -> None:
         self.labels[broker.name] = broker.label
@@ -161,13 +200,16 @@ class Brokers(contextlib.ExitStack):
 
 
 def run(
-    workloads: Sequence[Workload], settings: RunSettings, skip: set[str]
+    workloads: Sequence[Workload],
+    settings: RunSettings,
+    skip: set[str],
+    builds: Sequence[Build] = (),
 ) -> tuple[dict[tuple[str, str], Measurement], dict[str, str], dict[str, str]]:
     """Every row on every broker it names; (measurements, broker labels, skipped brokers)."""
     needed = {target for workload in workloads for target in workload.targets} - skip - {"sink"}
     measurements: dict[tuple[str, str], Measurement] = {}
     run_id = datetime.datetime.now().strftime("%H%M%S")
-    with Brokers(needed) as brokers:
+    with Brokers(needed, builds) as brokers:
         brokers.start()
         for index, workload in enumerate(workloads):
             targets = [target for target in workload.targets if target not in skip]
@@ -221,6 +263,7 @@ def to_json(
     skipped: dict[str, str],
     settings: RunSettings,
     started: datetime.datetime,
+    builds: Sequence[Build] = (),
 ) -> dict[str, object]:
     rows = []
     for workload in workloads:
@@ -252,6 +295,9 @@ def to_json(
         },
         "settings": asdict(settings),
         "brokers": labels,
+        "builds": {
+            build.name: {"path": str(build.root), "commit": build.commit()} for build in builds
+        },
         "skipped": skipped,
         "rows": rows,
     }
@@ -260,7 +306,12 @@ def to_json(
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = _parser().parse_args(argv)
     patterns = [part for pattern in arguments.rows for part in pattern.split(",") if part]
-    workloads = select(patterns, arguments.quick)
+    builds: list[Build] = arguments.build
+    names = tuple(build.name for build in builds)
+    if len(set(names)) != len(names):
+        print(f"--build names must differ: {', '.join(names)}", file=sys.stderr)
+        return 2
+    workloads = [replace(workload, builds=names) for workload in select(patterns, arguments.quick)]
     if arguments.list:
         for workload in workloads:
             mark = "*" if workload.headline else " "
@@ -276,7 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{os.cpu_count()} CPUs; load generator: {settings.publisher_processes} publisher and "
         f"{settings.consumer_processes} consumer process(es)"
     )
-    measurements, labels, skipped = run(workloads, settings, set(arguments.skip))
+    measurements, labels, skipped = run(workloads, settings, set(arguments.skip), builds)
 
     print()
     print(results_table(workloads, measurements, labels))
@@ -290,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     output = arguments.output or RESULTS_DIR / f"{started:%Y%m%d-%H%M%S}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
-    payload = to_json(workloads, measurements, labels, skipped, settings, started)
+    payload = to_json(workloads, measurements, labels, skipped, settings, started, builds)
     output.write_text(json.dumps(payload, indent=2) + "\n")
     print(f"\nJSON: {output}")
     if not arguments.no_chart:

@@ -72,15 +72,18 @@ class Workload:
     #: Messages to queue (memory rows).
     messages: int = 0
     headline: Headline | None = None
+    #: Other BatonMQ source trees to run beside this one (compare.py --build NAME=PATH).
+    builds: tuple[str, ...] = ()
 
     @property
     def targets(self) -> tuple[str, ...]:
-        """The brokers this row runs on; the first is the baseline of the comparison."""
+        """The brokers this row runs on; the first is the baseline of the comparison. Each
+        build adds its own BatonMQ targets, named `batonmq@NAME` and `batonmq-pg@NAME`."""
         if self.kind in (Kind.SINK_PUBLISH, Kind.SINK_CONSUME):
             return ("sink",)
-        if self.persistent:
-            return ("rabbitmq", "batonmq", "batonmq-pg")
-        return ("rabbitmq", "batonmq")
+        batonmq = ("batonmq", "batonmq-pg") if self.persistent else ("batonmq",)
+        built = tuple(f"{target}@{build}" for build in self.builds for target in batonmq)
+        return ("rabbitmq", *batonmq, *built)
 
     @property
     def deliveries_per_publish(self) -> int:

@@ -1,4 +1,5 @@
-"""BatonMQ: `python -m batonmq` with a configuration file in a temporary directory."""
+"""BatonMQ: `python -m batonmq` with a configuration file in a temporary directory, from this
+source tree or from a build of another (an older commit's worktree, to measure an optimisation)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.brokers.base import HOST, Broker, free_port, wait_for_amqp
-from benchmarks.brokers.postgres import BenchPostgres
+from benchmarks.brokers.postgres import DATABASE, BenchPostgres
 from benchmarks.procstats import process_tree
 
 
@@ -20,14 +22,41 @@ def _toml_string(text: str) -> str:
     return json.dumps(text)  # a JSON string is a valid TOML basic string
 
 
-class BatonMQ(Broker):
-    """BatonMQ with the SQLite store (`postgres` None) or the PostgreSQL one. With PostgreSQL,
-    the server's processes are measured with the broker's: they do the store's work."""
+@dataclass(frozen=True, slots=True)
+class Build:
+    """Another BatonMQ source tree, run beside this one: `root` holds its `src/batonmq`."""
 
-    def __init__(self, postgres: BenchPostgres | None = None) -> None:
+    name: str
+    root: Path
+
+    def commit(self) -> str | None:
+        """The commit checked out at `root`, if it is a git work tree."""
+        finished = subprocess.run(
+            ["git", "-C", str(self.root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return finished.stdout.strip() if finished.returncode == 0 else None
+
+
+def target_name(store: str, build: Build | None) -> str:
+    """How results name BatonMQ on `store` ("batonmq" or "batonmq-pg"), from `build` or not."""
+    return f"{store}@{build.name}" if build else store
+
+
+class BatonMQ(Broker):
+    """BatonMQ with the SQLite store (`postgres` None) or the PostgreSQL one, in a database of
+    its own. With PostgreSQL, the server's processes are measured with the broker's: they do the
+    store's work. With a `build`, the broker runs that source tree's code."""
+
+    def __init__(self, postgres: BenchPostgres | None = None, build: Build | None = None) -> None:
         self.postgres = postgres
-        self.name = "batonmq-pg" if postgres else "batonmq"
+        self.build = build
+        self.name = target_name("batonmq-pg" if postgres else "batonmq", build)
         self.label = "BatonMQ (postgres)" if postgres else "BatonMQ (sqlite)"
+        if build:
+            self.label += f" @{build.name}"
         self.directory: Path | None = None
 
     def start(self) -> None:
@@ -46,7 +75,9 @@ class BatonMQ(Broker):
             'level = "warning"',
         ]
         if self.postgres:
-            config += ["[persist.postgres]", f"dsn = {_toml_string(self.postgres.dsn)}"]
+            database = DATABASE + (f"_{self.build.name}" if self.build else "")
+            dsn = self.postgres.create_database(database)
+            config += ["[persist.postgres]", f"dsn = {_toml_string(dsn)}"]
         config_path = self.directory / "batonmq.toml"
         config_path.write_text("\n".join(config) + "\n")
         log_path = self.directory / "broker.log"
@@ -54,6 +85,8 @@ class BatonMQ(Broker):
             key: value for key, value in os.environ.items() if not key.startswith("BATONMQ")
         }
         environment["PYTHONUNBUFFERED"] = "1"
+        if self.build:
+            environment["PYTHONPATH"] = str(self.build.root / "src")
         with log_path.open("ab") as log_file:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "batonmq", "--config", str(config_path)],

@@ -11,7 +11,9 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchmarks.brokers.base import free_port
+import asyncpg
+
+from benchmarks.brokers.base import BrokerError, free_port
 
 if TYPE_CHECKING:
     from tests.pgserver import ThrowawayServer
@@ -24,14 +26,22 @@ class PostgresUnavailable(RuntimeError):
 
 
 class BenchPostgres:
-    """A started server with an empty database `dsn` names; `stop` removes it all."""
+    """A started server; each broker has a database of its own (`create_database`). `stop`
+    removes it all."""
 
     def __init__(self, server: ThrowawayServer) -> None:
         self.server = server
-        self.dsn = server.admin_dsn.rsplit("/", 1)[0] + "/" + DATABASE
 
     def postmaster_pid(self) -> int:
         return int((Path(self.server.data_dir) / "postmaster.pid").read_text().split()[0])
+
+    def create_database(self, name: str) -> str:
+        """A new empty database; its DSN."""
+        try:
+            asyncio.run(_create_database(self.server.admin_dsn, name))
+        except (OSError, asyncpg.PostgresError) as error:
+            raise BrokerError(f"cannot create the database {name}: {error}") from error
+        return self.server.admin_dsn.rsplit("/", 1)[0] + "/" + name
 
     def stop(self) -> None:
         try:
@@ -53,7 +63,6 @@ def start_postgres() -> BenchPostgres:
         raise PostgresUnavailable(str(failure)) from None
     try:
         _start_durable(server)
-        asyncio.run(_create_database(server.admin_dsn))
     except pytest.fail.Exception as failure:
         server.stop()
         server.remove()
@@ -87,11 +96,9 @@ def _start_durable(server: ThrowawayServer) -> None:
     server.running = True
 
 
-async def _create_database(admin_dsn: str) -> None:
-    import asyncpg
-
+async def _create_database(admin_dsn: str, name: str) -> None:
     connection = await asyncpg.connect(admin_dsn)
     try:
-        await connection.execute(f'CREATE DATABASE "{DATABASE}"')
+        await connection.execute(f'CREATE DATABASE "{name}"')
     finally:
         await connection.close()

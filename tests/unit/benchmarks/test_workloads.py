@@ -1,5 +1,7 @@
 """The benchmark's rows: names, selection, and the topic row's routing keys."""
 
+from dataclasses import replace
+
 import pytest
 from benchmarks.workloads import (
     HEADLINES,
@@ -47,6 +49,25 @@ def test_persistent_rows_run_on_both_stores_with_rabbitmq_as_baseline():
     (plan,) = row.publisher_plans(row.topology("p"), confirm_window=1000)
     assert (plan.persistent, plan.confirm_window) == (True, 1000)
     assert row.topology("p").durable
+
+
+def test_each_build_runs_a_row_on_batonmq_with_each_store_the_row_uses():
+    """compare.py --build NAME=PATH: BatonMQ from another source tree, beside this one, with
+    RabbitMQ still first (the baseline of every ratio)."""
+    (persistent,) = select(["persistent-1x1-128B"], quick=False)
+    assert replace(persistent, builds=("old", "older")).targets == (
+        "rabbitmq",
+        "batonmq",
+        "batonmq-pg",
+        "batonmq@old",
+        "batonmq-pg@old",
+        "batonmq@older",
+        "batonmq-pg@older",
+    )
+    (transient,) = select(["transient-1x1-128B"], quick=False)
+    assert replace(transient, builds=("old",)).targets == ("rabbitmq", "batonmq", "batonmq@old")
+    (sink,) = select(["sink-publish-128B"], quick=False)
+    assert replace(sink, builds=("old",)).targets == ("sink",)
 
 
 @pytest.mark.parametrize(
