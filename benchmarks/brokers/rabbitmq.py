@@ -17,6 +17,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -44,6 +45,7 @@ def install_rabbitmq() -> Path:
     """apt-get install rabbitmq-server (as root), then where its scripts are."""
     if os.geteuid() != 0:
         raise BrokerError("rabbitmq-server is not installed, and installing it needs root")
+    print("rabbitmq-server is not installed: apt-get install rabbitmq-server", file=sys.stderr)
     environment = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     for command in (["apt-get", "update"], ["apt-get", "install", "-y", "rabbitmq-server"]):
         finished = subprocess.run(command, env=environment, capture_output=True, check=False)
