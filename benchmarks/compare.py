@@ -46,14 +46,14 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from benchmarks.brokers.base import Broker, BrokerError
-from benchmarks.brokers.batonmq import BatonMQ, Build, target_name
+from benchmarks.brokers.batonmq import BatonMQ, Build
 from benchmarks.brokers.postgres import BenchPostgres, PostgresUnavailable, start_postgres
 from benchmarks.brokers.rabbitmq import RabbitMQ
 from benchmarks.brokers.sink import Sink
 from benchmarks.report import first_line, headline_summary, results_table, sweep_tables
 from benchmarks.results import COMPARED_METRICS, Measurement, metric_value, ratio
 from benchmarks.runner import RunSettings, run_row
-from benchmarks.workloads import Kind, Workload, select
+from benchmarks.workloads import Kind, Workload, select, target_name
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -157,9 +157,10 @@ class Brokers(contextlib.ExitStack):
         if "rabbitmq" in self.needed:
             self._start(RabbitMQ())
         for build in (None, *self.builds):
-            if target_name("batonmq", build) in self.needed:
+            name = build.name if build else None
+            if target_name("batonmq", name) in self.needed:
                 self._start(BatonMQ(build=build))
-            with_postgres = target_name("batonmq-pg", build)
+            with_postgres = target_name("batonmq-pg", name)
             if with_postgres in self.needed:
                 postgres = self._postgres_server()
                 if isinstance(postgres, str):

@@ -46,6 +46,12 @@ PRIMARY_METRIC: dict[Kind, tuple[str, bool]] = {
 }
 
 
+def target_name(store: str, build: str | None = None) -> str:
+    """How results name BatonMQ on `store` ("batonmq" or "batonmq-pg"): of this source tree, or
+    of the build named `build` (compare.py --build)."""
+    return f"{store}@{build}" if build else store
+
+
 @dataclass(frozen=True, slots=True)
 class Headline:
     """A goal of issue 7 that this row measures, on `target`."""
@@ -82,7 +88,7 @@ class Workload:
         if self.kind in (Kind.SINK_PUBLISH, Kind.SINK_CONSUME):
             return ("sink",)
         batonmq = ("batonmq", "batonmq-pg") if self.persistent else ("batonmq",)
-        built = tuple(f"{target}@{build}" for build in self.builds for target in batonmq)
+        built = tuple(target_name(target, build) for build in self.builds for target in batonmq)
         return ("rabbitmq", *batonmq, *built)
 
     @property

@@ -16,6 +16,7 @@ from pathlib import Path
 from benchmarks.brokers.base import HOST, Broker, free_port, wait_for_amqp
 from benchmarks.brokers.postgres import DATABASE, BenchPostgres
 from benchmarks.procstats import process_tree
+from benchmarks.workloads import target_name
 
 
 def _toml_string(text: str) -> str:
@@ -40,11 +41,6 @@ class Build:
         return finished.stdout.strip() if finished.returncode == 0 else None
 
 
-def target_name(store: str, build: Build | None) -> str:
-    """How results name BatonMQ on `store` ("batonmq" or "batonmq-pg"), from `build` or not."""
-    return f"{store}@{build.name}" if build else store
-
-
 class BatonMQ(Broker):
     """BatonMQ with the SQLite store (`postgres` None) or the PostgreSQL one, in a database of
     its own. With PostgreSQL, the server's processes are measured with the broker's: they do the
@@ -53,7 +49,8 @@ class BatonMQ(Broker):
     def __init__(self, postgres: BenchPostgres | None = None, build: Build | None = None) -> None:
         self.postgres = postgres
         self.build = build
-        self.name = target_name("batonmq-pg" if postgres else "batonmq", build)
+        store = "batonmq-pg" if postgres else "batonmq"
+        self.name = target_name(store, build.name if build else None)
         self.label = "BatonMQ (postgres)" if postgres else "BatonMQ (sqlite)"
         if build:
             self.label += f" @{build.name}"
