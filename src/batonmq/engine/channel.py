@@ -12,15 +12,16 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import OrderedDict, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from pamqp import base
 
 from batonmq.amqp import outgoing
 from batonmq.amqp.constants import ReplyCode
-from batonmq.amqp.errors import amqp_error
+from batonmq.amqp.errors import ProtocolError, amqp_error
+from batonmq.engine.change import Change
 from batonmq.engine.confirms import ConfirmTracker
 from batonmq.engine.consumer import Consumer
 from batonmq.engine.outcome import Outcome
@@ -32,6 +33,18 @@ if TYPE_CHECKING:
     from batonmq.engine.session import Session
 
 log = logging.getLogger(__name__)
+
+
+T = TypeVar("T")
+#: What a method replies: a method, an encoded frame, or methods in order.
+Reply = base.Frame | bytes | list[base.Frame]
+
+
+def _write_failed(what: str) -> ProtocolError:
+    return amqp_error(
+        ReplyCode.PRECONDITION_FAILED,
+        f"{what} failed: the store could not write it",
+    )
 
 
 @dataclass(slots=True)
@@ -72,7 +85,16 @@ class Channel:
     def reply(self, method: base.Frame) -> None:
         self.session.send_method(self.number, method)
 
-    def reply_when_durable(self, reply: base.Frame | bytes, what: str) -> None:
+    def _send(self, reply: Reply) -> None:
+        if isinstance(reply, bytes):
+            self.session.send_frame(reply)
+        elif isinstance(reply, list):
+            for method in reply:
+                self.reply(method)
+        else:
+            self.reply(reply)
+
+    def reply_when_durable(self, reply: Reply, what: str) -> None:
         """Reply once the changes made so far are committed to the store (a durable declare,
         bind, delete, purge, or tx.commit); input from this client waits meanwhile, so nothing
         it sends next overtakes the reply. A failed write closes the channel: `what` did not
@@ -82,19 +104,43 @@ class Channel:
             if self.closed:
                 return
             if not committed:
-                self.session.close_channel(
-                    self.number,
-                    amqp_error(
-                        ReplyCode.PRECONDITION_FAILED,
-                        f"{what} failed: the store could not write it (see the broker log)",
-                    ),
-                )
-            elif isinstance(reply, bytes):
-                self.session.send_frame(reply)
+                self.session.close_channel(self.number, _write_failed(what))
             else:
-                self.reply(reply)
+                self._send(reply)
 
         self.session.after_durable(send)
+
+    def carry_out(self, change: Change[T], reply: Callable[[T], Reply | None], what: str) -> None:
+        """Apply `change` once its store writes are committed, then send what `reply` makes of
+        its result (None: no reply, as for nowait). This client's input waits meanwhile, so
+        nothing it sends next overtakes the change. A failed write applies nothing and closes
+        the channel: `what` did not happen."""
+        session = self.session
+        if not change.written:
+            frame = reply(change.apply())
+            if frame is not None:
+                self.reply_when_durable(frame, what)
+            return
+
+        def register(release_input: Callable[[], None]) -> None:
+            def done(result: T) -> None:
+                try:
+                    frame = reply(result)
+                    if frame is not None and not self.closed:
+                        self._send(frame)
+                finally:
+                    release_input()
+
+            def failed() -> None:
+                try:
+                    if not self.closed:
+                        session.close_channel(self.number, _write_failed(what))
+                finally:
+                    release_input()
+
+            session.vhost.carry_out(change, done, failed)
+
+        session.hold_input_until(register)
 
     def settle_publish(self, sequence: int, committed: bool) -> None:
         """A publish that waited for the store is durable (ack) or failed to be written (nack)."""

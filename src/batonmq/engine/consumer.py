@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from pamqp import commands
+from pamqp import base, commands
 from pamqp.common import FieldTable, FieldValue
 
 from batonmq.amqp.constants import ReplyCode
@@ -104,16 +104,24 @@ def _type_name(value: FieldValue) -> str:
     return _TYPE_NAMES.get(type(value), type(value).__name__)
 
 
-def cancel_consumers_of(queue: ClassicQueue) -> None:
+def cancel_consumers_of(
+    queue: ClassicQueue, notify_later: Channel | None = None
+) -> list[base.Frame]:
     """The queue is going: its consumers get basic.cancel, where the client understands it
-    (capability consumer_cancel_notify); their unsettled deliveries stay theirs to settle."""
+    (capability consumer_cancel_notify); their unsettled deliveries stay theirs to settle. The
+    notifications for the consumers of `notify_later` are returned instead of sent, for the
+    caller to send after its own reply."""
+    later: list[base.Frame] = []
     for consumer in queue.consumers:
         assert isinstance(consumer, Consumer)
         channel = consumer.channel
         channel.consumers.pop(consumer.tag, None)
         session = channel.session
         if session.connection.supports("consumer_cancel_notify"):
-            session.send_method(
-                channel.number, commands.Basic.Cancel(consumer_tag=consumer.tag, nowait=True)
-            )
+            cancel = commands.Basic.Cancel(consumer_tag=consumer.tag, nowait=True)
+            if channel is notify_later:
+                later.append(cancel)
+            else:
+                session.send_method(channel.number, cancel)
     queue.consumers.clear()
+    return later

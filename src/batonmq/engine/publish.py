@@ -14,6 +14,7 @@ from batonmq.model.message import FLAG_EXPIRATION, FLAG_USER_ID, Message
 from batonmq.queues.classic import ClassicQueue, Enqueued
 from batonmq.queues.expiry import InvalidExpiration, parse_expiration
 from batonmq.security.acl import Action, ObjectType, Property
+from batonmq.store.journal import Journal
 
 
 def publish(channel: Channel, method: base.Frame, message: Message) -> None:
@@ -68,29 +69,49 @@ def publish(channel: Channel, method: base.Frame, message: Message) -> None:
         return
     confirms = channel.confirms
     sequence = confirms.publish() if confirms is not None else 0
-    enqueued = enqueue(
-        channel, message, channel.session.vhost.route(exchange, message), method.mandatory
-    )
-    if confirms is None:
-        return
-    if enqueued is Enqueued.REFUSED:
+    queues = session.vhost.route(exchange, message)
+    batch = held_batch(session.broker.journal, [(message, queues)])
+    enqueued = enqueue(channel, message, queues, method.mandatory, batch)
+    if batch is not None:
+        # Confirms mean durable: the ack waits for the commit that holds the message, and the
+        # queues show it only then; a failed commit nacks it, and it is on no queue.
+        def committed(ok: bool) -> None:
+            release_held(queues, batch, ok)
+            if confirms is not None:
+                channel.settle_publish(sequence, ok and enqueued is not Enqueued.REFUSED)
+
+        session.broker.journal.when_durable(committed)
+    elif confirms is not None:
         # RabbitMQ (x-overflow reject-publish): a refused message is nacked under confirms.
-        confirms.settle(sequence, False)
-    elif enqueued is Enqueued.STORED:
-        # Confirms mean durable: the ack waits for the commit that holds the message.
-        session.broker.journal.when_durable(
-            lambda committed: channel.settle_publish(sequence, committed)
-        )
-    else:
-        confirms.settle(sequence, True)
+        confirms.settle(sequence, enqueued is not Enqueued.REFUSED)
+
+
+def held_batch(journal: Journal, routed: list[tuple[Message, list[ClassicQueue]]]) -> int | None:
+    """The journal batch that routed messages must wait for before any queue shows them: the
+    one being gathered when one of them is persistent and goes to a queue that persists it
+    (then all of them wait, so that a failed write leaves none behind); None when nothing is
+    written."""
+    for message, queues in routed:
+        if any(queue.persists for queue in queues) and message.persistent:
+            return journal.batch
+    return None
+
+
+def release_held(queues: list[ClassicQueue], batch: int, committed: bool) -> None:
+    for queue in queues:
+        queue.release_held(batch, committed)
 
 
 def enqueue(
-    channel: Channel, message: Message, queues: list[ClassicQueue], mandatory: bool
+    channel: Channel,
+    message: Message,
+    queues: list[ClassicQueue],
+    mandatory: bool,
+    until_batch: int | None,
 ) -> Enqueued:
-    """Put a routed message on its queues, or return it if it is mandatory and went nowhere.
-    REFUSED when a queue refused it (full, reject-publish), else STORED when a queue wrote it to
-    the store (the confirm waits for the commit)."""
+    """Put a routed message on its queues (held until journal batch `until_batch` commits, if
+    given), or return it if it is mandatory and went nowhere. REFUSED when a queue refused it
+    (full, reject-publish), else STORED when a queue wrote it to the store."""
     if not queues and mandatory:
         channel.session.send_content(
             channel.number,
@@ -108,7 +129,7 @@ def enqueue(
             channel.become_producer_of(queue)  # before any queue takes the message
     refused = stored = False
     for queue in queues:
-        enqueued = queue.publish(message)
+        enqueued = queue.publish(message, until_batch=until_batch)
         refused |= enqueued is Enqueued.REFUSED
         stored |= enqueued is Enqueued.STORED
         if queue.overfull:

@@ -30,6 +30,7 @@ from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import HardError, ProtocolError, amqp_error
 from batonmq.engine import methods  # noqa: F401 - registers the method handlers
 from batonmq.engine.broker import Broker
+from batonmq.engine.change import ChangePending, Waiter
 from batonmq.engine.channel import Channel
 from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.dispatch import HANDLERS
@@ -257,7 +258,11 @@ class Session:
             handler = HANDLERS.get(type(method))
             if handler is None:
                 raise amqp_error(ReplyCode.COMMAND_INVALID, f"{method.name} is not a client method")
-            handler(channel, method)
+            try:
+                handler(channel, method)
+            except ChangePending as pending:
+                # It names something that waits for the store: run it again once that is done.
+                self._run_after(pending.wait, channel, method)
         except ProtocolError as error:
             error.naming(type(method))
             if error.closes_connection:
@@ -270,11 +275,18 @@ class Session:
             log.exception("internal error in %s", method.name, extra=self.log_fields())
             self.close(HardError(ReplyCode.INTERNAL_ERROR, "internal error", type(method)))
 
+    def _run_after(self, wait: Waiter, channel: Channel, method: base.Frame) -> None:
+        """Hold this client's input until what `wait` registers with is done, then run
+        `method` again."""
+        self.hold_input_until(lambda done: wait(lambda: self.run_again(channel, method, done)))
+
     def run_again(self, channel: Channel, method: base.Frame, then: Callable[[], None]) -> None:
         """Run a method that waited (for the store) once more, then call `then`."""
-        if not channel.closed and not self.ended:
-            self._run(channel.number, method, None)
-        then()
+        try:
+            if not channel.closed and not self.ended:
+                self._run(channel.number, method, None)
+        finally:
+            then()
 
     def _connection_method(self, method: base.Frame) -> None:
         if isinstance(method, commands.Connection.UpdateSecret):

@@ -10,7 +10,7 @@ import base64
 import os
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Final
+from typing import Final, TypeVar
 
 from pamqp.common import FieldTable
 
@@ -18,6 +18,7 @@ import batonmq.routing  # noqa: F401 - registers the exchange types
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import amqp_error
 from batonmq.engine.autocreate import AutocreatePolicy
+from batonmq.engine.change import Change, ChangePending, applied
 from batonmq.engine.deadletter import republish
 from batonmq.engine.exchange import (
     ALTERNATE_EXCHANGE,
@@ -46,8 +47,13 @@ STANDARD_EXCHANGES: Final = (
 )
 RESERVED_PREFIX: Final = "amq."
 
+T = TypeVar("T")
 #: Called with a queue that is being deleted, before it goes (to cancel its consumers).
-QueueDeletedHook = Callable[[ClassicQueue], None]
+QueueDeletedHook = Callable[[ClassicQueue], object]
+
+
+def _key_of(destination: Destination) -> tuple[str, str]:
+    return (destination.kind.value, destination.name)
 
 
 def server_queue_name() -> str:
@@ -73,6 +79,8 @@ class VirtualHost:
         self.queues: dict[str, ClassicQueue] = {}
         #: Which exchanges may hold bindings to a destination (a superset; for deletion).
         self._sources: defaultdict[Destination, set[str]] = defaultdict(set)
+        #: The objects whose change waits for the store, and who waits for it.
+        self._pending: dict[tuple[str, str], list[Callable[[], None]]] = {}
         for exchange_name, type_name in STANDARD_EXCHANGES:
             self._create_exchange(exchange_name, type_name, durable=True)
 
@@ -88,16 +96,17 @@ class VirtualHost:
         auto_delete: bool = False,
         internal: bool = False,
         arguments: FieldTable | None = None,
-    ) -> Exchange:
+    ) -> Change[Exchange]:
         if name == "":
             raise amqp_error(
                 ReplyCode.ACCESS_REFUSED, "operation not permitted on the default exchange"
             )
+        self._wait_for(("exchange", name))
         existing = self.exchanges.get(name)
         if passive:
             if existing is None:
                 raise self._not_found("exchange", name)
-            return existing
+            return applied(existing)
         if exchange_type(type_name) is None:
             # Spec (exchange.declare, type): an unsupported type is connection error 503.
             raise amqp_error(ReplyCode.COMMAND_INVALID, f"unknown exchange type '{type_name}'")
@@ -123,7 +132,7 @@ class VirtualHost:
                     f"inequivalent arg '{ALTERNATE_EXCHANGE}' for exchange '{name}' in vhost "
                     f"'{self.name}': {change}",
                 )
-            return existing
+            return applied(existing)
         if name.startswith(RESERVED_PREFIX):
             # Only creating one is refused: an equivalent redeclare of amq.direct is fine.
             raise amqp_error(
@@ -131,21 +140,23 @@ class VirtualHost:
                 f"exchange name '{name}' contains reserved prefix '{RESERVED_PREFIX}*'",
             )
         self._alternate_exchange(name, arguments)
-        exchange = self._create_exchange(
-            name,
-            type_name,
-            durable=durable,
-            auto_delete=auto_delete,
-            internal=internal,
-            arguments=arguments,
-        )
+        arguments = dict(arguments or {})
         if durable:
             self._journal.put_exchange(
-                StoredExchange(
-                    self.name, name, type_name, auto_delete, internal, exchange.arguments
-                )
+                StoredExchange(self.name, name, type_name, auto_delete, internal, arguments)
             )
-        return exchange
+        return Change(
+            lambda: self._create_exchange(
+                name,
+                type_name,
+                durable=durable,
+                auto_delete=auto_delete,
+                internal=internal,
+                arguments=arguments,
+            ),
+            written=durable and self._journal.enabled,
+            keys=(("exchange", name),),
+        )
 
     @property
     def _journal(self) -> Journal:
@@ -193,19 +204,31 @@ class VirtualHost:
             raise self._not_found("exchange", name)
         return exchange
 
-    def delete_exchange(self, name: str, *, if_unused: bool = False) -> None:
+    def delete_exchange(self, name: str, *, if_unused: bool = False) -> Change[None]:
         if name == "" or name.startswith(RESERVED_PREFIX):
             raise amqp_error(ReplyCode.ACCESS_REFUSED, f"cannot delete exchange '{name}'")
+        self._wait_for(("exchange", name))
         exchange = self.exchanges.get(name)
         if exchange is None:
-            return  # RabbitMQ: deleting an exchange that does not exist succeeds.
+            return applied(None)  # RabbitMQ: deleting an exchange that does not exist succeeds.
         if if_unused and len(exchange.router):
             raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"exchange '{name}' in use")
-        self._remove_exchange(exchange)
-
-    def _remove_exchange(self, exchange: Exchange) -> None:
-        del self.exchanges[exchange.name]
         if exchange.durable:
+            self._journal.delete_exchange(self.name, name)
+
+        def remove() -> None:
+            if self.exchanges.get(name) is exchange:
+                self._remove_exchange(exchange, written=True)
+
+        return Change(
+            remove, written=exchange.durable and self._journal.enabled, keys=(("exchange", name),)
+        )
+
+    def _remove_exchange(self, exchange: Exchange, *, written: bool = False) -> None:
+        """Remove `exchange` and the bindings to and from it; `written`: its deletion is in
+        the store already."""
+        del self.exchanges[exchange.name]
+        if exchange.durable and not written:
             self._journal.delete_exchange(self.name, exchange.name)
         for destination, _key, _arguments in list(exchange.router.bindings()):
             self._sources[destination].discard(exchange.name)
@@ -215,30 +238,54 @@ class VirtualHost:
 
     def bind(
         self, source: str, destination: Destination, routing_key: str, arguments: FieldTable
-    ) -> None:
+    ) -> Change[None]:
+        self._wait_for(("exchange", source), _key_of(destination))
         exchange = self._bindable_source(source)
         self._check_destination(destination)
         try:
-            exchange.router.bind(destination, routing_key, arguments)
+            exchange.router.check(routing_key, arguments)
         except BindingArgumentError as error:
             raise amqp_error(ReplyCode.PRECONDITION_FAILED, str(error)) from error
-        self._sources[destination].add(source)
-        if self._binding_persists(exchange, destination):
+        persists = self._binding_persists(exchange, destination)
+        if persists:
             self._journal.put_binding(
                 self._stored_binding(source, destination, routing_key, arguments)
             )
 
+        def add() -> None:
+            # An end may have gone meanwhile (an auto-delete exchange, an exclusive queue).
+            if self.exchanges.get(source) is exchange and self._exists(destination):
+                exchange.router.bind(destination, routing_key, arguments)
+                self._sources[destination].add(source)
+
+        return Change(add, written=persists)
+
     def unbind(
         self, source: str, destination: Destination, routing_key: str, arguments: FieldTable
-    ) -> None:
-        exchange = self._bindable_source(source)
-        self._check_destination(destination)
-        if exchange.router.unbind(destination, routing_key, arguments):
-            if self._binding_persists(exchange, destination):
-                self._journal.delete_binding(
-                    self._stored_binding(source, destination, routing_key, arguments)
-                )
-            self._after_unbind(exchange)
+    ) -> Change[None]:
+        """RabbitMQ: unbinding what is not bound, from an exchange or to a destination that does
+        not exist, succeeds (rabbit_binding:remove is idempotent)."""
+        if source == "":
+            raise amqp_error(
+                ReplyCode.ACCESS_REFUSED, "operation not permitted on the default exchange"
+            )
+        self._wait_for(("exchange", source), _key_of(destination))
+        exchange = self.exchanges.get(source)
+        if exchange is None or not self._exists(destination):
+            return applied(None)
+        persists = self._binding_persists(exchange, destination)
+        if persists:
+            self._journal.delete_binding(
+                self._stored_binding(source, destination, routing_key, arguments)
+            )
+
+        def remove() -> None:
+            if self.exchanges.get(source) is exchange and exchange.router.unbind(
+                destination, routing_key, arguments
+            ):
+                self._after_unbind(exchange)
+
+        return Change(remove, written=persists)
 
     def restore_binding(
         self, source: str, destination: Destination, routing_key: str, arguments: FieldTable
@@ -260,7 +307,7 @@ class VirtualHost:
 
     def _binding_persists(self, source: Exchange, destination: Destination) -> bool:
         """AMQP: a binding survives a restart when both of its ends do."""
-        if not source.durable or source.is_default:
+        if not source.durable or source.is_default or not self._journal.enabled:
             return False
         if destination.kind is DestinationKind.QUEUE:
             return self.queues[destination.name].persists
@@ -279,6 +326,11 @@ class VirtualHost:
                 ReplyCode.ACCESS_REFUSED, "operation not permitted on the default exchange"
             )
         return self.exchange(source)
+
+    def _exists(self, destination: Destination) -> bool:
+        if destination.kind is DestinationKind.QUEUE:
+            return destination.name in self.queues
+        return destination.name in self.exchanges
 
     def _check_destination(self, destination: Destination) -> None:
         if destination.kind is DestinationKind.QUEUE:
@@ -314,15 +366,21 @@ class VirtualHost:
         exclusive: bool = False,
         auto_delete: bool = False,
         arguments: FieldTable | None = None,
-    ) -> ClassicQueue:
+    ) -> Change[ClassicQueue]:
+        if name:
+            self._wait_for(("queue", name))
         existing = self.queues.get(name) if name else None
+        if existing is not None:
+            # Spec (queue.declare exclusive): "If the queue already exists ... and is exclusive to
+            # another connection, the server MUST raise a channel exception 405": before any
+            # equivalence check, as RabbitMQ does.
+            self.check_owner(existing, owner)
+            self.wait_for_held(existing)  # its message count includes what was published
         if passive:
             if existing is None:
                 raise self._not_found("queue", name)
-            self._check_owner(existing, owner)
-            return existing
+            return applied(existing)
         if existing is not None:
-            self._check_owner(existing, owner)
             self._check_equivalent(
                 "queue",
                 name,
@@ -341,33 +399,36 @@ class VirtualHost:
                     f"received {received} but current is {current}",
                 )
             existing.touched()
-            return existing
+            return applied(existing)
         if name.startswith(RESERVED_PREFIX):
             raise amqp_error(
                 ReplyCode.ACCESS_REFUSED,
                 f"queue name '{name}' contains reserved prefix '{RESERVED_PREFIX}*'",
             )
         name = name or server_queue_name()
+        arguments = dict(arguments or {})
         try:
-            QueueArguments.parse(self.autocreate.arguments_for(name, arguments or {}))
+            QueueArguments.parse(self.autocreate.arguments_for(name, arguments))
         except InvalidArgument as error:
             raise amqp_error(
                 ReplyCode.PRECONDITION_FAILED,
                 f"invalid arg '{error.name}' for queue '{name}' in vhost '{self.name}': "
                 f"{error.problem}",
             ) from error
-        queue = self.add_queue(
-            name,
-            durable=durable,
-            exclusive_owner=owner if exclusive else None,
-            auto_delete=auto_delete,
-            arguments=dict(arguments or {}),
+        persists = durable and not exclusive and self._journal.enabled
+        if persists:
+            self._journal.put_queue(StoredQueue(self.name, name, auto_delete, arguments))
+        return Change(
+            lambda: self.add_queue(
+                name,
+                durable=durable,
+                exclusive_owner=owner if exclusive else None,
+                auto_delete=auto_delete,
+                arguments=arguments,
+            ),
+            written=persists,
+            keys=(("queue", name),),
         )
-        if queue.persists:
-            self._journal.put_queue(
-                StoredQueue(self.name, queue.name, auto_delete, queue.arguments)
-            )
-        return queue
 
     def add_queue(
         self,
@@ -393,10 +454,11 @@ class VirtualHost:
 
     def queue(self, name: str, owner: object) -> ClassicQueue:
         """The queue `owner` may use (404 if missing, 405 if another connection's exclusive)."""
+        self._wait_for(("queue", name))
         queue = self.queues.get(name)
         if queue is None:
             raise self._not_found("queue", name)
-        self._check_owner(queue, owner)
+        self.check_owner(queue, owner)
         return queue
 
     def delete_queue(
@@ -407,29 +469,90 @@ class VirtualHost:
         if_unused: bool = False,
         if_empty: bool = False,
         on_delete: QueueDeletedHook | None = None,
-    ) -> int:
+    ) -> Change[int]:
+        self._wait_for(("queue", name))
         queue = self.queues.get(name)
         if queue is None:
-            return 0  # RabbitMQ: deleting a queue that does not exist succeeds.
-        self._check_owner(queue, owner)
+            return applied(0)  # RabbitMQ: deleting a queue that does not exist succeeds.
+        self.check_owner(queue, owner)
+        self.wait_for_held(queue)
         if if_unused and queue.consumer_count:
             raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"queue '{name}' in use")
         if if_empty and queue.message_count:
             raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"queue '{name}' not empty")
-        return self.remove_queue(queue, on_delete)
+        written = queue.ever_stored
+        if written:
+            self._journal.delete_queue(self.name, name)  # its entries and bindings go too
+        return Change(
+            lambda: self.remove_queue(queue, on_delete, written=written),
+            written=written,
+            keys=(("queue", name),),
+        )
 
-    def remove_queue(self, queue: ClassicQueue, on_delete: QueueDeletedHook | None = None) -> int:
-        """Delete `queue` with no checks (auto-delete, exclusive owner gone); its ready count."""
+    def remove_queue(
+        self,
+        queue: ClassicQueue,
+        on_delete: QueueDeletedHook | None = None,
+        *,
+        written: bool = False,
+    ) -> int:
+        """Delete `queue` with no checks (auto-delete, exclusive owner gone); its ready count.
+        `written`: its deletion is committed already."""
         if self.queues.get(queue.name) is not queue:
             return 0
         if on_delete is not None:
             on_delete(queue)
         del self.queues[queue.name]
         count = queue.delete()
-        if queue.ever_stored:
+        if written:
+            # What was recorded for it while its deletion was being written goes too.
+            self._journal.forget_queue(self.name, queue.name)
+        elif queue.ever_stored:
             self._journal.delete_queue(self.name, queue.name)  # its entries and bindings go too
         self._remove_bindings_to(Destination.queue(queue.name))
         return count
+
+    # Changes that wait for the store (batonmq.engine.change) -------------------------------
+
+    def carry_out(
+        self, change: Change[T], done: Callable[[T], None], failed: Callable[[], None]
+    ) -> None:
+        """Apply `change` once its writes are committed (at once when it wrote nothing), then
+        call `done` with what it returned; when the write failed, nothing is applied and
+        `failed` is called. The methods that waited for it run again afterwards, whatever
+        happened."""
+        if not change.written:
+            done(change.apply())
+            return
+        pending = self._pending
+        for key in change.keys:
+            pending.setdefault(key, [])
+
+        def committed(ok: bool) -> None:
+            try:
+                if ok:
+                    done(change.apply())
+                else:
+                    failed()
+            finally:
+                for waiter in [waiter for key in change.keys for waiter in pending.pop(key, ())]:
+                    waiter()
+
+        self._journal.when_durable(committed)
+
+    def _wait_for(self, *keys: tuple[str, str]) -> None:
+        """ChangePending if a change of one of `keys` is waiting for the store."""
+        for key in keys:
+            waiters = self._pending.get(key)
+            if waiters is not None:
+                raise ChangePending(waiters.append)
+
+    @staticmethod
+    def wait_for_held(queue: ClassicQueue) -> None:
+        """ChangePending while `queue` holds messages waiting for their commit, so that a method
+        reading it after a publish on the same channel sees that publish."""
+        if queue.holds_back:
+            raise ChangePending(queue.when_released)
 
     # What queues ask of their virtual host (QueueHooks) -------------------------------------
 
@@ -482,7 +605,8 @@ class VirtualHost:
     def _not_found(self, kind: str, name: str) -> Exception:
         return amqp_error(ReplyCode.NOT_FOUND, f"no {kind} '{name}' in vhost '{self.name}'")
 
-    def _check_owner(self, queue: ClassicQueue, owner: object) -> None:
+    def check_owner(self, queue: ClassicQueue, owner: object) -> None:
+        """405 if `queue` is another connection's exclusive queue."""
         if queue.exclusive_owner is not None and queue.exclusive_owner is not owner:
             raise amqp_error(
                 ReplyCode.RESOURCE_LOCKED,

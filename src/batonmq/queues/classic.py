@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
@@ -103,6 +104,11 @@ class ClassicQueue:
         self.ready: ReadyEntries | PriorityReady = (
             PriorityReady(options.max_priority) if options.max_priority else ReadyEntries()
         )
+        #: Entries not yet visible, in publish order: each waits for the journal batch it names
+        #: to commit (None: for the entries before it).
+        self._held: deque[tuple[QueueEntry, int | None]] = deque()
+        self._held_bytes = 0
+        self._release_waiters: list[Callable[[], None]] = []
         self.consumers = ConsumerSet(
             single_active=options.single_active_consumer, max_active=options.max_active_consumers
         )
@@ -149,10 +155,15 @@ class ClassicQueue:
     def consumer_count(self) -> int:
         return len(self.consumers)
 
-    def publish(self, message: Message) -> Enqueued:
+    def publish(self, message: Message, *, until_batch: int | None = None) -> Enqueued:
         """Enqueue `message`, or refuse it: larger than x-max-message-size, or the queue is full
-        and its overflow is reject-publish(-dlx)."""
-        options = self.options
+        and its overflow is reject-publish(-dlx).
+
+        With `until_batch` (a journal batch number), the message is held back, seen by nobody,
+        until that batch is committed (`release_held`): a publish that must be durable becomes
+        visible only after its write commits, and a failed write leaves no trace of it (a
+        nack means the message is on no queue). What arrives after a held entry waits behind
+        it, so that the queue keeps publish order."""
         entry = QueueEntry(message, self.next_sequence, expires_at=self._expiry_of(message))
         self.next_sequence += 1
         if self._screens and self._refuses(entry):
@@ -160,9 +171,43 @@ class ClassicQueue:
         stored = self.persists and message.persistent
         if stored:
             self._store(entry, transient=False)
+        if until_batch is not None or self._held:
+            self._held.append((entry, until_batch))
+            self._held_bytes += message.body_size
+        else:
+            self._take_in(entry)
+        return Enqueued.STORED if stored else Enqueued.KEPT
+
+    def release_held(self, batch: int, committed: bool) -> None:
+        """Journal batch `batch` is over: the entries held for it become ready (committed) or
+        are dropped (the write failed: the store does not have them, and their publishers
+        were told so), with what waited behind them."""
+        held = self._held
+        while held and not self.deleted and (held[0][1] is None or held[0][1] <= batch):
+            entry, until_batch = held.popleft()
+            self._held_bytes -= entry.message.body_size
+            if until_batch is None or committed:
+                self._take_in(entry)
+        if not held and self._release_waiters:
+            waiters, self._release_waiters = self._release_waiters, []
+            for waiter in waiters:
+                waiter()
+
+    @property
+    def holds_back(self) -> bool:
+        """Whether messages published to it wait for their commit before anyone sees them."""
+        return bool(self._held)
+
+    def when_released(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once nothing is held back (`holds_back` is False), or the queue is
+        deleted."""
+        self._release_waiters.append(callback)
+
+    def _take_in(self, entry: QueueEntry) -> None:
+        options = self.options
         self.ready.append(entry)
         paging = self.paging
-        paging.holdings.add(1, message.body_size)
+        paging.holdings.add(1, entry.message.body_size)
         if paging.journal.enabled:
             self._spill()
         if self.consumers:
@@ -173,7 +218,6 @@ class ClassicQueue:
         elif options.limits_length:
             self._make_room()
         self._watch_head()
-        return Enqueued.STORED if stored else Enqueued.KEPT
 
     def _expiry_of(self, message: Message) -> int | None:
         message_ttl = None
@@ -203,8 +247,12 @@ class ClassicQueue:
         """reject-publish: there is no room for a body of `size` (RabbitMQ counts ready
         messages)."""
         options, ready = self.options, self.ready
-        return (options.max_length is not None and len(ready) >= options.max_length) or (
-            options.max_length_bytes is not None and ready.bytes + size > options.max_length_bytes
+        # Held entries count: they become ready as soon as their batch commits.
+        return (
+            options.max_length is not None and len(ready) + len(self._held) >= options.max_length
+        ) or (
+            options.max_length_bytes is not None
+            and ready.bytes + self._held_bytes + size > options.max_length_bytes
         )
 
     def _over_limit(self) -> bool:
@@ -556,9 +604,14 @@ class ClassicQueue:
         self.paging.holdings.remove(
             len(in_memory), sum(entry.message.body_size for entry in in_memory)
         )
+        self._held.clear()
+        self._held_bytes = 0
         self.deleted = True
         self.stop_timers()
         self._check_underfull()
+        waiters, self._release_waiters = self._release_waiters, []
+        for waiter in waiters:
+            waiter()
         return count
 
     def add_consumer(self, consumer: QueueConsumer) -> None:

@@ -29,6 +29,10 @@ from batonmq.selectors import Selector, SelectorSyntaxError, jms_values, parse_s
 SELECTOR_ARGUMENT: Final = "x-filter-jms-selector"
 
 
+#: The destination `Router.check` binds in a router of its own, thrown away.
+_PROBE = Destination.queue("")
+
+
 class Router:
     """The bindings of one exchange, routed by its exchange type and filtered by selectors."""
 
@@ -55,6 +59,10 @@ class Router:
         added = bindings.bind(destination, routing_key, _without_selector(arguments))
         self._selected[selector.text] = (selector, bindings)
         return added
+
+    def check(self, routing_key: str, arguments: FieldTable) -> None:
+        """Raise BindingArgumentError if `bind` would refuse these arguments; changes nothing."""
+        Router(self._factory).bind(_PROBE, routing_key, arguments)
 
     def unbind(self, destination: Destination, routing_key: str, arguments: FieldTable) -> bool:
         """Remove one binding; False if there was no such binding."""

@@ -117,6 +117,8 @@ class Journal:
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        #: The number of the batch being gathered: what is recorded now is written with it.
+        self.batch = 0
         #: Batches committed and failed since start (for logs and tests).
         self.commits = 0
         self.failures = 0
@@ -163,10 +165,15 @@ class Journal:
         """The queue goes, and with it (in the store) its entries and the bindings to it."""
         if not self._changing():
             return
+        self.forget_queue(vhost, name)
+        self._gathering.queues_deleted.add((vhost, name))
+
+    def forget_queue(self, vhost: str, name: str) -> None:
+        """Drop what is gathered for a queue (its put, entries, bindings to it) whose deletion
+        is recorded or committed: none of it may reach the store after that deletion."""
         gathering = self._gathering
         key = (vhost, name)
         gathering.queues_put.pop(key, None)
-        gathering.queues_deleted.add(key)
         for binding_key, (binding, _put) in list(gathering.bindings.items()):
             if (
                 binding.vhost == vhost
@@ -198,6 +205,11 @@ class Journal:
         if not self._changing():
             return
         gathering = self._gathering
+        queue_key = (entry.vhost, entry.queue)
+        if queue_key in gathering.queues_deleted and queue_key not in gathering.queues_put:
+            # The queue's deletion is in this batch and goes first: the entry would outlive it.
+            # Its queue still holds it, waiting for this batch, and goes with it.
+            return
         if message.id not in gathering.messages_put:
             gathering.messages_put[message.id] = StoredMessage(
                 message.id,
@@ -313,6 +325,7 @@ class Journal:
             # Let every connection's input of this loop turn be recorded before committing.
             await asyncio.sleep(0)
             gathering, self._gathering = self._gathering, _Gathering()
+            self.batch += 1
             self._committing = gathering
             ok = True
             if gathering.changed:

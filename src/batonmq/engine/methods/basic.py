@@ -111,6 +111,7 @@ def get(channel: Channel, method: commands.Basic.Get) -> None:
     queue = session.vhost.queue(queue_name(channel, method.queue), session)
     # basic.get takes messages from the queue as a consumer does: CONSUME QUEUE.
     authorize(session, Action.CONSUME, ObjectType.QUEUE, queue_properties(queue))
+    session.vhost.wait_for_held(queue)  # what this channel published first is found
     entry = queue.get()
     if entry is None and queue.ready.waiting_for_page_in:
         # The next messages are in the store: answer once they are read back, in order.

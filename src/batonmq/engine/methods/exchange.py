@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pamqp import commands
+from collections.abc import Callable
+
+from pamqp import base, commands
 
 from batonmq.engine.access import (
     authorize,
@@ -50,7 +52,7 @@ def declare(channel: Channel, method: commands.Exchange.Declare) -> None:
         # Table 2.3: CREATE is "Applied when an object is created, such as bindings, queues,
         # exchanges".
         authorize(session, Action.CREATE, ObjectType.EXCHANGE, properties)
-    session.vhost.declare_exchange(
+    change = session.vhost.declare_exchange(
         method.exchange,
         method.exchange_type,
         passive=method.passive,
@@ -59,8 +61,11 @@ def declare(channel: Channel, method: commands.Exchange.Declare) -> None:
         internal=method.internal,
         arguments=method.arguments,
     )
-    if not method.nowait:
-        channel.reply_when_durable(Exchange.DeclareOk(), "exchange.declare")
+    channel.carry_out(change, _reply(method.nowait, Exchange.DeclareOk()), "exchange.declare")
+
+
+def _reply(nowait: bool, reply: base.Frame) -> Callable[[object], base.Frame | None]:
+    return lambda _: None if nowait else reply
 
 
 @handles(Exchange.Delete)
@@ -70,9 +75,8 @@ def delete(channel: Channel, method: commands.Exchange.Delete) -> None:
     authorize(
         session, Action.DELETE, ObjectType.EXCHANGE, {Property.NAME: exchange_name(method.exchange)}
     )
-    session.vhost.delete_exchange(method.exchange, if_unused=method.if_unused)
-    if not method.nowait:
-        channel.reply_when_durable(Exchange.DeleteOk(), "exchange.delete")
+    change = session.vhost.delete_exchange(method.exchange, if_unused=method.if_unused)
+    channel.carry_out(change, _reply(method.nowait, Exchange.DeleteOk()), "exchange.delete")
 
 
 def _authorize_binding(channel: Channel, action: Action, method: _ExchangeBinding) -> None:
@@ -91,25 +95,23 @@ def bind(channel: Channel, method: commands.Exchange.Bind) -> None:
     # Table 2.3: BIND is "Applied when queues are bound to exchanges"; an exchange bound to an
     # exchange is asked about the same way, the destination as queuename.
     _authorize_binding(channel, Action.BIND, method)
-    channel.session.vhost.bind(
+    change = channel.session.vhost.bind(
         method.source,
         Destination.exchange(method.destination),
         method.routing_key,
         method.arguments or {},
     )
-    if not method.nowait:
-        channel.reply_when_durable(Exchange.BindOk(), "exchange.bind")
+    channel.carry_out(change, _reply(method.nowait, Exchange.BindOk()), "exchange.bind")
 
 
 @handles(Exchange.Unbind)
 def unbind(channel: Channel, method: commands.Exchange.Unbind) -> None:
     # Table 2.3: UNBIND is "Applied when queues are unbound from exchanges".
     _authorize_binding(channel, Action.UNBIND, method)
-    channel.session.vhost.unbind(
+    change = channel.session.vhost.unbind(
         method.source,
         Destination.exchange(method.destination),
         method.routing_key,
         method.arguments or {},
     )
-    if not method.nowait:
-        channel.reply_when_durable(Exchange.UnbindOk(), "exchange.unbind")
+    channel.carry_out(change, _reply(method.nowait, Exchange.UnbindOk()), "exchange.unbind")

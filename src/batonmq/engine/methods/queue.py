@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pamqp import commands
+from pamqp import base, commands
 
 from batonmq.amqp import outgoing
 from batonmq.amqp.constants import ReplyCode
@@ -14,10 +14,11 @@ from batonmq.engine.access import (
     is_temporary,
     queue_properties,
 )
-from batonmq.engine.channel import Channel
+from batonmq.engine.channel import Channel, Reply
 from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.dispatch import handles
 from batonmq.model.destination import Destination
+from batonmq.queues.classic import ClassicQueue
 from batonmq.security.acl import Action, ObjectType, Property
 
 Queue = commands.Queue
@@ -58,7 +59,7 @@ def declare(channel: Channel, method: commands.Queue.Declare) -> None:
                 Property.PASSIVE: "false",
             },
         )
-    queue = session.vhost.declare_queue(
+    change = session.vhost.declare_queue(
         name,
         owner=session,
         passive=method.passive,
@@ -67,16 +68,18 @@ def declare(channel: Channel, method: commands.Queue.Declare) -> None:
         auto_delete=method.auto_delete,
         arguments=method.arguments,
     )
-    if queue.exclusive_owner is session:
-        session.exclusive_queues.add(queue)
-    channel.last_queue_name = queue.name
-    if not method.nowait:
-        channel.reply_when_durable(
-            outgoing.queue_declare_ok(
-                channel.number, queue.name, queue.message_count, queue.consumer_count
-            ),
-            "queue.declare",
+
+    def declared(queue: ClassicQueue) -> Reply | None:
+        if queue.exclusive_owner is session:
+            session.exclusive_queues.add(queue)
+        channel.last_queue_name = queue.name
+        if method.nowait:
+            return None
+        return outgoing.queue_declare_ok(
+            channel.number, queue.name, queue.message_count, queue.consumer_count
         )
+
+    channel.carry_out(change, declared, "queue.declare")
 
 
 @handles(Queue.Bind)
@@ -99,19 +102,21 @@ def bind(channel: Channel, method: commands.Queue.Bind) -> None:
             temporary=is_temporary(queue),
         ),
     )
-    session.vhost.bind(
+    change = session.vhost.bind(
         method.exchange, Destination.queue(name), routing_key, method.arguments or {}
     )
-    if not method.nowait:
-        channel.reply_when_durable(Queue.BindOk(), "queue.bind")
+    channel.carry_out(change, lambda _: None if method.nowait else Queue.BindOk(), "queue.bind")
 
 
 @handles(Queue.Unbind)
 def unbind(channel: Channel, method: commands.Queue.Unbind) -> None:
     session = channel.session
     name = queue_name(channel, method.queue)
-    queue = session.vhost.queue(name, session)
-    # Table 2.3: UNBIND is "Applied when queues are unbound from exchanges".
+    queue = session.vhost.queues.get(name)
+    if queue is not None:
+        session.vhost.check_owner(queue, session)
+    # Table 2.3: UNBIND is "Applied when queues are unbound from exchanges". A queue that is not
+    # there is judged as a durable, not temporary one: unbinding it changes nothing.
     authorize(
         session,
         Action.UNBIND,
@@ -120,14 +125,14 @@ def unbind(channel: Channel, method: commands.Queue.Unbind) -> None:
             method.exchange,
             name,
             method.routing_key,
-            durable=queue.durable,
-            temporary=is_temporary(queue),
+            durable=queue is None or queue.durable,
+            temporary=queue is not None and is_temporary(queue),
         ),
     )
-    session.vhost.unbind(
+    change = session.vhost.unbind(
         method.exchange, Destination.queue(name), method.routing_key, method.arguments or {}
     )
-    channel.reply_when_durable(Queue.UnbindOk(), "queue.unbind")
+    channel.carry_out(change, lambda _: Queue.UnbindOk(), "queue.unbind")
 
 
 @handles(Queue.Purge)
@@ -136,6 +141,7 @@ def purge(channel: Channel, method: commands.Queue.Purge) -> None:
     queue = session.vhost.queue(queue_name(channel, method.queue), session)
     # Table 2.3: PURGE is "Applied when purge the contents of a queue".
     authorize(session, Action.PURGE, ObjectType.QUEUE, queue_properties(queue))
+    session.vhost.wait_for_held(queue)  # what this channel published first is purged
     count = queue.purge()
     if not method.nowait:
         channel.reply_when_durable(Queue.PurgeOk(count), "queue.purge")
@@ -150,14 +156,21 @@ def delete(channel: Channel, method: commands.Queue.Delete) -> None:
     # only its name to be judged by.
     properties = queue_properties(queue) if queue is not None else {Property.NAME: name}
     authorize(session, Action.DELETE, ObjectType.QUEUE, properties)
-    count = session.vhost.delete_queue(
+    # RabbitMQ sends queue.delete-ok before the basic.cancel notifications of the deleting
+    # channel's own consumers (a client that saw the cancel first would tear down the reply it
+    # waits for); those of other channels go at once.
+    cancels: list[base.Frame] = []
+    change = session.vhost.delete_queue(
         name,
         owner=session,
         if_unused=method.if_unused,
         if_empty=method.if_empty,
-        on_delete=cancel_consumers_of,
+        on_delete=lambda going: cancels.extend(cancel_consumers_of(going, notify_later=channel)),
     )
-    if queue is not None and queue.exclusive_owner is not None:
-        session.exclusive_queues.discard(queue)
-    if not method.nowait:
-        channel.reply_when_durable(Queue.DeleteOk(count), "queue.delete")
+
+    def deleted(count: int) -> list[base.Frame]:
+        if queue is not None and queue.exclusive_owner is not None:
+            session.exclusive_queues.discard(queue)
+        return cancels if method.nowait else [Queue.DeleteOk(count), *cancels]
+
+    channel.carry_out(change, deleted, "queue.delete")

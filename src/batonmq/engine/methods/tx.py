@@ -8,7 +8,7 @@ from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import amqp_error
 from batonmq.engine.channel import Channel
 from batonmq.engine.dispatch import handles
-from batonmq.engine.publish import enqueue
+from batonmq.engine.publish import enqueue, held_batch, release_held
 from batonmq.engine.transaction import Transaction
 
 Tx = commands.Tx
@@ -39,8 +39,15 @@ def commit(channel: Channel, method: commands.Tx.Commit) -> None:
     # Route everything before changing anything: routing is where a held publish can still fail
     # (a headers exchange decoding malformed properties), and a commit is all or nothing.
     routed = [(held, vhost.route(held.exchange, held.message)) for held in transaction.publishes]
+    journal = channel.session.broker.journal
+    # Nothing of a transaction is visible before its commit: if anything of it is written,
+    # every publish waits for that write, and a failed one leaves none of them behind.
+    batch = held_batch(journal, [(held.message, queues) for held, queues in routed])
     for held, queues in routed:
-        enqueue(channel, held.message, queues, held.mandatory)
+        enqueue(channel, held.message, queues, held.mandatory, batch)
+    if batch is not None:
+        queues_held = [queue for _held, queues in routed for queue in queues]
+        journal.when_durable(lambda ok: release_held(queues_held, batch, ok))
     for settlement in transaction.settlements:
         channel.settle(settlement.delivery_tags, settlement.outcome)
     transaction.clear()
