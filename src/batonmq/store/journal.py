@@ -46,6 +46,10 @@ ReadCallback = Callable[[list[PagedEntry] | None], None]
 _EntryKey = tuple[str, str, int]
 _T = TypeVar("_T")
 _BindingKey = tuple[str, str, str, str, str, str]
+#: Seconds before a failed batch's acknowledgements are written again when nothing else comes;
+#: doubled after each failure, up to the last.
+_FIRST_RETRY_DELAY = 0.5
+_LAST_RETRY_DELAY = 10.0
 
 
 def _binding_key(binding: StoredBinding) -> _BindingKey:
@@ -79,6 +83,26 @@ class _Gathering:
     waiting: list[DurableCallback] = field(default_factory=list)
     reads: list[tuple[str, str, int, int, int | None, ReadCallback]] = field(default_factory=list)
     changed: bool = False
+
+    def take_back(self, failed: _Gathering) -> bool:
+        """Keep what a failed batch recorded of messages the broker has let go of or handed
+        out (acknowledgements, purges, delivery counts) to write again, under anything
+        recorded since; whether there was any. Nothing else is kept: the publishers of new
+        messages hear that they failed (nack) and their queues drop them, and the clients of
+        declarations, deletions and bindings are told they failed while memory never showed
+        them."""
+        if not (failed.entries_updated or failed.entries_deleted or failed.ranges_deleted):
+            return False
+        for key, message_id in failed.entries_deleted.items():
+            if key not in self.entries_put:
+                self.entries_updated.pop(key, None)
+                self.entries_deleted[key] = message_id
+        for key, delivery_count in failed.entries_updated.items():
+            if key not in self.entries_deleted and key not in self.entries_updated:
+                self.entries_updated[key] = delivery_count
+        self.ranges_deleted[:0] = failed.ranges_deleted
+        self.changed = True
+        return True
 
     def seal(self) -> WriteBatch:
         referenced = {entry.message_id for entry in self.entries_put.values()}
@@ -119,6 +143,7 @@ class Journal:
         self._stopping = False
         #: The number of the batch being gathered: what is recorded now is written with it.
         self.batch = 0
+        self._retry_delay = _FIRST_RETRY_DELAY
         #: Batches committed and failed since start (for logs and tests).
         self.commits = 0
         self.failures = 0
@@ -345,6 +370,11 @@ class Journal:
                 else:
                     self.commits += 1
             self._committing = None
+            if not ok and self._gathering.take_back(gathering):
+                # Written again: with the next batch, or after a pause if nothing else comes.
+                self._retry_later()
+            elif ok:
+                self._retry_delay = _FIRST_RETRY_DELAY
             for callback in gathering.waiting:
                 self._call(callback, ok)
             for vhost, queue, after, limit, priority, read_callback in gathering.reads:
@@ -358,8 +388,23 @@ class Journal:
                     log.exception("store read failed", extra={"queue": queue})
                     entries = None
                 self._call(read_callback, entries)
-            if self._stopping and not self._gathering.changed and not self._gathering.reads:
+            if (
+                self._stopping
+                and not self._gathering.reads
+                and (not self._gathering.changed or not ok)
+            ):
+                if not ok:
+                    log.error(
+                        "store write failed at shutdown: %d acknowledgements and deliveries "
+                        "not written",
+                        len(gathering.entries_deleted) + len(gathering.entries_updated),
+                        extra={"store": store.location},
+                    )
                 return
+
+    def _retry_later(self) -> None:
+        delay, self._retry_delay = self._retry_delay, min(2 * self._retry_delay, _LAST_RETRY_DELAY)
+        asyncio.get_running_loop().call_later(delay, self._wakeup.set)
 
     @staticmethod
     def _call(callback: Callable[[_T], None], value: _T) -> None:
