@@ -213,7 +213,11 @@ class RawClient:
             commands.Connection.StartOk(
                 client_properties={
                     "product": "batonmq tests rawclient",
-                    "capabilities": {"authentication_failure_close": authentication_failure_close},
+                    # As pika and the RabbitMQ clients announce them.
+                    "capabilities": {
+                        "authentication_failure_close": authentication_failure_close,
+                        "consumer_cancel_notify": True,
+                    },
                 },
                 mechanism=mechanism,
                 response=response,

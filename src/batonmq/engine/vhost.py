@@ -381,12 +381,17 @@ class VirtualHost:
                 raise self._not_found("queue", name)
             return applied(existing)
         if existing is not None:
+            # RabbitMQ (rabbit_amqqueue:assert_equivalence) checks exclusive access strictly,
+            # before any argument: the declaring connection must be the queue's owner if it
+            # asks for an exclusive queue, and the queue must have none if it does not; else
+            # 405 "... or the exclusive property value does not match".
+            if existing.exclusive_owner is not (owner if exclusive else None):
+                raise self._locked(existing)
             self._check_equivalent(
                 "queue",
                 name,
                 {
                     "durable": (durable, existing.durable),
-                    "exclusive": (exclusive, existing.exclusive),
                     "auto_delete": (auto_delete, existing.auto_delete),
                 },
             )
@@ -608,12 +613,15 @@ class VirtualHost:
     def check_owner(self, queue: ClassicQueue, owner: object) -> None:
         """405 if `queue` is another connection's exclusive queue."""
         if queue.exclusive_owner is not None and queue.exclusive_owner is not owner:
-            raise amqp_error(
-                ReplyCode.RESOURCE_LOCKED,
-                f"cannot obtain exclusive access to locked queue '{queue.name}' in vhost "
-                f"'{self.name}'. It could be originally declared on another connection or the "
-                "exclusive property value does not match that of the original declaration.",
-            )
+            raise self._locked(queue)
+
+    def _locked(self, queue: ClassicQueue) -> Exception:
+        return amqp_error(
+            ReplyCode.RESOURCE_LOCKED,
+            f"cannot obtain exclusive access to locked queue '{queue.name}' in vhost "
+            f"'{self.name}'. It could be originally declared on another connection or the "
+            "exclusive property value does not match that of the original declaration.",
+        )
 
     def _check_equivalent(
         self, kind: str, name: str, attributes: dict[str, tuple[object, object]]
