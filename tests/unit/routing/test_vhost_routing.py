@@ -160,8 +160,14 @@ def test_redeclaring_with_another_alternate_exchange_is_precondition_failed():
 def test_redeclaring_with_the_same_alternate_exchange_ignores_other_arguments():
     vhost = VirtualHost("/")
     declared = vhost.declare_exchange("x", "direct", arguments={AE: "ae"}).apply()
-    assert vhost.declare_exchange("x", "direct", arguments={AE: "ae", "x-other": 1}).apply() is declared
-    assert vhost.declare_exchange("x", "direct", passive=True, arguments={AE: "zz"}).apply() is declared
+    assert (
+        vhost.declare_exchange("x", "direct", arguments={AE: "ae", "x-other": 1}).apply()
+        is declared
+    )
+    assert (
+        vhost.declare_exchange("x", "direct", passive=True, arguments={AE: "zz"}).apply()
+        is declared
+    )
     assert declared.arguments == {AE: "ae"}
 
 
