@@ -22,6 +22,7 @@ from batonmq.amqp import outgoing
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import ProtocolError, amqp_error
 from batonmq.engine.change import Change
+from batonmq.engine.cleanup import each
 from batonmq.engine.confirms import ConfirmTracker
 from batonmq.engine.consumer import Consumer
 from batonmq.engine.outcome import Outcome
@@ -251,10 +252,9 @@ class Channel:
                 unsettled.queue.rejected(unsettled.entry)
             else:
                 unsettled.queue.settled(unsettled.entry)
-        for queue, entries in returned.items():
-            queue.requeue(entries)
-        for queue in with_room - returned.keys():
-            queue.dispatch()
+        fields = self.log_fields()
+        each(returned.items(), lambda item: item[0].requeue(item[1]), "requeueing", fields)
+        each(with_room - returned.keys(), ClassicQueue.dispatch, "dispatching", fields)
         if self.channel_prefetch:
             self._dispatch_consumers()
 
@@ -362,11 +362,12 @@ class Channel:
         if self.closed:
             return
         self.closed = True
-        for tag in list(self.consumers):
-            self.remove_consumer(tag)
-        for queue in self.producing_to:
-            queue.producers.discard(self)
-        for queue in list(self.held_by):
-            self._released_by(queue)
-        self.transaction = None
-        self.settle(list(self.unsettled), Outcome.REQUEUE)
+        fields = self.log_fields()
+        try:
+            each(self.consumers, self.remove_consumer, "cancelling a consumer", fields)
+            for queue in self.producing_to:
+                queue.producers.discard(self)
+            each(self.held_by, self._released_by, "releasing a flow-control hold", fields)
+            self.transaction = None
+        finally:
+            self.settle(list(self.unsettled), Outcome.REQUEUE)

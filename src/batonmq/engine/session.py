@@ -32,6 +32,7 @@ from batonmq.engine import methods  # noqa: F401 - registers the method handlers
 from batonmq.engine.broker import Broker
 from batonmq.engine.change import ChangePending, Waiter
 from batonmq.engine.channel import Channel
+from batonmq.engine.cleanup import each
 from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.dispatch import HANDLERS
 from batonmq.engine.publish import publish
@@ -400,14 +401,15 @@ class Session:
         if self.ended:
             return
         self.ended = True
-        for channel in self.channels.values():
-            channel.close()
-        self.channels.clear()
-        for queue in list(self.exclusive_queues):
-            self.remove_queue(queue)
-        self.broker.sessions.discard(self)
-        if self.vhost_or_none is not None:
-            self.broker.connection_ended(self.username, self.vhost_or_none.name)
+        fields = self.log_fields()
+        try:
+            each(self.channels.values(), Channel.close, "closing a channel", fields)
+            self.channels.clear()
+            each(self.exclusive_queues, self.remove_queue, "deleting an exclusive queue", fields)
+        finally:
+            self.broker.sessions.discard(self)
+            if self.vhost_or_none is not None:
+                self.broker.connection_ended(self.username, self.vhost_or_none.name)
 
     def log_fields(self) -> dict[str, object]:
         return {

@@ -115,17 +115,20 @@ class AMQPProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        if self.session is not None:
-            session = self.session
-            if not session.ended:
-                log.info(
-                    "connection lost%s",
-                    f": {exc}" if exc else "",
-                    extra={"peer": f"{session.peer[0]}:{session.peer[1]}"},
-                )
-            session.teardown()
-        self.lost.set()
-        self._on_lost(self)
+        try:
+            if self.session is not None:
+                session = self.session
+                if not session.ended:
+                    log.info(
+                        "connection lost%s",
+                        f": {exc}" if exc else "",
+                        extra={"peer": f"{session.peer[0]}:{session.peer[1]}"},
+                    )
+                session.teardown()
+        finally:
+            # Shutdown waits for every connection to be lost: whatever teardown raised.
+            self.lost.set()
+            self._on_lost(self)
 
     # Output -------------------------------------------------------------------------------
 

@@ -138,6 +138,8 @@ class Journal:
         self._gathering = _Gathering()
         #: The batch being written now, if any: what it holds is recorded but not yet durable.
         self._committing: _Gathering | None = None
+        #: The batch being committed or read for, until the next one is taken.
+        self._in_hand: _Gathering | None = None
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -342,6 +344,19 @@ class Journal:
             self._task = None
 
     async def _run(self) -> None:
+        try:
+            await self._commit_batches()
+        except asyncio.CancelledError:
+            # Cancelled mid-commit (a broker torn down without `stop`): whoever waits for a
+            # write hears that it did not happen, rather than nothing ever.
+            for gathering in (self._in_hand, self._gathering):
+                if gathering is not None:
+                    waiting, gathering.waiting = gathering.waiting, []
+                    for callback in waiting:
+                        self._call(callback, False)
+            raise
+
+    async def _commit_batches(self) -> None:
         assert self.store is not None
         store = self.store
         while True:
@@ -351,7 +366,7 @@ class Journal:
             await asyncio.sleep(0)
             gathering, self._gathering = self._gathering, _Gathering()
             self.batch += 1
-            self._committing = gathering
+            self._committing = self._in_hand = gathering
             ok = True
             if gathering.changed:
                 batch = gathering.seal()
@@ -375,7 +390,8 @@ class Journal:
                 self._retry_later()
             elif ok:
                 self._retry_delay = _FIRST_RETRY_DELAY
-            for callback in gathering.waiting:
+            waiting, gathering.waiting = gathering.waiting, []
+            for callback in waiting:
                 self._call(callback, ok)
             for vhost, queue, after, limit, priority, read_callback in gathering.reads:
                 entries: list[PagedEntry] | None

@@ -1,0 +1,29 @@
+"""Cleanup that finishes whatever one step of it raises (STYLE.md 10: "A consumer that disconnects
+mid-delivery gets its unacked messages requeued, always, whatever raised").
+
+Ending a channel or a connection is a list of independent steps: cancel each consumer, release
+each queue that held its publishing back, requeue each queue's deliveries, delete each exclusive
+queue. A defect in one of them (an exception) must not skip the others and leave their messages
+unacknowledged forever: `each` runs every step, logs what raised, and goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def each(
+    items: Iterable[T], step: Callable[[T], object], what: str, fields: Mapping[str, object]
+) -> None:
+    """Run `step` on every item in turn; one that raises is logged (with `fields`, naming the
+    connection) as a failed `what`, and the rest still run."""
+    for item in list(items):
+        try:
+            step(item)
+        except Exception:
+            log.exception("%s failed; cleanup goes on", what, extra=dict(fields))
