@@ -53,9 +53,11 @@ class Delay:
 class Cut:
     """Forward `after_bytes` more bytes of each connection's client-to-broker stream (counted
     from the switch, or from the start for a new connection), then close both sides: the
-    broker sees the stream end in the middle of whatever it was receiving."""
+    broker sees the stream end in the middle of whatever it was receiving. With `to_client`,
+    the broker-to-client stream is counted instead: the client sees its end mid-delivery."""
 
     after_bytes: int
+    to_client: bool = False
 
 
 Mode = Forward | Drop | Blackhole | Delay | Cut
@@ -71,15 +73,26 @@ class ProxiedConnection:
 
     #: The client-to-broker bytes forwarded (kept when the proxy records them).
     upstream: bytearray = field(default_factory=bytearray)
-    #: How many client-to-broker bytes were forwarded in all.
+    #: How many client-to-broker bytes were passed on to the broker in all.
     upstream_count: int = 0
-    #: Where a Cut ended the client-to-broker stream (its byte count), if one did.
+    #: How many broker-to-client bytes were passed on to the client in all.
+    downstream_count: int = 0
+    #: The proxy's own address on its connection to the broker ("127.0.0.1:PORT"): the peer
+    #: that the broker sees and logs for this client.
+    broker_side_address: str = ""
+    #: Where a Cut ended the stream it counted (that stream's byte count), if one did.
     cut_at: int | None = None
-    #: Client-to-broker bytes still to forward before the cut, while a Cut is in force.
-    _cut_remaining: int | None = None
+    #: The Cut in force, and how many bytes of its stream may still pass.
+    _cut: Cut | None = None
+    _cut_remaining: int = 0
     _writers: list[asyncio.StreamWriter] = field(default_factory=list)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     closed: bool = False
+
+    def start_cut(self, cut: Cut | None) -> None:
+        """Count toward `cut` from now on (None: no cut)."""
+        self._cut = cut
+        self._cut_remaining = cut.after_bytes if cut is not None else 0
 
     def close(self) -> None:
         """Close both sides at once, dropping what is not yet written."""
@@ -158,10 +171,8 @@ class FaultProxy:
                 continue
             if isinstance(mode, Drop):
                 connection.close()
-            elif isinstance(mode, Cut):
-                connection._cut_remaining = mode.after_bytes
             else:
-                connection._cut_remaining = None
+                connection.start_cut(mode if isinstance(mode, Cut) else None)
 
     async def _accept(
         self, client_reader: asyncio.StreamReader, client: asyncio.StreamWriter
@@ -173,13 +184,15 @@ class FaultProxy:
             connection.close()
             return
         if isinstance(self._mode, Cut):
-            connection._cut_remaining = self._mode.after_bytes
+            connection.start_cut(self._mode)
         try:
             server_reader, server = await asyncio.open_connection(*self.target)
         except OSError:
             connection.close()
             return
         connection._writers.append(server)
+        address = server.get_extra_info("sockname")
+        connection.broker_side_address = f"{address[0]}:{address[1]}"
         if connection.closed:  # dropped while connecting
             connection.close()
             return
@@ -187,7 +200,8 @@ class FaultProxy:
             (client_reader, server, True),
             (server_reader, client, False),
         ):
-            queue: asyncio.Queue[_Item] = asyncio.Queue()
+            # Bounded, so that a slow reader holds the sender back as a socket would.
+            queue: asyncio.Queue[_Item] = asyncio.Queue(maxsize=16)
             connection._tasks.append(
                 asyncio.create_task(self._read(connection, reader, queue, upstream))
             )
@@ -209,26 +223,31 @@ class FaultProxy:
             mode = self._mode
             if not chunk:
                 if not isinstance(mode, Blackhole):
-                    queue.put_nowait(None)
+                    await queue.put(None)
                 # In a blackhole the other end hears nothing of this one's end either.
                 return
             if isinstance(mode, Blackhole):
                 continue
+            if connection.cut_at is not None:
+                return  # the other direction was cut: nothing more passes this way
             due = self._loop.time() + (mode.seconds if isinstance(mode, Delay) else 0.0)
-            remaining = connection._cut_remaining if upstream else None
-            if remaining is not None and len(chunk) >= remaining:
-                chunk = chunk[:remaining]
-                connection.cut_at = connection.upstream_count + remaining
+            cut = connection._cut
+            if cut is not None and cut.to_client != upstream:
+                if len(chunk) >= connection._cut_remaining:
+                    chunk = chunk[: connection._cut_remaining]
+                    passed = connection.upstream_count if upstream else connection.downstream_count
+                    connection.cut_at = passed + len(chunk)
+                connection._cut_remaining -= len(chunk)
             if upstream:
                 connection.upstream_count += len(chunk)
                 if self.record_upstream:
                     connection.upstream += chunk
-                if remaining is not None:
-                    connection._cut_remaining = remaining - len(chunk)
+            else:
+                connection.downstream_count += len(chunk)
             if chunk:
-                queue.put_nowait((due, chunk))
+                await queue.put((due, chunk))
             if connection.cut_at is not None:
-                queue.put_nowait(None)
+                await queue.put(None)
                 return
 
     async def _write(

@@ -191,3 +191,15 @@ def test_cut_counts_a_new_connection_from_its_start(echo: EchoServer, proxy: Fau
         assert b"abc".startswith(receive(sock, 6))
     assert echo.log.ended[0].wait(10)
     assert echo.log.received[0] == b"abc"
+
+
+def test_a_cut_to_the_client_counts_the_server_to_client_stream(
+    echo: EchoServer, proxy: FaultProxy, client: socket.socket
+):
+    """Cut to the client: K more server-to-client bytes pass, then both sides are closed: the
+    client sees the stream end in the middle of what the server sent."""
+    proxy.set_mode(Cut(after_bytes=4, to_client=True))
+    client.sendall(b"abcdefgh")
+    assert receive(client, 8) == b"abcd"
+    assert echo.log.ended[0].wait(10)
+    assert proxy.connections[0].cut_at == 4
