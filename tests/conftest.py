@@ -32,7 +32,9 @@ def broker_logs_are_clean(request: pytest.FixtureRequest) -> Iterator[None]:
 
     Autouse, so it is set up before the test's other fixtures and torn down after them: the
     brokers they started have been stopped, and their logs are complete."""
-    take_started_brokers()  # none belongs to this test; a failed start elsewhere left them
+    # Brokers started before this test's own fixtures (by a fixture of a wider scope) are
+    # not this test's to stop.
+    take_started_brokers()
     yield
     logs: dict[Path, str] = {}
     for started in take_started_brokers():
