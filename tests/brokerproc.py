@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -36,6 +37,9 @@ class RunningBroker:
     environment: dict[str, str] = field(default_factory=dict)
     #: The amqps listener's port, when start_broker was asked for one.
     amqps_port: int | None = None
+    #: The log as it was when this process ended by stop() or kill(): a test may remove the
+    #: log's directory (unmount a small disk) before the harness reads the log.
+    final_log: str | None = None
 
     @property
     def url(self) -> str:
@@ -58,6 +62,7 @@ class RunningBroker:
         assert self.process is not None
         self.process.kill()
         self.process.wait(10)
+        self.final_log = self.log()
 
     def __enter__(self) -> RunningBroker:
         return self
@@ -74,6 +79,58 @@ class RunningBroker:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(10)
+        self.final_log = self.log()
+
+    def last_log(self) -> str:
+        """The log file as it is now, or as it was when the process ended if the file is gone."""
+        if self.log_path is not None and self.log_path.exists():
+            return self.log()
+        return self.final_log or ""
+
+
+#: The brokers start_broker started since the last take_started_brokers(): the test harness
+#: (tests/conftest.py) takes them when a test ends, stops them and checks their logs.
+_started: list[RunningBroker] = []
+
+
+def take_started_brokers() -> list[RunningBroker]:
+    """The brokers started since the last call, in order; the list starts afresh."""
+    taken = list(_started)
+    _started.clear()
+    return taken
+
+
+# A record at level error or critical, in the text format ("<ts> error <logger> msg=...") or
+# the JSON one (batonmq.log).
+_ERROR_RECORD = re.compile(r'^\S+ (?:error|critical) |^\{.*"level": "(?:error|critical)"')
+# A traceback that Python wrote to stderr itself (not through logging, which keeps a traceback
+# on its record's one line): it runs on to the next log record.
+_RAW_TRACEBACK = re.compile(r"^Traceback \(most recent call last\):")
+_LOG_RECORD = re.compile(r"^(?:\d{4}-\d\d-\d\dT|\{)")
+
+
+def log_problems(log: str, expected: Iterable[str] = ()) -> list[str]:
+    """The entries of a broker log that show something went wrong: every record at level error
+    or critical, and every line that holds a traceback (a traceback Python printed without
+    logging is one entry with its following lines). An entry that one of the `expected`
+    regular expressions matches (re.search) is not a problem: a test declares the errors it
+    provokes on purpose."""
+    allowed = [re.compile(pattern) for pattern in expected]
+    entries: list[str] = []
+    lines = log.splitlines()
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        index += 1
+        if _RAW_TRACEBACK.match(line):
+            block = [line]
+            while index < len(lines) and not _LOG_RECORD.match(lines[index]):
+                block.append(lines[index])
+                index += 1
+            entries.append("\n".join(block))
+        elif "Traceback" in line or _ERROR_RECORD.match(line):
+            entries.append(line)
+    return [entry for entry in entries if not any(p.search(entry) for p in allowed)]
 
 
 def wait_for_port(
@@ -156,6 +213,7 @@ def start_broker(
         environment=dict(environment or {}),
         amqps_port=amqps_port,
     )
+    _started.append(broker)
     try:
         if plain:
             wait_for_port("127.0.0.1", port, process, log_path)

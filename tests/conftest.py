@@ -7,10 +7,58 @@ from pathlib import Path
 
 import pytest
 
-from tests.brokerproc import BrokerLife
+from tests.brokerproc import BrokerLife, log_problems, take_started_brokers
 
 #: PostgreSQL for the tests that need it: `postgres_server`, `postgres_dsn`.
 pytest_plugins = ["tests.pgserver"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "expected_log_errors(*patterns, reason): regular expressions for the error records "
+        "and tracebacks this test provokes in a broker's log on purpose, and why it does; "
+        "any other fails the test",
+    )
+
+
+@pytest.fixture(autouse=True)
+def broker_logs_are_clean(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every broker a test started (start_broker, by any fixture or the test itself) is stopped
+    when the test ends, and the test fails if the broker's log holds a traceback or an error
+    record that the test did not declare with
+    `@pytest.mark.expected_log_errors(regex, ..., reason="why the test provokes them")`:
+    a crash that the client never sees cannot pass (issue 17, "The test harness").
+
+    Autouse, so it is set up before the test's other fixtures and torn down after them: the
+    brokers they started have been stopped, and their logs are complete."""
+    # Brokers started before this test's own fixtures (by a fixture of a wider scope) are
+    # not this test's to stop.
+    take_started_brokers()
+    yield
+    logs: dict[Path, str] = {}
+    for started in take_started_brokers():
+        started.stop()
+        assert started.log_path is not None
+        # A broker restarted on the same data appends to the same log: the latest text holds it all.
+        logs[started.log_path] = started.last_log()
+    markers = list(request.node.iter_markers("expected_log_errors"))
+    for marker in markers:
+        if not marker.kwargs.get("reason"):
+            pytest.fail("expected_log_errors needs reason=: why the test provokes these errors")
+    expected = [pattern for marker in markers for pattern in marker.args]
+    reports = [
+        f"{path}:\n" + "\n".join(problems)
+        for path, text in logs.items()
+        if (problems := log_problems(text, expected))
+    ]
+    if reports:
+        pytest.fail(
+            "the broker log holds tracebacks or error records this test did not expect "
+            "(declare the ones it provokes on purpose with "
+            "@pytest.mark.expected_log_errors(regex, ..., reason=...)):\n" + "\n".join(reports),
+            pytrace=False,
+        )
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -33,6 +33,7 @@ def publish_until_nacked(channel) -> list[int]:
     pytest.fail("1000 messages of 32 KiB fitted on a 2 MiB disk: no nack came")
 
 
+@pytest.mark.expected_log_errors(r"store write failed: ", reason="it fills the disk")
 def test_a_full_disk_nacks_publishes_and_loses_nothing_confirmed(tmp_path: Path):
     with small_disk(tmp_path / "disk", "2m") as disk:
         # The free-disk alarm would hold the publisher from the start: this test is about

@@ -319,6 +319,7 @@ def test_a_broken_acl_file_stops_the_broker_at_start(tmp_path: Path) -> None:
     assert f"{acl_path}:2:15: unknown action 'PUBLSH'" in output
 
 
+@pytest.mark.expected_log_errors(r"ACL reload failed", reason="it breaks the ACL file on purpose")
 def test_sighup_reloads_the_acl_and_a_broken_file_keeps_the_old_rules(
     start: Callable[..., RunningBroker], acl_path: Path
 ) -> None:

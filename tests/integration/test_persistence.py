@@ -219,6 +219,7 @@ def test_a_backlog_beyond_the_page_window_is_paged_and_delivered_in_order(tmp_pa
         life.stop()
 
 
+@pytest.mark.expected_log_errors(r"cannot open the store: ", reason="the store is in use")
 def test_a_second_broker_on_the_same_data_refuses_to_start(broker_life: BrokerLife, tmp_path):
     """Issue 4: a clear error for "a store locked by another running broker"."""
     second_dir = tmp_path / "second"
@@ -319,6 +320,7 @@ def test_a_priority_backlog_beyond_the_window_comes_back_in_priority_order(
         life.stop()
 
 
+@pytest.mark.expected_log_errors(r"ignored: invalid|not restored", reason="it plants refused state")
 def test_state_refused_by_newer_rules_does_not_stop_a_restart(tmp_path):
     """A queue argument or a binding's selector that was accepted when declared but is refused
     by the rules of the BatonMQ that restarts (written into the SQLite file here) is logged and
