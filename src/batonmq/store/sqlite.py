@@ -42,7 +42,8 @@ from batonmq.store.base import (
     GUEST_CREDENTIAL,
     LEVEL_INDEX,
     SCHEMA_VERSION,
-    PagedEntry,
+    PageRead,
+    QuarantinedEntry,
     QueueBacklog,
     Recovery,
     SchemaTooNew,
@@ -61,6 +62,7 @@ from batonmq.store.base import (
     message_id_base,
 )
 from batonmq.store.fields import decode_table, encode_table
+from batonmq.store.integrity import checked_entry, checksum, report_quarantined
 
 T = TypeVar("T")
 _Item = TypeVar("_Item")
@@ -83,6 +85,14 @@ def _add_entry_priority(conn: sqlite3.Connection) -> None:
     columns = {row[1] for row in conn.execute("PRAGMA table_info(entries)")}
     if "priority" not in columns:
         conn.execute("ALTER TABLE entries ADD COLUMN priority INTEGER NOT NULL DEFAULT 0")
+
+
+def _add_message_checksum(conn: sqlite3.Connection) -> None:
+    """Version 6: messages carry the checksum of their bytes; NULL (unchecked) for those written
+    before (batonmq.store.integrity)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(messages)")}
+    if "checksum" not in columns:
+        conn.execute("ALTER TABLE messages ADD COLUMN checksum INTEGER")
 
 
 _MIGRATIONS: Final[tuple[tuple[str | Callable[[sqlite3.Connection], None], ...], ...]] = (
@@ -132,6 +142,15 @@ _MIGRATIONS: Final[tuple[tuple[str | Callable[[sqlite3.Connection], None], ...],
     (
         "DROP INDEX IF EXISTS entries_priority",
         f"CREATE INDEX entries_priority ON entries {LEVEL_INDEX}",
+    ),
+    # Version 6: message checksums, and the quarantine of entries whose message fails its own.
+    (
+        _add_message_checksum,
+        "CREATE TABLE IF NOT EXISTS quarantined_messages (broker_id TEXT NOT NULL,"
+        " vhost TEXT NOT NULL, queue TEXT NOT NULL, sequence INTEGER NOT NULL,"
+        " delivery_count INTEGER NOT NULL, message_id INTEGER NOT NULL, exchange TEXT NOT NULL,"
+        " routing_key TEXT NOT NULL, header_payload BLOB NOT NULL, body BLOB NOT NULL,"
+        " checksum INTEGER, quarantined_at TEXT NOT NULL)",
     ),
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
@@ -219,7 +238,7 @@ class SQLiteStore:
 
     async def read_entries(
         self, vhost: str, queue: str, after_sequence: int, limit: int, priority: int | None = None
-    ) -> list[PagedEntry]:
+    ) -> PageRead:
         return await self._submit(
             partial(self._read_sync, vhost, queue, after_sequence, limit, priority)
         )
@@ -524,8 +543,8 @@ class SQLiteStore:
 
     def _read_sync(
         self, vhost: str, queue: str, after: int, limit: int, priority: int | None
-    ) -> list[PagedEntry]:
-        def read(conn: sqlite3.Connection) -> list[PagedEntry]:
+    ) -> PageRead:
+        def read(conn: sqlite3.Connection) -> PageRead:
             rows = conn.execute(
                 read_entries_sql(priority),
                 (
@@ -538,11 +557,42 @@ class SQLiteStore:
                 ),
             )
             return [
-                PagedEntry(sequence, count, StoredMessage(*message), expires_at)
-                for sequence, count, expires_at, *message in rows
+                checked_entry(sequence, count, expires_at, level, StoredMessage(*message), stored)
+                for sequence, count, expires_at, level, *message, stored in rows
             ]
 
-        return self._read(read)
+        page = self._read(read)
+        quarantined = [entry for entry in page if isinstance(entry, QuarantinedEntry)]
+        if quarantined:
+            self._transaction(
+                "quarantine",
+                partial(self._quarantine, vhost, queue, quarantined),
+                self._writer(),
+            )
+            for entry in quarantined:
+                report_quarantined(self.location, vhost, queue, entry)
+        return page
+
+    def _quarantine(
+        self, vhost: str, queue: str, entries: list[QuarantinedEntry], conn: sqlite3.Connection
+    ) -> None:
+        """Move the entries, each with a copy of its message as stored, to the quarantine; a
+        message no entry holds any more goes."""
+        keys = [(self._broker_id, vhost, queue, entry.sequence) for entry in entries]
+        conn.executemany(
+            "INSERT INTO quarantined_messages (broker_id, vhost, queue, sequence, delivery_count,"
+            " message_id, exchange, routing_key, header_payload, body, checksum, quarantined_at)"
+            " SELECT e.broker_id, e.vhost, e.queue, e.sequence, e.delivery_count, m.id,"
+            " m.exchange, m.routing_key, m.header_payload, m.body, m.checksum, ?"
+            " FROM entries e JOIN messages m ON m.broker_id = e.broker_id AND m.id = e.message_id"
+            f" WHERE e.{_ENTRY.replace(' AND ', ' AND e.')}",
+            [(_now(), *key) for key in keys],
+        )
+        conn.executemany(f"DELETE FROM entries WHERE {_ENTRY}", keys)
+        conn.executemany(
+            f"DELETE FROM messages WHERE broker_id = ? AND id = ? AND {_ORPHANS}",
+            [(self._broker_id, entry.message_id) for entry in entries],
+        )
 
     def _stats_sync(self) -> StoreStats:
         def count(conn: sqlite3.Connection) -> StoreStats:
@@ -668,8 +718,9 @@ def read_entries_sql(priority: int | None) -> str:
     if priority:
         index, level = " INDEXED BY entries_priority", level + " AND e.priority > 0"
     return (
-        "SELECT e.sequence, e.delivery_count, e.expires_at, m.id, m.exchange,"
-        f" m.routing_key, m.header_payload, m.body FROM entries e{index} JOIN messages m"
+        "SELECT e.sequence, e.delivery_count, e.expires_at, e.priority, m.id, m.exchange,"
+        f" m.routing_key, m.header_payload, m.body, m.checksum FROM entries e{index}"
+        " JOIN messages m"
         " ON m.broker_id = e.broker_id AND m.id = e.message_id"
         f" WHERE e.broker_id = ? AND e.vhost = ? AND e.queue = ?{level}"
         " AND e.sequence > ? ORDER BY e.sequence LIMIT ?"
@@ -718,9 +769,9 @@ def _batch_steps(broker: str, batch: WriteBatch) -> list[tuple[str, Sequence[tup
          " routing_key, arguments) VALUES (?, ?, ?, ?, ?, ?, ?)",
          [_binding_row(broker, binding) for binding in batch.bindings_put]),
         *_many_rows("INSERT OR REPLACE INTO messages (broker_id, id, exchange, routing_key,"
-                    " header_payload, body) VALUES",
-                    [(broker, m.id, m.exchange, m.routing_key, m.header_payload, m.body)
-                     for m in batch.messages_put]),
+                    " header_payload, body, checksum) VALUES",
+                    [(broker, m.id, m.exchange, m.routing_key, m.header_payload, m.body,
+                      checksum(m)) for m in batch.messages_put]),
         *_many_rows("INSERT OR REPLACE INTO entries (broker_id, vhost, queue, sequence,"
                     " message_id, delivery_count, transient, expires_at, priority) VALUES",
                     [(broker, e.vhost, e.queue, e.sequence, e.message_id, e.delivery_count,
@@ -798,19 +849,21 @@ def _binding_row(broker: str, b: StoredBinding) -> tuple[str, ...]:
     )  # fmt: skip
 
 
-def _count_rows(conn: sqlite3.Connection, broker: str) -> tuple[int, int, int, int, int, int]:
-    """(exchanges, queues, bindings, messages, entries, message bytes) of one broker."""
+def _count_rows(conn: sqlite3.Connection, broker: str) -> tuple[int, int, int, int, int, int, int]:
+    """(exchanges, queues, bindings, messages, entries, message bytes, quarantined entries) of
+    one broker."""
     row = conn.execute(
         "SELECT (SELECT COUNT(*) FROM exchanges WHERE broker_id = ?1),"
         " (SELECT COUNT(*) FROM queues WHERE broker_id = ?1),"
         " (SELECT COUNT(*) FROM bindings WHERE broker_id = ?1),"
         " (SELECT COUNT(*) FROM messages WHERE broker_id = ?1),"
         " (SELECT COUNT(*) FROM entries WHERE broker_id = ?1),"
-        " (SELECT COALESCE(SUM(LENGTH(body)), 0) FROM messages WHERE broker_id = ?1)",
+        " (SELECT COALESCE(SUM(LENGTH(body)), 0) FROM messages WHERE broker_id = ?1),"
+        " (SELECT COUNT(*) FROM quarantined_messages WHERE broker_id = ?1)",
         (broker,),
     ).fetchone()
-    exchanges, queues, bindings, messages, entries, size = (int(value) for value in row)
-    return exchanges, queues, bindings, messages, entries, size
+    exchanges, queues, bindings, messages, entries, size, quarantined = (int(v) for v in row)
+    return exchanges, queues, bindings, messages, entries, size, quarantined
 
 
 def _pages_in_use(conn: sqlite3.Connection) -> int:

@@ -87,7 +87,7 @@ class FakeStore:
 
     async def stats(self) -> StoreStats:
         self._call("stats")
-        return StoreStats("fake", self.location, self.version, "batonmq", 1, 2, 3, 40, 50, 6000)
+        return StoreStats("fake", self.location, self.version, "batonmq", 1, 2, 3, 40, 50, 6000, 7)
 
     async def backup(self, directory: Path) -> None:
         self._call("backup")
@@ -493,6 +493,7 @@ def test_stats_prints_aligned_name_value_lines(
         "messages:       40\n"
         "entries:        50\n"
         "message_bytes:  6000\n"
+        "quarantined:    7\n"
     )
     assert stores.store.opens == [{"create": False, "migrate": False, "lock": False}]
 
@@ -511,6 +512,7 @@ def test_stats_json(stores: Stores, capsys: pytest.CaptureFixture[str]) -> None:
         "messages": 40,
         "entries": 50,
         "message_bytes": 6000,
+        "quarantined": 7,
     }
 
 
