@@ -286,12 +286,24 @@ class Store(Protocol):
         """Where the data lives, for log lines (a file path, or a DSN without its password)."""
         ...
 
-    async def open(self, *, create: bool = True, migrate: bool = True, lock: bool = True) -> None:
+    async def open(
+        self,
+        *,
+        create: bool = True,
+        migrate: bool = True,
+        lock: bool = True,
+        replace_lost: bool = False,
+    ) -> None:
         """Connect. With `lock`, take the broker's lock (StoreLocked if another running broker
         or batonctl holds it); without it, only reads (stats, backup) are allowed. An empty store
         gets the schema when `create` is true; an older schema is migrated when `migrate` is true
         (as a broker does at start) and left for `upgrade` otherwise. SchemaTooNew when the
-        schema is newer than SCHEMA_VERSION; StoreUnavailable / StoreCorrupt otherwise."""
+        schema is newer than SCHEMA_VERSION; StoreUnavailable / StoreCorrupt otherwise.
+
+        A store known to have existed whose data is gone (the SQLite store's file missing or
+        empty: see `batonmq.store.sqlite`) is StoreCorrupt, never silently started anew, unless
+        `replace_lost` (with `create`) says to make a new one there: `batonctl db create` and
+        `db restore`, which an operator runs to do just that."""
         ...
 
     @property

@@ -326,7 +326,16 @@ class PostgresStore:
     def schema_version(self) -> int:
         return self._version
 
-    async def open(self, *, create: bool = True, migrate: bool = True, lock: bool = True) -> None:
+    async def open(
+        self,
+        *,
+        create: bool = True,
+        migrate: bool = True,
+        lock: bool = True,
+        replace_lost: bool = False,
+    ) -> None:
+        """See `Store.open`; `replace_lost` changes nothing here: a schema holds its own version,
+        so a store is found whole or not at all (a dropped schema is an empty store)."""
         async with self._calls:
             if self._opened:
                 raise StoreError(f"the store {self._location} is already open")

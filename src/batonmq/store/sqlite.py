@@ -15,6 +15,15 @@ Why it is built this way:
 - No `PRAGMA quick_check` at open: it reads the whole file, minutes for a large backlog. SQLite
   reports damage on the pages it reads (SQLITE_CORRUPT, raised as StoreCorrupt); `restore` does
   check the backup it is about to install.
+- A store that is lost is not started anew: a missing or zero-length database file where a store
+  was made (SQLite would create a new empty database in its place, and a broker would start
+  empty as if it had never held anything) is StoreCorrupt, naming the file. What says a store
+  was made there is the marker file `<file>.created`, written (and fsynced, with its directory)
+  once the schema is committed, and by any later open that finds it missing (a store made before
+  the marker existed gets it at its next start). Not the lock file, which an open that failed
+  before creating anything leaves too; not the -wal and -shm files, which a clean close removes.
+  A brand-new data directory has no marker and starts empty. `batonctl db create` and `db
+  restore` (`replace_lost`) make a store where one was lost: an operator's decision.
 - A full disk: a failed commit is rolled back and the store stays usable, but in WAL mode a
   deletion needs free space too (its pages go to the WAL first), so it is space freed outside the
   store, or a broker that stops accepting messages before the disk fills, that gets it going.
@@ -69,6 +78,8 @@ _Item = TypeVar("_Item")
 
 #: The file a backup directory holds, next to its manifest.json.
 BACKUP_FILE: Final = "batonmq.sqlite3"
+#: Appended to the database file's name: the marker that says a store was made there.
+CREATED_SUFFIX: Final = ".created"
 
 
 # Step N creates schema version N; `_run_migrations` runs the steps above the version found, so a
@@ -197,6 +208,7 @@ class SQLiteStore:
         self._locked = False
         self._create = True
         self._migrate = True
+        self._replace_lost = False
         self._empty = True
         self._schema_version = 0
 
@@ -219,10 +231,18 @@ class SQLiteStore:
             raise StoreError(f"{self._path}: the store is not open")
         return asyncio.get_running_loop().run_in_executor(self._executor, job)
 
-    async def open(self, *, create: bool = True, migrate: bool = True, lock: bool = True) -> None:
+    async def open(
+        self,
+        *,
+        create: bool = True,
+        migrate: bool = True,
+        lock: bool = True,
+        replace_lost: bool = False,
+    ) -> None:
         if self._executor is not None:
             raise StoreError(f"{self._path}: the store is already open")
         self._create, self._migrate, self._locked = create, migrate, lock
+        self._replace_lost = replace_lost
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batonmq-sqlite")
         try:
             await self._submit(self._open_sync)
@@ -294,7 +314,47 @@ class SQLiteStore:
             elif not self._path.exists():
                 raise StoreUnavailable(f"there is no store at {self._path}")
             self._lock_fd = self._take_lock()
+        self._refuse_lost_store()
         self._connect()
+
+    @property
+    def _marker(self) -> Path:
+        return self._path.with_name(self._path.name + CREATED_SUFFIX)
+
+    def _refuse_lost_store(self) -> None:
+        """StoreCorrupt if a store was made here (its marker) but its file is gone or empty."""
+        if self._replace_lost or not self._marker.exists():
+            return
+        try:
+            if self._path.stat().st_size:
+                return
+            state = "is empty (0 bytes)"
+        except FileNotFoundError:
+            state = "is missing"
+        raise StoreCorrupt(
+            f"{self._path} {state}, but a store was made there ({self._marker} says so): restore"
+            " it with `batonctl db restore`, or run `batonctl db create` to start an empty store"
+        )
+
+    def _mark_created(self) -> None:
+        """Write the marker that a store was made here, durably, unless it is there."""
+        marker = self._marker
+        if marker.exists():
+            return
+        try:
+            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            try:
+                os.write(fd, f"BatonMQ store {self._path.name} made by {__version__}\n".encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            directory_fd = os.open(self._path.parent, os.O_RDONLY)
+            try:
+                os.fsync(directory_fd)
+            finally:
+                os.close(directory_fd)
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot write {marker}: {exc.strerror}") from exc
 
     def _take_lock(self) -> int:
         lock_path = f"{self._path}.lock"
@@ -350,6 +410,8 @@ class SQLiteStore:
                 self._run_migrations(conn)
             if self._locked and self._schema_version == SCHEMA_VERSION:
                 self._register_broker(conn)
+            if self._locked and not self._empty:
+                self._mark_created()
         except sqlite3.Error as exc:
             if _is_corruption(exc):
                 raise StoreCorrupt(f"{self._path} is not a BatonMQ store: {exc}") from exc

@@ -14,7 +14,7 @@ import asyncpg
 import pika
 import pytest
 
-from tests.brokerproc import BrokerLife, RunningBroker, run_batonctl
+from tests.brokerproc import BrokerLife, RunningBroker, failed_start, run_batonctl, start_broker
 
 pytestmark = pytest.mark.integration
 
@@ -123,3 +123,72 @@ def test_a_damaged_message_is_quarantined_and_the_rest_of_its_queue_delivered(
         ]
         assert len(naming) == 1, lines
     assert len(lines) == 2
+
+
+def used_sqlite_data_dir(workdir: Path) -> Path:
+    """A data directory whose SQLite store has held a persistent message: its database file."""
+    with start_broker(workdir) as broker, connect(broker) as connection:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        channel.queue_declare(QUEUE, durable=True)
+        channel.basic_publish("", QUEUE, body_of(1), PERSISTENT)
+    return workdir / "data" / "batonmq.sqlite3"
+
+
+def test_a_missing_database_file_in_a_used_data_directory_refuses_to_start(
+    tmp_path: Path,
+) -> None:
+    """Issue 17, defect 5: "A zero-length or missing SQLite file in a data directory that held a
+    store starts silently empty: refuse to start with an error naming the file". The broker
+    exits with status 1 and one error naming the file; `batonctl db restore` puts the store
+    back, after which the broker starts with its message."""
+    path = used_sqlite_data_dir(tmp_path)
+    backup = tmp_path / "backup"
+    assert run_batonctl(tmp_path, "db", "backup", "--dir", str(backup)).returncode == 0
+    path.unlink()
+
+    output = failed_start(tmp_path, {})
+
+    errors = [line for line in output.splitlines() if " error " in line]
+    assert len(errors) == 1, output
+    assert f"{path} is missing" in errors[0]
+    assert not path.exists()
+    restored = run_batonctl(tmp_path, "db", "restore", "--dir", str(backup))
+    assert restored.returncode == 0, restored
+    with start_broker(tmp_path) as broker, connect(broker) as connection:
+        method = connection.channel().queue_declare(QUEUE, durable=True, passive=True).method
+        assert method.message_count == 1
+
+
+def test_a_zero_length_database_file_in_a_used_data_directory_refuses_to_start(
+    tmp_path: Path,
+) -> None:
+    """Issue 17, defect 5: "A zero-length or missing SQLite file in a data directory that held a
+    store starts silently empty: refuse to start with an error naming the file". Then `batonctl
+    db create` makes an empty store there on purpose, and the broker starts on it."""
+    path = used_sqlite_data_dir(tmp_path)
+    path.write_bytes(b"")
+
+    output = failed_start(tmp_path, {})
+
+    errors = [line for line in output.splitlines() if " error " in line]
+    assert len(errors) == 1, output
+    assert f"{path} is empty (0 bytes)" in errors[0]
+    assert path.stat().st_size == 0
+    created = run_batonctl(tmp_path, "db", "create")
+    assert created.returncode == 0, created
+    with start_broker(tmp_path) as broker, connect(broker) as connection:
+        method = connection.channel().queue_declare(QUEUE, durable=False, auto_delete=True).method
+        assert method.message_count == 0
+
+
+def test_a_new_empty_data_directory_starts_empty(tmp_path: Path) -> None:
+    """Issue 17, defect 5: "(a brand-new data directory still starts empty)", and a directory
+    the broker has started in once is one that held a store from then on: its file removed,
+    the next start is refused."""
+    with start_broker(tmp_path) as broker, connect(broker) as connection:
+        method = connection.channel().queue_declare(QUEUE, durable=True).method
+        assert method.message_count == 0
+    (tmp_path / "data" / "batonmq.sqlite3").unlink()
+
+    assert "batonmq.sqlite3 is missing" in failed_start(tmp_path, {})
