@@ -141,6 +141,7 @@ def test_create_then_stats_and_upgrade_on_a_fresh_store(
         "messages": 0,
         "entries": 0,
         "message_bytes": 0,
+        "quarantined": 0,
     }
     if kind == "sqlite":
         assert location == str(data_dir / "batonmq.sqlite3")

@@ -10,6 +10,8 @@ How each command opens the store (`Store.open`):
   store; none of them migrates as a side effect of opening (upgrade migrates when asked to),
   except restore, which needs the current schema to load a backup into (a broker migrates at
   start anyway);
+- create and restore make a new store where one was lost (`Store.open`'s `replace_lost`: a
+  broker refuses to start on it), which is what an operator runs them for there;
 - backup and stats open without the lock and only read, so they work while a broker runs.
 
 A failure is one line on stderr, "batonctl: <what failed>: <reason>", and exit status 1; the
@@ -108,9 +110,9 @@ def _create(args: argparse.Namespace, config: Config) -> int:
         # Read first (without the lock, creating nothing) to tell "created" from "was there".
         found = 0
         if not missing_store_file(store, config):
-            async with opened(store, create=False, migrate=False, lock=False):
+            async with opened(store, create=False, migrate=False, lock=False, replace_lost=True):
                 found = store.schema_version
-        async with opened(store, create=True, migrate=False, lock=True):
+        async with opened(store, create=True, migrate=False, lock=True, replace_lost=True):
             version = store.schema_version
         if version < SCHEMA_VERSION:
             raise CommandFailed(
@@ -163,7 +165,7 @@ def _restore(args: argparse.Namespace, config: Config) -> int:
         if not (directory / MANIFEST).is_file():
             raise CommandFailed(f"{directory} is not a BatonMQ backup (it has no {MANIFEST})")
         # create: a fresh data directory or database gets the schema the backup is loaded into.
-        async with opened(store, create=True, migrate=True, lock=True):
+        async with opened(store, create=True, migrate=True, lock=True, replace_lost=True):
             await store.restore(directory)
             stats = await store.stats()
         return (

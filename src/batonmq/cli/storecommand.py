@@ -62,9 +62,11 @@ def run_on_store(
 
 
 @contextlib.asynccontextmanager
-async def opened(store: Store, *, create: bool, migrate: bool, lock: bool) -> AsyncIterator[None]:
+async def opened(
+    store: Store, *, create: bool, migrate: bool, lock: bool, replace_lost: bool = False
+) -> AsyncIterator[None]:
     """The store open for the block, closed after it (a failed open leaves nothing open)."""
-    await store.open(create=create, migrate=migrate, lock=lock)
+    await store.open(create=create, migrate=migrate, lock=lock, replace_lost=replace_lost)
     try:
         yield
     finally:

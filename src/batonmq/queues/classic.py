@@ -34,7 +34,7 @@ from batonmq.queues.holdings import Holdings
 from batonmq.queues.priority import PriorityReady
 from batonmq.queues.ready import ReadyEntries
 from batonmq.queues.redelivery import with_delivery_count
-from batonmq.store.base import PagedEntry, QueueBacklog, StoredEntry
+from batonmq.store.base import PageRead, QuarantinedEntry, QueueBacklog, StoredEntry
 from batonmq.store.journal import Journal
 from batonmq.timers import LoopTimers, Timer, Timers
 
@@ -488,7 +488,7 @@ class ClassicQueue:
             priority=request.priority,
         )
 
-    def _paged_in(self, paged: list[PagedEntry] | None) -> None:
+    def _paged_in(self, paged: PageRead | None) -> None:
         self._reading = False
         if not self.deleted and paged is not None:
             self._take_paged(paged)
@@ -502,9 +502,13 @@ class ClassicQueue:
                 self._make_room()
             self._watch_head()
 
-    def _take_paged(self, paged: list[PagedEntry]) -> None:
+    def _take_paged(self, paged: PageRead) -> None:
         entries = []
+        quarantined = []
         for stored in paged:
+            if isinstance(stored, QuarantinedEntry):
+                quarantined.append(stored)
+                continue
             message = Message(
                 stored.message.exchange,
                 stored.message.routing_key,
@@ -525,7 +529,8 @@ class ClassicQueue:
             if stored.delivery_count and self.options.delivery_limit is not None:
                 entry.message = with_delivery_count(message, stored.delivery_count)
             entries.append(entry)
-        self.ready.paged_in(entries)
+        # A quarantined entry (its message failed its checksum) leaves the queue for good.
+        self.paging.holdings.remove(*self.ready.paged_in(entries, quarantined))
 
     def when_paged_in(self, callback: Callable[[], None]) -> None:
         """Call `callback` when the entries being read back from the store have arrived."""

@@ -15,10 +15,11 @@ read back, so that no lower-priority entry overtakes them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from batonmq.model.message import QueueEntry
 from batonmq.queues.ready import PagedRange, PageRequest, ReadyEntries
+from batonmq.store.base import QuarantinedEntry
 
 #: The fewest entries a level keeps in memory, however many levels share the window.
 MIN_LEVEL_WINDOW = 16
@@ -131,10 +132,17 @@ class PriorityReady:
         request = self._levels[priority].page_in_request(self._level_window(window))
         return None if request is None else request._replace(priority=priority)
 
-    def paged_in(self, entries: list[QueueEntry]) -> None:
-        """Entries of one level, read back by a `page_in_request`."""
+    def paged_in(
+        self, entries: list[QueueEntry], quarantined: Sequence[QuarantinedEntry] = ()
+    ) -> tuple[int, int]:
+        """Entries of one level, read back by a `page_in_request` (see ReadyEntries.paged_in)."""
         if entries:
-            self._levels[self.level_of(entries[0])].paged_in(entries)
+            level = self.level_of(entries[0])
+        elif quarantined:
+            level = min(quarantined[0].priority, self.max_priority)
+        else:
+            return 0, 0
+        return self._levels[level].paged_in(entries, quarantined)
 
     def recovered(self, count: int, body_bytes: int, last_sequence: int, priority: int = 0) -> None:
         """A level's backlog in the store, as the broker starts."""

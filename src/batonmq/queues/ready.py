@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from batonmq.model.message import QueueEntry
+from batonmq.store.base import QuarantinedEntry
 
 
 class PageRequest(NamedTuple):
@@ -214,8 +215,21 @@ class ReadyEntries:
             self.page_cursor, min(self.paged_count, max(1, window - len(self._head)))
         )
 
-    def paged_in(self, entries: list[QueueEntry]) -> None:
-        """Entries read back from the store, in order, continuing from `page_cursor`."""
+    def paged_in(
+        self, entries: list[QueueEntry], quarantined: Sequence[QuarantinedEntry] = ()
+    ) -> tuple[int, int]:
+        """Entries read back from the store, in order, continuing from `page_cursor`; and those
+        of the same read that the store quarantined instead (their message failed its
+        checksum), which leave the queue. Returns how many of these left, and their body bytes
+        (none that a purge during the read had already taken)."""
+        gone = gone_bytes = 0
+        for lost in quarantined:
+            if self.paged_count and lost.sequence > self.page_cursor:
+                self.paged_count -= 1
+                self.paged_bytes -= lost.body_bytes
+                self.bytes -= lost.body_bytes
+                gone += 1
+                gone_bytes += lost.body_bytes
         for entry in entries:
             if not self.paged_count or entry.sequence <= self.page_cursor:
                 break  # stale: the queue was cleared while the read was under way
@@ -228,6 +242,7 @@ class ReadyEntries:
             self._head.extend(self._tail)
             self._tail.clear()
             self._spilling = 0
+        return gone, gone_bytes
 
     def recovered(self, count: int, body_bytes: int, last_sequence: int, priority: int = 0) -> None:
         """A queue coming back from the store: all of its entries are paged. Called once per

@@ -23,7 +23,7 @@ from typing import Final, Protocol
 from pamqp.common import FieldTable
 
 #: The schema version this code writes; `batonctl db upgrade` migrates older ones to it.
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 #: The index `entries_priority`, that a priority queue reads a level through (schema version 5),
 #: in both stores. Partial: it holds only levels above 0, so it costs nothing for the entries of
 #: plain queues, and it is never a candidate for a statement that names an entry by its key. With
@@ -149,6 +149,24 @@ class PagedEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class QuarantinedEntry:
+    """A queue entry whose message failed its checksum when read back (`batonmq.store.integrity`):
+    the store has moved it to its quarantine, so it is never delivered and leaves its queue."""
+
+    sequence: int
+    message_id: int
+    #: The entry's priority level, as in StoredEntry.
+    priority: int
+    #: The length of the body as stored (what the queue's backlog counted).
+    body_bytes: int
+
+
+#: What `Store.read_entries` returns: entries in sequence order, each with its message or
+#: quarantined.
+PageRead = list[PagedEntry | QuarantinedEntry]
+
+
+@dataclass(frozen=True, slots=True)
 class QueueBacklog:
     """What a durable queue holds in the store when the broker starts, per priority level (a
     queue with entries at several levels has one backlog for each)."""
@@ -250,6 +268,8 @@ class StoreStats:
     messages: int
     entries: int
     message_bytes: int
+    #: Entries quarantined because their message failed its checksum (`quarantined_messages`).
+    quarantined: int
 
 
 class Store(Protocol):
@@ -266,12 +286,24 @@ class Store(Protocol):
         """Where the data lives, for log lines (a file path, or a DSN without its password)."""
         ...
 
-    async def open(self, *, create: bool = True, migrate: bool = True, lock: bool = True) -> None:
+    async def open(
+        self,
+        *,
+        create: bool = True,
+        migrate: bool = True,
+        lock: bool = True,
+        replace_lost: bool = False,
+    ) -> None:
         """Connect. With `lock`, take the broker's lock (StoreLocked if another running broker
         or batonctl holds it); without it, only reads (stats, backup) are allowed. An empty store
         gets the schema when `create` is true; an older schema is migrated when `migrate` is true
         (as a broker does at start) and left for `upgrade` otherwise. SchemaTooNew when the
-        schema is newer than SCHEMA_VERSION; StoreUnavailable / StoreCorrupt otherwise."""
+        schema is newer than SCHEMA_VERSION; StoreUnavailable / StoreCorrupt otherwise.
+
+        A store known to have existed whose data is gone (the SQLite store's file missing or
+        empty: see `batonmq.store.sqlite`) is StoreCorrupt, never silently started anew, unless
+        `replace_lost` (with `create`) says to make a new one there: `batonctl db create` and
+        `db restore`, which an operator runs to do just that."""
         ...
 
     @property
@@ -291,9 +323,11 @@ class Store(Protocol):
 
     async def read_entries(
         self, vhost: str, queue: str, after_sequence: int, limit: int, priority: int | None = None
-    ) -> list[PagedEntry]:
+    ) -> PageRead:
         """Up to `limit` entries of the queue with sequence > `after_sequence`, in order; only
-        those of priority level `priority` unless it is None."""
+        those of priority level `priority` unless it is None. An entry whose message fails its
+        checksum comes back as a QuarantinedEntry, having been moved to the quarantine and
+        logged (`batonmq.store.integrity`)."""
         ...
 
     async def users(self) -> list[StoredUser]:

@@ -26,7 +26,7 @@ from typing import TypeVar
 from batonmq.model.message import Message
 from batonmq.store.base import (
     ObjectKey,
-    PagedEntry,
+    PageRead,
     Store,
     StoredBinding,
     StoredEntry,
@@ -42,7 +42,7 @@ from batonmq.store.fields import encode_table
 log = logging.getLogger(__name__)
 
 DurableCallback = Callable[[bool], None]
-ReadCallback = Callable[[list[PagedEntry] | None], None]
+ReadCallback = Callable[[PageRead | None], None]
 _EntryKey = tuple[str, str, int]
 _T = TypeVar("_T")
 _BindingKey = tuple[str, str, str, str, str, str]
@@ -394,7 +394,7 @@ class Journal:
             for callback in waiting:
                 self._call(callback, ok)
             for vhost, queue, after, limit, priority, read_callback in gathering.reads:
-                entries: list[PagedEntry] | None
+                entries: PageRead | None
                 try:
                     entries = await store.read_entries(vhost, queue, after, limit, priority)
                 except StoreError as error:

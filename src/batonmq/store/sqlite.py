@@ -15,6 +15,15 @@ Why it is built this way:
 - No `PRAGMA quick_check` at open: it reads the whole file, minutes for a large backlog. SQLite
   reports damage on the pages it reads (SQLITE_CORRUPT, raised as StoreCorrupt); `restore` does
   check the backup it is about to install.
+- A store that is lost is not started anew: a missing or zero-length database file where a store
+  was made (SQLite would create a new empty database in its place, and a broker would start
+  empty as if it had never held anything) is StoreCorrupt, naming the file. What says a store
+  was made there is the marker file `<file>.created`, written (and fsynced, with its directory)
+  once the schema is committed, and by any later open that finds it missing (a store made before
+  the marker existed gets it at its next start). Not the lock file, which an open that failed
+  before creating anything leaves too; not the -wal and -shm files, which a clean close removes.
+  A brand-new data directory has no marker and starts empty. `batonctl db create` and `db
+  restore` (`replace_lost`) make a store where one was lost: an operator's decision.
 - A full disk: a failed commit is rolled back and the store stays usable, but in WAL mode a
   deletion needs free space too (its pages go to the WAL first), so it is space freed outside the
   store, or a broker that stops accepting messages before the disk fills, that gets it going.
@@ -42,7 +51,8 @@ from batonmq.store.base import (
     GUEST_CREDENTIAL,
     LEVEL_INDEX,
     SCHEMA_VERSION,
-    PagedEntry,
+    PageRead,
+    QuarantinedEntry,
     QueueBacklog,
     Recovery,
     SchemaTooNew,
@@ -61,12 +71,15 @@ from batonmq.store.base import (
     message_id_base,
 )
 from batonmq.store.fields import decode_table, encode_table
+from batonmq.store.integrity import checked_entry, checksum, report_quarantined
 
 T = TypeVar("T")
 _Item = TypeVar("_Item")
 
 #: The file a backup directory holds, next to its manifest.json.
 BACKUP_FILE: Final = "batonmq.sqlite3"
+#: Appended to the database file's name: the marker that says a store was made there.
+CREATED_SUFFIX: Final = ".created"
 
 
 # Step N creates schema version N; `_run_migrations` runs the steps above the version found, so a
@@ -83,6 +96,14 @@ def _add_entry_priority(conn: sqlite3.Connection) -> None:
     columns = {row[1] for row in conn.execute("PRAGMA table_info(entries)")}
     if "priority" not in columns:
         conn.execute("ALTER TABLE entries ADD COLUMN priority INTEGER NOT NULL DEFAULT 0")
+
+
+def _add_message_checksum(conn: sqlite3.Connection) -> None:
+    """Version 6: messages carry the checksum of their bytes; NULL (unchecked) for those written
+    before (batonmq.store.integrity)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(messages)")}
+    if "checksum" not in columns:
+        conn.execute("ALTER TABLE messages ADD COLUMN checksum INTEGER")
 
 
 _MIGRATIONS: Final[tuple[tuple[str | Callable[[sqlite3.Connection], None], ...], ...]] = (
@@ -133,6 +154,15 @@ _MIGRATIONS: Final[tuple[tuple[str | Callable[[sqlite3.Connection], None], ...],
         "DROP INDEX IF EXISTS entries_priority",
         f"CREATE INDEX entries_priority ON entries {LEVEL_INDEX}",
     ),
+    # Version 6: message checksums, and the quarantine of entries whose message fails its own.
+    (
+        _add_message_checksum,
+        "CREATE TABLE IF NOT EXISTS quarantined_messages (broker_id TEXT NOT NULL,"
+        " vhost TEXT NOT NULL, queue TEXT NOT NULL, sequence INTEGER NOT NULL,"
+        " delivery_count INTEGER NOT NULL, message_id INTEGER NOT NULL, exchange TEXT NOT NULL,"
+        " routing_key TEXT NOT NULL, header_payload BLOB NOT NULL, body BLOB NOT NULL,"
+        " checksum INTEGER, quarantined_at TEXT NOT NULL)",
+    ),
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
@@ -178,6 +208,7 @@ class SQLiteStore:
         self._locked = False
         self._create = True
         self._migrate = True
+        self._replace_lost = False
         self._empty = True
         self._schema_version = 0
 
@@ -200,10 +231,18 @@ class SQLiteStore:
             raise StoreError(f"{self._path}: the store is not open")
         return asyncio.get_running_loop().run_in_executor(self._executor, job)
 
-    async def open(self, *, create: bool = True, migrate: bool = True, lock: bool = True) -> None:
+    async def open(
+        self,
+        *,
+        create: bool = True,
+        migrate: bool = True,
+        lock: bool = True,
+        replace_lost: bool = False,
+    ) -> None:
         if self._executor is not None:
             raise StoreError(f"{self._path}: the store is already open")
         self._create, self._migrate, self._locked = create, migrate, lock
+        self._replace_lost = replace_lost
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batonmq-sqlite")
         try:
             await self._submit(self._open_sync)
@@ -219,7 +258,7 @@ class SQLiteStore:
 
     async def read_entries(
         self, vhost: str, queue: str, after_sequence: int, limit: int, priority: int | None = None
-    ) -> list[PagedEntry]:
+    ) -> PageRead:
         return await self._submit(
             partial(self._read_sync, vhost, queue, after_sequence, limit, priority)
         )
@@ -275,7 +314,47 @@ class SQLiteStore:
             elif not self._path.exists():
                 raise StoreUnavailable(f"there is no store at {self._path}")
             self._lock_fd = self._take_lock()
+        self._refuse_lost_store()
         self._connect()
+
+    @property
+    def _marker(self) -> Path:
+        return self._path.with_name(self._path.name + CREATED_SUFFIX)
+
+    def _refuse_lost_store(self) -> None:
+        """StoreCorrupt if a store was made here (its marker) but its file is gone or empty."""
+        if self._replace_lost or not self._marker.exists():
+            return
+        try:
+            if self._path.stat().st_size:
+                return
+            state = "is empty (0 bytes)"
+        except FileNotFoundError:
+            state = "is missing"
+        raise StoreCorrupt(
+            f"{self._path} {state}, but a store was made there ({self._marker} says so): restore"
+            " it with `batonctl db restore`, or run `batonctl db create` to start an empty store"
+        )
+
+    def _mark_created(self) -> None:
+        """Write the marker that a store was made here, durably, unless it is there."""
+        marker = self._marker
+        if marker.exists():
+            return
+        try:
+            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            try:
+                os.write(fd, f"BatonMQ store {self._path.name} made by {__version__}\n".encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            directory_fd = os.open(self._path.parent, os.O_RDONLY)
+            try:
+                os.fsync(directory_fd)
+            finally:
+                os.close(directory_fd)
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot write {marker}: {exc.strerror}") from exc
 
     def _take_lock(self) -> int:
         lock_path = f"{self._path}.lock"
@@ -331,6 +410,8 @@ class SQLiteStore:
                 self._run_migrations(conn)
             if self._locked and self._schema_version == SCHEMA_VERSION:
                 self._register_broker(conn)
+            if self._locked and not self._empty:
+                self._mark_created()
         except sqlite3.Error as exc:
             if _is_corruption(exc):
                 raise StoreCorrupt(f"{self._path} is not a BatonMQ store: {exc}") from exc
@@ -524,8 +605,8 @@ class SQLiteStore:
 
     def _read_sync(
         self, vhost: str, queue: str, after: int, limit: int, priority: int | None
-    ) -> list[PagedEntry]:
-        def read(conn: sqlite3.Connection) -> list[PagedEntry]:
+    ) -> PageRead:
+        def read(conn: sqlite3.Connection) -> PageRead:
             rows = conn.execute(
                 read_entries_sql(priority),
                 (
@@ -538,11 +619,42 @@ class SQLiteStore:
                 ),
             )
             return [
-                PagedEntry(sequence, count, StoredMessage(*message), expires_at)
-                for sequence, count, expires_at, *message in rows
+                checked_entry(sequence, count, expires_at, level, StoredMessage(*message), stored)
+                for sequence, count, expires_at, level, *message, stored in rows
             ]
 
-        return self._read(read)
+        page = self._read(read)
+        quarantined = [entry for entry in page if isinstance(entry, QuarantinedEntry)]
+        if quarantined:
+            self._transaction(
+                "quarantine",
+                partial(self._quarantine, vhost, queue, quarantined),
+                self._writer(),
+            )
+            for entry in quarantined:
+                report_quarantined(self.location, vhost, queue, entry)
+        return page
+
+    def _quarantine(
+        self, vhost: str, queue: str, entries: list[QuarantinedEntry], conn: sqlite3.Connection
+    ) -> None:
+        """Move the entries, each with a copy of its message as stored, to the quarantine; a
+        message no entry holds any more goes."""
+        keys = [(self._broker_id, vhost, queue, entry.sequence) for entry in entries]
+        conn.executemany(
+            "INSERT INTO quarantined_messages (broker_id, vhost, queue, sequence, delivery_count,"
+            " message_id, exchange, routing_key, header_payload, body, checksum, quarantined_at)"
+            " SELECT e.broker_id, e.vhost, e.queue, e.sequence, e.delivery_count, m.id,"
+            " m.exchange, m.routing_key, m.header_payload, m.body, m.checksum, ?"
+            " FROM entries e JOIN messages m ON m.broker_id = e.broker_id AND m.id = e.message_id"
+            f" WHERE e.{_ENTRY.replace(' AND ', ' AND e.')}",
+            [(_now(), *key) for key in keys],
+        )
+        conn.executemany(f"DELETE FROM entries WHERE {_ENTRY}", keys)
+        conn.executemany(
+            f"DELETE FROM messages WHERE broker_id = ? AND id = ? AND {_ORPHANS}",
+            [(self._broker_id, entry.message_id) for entry in entries],
+        )
 
     def _stats_sync(self) -> StoreStats:
         def count(conn: sqlite3.Connection) -> StoreStats:
@@ -668,8 +780,9 @@ def read_entries_sql(priority: int | None) -> str:
     if priority:
         index, level = " INDEXED BY entries_priority", level + " AND e.priority > 0"
     return (
-        "SELECT e.sequence, e.delivery_count, e.expires_at, m.id, m.exchange,"
-        f" m.routing_key, m.header_payload, m.body FROM entries e{index} JOIN messages m"
+        "SELECT e.sequence, e.delivery_count, e.expires_at, e.priority, m.id, m.exchange,"
+        f" m.routing_key, m.header_payload, m.body, m.checksum FROM entries e{index}"
+        " JOIN messages m"
         " ON m.broker_id = e.broker_id AND m.id = e.message_id"
         f" WHERE e.broker_id = ? AND e.vhost = ? AND e.queue = ?{level}"
         " AND e.sequence > ? ORDER BY e.sequence LIMIT ?"
@@ -718,9 +831,9 @@ def _batch_steps(broker: str, batch: WriteBatch) -> list[tuple[str, Sequence[tup
          " routing_key, arguments) VALUES (?, ?, ?, ?, ?, ?, ?)",
          [_binding_row(broker, binding) for binding in batch.bindings_put]),
         *_many_rows("INSERT OR REPLACE INTO messages (broker_id, id, exchange, routing_key,"
-                    " header_payload, body) VALUES",
-                    [(broker, m.id, m.exchange, m.routing_key, m.header_payload, m.body)
-                     for m in batch.messages_put]),
+                    " header_payload, body, checksum) VALUES",
+                    [(broker, m.id, m.exchange, m.routing_key, m.header_payload, m.body,
+                      checksum(m)) for m in batch.messages_put]),
         *_many_rows("INSERT OR REPLACE INTO entries (broker_id, vhost, queue, sequence,"
                     " message_id, delivery_count, transient, expires_at, priority) VALUES",
                     [(broker, e.vhost, e.queue, e.sequence, e.message_id, e.delivery_count,
@@ -798,19 +911,21 @@ def _binding_row(broker: str, b: StoredBinding) -> tuple[str, ...]:
     )  # fmt: skip
 
 
-def _count_rows(conn: sqlite3.Connection, broker: str) -> tuple[int, int, int, int, int, int]:
-    """(exchanges, queues, bindings, messages, entries, message bytes) of one broker."""
+def _count_rows(conn: sqlite3.Connection, broker: str) -> tuple[int, int, int, int, int, int, int]:
+    """(exchanges, queues, bindings, messages, entries, message bytes, quarantined entries) of
+    one broker."""
     row = conn.execute(
         "SELECT (SELECT COUNT(*) FROM exchanges WHERE broker_id = ?1),"
         " (SELECT COUNT(*) FROM queues WHERE broker_id = ?1),"
         " (SELECT COUNT(*) FROM bindings WHERE broker_id = ?1),"
         " (SELECT COUNT(*) FROM messages WHERE broker_id = ?1),"
         " (SELECT COUNT(*) FROM entries WHERE broker_id = ?1),"
-        " (SELECT COALESCE(SUM(LENGTH(body)), 0) FROM messages WHERE broker_id = ?1)",
+        " (SELECT COALESCE(SUM(LENGTH(body)), 0) FROM messages WHERE broker_id = ?1),"
+        " (SELECT COUNT(*) FROM quarantined_messages WHERE broker_id = ?1)",
         (broker,),
     ).fetchone()
-    exchanges, queues, bindings, messages, entries, size = (int(value) for value in row)
-    return exchanges, queues, bindings, messages, entries, size
+    exchanges, queues, bindings, messages, entries, size, quarantined = (int(v) for v in row)
+    return exchanges, queues, bindings, messages, entries, size, quarantined
 
 
 def _pages_in_use(conn: sqlite3.Connection) -> int:

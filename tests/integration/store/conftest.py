@@ -4,14 +4,27 @@ PostgreSQL (a fresh empty database per test, from the `postgres_dsn` fixture of 
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Protocol
 
+import asyncpg
 import pytest
 
 from batonmq.store.base import Store
 from batonmq.store.sqlite import SQLiteStore
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The harness's marker (tests/conftest.py declares it too once the harness checks broker
+    # logs): the errors a test here provokes in a broker's log on purpose.
+    config.addinivalue_line(
+        "markers",
+        "expected_log_errors(*patterns): regular expressions for the error records and "
+        "tracebacks this test provokes in a broker's log on purpose; any other fails the test",
+    )
+
 
 #: (broker_id, sync, store name) -> an unopened store.
 StoreBuilder = Callable[[str, bool, str], Store]
@@ -69,3 +82,52 @@ async def store_factory(store_builder: StoreBuilder) -> AsyncIterator[StoreFacto
     finally:
         for opened in reversed(made):
             await opened.close()
+
+
+class Tamper(Protocol):
+    async def __call__(self, store: Store, message_id: int, *, checksum: bool = False) -> None:
+        """Change a stored message behind the store's back, as a failing disk or a hand edit
+        would: flip every bit of its body's first byte, or with `checksum` set its checksum to
+        NULL (a row written before schema version 6)."""
+        ...
+
+
+@pytest.fixture
+def tamper(request: pytest.FixtureRequest) -> Tamper:
+    """See `Tamper`; `store` is one that `store_factory` made (named after its broker id)."""
+
+    async def tamper_with(store: Store, message_id: int, *, checksum: bool = False) -> None:
+        if store.kind == "sqlite":
+            connection = sqlite3.connect(store.location)
+            try:
+                with connection:
+                    if checksum:
+                        connection.execute(
+                            "UPDATE messages SET checksum = NULL WHERE id = ?", (message_id,)
+                        )
+                    else:
+                        (body,) = connection.execute(
+                            "SELECT body FROM messages WHERE id = ?", (message_id,)
+                        ).fetchone()
+                        connection.execute(
+                            "UPDATE messages SET body = ? WHERE id = ?",
+                            (bytes([body[0] ^ 0xFF]) + body[1:], message_id),
+                        )
+            finally:
+                connection.close()
+            return
+        dsn: str = request.getfixturevalue("postgres_dsn")
+        schema = store.location.rsplit(" schema ", 1)[1]
+        change = (
+            "checksum = NULL" if checksum else "body = set_byte(body, 0, get_byte(body, 0) # 255)"
+        )
+        connection = await asyncpg.connect(dsn)
+        try:
+            status = await connection.execute(
+                f'UPDATE "{schema}".messages SET {change} WHERE id = $1', message_id
+            )
+        finally:
+            await connection.close()
+        assert status == "UPDATE 1"
+
+    return tamper_with

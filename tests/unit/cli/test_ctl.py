@@ -73,9 +73,18 @@ class FakeStore:
         if name in self.fail:
             raise self.fail[name]
 
-    async def open(self, *, create: bool = True, migrate: bool = True, lock: bool = True) -> None:
+    async def open(
+        self,
+        *,
+        create: bool = True,
+        migrate: bool = True,
+        lock: bool = True,
+        replace_lost: bool = False,
+    ) -> None:
         assert not self.is_open
-        self.opens.append({"create": create, "migrate": migrate, "lock": lock})
+        self.opens.append(
+            {"create": create, "migrate": migrate, "lock": lock, "replace_lost": replace_lost}
+        )
         self._call("open")
         if lock and "lock" in self.fail:
             raise self.fail["lock"]
@@ -87,7 +96,7 @@ class FakeStore:
 
     async def stats(self) -> StoreStats:
         self._call("stats")
-        return StoreStats("fake", self.location, self.version, "batonmq", 1, 2, 3, 40, 50, 6000)
+        return StoreStats("fake", self.location, self.version, "batonmq", 1, 2, 3, 40, 50, 6000, 7)
 
     async def backup(self, directory: Path) -> None:
         self._call("backup")
@@ -356,8 +365,8 @@ def test_create_in_an_empty_store(stores: Stores, capsys: pytest.CaptureFixture[
 
     assert capsys.readouterr().out == f"created schema version {SCHEMA_VERSION} in fake://store\n"
     assert stores.store.opens == [
-        {"create": False, "migrate": False, "lock": False},
-        {"create": True, "migrate": False, "lock": True},
+        {"create": False, "migrate": False, "lock": False, "replace_lost": True},
+        {"create": True, "migrate": False, "lock": True, "replace_lost": True},
     ]
     assert stores.store.calls == ["open", "close", "open", "close"]
 
@@ -400,7 +409,9 @@ def test_upgrade(
     assert main(["db", "upgrade"]) == 0
 
     assert capsys.readouterr().out == expected
-    assert stores.store.opens == [{"create": False, "migrate": False, "lock": True}]
+    assert stores.store.opens == [
+        {"create": False, "migrate": False, "lock": True, "replace_lost": False}
+    ]
     assert stores.store.calls == ["open", "upgrade", "close"]
 
 
@@ -428,7 +439,9 @@ def test_backup_reads_without_the_lock_and_summarises_the_manifest(
         f"backed up fake://store to {tmp_path / 'new' / 'backup'}: 40 messages, 50 queue "
         "entries (schema version 1)\n"
     )
-    assert stores.store.opens == [{"create": False, "migrate": False, "lock": False}]
+    assert stores.store.opens == [
+        {"create": False, "migrate": False, "lock": False, "replace_lost": False}
+    ]
     assert stores.store.calls == ["open", "backup", "close"]
 
 
@@ -462,7 +475,9 @@ def test_restore_takes_the_lock_and_reports_what_it_restored(
     assert capsys.readouterr().out == (
         f"restored fake://store from {directory}: 40 messages, 50 queue entries\n"
     )
-    assert stores.store.opens == [{"create": True, "migrate": True, "lock": True}]
+    assert stores.store.opens == [
+        {"create": True, "migrate": True, "lock": True, "replace_lost": True}
+    ]
     assert stores.store.calls == ["open", "restore", "stats", "close"]
 
 
@@ -493,8 +508,11 @@ def test_stats_prints_aligned_name_value_lines(
         "messages:       40\n"
         "entries:        50\n"
         "message_bytes:  6000\n"
+        "quarantined:    7\n"
     )
-    assert stores.store.opens == [{"create": False, "migrate": False, "lock": False}]
+    assert stores.store.opens == [
+        {"create": False, "migrate": False, "lock": False, "replace_lost": False}
+    ]
 
 
 def test_stats_json(stores: Stores, capsys: pytest.CaptureFixture[str]) -> None:
@@ -511,6 +529,7 @@ def test_stats_json(stores: Stores, capsys: pytest.CaptureFixture[str]) -> None:
         "messages": 40,
         "entries": 50,
         "message_bytes": 6000,
+        "quarantined": 7,
     }
 
 
