@@ -114,13 +114,16 @@ def _positive_finite(value: object) -> object:
 
 
 def _one_of(*choices: str) -> Check:
+    """One of `choices`, in any case, given back spelt as the choice is."""
+    by_folded_case = {choice.casefold(): choice for choice in choices}
+
     def check(value: object) -> object:
         assert isinstance(value, str)
-        normalised = value.strip().lower()
-        if normalised not in choices:
+        choice = by_folded_case.get(value.strip().casefold())
+        if choice is None:
             expected = ", ".join(repr(choice) for choice in choices)
             raise _Invalid(f"expected one of {expected}, got {value!r}")
-        return normalised
+        return choice
 
     return check
 
