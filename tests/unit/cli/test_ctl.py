@@ -194,7 +194,7 @@ def test_version(stores: Stores, capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out == f"batonctl {__version__}\n"
 
 
-# --- usage errors: exit status 2, argparse's usage text, no store made --------------------------
+# --- usage errors: exit status 2, one line naming the help to read, no store made ----------------
 
 
 @pytest.mark.parametrize(
@@ -213,12 +213,14 @@ def test_version(stores: Stores, capsys: pytest.CaptureFixture[str]) -> None:
 def test_usage_errors(
     argv: list[str], complaint: str, stores: Stores, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Issue 17: "Every batonctl error is one line on stderr and a non-zero exit, never a
+    traceback"; README: exit status "2 usage or configuration error"."""
     assert main(argv) == 2
 
-    err = capsys.readouterr().err
-    assert "usage: batonctl" in err
-    assert complaint in err
-    assert "Traceback" not in err
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("batonctl: ")
+    assert complaint in line
+    assert line.endswith("--help`)")
     assert stores.configs == []
 
 
