@@ -26,6 +26,7 @@ from benchmarks.brokers.batonmq import BatonMQ, Build
 from benchmarks.brokers.rabbitmq import rabbitmq_scripts
 
 import batonmq
+from tests.needs_root import require_root
 from tests.rawclient import RawClient
 
 # The first test runs the command for all of them: about a minute and a half, and as much again
@@ -70,6 +71,8 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Build:
 def run(tmp_path_factory: pytest.TempPathFactory, build: Build) -> Run:
     output = tmp_path_factory.mktemp("bench") / "run.json"
     rabbitmq_was_installed = rabbitmq_scripts() is not None
+    if not rabbitmq_was_installed:
+        require_root("the harness installs rabbitmq-server with apt-get")
     command = [
         sys.executable,
         "-m",
