@@ -45,9 +45,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from tests.pgthrowaway import PostgresUnavailable
+
 from benchmarks.brokers.base import Broker, BrokerError
 from benchmarks.brokers.batonmq import BatonMQ, Build
-from benchmarks.brokers.postgres import BenchPostgres, PostgresUnavailable, start_postgres
+from benchmarks.brokers.postgres import BenchPostgres, start_postgres
 from benchmarks.brokers.rabbitmq import RabbitMQ
 from benchmarks.brokers.sink import Sink
 from benchmarks.report import first_line, headline_summary, results_table, sweep_tables
