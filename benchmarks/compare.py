@@ -2,7 +2,7 @@
 
     python -m benchmarks.compare                 # every row (about 30 minutes)
     python -m benchmarks.compare --quick         # a handful of rows, 3 s each
-    python -m benchmarks.compare --rows headline # issue 7's headline rows
+    python -m benchmarks.compare --rows headline # the Benchmarks requirements' headline rows
     python -m benchmarks.compare --rows 'transient-*-128B' --rows latency-1000
     python -m benchmarks.compare --list          # the rows and what each measures
     python -m benchmarks.compare --build before=/tmp/wt  # also run BatonMQ from another tree
@@ -23,7 +23,7 @@ the rows show none for it (a note says so) and the memory rows report an error.
 the brokers batonmq@NAME and batonmq-pg@NAME, each with a store of its own: a git worktree of an
 earlier commit measures what a change did, against the same RabbitMQ in the same run.
 
-Output: the per-row table, the producers/consumers sweeps in the format of seeds/004 Table 1.6,
+Output: the per-row table, the producers/consumers sweeps in the format of Qpid manual Table 1.6,
 the headline goals, a JSON file (benchmarks/results/<time>.json) and a PNG chart next to it.
 Install matplotlib for the chart: pip install -e '.[bench]'.
 

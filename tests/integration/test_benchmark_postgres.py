@@ -32,8 +32,8 @@ finally:
 
 
 def test_the_postgres_rows_start_their_server_without_pytest() -> None:
-    """Issue 17: "The benchmark extra installs what every row needs (the PostgreSQL rows fail
-    without pytest today)"."""
+    """The Hardening requirements: "The benchmark extra installs what every row needs (the
+    PostgreSQL rows fail without pytest today)"."""
     done = subprocess.run(
         [sys.executable, "-c", WITHOUT_PYTEST],
         cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,

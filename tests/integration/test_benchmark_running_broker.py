@@ -1,7 +1,8 @@
 """--rabbitmq-url end to end: the harness measures a broker it did not start, through
 `RunningRabbitMQ`. A BatonMQ started here stands for the running RabbitMQ (both speak AMQP
-0-9-1; what is tested is the harness, not the broker). Issue 17: "`python -m benchmarks.compare`
-can target an already running RabbitMQ (`--rabbitmq-url`) as well as start its own." """
+0-9-1; what is tested is the harness, not the broker). The Hardening requirements: "`python -m
+benchmarks.compare` can target an already running RabbitMQ (`--rabbitmq-url`) as well as start its
+own." """
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Every ```toml and ```sh block of README.md, run for real. Issue 17: "The README's configuration
-file 'with every key at its default' does not start the broker ... Every TOML and shell block in
-the README that claims to work gets a test that runs it."
+"""Every ```toml and ```sh block of README.md, run for real. The Hardening requirements: "The
+README's configuration file 'with every key at its default' does not start the broker ... Every TOML
+and shell block in the README that claims to work gets a test that runs it."
 
 A TOML block is a configuration file: the broker starts with it and serves a pika client. A
 shell block is run command by command, each by the runner that `_runner` picks from its first
@@ -266,9 +266,9 @@ def _runner(command: str) -> Runner | None:
 
 
 def test_every_block_is_known() -> None:
-    """Issue 17: "Every TOML and shell block in the README that claims to work gets a test that
-    runs it": a block in another language, or a command no runner knows, fails here until this
-    test learns to run it (or NOT_RUN says why it is not run)."""
+    """The Hardening requirements: "Every TOML and shell block in the README that claims to work
+    gets a test that runs it": a block in another language, or a command no runner knows, fails here
+    until this test learns to run it (or NOT_RUN says why it is not run)."""
     unknown = [
         f"README.md:{block.line}: {command}"
         for block in BLOCKS
@@ -284,9 +284,9 @@ def test_every_block_is_known() -> None:
 
 @pytest.mark.parametrize("block", _blocks("toml"))
 def test_a_toml_block_starts_the_broker(block: Block, tmp_path: Path) -> None:
-    """Issue 17: "The README's configuration file 'with every key at its default' does not
-    start the broker": each configuration block is loaded by the broker, which then serves a
-    pika client."""
+    """The Hardening requirements: "The README's configuration file 'with every key at its default'
+    does not start the broker": each configuration block is loaded by the broker, which then serves
+    a pika client."""
     config = tmp_path / "batonmq.toml"
     config.write_text(block.text, encoding="utf-8")
 
@@ -311,8 +311,9 @@ def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
 @pytest.mark.timeout(360)
 @pytest.mark.parametrize("block", _blocks("sh"))
 def test_a_shell_block_runs(block: Block, sandbox: Sandbox) -> None:
-    """Issue 17: "Every TOML and shell block in the README that claims to work gets a test that
-    runs it." Each command exits 0 with no traceback (and does what its runner checks)."""
+    """The Hardening requirements: "Every TOML and shell block in the README that claims to work
+    gets a test that runs it." Each command exits 0 with no traceback (and does what its runner
+    checks)."""
     for command in block.commands():
         runner = _runner(command)
         assert runner is not None, f"no runner for {command!r}: see test_every_block_is_known"

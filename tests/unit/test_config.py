@@ -337,10 +337,10 @@ def test_log_level_and_format_are_case_insensitive(tmp_path: Path, environ: dict
 def test_every_limit_behavior_is_accepted_in_any_case(
     behavior: str, spelt: Callable[[str], str], tmp_path: Path, environ: dict[str, str]
 ) -> None:
-    """Issue 17: "The README's configuration file 'with every key at its default' does not start
-    the broker: `[autocreate] limit_behavior` is lowercased and then compared with upper-case
-    choices, so no value is accepted." Each choice is accepted, in any case, and kept as the
-    choice is spelt (the engine maps it by that name)."""
+    """The Hardening requirements: "The README's configuration file 'with every key at its default'
+    does not start the broker: `[autocreate] limit_behavior` is lowercased and then compared with
+    upper-case choices, so no value is accepted." Each choice is accepted, in any case, and kept as
+    the choice is spelt (the engine maps it by that name)."""
     path = write(tmp_path, f'[autocreate]\nlimit_behavior = "{spelt(behavior)}"\n')
 
     assert load_config(path, environ=environ).autocreate.limit_behavior == behavior

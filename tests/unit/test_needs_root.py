@@ -15,8 +15,8 @@ def test_root_runs_the_test() -> None:
 
 
 def test_a_developer_who_is_not_root_is_told_the_test_needs_root() -> None:
-    """Issue 17: "`scripts/check` runs for a non-root developer too: tests that need root
-    (tmpfs mounts) say so in their skip reason"."""
+    """The Hardening requirements: "`scripts/check` runs for a non-root developer too: tests that
+    need root (tmpfs mounts) say so in their skip reason"."""
     with pytest.raises(pytest.skip.Exception) as skipped:
         require_root(WHY, euid=1000, environ={})
 
@@ -25,8 +25,8 @@ def test_a_developer_who_is_not_root_is_told_the_test_needs_root() -> None:
 
 @pytest.mark.parametrize("ci", ["true", "TRUE"])
 def test_ci_that_is_not_root_fails_rather_than_skips(ci: str) -> None:
-    """Issue 17: tests that need root "still run in CI, which is root": in CI a missing root is
-    a failure, so that CI cannot skip them silently."""
+    """The Hardening requirements: tests that need root "still run in CI, which is root": in CI a
+    missing root is a failure, so that CI cannot skip them silently."""
     with pytest.raises(pytest.fail.Exception) as failed:
         require_root(WHY, euid=1000, environ={"CI": ci})
 

@@ -18,8 +18,8 @@ def _requirements(extra: str) -> dict[str, Requirement]:
 
 
 def test_the_tools_that_judge_the_code_are_pinned_exactly() -> None:
-    """Issue 17: "Pin the tools that judge the code (ruff, mypy) to exact versions so a new
-    release cannot turn CI red overnight." """
+    """The Hardening requirements: "Pin the tools that judge the code (ruff, mypy) to exact versions
+    so a new release cannot turn CI red overnight." """
     requirements = _requirements("test")
 
     for tool in ("ruff", "mypy"):
@@ -28,8 +28,8 @@ def test_the_tools_that_judge_the_code_are_pinned_exactly() -> None:
 
 
 def test_no_wheel_is_committed() -> None:
-    """Issue 17: "Three wheel files (3.3 MB) are committed at the repository root: remove them;
-    dependencies come from the package index." """
+    """The Hardening requirements: "Three wheel files (3.3 MB) are committed at the repository root:
+    remove them; dependencies come from the package index." """
     tracked = subprocess.run(
         ["git", "ls-files", "*.whl"], cwd=ROOT, capture_output=True, text=True, check=True
     )

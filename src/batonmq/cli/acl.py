@@ -4,7 +4,7 @@
     batonctl acl reload
 
 Both read the files the configuration names (`[acl] file` and the per-virtual-host files in
-`[acl] vhost_dir`, seeds/004 §2.2). `check` reports the first error as FILE:LINE:COLUMN. `reload`
+`[acl] vhost_dir`, Qpid manual §2.2). `check` reports the first error as FILE:LINE:COLUMN. `reload`
 checks first and, only if every file is good, sends SIGHUP to the broker running on the data
 directory (its pid is in `batonmq.pid` there), which reloads the rules without a restart; the
 broker logs "ACL reloaded". A broker that finds a file broken by then keeps its old rules.

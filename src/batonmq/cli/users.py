@@ -1,4 +1,4 @@
-"""``batonctl user``: the users who may log in (seeds/004 §2.1 "Add New Users").
+"""``batonctl user``: the users who may log in (Qpid manual §2.1 "Add New Users").
 
     batonctl user add NAME [--password PW | --password-stdin]
     batonctl user passwd NAME [--password PW | --password-stdin]

@@ -1,5 +1,5 @@
 """--rabbitmq-url: compare with a RabbitMQ that is already running instead of starting one.
-Issue 17: "`python -m benchmarks.compare` can target an already running RabbitMQ
+The Hardening requirements: "`python -m benchmarks.compare` can target an already running RabbitMQ
 (`--rabbitmq-url`) as well as start its own." """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Every way a `batonctl` run can go wrong, as an operator meets it: the installed `batonctl`
 command in a process of its own, on a real SQLite data directory, with stdin at its end or
-closed. Issue 17: "Every batonctl error is one line on stderr and a non-zero exit, never a
-traceback"; README: "Exit status: 0 done, 1 the command failed (one line on stderr), 2 usage or
-configuration error"."""
+closed. The Hardening requirements: "Every batonctl error is one line on stderr and a non-zero exit,
+never a traceback"; README: "Exit status: 0 done, 1 the command failed (one line on stderr), 2 usage
+or configuration error"."""
 
 from __future__ import annotations
 
@@ -47,8 +47,8 @@ def one_line_error(done: subprocess.CompletedProcess[bytes], status: int) -> str
 
 
 def test_user_add_without_a_terminal_says_how_to_give_the_password(tmp_path: Path) -> None:
-    """Issue 17: "`batonctl user add NAME` with no terminal (EOF at the password prompt) prints
-    a traceback: give a one-line error." """
+    """The Hardening requirements: "`batonctl user add NAME` with no terminal (EOF at the password
+    prompt) prints a traceback: give a one-line error." """
     line = one_line_error(batonctl(tmp_path, "user", "add", "alice"), FAILED)
 
     assert "--password-stdin" in line
@@ -56,8 +56,8 @@ def test_user_add_without_a_terminal_says_how_to_give_the_password(tmp_path: Pat
 
 @pytest.mark.parametrize("command", ["add", "passwd"])
 def test_asking_for_a_password_with_stdin_closed_is_one_line(command: str, tmp_path: Path) -> None:
-    """Issue 17: "Every batonctl error is one line on stderr and a non-zero exit, never a
-    traceback." """
+    """The Hardening requirements: "Every batonctl error is one line on stderr and a non-zero exit,
+    never a traceback." """
     done = batonctl(tmp_path, "user", command, "alice", stdin_closed=True)
 
     assert "--password-stdin" in one_line_error(done, FAILED)
@@ -74,8 +74,8 @@ def test_asking_for_a_password_with_stdin_closed_is_one_line(command: str, tmp_p
 def test_password_stdin_that_gives_no_password_is_one_line(
     stdin: bytes | None, stdin_closed: bool, says: str, tmp_path: Path
 ) -> None:
-    """Issue 17: "Every batonctl error is one line on stderr and a non-zero exit, never a
-    traceback." """
+    """The Hardening requirements: "Every batonctl error is one line on stderr and a non-zero exit,
+    never a traceback." """
     done = batonctl(
         tmp_path, "user", "add", "alice", "--password-stdin", stdin=stdin, stdin_closed=stdin_closed
     )
@@ -112,8 +112,8 @@ def test_a_broken_toml_file_is_a_configuration_error(tmp_path: Path) -> None:
 def test_a_usage_error_is_one_line_naming_the_help(
     argv: list[str], says: str, tmp_path: Path
 ) -> None:
-    """README: exit status "2 usage or configuration error"; issue 17: "Every batonctl error is
-    one line on stderr"."""
+    """README: exit status "2 usage or configuration error"; the Hardening requirements: "Every
+    batonctl error is one line on stderr"."""
     line = one_line_error(batonctl(tmp_path, *argv), USAGE)
 
     assert says in line

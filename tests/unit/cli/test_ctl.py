@@ -166,7 +166,7 @@ def test_help_lists_the_options_and_the_groups(
 
 
 def test_db_help_lists_the_commands(stores: Stores, capsys: pytest.CaptureFixture[str]) -> None:
-    """Seeds/000 Table 8 (imqdbmgr create tbl, upgrade, backup, restore), plus stats."""
+    """MQ 4.1 HA guide Table 8 (imqdbmgr create tbl, upgrade, backup, restore), plus stats."""
     assert main(["db", "--help"]) == 0
 
     out = capsys.readouterr().out
@@ -181,7 +181,7 @@ def test_db_help_lists_the_commands(stores: Stores, capsys: pytest.CaptureFixtur
 def test_command_help_shows_its_options(
     command: str, option: str, stores: Stores, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Seeds/000 Table 9: backup and restore take the directory as -dir dirPath."""
+    """MQ 4.1 HA guide Table 9: backup and restore take the directory as -dir dirPath."""
     assert main(["db", command, "--help"]) == 0
 
     assert option in capsys.readouterr().out
@@ -213,8 +213,8 @@ def test_version(stores: Stores, capsys: pytest.CaptureFixture[str]) -> None:
 def test_usage_errors(
     argv: list[str], complaint: str, stores: Stores, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 17: "Every batonctl error is one line on stderr and a non-zero exit, never a
-    traceback"; README: exit status "2 usage or configuration error"."""
+    """The Hardening requirements: "Every batonctl error is one line on stderr and a non-zero exit,
+    never a traceback"; README: exit status "2 usage or configuration error"."""
     assert main(argv) == 2
 
     [line] = capsys.readouterr().err.splitlines()
