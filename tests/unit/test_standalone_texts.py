@@ -52,6 +52,13 @@ def _texts() -> Iterator[tuple[str, str]]:
 
 
 TEXTS = dict(_texts())
+#: In comments and docstrings (every text file of the repository): the design notes, the seed
+#: documents and the directory they live in, none of which is in the repository.
+OUTSIDE_IN_SOURCES = {
+    r"\.\./(?:shared|seeds|design)\b": "a path above the repository",
+    r"(?i)\bseeds?\s*/?\s*\d{3}": "a seed document's file",
+    r"\b(?:ARCHITECTURE|STYLE)\.md\b": "a design note's file",
+}
 
 
 def test_every_batonctl_command_has_its_help_checked() -> None:
@@ -74,6 +81,19 @@ def test_a_text_names_no_document_outside_the_repository(name: str) -> None:
         f"a file that is not in the repository: {match[0]!r}"
         for match in FILE_NAME.finditer(text)
         if match[0] not in tracked and f"src/batonmq/{match[0]}" not in tracked
+    ]
+
+    assert found == []
+
+
+def test_no_source_file_names_a_document_outside_the_repository() -> None:
+    """The same rule for code comments and docstrings: "they are part of the repo"."""
+    found = [
+        f"{name}: {what}: {match[0]!r}"
+        for name in sorted(_tracked())
+        if name.endswith((".py", ".md", ".toml", ".cfg")) or name in ("scripts/check", ".ci/run")
+        for pattern, what in OUTSIDE_IN_SOURCES.items()
+        for match in re.finditer(pattern, (ROOT / name).read_text(encoding="utf-8"))
     ]
 
     assert found == []
