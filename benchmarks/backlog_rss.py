@@ -2,8 +2,8 @@
 
 Publishes N persistent messages of SIZE bytes with confirms (pipelined, WINDOW outstanding) into
 one durable queue that nobody consumes, then reports the broker's resident memory (VmRSS) and
-its peak (VmHWM), the publish rate, and the store's size. Issue 4 asks for the RSS with a backlog
-of 2 million 1 KiB persistent messages (goal: under 500 MB).
+its peak (VmHWM), the publish rate, and the store's size. The Durable messaging requirements ask
+for the RSS with a backlog of 2 million 1 KiB persistent messages (goal: under 500 MB).
 
     python benchmarks/backlog_rss.py --messages 2000000 --size 1024 [--store postgres --dsn ...]
 

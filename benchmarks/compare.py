@@ -2,10 +2,11 @@
 
     python -m benchmarks.compare                 # every row (about 30 minutes)
     python -m benchmarks.compare --quick         # a handful of rows, 3 s each
-    python -m benchmarks.compare --rows headline # issue 7's headline rows
+    python -m benchmarks.compare --rows headline # the Benchmarks requirements' headline rows
     python -m benchmarks.compare --rows 'transient-*-128B' --rows latency-1000
     python -m benchmarks.compare --list          # the rows and what each measures
     python -m benchmarks.compare --build before=/tmp/wt  # also run BatonMQ from another tree
+    python -m benchmarks.compare --rabbitmq-url amqp://user:pass@host:5672/vhost
 
 All brokers are started at the beginning (RabbitMQ, BatonMQ with SQLite, and BatonMQ with
 PostgreSQL when a row needs it), each on free loopback ports with temporary directories, and
@@ -13,11 +14,16 @@ stopped at the end. They stay up together, but only one is loaded at a time: a r
 broker in turn (alternating which goes first, so that drift in the machine's load does not favour
 one side), and the CPU and memory reported are those of the loaded broker's processes only.
 
+--rabbitmq-url compares with a RabbitMQ that is already running instead of one of the harness's
+own (installed from Debian's packages if missing, started, stopped after). Its CPU and peak RSS
+are measured when its process is found on this machine, listening on the URL's port; otherwise
+the rows show none for it (a note says so) and the memory rows report an error.
+
 --build NAME=PATH runs BatonMQ from the source tree at PATH as well (PATH/src on PYTHONPATH), as
 the brokers batonmq@NAME and batonmq-pg@NAME, each with a store of its own: a git worktree of an
 earlier commit measures what a change did, against the same RabbitMQ in the same run.
 
-Output: the per-row table, the producers/consumers sweeps in the format of seeds/004 Table 1.6,
+Output: the per-row table, the producers/consumers sweeps in the format of Qpid manual Table 1.6,
 the headline goals, a JSON file (benchmarks/results/<time>.json) and a PNG chart next to it.
 Install matplotlib for the chart: pip install -e '.[bench]'.
 
@@ -45,14 +51,17 @@ from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from tests.pgthrowaway import PostgresUnavailable
+
 from benchmarks.brokers.base import Broker, BrokerError
 from benchmarks.brokers.batonmq import BatonMQ, Build
-from benchmarks.brokers.postgres import BenchPostgres, PostgresUnavailable, start_postgres
-from benchmarks.brokers.rabbitmq import RabbitMQ
+from benchmarks.brokers.postgres import BenchPostgres, start_postgres
+from benchmarks.brokers.rabbitmq import RabbitMQ, RunningRabbitMQ
 from benchmarks.brokers.sink import Sink
+from benchmarks.loadgen.client import Endpoint
 from benchmarks.report import first_line, headline_summary, results_table, sweep_tables
 from benchmarks.results import COMPARED_METRICS, Measurement, metric_value, ratio
-from benchmarks.runner import RunSettings, run_row
+from benchmarks.runner import UNMEASURED, RunSettings, run_row
 from benchmarks.workloads import Kind, Workload, select, target_name
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -92,6 +101,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME=PATH",
         help="also run BatonMQ from the source tree at PATH, as batonmq@NAME (repeatable)",
     )
+    parser.add_argument(
+        "--rabbitmq-url",
+        type=_rabbitmq_url,
+        metavar="URL",
+        help="compare with the RabbitMQ running at amqp://user:pass@host:port/vhost instead of "
+        "starting one",
+    )
     parser.add_argument("--prefetch", type=int, default=1000, help="consumers' basic.qos")
     parser.add_argument(
         "--confirm-window", type=int, default=1000, help="unconfirmed publishes per publisher"
@@ -122,6 +138,18 @@ def _build(text: str) -> Build:
     return Build(name, root)
 
 
+def _rabbitmq_url(text: str) -> Endpoint:
+    try:
+        return Endpoint.from_url(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def rabbitmq_broker(url: Endpoint | None) -> Broker:
+    """The RabbitMQ to compare with: the one running at `url`, or one the harness starts."""
+    return RabbitMQ() if url is None else RunningRabbitMQ(url)
+
+
 def _settings(arguments: argparse.Namespace) -> RunSettings:
     duration = arguments.duration or (3.0 if arguments.quick else 10.0)
     warmup = arguments.warmup if arguments.warmup is not None else (1.0 if arguments.quick else 2.0)
@@ -144,10 +172,13 @@ class Brokers(contextlib.ExitStack):
     """The brokers a run needs, started once; those that cannot start are `skipped` with why.
     One PostgreSQL server serves every BatonMQ on PostgreSQL, each in a database of its own."""
 
-    def __init__(self, needed: set[str], builds: Sequence[Build] = ()) -> None:
+    def __init__(
+        self, needed: set[str], builds: Sequence[Build] = (), rabbitmq_url: Endpoint | None = None
+    ) -> None:
         super().__init__()
         self.needed = needed
         self.builds = builds
+        self.rabbitmq_url = rabbitmq_url
         self.running: dict[str, Broker] = {}
         self.skipped: dict[str, str] = {}
         self.labels: dict[str, str] = {"sink": "load-generator sink"}
@@ -155,7 +186,7 @@ class Brokers(contextlib.ExitStack):
 
     def start(self) -> None:
         if "rabbitmq" in self.needed:
-            self._start(RabbitMQ())
+            self._start(rabbitmq_broker(self.rabbitmq_url))
         for build in (None, *self.builds):
             name = build.name if build else None
             if target_name("batonmq", name) in self.needed:
@@ -198,6 +229,8 @@ class Brokers(contextlib.ExitStack):
         self.callback(broker.stop)
         self.running[broker.name] = broker
         _say(f"  {broker.label} on port {broker.port} ({time.monotonic() - started:.1f} s)")
+        if not broker.measured_pids():
+            _say(f"  {broker.name}: {UNMEASURED}")
 
 
 def run(
@@ -205,12 +238,13 @@ def run(
     settings: RunSettings,
     skip: set[str],
     builds: Sequence[Build] = (),
+    rabbitmq_url: Endpoint | None = None,
 ) -> tuple[dict[tuple[str, str], Measurement], dict[str, str], dict[str, str]]:
     """Every row on every broker it names; (measurements, broker labels, skipped brokers)."""
     needed = {target for workload in workloads for target in workload.targets} - skip - {"sink"}
     measurements: dict[tuple[str, str], Measurement] = {}
     run_id = datetime.datetime.now().strftime("%H%M%S")
-    with Brokers(needed, builds) as brokers:
+    with Brokers(needed, builds, rabbitmq_url) as brokers:
         brokers.start()
         for index, workload in enumerate(workloads):
             targets = [target for target in workload.targets if target not in skip]
@@ -328,7 +362,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{os.cpu_count()} CPUs; load generator: {settings.publisher_processes} publisher and "
         f"{settings.consumer_processes} consumer process(es)"
     )
-    measurements, labels, skipped = run(workloads, settings, set(arguments.skip), builds)
+    measurements, labels, skipped = run(
+        workloads, settings, set(arguments.skip), builds, arguments.rabbitmq_url
+    )
 
     print()
     print(results_table(workloads, measurements, labels))

@@ -9,7 +9,9 @@ maximum is the row's peak (VmHWM would be the peak since the process started, wh
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import statistics
 import threading
 import time
@@ -43,6 +45,49 @@ def process_tree(root: int) -> list[int]:
     for pid in tree:
         tree.extend(children.get(pid, ()))
     return tree
+
+
+def listening_pids(host: str, port: int) -> list[int]:
+    """The processes holding the socket that listens on TCP `port`, when `host` is an address
+    of this machine; [] when it is not, or /proc does not show them (a user who is not root
+    sees only their own processes' sockets)."""
+    if not _is_local(host):
+        return []
+    sockets = set()
+    for table in ("net/tcp", "net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in (PROC / table).read_text().splitlines()[1:]:
+                # sl, local_address, rem_address, st (0A: LISTEN), ..., inode (9th)
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    sockets.add(f"socket:[{fields[9]}]")
+    holders = []
+    for entry in PROC.iterdir() if sockets else ():
+        if entry.name.isdigit() and _holds(entry / "fd", sockets):
+            holders.append(int(entry.name))
+    return holders
+
+
+def _holds(fd_directory: Path, sockets: set[str]) -> bool:
+    with contextlib.suppress(OSError):  # gone, or not ours to read
+        for fd in fd_directory.iterdir():
+            with contextlib.suppress(OSError):
+                if os.readlink(fd) in sockets:
+                    return True
+    return False
+
+
+def _is_local(host: str) -> bool:
+    """Whether `host` resolves to an address of this machine (one a socket can bind to)."""
+    try:
+        addresses = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    for family, kind, _, _, address in addresses:
+        with socket.socket(family, kind) as probe, contextlib.suppress(OSError):
+            probe.bind((address[0], 0))
+            return True
+    return False
 
 
 def cpu_seconds(pids: Iterable[int]) -> float:

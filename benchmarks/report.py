@@ -1,5 +1,5 @@
 """Text reports of a run: the per-row table with BatonMQ/RabbitMQ ratios, comparison tables in
-the format of seeds/004 Table 1.6 (each configuration's % difference from a baseline column),
+the format of Qpid manual Table 1.6 (each configuration's % difference from a baseline column),
 and the issue's headline goals.
 
 `comparison_table` knows nothing about brokers: rows x configurations and a baseline column, so
@@ -39,7 +39,7 @@ def comparison_table(
     corner: str = "Test/Broker",
     value_format: Callable[[float], str] | None = None,
 ) -> str:
-    """A table in the format of seeds/004 Table 1.6: one line per row, one column per
+    """A table in the format of Qpid manual Table 1.6: one line per row, one column per
     configuration, each cell the configuration's % difference from the `baseline`
     configuration's value in the same row (so the baseline column reads 0.0%). With
     `value_format`, each cell also shows the value itself: "12,345 (-3.2%)". A value missing
@@ -229,7 +229,7 @@ def _rate(measurement: Measurement | None) -> float | None:
 def headline_summary(
     workloads: Sequence[Workload], measurements: Mapping[tuple[str, str], Measurement]
 ) -> str:
-    lines = ["Headline rows (issue 7 goals; ratio = BatonMQ / RabbitMQ):"]
+    lines = ["Headline rows (the Benchmarks requirements' goals; ratio = BatonMQ / RabbitMQ):"]
     for workload in workloads:
         headline = workload.headline
         if headline is None:

@@ -35,6 +35,10 @@ _SPAWN = multiprocessing.get_context("spawn")
 _T = TypeVar("_T")
 
 
+#: Why a row has no CPU or RSS for a broker (one running elsewhere, or not the harness user's).
+UNMEASURED = "CPU and RSS not measured: the broker's processes were not found on this machine"
+
+
 @dataclass(frozen=True, slots=True)
 class RunSettings:
     duration: float = 10.0
@@ -144,8 +148,7 @@ def _specs(
     bounded = workload.kind is Kind.THROUGHPUT
     return [
         WorkerSpec(
-            host=broker.host,
-            port=broker.port,
+            endpoint=broker.endpoint,
             slot=slot,
             publishers=publishers,
             consumer_queues=consumer_queues,
@@ -160,7 +163,7 @@ def _specs(
 
 
 async def _with_admin(broker: Broker, topology: Topology, action: str) -> int:
-    client = await connect(broker.host, broker.port)
+    client = await connect(broker.endpoint)
     try:
         if action == "declare":
             await declare(client, topology)
@@ -227,11 +230,14 @@ def _run_window(
             _sleep_until(window_end)
             cpu_after, machine_after = cpu_seconds(pids), machine_busy_seconds()
             reports = workers.reports(timeout=60.0)
-        measurement.cpu_seconds = cpu_after - cpu_before
-        measurement.peak_rss_bytes = sampler.peak
     finally:
         workers.finish()
     _summarise(reports, measurement)
+    if not pids:
+        measurement.notes.append(UNMEASURED)
+        return
+    measurement.cpu_seconds = cpu_after - cpu_before
+    measurement.peak_rss_bytes = sampler.peak
     # What the rest of the machine took meanwhile: the noise in this measurement.
     measurement.other_cpu_seconds = max(
         0.0,
@@ -271,6 +277,8 @@ def _run_memory(
     measurement: Measurement,
 ) -> None:
     """RSS before and after `workload.messages` messages are queued, per message."""
+    if not broker.measured_pids():
+        raise RuntimeError(f"a memory row needs the broker's processes: {UNMEASURED}")
     time.sleep(1.0)
     rss_before = steady_rss(broker.measured_pids)
     disk_before = broker.disk_bytes()

@@ -1,4 +1,4 @@
-"""The rows of the benchmark: issue 7's workload matrix.
+"""The rows of the benchmark: the Benchmarks requirements' workload matrix.
 
 Kinds of row:
 
@@ -54,7 +54,7 @@ def target_name(store: str, build: str | None = None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Headline:
-    """A goal of issue 7 that this row measures, on `target`."""
+    """A goal of the Benchmarks requirements that this row measures, on `target`."""
 
     label: str
     goal: str

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
+from tests.needs_root import require_root
 
 
 @contextlib.contextmanager
 def small_disk(path: Path, size: str) -> Iterator[Path]:
     """Mount a tmpfs of `size` ("2m") at `path` (created) for the duration."""
-    if os.geteuid() != 0:
-        pytest.fail("this test mounts a tmpfs and must run as root (as CI does)")
+    require_root(f"it mounts a {size} tmpfs as a small disk")
     path.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
     try:

@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from benchmarks.loadgen.client import BrokerClosed, connect
+from benchmarks.loadgen.client import BrokerClosed, Endpoint, connect
 from benchmarks.procstats import process_tree
 
 HOST = "127.0.0.1"
@@ -35,8 +35,9 @@ def log_tail(path: Path, lines: int = 30) -> str:
         return ""
 
 
-async def _probe(port: int) -> None:
-    client = await connect(HOST, port, timeout=5.0)
+async def probe(endpoint: Endpoint) -> None:
+    """Open a connection (handshake, login, channel) and close it."""
+    client = await connect(endpoint, timeout=5.0)
     await client.close()
 
 
@@ -50,7 +51,7 @@ def wait_for_amqp(
         if process.poll() is not None:
             raise BrokerError(f"exited with {process.returncode}:\n{log_tail(log_path)}")
         try:
-            asyncio.run(_probe(port))
+            asyncio.run(probe(Endpoint(HOST, port)))
             return
         except (OSError, BrokerClosed, TimeoutError) as error:
             if time.monotonic() > deadline:
@@ -77,8 +78,14 @@ class Broker(abc.ABC):
     @abc.abstractmethod
     def stop(self) -> None: ...
 
+    @property
+    def endpoint(self) -> Endpoint:
+        """Where the load generator connects, and as whom (guest, on a broker of our own)."""
+        return Endpoint(self.host, self.port)
+
     def measured_pids(self) -> list[int]:
-        """The processes whose CPU and memory are the broker's."""
+        """The processes whose CPU and memory are the broker's; [] when they are unknown (the
+        rows then report no CPU and no RSS)."""
         assert self.process is not None
         return process_tree(self.process.pid)
 

@@ -1,4 +1,5 @@
-"""A throwaway PostgreSQL server for the BatonMQ-postgres rows, from tests/pgserver.py.
+"""A throwaway PostgreSQL server for the BatonMQ-postgres rows (tests/pgthrowaway.py, which
+needs no pytest).
 
 The tests run theirs with fsync=off; a benchmark that compares durable stores must not, so this
 one starts with PostgreSQL's defaults (fsync on, synchronous_commit on), like RabbitMQ's message
@@ -9,20 +10,13 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import asyncpg
+from tests.pgthrowaway import ThrowawayServer, find_postgres_binaries
 
-from benchmarks.brokers.base import BrokerError, free_port
-
-if TYPE_CHECKING:
-    from tests.pgserver import ThrowawayServer
+from benchmarks.brokers.base import BrokerError
 
 DATABASE = "batonmq_bench"
-
-
-class PostgresUnavailable(RuntimeError):
-    """No PostgreSQL to run the postgres rows on (the message says why)."""
 
 
 class BenchPostgres:
@@ -51,49 +45,15 @@ class BenchPostgres:
 
 
 def start_postgres() -> BenchPostgres:
-    """Start a server (PostgresUnavailable when there is none to start)."""
+    """Start a server with fsync on (PostgresUnavailable when there is none to start)."""
+    server = ThrowawayServer(find_postgres_binaries())
     try:
-        import pytest
-        from tests import pgserver
-    except ImportError as error:
-        raise PostgresUnavailable(f"tests/pgserver.py cannot be imported: {error}") from error
-    try:
-        server = pgserver.ThrowawayServer(pgserver.find_postgres_binaries())
-    except pytest.fail.Exception as failure:  # pgserver reports with pytest.fail
-        raise PostgresUnavailable(str(failure)) from None
-    try:
-        _start_durable(server)
-    except pytest.fail.Exception as failure:
-        server.stop()
-        server.remove()
-        raise PostgresUnavailable(str(failure)) from None
+        server.start(fsync=True)
     except BaseException:
         server.stop()
         server.remove()
         raise
     return BenchPostgres(server)
-
-
-def _start_durable(server: ThrowawayServer) -> None:
-    """ThrowawayServer.start, without its fsync=off."""
-    server.port = free_port()
-    options = (
-        f"-c port={server.port} -c listen_addresses=127.0.0.1 "
-        f"-c unix_socket_directories={server.directory}"
-    )
-    server._run(
-        "pg_ctl",
-        "--pgdata",
-        str(server.data_dir),
-        "--log",
-        str(server.log_file),
-        "--wait",
-        "--timeout=60",
-        "-o",
-        options,
-        "start",
-    )
-    server.running = True
 
 
 async def _create_database(admin_dsn: str, name: str) -> None:

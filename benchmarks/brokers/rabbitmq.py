@@ -1,4 +1,5 @@
-"""RabbitMQ from Debian's package, run as a node of its own: free AMQP and distribution ports, a
+"""RabbitMQ for the comparison: one already running (`RunningRabbitMQ`, --rabbitmq-url), or
+Debian's package run as a node of its own (`RabbitMQ`): free AMQP and distribution ports, a
 node name of its own, and every file (database, logs, configuration, plugins list, Erlang cookie)
 in a temporary directory, so that it cannot clash with a RabbitMQ already on the machine.
 
@@ -10,6 +11,7 @@ no plugin is enabled and the log is quiet. Missing, the package is installed wit
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import glob
 import os
@@ -21,7 +23,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.brokers.base import HOST, Broker, BrokerError, free_port, wait_for_amqp
+from benchmarks.brokers.base import HOST, Broker, BrokerError, free_port, probe, wait_for_amqp
+from benchmarks.loadgen.client import BrokerClosed, Endpoint
+from benchmarks.procstats import listening_pids, process_tree
 
 EPMD_PORT = 4369
 _CONFIG = """\
@@ -158,3 +162,43 @@ class RabbitMQ(Broker):
         if self.directory is not None:
             shutil.rmtree(self.directory, ignore_errors=True)
             self.directory = None
+
+
+class RunningRabbitMQ(Broker):
+    """A RabbitMQ that is already running at `endpoint` (--rabbitmq-url): the harness neither
+    installs, starts nor stops it. Its CPU and RSS are those of the processes found listening
+    on the URL's port when the host is an address of this machine (and, unless the harness
+    runs as root, they are the harness user's own); otherwise rows report no CPU and no RSS
+    for it, and say why in their notes, and the memory rows fail."""
+
+    name = "rabbitmq"
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self._endpoint = endpoint
+        self.host, self.port = endpoint.host, endpoint.port
+        self.label = f"RabbitMQ at {endpoint.host}:{endpoint.port}"
+        self.pids: list[int] = []
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return self._endpoint
+
+    def start(self) -> None:
+        try:
+            asyncio.run(probe(self._endpoint))
+        except (OSError, BrokerClosed, TimeoutError) as error:
+            raise BrokerError(
+                f"no AMQP connection to {self.host}:{self.port} vhost {self._endpoint.vhost!r} "
+                f"as {self._endpoint.username!r}: {error or type(error).__name__}"
+            ) from error
+        self.pids = listening_pids(self.host, self.port)
+
+    def stop(self) -> None:
+        """Nothing: the harness did not start it."""
+
+    def measured_pids(self) -> list[int]:
+        return sorted({pid for holder in self.pids for pid in process_tree(holder)})
+
+    def alive(self) -> bool:
+        """Whether its processes are there; true when they are unknown (a failed row says)."""
+        return not self.pids or any(Path("/proc", str(pid)).exists() for pid in self.pids)

@@ -2,16 +2,19 @@
 
 Everything a broker sends goes through `InboundScanner` (frames.py): deliveries and confirms are
 counted there; other methods are decoded with pamqp and queued for `call`/`expect`. The handshake
-(PLAIN as guest, heartbeats off, one channel) and the control methods are pamqp objects; the hot
-paths (publisher.py, consumer.py) write pre-encoded bytes to `transport` directly.
+(PLAIN as the `Endpoint`'s user, heartbeats off, one channel) and the control methods are pamqp
+objects; the hot paths (publisher.py, consumer.py) write pre-encoded bytes to `transport`
+directly.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import urllib.parse
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar, cast
 
 from pamqp import commands, frame
@@ -29,6 +32,41 @@ _M = TypeVar("_M", bound=Frame)
 CLOSE_FRAME = frame.marshal(
     commands.Connection.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0), 0
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where a broker listens, and who logs in to which virtual host."""
+
+    host: str
+    port: int
+    username: str = "guest"
+    password: str = "guest"
+    vhost: str = "/"
+
+    @classmethod
+    def from_url(cls, url: str) -> Endpoint:
+        """Read `amqp://user:pass@host:port/vhost` as RabbitMQ's "AMQP URI Specification" does:
+        each part percent-decoded; user and password default to guest, the port to 5672; with
+        no path the virtual host is "/", and "amqp://host/" names the empty one. ValueError
+        says what is wrong."""
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme != "amqp":
+            raise ValueError(f"{url!r}: expected an amqp:// URL")
+        if not parts.hostname:
+            raise ValueError(f"{url!r}: names no host")
+        if parts.query or parts.fragment:
+            raise ValueError(f"{url!r}: query and fragment are not supported")
+        path = parts.path.removeprefix("/")
+        if "/" in path:
+            raise ValueError(f"{url!r}: a '/' in the virtual host is written %2F")
+        return cls(
+            host=urllib.parse.unquote(parts.hostname),
+            port=parts.port or 5672,  # urlsplit raises ValueError for a port that is no number
+            username=urllib.parse.unquote(parts.username or "guest"),
+            password=urllib.parse.unquote(parts.password or "guest"),
+            vhost=urllib.parse.unquote(path) if parts.path else "/",
+        )
 
 
 class BrokerClosed(ConnectionError):
@@ -164,26 +202,21 @@ class AmqpClient(asyncio.Protocol):
 
 
 async def connect(
-    host: str,
-    port: int,
-    scanner: InboundScanner | None = None,
-    *,
-    username: str = "guest",
-    password: str = "guest",
-    vhost: str = "/",
-    timeout: float = 30.0,
+    endpoint: Endpoint, scanner: InboundScanner | None = None, *, timeout: float = 30.0
 ) -> AmqpClient:
     """Open a connection and channel CHANNEL; heartbeats off (the client never idles long)."""
     loop = asyncio.get_running_loop()
     scanner = scanner or InboundScanner()
-    _, client = await loop.create_connection(lambda: AmqpClient(scanner), host, port)
+    _, client = await loop.create_connection(
+        lambda: AmqpClient(scanner), endpoint.host, endpoint.port
+    )
     try:
         await client.expect(commands.Connection.Start, timeout)
         client.send(
             commands.Connection.StartOk(
                 client_properties={"product": "batonmq-bench"},
                 mechanism="PLAIN",
-                response=f"\0{username}\0{password}",
+                response=f"\0{endpoint.username}\0{endpoint.password}",
             ),
             channel=0,
         )
@@ -195,7 +228,7 @@ async def connect(
             ),
             channel=0,
         )
-        client.send(commands.Connection.Open(virtual_host=vhost), channel=0)
+        client.send(commands.Connection.Open(virtual_host=endpoint.vhost), channel=0)
         await client.expect(commands.Connection.OpenOk, timeout)
         await client.call(commands.Channel.Open(), commands.Channel.OpenOk, timeout)
     except BaseException:

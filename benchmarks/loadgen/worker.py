@@ -18,7 +18,7 @@ from multiprocessing.connection import Connection
 
 from benchmarks.histogram import LatencyHistogram
 from benchmarks.loadgen.backlog import Backlog, Counters
-from benchmarks.loadgen.client import AmqpClient, connect
+from benchmarks.loadgen.client import AmqpClient, Endpoint, connect
 from benchmarks.loadgen.consumer import Consumer
 from benchmarks.loadgen.frames import InboundScanner
 from benchmarks.loadgen.publisher import Publisher, PublisherPlan
@@ -26,8 +26,7 @@ from benchmarks.loadgen.publisher import Publisher, PublisherPlan
 
 @dataclass(frozen=True, slots=True)
 class WorkerSpec:
-    host: str
-    port: int
+    endpoint: Endpoint
     #: This worker's slot in the shared published/delivered counters.
     slot: int
     publishers: tuple[PublisherPlan, ...] = ()
@@ -99,13 +98,13 @@ class _Connections:
 
     async def open(self, spec: WorkerSpec, backlog: Backlog) -> None:
         for queue in spec.consumer_queues:
-            client = await connect(spec.host, spec.port, InboundScanner(self.histogram.record))
+            client = await connect(spec.endpoint, InboundScanner(self.histogram.record))
             self.clients.append(client)
             consumer = Consumer(client, queue, spec.prefetch, backlog)
             await consumer.start()
             self.consumers.append(consumer)
         for plan in spec.publishers:
-            client = await connect(spec.host, spec.port)
+            client = await connect(spec.endpoint)
             self.clients.append(client)
             publisher = Publisher(client, plan, backlog if spec.backlog_limit else None)
             await publisher.start()

@@ -114,13 +114,16 @@ def _positive_finite(value: object) -> object:
 
 
 def _one_of(*choices: str) -> Check:
+    """One of `choices`, in any case, given back spelt as the choice is."""
+    by_folded_case = {choice.casefold(): choice for choice in choices}
+
     def check(value: object) -> object:
         assert isinstance(value, str)
-        normalised = value.strip().lower()
-        if normalised not in choices:
+        choice = by_folded_case.get(value.strip().casefold())
+        if choice is None:
             expected = ", ".join(repr(choice) for choice in choices)
             raise _Invalid(f"expected one of {expected}, got {value!r}")
-        return normalised
+        return choice
 
     return check
 
@@ -194,13 +197,13 @@ def _mechanisms(value: object) -> object:
 
 @dataclass(frozen=True, slots=True)
 class ListenerConfig:
-    """One listening socket (seeds/002 "connection services": the jms/ssljms pair maps onto
+    """One listening socket (MQ 3.5 admin guide "connection services": the jms/ssljms pair maps onto
     amqp/amqps)."""
 
     bind: str = _setting("0.0.0.0", check=_bind_address)
     #: 0 asks the operating system for a free port.
     port: int = _setting(5672, check=_between(0, 65535))
-    #: false turns the plain listener off, so that clients must use amqps (seeds/004 sslOnly).
+    #: false turns the plain listener off, so that clients must use amqps (Qpid manual sslOnly).
     enabled: bool = _setting(True)
     #: SASL mechanisms offered on this listener, space-separated.
     mechanisms: str = _setting("PLAIN AMQPLAIN", check=_mechanisms)
@@ -208,7 +211,7 @@ class ListenerConfig:
 
 @dataclass(frozen=True, slots=True)
 class TlsListenerConfig:
-    """The amqps listener: AMQP over TLS 1.2 or later (seeds/004 §2.3)."""
+    """The amqps listener: AMQP over TLS 1.2 or later (Qpid manual §2.3)."""
 
     enabled: bool = _setting(False)
     bind: str = _setting("0.0.0.0", check=_bind_address)
@@ -241,8 +244,8 @@ class AmqpConfig:
     channel_max: int = _setting(2047, check=_between(1, 65535))
     #: Seconds; 0 turns heartbeats off.
     heartbeat: int = _setting(60, check=_between(0, 65535))
-    #: Largest message body accepted, in bytes (seeds/002 imq.message.max_size, default 70m);
-    #: a larger one is refused with 406 before its body is read.
+    #: Largest message body accepted, in bytes (MQ 3.5 admin guide imq.message.max_size, default
+    #: 70m); a larger one is refused with 406 before its body is read.
     max_message_size: int = _setting(70 * 1024 * 1024, check=_between(1, 512 * 1024 * 1024))
 
 
@@ -259,7 +262,7 @@ class AuthConfig:
 
 @dataclass(frozen=True, slots=True)
 class AclConfig:
-    """Access control lists in Qpid's syntax (seeds/004 §2.2). With neither file, any user who
+    """Access control lists in Qpid's syntax (Qpid manual §2.2). With neither file, any user who
     logs in may do anything in the virtual hosts that exist."""
 
     #: The broker-wide ACL file: every operation must be allowed by it.
@@ -272,7 +275,8 @@ class AclConfig:
 
 @dataclass(frozen=True, slots=True)
 class LimitsConfig:
-    """Limits on what clients may hold open (issue 6, "Other limits"); 0 means unlimited.
+    """Limits on what clients may hold open (the Overload requirements, "Other limits"); 0 means
+    unlimited.
 
     The seeds name none of these, so they follow RabbitMQ: its per-virtual-host and per-user
     ``max-connections`` limits and its ``consumer_max_per_channel`` setting, refused as RabbitMQ
@@ -289,7 +293,7 @@ class LimitsConfig:
     max_connections_per_vhost: int = _setting(0, check=_between(0))
     #: Consumers one channel may have at once (RabbitMQ consumer_max_per_channel).
     max_consumers_per_channel: int = _setting(0, check=_between(0))
-    #: Messages the broker holds in all its queues together (seeds/002 Table 2-4,
+    #: Messages the broker holds in all its queues together (MQ 3.5 admin guide Table 2-4,
     #: imq.system.max_count); a publish beyond it is refused. The largest message is
     #: ``amqp.max_message_size`` (imq.message.max_size).
     max_messages: int = _setting(0, check=_between(0))
@@ -299,11 +303,11 @@ class LimitsConfig:
 
 @dataclass(frozen=True, slots=True)
 class SlowConsumerConfig:
-    """Slow consumer detection (seeds/004 §2.11, §1.5.2): a consumer whose subscription queue (a
+    """Slow consumer detection (Qpid manual §2.11, §1.5.2): a consumer whose subscription queue (a
     queue bound to a topic or fanout exchange) backs up past a threshold has its connection
     closed with 506 RESOURCE_ERROR. 0 turns a threshold off."""
 
-    #: Check subscription queues at all (seeds/004 §2.11.3.1 slow-consumer-detection).
+    #: Check subscription queues at all (Qpid manual §2.11.3.1 slow-consumer-detection).
     enabled: bool = _setting(False)
     #: Seconds between checks (the seed's delay and timeunit, 60 seconds in its example).
     delay: float = _setting(60.0, check=_positive_finite)
@@ -324,7 +328,7 @@ class SlowConsumerConfig:
 
 @dataclass(frozen=True, slots=True)
 class AlertsConfig:
-    """Threshold alerts (seeds/004 "Set threshold values for queue monitor alerting to log"):
+    """Threshold alerts (Qpid manual "Set threshold values for queue monitor alerting to log"):
     a warning in the log when a queue goes over one; 0 turns a threshold off."""
 
     #: Bytes of ready messages in a queue (maximumQueueDepth).
@@ -347,7 +351,7 @@ MEMORY_STATES = ("green", "yellow", "orange", "red")
 
 @dataclass(frozen=True, slots=True)
 class MemoryConfig:
-    """Memory thresholds (seeds/002 Table 2-4: imq.{green,yellow,orange,red}.threshold and
+    """Memory thresholds (MQ 3.5 admin guide Table 2-4: imq.{green,yellow,orange,red}.threshold and
     .count): the broker's resident memory as a percentage of ``budget`` sets its state; each
     state lets a publishing connection run at most ``*_count`` messages before its input waits
     a turn, and red (count 0) blocks every publisher with connection.blocked."""
@@ -367,7 +371,7 @@ class MemoryConfig:
 
 @dataclass(frozen=True, slots=True)
 class DiskConfig:
-    """Disk quota (seeds/004 §1.5.1.2.2) and the free-disk alarm."""
+    """Disk quota (Qpid manual §1.5.1.2.2) and the free-disk alarm."""
 
     #: Bytes the store may use before every producer is blocked (MST-1008); 0: no quota.
     store_overfull: int = _setting(0, check=_between(0))
@@ -386,7 +390,7 @@ LIMIT_BEHAVIORS = ("FLOW_CONTROL", "REMOVE_OLDEST", "REMOVE_LOW_PRIORITY", "REJE
 
 @dataclass(frozen=True, slots=True)
 class AutocreateConfig:
-    """Auto-created queues (seeds/002 Table 2-10, imq.autocreate.*): the queues clients
+    """Auto-created queues (MQ 3.5 admin guide Table 2-10, imq.autocreate.*): the queues clients
     declare whose names match ``pattern`` (a regular expression, as in a RabbitMQ policy; empty
     matches none) get these limits unless their declare sets its own, and are deleted once they
     have had no consumers and no messages for ``delete_after`` seconds. 0 means no limit."""
@@ -427,13 +431,13 @@ class PostgresConfig:
     #: libpq connection string or URI ("postgresql://user:pass@host:5432/db").
     dsn: str = _setting("")
     #: PostgreSQL schema holding this broker's tables; empty means "batonmq_s_<broker id>"
-    #: (seeds/000 Table 8: a standalone store's tables are suffixed S<brokerID>).
+    #: (MQ 4.1 HA guide Table 8: a standalone store's tables are suffixed S<brokerID>).
     schema: str = _setting("")
 
 
 @dataclass(frozen=True, slots=True)
 class PersistConfig:
-    """The persistent store (seeds/002 Table 2-5, imq.persist.*)."""
+    """The persistent store (MQ 3.5 admin guide Table 2-5, imq.persist.*)."""
 
     #: "sqlite" (one file under the data directory) or "postgres" (imq.persist.store).
     store: str = _setting("sqlite", check=_one_of(*STORE_KINDS))
@@ -447,8 +451,8 @@ class PersistConfig:
 
 @dataclass(frozen=True, slots=True)
 class MessageConfig:
-    #: Seconds between sweeps that remove expired messages from anywhere in a queue (seeds/002
-    #: imq.message.expiration.interval, default 60); an expired message at the head of a queue
+    #: Seconds between sweeps that remove expired messages from anywhere in a queue (MQ 3.5 admin
+    #: guide imq.message.expiration.interval, default 60); an expired message at the head of a queue
     #: goes at once, sweep or not.
     expiration_interval: float = _setting(60.0, check=_positive_finite)
 

@@ -1,6 +1,7 @@
 """Kill -9 while a publisher in confirm mode is sending: nothing the broker confirmed is lost,
-nothing comes back twice (issue 4, "Proven by": a crash test for both stores at several kill
-points; ARCHITECTURE.md "Tests": every fault check counts confirmed messages)."""
+nothing comes back twice (the Durable messaging requirements, "Proven by": a crash test for both
+stores at several kill points; BatonMQ architecture "Tests": every fault check counts confirmed
+messages)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A full disk under a running broker: publishers get basic.nack, a tx.commit fails with a
 channel error, the broker keeps serving, nothing confirmed is lost, and the log says what
-happened (issue 4, "Store faults"). The disk is real: a small tmpfs mounted as the data
-directory (the tests run as root, here and in CI)."""
+happened (the Durable messaging requirements, "Store faults"). The disk is real: a small tmpfs
+mounted as the data directory (the tests run as root, here and in CI)."""
 
 from __future__ import annotations
 

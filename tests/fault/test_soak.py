@@ -1,6 +1,6 @@
-"""Issue 6's soak test: for 60 s a producer publishes far faster than its consumer consumes,
-against a broker with a 256 MB memory budget. The broker holds the producer back and lets it go
-again, over and over, stays within its memory budget, and in the end delivers every message it
+"""The Overload requirements' soak test: for 60 s a producer publishes far faster than its consumer
+consumes, against a broker with a 256 MB memory budget. The broker holds the producer back and lets
+it go again, over and over, stays within its memory budget, and in the end delivers every message it
 confirmed."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_a_fast_producer_is_held_back_within_the_memory_budget_and_loses_nothing
     """The issue: "The broker's RSS stays under the budget plus a stated overhead, producers are
     blocked and released (pika sees the blocked/unblocked callbacks), and every confirmed
     persistent message is delivered in the end". The stated overhead is none: RSS stays under
-    the budget itself. The producer is held by the queue's flow control (seeds/004 §1.5.1,
+    the budget itself. The producer is held by the queue's flow control (Qpid manual §1.5.1,
     capacity 4 MiB, resuming under 2 MiB)."""
     broker = start_broker(tmp_path, environment={"BATONMQ__MEMORY__BUDGET": str(BUDGET)})
     try:

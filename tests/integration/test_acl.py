@@ -1,5 +1,5 @@
-"""ACL files (seeds/004 §2.2) with a real broker and real clients (pika, aio-pika): the three worked
-examples of §2.2.4 as the seed writes them, a broken file at start, and reload on SIGHUP.
+"""ACL files (Qpid manual §2.2) with a real broker and real clients (pika, aio-pika): the three
+worked examples of §2.2.4 as the seed writes them, a broken file at start, and reload on SIGHUP.
 
 The users are added with `batonctl user add` before the broker starts (it reads its users at
 start). The example texts are those of tests/unit/security/test_acl.py, where their restoration
@@ -105,7 +105,7 @@ def audit_lines(broker: RunningBroker) -> list[str]:
 def test_worked_example_1_management_users_may_not_connect_for_messaging(
     start: Callable[..., RunningBroker], acl_path: Path
 ) -> None:
-    """seeds/004 §2.2.4.1: "Neither 'operator' nor 'readonly' should be allow to connect for
+    """Qpid manual §2.2.4.1: "Neither 'operator' nor 'readonly' should be allow to connect for
     messaging." and "# Explicitly deny all (log) to eveyone" """
     broker = start(without_elisions(EXAMPLE_1), "operator", "readonly", "bob")
     for user, line in (("operator", 6), ("readonly", 7)):
@@ -132,7 +132,7 @@ def test_worked_example_1_management_users_may_not_connect_for_messaging(
 def test_worked_example_2_user_maintainers_get_no_messaging_rights(
     start: Callable[..., RunningBroker], acl_path: Path
 ) -> None:
-    """seeds/004 §2.2.4.2: "This example illustrates the permissioning of a individual component
+    """Qpid manual §2.2.4.2: "This example illustrates the permissioning of a individual component
     and a group definition." The file loads as the seed writes it; its METHOD rules grant the
     group usermaint management of users and nothing in a virtual host, so its last line denies
     bob and alice messaging, and logs it."""
@@ -151,7 +151,7 @@ def test_worked_example_2_user_maintainers_get_no_messaging_rights(
 def test_worked_example_3_request_and_response_with_pika(
     start: Callable[..., RunningBroker], acl_path: Path
 ) -> None:
-    """seeds/004 §2.2.4.3: "Two users: 'client' publishes requests; 'server' consumes the requests
+    """Qpid manual §2.2.4.3: "Two users: 'client' publishes requests; 'server' consumes the requests
     and generates a response." and "[it] is required to create a temporary queue on which the
     server will resp[ond]": the client's reply queue is a server-named exclusive queue."""
     broker = start(EXAMPLE_3, "client", "server")
@@ -240,9 +240,9 @@ def test_worked_example_3_each_may_do_only_its_part(
     operation: Callable[[BlockingChannel], object],
     refusal: str,
 ) -> None:
-    """seeds/004 §2.2.4.3: "This example illustrates the permissioning of AMQP exchanges and
-    queues"; issue 5: "A denied operation is channel error 403 ACCESS_REFUSED whose text names
-    the operation and object"."""
+    """Qpid manual §2.2.4.3: "This example illustrates the permissioning of AMQP exchanges and
+    queues"; the Security requirements: "A denied operation is channel error 403 ACCESS_REFUSED
+    whose text names the operation and object"."""
     broker = start(EXAMPLE_3, "client", "server")
     with connect(broker, "server") as server_connection:
         server_connection.channel().queue_declare(REQUEST_QUEUE)
@@ -258,7 +258,7 @@ def test_worked_example_3_each_may_do_only_its_part(
 async def test_worked_example_3_client_with_aio_pika(
     start: Callable[..., RunningBroker], acl_path: Path
 ) -> None:
-    """seeds/004 §2.2.4.3, with the client on aio-pika: "ACL ALLOW client CREATE QUEUE
+    """Qpid manual §2.2.4.3, with the client on aio-pika: "ACL ALLOW client CREATE QUEUE
     temporary="true"", "CONSUME QUEUE temporary="true"", "DELETE QUEUE temporary="true"", and
     its BIND and UNBIND of amq.direct for that queue."""
     broker = start(EXAMPLE_3, "client", "server")
@@ -310,8 +310,8 @@ async def test_worked_example_3_client_with_aio_pika(
 
 
 def test_a_broken_acl_file_stops_the_broker_at_start(tmp_path: Path) -> None:
-    """Issue 5: "A file that does not parse names the file, line and column: the broker refuses
-    to start with it"."""
+    """The Security requirements: "A file that does not parse names the file, line and column: the
+    broker refuses to start with it"."""
     acl_path = tmp_path / "broker.acl"
     acl_path.write_text("ACL ALLOW bob ALL\nACL ALLOW bob PUBLSH\n", encoding="utf-8")
     output = failed_start(tmp_path, {"BATONMQ__ACL__FILE": str(acl_path)})
@@ -323,7 +323,8 @@ def test_a_broken_acl_file_stops_the_broker_at_start(tmp_path: Path) -> None:
 def test_sighup_reloads_the_acl_and_a_broken_file_keeps_the_old_rules(
     start: Callable[..., RunningBroker], acl_path: Path
 ) -> None:
-    """Issue 5: "a reload keeps the old rules. Reload on SIGHUP ... without a restart." """
+    """The Security requirements: "a reload keeps the old rules. Reload on SIGHUP ... without a
+    restart." """
     connects = "ACL ALLOW bob ACCESS VIRTUALHOST\n"
     broker = start(connects + 'ACL ALLOW bob CREATE QUEUE name="a"\n', "bob")
 
@@ -353,8 +354,8 @@ def test_sighup_reloads_the_acl_and_a_broken_file_keeps_the_old_rules(
 def test_batonctl_acl_reload_checks_the_files_then_has_the_broker_reload(
     start: Callable[..., RunningBroker], acl_path: Path, tmp_path: Path
 ) -> None:
-    """Issue 5: "Reload on SIGHUP and with `batonctl acl reload`, without a restart"; a file that
-    does not parse "names the file, line and column" and is not applied."""
+    """The Security requirements: "Reload on SIGHUP and with `batonctl acl reload`, without a
+    restart"; a file that does not parse "names the file, line and column" and is not applied."""
     connects = "ACL ALLOW bob ACCESS VIRTUALHOST\n"
     broker = start(connects + 'ACL ALLOW bob CREATE QUEUE name="a"\n', "bob")
 

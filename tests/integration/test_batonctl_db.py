@@ -1,7 +1,7 @@
 """`batonctl db` as an operator runs it: a real process, on each store (the SQLite file under a
 data directory, a PostgreSQL database), next to real brokers driven by pika.
 
-The counterpart of Open MQ's imqdbmgr (seeds/000 Tables 8 and 9: create tbl, upgrade, backup
+The counterpart of Open MQ's imqdbmgr (MQ 4.1 HA guide Tables 8 and 9: create tbl, upgrade, backup
 -dir, restore -dir); the proof the issue asks for is
 `test_backup_under_load_restores_every_confirmed_message`.
 """
@@ -114,7 +114,7 @@ async def second_store_environment(
 def test_create_then_stats_and_upgrade_on_a_fresh_store(
     store_environment: dict[str, str], tmp_path: Path
 ) -> None:
-    """imqdbmgr "create tbl: Create persistent store schema for existing database" (seeds/000
+    """imqdbmgr "create tbl: Create persistent store schema for existing database" (MQ 4.1 HA guide
     Table 8), on a fresh data directory or database; an existing current schema is reported,
     not an error; `upgrade` says the schema is current; stats shows zero counts; the DSN's
     password is never printed."""

@@ -196,9 +196,9 @@ def test_only_the_first_registered_consumer_is_active(
 def test_the_next_consumer_takes_over_when_the_active_ones_channel_closes(
     connection: BlockingConnection, publisher: BlockingChannel, queue_name: str
 ) -> None:
-    """Seed 002: "If an active consumer fails, then the first backup consumer is made active,
-    and takes over the work of the failed consumer": the unacked messages of the closed channel
-    come back, redelivered, in their original order before newer ones. (RabbitMQ 3.10 starts
+    """MQ 3.5 admin guide: "If an active consumer fails, then the first backup consumer is made
+    active, and takes over the work of the failed consumer": the unacked messages of the closed
+    channel come back, redelivered, in their original order before newer ones. (RabbitMQ 3.10 starts
     delivering to the new active consumer only at the next publish; BatonMQ at once. The test
     publishes m3 after the close, so it holds for both.)"""
     declare_single_active(publisher, queue_name)
@@ -223,8 +223,8 @@ def test_the_next_consumer_takes_over_when_the_active_ones_connection_goes(
     publisher: BlockingChannel,
     queue_name: str,
 ) -> None:
-    """Seed 002: the first backup "takes over the work of the failed consumer", here one whose
-    connection went, and the backups after it stay backups."""
+    """MQ 3.5 admin guide: the first backup "takes over the work of the failed consumer", here one
+    whose connection went, and the backups after it stay backups."""
     declare_single_active(publisher, queue_name)
     consumers = Consumers()
     gone = pika.BlockingConnection(pika.URLParameters(broker.url))
@@ -258,7 +258,7 @@ def test_an_exclusive_consumer_is_refused_on_a_single_active_consumer_queue(
 def test_a_cancelled_active_consumers_unacked_messages_go_to_the_next_one(
     batonmq: RunningBroker, queue_name: str
 ) -> None:
-    """Seed 002: the first backup "takes over the work of the failed consumer", after a
+    """MQ 3.5 admin guide: the first backup "takes over the work of the failed consumer", after a
     basic.cancel too: BatonMQ requeues the cancelled active consumer's unacked messages for it,
     in their places (RabbitMQ leaves them with the cancelled consumer's channel, as spec
     basic.cancel does for other consumers). The old channel may still ack them: a no-op."""

@@ -1,5 +1,5 @@
-"""Disk quota-based flow control (seeds/004 §1.5.1.2.2) and the free-disk alarm, with real pika
-clients on a real broker process (issue 6, "Keep working under overload").
+"""Disk quota-based flow control (Qpid manual §1.5.1.2.2) and the free-disk alarm, with real pika
+clients on a real broker process (the Overload requirements, "Keep working under overload").
 
 The free-disk test puts the data directory on a small real tmpfs (as tests/fault/test_disk_full.py
 does; the tests run as root, here and in CI)."""
@@ -117,7 +117,7 @@ def quota_broker(tmp_path: Path, store_environment: dict[str, str]) -> Iterator[
 def test_an_overfull_store_blocks_producers_until_consumers_drain_it(
     quota_broker: RunningBroker,
 ) -> None:
-    """seeds/004 §1.5.1.2.2: "This functionality blocks all producers on reaching the disk
+    """Qpid manual §1.5.1.2.2: "This functionality blocks all producers on reaching the disk
     overflow limit. When consumers consume the messages, causing disk space usage to falls below
     the underflow limit, the producers are unblocked and continue working as normal." With the
     log lines of §1.5.1.2.2.1 (MST-1008, MST-1009), on each store; and nothing confirmed is lost
@@ -251,10 +251,10 @@ class CallbacksFirstPublisher:
 def test_a_disk_short_of_free_space_blocks_producers_until_space_is_freed(
     short_disk_broker: tuple[RunningBroker, Path],
 ) -> None:
-    """The free-disk alarm (RabbitMQ's disk_free_limit; issue 6: "a free-disk alarm"): with less
-    than disk.free_limit bytes free on the data directory's disk, every producer is blocked from
-    the moment it connects; its first publish goes through and nothing after it is read. When an
-    operator frees space, producers are released and what they sent is delivered."""
+    """The free-disk alarm (RabbitMQ's disk_free_limit; the Overload requirements: "a free-disk
+    alarm"): with less than disk.free_limit bytes free on the data directory's disk, every producer
+    is blocked from the moment it connects; its first publish goes through and nothing after it is
+    read. When an operator frees space, producers are released and what they sent is delivered."""
     broker, filler = short_disk_broker
     wait_until(lambda: "free disk space alarm set: " in broker.log(), "the alarm in the log")
     assert f"below disk.free_limit {FREE_LIMIT}" in broker.log()

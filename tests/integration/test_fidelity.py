@@ -5,7 +5,7 @@ reaches the consumer unchanged (non-UTF-8 strings, doubles, timestamps, nested t
 empty strings)."
 
 The strongest check is on the octets. The broker forwards a content header as it received it
-(ARCHITECTURE.md), so a content header written here by hand from the spec (4.2.5 field types,
+(BatonMQ architecture), so a content header written here by hand from the spec (4.2.5 field types,
 4.2.6.1 property flags and list), holding values no client library writes, must reach a raw
 consumer identical octet for octet: through basic.get and basic.consume, through a headers
 exchange (where the broker decodes the headers to route), from the store after a restart (SQLite
@@ -486,7 +486,7 @@ def test_a_persistent_message_survives_a_restart_octet_for_octet(broker_life: Br
 def test_a_queue_paged_to_the_store_gives_back_the_octets(
     tmp_path: Path, store_environment: dict[str, str], durable: bool
 ) -> None:
-    """ARCHITECTURE.md: "a queue keeps a bounded window of messages in memory"; the rest waits
+    """BatonMQ architecture: "a queue keeps a bounded window of messages in memory"; the rest waits
     in the store. With the smallest window (persist.page_window = 16) most of 60 messages are
     written out and read back: each comes back in order with its content header and body as
     sent, transient ones in a non-durable queue and persistent ones in a durable queue."""

@@ -1,5 +1,5 @@
-"""Issue 6, "Other limits" with a real broker and pika: "connections per user and per virtual
-host, channels per connection, consumers per channel; each refusal names the limit".
+"""The Overload requirements, "Other limits" with a real broker and pika: "connections per user and
+per virtual host, channels per connection, consumers per channel; each refusal names the limit".
 
 The limits are set as RabbitMQ users would expect them refused (rabbit_reader and rabbit_channel):
 connection.close 530 NOT_ALLOWED with RabbitMQ's text, followed here by the configuration key.

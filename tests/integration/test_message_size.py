@@ -26,9 +26,10 @@ def small_broker(tmp_path: Path) -> Iterator[RunningBroker]:
 def test_oversized_message_closes_only_its_channel(small_broker: RunningBroker) -> None:
     """A body above amqp.max_message_size is 406 PRECONDITION_FAILED on the publishing channel.
 
-    seeds/002, imq.message.max_size: "Any message larger than this will be rejected"; RabbitMQ
-    answers the same case with channel error 406 "message size ... is larger than configured max
-    size". The refusal comes from the content header's body-size, so the body is never buffered.
+    MQ 3.5 admin guide, imq.message.max_size: "Any message larger than this will be rejected";
+    RabbitMQ answers the same case with channel error 406 "message size ... is larger than
+    configured max size". The refusal comes from the content header's body-size, so the body is
+    never buffered.
     """
     parameters = pika.URLParameters(small_broker.url)
     with pika.BlockingConnection(parameters) as connection:

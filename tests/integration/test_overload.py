@@ -1,6 +1,6 @@
-"""Issue 6 with real clients: a flow-controlled queue and the red memory state hold pika
-publishers back with connection.blocked, and release them; the other limit behaviours refuse
-with basic.nack or a channel error that names the limit."""
+"""The Overload requirements with real clients: a flow-controlled queue and the red memory state
+hold pika publishers back with connection.blocked, and release them; the other limit behaviours
+refuse with basic.nack or a channel error that names the limit."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def connect(broker: RunningBroker) -> pika.BlockingConnection:
 def test_a_flow_controlled_queue_blocks_a_pika_publisher_until_it_drains(
     broker: RunningBroker,
 ) -> None:
-    """seeds/004 §1.5.1: "If a producer sends to a queue which is overfull, the broker will
+    """Qpid manual §1.5.1: "If a producer sends to a queue which is overfull, the broker will
     respond by instructing the client not to send any more messages ... any future attempts to
     send will block until the broker rescinds the flow control order"; pika hears it as
     connection.blocked and connection.unblocked, and loses nothing it had confirmed.
@@ -102,9 +102,9 @@ def test_a_flow_controlled_queue_blocks_a_pika_publisher_until_it_drains(
 def test_reject_newest_nacks_and_a_system_limit_closes_the_channel_naming_it(
     broker: RunningBroker,
 ) -> None:
-    """seeds/002: REJECT_NEWEST "rejects the newest messages" (a pika NackError under confirms);
-    Table 2-4's system-wide limit (here limits.max_messages = 1000): "Additional messages will
-    be rejected", with an error that names the limit."""
+    """MQ 3.5 admin guide: REJECT_NEWEST "rejects the newest messages" (a pika NackError under
+    confirms); Table 2-4's system-wide limit (here limits.max_messages = 1000): "Additional messages
+    will be rejected", with an error that names the limit."""
     with connect(broker) as connection:
         channel: BlockingChannel = connection.channel()
         channel.confirm_delivery()
@@ -128,7 +128,7 @@ def test_reject_newest_nacks_and_a_system_limit_closes_the_channel_naming_it(
 
 
 def test_red_memory_blocks_publishers_from_the_start(tmp_path: Path) -> None:
-    """seeds/002: in the red state the broker "is out of memory", and its batch is 0: every
+    """MQ 3.5 admin guide: in the red state the broker "is out of memory", and its batch is 0: every
     publisher is blocked with connection.blocked. A budget of one byte keeps the broker in red
     from the start; the connection.blocked arrives right after connection.open-ok, before a
     BlockingConnection can add a callback, so pika's own blocked-connection timer shows it was
@@ -148,8 +148,8 @@ def test_red_memory_blocks_publishers_from_the_start(tmp_path: Path) -> None:
 
 
 def test_remove_low_priority_and_max_message_size_with_pika(broker: RunningBroker) -> None:
-    """seeds/002: "REMOVE_LOW_PRIORITY — throws out lowest priority messages according to age of
-    the messages"; maxBytesPerMsg (x-max-message-size): a larger message is refused, a pika
+    """MQ 3.5 admin guide: "REMOVE_LOW_PRIORITY — throws out lowest priority messages according to
+    age of the messages"; maxBytesPerMsg (x-max-message-size): a larger message is refused, a pika
     NackError under confirms."""
     with connect(broker) as connection:
         channel = connection.channel()
@@ -175,7 +175,7 @@ def test_remove_low_priority_and_max_message_size_with_pika(broker: RunningBroke
 
 
 def test_max_producers_and_backup_consumers_with_pika(broker: RunningBroker) -> None:
-    """seeds/002 maxNumProducers: "When this limit is reached, no new producers can be
+    """MQ 3.5 admin guide maxNumProducers: "When this limit is reached, no new producers can be
     created"; maxNumActiveConsumers and maxNumBackupConsumers: "If an active consumer fails,
     then the first backup consumer is made active", and "New consumers will be rejected if the
     number of consumers exceeds the sum of these two attributes"."""

@@ -1,6 +1,6 @@
 """Durable messaging with a real broker process on each store (SQLite file, PostgreSQL server),
 driven by pika: what survives a restart and a SIGKILL, and what does not (AMQP 0-9-1 and
-seeds/002 "Reliable Delivery: Persistence")."""
+MQ 3.5 admin guide "Reliable Delivery: Persistence")."""
 
 from __future__ import annotations
 
@@ -58,7 +58,8 @@ def test_durable_objects_and_persistent_messages_survive_a_restart(
 ):
     """Spec (queue.declare durable; basic.properties delivery-mode 2): durable queues and
     exchanges, bindings between durable ends, and persistent messages in durable queues survive
-    a restart; confirmed messages survive even SIGKILL (issue 4: "Confirms mean durable")."""
+    a restart; confirmed messages survive even SIGKILL (the Durable messaging requirements:
+    "Confirms mean durable")."""
     with connect(broker_life.current) as connection:
         channel = connection.channel()
         channel.confirm_delivery()
@@ -112,8 +113,9 @@ def test_transient_things_do_not_survive(broker_life: BrokerLife):
 
 
 def test_delivered_but_unacknowledged_messages_come_back_redelivered(broker_life: BrokerLife):
-    """Issue 4: "messages that were delivered but not acknowledged come back with
-    redelivered=true", in their order, after a SIGKILL; acknowledged ones do not come back."""
+    """The Durable messaging requirements: "messages that were delivered but not acknowledged come
+    back with redelivered=true", in their order, after a SIGKILL; acknowledged ones do not come
+    back."""
     with connection_cut_by_a_kill(broker_life.current) as connection:
         channel = connection.channel()
         channel.confirm_delivery()
@@ -136,8 +138,8 @@ def test_delivered_but_unacknowledged_messages_come_back_redelivered(broker_life
 
 
 def test_a_transaction_open_at_a_crash_is_rolled_back(broker_life: BrokerLife):
-    """Issue 4: "open transactions are rolled back at start-up"; a committed one is kept
-    (spec tx.commit: the publishes become visible, and durable, together)."""
+    """The Durable messaging requirements: "open transactions are rolled back at start-up"; a
+    committed one is kept (spec tx.commit: the publishes become visible, and durable, together)."""
     with connection_cut_by_a_kill(broker_life.current) as connection:
         channel = connection.channel()
         channel.queue_declare("ledger", durable=True)
@@ -184,10 +186,10 @@ def test_deleted_and_purged_stay_deleted(broker_life: BrokerLife):
 
 
 def test_a_backlog_beyond_the_page_window_is_paged_and_delivered_in_order(tmp_path):
-    """Issue 4: "A queue keeps a bounded window of message bodies in memory and reads the rest
-    from the store on demand": with a window of 16, a thousand messages (persistent and
-    transient, in a durable and a non-durable queue) come back complete and in order, through
-    a consumer and through basic.get, and the persistent ones survive a restart."""
+    """The Durable messaging requirements: "A queue keeps a bounded window of message bodies in
+    memory and reads the rest from the store on demand": with a window of 16, a thousand messages
+    (persistent and transient, in a durable and a non-durable queue) come back complete and in
+    order, through a consumer and through basic.get, and the persistent ones survive a restart."""
     life = BrokerLife(tmp_path, {"BATONMQ__PERSIST__PAGE_WINDOW": "16"})
     try:
         with connect(life.current) as connection:
@@ -221,7 +223,8 @@ def test_a_backlog_beyond_the_page_window_is_paged_and_delivered_in_order(tmp_pa
 
 @pytest.mark.expected_log_errors(r"cannot open the store: ", reason="the store is in use")
 def test_a_second_broker_on_the_same_data_refuses_to_start(broker_life: BrokerLife, tmp_path):
-    """Issue 4: a clear error for "a store locked by another running broker"."""
+    """The Durable messaging requirements: a clear error for "a store locked by another running
+    broker"."""
     second_dir = tmp_path / "second"
     second_dir.mkdir()
     data_dir = broker_life.current.data_dir
@@ -234,9 +237,9 @@ def test_a_second_broker_on_the_same_data_refuses_to_start(broker_life: BrokerLi
 
 
 def test_expired_messages_are_dead_lettered_at_recovery(broker_life: BrokerLife):
-    """Issue 4, recovery: "expired ones are dropped or dead-lettered"; the expiry time is kept
-    in the store, so time spent down counts (RabbitMQ: the TTL runs from when the message
-    entered the queue)."""
+    """The Durable messaging requirements, recovery: "expired ones are dropped or dead-lettered";
+    the expiry time is kept in the store, so time spent down counts (RabbitMQ: the TTL runs from
+    when the message entered the queue)."""
     with connect(broker_life.current) as connection:
         channel = connection.channel()
         channel.confirm_delivery()
@@ -269,8 +272,8 @@ def test_expired_messages_are_dead_lettered_at_recovery(broker_life: BrokerLife)
 
 
 def test_a_priority_queue_comes_back_in_priority_order(broker_life: BrokerLife):
-    """Issue 4, recovery: "durable objects and their messages come back in order and with their
-    priorities" (x-max-priority: higher first, FIFO within a priority)."""
+    """The Durable messaging requirements, recovery: "durable objects and their messages come back
+    in order and with their priorities" (x-max-priority: higher first, FIFO within a priority)."""
     with connect(broker_life.current) as connection:
         channel = connection.channel()
         channel.confirm_delivery()
@@ -292,10 +295,10 @@ def test_a_priority_queue_comes_back_in_priority_order(broker_life: BrokerLife):
 def test_a_priority_backlog_beyond_the_window_comes_back_in_priority_order(
     tmp_path, store_environment
 ):
-    """Issue 4: "A queue keeps a bounded window of message bodies in memory and reads the rest
-    from the store on demand", and recovery brings messages back "in order and with their
-    priorities": a priority queue with a backlog ten times its window (each level paged on its
-    own), served in priority order before and after a SIGKILL."""
+    """The Durable messaging requirements: "A queue keeps a bounded window of message bodies in
+    memory and reads the rest from the store on demand", and recovery brings messages back "in order
+    and with their priorities": a priority queue with a backlog ten times its window (each level
+    paged on its own), served in priority order before and after a SIGKILL."""
     life = BrokerLife(tmp_path, {**store_environment, "BATONMQ__PERSIST__PAGE_WINDOW": "64"})
     try:
         with connect(life.current) as connection:

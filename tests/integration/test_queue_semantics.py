@@ -281,9 +281,9 @@ def test_the_delivery_limit_dead_letters_a_poison_message(
 
 
 def test_the_periodic_sweep_removes_expired_messages_behind_the_head(tmp_path: Path) -> None:
-    """Issue 3: "expired messages are removed at the head and by a periodic sweep (the
-    imq.message.expiration.interval of seeds/002, default 60 s, configurable)": with
-    `message.expiration_interval` at 0.2 s, a short-lived message behind a long-lived head is
+    """The Queue semantics requirements: "expired messages are removed at the head and by a periodic
+    sweep (the imq.message.expiration.interval of MQ 3.5 admin guide, default 60 s, configurable)":
+    with `message.expiration_interval` at 0.2 s, a short-lived message behind a long-lived head is
     dead-lettered by the sweep, and the log says how many expired."""
     broker = start_broker(tmp_path, environment={"BATONMQ__MESSAGE__EXPIRATION_INTERVAL": "0.2"})
     try:

@@ -1,7 +1,7 @@
-"""Issue 6, "Keep working under overload", with a real broker and pika: slow consumer disconnect
-(seeds/004 §2.11) and threshold alerts (seeds/004 "Set threshold values for queue monitor
-alerting to log"), configured as a user would, through [slow_consumer] and [alerts] keys (here
-as BATONMQ__SECTION__KEY environment variables)."""
+"""The Overload requirements, "Keep working under overload", with a real broker and pika: slow
+consumer disconnect (Qpid manual §2.11) and threshold alerts (Qpid manual "Set threshold values for
+queue monitor alerting to log"), configured as a user would, through [slow_consumer] and [alerts]
+keys (here as BATONMQ__SECTION__KEY environment variables)."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def closed_by_broker(
 def test_slow_consumer_is_disconnected_and_fast_one_left_alone(
     overload_broker: RunningBroker,
 ) -> None:
-    """seeds/004 §2.11.2: "On triggering of a specified threshold the offending client will be
+    """Qpid manual §2.11.2: "On triggering of a specified threshold the offending client will be
     disconnected from the broker with a 506 error code"; §2.11.5.5: "a count higher than that
     specified will trigger disconnection"; §2.11.5.6: with <topicDelete><delete-persistent/>
     "the persistent queue which is associated with durable subscriptions to a topic will also be
@@ -137,7 +137,7 @@ def test_slow_consumer_is_disconnected_and_fast_one_left_alone(
 
 
 def test_threshold_alerts_are_logged_once_per_crossing(overload_broker: RunningBroker) -> None:
-    """seeds/004: "Set threshold values for queue monitor alerting to log" (here
+    """Qpid manual: "Set threshold values for queue monitor alerting to log" (here
     alerts.max_message_count, Qpid's maximumMessageCount): a warning line when a queue holds more,
     not repeated at every check while it stays over."""
     with connect(overload_broker) as connection:

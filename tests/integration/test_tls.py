@@ -1,12 +1,12 @@
-"""The amqps listener (issue 5, "TLS"; seeds/004 §2.3) with a certificate authority made by the
-test (tests/tlsca.py): real clients over TLS, SASL EXTERNAL with a client certificate, refused
-certificates and protocol versions, sslOnly, and a TLS configuration the broker refuses to start
-with.
+"""The amqps listener (the Security requirements, "TLS"; Qpid manual §2.3) with a certificate
+authority made by the test (tests/tlsca.py): real clients over TLS, SASL EXTERNAL with a client
+certificate, refused certificates and protocol versions, sslOnly, and a TLS configuration the broker
+refuses to start with.
 
-Issue 5, proven by: "TLS tests with a CA generated inside the test: pika and aio-pika over amqps,
-EXTERNAL login with a client certificate, a refused certificate, a plain connection refused when
-sslOnly." These need a BatonMQ process of their own (they configure its listeners), never an
---amqp-url broker.
+The Security requirements, proven by: "TLS tests with a CA generated inside the test: pika and
+aio-pika over amqps, EXTERNAL login with a client certificate, a refused certificate, a plain
+connection refused when sslOnly." These need a BatonMQ process of their own (they configure its
+listeners), never an --amqp-url broker.
 """
 
 from __future__ import annotations
@@ -190,8 +190,8 @@ def assert_serves(broker: RunningBroker, pki: Pki) -> None:
 
 
 def test_pika_publishes_and_consumes_over_amqps(tls_broker: StartTlsBroker, pki: Pki) -> None:
-    """Issue 5: "An amqps listener ... TLS tests with a CA generated inside the test: pika ...
-    over amqps". The broker logs a "listening" line naming each listener."""
+    """The Security requirements: "An amqps listener ... TLS tests with a CA generated inside the
+    test: pika ... over amqps". The broker logs a "listening" line naming each listener."""
     broker = tls_broker()
     parameters = pika_parameters(broker, client_context(pki))
 
@@ -203,7 +203,8 @@ def test_pika_publishes_and_consumes_over_amqps(tls_broker: StartTlsBroker, pki:
 async def test_aio_pika_publishes_and_consumes_over_amqps(
     tls_broker: StartTlsBroker, pki: Pki
 ) -> None:
-    """Issue 5: "TLS tests with a CA generated inside the test: pika and aio-pika over amqps"."""
+    """The Security requirements: "TLS tests with a CA generated inside the test: pika and aio-pika
+    over amqps"."""
     broker = tls_broker()
     connection = await aio_pika.connect(
         f"amqps://guest:guest@127.0.0.1:{broker.amqps_port}/", ssl_context=client_context(pki)
@@ -220,9 +221,9 @@ async def test_aio_pika_publishes_and_consumes_over_amqps(
 
 
 def test_each_listener_offers_its_own_mechanisms(tls_broker: StartTlsBroker, pki: Pki) -> None:
-    """Issue 5: "PLAIN, AMQPLAIN and EXTERNAL ... configured per listener". connection.start's
-    mechanisms are "A list of the security mechanisms that the server supports" on the port the
-    client came in on."""
+    """The Security requirements: "PLAIN, AMQPLAIN and EXTERNAL ... configured per listener".
+    connection.start's mechanisms are "A list of the security mechanisms that the server supports"
+    on the port the client came in on."""
     broker = tls_broker(verify="optional", mechanisms="EXTERNAL PLAIN")
 
     with tls_client(broker, pki) as secure:
@@ -240,9 +241,9 @@ def test_each_listener_offers_its_own_mechanisms(tls_broker: StartTlsBroker, pki
 def test_pika_logs_in_with_external_and_a_client_certificate(
     tls_broker: StartTlsBroker, pki: Pki
 ) -> None:
-    """Issue 5: "SASL. PLAIN, AMQPLAIN and EXTERNAL (the TLS client certificate's subject CN
-    names the user)"; proven by "EXTERNAL login with a client certificate". No password is sent:
-    the certificate with CN=guest logs in as guest."""
+    """The Security requirements: "SASL. PLAIN, AMQPLAIN and EXTERNAL (the TLS client certificate's
+    subject CN names the user)"; proven by "EXTERNAL login with a client certificate". No password
+    is sent: the certificate with CN=guest logs in as guest."""
     broker = tls_broker(verify="required")
     parameters = pika_parameters(
         broker, client_context(pki, pki.guest), pika.credentials.ExternalCredentials()
@@ -255,8 +256,8 @@ def test_pika_logs_in_with_external_and_a_client_certificate(
 async def test_aio_pika_logs_in_with_external_and_a_client_certificate(
     tls_broker: StartTlsBroker, pki: Pki
 ) -> None:
-    """Issue 5: "EXTERNAL login with a client certificate", with aio-pika's `?auth=external`
-    (aiormq's ExternalAuth: an empty response, so the CN names the user)."""
+    """The Security requirements: "EXTERNAL login with a client certificate", with aio-pika's
+    `?auth=external` (aiormq's ExternalAuth: an empty response, so the CN names the user)."""
     broker = tls_broker(verify="required")
     connection = await aio_pika.connect(
         f"amqps://127.0.0.1:{broker.amqps_port}/?auth=external",
@@ -293,10 +294,10 @@ def test_external_refuses_a_certificate_that_names_no_user(
 def test_a_certificate_from_another_ca_is_refused_when_required(
     tls_broker: StartTlsBroker, pki: Pki
 ) -> None:
-    """Issue 5: "client-certificate verification none / optional / required"; proven by "a
-    refused certificate". With verify = "required" a certificate the CA did not sign (though
-    its CN is guest) fails the TLS handshake, as does none at all; the broker logs each with the
-    client's address and keeps serving others."""
+    """The Security requirements: "client-certificate verification none / optional / required";
+    proven by "a refused certificate". With verify = "required" a certificate the CA did not sign
+    (though its CN is guest) fails the TLS handshake, as does none at all; the broker logs each with
+    the client's address and keeps serving others."""
     broker = tls_broker(verify="required")
 
     for certificate in (pki.impostor, None):
@@ -352,9 +353,9 @@ def test_optional_verification_lets_plain_in_without_a_certificate_but_not_exter
 
 
 def test_ssl_only_leaves_the_plain_port_closed(tls_broker: StartTlsBroker, pki: Pki) -> None:
-    """seeds/004 §2.3.2.1: "The sslOnly option ... will disable the unencrypted port and leave
-    only the SSL port listening for connections" (`[listeners.amqp] enabled = false`); issue 5:
-    "a plain connection refused when sslOnly"."""
+    """Qpid manual §2.3.2.1: "The sslOnly option ... will disable the unencrypted port and leave
+    only the SSL port listening for connections" (`[listeners.amqp] enabled = false`); the Security
+    requirements: "a plain connection refused when sslOnly"."""
     broker = tls_broker(plain=False)
 
     with pytest.raises(ConnectionRefusedError):
@@ -414,9 +415,9 @@ def _negotiate_tls_1_1_in_memory(pki: Pki, client: ssl.SSLContext) -> str:
 
 
 def test_tls_1_1_is_refused(tls_broker: StartTlsBroker, pki: Pki) -> None:
-    """Issue 5: "TLS 1.2 minimum". A client that offers at most TLS 1.1 (which this machine can
-    speak: shown first, in memory) fails the handshake, and the broker logs it with the client's
-    address and OpenSSL's reason, the unsupported protocol version."""
+    """The Security requirements: "TLS 1.2 minimum". A client that offers at most TLS 1.1 (which
+    this machine can speak: shown first, in memory) fails the handshake, and the broker logs it with
+    the client's address and OpenSSL's reason, the unsupported protocol version."""
     client = _tls_1_1_client_context(pki)
     assert _negotiate_tls_1_1_in_memory(pki, client) == "TLSv1.1"
     broker = tls_broker()
@@ -509,8 +510,8 @@ def test_sigterm_closes_amqps_connections_too(tls_broker: StartTlsBroker, pki: P
 def test_a_broken_tls_configuration_stops_the_broker(
     tmp_path: Path, pki: Pki, change: dict[str, str], message: str
 ) -> None:
-    """Issue 5: "Errors in TLS configuration stop the broker with a clear message at start-up":
-    exit status 1, and the message names the setting (and the file) at fault."""
+    """The Security requirements: "Errors in TLS configuration stop the broker with a clear message
+    at start-up": exit status 1, and the message names the setting (and the file) at fault."""
     values = {"tmp": str(tmp_path), "guest_key": str(pki.guest.keyfile)}
     environment = {
         **tls_environment(pki, verify="none", mechanisms="PLAIN AMQPLAIN"),

@@ -1,8 +1,8 @@
 """Users and virtual hosts with a real broker on each store, managed with `batonctl user` and
-`batonctl vhost` and used by real clients (issue 5: "Users with salted, slow password hashes ...
-kept in the broker's store, managed with `batonctl user add | passwd | delete | list`";
-"Virtual hosts. Created and deleted with `batonctl vhost add | delete | list`; each has its own
-exchanges, queues and ACL")."""
+`batonctl vhost` and used by real clients (the Security requirements: "Users with salted, slow
+password hashes ... kept in the broker's store, managed with `batonctl user add | passwd | delete |
+list`"; "Virtual hosts. Created and deleted with `batonctl vhost add | delete | list`; each has its
+own exchanges, queues and ACL")."""
 
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ def workdir(tmp_path: Path) -> Path:
 def test_a_user_added_with_batonctl_logs_in_and_a_wrong_password_is_refused_and_logged(
     workdir: Path, store_environment: dict[str, str]
 ):
-    """Issue 5: "A failed login gets connection.close 403, is logged with the source
-    address"; the store holds a salted scrypt hash, never the password."""
+    """The Security requirements: "A failed login gets connection.close 403, is logged with the
+    source address"; the store holds a salted scrypt hash, never the password."""
     batonctl(
         workdir, store_environment, "user", "add", "alice", "--password-stdin", stdin="s3cret\n"
     )
@@ -75,7 +75,7 @@ def test_a_user_added_with_batonctl_logs_in_and_a_wrong_password_is_refused_and_
 def test_guest_can_be_deleted_and_a_changed_password_applies_at_the_next_start(
     workdir: Path, store_environment: dict[str, str]
 ):
-    """Issue 5: "guest/guest is loopback-only by default and can be disabled"."""
+    """The Security requirements: "guest/guest is loopback-only by default and can be disabled"."""
     batonctl(workdir, store_environment, "user", "add", "admin", "--password", "one")
     batonctl(workdir, store_environment, "user", "passwd", "admin", "--password", "two")
     batonctl(workdir, store_environment, "user", "delete", "guest")
@@ -93,7 +93,7 @@ def test_guest_can_be_deleted_and_a_changed_password_applies_at_the_next_start(
 def test_a_qpid_base64md5_password_file_is_imported_and_upgraded_at_login(
     workdir: Path, store_environment: dict[str, str]
 ):
-    """seeds/004 §2.1.1: "The password field contains the MD5 Hash of the users password encoded
+    """Qpid manual §2.1.1: "The password field contains the MD5 Hash of the users password encoded
     in Base64"; MD5 is weak, so the first login replaces it with scrypt."""
     passwords = workdir / "passwd"
     # "password" and "guest", MD5 then Base64, as Qpid's tooling writes them.
@@ -116,8 +116,8 @@ def test_a_qpid_base64md5_password_file_is_imported_and_upgraded_at_login(
 def test_repeated_failures_from_one_address_lock_it_out(
     workdir: Path, store_environment: dict[str, str]
 ):
-    """Issue 5: "repeated failures from one address are slowed down (configurable lockout
-    window)": after auth.max_failures failures even the right password is refused."""
+    """The Security requirements: "repeated failures from one address are slowed down (configurable
+    lockout window)": after auth.max_failures failures even the right password is refused."""
     environment = {
         **store_environment,
         "BATONMQ__AUTH__MAX_FAILURES": "2",
@@ -139,8 +139,8 @@ def test_repeated_failures_from_one_address_lock_it_out(
 def test_virtual_hosts_are_added_isolated_and_deleted_with_everything_in_them(
     workdir: Path, store_environment: dict[str, str]
 ):
-    """Issue 5: each virtual host "has its own exchanges, queues"; AMQP connection.open of a
-    virtual host that does not exist is refused."""
+    """The Security requirements: each virtual host "has its own exchanges, queues"; AMQP
+    connection.open of a virtual host that does not exist is refused."""
     batonctl(workdir, store_environment, "vhost", "add", "prod")
     assert batonctl(workdir, store_environment, "vhost", "list").split() == ["/", "prod"]
     broker = start_broker(workdir, environment=store_environment)

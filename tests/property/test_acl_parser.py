@@ -1,4 +1,4 @@
-"""ACL text (seeds/004 §2.2.3) on arbitrary input, and rule sets written out in many layouts.
+"""ACL text (Qpid manual §2.2.3) on arbitrary input, and rule sets written out in many layouts.
 
 Any text either parses or is an AclSyntaxError placed inside the text; generated rules and groups,
 written with random keyword case, quoting, blanks, comments, continuation lines and line ends,

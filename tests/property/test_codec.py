@@ -321,7 +321,7 @@ def test_a_double_field_decodes(value):
     ),
 )
 def test_the_hot_methods_decode_as_pamqp_decodes_them(method_class, arguments):
-    """ARCHITECTURE.md: "Publish, deliver, ack and the content header may have a specialised
+    """BatonMQ architecture: "Publish, deliver, ack and the content header may have a specialised
     encoder/decoder ...; keep it tested for byte-equality against pamqp". Whatever the argument
     octets, basic.publish and basic.ack decode to what pamqp's generic decoder makes of them,
     or are refused where it refuses them."""

@@ -1,6 +1,6 @@
 """Decoding any bytes either succeeds or raises a `ProtocolError`, never anything else, and never
-hangs (ARCHITECTURE.md, tests 2); partial input is never an error, however the stream is cut
-(STYLE.md 3); and the connection state machine turns every error in its input into a
+hangs (BatonMQ architecture, tests 2); partial input is never an error, however the stream is cut
+(BatonMQ style §3); and the connection state machine turns every error in its input into a
 connection.close (rule 7 of `batonmq/amqp/connection.py`)."""
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def decode_or_protocol_error(chunks: list[bytes], frame_max: int = FRAME_MAX) ->
 @settings(max_examples=300, deadline=None)
 @given(frames=streams, data=st.data())
 def test_any_split_of_a_valid_stream_gives_the_same_frames(frames, data):
-    """STYLE.md 3: partial input is not an error. However the stream is cut into reads, the
+    """BatonMQ style §3: partial input is not an error. However the stream is cut into reads, the
     reader yields the same frames, and None at every cut that falls inside a frame."""
     stream = b"".join(frames)
     cuts = sorted(data.draw(st.sets(st.integers(0, len(stream)), max_size=10)))
@@ -167,7 +167,7 @@ def test_any_bytes_decode_to_frames_or_a_protocol_error(data, frame_max):
 @given(data=st.binary(min_size=1, max_size=200), size=st.integers(1, 7))
 def test_any_bytes_in_small_reads_decode_to_frames_or_a_protocol_error(data, size):
     """The same for any bytes arriving a few octets at a time: partial input is never an error
-    (STYLE.md 3), and nothing but a ProtocolError is raised."""
+    (BatonMQ style §3), and nothing but a ProtocolError is raised."""
     decode_or_protocol_error([data[i : i + size] for i in range(0, len(data), size)])
 
 

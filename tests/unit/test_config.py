@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from batonmq.config import (
+    LIMIT_BEHAVIORS,
     SETTINGS,
     TABLES,
     AclConfig,
@@ -328,6 +330,20 @@ def test_log_level_and_format_are_case_insensitive(tmp_path: Path, environ: dict
     path = write(tmp_path, '[log]\nlevel = "DEBUG"\nformat = "JSON"\n')
 
     assert load_config(path, environ=environ).log == LogConfig(level="debug", format="json")
+
+
+@pytest.mark.parametrize("behavior", LIMIT_BEHAVIORS)
+@pytest.mark.parametrize("spelt", [str.upper, str.lower])
+def test_every_limit_behavior_is_accepted_in_any_case(
+    behavior: str, spelt: Callable[[str], str], tmp_path: Path, environ: dict[str, str]
+) -> None:
+    """The Hardening requirements: "The README's configuration file 'with every key at its default'
+    does not start the broker: `[autocreate] limit_behavior` is lowercased and then compared with
+    upper-case choices, so no value is accepted." Each choice is accepted, in any case, and kept as
+    the choice is spelt (the engine maps it by that name)."""
+    path = write(tmp_path, f'[autocreate]\nlimit_behavior = "{spelt(behavior)}"\n')
+
+    assert load_config(path, environ=environ).autocreate.limit_behavior == behavior
 
 
 @pytest.mark.parametrize("bind", ["127.0.0.1", "::", "::1", "localhost", "broker-1.example.com."])

@@ -1,4 +1,5 @@
-"""The server side of one AMQP 0-9-1 connection, as a state machine with no IO (STYLE.md 1, 2).
+"""The server side of one AMQP 0-9-1 connection, as a state machine with no IO (BatonMQ style §1,
+2).
 
 Rules of this machine — everything that changes its state lives in this file:
 

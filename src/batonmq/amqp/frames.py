@@ -1,8 +1,8 @@
 """Frames on the wire: a reader that turns bytes into frames, and the encoders for the way out.
 
-Partial input is not an error (STYLE.md 3): `FrameReader.next_frame` returns None until a whole
-frame is buffered. Everything else that is wrong with the bytes raises a `ProtocolError` with the
-reply code the spec gives it, never any other exception: pamqp's own exceptions stop here.
+Partial input is not an error (BatonMQ style §3): `FrameReader.next_frame` returns None until a
+whole frame is buffered. Everything else that is wrong with the bytes raises a `ProtocolError` with
+the reply code the spec gives it, never any other exception: pamqp's own exceptions stop here.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ pamqp's `marshal` runs its client-side `validate`, which allows only names match
 `^[a-zA-Z0-9-_.:@#,/+ ]*$` (and exchange names up to 127 characters). RabbitMQ, and so BatonMQ,
 accept any UTF-8 name a client declares (the wire limit is a short string, 255 octets); such a
 name must reach its consumers. These encoders write the frames directly. They are also the
-delivery hot path (ARCHITECTURE.md: a specialised encoder kept byte-equal to pamqp's, which
+delivery hot path (BatonMQ architecture: a specialised encoder kept byte-equal to pamqp's, which
 tests/unit/amqp/test_outgoing.py checks).
 """
 

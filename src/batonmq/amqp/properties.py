@@ -1,7 +1,7 @@
 """Basic properties of a content header, decoded for the broker's own decisions.
 
-The broker forwards a content header's bytes as received (ARCHITECTURE.md) and decodes them only
-where it must look inside: the headers exchange, the user-id check, selectors. Whatever a
+The broker forwards a content header's bytes as received (BatonMQ architecture) and decodes them
+only where it must look inside: the headers exchange, the user-id check, selectors. Whatever a
 publisher may send and a consumer may receive must therefore decode here too, or a message that
 a direct exchange carries would close its publisher's connection when it goes through a headers
 exchange. This decoder gives the values and types pamqp's does (the broker compares them with
@@ -208,7 +208,7 @@ def rewrite_headers(
 ) -> bytes:
     """`header_payload` with header fields set (in place where the name is present, else at the
     end) or removed, and whole properties (pamqp's names, not "headers") removed; every other
-    octet stays as received (ARCHITECTURE.md: content-header bytes are forwarded unchanged).
+    octet stays as received (BatonMQ architecture: content-header bytes are forwarded unchanged).
     The values set are encoded as pamqp encodes them. Raises like `decode_basic_properties`."""
     cursor = _Cursor(header_payload, _FLAGS_START)
     flags = cursor.unpack(_SHORT_UINT)

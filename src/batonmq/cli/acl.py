@@ -4,7 +4,7 @@
     batonctl acl reload
 
 Both read the files the configuration names (`[acl] file` and the per-virtual-host files in
-`[acl] vhost_dir`, seeds/004 §2.2). `check` reports the first error as FILE:LINE:COLUMN. `reload`
+`[acl] vhost_dir`, Qpid manual §2.2). `check` reports the first error as FILE:LINE:COLUMN. `reload`
 checks first and, only if every file is good, sends SIGHUP to the broker running on the data
 directory (its pid is in `batonmq.pid` there), which reloads the rules without a restart; the
 broker logs "ACL reloaded". A broker that finds a file broken by then keeps its old rules.
@@ -15,9 +15,8 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import sys
 
-from batonmq.cli.storecommand import EXIT_FAILURE, PROG
+from batonmq.cli.storecommand import CommandFailed
 from batonmq.config import Config
 from batonmq.engine.access import AccessControl
 from batonmq.security.acl import AclError
@@ -61,8 +60,7 @@ def _checked(config: Config) -> str | None:
 def _check(args: argparse.Namespace, config: Config) -> int:
     problem = _checked(config)
     if problem is not None:
-        print(f"{PROG}: {problem}", file=sys.stderr)
-        return EXIT_FAILURE
+        raise CommandFailed(problem)
     print("the ACL files are good")
     return 0
 
@@ -70,12 +68,10 @@ def _check(args: argparse.Namespace, config: Config) -> int:
 def _reload(args: argparse.Namespace, config: Config) -> int:
     problem = _checked(config)
     if problem is not None:
-        print(f"{PROG}: not reloaded: {problem}", file=sys.stderr)
-        return EXIT_FAILURE
+        raise CommandFailed(f"not reloaded: {problem}")
     pid = running_broker_pid(config.data_dir)
     if pid is None:
-        print(f"{PROG}: no broker is running on {config.data_dir}", file=sys.stderr)
-        return EXIT_FAILURE
+        raise CommandFailed(f"no broker is running on {config.data_dir}")
     os.kill(pid, signal.SIGHUP)
     print(f"asked the broker (pid {pid}) to reload the ACL files")
     return 0

@@ -11,8 +11,9 @@ function, ``register(groups)``, which adds the group's parser to `groups` and gi
 commands a ``handler`` default: a `Handler`, called with the parsed arguments and the loaded
 configuration, that returns the exit status.
 
-Exit codes, as for ``batonmq``: 0 done, 2 a usage or configuration error, 1 the command failed
-(one line on stderr, "batonctl: <what failed>: <reason>", never a traceback).
+Exit codes, as for ``batonmq``: 0 done, 2 a usage or configuration error, 1 the command failed.
+Every error is one line on stderr, "batonctl: <what failed>: <reason>", never a traceback: a
+handler, the parser and the configuration raise `CommandFailed`, and `main` alone reports it.
 """
 
 from __future__ import annotations
@@ -21,18 +22,15 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final, cast
+from typing import Final, NoReturn, cast
 
 from batonmq import __version__
 from batonmq.cli import acl, db, users, vhosts
 from batonmq.cli.broker import EXIT_USAGE
 from batonmq.cli.flags import flag_error, flag_overrides
+from batonmq.cli.storecommand import PROG, CommandFailed
 from batonmq.config import CONFIG_FILE_VARIABLE, ENV_PREFIX, Config, ConfigError, load_config
 
-PROG: Final = "batonctl"
-#: Exit status of a command that was understood but failed (the store locked, damaged,
-#: unreachable...).
-EXIT_FAILURE: Final = 1
 #: Exit status after Ctrl-C (128 + SIGINT, as a shell reports it).
 EXIT_INTERRUPTED: Final = 130
 
@@ -55,8 +53,16 @@ FLAG_KEYS: Final = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser (and, as its class, every group's and command's), whose usage errors
+    are one line: raised as CommandFailed with status 2 instead of printed with the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CommandFailed(f"{message} (see `{self.prog} --help`)", EXIT_USAGE)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = _Parser(
         prog=PROG,
         description="Administer a BatonMQ broker's data.",
         epilog=(
@@ -88,26 +94,27 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status."""
-    parser = _parser()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:  # --help, --version, or a usage error argparse has reported
-        if exit_.code is None:
-            return 0
-        return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
-
-    try:
-        config = load_config(args.config, overrides=flag_overrides(args, FLAG_KEYS))
-    except ConfigError as error:
-        print(f"{PROG}: {flag_error(error, FLAG_KEYS)}", file=sys.stderr)
-        return EXIT_USAGE
-
-    handler = cast(Handler, args.handler)
-    try:
-        return handler(args, config)
+        return _run(argv)
+    except CommandFailed as failure:
+        print(f"{PROG}: {failure}", file=sys.stderr)
+        return failure.status
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exit_:  # --help or --version, printed (usage errors raise CommandFailed)
+        return exit_.code if isinstance(exit_.code, int) else 0
+    try:
+        config = load_config(args.config, overrides=flag_overrides(args, FLAG_KEYS))
+    except ConfigError as error:
+        raise CommandFailed(str(flag_error(error, FLAG_KEYS)), EXIT_USAGE) from None
+    handler = cast(Handler, args.handler)
+    return handler(args, config)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """``batonctl db``: the store's schema, backups and statistics.
 
-The counterpart of Open MQ's Database Manager, imqdbmgr (seeds/000 Tables 8 and 9): ``create``
+The counterpart of Open MQ's Database Manager, imqdbmgr (MQ 4.1 HA guide Tables 8 and 9): ``create``
 is its ``create tbl`` (the schema in an empty store), ``upgrade`` its ``upgrade``, ``backup
 --dir`` and ``restore --dir`` its ``backup -dir`` and ``restore -dir``; ``stats`` is new.
 

@@ -1,12 +1,11 @@
 """Running one `batonctl` command against the configured store: open it, do the work, print the
-result, and turn a failure into one line on stderr and exit status 1 (the conventions of
-`batonmq.cli.ctl`). Shared by the command groups that work on the store (db, user, vhost)."""
+result, and turn a failure into `CommandFailed`, which `batonmq.cli.ctl` reports as one line on
+stderr and exit status 1. Shared by the command groups that work on the store (db, user, vhost)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, Final
 
@@ -27,36 +26,37 @@ _HINTS: Final[dict[type[StoreError], str]] = {
 
 
 class CommandFailed(Exception):
-    """A command cannot go on, for a reason that is not the store's (a directory, a schema left
-    for another command); reported as a StoreError is."""
+    """A command cannot go on (bad input, a store error, a missing file). `batonmq.cli.ctl`
+    prints it as one line on stderr, "batonctl: <message>", and exits with `status`: 1 when the
+    command failed, 2 for a usage or configuration error."""
+
+    def __init__(self, message: str, status: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def run_on_store(
     config: Config, what: str, command: Callable[[Store], Coroutine[Any, Any, str]]
 ) -> int:
-    """Run `command` on the configured store and print what it returns; a failure is one line
-    on stderr, "batonctl: <what>: <reason>", and exit status 1 (2 when the configuration does
-    not describe a store at all)."""
+    """Run `command` on the configured store and print what it returns; a failure is raised as
+    CommandFailed("<what>: <reason>") (with status 2 when the configuration does not describe a
+    store at all)."""
     try:
         store = configured_store(config)
     except ValueError as error:  # a DSN that is not even a URI; its text never holds the DSN
-        print(f"{PROG}: persist.postgres.dsn: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        raise CommandFailed(f"persist.postgres.dsn: {error}", EXIT_USAGE) from None
     except StoreError as error:  # a store the configuration names wrongly (a schema name)
-        print(f"{PROG}: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        raise CommandFailed(str(error), EXIT_USAGE) from None
     try:
         output = asyncio.run(command(store))
     except (StoreError, CommandFailed) as error:
         reason = str(error) or type(error).__name__
         hint = next((text for kind, text in _HINTS.items() if isinstance(error, kind)), None)
-        print(f"{PROG}: {what}: {reason}" + (f"; {hint}" if hint else ""), file=sys.stderr)
-        return EXIT_FAILURE
+        raise CommandFailed(f"{what}: {reason}" + (f"; {hint}" if hint else "")) from None
     except OSError as error:  # a file of the backup that cannot be written or read
         reason = error.strerror or str(error)
         where = f"{error.filename}: " if error.filename else ""
-        print(f"{PROG}: {what}: {where}{reason}", file=sys.stderr)
-        return EXIT_FAILURE
+        raise CommandFailed(f"{what}: {where}{reason}") from None
     print(output)
     return 0
 

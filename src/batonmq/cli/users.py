@@ -1,4 +1,4 @@
-"""``batonctl user``: the users who may log in (seeds/004 §2.1 "Add New Users").
+"""``batonctl user``: the users who may log in (Qpid manual §2.1 "Add New Users").
 
     batonctl user add NAME [--password PW | --password-stdin]
     batonctl user passwd NAME [--password PW | --password-stdin]
@@ -22,7 +22,6 @@ import sys
 from pathlib import Path
 
 from batonmq.cli.storecommand import (
-    EXIT_FAILURE,
     PROG,
     CommandFailed,
     opened,
@@ -91,13 +90,37 @@ def _password(args: argparse.Namespace) -> str:
     if args.password is not None:
         password: str = args.password
     elif args.password_stdin:
-        password = sys.stdin.readline().rstrip("\r\n")
+        password = _stdin_line()
     else:
-        password = getpass.getpass(f"Password for {args.name}: ")
-        if getpass.getpass("Again: ") != password:
-            raise CommandFailed("the passwords do not match")
+        password = _asked(args.name)
     if not password:
         raise CommandFailed("the password is empty")
+    return password
+
+
+def _stdin_line() -> str:
+    """The first line of stdin, without its end ("" at the end of input). Decoded strictly:
+    a password is UTF-8 text (sys.stdin would let undecodable bytes in as surrogates)."""
+    if sys.stdin is None:
+        raise CommandFailed("cannot read the password: stdin is closed")
+    try:
+        return sys.stdin.buffer.readline().decode("utf-8").rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as error:
+        raise CommandFailed(f"cannot read the password from stdin: {error}") from None
+
+
+def _asked(name: str) -> str:
+    """The password typed twice on the terminal. Without one, getpass would read stdin with
+    the echo on, after warnings over several lines: refused instead, naming the way to go."""
+    if sys.stdin is None or not sys.stdin.isatty():
+        raise CommandFailed("no terminal to ask for the password on: give it with --password-stdin")
+    try:
+        password = getpass.getpass(f"Password for {name}: ")
+        again = getpass.getpass("Again: ")
+    except EOFError:  # Ctrl-D at the prompt
+        raise CommandFailed("no password given (end of input)") from None
+    if again != password:
+        raise CommandFailed("the passwords do not match")
     return password
 
 
@@ -117,8 +140,6 @@ def _set_password(args: argparse.Namespace, config: Config, *, adding: bool) -> 
     """`user add` (the user must be new) and `user passwd` (the user must exist)."""
     name: str = args.name
     credential = _new_credential(name, args)
-    if credential is None:
-        return EXIT_FAILURE
 
     async def set_password(store: Store) -> str:
         async with opened(store, create=adding, migrate=True, lock=True):
@@ -134,16 +155,12 @@ def _set_password(args: argparse.Namespace, config: Config, *, adding: bool) -> 
     return run_on_store(config, what, set_password)
 
 
-def _new_credential(name: str, args: argparse.Namespace) -> Credential | None:
-    """The scrypt credential of the password given for `name`; None (said on stderr) when the
-    name or the password will not do."""
-    try:
-        if not name or name != name.strip() or ":" in name:
-            raise CommandFailed(f"invalid user name {name!r}")
-        return Credential.from_password(_password(args))
-    except CommandFailed as error:
-        print(f"{PROG}: {error}", file=sys.stderr)
-        return None
+def _new_credential(name: str, args: argparse.Namespace) -> Credential:
+    """The scrypt credential of the password given for `name` (CommandFailed when the name or
+    the password will not do)."""
+    if not name or name != name.strip() or ":" in name:
+        raise CommandFailed(f"invalid user name {name!r}")
+    return Credential.from_password(_password(args))
 
 
 def _delete(args: argparse.Namespace, config: Config) -> int:
@@ -185,8 +202,7 @@ def _import(args: argparse.Namespace, config: Config) -> int:
             path.read_text(encoding="utf-8"), PasswordFileFormat(args.format), source=str(path)
         )
     except (OSError, UnicodeDecodeError, PasswordFileError) as error:
-        print(f"{PROG}: cannot import {path}: {error}", file=sys.stderr)
-        return EXIT_FAILURE
+        raise CommandFailed(f"cannot import {path}: {error}") from None
 
     async def import_users(store: Store) -> str:
         async with opened(store, create=True, migrate=True, lock=True):

@@ -1,4 +1,4 @@
-"""Who may do what in a virtual host: the ACL files of seeds/004 §2.2, asked at every AMQP
+"""Who may do what in a virtual host: the ACL files of Qpid manual §2.2, asked at every AMQP
 operation that touches a virtual host, an exchange or a queue.
 
 Which files apply:

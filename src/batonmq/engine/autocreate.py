@@ -1,5 +1,5 @@
-"""Auto-created queues (seeds/002, "Auto-Created (vs. Admin-Created) Destinations" and Table
-2-10): the queues clients declare whose names match `[autocreate] pattern` get the configured
+"""Auto-created queues (MQ 3.5 admin guide, "Auto-Created (vs. Admin-Created) Destinations" and
+Table 2-10): the queues clients declare whose names match `[autocreate] pattern` get the configured
 default limits, and are deleted once unused: "when it no longer has message consumer clients
 and no longer contains any messages", after `delete_after` seconds of that.
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: seeds/002 limitBehavior -> x-overflow.
+#: MQ 3.5 admin guide limitBehavior -> x-overflow.
 OVERFLOW_OF: Final = {
     "FLOW_CONTROL": "flow-control",
     "REMOVE_OLDEST": "drop-head",
@@ -80,7 +80,7 @@ class AutocreatePolicy:
 
 
 def unused(queue: ClassicQueue) -> bool:
-    """seeds/002: "it no longer has message consumer clients and no longer contains any
+    """MQ 3.5 admin guide: "it no longer has message consumer clients and no longer contains any
     messages"."""
     return not queue.consumer_count and not queue.message_count
 

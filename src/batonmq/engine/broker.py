@@ -82,7 +82,7 @@ class Broker:
     vhosts: dict[str, VirtualHost] = field(init=False)
     sessions: set[Session] = field(init=False, default_factory=set)
     authenticator: Authenticator = field(init=False)
-    #: Who may do what (seeds/004 §2.2); the default has no ACL: whoever logs in may do anything.
+    #: Who may do what (Qpid manual §2.2); the default has no ACL: whoever logs in may do anything.
     access: AccessControl = field(default_factory=AccessControl)
     connection_settings: ConnectionSettings = field(init=False)
     #: Open connections (connection.open accepted, not yet ended) by user and by virtual host,
@@ -98,7 +98,7 @@ class Broker:
     alarms: dict[str, str] = field(init=False, default_factory=dict)
     #: What all queues hold together (the system-wide limits' measure).
     holdings: Holdings = field(init=False, default_factory=Holdings)
-    #: Publishes a connection may run before its input waits a loop turn (seeds/002
+    #: Publishes a connection may run before its input waits a loop turn (MQ 3.5 admin guide
     #: imq.<state>.count; set by the memory guard).
     publish_batch: int = field(init=False, default=5000)
 

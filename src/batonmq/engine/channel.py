@@ -3,7 +3,7 @@ its prefetch, flow, publisher confirms and transaction.
 
 Delivery tags are per channel, start at 1 and only grow (spec, basic.deliver delivery-tag). An
 unsettled delivery is either acked (gone), requeued (back in its queue, redelivered=true) or
-discarded; whatever ends the channel requeues every unsettled delivery (STYLE.md 10). So does
+discarded; whatever ends the channel requeues every unsettled delivery (BatonMQ style §10). So does
 whatever ends a single active consumer, for the consumer that takes over from it.
 """
 
@@ -296,9 +296,9 @@ class Channel:
 
     def _hand_over(self, consumer: Consumer) -> None:
         """x-single-active-consumer: the next consumer takes over the work of `consumer`, which
-        is gone (seed 002: "the first backup consumer is made active, and takes over the work of
-        the failed consumer"). Its unsettled deliveries go back to their places first, so that
-        the new active consumer gets them in their original order, before anything newer; after
+        is gone (MQ 3.5 admin guide: "the first backup consumer is made active, and takes over the
+        work of the failed consumer"). Its unsettled deliveries go back to their places first, so
+        that the new active consumer gets them in their original order, before anything newer; after
         a basic.cancel too, unlike other consumers' deliveries (spec basic.cancel)."""
         tags = [tag for tag, unsettled in self.unsettled.items() if unsettled.consumer is consumer]
         self._released_tags.update(tags)
@@ -316,7 +316,7 @@ class Channel:
     # Producers ----------------------------------------------------------------------------
 
     def become_producer_of(self, queue: ClassicQueue) -> None:
-        """Count this channel among `queue`'s producers (x-max-producers, seeds/002
+        """Count this channel among `queue`'s producers (x-max-producers, MQ 3.5 admin guide
         maxNumProducers: "When this limit is reached, no new producers can be created"); 406
         when it would be one too many."""
         if self in queue.producers:
@@ -333,7 +333,7 @@ class Channel:
 
     def hold_for(self, queue: ClassicQueue) -> None:
         """`queue` is overfull after this channel published to it: hold the publisher back until
-        it is underfull (seeds/004 §1.5.1: "Flow control is enabled on a producer when it sends
+        it is underfull (Qpid manual §1.5.1: "Flow control is enabled on a producer when it sends
         a message to a Queue which is overfull")."""
         if queue in self.held_by:
             return

@@ -1,4 +1,5 @@
-"""Publisher confirms as a pure decision (STYLE.md 5): which basic.ack / basic.nack frames to send.
+"""Publisher confirms as a pure decision (BatonMQ style §5): which basic.ack / basic.nack frames to
+send.
 
 Every publish on a channel in confirm mode gets the next sequence number, starting at 1. A publish
 is settled once its outcome is known (routed and, for persistent messages, durable; or refused).

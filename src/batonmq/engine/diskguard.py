@@ -1,4 +1,4 @@
-"""Disk quota-based flow control (seeds/004 §1.5.1.2.2) and the free-disk alarm.
+"""Disk quota-based flow control (Qpid manual §1.5.1.2.2) and the free-disk alarm.
 
 The seed: "This functionality blocks all producers on reaching the disk overflow limit. When
 consumers consume the messages, causing disk space usage to falls below the underflow limit, the
@@ -11,7 +11,8 @@ quota is "best effort", as the seed says: messages committed between two checks 
 
 Free disk space is watched as RabbitMQ's disk_free_limit is: when the disk holding the data
 directory has less than `disk.free_limit` bytes free, every producer is held until it has that
-much again, whatever the store (a full disk would fail every commit: seeds/004 §1.6, issue 4).
+much again, whatever the store (a full disk would fail every commit: Qpid manual §1.6, the Durable
+messaging requirements).
 
 The two are separate alarms, each cleared on its own; a producer is held while either is raised.
 The decisions (`store_overfull`, `disk_low`) are pure; `DiskGuard` measures and acts.
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 #: The broker alarms (`Broker.alarms`) this module raises.
 STORE_QUOTA_ALARM: Final = "store quota"
 FREE_DISK_ALARM: Final = "free disk"
-#: seeds/004 §1.5.1.2.2.1, the broker log messages for quota flow control.
+#: Qpid manual §1.5.1.2.2.1, the broker log messages for quota flow control.
 STORE_OVERFULL: Final = "MST-1008 : Store overfull, flow control will be enforced"
 STORE_OVERFULL_CLEARED: Final = "MST-1009 : Store overfull condition cleared"
 

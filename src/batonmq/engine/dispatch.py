@@ -1,4 +1,5 @@
-"""The dispatch table: one handler per AMQP method a client may send on a channel (STYLE.md 4).
+"""The dispatch table: one handler per AMQP method a client may send on a channel (BatonMQ style
+§4).
 
 Handler modules under `batonmq.engine.methods` register themselves with `@handles(Method)`.
 """

@@ -1,5 +1,5 @@
-"""Memory thresholds (seeds/002, "Managing Memory Resources and Message Flow" and Table 2-4): the
-broker's resident memory, as a share of its budget, puts it in one of four states, "green
+"""Memory thresholds (MQ 3.5 admin guide, "Managing Memory Resources and Message Flow" and Table
+2-4): the broker's resident memory, as a share of its budget, puts it in one of four states, "green
 (plenty of memory is available), yellow (broker memory is running low), orange (broker is low on
 memory), red (broker is out of memory)", and each state throttles publishers harder.
 

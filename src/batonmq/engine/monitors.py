@@ -1,6 +1,7 @@
-"""The periodic queue monitors a broker runs under overload (issue 6): slow consumer disconnect
-(`slowconsumers`), threshold alerts (`alerts`), and the checkpoints of queue arrivals that both
-read the oldest message's age from (`batonmq.queues.arrivals`), each only when configured."""
+"""The periodic queue monitors a broker runs under overload (the Overload requirements): slow
+consumer disconnect (`slowconsumers`), threshold alerts (`alerts`), and the checkpoints of queue
+arrivals that both read the oldest message's age from (`batonmq.queues.arrivals`), each only when
+configured."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ def publish(channel: Channel, method: base.Frame, message: Message) -> None:
     session = channel.session
     access = session.broker.access
     if access.enabled:  # the one test the hot path pays when there is no ACL
-        # seeds/004 Table 2.3: PUBLISH is "Applied on a per message basis on publish message
+        # Qpid manual Table 2.3: PUBLISH is "Applied on a per message basis on publish message
         # transfers"; the issue: "basic.publish (PUBLISH EXCHANGE with the routing key)".
         access.require(
             session.username,
@@ -61,8 +61,8 @@ def publish(channel: Channel, method: base.Frame, message: Message) -> None:
     if broker.limited:
         refusal = broker.publish_refusal()
         if refusal is not None:
-            # seeds/002 Table 2-4: "Additional messages will be rejected"; the issue: "refused
-            # with an AMQP error that names the limit" (406, as for amqp.max_message_size).
+            # MQ 3.5 admin guide Table 2-4: "Additional messages will be rejected"; the issue:
+            # "refused with an AMQP error that names the limit" (406, as for amqp.max_message_size).
             raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"message refused: {refusal}")
     if channel.transaction is not None:
         channel.transaction.publishes.append(HeldPublish(exchange, message, method.mandatory))
@@ -143,7 +143,7 @@ def enqueue(
 
 
 def _report_large(channel: Channel, message: Message, queues: list[ClassicQueue]) -> None:
-    """maximumMessageSize (seeds/004): the alert monitor hears of a message over it, per queue."""
+    """maximumMessageSize (Qpid manual): the alert monitor hears of a message over it, per queue."""
     report = channel.session.broker.large_message
     if report is not None:
         vhost = channel.session.vhost.name

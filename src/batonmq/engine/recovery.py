@@ -1,6 +1,6 @@
-"""Bring a broker's durable state back from its store at start (seeds/002, Persistence Manager:
-"When a broker restarts, it recreates destinations and durable subscriptions, recovers persistent
-messages ... and recreates its routing table")."""
+"""Bring a broker's durable state back from its store at start (MQ 3.5 admin guide, Persistence
+Manager: "When a broker restarts, it recreates destinations and durable subscriptions, recovers
+persistent messages ... and recreates its routing table")."""
 
 from __future__ import annotations
 

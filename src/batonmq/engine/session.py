@@ -89,7 +89,7 @@ class Session:
         self.holds: dict[object, str] = {}
         self.has_published = False
         #: Publishes run since the input was last resumed: at most `broker.publish_batch` before
-        #: the input waits for the next loop turn (the memory state's batch, seeds/002).
+        #: the input waits for the next loop turn (the memory state's batch, MQ 3.5 admin guide).
         self._publishes_this_turn = 0
         broker.sessions.add(self)
 
@@ -222,14 +222,14 @@ class Session:
                 )
             )
             return
-        # seeds/004 §2.2.4.3: "# Allow client and server to connect to the virtual host."
+        # Qpid manual §2.2.4.3: "# Allow client and server to connect to the virtual host."
         refusal = self.broker.access.check_vhost(self.username, name)
         if refusal is not None:
             self.close(HardError(ReplyCode.ACCESS_REFUSED, refusal, commands.Connection.Open))
             return
-        # Issue 6: "connections per user and per virtual host ... each refusal names the
-        # limit"; 530, as RabbitMQ. Checked after the ACL, so that only a user who may use the
-        # virtual host learns its limits.
+        # The Overload requirements: "connections per user and per virtual host ... each refusal
+        # names the limit"; 530, as RabbitMQ. Checked after the ACL, so that only a user who may use
+        # the virtual host learns its limits.
         refusal = self.broker.connection_refusal(self.username, name)
         if refusal is not None:
             self.close(HardError(ReplyCode.NOT_ALLOWED, refusal, commands.Connection.Open))

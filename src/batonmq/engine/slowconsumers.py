@@ -1,4 +1,4 @@
-"""Slow consumer disconnect (seeds/004 §2.11, §1.5.2): "a configurable mechanism to prevent a
+"""Slow consumer disconnect (Qpid manual §2.11, §1.5.2): "a configurable mechanism to prevent a
 single slow consumer from causing a back up of unconsumed messages on the broker".
 
 The seed's "topic subscription" is, in AMQP, a queue bound to a topic (or fanout) exchange; its
@@ -43,7 +43,7 @@ from batonmq.queues.readings import QueueReading, read_queue
 
 log = logging.getLogger(__name__)
 
-#: seeds/004 §2.11.3.2: the operational log line for each queue checked.
+#: Qpid manual §2.11.3.2: the operational log line for each queue checked.
 CHECKING_STATUS: Final = "SCD-1003 : Checking Status of Queue"
 #: The client's error text begins with the seed's (§2.11.4: "Error: Consuming to slow.").
 CONSUMING_TOO_SLOW: Final = "Consuming to slow"

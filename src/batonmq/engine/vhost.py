@@ -73,7 +73,7 @@ class VirtualHost:
     ) -> None:
         self.name = name
         self.paging = paging or Paging(vhost=name)
-        #: The limits auto-created queues get (seeds/002 Table 2-10).
+        #: The limits auto-created queues get (MQ 3.5 admin guide Table 2-10).
         self.autocreate = autocreate or AutocreatePolicy()
         self.exchanges: dict[str, Exchange] = {}
         self.queues: dict[str, ClassicQueue] = {}

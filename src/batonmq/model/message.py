@@ -32,7 +32,7 @@ _message_ids = itertools.count(1)
 def next_message_id() -> int:
     """A broker-assigned id. With a store, ids continue from the block the store gave this
     broker start (`set_message_id_base`), which makes them unique across every broker sharing
-    the store (ARCHITECTURE.md: "unique across a cluster")."""
+    the store (BatonMQ architecture: "unique across a cluster")."""
     return next(_message_ids)
 
 

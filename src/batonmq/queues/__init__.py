@@ -1,1 +1,1 @@
-"""Queue types behind the `QueueType` protocol (ARCHITECTURE.md, queues/)."""
+"""Queue types behind the `QueueType` protocol (BatonMQ architecture, queues/)."""

@@ -18,8 +18,8 @@ from pamqp.common import FieldTable, FieldValue
 class Overflow(Enum):
     """x-overflow: what a full queue (x-max-length, x-max-length-bytes) does with a new message.
 
-    RabbitMQ's three values are seeds/002's REMOVE_OLDEST (drop-head) and REJECT_NEWEST
-    (reject-publish); BatonMQ adds the other two limit behaviours of seeds/002."""
+    RabbitMQ's three values are MQ 3.5 admin guide's REMOVE_OLDEST (drop-head) and REJECT_NEWEST
+    (reject-publish); BatonMQ adds the other two limit behaviours of MQ 3.5 admin guide."""
 
     #: Drop (dead-letter) the oldest messages to make room: the default. REMOVE_OLDEST.
     DROP_HEAD = "drop-head"
@@ -28,7 +28,7 @@ class Overflow(Enum):
     #: Refuse it, and dead-letter it (reason maxlen).
     REJECT_PUBLISH_DLX = "reject-publish-dlx"
     #: FLOW_CONTROL: keep the message and hold its publisher back until the queue is underfull
-    #: again (seeds/004 §1.5.1, with x-qpid-capacity and x-qpid-flow-resume-capacity).
+    #: again (Qpid manual §1.5.1, with x-qpid-capacity and x-qpid-flow-resume-capacity).
     FLOW_CONTROL = "flow-control"
     #: REMOVE_LOW_PRIORITY: drop (dead-letter) the oldest messages of the lowest priority held.
     #: A queue without x-max-priority has one priority, so there it is drop-head.
@@ -89,7 +89,7 @@ class QueueArguments:
     #: (x-qpid-flow-resume-capacity, else the capacity).
     capacity: int | None = None
     flow_resume_capacity: int | None = None
-    #: x-max-message-size (seeds/002 maxBytesPerMsg): a larger body is refused.
+    #: x-max-message-size (MQ 3.5 admin guide maxBytesPerMsg): a larger body is refused.
     max_message_size: int | None = None
     #: x-max-producers (maxNumProducers): channels that may publish to the queue at once.
     max_producers: int | None = None

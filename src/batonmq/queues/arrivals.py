@@ -1,6 +1,6 @@
 """How long a queue's oldest message has waited, without a timestamp per message.
 
-The slow consumer check (seeds/004 §2.11.5.3: "when the oldest message in the associated private
+The slow consumer check (Qpid manual §2.11.5.3: "when the oldest message in the associated private
 queue for the consumer ages beyond the specified value") and the maximumMessageAge alert need the
 age of a queue's head entry. Stamping every message on arrival would cost the publish path a
 clock read per message; instead a periodic task takes checkpoints of each queue's

@@ -9,11 +9,11 @@ refinements, each free when unused:
   "round-robin if multiple active consumers exist with the same high priority".
 - Single active consumer (queue argument x-single-active-consumer): only the first consumer
   registered gets entries; the others are backups, in registration order, and the first of them
-  takes over when it goes (seed 002, "Queue Delivery to Multiple Consumers": "If an active
+  takes over when it goes (MQ 3.5 admin guide, "Queue Delivery to Multiple Consumers": "If an active
   consumer fails, then the first backup consumer is made active"). Priorities play no part:
   RabbitMQ's "Single Active Consumer" gives "no guarantee on the selected active consumer, it is
   picked up randomly, even if consumer priorities are in use".
-- Active and backup consumers (queue arguments x-max-active-consumers, seeds/002
+- Active and backup consumers (queue arguments x-max-active-consumers, MQ 3.5 admin guide
   maxNumActiveConsumers): only the first N consumers registered get entries, round-robin; the
   others are backups, and the first of them becomes active when an active one goes.
 - Selectors (basic.consume argument x-selector): a consumer takes only the entries whose message

@@ -1,4 +1,4 @@
-"""What a broker's queues hold, all together: the measure of seeds/002's system-wide limits
+"""What a broker's queues hold, all together: the measure of MQ 3.5 admin guide's system-wide limits
 (Table 2-4, imq.system.max_count and imq.system.max_size).
 
 Every queue of a broker adds to one `Holdings` when an entry joins it (published, or recovered

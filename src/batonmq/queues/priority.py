@@ -3,7 +3,7 @@ priority, a requeued entry back in its place within its priority.
 
 RabbitMQ's rules (https://www.rabbitmq.com/docs/priority): a message's `priority` property is
 capped at the queue's maximum, and a message without one has priority 0. Priority is honoured at
-dispatch time: a consumer gets the highest-priority ready entry when it has room (seeds/004,
+dispatch time: a consumer gets the highest-priority ready entry when it has room (Qpid manual,
 2.10.3.1: a low prefetch makes priorities visible to a consumer).
 
 Each priority level is a `ReadyEntries` of its own, paged on its own: the store keeps each

@@ -1,4 +1,4 @@
-"""The exchange-type extension point: a small protocol and a registry (STYLE.md 4).
+"""The exchange-type extension point: a small protocol and a registry (BatonMQ style §4).
 
 An exchange type owns the bindings of one exchange and answers one question: given a routing key
 (and, for types that need them, the message's headers), which destinations match? It knows nothing

@@ -1,6 +1,6 @@
 """Access control lists as Qpid writes them, and the pure check of one request against them.
 
-seeds/004 §2.2 "Configuring ACLs": "Each ACL rule grants (or denies) a particular action on a
+Qpid manual §2.2 "Configuring ACLs": "Each ACL rule grants (or denies) a particular action on a
 object to a user. The rule may be augmented with one or more properties, restricting the rule's
 applicability." and "The ACL is considered in strict line order with the first matching rule
 taking precedence over all those that follow." and "All ACL files end with a implict rule denying

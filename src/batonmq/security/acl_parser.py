@@ -1,6 +1,6 @@
 """The text of a Qpid ACL file into `AclRules`, every mistake an `AclSyntaxError` with its place.
 
-The syntax is seeds/004 §2.2.3:
+The syntax is Qpid manual §2.2.3:
 
     ACL {permission} {<group-name>|<user-name>|ALL} {action|ALL} [object|ALL]
     GROUP {group name} {username 1}..{username n}

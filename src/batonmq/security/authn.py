@@ -4,7 +4,7 @@ checked against the SASL response of connection.start-ok.
 - PLAIN and AMQPLAIN carry a username and password, checked against the user's stored credential
   (salted scrypt, or a legacy MD5 imported from a Qpid password file, upgraded to scrypt at the
   first successful login).
-- EXTERNAL logs in as the TLS client certificate's subject CN (seeds/004 §2.3), who must be a
+- EXTERNAL logs in as the TLS client certificate's subject CN (Qpid manual §2.3), who must be a
   known user; the password plays no part.
 - The user `guest` may log in from loopback addresses only, as RabbitMQ's `loopback_users`
   (`auth.guest_loopback_only`); `batonctl user delete guest` disables it.

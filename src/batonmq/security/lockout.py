@@ -1,5 +1,5 @@
 """Slowing down password guessing from one source address. Pure: the clock is injected and the
-broker does the waiting and refusing (STYLE.md 5).
+broker does the waiting and refusing (BatonMQ style §5).
 
 The rules, per source address (the broker passes the peer's IP address):
 

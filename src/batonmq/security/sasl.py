@@ -3,7 +3,7 @@ into the username a TLS client certificate proves.
 
 PLAIN (RFC 4616): `[authzid] NUL authcid NUL passwd`. AMQPLAIN (RabbitMQ's): a field table
 without its length prefix, holding LOGIN and PASSWORD. One small function per password
-mechanism, in a registry (STYLE.md 4).
+mechanism, in a registry (BatonMQ style §4).
 
 EXTERNAL (RFC 4422 appendix A) has no password: the TLS handshake already verified the client's
 certificate, and the username is its subject's CN, as RabbitMQ's rabbitmq_auth_mechanism_ssl

@@ -1,7 +1,7 @@
-"""The amqps listener's TLS context, built from `[listeners.amqps]` (seeds/004 §2.3; issue 5: "an
-amqps listener with certificate, key, CA bundle, client-certificate verification none / optional /
-required, TLS 1.2 minimum, configurable ciphers ... Errors in TLS configuration stop the broker
-with a clear message at start-up").
+"""The amqps listener's TLS context, built from `[listeners.amqps]` (Qpid manual §2.3; the Security
+requirements: "an amqps listener with certificate, key, CA bundle, client-certificate verification
+none / optional / required, TLS 1.2 minimum, configurable ciphers ... Errors in TLS configuration
+stop the broker with a clear message at start-up").
 
 Every problem is a `TlsConfigError` naming the setting and, for a file, its path and what is wrong
 with it ("listeners.amqps.keyfile: /etc/batonmq/server.key: no such file"), found before the
@@ -95,8 +95,8 @@ def server_context(config: TlsListenerConfig) -> ssl.SSLContext:
     _check_together(config)
 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    # Issue 5: "TLS 1.2 minimum". Clients offering only TLS 1.1 or older get a protocol_version
-    # alert.
+    # The Security requirements: "TLS 1.2 minimum". Clients offering only TLS 1.1 or older get a
+    # protocol_version alert.
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     # A client may not renegotiate (a cheap way to make the server do expensive handshakes).
     context.options |= ssl.OP_NO_RENEGOTIATION

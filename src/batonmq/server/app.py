@@ -80,7 +80,7 @@ class BrokerServer:
             lockout=auth.lockout,
             offload=self._offload,
         )
-        # seeds/004 §2.2; AclError (file:line:column) if a file cannot be used: no start.
+        # Qpid manual §2.2; AclError (file:line:column) if a file cannot be used: no start.
         self.broker.access = AccessControl.load(config.acl)
         self.protocols: set[AMQPProtocol] = set()
         self.listening = Listening(self.listeners, self._new_protocol, self.protocols.add)
@@ -160,7 +160,7 @@ class BrokerServer:
         disk_guard = DiskGuard(self.broker, self.config.disk, self.config.data_dir)
         disk_guard.check()  # a disk already short of space holds producers from the start
         self.every(self.config.disk.check_interval, disk_guard.check)
-        # Issue 6: slow consumer disconnect and threshold alerts, when configured.
+        # The Overload requirements: slow consumer disconnect and threshold alerts, when configured.
         for interval, work in queue_monitors(self.broker, self.config):
             self.every(interval, work)
         for name, addresses in self.addresses.items():

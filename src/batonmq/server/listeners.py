@@ -2,7 +2,7 @@
 closing them.
 
 Two listeners, each with its own SASL mechanisms: `amqp` (plain TCP, `[listeners.amqp]`, on unless
-`enabled = false`, which is seeds/004's sslOnly) and `amqps` (TLS, `[listeners.amqps]`, off unless
+`enabled = false`, which is Qpid manual's sslOnly) and `amqps` (TLS, `[listeners.amqps]`, off unless
 enabled). At least one must be on. The TLS settings are checked before anything is opened: an
 error in them (`TlsConfigError`) stops the broker at start-up.
 

@@ -1,5 +1,5 @@
 """The asyncio glue of one client connection: bytes from the socket go to the session, bytes from
-the session go to the socket. No protocol logic lives here (ARCHITECTURE.md, server/).
+the session go to the socket. No protocol logic lives here (BatonMQ architecture, server/).
 
 - Writes are coalesced: whatever the engine queues during one loop turn goes out in one call.
 - Backpressure: while the socket's send buffer is over the high-water mark (until it drains

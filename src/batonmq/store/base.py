@@ -2,12 +2,12 @@
 
 The engine never calls a store from the hot path: it records changes in a `WriteBatch` (see
 `batonmq.store.journal`), and one task hands each batch to `Store.commit`, which applies it in one
-database transaction (the "coalescing sync" of seeds/004 §1.6.6.2). Calls to a store run in the
+database transaction (the "coalescing sync" of Qpid manual §1.6.6.2). Calls to a store run in the
 order they are made: a read issued after a commit sees that commit.
 
 Every row carries the id of the broker that owns it (`broker_id`), so that several brokers, and
-later an HA cluster, can share one PostgreSQL database (seeds/000 Table 8: a standalone broker's
-tables vs a cluster's shared tables).
+later an HA cluster, can share one PostgreSQL database (MQ 4.1 HA guide Table 8: a standalone
+broker's tables vs a cluster's shared tables).
 
 Message ids: the store hands each broker start a block of `MESSAGE_ID_BLOCK` ids that no other
 start of any broker sharing the store gets (`Recovery.message_id_base`), which makes ids unique
@@ -341,7 +341,7 @@ class Store(Protocol):
     async def stats(self) -> StoreStats: ...
 
     async def used_bytes(self) -> int:
-        """The bytes the store uses now, for the disk quota (seeds/004 §1.5.1.2.2, which is
+        """The bytes the store uses now, for the disk quota (Qpid manual §1.5.1.2.2, which is
         "best effort"): it grows as messages are written and falls as they are deleted, without
         any compaction, so that a quota that blocked producers releases them once consumers
         have drained the store. Cheap enough to be called every second; what each store counts

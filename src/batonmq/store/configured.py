@@ -19,7 +19,7 @@ def sqlite_path(data_dir: Path) -> Path:
 
 
 def postgres_schema(config: Config) -> str:
-    """persist.postgres.schema, or "batonmq_s_<broker name>" (seeds/000 Table 8: a standalone
+    """persist.postgres.schema, or "batonmq_s_<broker name>" (MQ 4.1 HA guide Table 8: a standalone
     broker's tables carry the suffix S<brokerID>; a cluster's shared store will use
     C<clusterID>)."""
     schema = config.persist.postgres.schema

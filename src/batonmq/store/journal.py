@@ -2,7 +2,7 @@
 
 The engine records changes synchronously (`put_entry`, `delete_entry`, ...) as it goes; nothing
 waits. One task takes whatever has gathered, from every connection, and commits it as one
-transaction while the next batch gathers (group commit, the "coalescing sync" of seeds/004
+transaction while the next batch gathers (group commit, the "coalescing sync" of Qpid manual
 §1.6.6.2): under load a batch holds many messages and acknowledgements, and there is never one
 fsync per message.
 

@@ -1,10 +1,11 @@
 """The PostgreSQL store: the shared store of an HA cluster, and an option for a standalone broker.
 
 Several brokers may share one database: each store lives in a PostgreSQL schema of its own (where
-Open MQ suffixes table names, seeds/000 Table 8: S<brokerID> for a standalone store, C<clusterID>
-for a cluster's shared one), and every row carries its broker's id, so brokers may share a schema
-too. A broker holds its store with a session advisory lock on (schema, broker id): the database
-ends it when the broker's connection dies, so a crashed broker never leaves a stale lock.
+Open MQ suffixes table names, MQ 4.1 HA guide Table 8: S<brokerID> for a standalone store,
+C<clusterID> for a cluster's shared one), and every row carries its broker's id, so brokers may
+share a schema too. A broker holds its store with a session advisory lock on (schema, broker id):
+the database ends it when the broker's connection dies, so a crashed broker never leaves a stale
+lock.
 
 Everything goes over one asyncpg connection, one call at a time and in the order of the calls
 (an asyncio.Lock wakes its waiters first in, first out), which is what the `Store` protocol

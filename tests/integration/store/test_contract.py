@@ -369,8 +369,8 @@ async def test_entries_are_read_and_counted_per_priority_level(
 ) -> None:
     """Rules (Store.read_entries, Recovery.backlogs): a read with a priority level returns only
     that level's entries, in sequence order; a queue's backlog is counted per level, so that a
-    priority queue pages each level on its own (issue 4: priorities survive a restart and a
-    backlog larger than memory works)."""
+    priority queue pages each level on its own (the Durable messaging requirements: priorities
+    survive a restart and a backlog larger than memory works)."""
     store, base = await start(store_factory)
     levels = [0, 3, 3, 0, 1, 3, 0]
     await store.commit(
@@ -805,7 +805,7 @@ async def test_used_bytes_grow_with_writes_and_shrink_after_deletes(
     """Rule (Store.used_bytes): the disk quota's measure "grows as messages are written and
     falls as they are deleted, without any compaction", so that producers blocked over
     disk.store_overfull are released "when consumers consume the messages, causing disk space
-    usage to falls below the underflow limit" (seeds/004 §1.5.1.2.2). Messages go each way the
+    usage to falls below the underflow limit" (Qpid manual §1.5.1.2.2). Messages go each way the
     engine deletes them: an acknowledged entry, a purged range, a deleted queue."""
     store, base = await start(store_factory)
     await store.commit(WriteBatch(queues_put=[queue("q"), queue("other")]))

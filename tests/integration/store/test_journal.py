@@ -33,7 +33,7 @@ async def settle(journal: Journal) -> bool:
 
 
 async def test_changes_from_one_loop_turn_go_in_one_commit(store_factory: StoreFactory):
-    """seeds/004 §1.6.6.2 (coalescing sync): writes that arrive together share one transaction,
+    """Qpid manual §1.6.6.2 (coalescing sync): writes that arrive together share one transaction,
     never one per message."""
     store = await store_factory()
     await store.recover()
@@ -104,8 +104,8 @@ async def test_reads_see_everything_recorded_before_them(store_factory: StoreFac
 async def test_a_failed_commit_is_reported_to_its_waiters_and_the_next_one_succeeds(
     store_factory: StoreFactory,
 ):
-    """Issue 4: a failing write gives publishers basic.nack (here: the waiter hears False), and
-    the broker keeps serving (the next commit goes through)."""
+    """The Durable messaging requirements: a failing write gives publishers basic.nack (here: the
+    waiter hears False), and the broker keeps serving (the next commit goes through)."""
     store = await store_factory()
     await store.recover()
     journal = Journal(store)
@@ -132,9 +132,9 @@ def test_with_no_store_nothing_waits():
 
 
 async def test_a_burst_of_publishes_is_paged_down_to_the_window(store_factory: StoreFactory):
-    """Issue 4, paging: "A queue keeps a bounded window of message bodies in memory" — also
-    after a burst that arrives while the first spill is being written: each committed spill
-    starts the next one until memory holds no more than the window."""
+    """The Durable messaging requirements, paging: "A queue keeps a bounded window of message bodies
+    in memory" — also after a burst that arrives while the first spill is being written: each
+    committed spill starts the next one until memory holds no more than the window."""
     store = await store_factory()
     await store.recover()
     journal = Journal(store)
@@ -171,8 +171,9 @@ async def test_an_entry_updated_in_its_own_batch_keeps_its_expiry_and_level(
 async def test_a_priority_queue_pages_each_level_and_serves_in_priority_order(
     store_factory: StoreFactory,
 ):
-    """Issue 4, paging, for a priority queue: memory holds no more than the window, and what
-    comes back from the store is served higher priority first, FIFO within a priority."""
+    """The Durable messaging requirements, paging, for a priority queue: memory holds no more than
+    the window, and what comes back from the store is served higher priority first, FIFO within a
+    priority."""
     store = await store_factory()
     await store.recover()
     journal = Journal(store)

@@ -132,7 +132,7 @@ def test_a_schema_name_is_checked() -> None:
 
 
 async def test_stores_in_two_schemas_of_one_database_are_apart(make_store: MakeStore) -> None:
-    """seeds/000 Table 8: stores in one database are told apart (by schema here), even for
+    """MQ 4.1 HA guide Table 8: stores in one database are told apart (by schema here), even for
     the same broker id."""
     first, second = make_store(schema="batonmq_s_one"), make_store(schema="batonmq_s_two")
     await first.open()

@@ -110,7 +110,7 @@ def one_message(queue: str, sequence: int, message_id: int, body: bytes) -> Writ
 async def test_wal_mode_and_the_synchronous_level_follow_sync(
     stores: list[SQLiteStore], db_path: Path, sync: bool, level: str
 ) -> None:
-    """Rule (ARCHITECTURE.md, Storage): WAL mode; `sync` chooses fsync on each commit
+    """Rule (BatonMQ architecture, Storage): WAL mode; `sync` chooses fsync on each commit
     (synchronous=FULL) or OS-buffered commits (NORMAL)."""
     store = await open_store(stores, db_path, sync=sync)
 

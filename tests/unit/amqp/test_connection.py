@@ -109,8 +109,8 @@ def test_protocol_header_gets_connection_start(protocol_header):
 
 
 def test_protocol_header_in_pieces_is_partial_input():
-    """STYLE.md 3 and spec 4.2.2 ("The client MUST start a new connection by sending a protocol
-    header"): the header may arrive in several reads."""
+    """BatonMQ style §3 and spec 4.2.2 ("The client MUST start a new connection by sending a
+    protocol header"): the header may arrive in several reads."""
     client, _end = new_client()
     client.send_bytes(PROTOCOL_HEADER[:3])
     client.send_bytes(PROTOCOL_HEADER[3:7])
@@ -212,7 +212,8 @@ def test_refuse_login_without_the_capability_closes_the_socket_with_nothing_sent
 
 
 def test_answers_in_the_wrong_state_are_programming_errors():
-    """STYLE.md 2: "Illegal transitions raise a typed error; they are not silently ignored"."""
+    """BatonMQ style §2: "Illegal transitions raise a typed error; they are not silently
+    ignored"."""
     connection = ServerConnection(SETTINGS)
     with pytest.raises(RuntimeError):
         connection.accept_login("guest")

@@ -110,7 +110,7 @@ def test_a_valid_stream_decodes_frame_by_frame():
 
 
 def test_every_proper_prefix_of_a_frame_is_partial_input():
-    """STYLE.md 3: partial input is not an error. A reader fed any proper prefix of a frame
+    """BatonMQ style §3: partial input is not an error. A reader fed any proper prefix of a frame
     returns None, and the frame once the rest arrives."""
     data = frame.marshal(commands.Basic.Qos(prefetch_count=7), 3)
     for cut in range(len(data)):
@@ -126,7 +126,8 @@ def test_every_proper_prefix_of_a_frame_is_partial_input():
 
 
 def test_every_prefix_of_a_stream_yields_exactly_the_whole_frames_in_it():
-    """STYLE.md 3: a read that ends inside a frame yields the whole frames before it, then None."""
+    """BatonMQ style §3: a read that ends inside a frame yields the whole frames before it, then
+    None."""
     stream, expected = valid_stream()
     ends = []
     reader = FrameReader(FRAME_MAX)

@@ -24,7 +24,7 @@ longs = st.integers(0, 2**32 - 1)
 
 @given(channels, pamqp_names, longlongs, st.booleans(), pamqp_names, pamqp_names)
 def test_basic_deliver_is_byte_equal_to_pamqp(channel, tag, delivery_tag, redelivered, ex, key):
-    """ARCHITECTURE.md, the hot path: a specialised encoder is kept byte-equal to pamqp."""
+    """BatonMQ architecture, the hot path: a specialised encoder is kept byte-equal to pamqp."""
     expected = frame.marshal(
         commands.Basic.Deliver(tag, delivery_tag, redelivered, ex, key), channel
     )

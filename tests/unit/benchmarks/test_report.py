@@ -1,4 +1,4 @@
-"""The seeds/004 Table 1.6 formatter and the percent differences it shows."""
+"""The Qpid manual Table 1.6 formatter and the percent differences it shows."""
 
 import pytest
 from benchmarks.report import comparison_table, format_percent, percent_difference

@@ -105,8 +105,8 @@ def test_each_topic_routing_key_reaches_exactly_one_queue_as_batonmq_routes_it()
 
 
 def test_the_matrix_holds_every_workload_issue_7_names():
-    """Issue 7, Workloads: "one queue with 1/1, 2/2, 4/4, 8/8, 16/16, 32/32 and 64/64
-    producers/consumers; bodies of 128 B, 1 KiB and 64 KiB; transient without confirms;
+    """The Benchmarks requirements, Workloads: "one queue with 1/1, 2/2, 4/4, 8/8, 16/16, 32/32 and
+    64/64 producers/consumers; bodies of 128 B, 1 KiB and 64 KiB; transient without confirms;
     persistent with confirms (sqlite and postgres); fanout to 10 queues; topic routing with
     10,000 bindings; latency at fixed rates of 1,000 and 10,000 msgs/s", and the load generator's
     ceiling against a sink. (Persistent 64 KiB runs at 1/1 and 4/4 only: 8 MB a second of bodies

@@ -1,6 +1,7 @@
-"""ACL enforcement in the engine (seeds/004 §2.2; issue 5 "Enforcement at every operation"),
-driven by the in-memory client: each operation allowed by its rule and refused without it, the
-first matching rule, the broker-wide file with a virtual host's own, reload, and audit lines.
+"""ACL enforcement in the engine (Qpid manual §2.2; the Security requirements "Enforcement at every
+operation"), driven by the in-memory client: each operation allowed by its rule and refused without
+it, the first matching rule, the broker-wide file with a virtual host's own, reload, and audit
+lines.
 
 The ACL files live in a short temporary directory: a 403's text names the file, and the whole
 text must fit in an AMQP short string.
@@ -266,9 +267,9 @@ OPERATIONS = {
 
 @pytest.mark.parametrize("name", OPERATIONS)
 def test_each_operation_is_allowed_by_its_rule(acl_dir: Path, name: str):
-    """Issue 5: "Enforcement at every operation: connection.open (ACCESS VIRTUALHOST), declares
-    (CREATE; passive is ACCESS), bind/unbind, delete, purge, basic.publish (PUBLISH EXCHANGE
-    with the routing key), basic.consume and basic.get (CONSUME QUEUE)." """
+    """The Security requirements: "Enforcement at every operation: connection.open (ACCESS
+    VIRTUALHOST), declares (CREATE; passive is ACCESS), bind/unbind, delete, purge, basic.publish
+    (PUBLISH EXCHANGE with the routing key), basic.consume and basic.get (CONSUME QUEUE)." """
     operation = OPERATIONS[name]
     broker = broker_with_acl(acl_dir, acl(ADMIN_RULE, BOB_CONNECTS, operation.rule))
     set_the_scene(login(broker, "guest"))
@@ -284,9 +285,9 @@ def test_each_operation_is_allowed_by_its_rule(acl_dir: Path, name: str):
 
 @pytest.mark.parametrize("name", OPERATIONS)
 def test_each_operation_is_refused_without_its_rule(acl_dir: Path, name: str):
-    """Issue 5: "A denied operation is channel error 403 ACCESS_REFUSED whose text names the
-    operation and object"; seeds/004 §2.2.2: "All ACL files end with a implict rule denying all
-    operations to all users." """
+    """The Security requirements: "A denied operation is channel error 403 ACCESS_REFUSED whose text
+    names the operation and object"; Qpid manual §2.2.2: "All ACL files end with a implict rule
+    denying all operations to all users." """
     operation = OPERATIONS[name]
     broker = broker_with_acl(acl_dir, acl(ADMIN_RULE, BOB_CONNECTS))
     admin = login(broker, "guest")
@@ -322,9 +323,9 @@ def test_a_rule_for_other_property_values_does_not_allow(acl_dir: Path):
 
 
 def test_connection_open_needs_access_virtualhost(acl_dir: Path):
-    """Issue 5: "connection.open (ACCESS VIRTUALHOST)"; seeds/004 §2.2.4.1: "Neither 'operator'
-    nor 'readonly' should be allow to connect for messaging." Refused: connection.close 403
-    naming connection.open."""
+    """The Security requirements: "connection.open (ACCESS VIRTUALHOST)"; Qpid manual §2.2.4.1:
+    "Neither 'operator' nor 'readonly' should be allow to connect for messaging." Refused:
+    connection.close 403 naming connection.open."""
     broker = broker_with_acl(acl_dir, acl(BOB_CONNECTS, "ACL DENY alice ACCESS VIRTUALHOST"))
     login(broker, "bob")
     alice = MemClient(Session(broker, LOOPBACK_PEER, lambda: None))
@@ -359,7 +360,7 @@ def test_an_empty_vhost_directory_is_no_acl(acl_dir: Path):
 
 
 def test_the_first_matching_rule_decides(acl_dir: Path):
-    """seeds/004 §2.2.2: "If the desire is to allow bob to create all exchanges except "myexch",
+    """Qpid manual §2.2.2: "If the desire is to allow bob to create all exchanges except "myexch",
     order of the rules must be reversed: ACL DENY bob CREATE EXCHANGE name="myexch" ACL ALLOW bob
     ALL EXCHANGE" """
     broker = broker_with_acl(
@@ -379,7 +380,7 @@ def test_the_first_matching_rule_decides(acl_dir: Path):
 
 
 def test_a_rule_after_a_matching_one_is_dead(acl_dir: Path):
-    """seeds/004 §2.2.2: "if the user bob tries to create an exchange "myexch", the operation will
+    """Qpid manual §2.2.2: "if the user bob tries to create an exchange "myexch", the operation will
     be allowed by the first rule. The second rule will never be considered." """
     broker = broker_with_acl(
         acl_dir,
@@ -477,7 +478,7 @@ VHOSTS_OPEN = "ACL ALLOW ALL ACCESS VIRTUALHOST"
 
 
 def test_a_vhost_file_must_allow_too(acl_dir: Path):
-    """seeds/004 §2.2: "In the Java Broker, the ACL may be imposed broker wide or applied to
+    """Qpid manual §2.2: "In the Java Broker, the ACL may be imposed broker wide or applied to
     individual virtual hosts." The lead: an operation in V must be allowed by the broker-wide
     file and by V's file."""
     broker = broker_with_acl(
@@ -534,8 +535,8 @@ def test_a_vhost_file_alone_governs_its_vhost_only(acl_dir: Path):
 
 
 def test_a_broken_file_names_file_line_and_column(acl_dir: Path):
-    """Issue 5: "A file that does not parse names the file, line and column: the broker refuses
-    to start with it"."""
+    """The Security requirements: "A file that does not parse names the file, line and column: the
+    broker refuses to start with it"."""
     path = acl_dir / "broker.acl"
     path.write_text("ACL ALLOW bob ALL\nACL ALLOW bob PUBLSH\n", encoding="utf-8")
     with pytest.raises(AclSyntaxError) as raised:
@@ -573,7 +574,8 @@ def test_two_files_for_one_vhost_are_an_error(acl_dir: Path):
 
 
 def test_reload_applies_new_rules_to_open_connections(acl_dir: Path):
-    """Issue 5: "Reload on SIGHUP and with `batonctl acl reload`, without a restart." """
+    """The Security requirements: "Reload on SIGHUP and with `batonctl acl reload`, without a
+    restart." """
     broker = broker_with_acl(acl_dir, acl(BOB_CONNECTS))
     bob = login(broker)
     bob.send(1, Queue.Declare(queue="q"))
@@ -596,7 +598,7 @@ def test_reload_picks_up_a_new_vhost_file(acl_dir: Path):
 
 @pytest.mark.parametrize("broken", ["ACL ALLOW bob CREAT QUEUE\n", None])
 def test_reload_keeps_the_old_rules_when_a_file_cannot_be_used(acl_dir: Path, broken: str | None):
-    """Issue 5: "a reload keeps the old rules"."""
+    """The Security requirements: "a reload keeps the old rules"."""
     broker = broker_with_acl(acl_dir, acl(BOB_CONNECTS, "ACL ALLOW bob CREATE QUEUE"))
     path = acl_dir / "broker.acl"
     if broken is None:
@@ -642,7 +644,7 @@ def audit_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
 def test_allow_log_and_deny_log_write_an_audit_line(
     acl_dir: Path, caplog: pytest.LogCaptureFixture
 ):
-    """seeds/004 Table 2.2: "ALLOW-LOG Allow the action and log the action in the log", "DENY-LOG
+    """Qpid manual Table 2.2: "ALLOW-LOG Allow the action and log the action in the log", "DENY-LOG
     Deny the action and log the action in the log"."""
     broker = broker_with_acl(
         acl_dir,
@@ -720,7 +722,7 @@ def test_the_audit_line_ignores_the_broker_log_level(
 
 
 def test_worked_example_3_request_and_response_through_temporary_queues(acl_dir: Path):
-    """seeds/004 §2.2.4.3: "Two users: 'client' publishes requests; 'server' consumes the
+    """Qpid manual §2.2.4.3: "Two users: 'client' publishes requests; 'server' consumes the
     requests and generates a response." The client's reply queue is temporary (exclusive,
     server-named); it binds, consumes and deletes it with the temporary="true" rules."""
     broker = broker_with_acl(acl_dir, EXAMPLE_3)

@@ -1,6 +1,6 @@
-"""The ACL walker (issue 5, "Proven by"): "A test that walks every AMQP method touching a virtual
-host, exchange or queue and shows each is refused without permission, so a method added later
-cannot bypass the ACL."
+"""The ACL walker (the Security requirements, "Proven by"): "A test that walks every AMQP method
+touching a virtual host, exchange or queue and shows each is refused without permission, so a method
+added later cannot bypass the ACL."
 
 Every method class pamqp knows is in exactly one of three lists: the client methods that touch a
 virtual host, an exchange or a queue (each refused with 403 under `ACL DENY ALL ALL`, with only
@@ -125,7 +125,7 @@ SERVER_ONLY: frozenset[type[base.Frame]] = frozenset(
     }
 )
 
-#: Bob may reach a channel and nothing else: "ACL DENY ALL ALL" (seeds/004 §2.2.2) for the rest.
+#: Bob may reach a channel and nothing else: "ACL DENY ALL ALL" (Qpid manual §2.2.2) for the rest.
 DENY_ALL = acl(ADMIN_RULE, BOB_CONNECTS, "ACL DENY ALL ALL")
 DENY_ALL_LINE = 3
 
@@ -227,8 +227,8 @@ def test_each_touching_method_is_refused_without_permission(
     method: type[base.Frame],
     name: str,
 ):
-    """Issue 5: "A denied operation is channel error 403 ACCESS_REFUSED whose text names the
-    operation and object"; here every such method, under "ACL DENY ALL ALL"."""
+    """The Security requirements: "A denied operation is channel error 403 ACCESS_REFUSED whose text
+    names the operation and object"; here every such method, under "ACL DENY ALL ALL"."""
     operation = OPERATIONS[name]
     broker = broker_with_acl(acl_dir, DENY_ALL)
     set_the_scene(login(broker, "guest"))
@@ -245,8 +245,8 @@ def test_each_touching_method_is_refused_without_permission(
 
 
 def test_connection_open_is_refused_without_permission(acl_dir: Path):
-    """Issue 5: "connection.open (ACCESS VIRTUALHOST)"; the refusal closes the connection: there
-    is no channel yet."""
+    """The Security requirements: "connection.open (ACCESS VIRTUALHOST)"; the refusal closes the
+    connection: there is no channel yet."""
     broker = broker_with_acl(acl_dir, acl(ADMIN_RULE, "ACL DENY ALL ALL"))
     client = RecordingClient(Session(broker, LOOPBACK_PEER, lambda: None))
     client.start("bob", PASSWORD)

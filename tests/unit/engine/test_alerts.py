@@ -1,4 +1,4 @@
-"""Threshold alerts (seeds/004 virtualhosts.xml: "Set threshold values for queue monitor
+"""Threshold alerts (Qpid manual virtualhosts.xml: "Set threshold values for queue monitor
 alerting to log": maximumQueueDepth, maximumMessageSize, maximumMessageAge, and Qpid's
 maximumMessageCount): a warning line when a queue goes over one, not repeated at every check."""
 

@@ -1,4 +1,4 @@
-"""Auto-created queues (seeds/002 Table 2-10 and "Auto-Created (vs. Admin-Created)
+"""Auto-created queues (MQ 3.5 admin guide Table 2-10 and "Auto-Created (vs. Admin-Created)
 Destinations"): the default limits a policy gives the queues it matches, and their deletion
 once unused."""
 
@@ -85,8 +85,8 @@ class Clock:
 def test_an_unused_auto_created_queue_is_deleted_after_its_time(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """seeds/002: "an auto-created destination is automatically destroyed by the broker when it
-    is no longer being used: that is, when it no longer has message consumer clients and no
+    """MQ 3.5 admin guide: "an auto-created destination is automatically destroyed by the broker
+    when it is no longer being used: that is, when it no longer has message consumer clients and no
     longer contains any messages"; the issue: "after ... a configurable time (default 2
     minutes)"."""
     policy = seed_defaults()

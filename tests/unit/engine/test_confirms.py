@@ -1,6 +1,6 @@
-"""Publisher confirms: `ConfirmTracker` as a pure decision (STYLE.md 5), and confirm mode through
-a `Session` (RabbitMQ's confirm.select extension: "the broker confirms messages as it handles
-them by sending a basic.ack on the same channel")."""
+"""Publisher confirms: `ConfirmTracker` as a pure decision (BatonMQ style §5), and confirm mode
+through a `Session` (RabbitMQ's confirm.select extension: "the broker confirms messages as it
+handles them by sending a basic.ack on the same channel")."""
 
 from __future__ import annotations
 

@@ -145,10 +145,10 @@ def test_only_the_first_registered_consumer_gets_messages():
 
 
 def test_the_next_consumer_takes_over_the_unacked_messages_first_when_the_active_one_is_cancelled():
-    """Seed 002: "If an active consumer fails, then the first backup consumer is made active,
-    and takes over the work of the failed consumer": the cancelled consumer's unacked messages
-    go back in their places, so the new active consumer gets them, flagged redelivered, in their
-    original order before newer ones. The old consumer's later acks of them settle nothing and
+    """MQ 3.5 admin guide: "If an active consumer fails, then the first backup consumer is made
+    active, and takes over the work of the failed consumer": the cancelled consumer's unacked
+    messages go back in their places, so the new active consumer gets them, flagged redelivered, in
+    their original order before newer ones. The old consumer's later acks of them settle nothing and
     are no error (they refer to delivered messages: spec basic.ack delivery-tag)."""
     publisher, [(active, _), (backup, _), (last, _)] = sac_queue(3, prefetch=2)
     publish(publisher, "q", "m0", "m1", "m2", "m3")
@@ -184,8 +184,8 @@ def test_acking_multiple_up_to_a_released_tag_settles_what_is_still_unsettled():
 
 
 def test_the_next_consumer_takes_over_when_the_active_ones_channel_closes():
-    """Seed 002 ("takes over the work of the failed consumer"); whatever ends a channel
-    requeues its unsettled deliveries (STYLE.md 10), in place, before the takeover."""
+    """MQ 3.5 admin guide ("takes over the work of the failed consumer"); whatever ends a channel
+    requeues its unsettled deliveries (BatonMQ style §10), in place, before the takeover."""
     publisher, [(active, _), (backup, _)] = sac_queue(2, prefetch=2)
     publish(publisher, "q", "m0", "m1", "m2")
     assert len(deliveries(active)) == 2
@@ -198,8 +198,8 @@ def test_the_next_consumer_takes_over_when_the_active_ones_channel_closes():
 
 
 def test_the_next_consumer_takes_over_when_the_active_ones_connection_drops():
-    """Seed 002: "If an active consumer fails, then the first backup consumer is made active":
-    a dropped connection (the server layer tears the session down) is such a failure."""
+    """MQ 3.5 admin guide: "If an active consumer fails, then the first backup consumer is made
+    active": a dropped connection (the server layer tears the session down) is such a failure."""
     publisher, [(_, active_session), (backup, _)] = sac_queue(2)
     publish(publisher, "q", "m0", "m1")
     active_session.teardown()
@@ -209,7 +209,7 @@ def test_the_next_consumer_takes_over_when_the_active_ones_connection_drops():
 
 
 def test_a_backup_going_leaves_the_active_consumer_serving():
-    """Only the active consumer's going hands its work over (seed 002); a backup's cancel
+    """Only the active consumer's going hands its work over (MQ 3.5 admin guide); a backup's cancel
     changes nothing for the others."""
     publisher, [(active, _), (backup, _), (last, _)] = sac_queue(3)
     backup.call(1, Basic.Cancel(consumer_tag="c1"), Basic.CancelOk)
@@ -220,9 +220,9 @@ def test_a_backup_going_leaves_the_active_consumer_serving():
 
 
 def test_the_next_consumer_takes_over_at_once_what_was_waiting():
-    """Seed 002: the backup "is made active, and takes over the work": the messages waiting in
-    the queue (here, those the active consumer's selector left) go to it at once, not at the
-    next publish."""
+    """MQ 3.5 admin guide: the backup "is made active, and takes over the work": the messages
+    waiting in the queue (here, those the active consumer's selector left) go to it at once, not at
+    the next publish."""
     broker = Broker()
     active, _ = connect(broker)
     declare(active, "q", SAC)

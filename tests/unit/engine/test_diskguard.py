@@ -1,4 +1,4 @@
-"""Disk quota-based flow control (seeds/004 §1.5.1.2.2) and the free-disk alarm: the decisions,
+"""Disk quota-based flow control (Qpid manual §1.5.1.2.2) and the free-disk alarm: the decisions,
 without IO, then `DiskGuard` acting on a real engine with an in-memory client."""
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def test_the_reasons_say_what_is_low_and_which_setting_limits_it():
 def test_the_quota_alarm_blocks_and_releases_clients_and_logs_mst_1008_and_1009(
     caplog: pytest.LogCaptureFixture, tmp_path: Path
 ):
-    """seeds/004 §1.5.1.2.2.1: "MST-1008 : Store overfull, flow control will be enforced" when
+    """Qpid manual §1.5.1.2.2.1: "MST-1008 : Store overfull, flow control will be enforced" when
     producers are blocked, "MST-1009 : Store overfull condition cleared" when they are not."""
     broker = Broker()
     client, _session = connect(broker, capabilities={"connection.blocked": True})

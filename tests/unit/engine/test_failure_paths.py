@@ -87,7 +87,7 @@ def test_routed_publishes_are_confirmed_before_a_channel_error_closes_the_channe
 def test_a_defect_in_a_handler_is_541_and_requeues_what_the_connection_held(monkeypatch):
     """A broker defect (here: a handler raising KeyError) is not the client's fault: the
     connection is closed with 541 INTERNAL_ERROR, and its unacknowledged deliveries go back to
-    their queue (STYLE.md 10: whatever raised)."""
+    their queue (BatonMQ style §10: whatever raised)."""
     broker = Broker()
     client, session = connect(broker)
     client.declare_queue(1, "q")

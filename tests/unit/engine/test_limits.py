@@ -1,5 +1,6 @@
-"""Issue 6, "Other limits": "connections per user and per virtual host, channels per connection,
-consumers per channel; each refusal names the limit", driven by the in-memory client.
+"""The Overload requirements, "Other limits": "connections per user and per virtual host, channels
+per connection, consumers per channel; each refusal names the limit", driven by the in-memory
+client.
 
 Each limit refuses at the limit with RabbitMQ's reply code and text plus the configuration key,
 allows again once a connection or consumer goes away, and 0 means unlimited. Channels per
@@ -110,8 +111,8 @@ def test_connections_per_vhost_are_refused_at_the_limit_with_rabbitmqs_text():
 
 
 def test_a_vhost_connection_slot_comes_back_when_a_connection_closes_or_is_lost():
-    """Issue 6: the limit is on open connections: one closed by the client, or whose socket
-    went away (the server layer's teardown), makes room for another."""
+    """The Overload requirements: the limit is on open connections: one closed by the client, or
+    whose socket went away (the server layer's teardown), makes room for another."""
     broker = limited_broker(max_connections_per_vhost=2)
     first, _ = login(broker)
     _second, second_session = login(broker)

@@ -1,6 +1,6 @@
-"""Issue 6 in the engine, driven by the in-memory client: producer flow control (broker alarms and
-overfull queues), the memory states, the destination limit behaviours and the system-wide
-limits.
+"""The Overload requirements in the engine, driven by the in-memory client: producer flow control
+(broker alarms and overfull queues), the memory states, the destination limit behaviours and the
+system-wide limits.
 
 The in-memory client calls `Session.receive_data` for each write and has no server layer: a
 held input stays buffered until the test calls `session.resume_input()`, which is what the
@@ -46,8 +46,8 @@ def message_count(client: MemClient, queue: str = "q") -> int:
 
 
 def test_an_alarm_blocks_publishing_connections_and_lets_consumers_consume() -> None:
-    """seeds/002: red "blocks all publishers"; RabbitMQ's connection.blocked: the server stops
-    reading from publishing connections, and tells the clients that support it why."""
+    """MQ 3.5 admin guide: red "blocks all publishers"; RabbitMQ's connection.blocked: the server
+    stops reading from publishing connections, and tells the clients that support it why."""
     broker = Broker()
     publisher, publishing = connect(broker, capabilities=BLOCKING)
     consumer, _ = connect(broker, capabilities=BLOCKING)
@@ -127,8 +127,8 @@ def test_each_alarm_clears_on_its_own_and_a_new_connection_is_told_at_open() -> 
     ],
 )
 def test_the_state_follows_the_seed_thresholds(used: int, state: MemoryState) -> None:
-    """seeds/002 Table 2-4: green, yellow, orange and red at "0, 80, 90, and 98, respectively"
-    percent of memory."""
+    """MQ 3.5 admin guide Table 2-4: green, yellow, orange and red at "0, 80, 90, and 98,
+    respectively" percent of memory."""
     assert state_for(used, 100, Thresholds()) is state
 
 
@@ -204,7 +204,7 @@ def test_a_connection_runs_at_most_its_batch_of_publishes_per_turn() -> None:
 def test_an_overfull_flow_controlled_queue_holds_its_publisher_until_underfull(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """seeds/004 §1.5.1.2.1: "A Queue is defined as overfull when the size (in bytes) of the
+    """Qpid manual §1.5.1.2.1: "A Queue is defined as overfull when the size (in bytes) of the
     messages on the queue exceeds the "capacity" of the Queue. A Queue becomes "underfull" when
     its size becomes less than the "flowResumeCapacity"", with QUE-1003, QUE-1004 and a line per
     channel blocked and unblocked."""
@@ -242,8 +242,8 @@ def test_an_overfull_flow_controlled_queue_holds_its_publisher_until_underfull(
 
 
 def test_flow_control_by_message_count_and_the_queue_deleted_releases() -> None:
-    """FLOW_CONTROL with seeds/002's maxNumMsgs (x-max-length): over it, the publisher is held;
-    a held publisher is released when the queue goes."""
+    """FLOW_CONTROL with MQ 3.5 admin guide's maxNumMsgs (x-max-length): over it, the publisher is
+    held; a held publisher is released when the queue goes."""
     broker = Broker()
     publisher, publishing = connect(broker, capabilities=BLOCKING)
     admin, _ = connect(broker)
@@ -259,8 +259,8 @@ def test_flow_control_by_message_count_and_the_queue_deleted_releases() -> None:
 
 
 def test_remove_low_priority_drops_the_oldest_of_the_lowest_priority() -> None:
-    """seeds/002: "REMOVE_LOW_PRIORITY — throws out lowest priority messages according to age
-    of the messages"."""
+    """MQ 3.5 admin guide: "REMOVE_LOW_PRIORITY — throws out lowest priority messages according to
+    age of the messages"."""
     broker = Broker()
     client, _ = connect(broker)
     declare(
@@ -277,8 +277,8 @@ def test_remove_low_priority_drops_the_oldest_of_the_lowest_priority() -> None:
 
 
 def test_reject_newest_and_max_message_size_nack_under_confirms() -> None:
-    """seeds/002: "REJECT_NEWEST — rejects the newest messages" (x-overflow reject-publish) and
-    maxBytesPerMsg (x-max-message-size): a refused publish is basic.nack to a confirming
+    """MQ 3.5 admin guide: "REJECT_NEWEST — rejects the newest messages" (x-overflow reject-publish)
+    and maxBytesPerMsg (x-max-message-size): a refused publish is basic.nack to a confirming
     publisher; the queue keeps what it had."""
     broker = Broker()
     client, _ = connect(broker)
@@ -303,7 +303,7 @@ def test_reject_newest_and_max_message_size_nack_under_confirms() -> None:
 
 
 def test_max_producers_refuses_one_channel_too_many_until_one_closes() -> None:
-    """seeds/002 maxNumProducers: "When this limit is reached, no new producers can be
+    """MQ 3.5 admin guide maxNumProducers: "When this limit is reached, no new producers can be
     created"; a channel that published to the queue is one of its producers until it closes."""
     broker = Broker()
     client, _ = connect(broker, channels=(1, 2, 3))
@@ -346,7 +346,7 @@ def test_max_producers_refuses_one_channel_too_many_until_one_closes() -> None:
 def test_a_system_wide_limit_refuses_with_an_error_naming_it(
     limit: dict[str, int], text: str
 ) -> None:
-    """seeds/002 Table 2-4: imq.system.max_count and max_size, "Additional messages will be
+    """MQ 3.5 admin guide Table 2-4: imq.system.max_count and max_size, "Additional messages will be
     rejected"; the issue: "excess is refused with an AMQP error that names the limit". Room
     comes back as messages are consumed."""
     broker = Broker(BrokerSettings(**limit))
@@ -412,10 +412,10 @@ def test_the_holdings_come_back_to_zero_however_messages_leave() -> None:
 
 
 def test_active_and_backup_consumers_and_one_too_many_refused() -> None:
-    """seeds/002, "Queue Delivery to Multiple Consumers": messages go to the active consumers;
-    "If an active consumer fails, then the first backup consumer is made active, and takes over
-    the work of the failed consumer", and "New consumers will be rejected if the number of
-    consumers exceeds the sum of these two attributes"."""
+    """MQ 3.5 admin guide, "Queue Delivery to Multiple Consumers": messages go to the active
+    consumers; "If an active consumer fails, then the first backup consumer is made active, and
+    takes over the work of the failed consumer", and "New consumers will be rejected if the number
+    of consumers exceeds the sum of these two attributes"."""
     broker = Broker()
     client, _ = connect(broker, channels=(1, 2, 3, 4))
     declare(client, "q", {"x-max-active-consumers": 2, "x-max-backup-consumers": 1})
@@ -447,8 +447,8 @@ def test_active_and_backup_consumers_and_one_too_many_refused() -> None:
 
 @pytest.mark.parametrize("overflow", ["drop-head", "remove-low-priority"])
 def test_a_size_limit_does_not_make_a_dropping_queue_refuse(overflow: str) -> None:
-    """x-max-message-size checks each message; a full queue whose behaviour is to drop (seeds/002
-    REMOVE_OLDEST, REMOVE_LOW_PRIORITY) still takes the new one."""
+    """x-max-message-size checks each message; a full queue whose behaviour is to drop (MQ 3.5 admin
+    guide REMOVE_OLDEST, REMOVE_LOW_PRIORITY) still takes the new one."""
     broker = Broker()
     client, _ = connect(broker)
     declare(client, "q", {"x-max-length": 1, "x-overflow": overflow, "x-max-message-size": 100})

@@ -1,6 +1,6 @@
 """Settling deliveries through a `Session`: basic.ack / nack / reject with multiple and requeue,
 where requeued messages go, and what happens to unsettled deliveries when a channel or the whole
-connection ends (STYLE.md 10: they are requeued, always)."""
+connection ends (BatonMQ style §10: they are requeued, always)."""
 
 from __future__ import annotations
 
@@ -190,7 +190,7 @@ def test_recover_requeues_everything_unsettled():
 
 
 def test_closing_a_channel_requeues_its_unacked_messages():
-    """STYLE.md 10 / RabbitMQ: unacknowledged deliveries of a closed channel go back to their
+    """BatonMQ style §10 / RabbitMQ: unacknowledged deliveries of a closed channel go back to their
     queue, in their original position, flagged redelivered."""
     client, _broker = filled(0)
     client.consume(1, "q")
@@ -204,8 +204,8 @@ def test_closing_a_channel_requeues_its_unacked_messages():
 
 
 def test_a_channel_closed_by_the_server_requeues_its_unacked_messages():
-    """STYLE.md 10: a channel closed by a channel error requeues its unsettled deliveries like any
-    other ending."""
+    """BatonMQ style §10: a channel closed by a channel error requeues its unsettled deliveries like
+    any other ending."""
     client, _broker = filled(2)
     get(client)
     get(client)
@@ -260,7 +260,7 @@ def test_teardown_requeues_everything_and_deletes_exclusive_queues():
 
 
 def test_client_connection_close_requeues_unacked_messages():
-    """STYLE.md 10: a connection closed by the client requeues every unsettled delivery."""
+    """BatonMQ style §10: a connection closed by the client requeues every unsettled delivery."""
     broker = Broker()
     leaving, _ = connect(broker)
     staying, _ = connect(broker)

@@ -1,4 +1,4 @@
-"""Slow consumer disconnect (seeds/004 §2.11) on an in-memory broker, driven by the in-memory
+"""Slow consumer disconnect (Qpid manual §2.11) on an in-memory broker, driven by the in-memory
 client: subscription queues (bound to amq.topic) over a threshold get their consumers'
 connections closed with 506 and a text that says why; the others are left alone."""
 

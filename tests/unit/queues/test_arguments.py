@@ -97,8 +97,8 @@ def test_invalid_arguments_name_the_argument_and_the_problem(
 
 
 def test_seeds_limit_behaviours_and_qpid_flow_control_arguments() -> None:
-    """seeds/002's limit behaviours as x-overflow values; Qpid's capacity arguments alone make
-    a flow-controlled queue (seeds/004 §1.5.1: "Where no flowResumeCapacity is set, the
+    """MQ 3.5 admin guide's limit behaviours as x-overflow values; Qpid's capacity arguments alone
+    make a flow-controlled queue (Qpid manual §1.5.1: "Where no flowResumeCapacity is set, the
     flowResumeCapacity is set to be equal to the capacity"); flow-control on x-max-length-bytes
     uses it as the capacity."""
     qpid = QueueArguments.parse({"x-qpid-capacity": 1000})

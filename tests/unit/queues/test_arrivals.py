@@ -1,5 +1,5 @@
 """The oldest message's age from checkpoints of a queue's next sequence (`batonmq.queues.arrivals`),
-which seeds/004 §2.11.5.3 needs ("when the oldest message in the associated private queue for
+which Qpid manual §2.11.5.3 needs ("when the oldest message in the associated private queue for
 the consumer ages beyond the specified value") without a clock read per published message.
 
 The estimate is a lower bound: an entry is known to be in its queue from the first checkpoint

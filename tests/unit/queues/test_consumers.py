@@ -175,8 +175,8 @@ def test_a_busy_active_consumer_is_waited_for_not_bypassed():
 
 
 def test_the_first_backup_takes_over_when_the_active_consumer_goes():
-    """Seed 002 ("Queue Delivery to Multiple Consumers"): "If an active consumer fails, then the
-    first backup consumer is made active"; backups rank by registration, not priority."""
+    """MQ 3.5 admin guide ("Queue Delivery to Multiple Consumers"): "If an active consumer fails,
+    then the first backup consumer is made active"; backups rank by registration, not priority."""
     active, first, second = (
         StubConsumer("a"),
         StubConsumer("1"),
@@ -193,7 +193,7 @@ def test_the_first_backup_takes_over_when_the_active_consumer_goes():
 
 
 def test_a_backup_going_leaves_the_active_consumer_in_place():
-    """Only the active consumer's going changes which consumer is served (seed 002)."""
+    """Only the active consumer's going changes which consumer is served (MQ 3.5 admin guide)."""
     active, backup, later = StubConsumer("a"), StubConsumer("b"), StubConsumer("c")
     consumers = consumer_set(active, backup, later, single_active=True)
     consumers.remove(backup)

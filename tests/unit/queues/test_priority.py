@@ -1,9 +1,9 @@
 """`PriorityReady`: the ready entries of a priority queue, each level paged on its own.
 
 RabbitMQ (https://www.rabbitmq.com/docs/priority): "messages with a higher priority are
-delivered first"; within a priority, FIFO; a requeued message returns to its place. Issue 4: "A
-queue keeps a bounded window of message bodies in memory and reads the rest from the store on
-demand, so a backlog larger than memory works" — a priority queue too."""
+delivered first"; within a priority, FIFO; a requeued message returns to its place. The Durable
+messaging requirements: "A queue keeps a bounded window of message bodies in memory and reads the
+rest from the store on demand, so a backlog larger than memory works" — a priority queue too."""
 
 from __future__ import annotations
 

@@ -137,7 +137,7 @@ def test_ttl_zero_still_reaches_a_waiting_consumer() -> None:
 
 def test_the_sweep_removes_expired_messages_behind_the_head() -> None:
     """Per-message TTL: expired messages behind a longer-lived head go in the periodic sweep
-    (seeds/002 imq.message.expiration.interval)."""
+    (MQ 3.5 admin guide imq.message.expiration.interval)."""
     timers, hooks = ManualTimers(), Hooks()
     queue = make_queue(timers, hooks, {})
     queue.publish(message("head", expiration="100000"))
@@ -289,7 +289,7 @@ def test_higher_priority_first_fifo_within_a_priority() -> None:
 
 
 def test_priority_is_honoured_at_dispatch_within_the_prefetch() -> None:
-    """seeds/004 2.10.3.1: with a prefetch of 1 "message priority will be honoured by the ...
+    """Qpid manual 2.10.3.1: with a prefetch of 1 "message priority will be honoured by the ...
     broker as it dispatches messages"; a requeued message returns to its place in its
     priority."""
     queue = ClassicQueue("q", arguments={"x-max-priority": 10})

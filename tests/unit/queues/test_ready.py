@@ -127,8 +127,8 @@ def test_ready_entries_behave_like_a_sorted_list(ops):
 
 
 def test_a_backlog_beyond_the_window_leaves_memory_and_comes_back_in_order():
-    """Issue 4: "A queue keeps a bounded window of message bodies in memory and reads the rest
-    from the store on demand"."""
+    """The Durable messaging requirements: "A queue keeps a bounded window of message bodies in
+    memory and reads the rest from the store on demand"."""
     model = PagingModel(ReadyEntries(), window=10)
     for _ in range(100):
         model.append()

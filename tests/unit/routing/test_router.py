@@ -35,7 +35,7 @@ def selecting(text: str, **arguments: object) -> FieldTable:
 
 def test_without_selectors_it_routes_as_its_type_and_decodes_no_properties():
     """The hot path: an exchange with no selector bindings routes by its type alone; a direct
-    exchange never decodes the message's properties (ARCHITECTURE.md: "decode properties lazily
+    exchange never decodes the message's properties (BatonMQ architecture: "decode properties lazily
     and only where needed")."""
     router = Router(DirectExchange)
     router.bind(Q1, "k", {})

@@ -1,4 +1,4 @@
-"""Qpid ACL files (seeds/004 §2.2): the grammar, its errors and their places, and the decisions.
+"""Qpid ACL files (Qpid manual §2.2): the grammar, its errors and their places, and the decisions.
 
 The examples of §2.2 are copied from the seed. The seed is a PDF turned into text: in places it
 runs a file's lines together on one line, and it cuts some long lines short at the page edge.

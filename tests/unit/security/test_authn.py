@@ -1,7 +1,7 @@
 """`Authenticator`: logins checked against the users' stored credentials, the guest rule, EXTERNAL
-with a client certificate, and the slowing down and lockout of repeated failures (issue 5:
-"A failed login gets connection.close 403, is logged with the source address, and repeated
-failures from one address are slowed down (configurable lockout window)")."""
+with a client certificate, and the slowing down and lockout of repeated failures (the Security
+requirements: "A failed login gets connection.close 403, is logged with the source address, and
+repeated failures from one address are slowed down (configurable lockout window)")."""
 
 from __future__ import annotations
 
@@ -104,8 +104,8 @@ def test_a_password_checked_once_is_not_hashed_again():
 
 
 def test_failures_slow_the_next_answer_then_lock_the_address_out():
-    """Issue 5: "repeated failures from one address are slowed down (configurable lockout
-    window)"; another address is not affected."""
+    """The Security requirements: "repeated failures from one address are slowed down (configurable
+    lockout window)"; another address is not affected."""
     harness = Harness(max_failures=3, failure_window=60.0, lockout=300.0)
     refused(harness.login(password="bad"))
     slowed = harness.login()
@@ -129,7 +129,7 @@ def test_failures_slow_the_next_answer_then_lock_the_address_out():
 
 
 def test_external_logs_in_as_the_certificate_cn_who_must_be_a_user():
-    """seeds/004 §2.3 with SASL EXTERNAL: the client certificate names the user."""
+    """Qpid manual §2.3 with SASL EXTERNAL: the client certificate names the user."""
     harness = Harness()
     assert harness.login(mechanism="EXTERNAL", certificate=CERTIFICATE) == ["alice"]
     assert harness.checks == 0  # no password involved
@@ -140,7 +140,7 @@ def test_external_logs_in_as_the_certificate_cn_who_must_be_a_user():
 
 
 def test_a_weak_md5_credential_is_upgraded_to_scrypt_at_login():
-    """seeds/004 §2.1.1: Base64MD5 password files; MD5 is weak, so the first successful login
+    """Qpid manual §2.1.1: Base64MD5 password files; MD5 is weak, so the first successful login
     replaces it with scrypt, and the store is told."""
     md5 = base64.b64encode(hashlib.md5(b"wonderland").digest()).decode()
     harness = Harness()

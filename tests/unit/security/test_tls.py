@@ -1,11 +1,11 @@
 """The amqps listener's TLS context from `[listeners.amqps]`, and every way its settings can be
 wrong.
 
-Issue 5: "An amqps listener (default 5671) with certificate, key, CA bundle, client-certificate
-verification none / optional / required, TLS 1.2 minimum, configurable ciphers ... Errors in TLS
-configuration stop the broker with a clear message at start-up." Each error below is a
-TlsConfigError whose key is the setting at fault and whose text names the file and what is wrong
-with it; tests/integration/test_tls.py shows the broker refusing to start with one.
+The Security requirements: "An amqps listener (default 5671) with certificate, key, CA bundle,
+client-certificate verification none / optional / required, TLS 1.2 minimum, configurable ciphers
+... Errors in TLS configuration stop the broker with a clear message at start-up." Each error below
+is a TlsConfigError whose key is the setting at fault and whose text names the file and what is
+wrong with it; tests/integration/test_tls.py shows the broker refusing to start with one.
 """
 
 from __future__ import annotations
@@ -70,22 +70,22 @@ def refusal(config: TlsListenerConfig) -> TlsConfigError:
     [("none", ssl.CERT_NONE), ("optional", ssl.CERT_OPTIONAL), ("required", ssl.CERT_REQUIRED)],
 )
 def test_the_context_verifies_client_certificates_as_configured(files, verify, mode):
-    """Issue 5: "client-certificate verification none / optional / required"."""
+    """The Security requirements: "client-certificate verification none / optional / required"."""
     cafile = None if verify == "none" else files.ca.certfile
     context = server_context(settings(files, verify=verify, cafile=cafile))
     assert context.verify_mode == mode
 
 
 def test_tls_1_2_is_the_minimum(files):
-    """Issue 5: "TLS 1.2 minimum"."""
+    """The Security requirements: "TLS 1.2 minimum"."""
     context = server_context(settings(files))
     assert context.minimum_version is ssl.TLSVersion.TLSv1_2
     assert context.protocol is ssl.PROTOCOL_TLS_SERVER
 
 
 def test_the_cipher_list_is_applied(files):
-    """Issue 5: "configurable ciphers". The TLS 1.2 suites are exactly those the list names
-    (OpenSSL keeps its TLS 1.3 suites whatever the list)."""
+    """The Security requirements: "configurable ciphers". The TLS 1.2 suites are exactly those the
+    list names (OpenSSL keeps its TLS 1.3 suites whatever the list)."""
     context = server_context(settings(files, ciphers="ECDHE-ECDSA-AES256-GCM-SHA384"))
     tls12_names = {
         cipher["name"] for cipher in context.get_ciphers() if cipher["protocol"] == "TLSv1.2"
@@ -193,7 +193,7 @@ def test_verifying_client_certificates_needs_a_ca_bundle(files, verify):
 
 
 def test_external_needs_client_certificates_to_be_asked_for(files):
-    """seeds/004 §2.3 has the client prove who it is with its certificate; with verify = "none"
+    """Qpid manual §2.3 has the client prove who it is with its certificate; with verify = "none"
     the broker never asks for one, so EXTERNAL could only ever fail."""
     error = refusal(settings(files, mechanisms="PLAIN EXTERNAL", verify="none"))
     assert error.key == "listeners.amqps.mechanisms"

@@ -44,7 +44,7 @@ def qos(channel: Channel, method: commands.Basic.Qos) -> None:
 def consume(channel: Channel, method: commands.Basic.Consume) -> None:
     session = channel.session
     queue = session.vhost.queue(queue_name(channel, method.queue), session)
-    # seeds/004 Table 2.3: CONSUME is "Applied when subscriptions are created".
+    # Qpid manual Table 2.3: CONSUME is "Applied when subscriptions are created".
     authorize(session, Action.CONSUME, ObjectType.QUEUE, queue_properties(queue))
     tag = method.consumer_tag or consumer_tag()
     if tag in channel.consumers:
@@ -52,8 +52,8 @@ def consume(channel: Channel, method: commands.Basic.Consume) -> None:
         raise amqp_error(ReplyCode.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'")
     limit = session.broker.settings.max_consumers_per_channel
     if limit and len(channel.consumers) >= limit:
-        # Issue 6: "consumers per channel; each refusal names the limit". RabbitMQ's
-        # consumer_max_per_channel: 530 "reached maximum (~B) of consumers per channel".
+        # The Overload requirements: "consumers per channel; each refusal names the limit".
+        # RabbitMQ's consumer_max_per_channel: 530 "reached maximum (~B) of consumers per channel".
         raise amqp_error(
             ReplyCode.NOT_ALLOWED,
             f"reached maximum ({limit}) of consumers per channel "
@@ -70,8 +70,8 @@ def consume(channel: Channel, method: commands.Basic.Consume) -> None:
         raise amqp_error(ReplyCode.ACCESS_REFUSED, f"{where} in exclusive use")
     options = queue.options
     if options.max_active_consumers is not None and options.max_backup_consumers is not None:
-        # seeds/002: "New consumers will be rejected if the number of consumers exceeds the sum
-        # of these two attributes."
+        # MQ 3.5 admin guide: "New consumers will be rejected if the number of consumers exceeds the
+        # sum of these two attributes."
         limit = options.max_active_consumers + options.max_backup_consumers
         if len(queue.consumers) >= limit:
             raise amqp_error(

@@ -27,7 +27,7 @@ def declare(channel: Channel, method: commands.Exchange.Declare) -> None:
     session = channel.session
     name = exchange_name(method.exchange)
     if method.passive:
-        # seeds/004 Table 2.3: ACCESS is "Applied when an object is read or accessed".
+        # Qpid manual Table 2.3: ACCESS is "Applied when an object is read or accessed".
         authorize(
             session,
             Action.ACCESS,

@@ -40,7 +40,7 @@ def declare(channel: Channel, method: commands.Queue.Declare) -> None:
     # A passive declare of "" names the channel's last declared queue, as queue.bind does.
     name = queue_name(channel, "") if method.passive and not method.queue else method.queue
     if method.passive:
-        # seeds/004 Table 2.3: ACCESS is "Applied when an object is read or accessed".
+        # Qpid manual Table 2.3: ACCESS is "Applied when an object is read or accessed".
         accessed = {Property.NAME: name, Property.PASSIVE: "true"}
         authorize(session, Action.ACCESS, ObjectType.QUEUE, accessed)
     else:
