@@ -1,7 +1,7 @@
 """The broker's word matches its store while PostgreSQL goes away and comes back: a real server
 of the test's own, stopped and started for real under a running broker driven by pika.
 
-The rules (ARCHITECTURE.md, "The message path"): "State changes follow the store: a durable
+The rules ("BatonMQ architecture", "The message path"): "State changes follow the store: a durable
 change (declare, delete, bind, enqueue, ack) becomes visible to clients only after its commit; a
 failed write leaves memory exactly as it was, and a nack means the message is on no queue."
 """

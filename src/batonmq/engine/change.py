@@ -1,4 +1,5 @@
-"""Changes to a virtual host that follow the store: commit, then apply (STYLE.md 13).
+"""Changes to a virtual host that follow the store: commit, then apply ("How BatonMQ code
+reads" 13).
 
 A method that changes durable state (declaring, deleting, binding or unbinding a durable
 exchange or queue) is checked first and its store writes are recorded in the journal; the change

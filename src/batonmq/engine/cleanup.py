@@ -1,5 +1,6 @@
-"""Cleanup that finishes whatever one step of it raises (STYLE.md 10: "A consumer that disconnects
-mid-delivery gets its unacked messages requeued, always, whatever raised").
+"""Cleanup that finishes whatever one step of it raises ("How BatonMQ code reads" 10: "A
+consumer that disconnects mid-delivery gets its unacked messages requeued, always, whatever
+raised").
 
 Ending a channel or a connection is a list of independent steps: cancel each consumer, release
 each queue that held its publishing back, requeue each queue's deliveries, delete each exclusive

@@ -39,8 +39,9 @@ def two_consumers_holding_a_message_each(broker: Broker) -> MemClient:
 def test_a_consumer_whose_cleanup_raises_leaves_the_others_requeued_on_channel_close(
     caplog: pytest.LogCaptureFixture,
 ):
-    """STYLE.md 10: "A consumer that disconnects mid-delivery gets its unacked messages
-    requeued, always, whatever raised": the other consumer's message and its own go back."""
+    """ "How BatonMQ code reads" 10: "A consumer that disconnects mid-delivery gets its unacked
+    messages requeued, always, whatever raised": the other consumer's message and its own go
+    back."""
     broker = Broker()
     client = two_consumers_holding_a_message_each(broker)
     queues = broker.vhosts["/"].queues
