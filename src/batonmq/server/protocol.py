@@ -206,7 +206,10 @@ class AMQPProtocol(asyncio.Protocol):
         connection = self.session.connection
         interval = 1.0
         if connection.state in _TUNED and connection.heartbeat:
-            interval = min(interval, connection.heartbeat / 2)
+            # Wake up in time to send ours, and when the client's silence reaches two intervals
+            # (detected then, not up to half an interval later).
+            silent_until = self._last_received + 2 * connection.heartbeat - self._loop.time()
+            interval = min(interval, connection.heartbeat / 2, max(silent_until, 0.01))
         self._timer = self._loop.call_later(interval, self._tick)
 
     def _tick(self) -> None:
@@ -227,7 +230,7 @@ class AMQPProtocol(asyncio.Protocol):
             return
         heartbeat = connection.heartbeat if connection.state in _TUNED else 0
         if heartbeat:
-            if not self._reading_paused and now - self._last_received > 2 * heartbeat:
+            if not self._reading_paused and now - self._last_received >= 2 * heartbeat:
                 self._abort(f"missed heartbeats from client, timeout: {heartbeat}s")
                 return
             if now - self._last_sent >= heartbeat / 2:
