@@ -20,7 +20,12 @@ from pika.adapters.blocking_connection import BlockingChannel
 from tests.brokerproc import BrokerLife, RunningBroker
 from tests.pgserver import ThrowawayServer
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.expected_log_errors(
+        r"store \w+ failed", reason="every test stops the broker's PostgreSQL under it"
+    ),
+]
 
 PERSISTENT = pika.BasicProperties(delivery_mode=2)
 

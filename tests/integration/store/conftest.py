@@ -15,17 +15,6 @@ import pytest
 from batonmq.store.base import Store
 from batonmq.store.sqlite import SQLiteStore
 
-
-def pytest_configure(config: pytest.Config) -> None:
-    # The harness's marker (tests/conftest.py declares it too once the harness checks broker
-    # logs): the errors a test here provokes in a broker's log on purpose.
-    config.addinivalue_line(
-        "markers",
-        "expected_log_errors(*patterns): regular expressions for the error records and "
-        "tracebacks this test provokes in a broker's log on purpose; any other fails the test",
-    )
-
-
 #: (broker_id, sync, store name) -> an unopened store.
 StoreBuilder = Callable[[str, bool, str], Store]
 

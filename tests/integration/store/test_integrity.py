@@ -72,7 +72,9 @@ def damage_bodies(environment: dict[str, str], data_dir: Path, bodies: list[byte
     return asyncio.run(damage())
 
 
-@pytest.mark.expected_log_errors(r"msg=\"message quarantined")
+@pytest.mark.expected_log_errors(
+    r"msg=\"message quarantined", reason="the test damages two stored messages on purpose"
+)
 def test_a_damaged_message_is_quarantined_and_the_rest_of_its_queue_delivered(
     tmp_path: Path, store_environment: dict[str, str]
 ) -> None:
