@@ -20,6 +20,9 @@ Rules of this machine — everything that changes its state lives in this file:
    body frames as the header's body-size needs; any other frame on that channel in between, and
    content frames with no method before them, are 505 UNEXPECTED_FRAME. A body-size above
    max_message_size closes the channel with 406 (`ChannelFailed`) before any body is buffered.
+   Then the header's properties are checked (`check_basic_properties`: 505 for a badly-formatted
+   header, 502 for a value a client could not decode), so that no `ContentReceived` carries a
+   header that some consumer could not decode.
 6. After the server closes a channel it discards that channel's frames until channel.close-ok
    (spec: "the peer ... MUST discard all frames ... until close-ok"); after it closes the
    connection it discards everything but connection.close and connection.close-ok.
@@ -69,6 +72,7 @@ from batonmq.amqp.frames import (
     encode_content,
     encode_method,
 )
+from batonmq.amqp.properties import check_basic_properties
 
 Connection = commands.Connection
 Channel = commands.Channel
@@ -259,6 +263,7 @@ class ServerConnection:
                             and slot.pending is None
                             and header.body_size <= max_message_size
                         ):
+                            check_basic_properties(header.payload)
                             reader.skip_to(end)
                             yield ContentReceived(channel, method, header, body)
                             continue
@@ -469,6 +474,7 @@ class ServerConnection:
                 self.close_channel(frame.channel, error)
                 yield ChannelFailed(frame.channel, error)
                 return
+            check_basic_properties(frame.payload)
             pending.header = frame
         else:
             pending.body_parts.append(frame.payload)
@@ -645,8 +651,8 @@ class ServerConnection:
 
 def short_string(text: str) -> str:
     """`text` cut to fit an AMQP short string: 255 octets of UTF-8, not 255 characters. A lone
-    surrogate (a short string that was not UTF-8 decodes with surrogate escapes, see
-    amqp/properties.py, and may be quoted in an error's text) is written as its escape."""
+    surrogate (a long string that was not UTF-8, such as an alternate-exchange name, decodes
+    with surrogate escapes and may be quoted in an error's text) is written as its escape."""
     encoded = text.encode("utf-8", "backslashreplace")
     if len(encoded) <= 255:
         return encoded.decode("utf-8")

@@ -734,14 +734,14 @@ def test_close_channel_truncates_the_reply_text_to_255_octets():
 
 
 def test_close_channel_escapes_a_short_string_that_was_not_utf8():
-    """A property that is not UTF-8 decodes with surrogate escapes (amqp/properties.py) and an
-    error may quote it (the user-id check); the reply-text short string is still sent, with the
-    escape written out, not a UnicodeEncodeError that aborts the connection."""
+    """A name that is not UTF-8 decodes with surrogate escapes (an alternate-exchange long
+    string, engine/exchange.py) and an error may quote it; the reply-text short string is still
+    sent, with the escape written out, not a UnicodeEncodeError that aborts the connection."""
     client, end = opened()
-    text = "user_id property set to 'gu\udcffest'"
-    end.connection.close_channel(1, ChannelError(ReplyCode.PRECONDITION_FAILED, text))
+    text = "no exchange 'ae-\udcff'"
+    end.connection.close_channel(1, ChannelError(ReplyCode.NOT_FOUND, text))
     close = client.expect(Channel.Close, channel=1)
-    assert close.reply_text.endswith("user_id property set to 'gu\\udcffest'")
+    assert close.reply_text.endswith("no exchange 'ae-\\udcff'")
 
 
 # Connection close ------------------------------------------------------------------------------
