@@ -15,7 +15,9 @@ Rules of this machine — everything that changes its state lives in this file:
    open/open-ok. A method out of that order is 503 COMMAND_INVALID.
 4. Channel 0 carries connection methods only; a channel carries anything but connection methods.
    A method on a channel that is not open is 504 CHANNEL_ERROR (spec 4.2.2 "channel ... must be
-   open"); so is channel.open on an open channel. A channel above channel_max is 530.
+   open"); so is channel.open on an open channel. channel.open while channel_max channels are
+   open (closing ones included) is 530, whatever the channel's number: RabbitMQ counts channels
+   (rabbit_reader), it does not bound their numbers, and clients rely on that.
 5. A content-carrying method (basic.publish) is followed by exactly one content header and as many
    body frames as the header's body-size needs; any other frame on that channel in between, and
    content frames with no method before them, are 505 UNEXPECTED_FRAME. A body-size above
@@ -411,11 +413,13 @@ class ServerConnection:
                 raise HardError(
                     ReplyCode.CHANNEL_ERROR, f"channel {channel} already open", Channel.Open
                 )
-            if channel > self.channel_max:
-                # As RabbitMQ: going past the negotiated channel_max is 530 NOT_ALLOWED.
+            if len(self._channels) >= self.channel_max:
+                # As RabbitMQ (rabbit_reader:create_channel): channel_max bounds how many
+                # channels are open at once, whatever their numbers.
                 raise HardError(
                     ReplyCode.NOT_ALLOWED,
-                    f"channel {channel} above the negotiated channel_max {self.channel_max}",
+                    f"number of channels opened ({len(self._channels)}) has reached the "
+                    f"negotiated channel_max ({self.channel_max})",
                     Channel.Open,
                 )
             self._channels[channel] = _ChannelSlot()
