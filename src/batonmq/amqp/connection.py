@@ -9,7 +9,8 @@ Rules of this machine — everything that changes its state lives in this file:
    stays buffered, and `receive_data(b"")` goes on with it (backpressure on input). A publish
    whose method, header and body frames are all buffered is taken in one step
    (`FrameReader.peek_content`), on exactly the conditions under which the three frames one by
-   one would complete it with no error; anything else goes frame by frame.
+   one would complete it with no error; anything else goes frame by frame. Its header is
+   checked as in rule 5, so a bad one is refused with the same error either way.
 2. Bytes come out of `data_to_send`: everything queued by the calls since the last time.
 3. The handshake runs in the order of `_HANDSHAKE`: protocol header, start/start-ok, tune/tune-ok,
    open/open-ok. A method out of that order is 503 COMMAND_INVALID.

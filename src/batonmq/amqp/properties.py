@@ -58,7 +58,6 @@ _FLOAT: Final = struct.Struct(">f")
 _DOUBLE: Final = struct.Struct(">d")
 #: class-id, weight, body-size: the property flags start after them.
 _FLAGS_START: Final = 12
-_WEIGHT: Final = slice(2, 4)
 #: How deep tables and arrays may nest in a header (the headers table is depth 1).
 MAX_NESTING: Final = 100
 #: 9999-12-31T23:59:59 UTC, the last second pika makes a `datetime` of (a timestamp field).
@@ -82,16 +81,6 @@ def _illegal(text: str) -> HardError:
 _Step = Callable[[bytes, int, int, int], int]
 
 
-def _fixed(size: int) -> _Step:
-    def step(data: bytes, offset: int, end: int, _depth: int) -> int:
-        after = offset + size
-        if after > end:
-            raise _illegal(f"value of {size} octets cut short")
-        return after
-
-    return step
-
-
 def _length_of(data: bytes, offset: int, end: int) -> int:
     """The end of the long-length-prefixed value at `offset`."""
     start = offset + 4
@@ -103,19 +92,13 @@ def _length_of(data: bytes, offset: int, end: int) -> int:
     return after
 
 
-def _short_string(data: bytes, offset: int, end: int, _depth: int) -> int:
-    after = offset + 1 + data[offset]
-    if after > end:
-        raise _illegal("short string runs past the end of its container")
-    try:
-        data[offset + 1 : after].decode("utf-8")
-    except UnicodeDecodeError:
-        raise _illegal("short string is not UTF-8 (spec 4.2.5.3)") from None
-    return after
-
-
-def _long_string(data: bytes, offset: int, end: int, _depth: int) -> int:
-    return _length_of(data, offset, end)
+def _check_utf8(octets: bytes) -> None:
+    # ASCII, the common case, is told at a fraction of the cost of decoding.
+    if not octets.isascii():
+        try:
+            octets.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _illegal("short string is not UTF-8 (spec 4.2.5.3)") from None
 
 
 def _finite(layout: struct.Struct) -> _Step:
@@ -143,12 +126,20 @@ def _timestamp_up_to(latest: int) -> _Step:
 
 
 def _field_table(data: bytes, offset: int, end: int, depth: int) -> int:
-    after = _length_of(data, offset, end)
+    return _table_entries(data, offset + 4, _length_of(data, offset, end), depth)
+
+
+def _table_entries(data: bytes, position: int, after: int, depth: int) -> int:
+    """The entries of a table, from `position` to `after`: the end of the table."""
     if depth > MAX_NESTING:
         raise _illegal(f"tables and arrays nested more than {MAX_NESTING} deep")
-    position = offset + 4
     while position < after:
-        position = _field_value(data, _short_string(data, position, after, depth), after, depth)
+        # The field name, a short string.
+        value_at = position + 1 + data[position]
+        if value_at > after:
+            raise _illegal("field name runs past the end of its table")
+        _check_utf8(data[position + 1 : value_at])
+        position = _field_value(data, value_at, after, depth)
     return after
 
 
@@ -169,103 +160,125 @@ def _nested(step: _Step) -> _Step:
     return nested_step
 
 
-#: Field value types by their octet: RabbitMQ's AMQP 0-9-1 errata table (rabbit_binary_parser).
-_FIELD_TYPES: Final[dict[int, _Step]] = {
-    ord("t"): _fixed(1),
-    ord("b"): _fixed(1),
-    ord("B"): _fixed(1),
-    ord("s"): _fixed(2),
-    ord("u"): _fixed(2),
-    ord("I"): _fixed(4),
-    ord("i"): _fixed(4),
-    ord("l"): _fixed(8),
-    ord("L"): _fixed(8),
+#: Field value types of RabbitMQ's AMQP 0-9-1 errata table (rabbit_binary_parser), by their
+#: octet: those of a fixed size, any value of which every client decodes, with their size...
+_FIXED_SIZES: Final[dict[int, int]] = {
+    ord("t"): 1,
+    ord("b"): 1,
+    ord("B"): 1,
+    ord("s"): 2,
+    ord("u"): 2,
+    ord("I"): 4,
+    ord("i"): 4,
+    ord("l"): 8,
+    ord("L"): 8,
+    ord("D"): 5,
+    ord("V"): 0,
+}
+#: ... those that are a long length and any octets (spec 4.2.5.3: "Long strings can contain any
+#: data"), long strings and byte arrays...
+_OCTET_STRINGS: Final = frozenset((ord("S"), ord("x")))
+#: ... and the others, with the step that checks one.
+_CHECKED_TYPES: Final[dict[int, _Step]] = {
     ord("f"): _finite(_FLOAT),
     ord("d"): _finite(_DOUBLE),
-    ord("D"): _fixed(5),
-    ord("S"): _long_string,
-    ord("x"): _long_string,
     ord("T"): _timestamp_up_to(LATEST_FIELD_TIMESTAMP),
     ord("F"): _nested(_field_table),
     ord("A"): _nested(_field_array),
-    ord("V"): _fixed(0),
 }
-
-#: The field types a header may hold, as their octets.
-FIELD_TYPES: Final = frozenset(bytes((kind,)) for kind in _FIELD_TYPES)
 
 
 def _field_value(data: bytes, offset: int, end: int, depth: int) -> int:
     if offset >= end:
         raise _illegal("field name without a value")
     kind = data[offset]
-    step = _FIELD_TYPES.get(kind)
+    size = _FIXED_SIZES.get(kind)
+    if size is not None:  # the common cases, checked here rather than by a step
+        after = offset + 1 + size
+        if after > end:
+            raise _illegal(f"value of {size} octets cut short")
+        return after
+    if kind in _OCTET_STRINGS:
+        return _length_of(data, offset + 1, end)
+    step = _CHECKED_TYPES.get(kind)
     if step is None:
         raise _illegal(f"unknown field type {bytes((kind,))!r}")
     return step(data, offset + 1, end, depth)
 
 
-def _delivery_mode(data: bytes, offset: int, end: int, _depth: int) -> int:
-    if data[offset] > _LATEST_DELIVERY_MODE:
-        raise _illegal(f"delivery-mode {data[offset]} is neither 1 nor 2")
+# A property of the property list: `data[offset:end]` starts with it, `end` being the end of the
+# payload; the check returns the offset after it. A property that runs past the end is 505, a
+# value it may not hold 502.
+_Property = Callable[[bytes, int, int], int]
+
+
+def _short_string_property(data: bytes, offset: int, end: int) -> int:
+    after = offset + 1 + data[offset] if offset < end else end + 1
+    if after > end:
+        raise _badly_formatted("a short string runs past the end of the property list")
+    _check_utf8(data[offset + 1 : after])
+    return after
+
+
+def _table_property(data: bytes, offset: int, end: int) -> int:
+    start = offset + 4
+    after = start + int(_LONG_UINT.unpack_from(data, offset)[0]) if start <= end else end + 1
+    if after > end:
+        raise _badly_formatted("the headers table runs past the end of the property list")
+    return _table_entries(data, start, after, 1)
+
+
+def _octet_property(data: bytes, offset: int, end: int) -> int:
+    if offset >= end:
+        raise _badly_formatted("an octet property runs past the end of the property list")
     return offset + 1
 
 
-# Where a property ends, read from its first octets; past the end of the payload is 505.
-_Extent = Callable[[bytes, int, int], int]
+def _delivery_mode_property(data: bytes, offset: int, end: int) -> int:
+    after = _octet_property(data, offset, end)
+    if data[offset] > _LATEST_DELIVERY_MODE:
+        raise _illegal(f"delivery-mode {data[offset]} is neither 1 nor 2")
+    return after
 
 
-def _extent_of_short_string(data: bytes, offset: int, end: int) -> int:
-    return offset + 1 + data[offset] if offset < end else end + 1
+_property_timestamp: Final = _timestamp_up_to(LATEST_PROPERTY_TIMESTAMP)
 
 
-def _extent_of_table(data: bytes, offset: int, end: int) -> int:
-    if offset + 4 > end:
-        return end + 1
-    return offset + 4 + int(_LONG_UINT.unpack_from(data, offset)[0])
+def _timestamp_property(data: bytes, offset: int, end: int) -> int:
+    if offset + 8 > end:
+        raise _badly_formatted("the timestamp runs past the end of the property list")
+    return _property_timestamp(data, offset, end, 0)
 
-
-def _extent_of(size: int) -> _Extent:
-    def extent(_data: bytes, offset: int, _end: int) -> int:
-        return offset + size
-
-    return extent
-
-
-_SHORT_STRING: Final = (_extent_of_short_string, _short_string)
 
 #: The basic class properties in flag order (amqp0-9-1.xml: the first is bit 15 of the first
-#: flags word, the fourteenth, cluster-id, bit 2), as pamqp's names, with where each ends and
-#: the step that checks it.
-_PROPERTIES: Final[tuple[tuple[str, _Extent, _Step], ...]] = (
-    ("content_type", *_SHORT_STRING),
-    ("content_encoding", *_SHORT_STRING),
-    ("headers", _extent_of_table, _nested(_field_table)),
-    ("delivery_mode", _extent_of(1), _delivery_mode),
-    ("priority", _extent_of(1), _fixed(1)),
-    ("correlation_id", *_SHORT_STRING),
-    ("reply_to", *_SHORT_STRING),
-    ("expiration", *_SHORT_STRING),
-    ("message_id", *_SHORT_STRING),
-    ("timestamp", _extent_of(8), _timestamp_up_to(LATEST_PROPERTY_TIMESTAMP)),
-    ("message_type", *_SHORT_STRING),
-    ("user_id", *_SHORT_STRING),
-    ("app_id", *_SHORT_STRING),
-    ("cluster_id", *_SHORT_STRING),
+#: flags word, the fourteenth, cluster-id, bit 2), as pamqp's names, with their checks.
+_PROPERTIES: Final[tuple[tuple[str, _Property], ...]] = (
+    ("content_type", _short_string_property),
+    ("content_encoding", _short_string_property),
+    ("headers", _table_property),
+    ("delivery_mode", _delivery_mode_property),
+    ("priority", _octet_property),
+    ("correlation_id", _short_string_property),
+    ("reply_to", _short_string_property),
+    ("expiration", _short_string_property),
+    ("message_id", _short_string_property),
+    ("timestamp", _timestamp_property),
+    ("message_type", _short_string_property),
+    ("user_id", _short_string_property),
+    ("app_id", _short_string_property),
+    ("cluster_id", _short_string_property),
 )
-_Plan = tuple[tuple[str, _Extent, _Step], ...]
-#: The properties each property-flags word names, by the word (filled as words are met).
-_plans: dict[int, _Plan] = {}
+#: The checks of the properties each first property-flags word names, by the word (filled as
+#: words are met: at most 2**16 of them).
+_plans: dict[int, tuple[_Property, ...]] = {}
 
 
-def _plan(flags: int) -> _Plan:
-    plan = _plans.get(flags)
-    if plan is None:
-        plan = _plans[flags] = tuple(
-            entry
-            for bit, entry in zip(range(15, 1, -1), _PROPERTIES, strict=True)
-            if flags & (1 << bit)
-        )
+def _plan(flags: int) -> tuple[_Property, ...]:
+    plan = _plans[flags] = tuple(
+        check
+        for bit, (_name, check) in zip(range(15, 1, -1), _PROPERTIES, strict=True)
+        if flags & (1 << bit)
+    )
     return plan
 
 
@@ -288,18 +301,23 @@ def _property_list_start(header_payload: bytes) -> tuple[int, int]:
 def check_basic_properties(header_payload: bytes) -> None:
     """Raise a `HardError` (505 or 502, see the rules above) unless `header_payload`, a content
     header payload of the basic class (class-id, weight, body-size, property flags and list),
-    decodes in every client. Nothing is decoded into objects: a header with no property costs a
-    few index operations, one with a few short ones a step each."""
-    flags, offset = _property_list_start(header_payload)
-    if header_payload[_WEIGHT] != b"\x00\x00":
-        raise _badly_formatted("the weight is not zero")
+    decodes in every client. Nothing is decoded into objects, and the common cases are read
+    inline: this runs for every message published."""
     end = len(header_payload)
-    for name, extent, step in _plan(flags):
-        after = extent(header_payload, offset, end)
-        if after > end:
-            raise _badly_formatted(f"{name} runs past the end of the property list")
-        step(header_payload, offset, after, 0)
-        offset = after
+    if end < _FLAGS_START + 2:
+        raise _badly_formatted("property flags cut short")
+    if header_payload[2] or header_payload[3]:
+        raise _badly_formatted("the weight is not zero")
+    flags = header_payload[_FLAGS_START] << 8 | header_payload[_FLAGS_START + 1]
+    if flags & 1:
+        flags, offset = _property_list_start(header_payload)
+    else:
+        offset = _FLAGS_START + 2
+    plan = _plans.get(flags)
+    if plan is None:
+        plan = _plan(flags)
+    for check in plan:
+        offset = check(header_payload, offset, end)
     if offset != end:
         raise _badly_formatted(f"{end - offset} octets after the last property")
 
@@ -328,11 +346,11 @@ def rewrite_headers(
     flags, flags_end = _property_list_start(header_payload)
     offset, end = flags_end, len(header_payload)
     property_list: list[bytes] = []
-    for bit, (name, extent, _step) in zip(range(15, 1, -1), _PROPERTIES, strict=True):
+    for bit, (name, check) in zip(range(15, 1, -1), _PROPERTIES, strict=True):
         mask = 1 << bit
         if name == "headers":
             if flags & mask:
-                after = extent(header_payload, offset, end)
+                after = check(header_payload, offset, end)
                 property_list.append(
                     _rewritten_table(header_payload, offset, after, set_fields, remove_fields)
                 )
@@ -341,7 +359,7 @@ def rewrite_headers(
                 flags |= mask
                 property_list.append(_table_octets(_entry(k, v) for k, v in set_fields.items()))
         elif flags & mask:
-            after = extent(header_payload, offset, end)
+            after = check(header_payload, offset, end)
             if name in remove_properties:
                 flags &= ~mask
             else:
@@ -365,7 +383,7 @@ def _rewritten_table(
     position = offset + 4
     while position < end:
         start = position
-        value_at = _short_string(data, position, end, 1)
+        value_at = position + 1 + data[position]
         name = data[start + 1 : value_at].decode("utf-8")
         position = _field_value(data, value_at, end, 1)
         if name in set_fields:
