@@ -309,6 +309,8 @@ def check_basic_properties(header_payload: bytes) -> None:
     if header_payload[2] or header_payload[3]:
         raise _badly_formatted("the weight is not zero")
     flags = header_payload[_FLAGS_START] << 8 | header_payload[_FLAGS_START + 1]
+    if not flags and end == _FLAGS_START + 2:
+        return  # no property: the most common header of all
     if flags & 1:
         flags, offset = _property_list_start(header_payload)
     else:
