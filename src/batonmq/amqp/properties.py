@@ -93,12 +93,12 @@ def _length_of(data: bytes, offset: int, end: int) -> int:
 
 
 def _check_utf8(octets: bytes) -> None:
-    # ASCII, the common case, is told at a fraction of the cost of decoding.
-    if not octets.isascii():
-        try:
-            octets.decode("utf-8")
-        except UnicodeDecodeError:
-            raise _illegal("short string is not UTF-8 (spec 4.2.5.3)") from None
+    """For short strings that are not ASCII: ASCII, the common case, is told by `isascii` at a
+    fraction of the cost of decoding (and of calling this)."""
+    try:
+        octets.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _illegal("short string is not UTF-8 (spec 4.2.5.3)") from None
 
 
 def _finite(layout: struct.Struct) -> _Step:
@@ -138,7 +138,9 @@ def _table_entries(data: bytes, position: int, after: int, depth: int) -> int:
         value_at = position + 1 + data[position]
         if value_at > after:
             raise _illegal("field name runs past the end of its table")
-        _check_utf8(data[position + 1 : value_at])
+        name = data[position + 1 : value_at]
+        if not name.isascii():
+            _check_utf8(name)
         position = _field_value(data, value_at, after, depth)
     return after
 
@@ -216,7 +218,9 @@ def _short_string_property(data: bytes, offset: int, end: int) -> int:
     after = offset + 1 + data[offset] if offset < end else end + 1
     if after > end:
         raise _badly_formatted("a short string runs past the end of the property list")
-    _check_utf8(data[offset + 1 : after])
+    octets = data[offset + 1 : after]
+    if not octets.isascii():
+        _check_utf8(octets)
     return after
 
 
