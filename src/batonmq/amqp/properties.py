@@ -1,6 +1,6 @@
 """Basic properties of a content header: checked at the edge, decoded where needed, edited in place.
 
-`check_basic_properties` is the edge (ARCHITECTURE.md: "Content-header bytes are validated once
+`check_basic_properties` is the edge (BatonMQ architecture: "Content-header bytes are validated once
 at the edge"; issue 17: "the broker decodes and validates every property at the edge when the
 message arrives and closes the publisher's connection ... if it cannot"). A header passes when
 every consumer the broker may hand it to decodes it: it passes exactly when it follows the AMQP
@@ -31,11 +31,11 @@ RabbitMQ refuses a weight the same way). A value that is not allowed, inside a p
 fits, is 502 SYNTAX_ERROR ("The sender sent a frame that contained illegal values for one or
 more fields").
 
-Behind the edge the properties are trusted (STYLE.md 14): `decode_basic_properties` is pamqp's
-decoder, and `rewrite_headers` walks the header with the same steps as the check. When the
-broker changes a message's headers (x-delivery-count, x-death), it edits the octets rather than
-encoding decoded properties again: pamqp would write a double back as a 32-bit float and an
-unsigned octet as a short.
+Behind the edge the properties are trusted (How BatonMQ code reads, 14: validate at the edge,
+trust inside): `decode_basic_properties` is pamqp's decoder, and `rewrite_headers` walks the
+header with the same steps as the check. When the broker changes a message's headers
+(x-delivery-count, x-death), it edits the octets rather than encoding decoded properties again:
+pamqp would write a double back as a 32-bit float and an unsigned octet as a short.
 """
 
 from __future__ import annotations
@@ -347,7 +347,7 @@ def rewrite_headers(
 ) -> bytes:
     """`header_payload` (checked at the edge) with header fields set (in place where the name is
     present, else at the end) or removed, and whole properties (pamqp's names, not "headers")
-    removed; every other octet stays as received (ARCHITECTURE.md: content-header bytes are
+    removed; every other octet stays as received (BatonMQ architecture: content-header bytes are
     forwarded unchanged). The values set are encoded as pamqp encodes them."""
     flags, flags_end = _property_list_start(header_payload)
     offset, end = flags_end, len(header_payload)

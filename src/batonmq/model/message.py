@@ -46,9 +46,9 @@ class Message:
     """What a publisher sent: where it was published, its content header as received, its body.
 
     The header was checked when it arrived (amqp/properties.py: every client decodes it), so it
-    is trusted here (STYLE.md 14). Properties are decoded only when something needs them
-    (headers exchange, user-id check, persistence); the header payload is forwarded to
-    consumers unchanged.
+    is trusted here (How BatonMQ code reads, 14). Properties are decoded only when something
+    needs them (headers exchange, user-id check, persistence); the header payload is forwarded
+    to consumers unchanged.
     """
 
     exchange: str

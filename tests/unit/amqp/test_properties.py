@@ -384,11 +384,11 @@ _entries = st.lists(
     data=st.data(),
 )
 def test_rewrite_headers_changes_the_fields_named_and_no_other_octet(entries, set_fields, data):
-    """ARCHITECTURE.md: "Content-header bytes are kept as received and forwarded unchanged". When
-    the broker sets or removes header fields (x-delivery-count, x-death), every other field and
-    property keeps its octets: a double stays a double ('d'), an unsigned octet 'B', a long
-    string that is not UTF-8 stays as it was. A field set where its name is replaces it in
-    place; a new one is added at the end, encoded as pamqp encodes it."""
+    """BatonMQ architecture: "Content-header bytes are ... kept as received and forwarded
+    unchanged". When the broker sets or removes header fields (x-delivery-count, x-death), every
+    other field and property keeps its octets: a double stays a double ('d'), an unsigned octet
+    'B', a long string that is not UTF-8 stays as it was. A field set where its name is replaces
+    it in place; a new one is added at the end, encoded as pamqp encodes it."""
     names = [name.decode() for name, _ in entries]
     removed = set(data.draw(st.lists(st.sampled_from(names))) if names else [])
     others = short_prefixed(b"id") + struct.pack(">Q", LATEST_PROPERTY_TIMESTAMP)
