@@ -15,6 +15,10 @@ they can encode) is what pika and aio-pika receive, and what a raw publisher sen
 aio-pika to the exact values (doubles that no float holds, NaN payloads, -0.0). Field tables the
 store keeps (binding arguments) keep their types across a restart. Where the broker itself adds
 header fields (x-delivery-count, x-death), every other octet stays.
+
+"Every value" is every value some consumer can decode: issue 17 has the broker refuse at the edge
+what pika or aio-pika could not decode (short strings that are not UTF-8, NaN and infinities,
+timestamps past the year 9999: amqp/properties.py, tests/integration/test_poison_headers.py).
 """
 
 from __future__ import annotations
@@ -22,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import decimal
-import math
 import os
 import struct
 import sys
@@ -39,6 +42,7 @@ from pamqp import base, commands, frame
 from pamqp.common import FieldTable
 from pika.adapters.blocking_connection import BlockingChannel
 
+from batonmq.amqp.properties import LATEST_FIELD_TIMESTAMP, LATEST_PROPERTY_TIMESTAMP
 from tests.brokerproc import BrokerLife, RunningBroker, start_broker
 from tests.rawclient import READ_TIMEOUT, RawClient, open_connection
 from tests.wire import FRAME_END, raw_frame
@@ -123,20 +127,16 @@ def content_header(body_size: int, properties: dict[str, bytes]) -> bytes:
 @dataclass(frozen=True)
 class Field:
     """One header: its name and typed value as octets, and the value a pamqp-based client
-    (aio-pika) decodes it to; `decodable` is False for values pamqp refuses."""
+    (aio-pika) decodes it to."""
 
     name: bytes
     octets: bytes
     value: object = None
-    decodable: bool = True
 
-
-NAN_PAYLOAD_DOUBLE = bytes.fromhex("7ff8000000c0ffee")
-NAN_PAYLOAD_FLOAT = bytes.fromhex("7fc12345")
 
 #: Every field type of spec 4.2.5.5 as RabbitMQ's errata table has them (t b B s u I i l f d D S
-#: x T F A V), each at its extremes, and the values the issue names: strings that are not UTF-8,
-#: doubles, timestamps, nested tables, arrays, empty strings.
+#: x T F A V), each at the extremes every client decodes, and the values the issue names: long
+#: strings that are not UTF-8, doubles, timestamps, nested tables, arrays, empty strings.
 FIELDS = (
     Field(b"bool-true", b"t\x01", True),
     Field(b"bool-false", b"t\x00", False),
@@ -151,18 +151,10 @@ FIELDS = (
     Field(b"int64-max", field(b"l", ">q", 2**63 - 1), 2**63 - 1),
     Field(b"float", field(b"f", ">f", 0.1), struct.unpack(">f", struct.pack(">f", 0.1))[0]),
     Field(b"float-negative-zero", field(b"f", ">f", -0.0), -0.0),
-    Field(b"float-infinity", field(b"f", ">f", math.inf), math.inf),
-    Field(
-        b"float-nan-payload", b"f" + NAN_PAYLOAD_FLOAT, struct.unpack(">f", NAN_PAYLOAD_FLOAT)[0]
-    ),
     # 0.1 and 1/3 have no float32 form: a double must not pass through a float.
     Field(b"double", double(0.1), 0.1),
     Field(b"double-third", double(1 / 3), 1 / 3),
     Field(b"double-negative-zero", double(-0.0), -0.0),
-    Field(b"double-minus-infinity", double(-math.inf), -math.inf),
-    Field(
-        b"double-nan-payload", b"d" + NAN_PAYLOAD_DOUBLE, struct.unpack(">d", NAN_PAYLOAD_DOUBLE)[0]
-    ),
     Field(b"double-subnormal", double(5e-324), 5e-324),
     Field(b"double-max", double(sys.float_info.max), sys.float_info.max),
     Field(b"decimal", field(b"D", ">Bi", 2, -12345), decimal.Decimal("-123.45")),
@@ -243,34 +235,37 @@ FIELDS = (
     Field(b"void", b"V", None),
     Field(b"", b"S" + long_string(b"an empty field name"), "an empty field name"),
     Field(b"n" * 255, b"t\x01", True),
-    # pamqp (and so aio-pika) cannot decode these two; the broker must still route them.
-    Field(b"name-not-utf8-\xff", b"t\x01", decodable=False),
-    Field(b"timestamp-max", field(b"T", ">Q", 2**64 - 1), decodable=False),
+    Field(
+        b"timestamp-max",
+        field(b"T", ">Q", LATEST_FIELD_TIMESTAMP),
+        # pamqp's rule: above 2**32 - 1 a timestamp is taken for milliseconds.
+        datetime.datetime.fromtimestamp(LATEST_FIELD_TIMESTAMP / 1000, tz=datetime.UTC),
+    ),
 )
 EVERY_FIELD_TYPE = table(*((entry.name, entry.octets) for entry in FIELDS))
-DECODABLE_FIELDS = table(*((entry.name, entry.octets) for entry in FIELDS if entry.decodable))
-DECODED_FIELDS = {entry.name.decode(): entry.value for entry in FIELDS if entry.decodable}
+DECODED_FIELDS = {entry.name.decode(): entry.value for entry in FIELDS}
 
 
 def every_property(user_id: str, headers: bytes = EVERY_FIELD_TYPE) -> dict[str, bytes]:
-    """All fourteen basic properties; several short strings not UTF-8 and one with a zero
-    octet (spec 4.2.5.3: "Short strings can carry up to 255 octets of UTF-8 data, but may not
-    contain binary zero octets"; RabbitMQ passes any octets), one empty, one of 255 octets."""
+    """All fourteen basic properties; short strings with a zero octet (spec 4.2.5.3: "Short
+    strings can carry up to 255 octets of UTF-8 data, but may not contain binary zero octets";
+    RabbitMQ and every client pass them), one empty, one of 255 octets; the last timestamp
+    pamqp decodes."""
     return {
         "content-type": short_string(b"application/vnd.fidelity+octets"),
-        "content-encoding": short_string(b"x-\xff\xfe-not-utf8"),
+        "content-encoding": short_string("x-ünï\x00".encode()),
         "headers": headers,
         "delivery-mode": b"\x02",
         "priority": b"\x09",
-        "correlation-id": short_string(b"\x00corr\x80\xff"),
+        "correlation-id": short_string(b"\x00corr"),
         "reply-to": short_string("réponse".encode()),
         "expiration": short_string(ONE_DAY_MS),  # a day: nothing expires during the test
-        "message-id": short_string(b"\xc3\x28 invalid utf-8"),
-        "timestamp": struct.pack(">Q", 2**64 - 1),
+        "message-id": short_string("ünïcödé ✓ 𝄞".encode()),
+        "timestamp": struct.pack(">Q", LATEST_PROPERTY_TIMESTAMP),
         "type": short_string(b""),
         "user-id": short_string(user_id.encode()),  # must be the login user (RabbitMQ)
         "app-id": short_string(b"a" * 255),
-        "cluster-id": short_string(b"cluster-\xe9"),
+        "cluster-id": short_string("cluster-é".encode()),
     }
 
 
@@ -436,10 +431,10 @@ def test_through_a_headers_exchange_the_decoded_headers_route_and_the_octets_sta
     broker: RunningBroker,
 ):
     """AMQP 0-9-1 3.1.3.3 (headers exchange) routes on the header table, so the broker decodes
-    it: every field type, a field name and short strings that are not UTF-8, a timestamp beyond
-    the year 9999, all must decode (RabbitMQ routes them), and the consumer still gets the
-    octets sent. Matching compares values, not wire types: the message's uint8 255 ('B')
-    matches the binding's 255 (which pamqp writes as 'u')."""
+    it: every field type, the last timestamps of the year 9999, all must decode (RabbitMQ
+    routes them), and the consumer still gets the octets sent. Matching compares values, not
+    wire types: the message's uint8 255 ('B') matches the binding's 255 (which pamqp writes as
+    'u')."""
     header_payload = content_header(5, every_property(broker.username))
     with raw_connection(broker) as client:
         queue = client.declare_queue(1)
@@ -622,21 +617,18 @@ def split_table(octets: bytes) -> dict[bytes, bytes]:
 
 
 #: What RabbitMQ would route and pass through but pamqp cannot encode again as it came: a double,
-#: an unsigned octet, a long string that is not UTF-8, a timestamp in milliseconds, one past the
-#: year 9999, and short-string properties that are not UTF-8.
+#: an unsigned octet, a long string that is not UTF-8, timestamps pamqp reads as milliseconds,
+#: and a cluster-id (pamqp: "cluster_id must be empty").
 NOT_REENCODABLE = {
     "headers": table(
         (b"double", double(0.1)),
         (b"uint8", field(b"B", ">B", 255)),
         (b"longstr-not-utf8", b"S" + long_string(b"\xff\xfe")),
-        (b"timestamp-ms", field(b"T", ">Q", 1_700_000_000_123)),
-        (b"timestamp-max", field(b"T", ">Q", 2**64 - 1)),
-        (b"name-not-utf8-\xff", b"t\x01"),
+        (b"timestamp-max", field(b"T", ">Q", LATEST_FIELD_TIMESTAMP)),
     ),
-    "message-id": short_string(b"\xc3\x28 invalid utf-8"),
-    "correlation-id": short_string(b"\x00corr\x80\xff"),
-    "timestamp": struct.pack(">Q", 2**64 - 1),
-    "cluster-id": short_string(b"cluster-\xe9"),
+    "correlation-id": short_string(b"\x00corr"),
+    "timestamp": struct.pack(">Q", LATEST_PROPERTY_TIMESTAMP),
+    "cluster-id": short_string(b"cluster-1"),
 }
 
 
@@ -710,14 +702,13 @@ def test_a_dead_lettered_message_keeps_its_octets_beside_its_death(broker: Runni
 
 def pika_headers() -> dict[object, object]:
     """Every field type pika 1.4 encodes (it has no float: UnsupportedAMQPFieldException): long
-    strings ('S', empty too), bytes as byte arrays ('x', not UTF-8 and every octet value), a
-    bytes field name that is not UTF-8, booleans, integers ('I' and 'l'), decimals, timestamps,
-    nested tables, arrays (mixed, nested, empty) and void."""
+    strings ('S', empty too), bytes as byte arrays ('x', not UTF-8 and every octet value),
+    booleans, integers ('I' and 'l'), decimals, timestamps, nested tables, arrays (mixed, nested,
+    empty) and void."""
     return {
         "text": "ünïcödé ✓ 𝄞",
         "empty-text": "",
         "": "empty field name",
-        b"name-not-utf8-\xff": True,
         "bytes": b"\xff\xfe\x00\x80",
         "bytes-every-value": bytes(range(256)),
         "bytes-empty": b"",
@@ -737,20 +728,19 @@ def pika_headers() -> dict[object, object]:
 
 
 def every_pika_property(username: str) -> pika.BasicProperties:
-    """All fourteen basic properties; two short strings that are not UTF-8 (pika sends bytes as
-    they are and decodes such a short string to bytes), one empty, and a timestamp no
-    `datetime` holds."""
+    """All fourteen basic properties; one empty, one with a zero octet, and the last timestamp
+    pamqp decodes (pika gives it as an integer)."""
     return pika.BasicProperties(
         content_type="application/json",
         content_encoding="",
         headers=pika_headers(),
         delivery_mode=2,
         priority=9,
-        correlation_id=b"\x00corr\x80\xff",
+        correlation_id="\x00corr",
         reply_to="réponse",
         expiration=ONE_DAY_MS.decode(),
-        message_id=b"\xc3\x28 invalid utf-8",
-        timestamp=2**64 - 1,
+        message_id="ünïcödé ✓ 𝄞",
+        timestamp=LATEST_PROPERTY_TIMESTAMP,
         type="order.created",
         user_id=username,
         app_id="a" * 255,
@@ -845,23 +835,19 @@ def test_pika_empty_short_strings_arrive_empty_not_absent(broker: RunningBroker)
     assert properties.headers == {"": ""}
 
 
-def test_pika_a_user_id_not_utf8_is_refused_like_any_other_user_id(broker: RunningBroker):
-    """RabbitMQ "Validated User-ID": a user-id other than the login user is 406
-    PRECONDITION_FAILED, a channel error. One that is not even UTF-8 is refused the same way (the
-    properties still decode), not by closing the connection with 502."""
+def test_pika_a_user_id_not_utf8_closes_the_publishers_connection(broker: RunningBroker):
+    """Issue 17: "the broker decodes and validates every property at the edge ... and closes the
+    *publisher's* connection with the proper code (502 syntax-error ...)". A user-id that is not
+    UTF-8 (spec 4.2.5.3: short strings carry UTF-8; pamqp, and so aio-pika, cannot decode it)
+    is refused there, before RabbitMQ's "Validated User-ID" check could answer 406."""
     with pika.BlockingConnection(pika.URLParameters(broker.url)) as connection:
         channel = connection.channel()
         queue = channel.queue_declare("", exclusive=True).method.queue
         channel.basic_publish("", queue, b"x", pika.BasicProperties(user_id=b"gu\xffest"))
-        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
+        with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as closed:
             channel.basic_get(queue)
-        assert closed.value.reply_code == 406
-        assert "'gu\\udcffest'" in closed.value.reply_text  # the octet 0xff, escaped
-        assert connection.is_open
-        channel = connection.channel()
-        channel.basic_publish("", queue, b"y", pika.BasicProperties(user_id=broker.username))
-        _method, properties, body = channel.basic_get(queue, auto_ack=True)
-        assert (body, properties.user_id) == (b"y", broker.username)
+    assert closed.value.reply_code == 502
+    assert "short string is not UTF-8" in closed.value.reply_text
 
 
 # aio-pika ---------------------------------------------------------------------------------------
@@ -887,15 +873,12 @@ def float32(value: float) -> float:
 
 
 def aio_pika_headers() -> HeadersType:
-    """Every field type pamqp encodes: floats (as 32-bit 'f'; infinities, NaN and -0.0 too),
-    every integer width it picks, decimals, long strings (empty too), byte arrays, timestamps,
-    nested tables, arrays and void."""
+    """Every field type pamqp encodes: floats (as 32-bit 'f'; -0.0 too, but no infinity or NaN,
+    which pika cannot decode: amqp/properties.py), every integer width it picks, decimals, long
+    strings (empty too), byte arrays, timestamps, nested tables, arrays and void."""
     return {
         "float": 0.5,
         "float-negative-zero": -0.0,
-        "float-infinity": math.inf,
-        "float-minus-infinity": -math.inf,
-        "float-nan": math.nan,
         "float-rounded": 0.1,
         "int8": -128,
         "int16": -32768,
@@ -1017,15 +1000,12 @@ async def test_aio_pika_receives_exactly_what_a_raw_publisher_sent(
     broker: RunningBroker, aio_channel: AbstractChannel
 ) -> None:
     """Issue: "doubles" reach the consumer unchanged. pamqp writes floats as 32-bit 'f', so the
-    doubles ('d': 0.1 and 1/3, which no float32 holds, a NaN payload, -0.0, the subnormal
-    minimum, the maximum), and the 'B' octet type, come from a raw publisher; aio-pika decodes
-    each header to exactly the value sent, at every depth, and every property too."""
+    doubles ('d': 0.1 and 1/3, which no float32 holds, -0.0, the subnormal minimum, the
+    maximum), and the 'B' octet type, come from a raw publisher; aio-pika decodes each header
+    to exactly the value sent, at every depth, and every property too."""
     queue = await aio_channel.declare_queue(exclusive=True)
-    properties = every_property(broker.username, DECODABLE_FIELDS)
+    properties = every_property(broker.username)
     properties["timestamp"] = struct.pack(">Q", 1_704_164_645)
-    properties.pop("cluster-id")
-    for short_string_property in ("content-encoding", "correlation-id", "message-id", "type"):
-        properties[short_string_property] = short_string(b"plain")  # pamqp wants UTF-8
     with raw_connection(broker) as client:
         publish_raw(client, 1, "", queue.name, content_header(3, properties), b"raw")
         client.send_frame(commands.Basic.Qos(prefetch_count=1), 1)  # a sync point

@@ -166,26 +166,32 @@ def test_channel_open_on_an_open_channel_is_a_channel_error(client: RawClient) -
     assert (close.class_id, close.method_id) == (20, 10)
 
 
-def test_channel_number_above_channel_max_is_not_allowed(client: RawClient) -> None:
-    """connection.tune channel-max: "Usable channel numbers are in the range 1..channel-max".
-    channel.open on channel_max + 1 (with only channel 1 open) gets 530 NOT_ALLOWED, the code
-    RabbitMQ uses when a client goes over the negotiated channel_max."""
-    client.send_frame(commands.Channel.Open(), CHANNEL_MAX + 1)
+@pytest.mark.usefixtures("bystander")
+def test_a_channel_number_above_channel_max_opens(broker: RunningBroker) -> None:
+    """The issue: "RabbitMQ opens channel 65535 on a connection whose negotiated channel_max is
+    2047 ... Find RabbitMQ's rule and follow it." RabbitMQ (rabbit_reader:create_channel)
+    refuses a channel only when the "number of channels opened ... has reached the negotiated
+    channel_max": channel_max bounds how many channels are open, not their numbers. With
+    channel_max 2047, channel 65535 opens and serves."""
+    with open_connection(broker, channel=None, channel_max=2047) as client:
+        client.open_channel(65535)
 
-    client.expect_connection_close(NOT_ALLOWED)
+        assert client.round_trip(65535) == b"still serving"
 
 
 @pytest.mark.usefixtures("bystander")
 def test_more_channels_than_channel_max_is_not_allowed(broker: RunningBroker) -> None:
     """connection.tune-ok channel-max: "The maximum total number of channels that the client will
-    use per connection." With channel_max 2 and channels 1 and 2 open, channel.open on 3 gets
-    530 NOT_ALLOWED."""
+    use per connection"; RabbitMQ: 530 when the "number of channels opened (2) has reached the
+    negotiated channel_max (2)". With channel_max 2 and channels 1 and 65535 open, channel.open
+    on 3 gets 530 NOT_ALLOWED."""
     with open_connection(broker, channel_max=2) as client:
-        client.open_channel(2)
+        client.open_channel(65535)
 
         client.send_frame(commands.Channel.Open(), 3)
 
-        client.expect_connection_close(NOT_ALLOWED)
+        close = client.expect_connection_close(NOT_ALLOWED)
+        assert "has reached the negotiated channel_max (2)" in close.reply_text
 
 
 def test_heartbeat_on_a_nonzero_channel_is_a_frame_error(client: RawClient) -> None:

@@ -10,17 +10,23 @@ Rules of this machine — everything that changes its state lives in this file:
    stays buffered, and `receive_data(b"")` goes on with it (backpressure on input). A publish
    whose method, header and body frames are all buffered is taken in one step
    (`FrameReader.peek_content`), on exactly the conditions under which the three frames one by
-   one would complete it with no error; anything else goes frame by frame.
+   one would complete it with no error; anything else goes frame by frame. Its header is
+   checked as in rule 5, so a bad one is refused with the same error either way.
 2. Bytes come out of `data_to_send`: everything queued by the calls since the last time.
 3. The handshake runs in the order of `_HANDSHAKE`: protocol header, start/start-ok, tune/tune-ok,
    open/open-ok. A method out of that order is 503 COMMAND_INVALID.
 4. Channel 0 carries connection methods only; a channel carries anything but connection methods.
    A method on a channel that is not open is 504 CHANNEL_ERROR (spec 4.2.2 "channel ... must be
-   open"); so is channel.open on an open channel. A channel above channel_max is 530.
+   open"); so is channel.open on an open channel. channel.open while channel_max channels are
+   open (closing ones included) is 530, whatever the channel's number: RabbitMQ counts channels
+   (rabbit_reader), it does not bound their numbers, and clients rely on that.
 5. A content-carrying method (basic.publish) is followed by exactly one content header and as many
    body frames as the header's body-size needs; any other frame on that channel in between, and
    content frames with no method before them, are 505 UNEXPECTED_FRAME. A body-size above
    max_message_size closes the channel with 406 (`ChannelFailed`) before any body is buffered.
+   Then the header's properties are checked (`check_basic_properties`: 505 for a badly-formatted
+   header, 502 for a value a client could not decode), so that no `ContentReceived` carries a
+   header that some consumer could not decode.
 6. After the server closes a channel it discards that channel's frames until channel.close-ok
    (spec: "the peer ... MUST discard all frames ... until close-ok"); after it closes the
    connection it discards everything but connection.close and connection.close-ok.
@@ -70,6 +76,7 @@ from batonmq.amqp.frames import (
     encode_content,
     encode_method,
 )
+from batonmq.amqp.properties import check_basic_properties
 
 Connection = commands.Connection
 Channel = commands.Channel
@@ -260,6 +267,7 @@ class ServerConnection:
                             and slot.pending is None
                             and header.body_size <= max_message_size
                         ):
+                            check_basic_properties(header.payload)
                             reader.skip_to(end)
                             yield ContentReceived(channel, method, header, body)
                             continue
@@ -407,11 +415,13 @@ class ServerConnection:
                 raise HardError(
                     ReplyCode.CHANNEL_ERROR, f"channel {channel} already open", Channel.Open
                 )
-            if channel > self.channel_max:
-                # As RabbitMQ: going past the negotiated channel_max is 530 NOT_ALLOWED.
+            if len(self._channels) >= self.channel_max:
+                # As RabbitMQ (rabbit_reader:create_channel): channel_max bounds how many
+                # channels are open at once, whatever their numbers.
                 raise HardError(
                     ReplyCode.NOT_ALLOWED,
-                    f"channel {channel} above the negotiated channel_max {self.channel_max}",
+                    f"number of channels opened ({len(self._channels)}) has reached the "
+                    f"negotiated channel_max ({self.channel_max})",
                     Channel.Open,
                 )
             self._channels[channel] = _ChannelSlot()
@@ -470,6 +480,7 @@ class ServerConnection:
                 self.close_channel(frame.channel, error)
                 yield ChannelFailed(frame.channel, error)
                 return
+            check_basic_properties(frame.payload)
             pending.header = frame
         else:
             pending.body_parts.append(frame.payload)
@@ -646,8 +657,8 @@ class ServerConnection:
 
 def short_string(text: str) -> str:
     """`text` cut to fit an AMQP short string: 255 octets of UTF-8, not 255 characters. A lone
-    surrogate (a short string that was not UTF-8 decodes with surrogate escapes, see
-    amqp/properties.py, and may be quoted in an error's text) is written as its escape."""
+    surrogate (a long string that was not UTF-8, such as an alternate-exchange name, decodes
+    with surrogate escapes and may be quoted in an error's text) is written as its escape."""
     encoded = text.encode("utf-8", "backslashreplace")
     if len(encoded) <= 255:
         return encoded.decode("utf-8")

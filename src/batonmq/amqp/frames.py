@@ -25,7 +25,7 @@ from batonmq.amqp.constants import (
     ReplyCode,
 )
 from batonmq.amqp.errors import HardError
-from batonmq.amqp.properties import decode_basic_properties
+from batonmq.amqp.properties import check_basic_properties, decode_basic_properties
 
 FRAME_START: Final = struct.Struct(">BHI")
 #: The frame-end octet of one frame and the start of the next.
@@ -59,7 +59,7 @@ class MethodFrame:
 @dataclass(slots=True)
 class HeaderFrame:
     """A content header. `payload` is kept exactly as received so it can be forwarded unchanged;
-    properties are decoded only where something needs them (`decode_properties`)."""
+    its properties are checked by the connection (`amqp.properties`) before it goes further."""
 
     channel: int
     class_id: int
@@ -344,14 +344,10 @@ def decode_method(payload: bytes) -> base.Frame:
 
 
 def decode_properties(header_payload: bytes) -> commands.Basic.Properties:
-    """The basic properties of a content header payload (a SYNTAX_ERROR when malformed); see
-    amqp/properties.py for how they decode where pamqp's decoder would refuse them."""
-    try:
-        return decode_basic_properties(header_payload)
-    except Exception as error:
-        raise HardError(
-            ReplyCode.SYNTAX_ERROR, f"malformed content header properties: {error}"
-        ) from error
+    """The basic properties of a content header payload from the wire: a `HardError` (505 or
+    502, amqp/properties.py) unless every client can decode them."""
+    check_basic_properties(header_payload)
+    return decode_basic_properties(header_payload)
 
 
 def encode_header_payload(properties: commands.Basic.Properties, body_size: int) -> bytes:

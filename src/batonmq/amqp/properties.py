@@ -1,201 +1,340 @@
-"""Basic properties of a content header, decoded for the broker's own decisions.
+"""Basic properties of a content header: checked at the edge, decoded where needed, edited in place.
 
-The broker forwards a content header's bytes as received (BatonMQ architecture) and decodes them
-only where it must look inside: the headers exchange, the user-id check, selectors. Whatever a
-publisher may send and a consumer may receive must therefore decode here too, or a message that
-a direct exchange carries would close its publisher's connection when it goes through a headers
-exchange. This decoder gives the values and types pamqp's does (the broker compares them with
-binding arguments that pamqp decoded), with two differences where pamqp refuses a content header
-that RabbitMQ, pika and aio-pika pass through:
+`check_basic_properties` is the edge (BatonMQ architecture: "Content-header bytes are validated once
+at the edge"; issue 17: "the broker decodes and validates every property at the edge when the
+message arrives and closes the publisher's connection ... if it cannot"). A header passes when
+every consumer the broker may hand it to decodes it: it passes exactly when it follows the AMQP
+0-9-1 grammar (spec 4.2.5 field types with RabbitMQ's errata table, 4.2.6.1 content header) and
+both pika and pamqp (aio-pika's codec) decode it. Where they differ from the grammar:
 
-- A short string (a property, or a field name in a table) that is not UTF-8 decodes with
-  surrogate escapes, which keep its octets. Spec 4.2.5.3 says short strings carry UTF-8, but
-  RabbitMQ treats them as octets, and pika sends a bytes property as it is.
-- A timestamp beyond what `datetime` holds (after the year 9999; spec 4.2.5.4: "64-bit POSIX
-  time_t", so any 64-bit value) decodes to its integer value. Otherwise, as pamqp does, a value
-  above 2**32 - 1 is taken for milliseconds.
+- Short strings (properties and field names) must be UTF-8 (spec 4.2.5.3: "Short strings can
+  carry up to 255 octets of UTF-8 data"); pamqp refuses others. A zero octet in one is let
+  through (the same sentence says they "may not contain binary zero octets"), as RabbitMQ does:
+  both clients decode it.
+- Field types are those of RabbitMQ's errata table, t b B s u I i l L f d D S x A T F V (the
+  grammar of rabbit_binary_parser); pika alone also reads 'U', pamqp alone the octet 0.
+- A float or double that is NaN or infinite is refused: pika turns each into an int and fails.
+- A timestamp field after 9999-12-31T23:59:59 UTC is refused: pika makes a `datetime` of it. The
+  timestamp property may go further, as far as pamqp's rule (above 2**32 - 1 it is taken for
+  milliseconds) gives a `datetime`.
+- delivery-mode above 2 is refused (spec: "Non-persistent (1) or persistent (2)"; aio-pika fails
+  on the others). 0, which both clients read as non-persistent, passes, as in RabbitMQ.
+- Tables and arrays nest at most `MAX_NESTING` deep: both clients decode by recursion.
+- Bits of the property flags that name no property (bit 1, and continuation words) are ignored,
+  as RabbitMQ, pika and pamqp ignore them.
 
-Malformed input (truncated, an unknown field type) raises `ValueError` or `struct.error`;
-`frames.decode_properties` turns those into 502 SYNTAX_ERROR.
+The outer shape of the header is the content's format: a non-zero weight ("The weight field is
+unused and must be zero"), flags or a property that runs past the end of the payload, or octets
+left after the last property, are 505 UNEXPECTED_FRAME (spec 4.2.6: "A peer that receives an
+incomplete or badly-formatted content MUST raise a connection exception with reply code 505";
+RabbitMQ refuses a weight the same way). A value that is not allowed, inside a property that
+fits, is 502 SYNTAX_ERROR ("The sender sent a frame that contained illegal values for one or
+more fields").
 
-When the broker itself must change a message's headers (x-delivery-count, x-death), it edits the
-octets (`rewrite_headers`) rather than encoding decoded properties again: pamqp would write a
-double back as a 32-bit float, an unsigned octet as a short, and could not write a long string
-that is not UTF-8, a surrogate-escaped short string or a timestamp past the year 9999 at all.
+Behind the edge the properties are trusted (How BatonMQ code reads, 14: validate at the edge,
+trust inside): `decode_basic_properties` is pamqp's decoder, and `rewrite_headers` walks the
+header with the same steps as the check. When the broker changes a message's headers
+(x-delivery-count, x-death), it edits the octets rather than encoding decoded properties again:
+pamqp would write a double back as a 32-bit float and an unsigned octet as a short.
 """
 
 from __future__ import annotations
 
-import datetime
-import decimal
+import math
 import struct
 from collections.abc import Callable, Collection, Iterable
 from typing import Final
 
 from pamqp import commands, encode
-from pamqp.common import FieldArray, FieldTable, FieldValue
+from pamqp.common import FieldTable, FieldValue
 
-_OCTET: Final = struct.Struct(">B")
-_SHORT_SHORT_INT: Final = struct.Struct(">b")
-_SHORT_INT: Final = struct.Struct(">h")
+from batonmq.amqp.constants import ReplyCode
+from batonmq.amqp.errors import HardError
+
 _SHORT_UINT: Final = struct.Struct(">H")
-_LONG_INT: Final = struct.Struct(">i")
 _LONG_UINT: Final = struct.Struct(">I")
-_LONG_LONG_INT: Final = struct.Struct(">q")
 _LONG_LONG_UINT: Final = struct.Struct(">Q")
 _FLOAT: Final = struct.Struct(">f")
 _DOUBLE: Final = struct.Struct(">d")
-_DECIMAL: Final = struct.Struct(">Bi")
-#: pamqp's rule: "Anything above the year 2106 is likely milliseconds".
-_LARGEST_SECONDS_TIMESTAMP: Final = 0xFFFFFFFF
+#: class-id, weight, body-size: the property flags start after them.
 _FLAGS_START: Final = 12
+#: How deep tables and arrays may nest in a header (the headers table is depth 1).
+MAX_NESTING: Final = 100
+#: 9999-12-31T23:59:59 UTC, the last second pika makes a `datetime` of (a timestamp field).
+LATEST_FIELD_TIMESTAMP: Final = 253_402_300_799
+#: The last millisecond of the year 9999, the last value pamqp makes a `datetime` of (the
+#: timestamp property: above 2**32 - 1 pamqp takes it for milliseconds).
+LATEST_PROPERTY_TIMESTAMP: Final = 253_402_300_799_999
+_LATEST_DELIVERY_MODE: Final = 2
 
 
-class _Cursor:
-    """Reads `data` from `offset` on; reading past the end raises ValueError."""
-
-    __slots__ = ("data", "offset")
-
-    def __init__(self, data: bytes, offset: int = 0) -> None:
-        self.data = data
-        self.offset = offset
-
-    def take(self, count: int) -> bytes:
-        end = self.offset + count
-        if end > len(self.data):
-            raise ValueError(f"{count} octets needed at {self.offset}, {len(self.data)} present")
-        chunk = self.data[self.offset : end]
-        self.offset = end
-        return chunk
-
-    def unpack(self, layout: struct.Struct) -> int:
-        value: int = layout.unpack(self.take(layout.size))[0]
-        return value
-
-    def unpack_float(self, layout: struct.Struct) -> float:
-        value: float = layout.unpack(self.take(layout.size))[0]
-        return value
+def _badly_formatted(text: str) -> HardError:
+    return HardError(ReplyCode.UNEXPECTED_FRAME, f"badly-formatted content header: {text}")
 
 
-def _short_string(cursor: _Cursor) -> str:
-    return cursor.take(cursor.unpack(_OCTET)).decode("utf-8", "surrogateescape")
+def _illegal(text: str) -> HardError:
+    return HardError(ReplyCode.SYNTAX_ERROR, f"content header property: {text}")
 
 
-def _long_string(cursor: _Cursor) -> str | bytes:
-    raw = cursor.take(cursor.unpack(_LONG_UINT))
+# One step of the walk: the octets `data[offset:end]` start with a value; the step checks it and
+# returns the offset after it. `depth` counts the tables and arrays around it.
+_Step = Callable[[bytes, int, int, int], int]
+
+
+def _length_of(data: bytes, offset: int, end: int) -> int:
+    """The end of the long-length-prefixed value at `offset`."""
+    start = offset + 4
+    if start > end:
+        raise _illegal("length cut short")
+    after = start + int(_LONG_UINT.unpack_from(data, offset)[0])
+    if after > end:
+        raise _illegal(f"length {after - start} runs past the end of its container")
+    return after
+
+
+def _check_utf8(octets: bytes) -> None:
+    """For short strings that are not ASCII: ASCII, the common case, is told by `isascii` at a
+    fraction of the cost of decoding (and of calling this)."""
     try:
-        return raw.decode("utf-8")
+        octets.decode("utf-8")
     except UnicodeDecodeError:
-        return raw  # as pamqp: a long string may carry any octets (spec 4.2.5.3)
+        raise _illegal("short string is not UTF-8 (spec 4.2.5.3)") from None
 
 
-def _timestamp(cursor: _Cursor) -> datetime.datetime | int:
-    raw = cursor.unpack(_LONG_LONG_UINT)
-    seconds = raw / 1000.0 if raw > _LARGEST_SECONDS_TIMESTAMP else raw
-    try:
-        return datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
-    except (OverflowError, ValueError, OSError):
-        return raw
+def _finite(layout: struct.Struct) -> _Step:
+    def step(data: bytes, offset: int, end: int, _depth: int) -> int:
+        after = offset + layout.size
+        if after > end:
+            raise _illegal("floating-point value cut short")
+        if not math.isfinite(layout.unpack_from(data, offset)[0]):
+            raise _illegal("floating-point value is NaN or infinite")
+        return after
+
+    return step
 
 
-def _decimal(cursor: _Cursor) -> decimal.Decimal:
-    # Spec 4.2.5.5: "an octet representing the number of places followed by a long signed
-    # integer"; computed as pamqp does, so that equal wire values give equal Decimals.
-    places, mantissa = _DECIMAL.unpack(cursor.take(_DECIMAL.size))
-    value: decimal.Decimal = decimal.Decimal(mantissa) * (decimal.Decimal(10) ** -places)
-    return value
+def _timestamp_up_to(latest: int) -> _Step:
+    def step(data: bytes, offset: int, end: int, _depth: int) -> int:
+        after = offset + 8
+        if after > end:
+            raise _illegal("timestamp cut short")
+        if _LONG_LONG_UINT.unpack_from(data, offset)[0] > latest:
+            raise _illegal("timestamp after the year 9999")
+        return after
+
+    return step
 
 
-def _field_table(cursor: _Cursor) -> FieldTable:
-    """A length-prefixed table; its entries must end exactly at its length."""
-    body = _Cursor(cursor.take(cursor.unpack(_LONG_UINT)))
-    table: FieldTable = {}
-    while body.offset < len(body.data):
-        name = _short_string(body)
-        table[name] = _field_value(body)
-    return table
+def _field_table(data: bytes, offset: int, end: int, depth: int) -> int:
+    return _table_entries(data, offset + 4, _length_of(data, offset, end), depth)
 
 
-def _field_array(cursor: _Cursor) -> FieldArray:
-    body = _Cursor(cursor.take(cursor.unpack(_LONG_UINT)))
-    items: FieldArray = []
-    while body.offset < len(body.data):
-        items.append(_field_value(body))
-    return items
+def _table_entries(data: bytes, position: int, after: int, depth: int) -> int:
+    """The entries of a table, from `position` to `after`: the end of the table."""
+    if depth > MAX_NESTING:
+        raise _illegal(f"tables and arrays nested more than {MAX_NESTING} deep")
+    while position < after:
+        # The field name, a short string.
+        value_at = position + 1 + data[position]
+        if value_at > after:
+            raise _illegal("field name runs past the end of its table")
+        name = data[position + 1 : value_at]
+        if not name.isascii():
+            _check_utf8(name)
+        position = _field_value(data, value_at, after, depth)
+    return after
 
 
-def _byte_array(cursor: _Cursor) -> bytearray:
-    return bytearray(cursor.take(cursor.unpack(_LONG_UINT)))
+def _field_array(data: bytes, offset: int, end: int, depth: int) -> int:
+    after = _length_of(data, offset, end)
+    if depth > MAX_NESTING:
+        raise _illegal(f"tables and arrays nested more than {MAX_NESTING} deep")
+    position = offset + 4
+    while position < after:
+        position = _field_value(data, position, after, depth)
+    return after
 
 
-#: Field value types by their octet: RabbitMQ's AMQP 0-9-1 errata table, as pamqp reads it
-#: (pamqp also reads 'L' as a signed 64-bit integer and the octet 0 as void).
-_FIELD_TYPES: Final[dict[int, Callable[[_Cursor], FieldValue]]] = {
-    ord("t"): lambda cursor: bool(cursor.unpack(_OCTET)),
-    ord("b"): lambda cursor: cursor.unpack(_SHORT_SHORT_INT),
-    ord("B"): lambda cursor: cursor.unpack(_OCTET),
-    ord("s"): lambda cursor: cursor.unpack(_SHORT_INT),
-    ord("u"): lambda cursor: cursor.unpack(_SHORT_UINT),
-    ord("I"): lambda cursor: cursor.unpack(_LONG_INT),
-    ord("i"): lambda cursor: cursor.unpack(_LONG_UINT),
-    ord("l"): lambda cursor: cursor.unpack(_LONG_LONG_INT),
-    ord("L"): lambda cursor: cursor.unpack(_LONG_LONG_INT),
-    ord("f"): lambda cursor: cursor.unpack_float(_FLOAT),
-    ord("d"): lambda cursor: cursor.unpack_float(_DOUBLE),
-    ord("D"): _decimal,
-    ord("S"): _long_string,
-    ord("A"): _field_array,
-    ord("T"): _timestamp,
-    ord("F"): _field_table,
-    ord("V"): lambda _cursor: None,
-    0: lambda _cursor: None,
-    ord("x"): _byte_array,
+def _nested(step: _Step) -> _Step:
+    def nested_step(data: bytes, offset: int, end: int, depth: int) -> int:
+        return step(data, offset, end, depth + 1)
+
+    return nested_step
+
+
+#: Field value types of RabbitMQ's AMQP 0-9-1 errata table (rabbit_binary_parser), by their
+#: octet: those of a fixed size, any value of which every client decodes, with their size...
+_FIXED_SIZES: Final[dict[int, int]] = {
+    ord("t"): 1,
+    ord("b"): 1,
+    ord("B"): 1,
+    ord("s"): 2,
+    ord("u"): 2,
+    ord("I"): 4,
+    ord("i"): 4,
+    ord("l"): 8,
+    ord("L"): 8,
+    ord("D"): 5,
+    ord("V"): 0,
+}
+#: ... those that are a long length and any octets (spec 4.2.5.3: "Long strings can contain any
+#: data"), long strings and byte arrays...
+_OCTET_STRINGS: Final = frozenset((ord("S"), ord("x")))
+#: ... and the others, with the step that checks one.
+_CHECKED_TYPES: Final[dict[int, _Step]] = {
+    ord("f"): _finite(_FLOAT),
+    ord("d"): _finite(_DOUBLE),
+    ord("T"): _timestamp_up_to(LATEST_FIELD_TIMESTAMP),
+    ord("F"): _nested(_field_table),
+    ord("A"): _nested(_field_array),
 }
 
 
-def _field_value(cursor: _Cursor) -> FieldValue:
-    kind = cursor.unpack(_OCTET)
-    decode = _FIELD_TYPES.get(kind)
-    if decode is None:
-        raise ValueError(f"unknown field type {bytes((kind,))!r}")
-    return decode(cursor)
+def _field_value(data: bytes, offset: int, end: int, depth: int) -> int:
+    if offset >= end:
+        raise _illegal("field name without a value")
+    kind = data[offset]
+    size = _FIXED_SIZES.get(kind)
+    if size is not None:  # the common cases, checked here rather than by a step
+        after = offset + 1 + size
+        if after > end:
+            raise _illegal(f"value of {size} octets cut short")
+        return after
+    if kind in _OCTET_STRINGS:
+        return _length_of(data, offset + 1, end)
+    step = _CHECKED_TYPES.get(kind)
+    if step is None:
+        raise _illegal(f"unknown field type {bytes((kind,))!r}")
+    return step(data, offset + 1, end, depth)
+
+
+# A property of the property list: `data[offset:end]` starts with it, `end` being the end of the
+# payload; the check returns the offset after it. A property that runs past the end is 505, a
+# value it may not hold 502.
+_Property = Callable[[bytes, int, int], int]
+
+
+def _short_string_property(data: bytes, offset: int, end: int) -> int:
+    after = offset + 1 + data[offset] if offset < end else end + 1
+    if after > end:
+        raise _badly_formatted("a short string runs past the end of the property list")
+    octets = data[offset + 1 : after]
+    if not octets.isascii():
+        _check_utf8(octets)
+    return after
+
+
+def _table_property(data: bytes, offset: int, end: int) -> int:
+    start = offset + 4
+    after = start + int(_LONG_UINT.unpack_from(data, offset)[0]) if start <= end else end + 1
+    if after > end:
+        raise _badly_formatted("the headers table runs past the end of the property list")
+    return _table_entries(data, start, after, 1)
+
+
+def _octet_property(data: bytes, offset: int, end: int) -> int:
+    if offset >= end:
+        raise _badly_formatted("an octet property runs past the end of the property list")
+    return offset + 1
+
+
+def _delivery_mode_property(data: bytes, offset: int, end: int) -> int:
+    after = _octet_property(data, offset, end)
+    if data[offset] > _LATEST_DELIVERY_MODE:
+        raise _illegal(f"delivery-mode {data[offset]} is neither 1 nor 2")
+    return after
+
+
+_property_timestamp: Final = _timestamp_up_to(LATEST_PROPERTY_TIMESTAMP)
+
+
+def _timestamp_property(data: bytes, offset: int, end: int) -> int:
+    if offset + 8 > end:
+        raise _badly_formatted("the timestamp runs past the end of the property list")
+    return _property_timestamp(data, offset, end, 0)
 
 
 #: The basic class properties in flag order (amqp0-9-1.xml: the first is bit 15 of the first
-#: flags word, the fourteenth, cluster-id, bit 2), as pamqp's attribute names.
-_PROPERTIES: Final[tuple[tuple[str, Callable[[_Cursor], object]], ...]] = (
-    ("content_type", _short_string),
-    ("content_encoding", _short_string),
-    ("headers", _field_table),
-    ("delivery_mode", lambda cursor: cursor.unpack(_OCTET)),
-    ("priority", lambda cursor: cursor.unpack(_OCTET)),
-    ("correlation_id", _short_string),
-    ("reply_to", _short_string),
-    ("expiration", _short_string),
-    ("message_id", _short_string),
-    ("timestamp", _timestamp),
-    ("message_type", _short_string),
-    ("user_id", _short_string),
-    ("app_id", _short_string),
-    ("cluster_id", _short_string),
+#: flags word, the fourteenth, cluster-id, bit 2), as pamqp's names, with their checks.
+_PROPERTIES: Final[tuple[tuple[str, _Property], ...]] = (
+    ("content_type", _short_string_property),
+    ("content_encoding", _short_string_property),
+    ("headers", _table_property),
+    ("delivery_mode", _delivery_mode_property),
+    ("priority", _octet_property),
+    ("correlation_id", _short_string_property),
+    ("reply_to", _short_string_property),
+    ("expiration", _short_string_property),
+    ("message_id", _short_string_property),
+    ("timestamp", _timestamp_property),
+    ("message_type", _short_string_property),
+    ("user_id", _short_string_property),
+    ("app_id", _short_string_property),
+    ("cluster_id", _short_string_property),
 )
+#: The checks of the properties each first property-flags word names, by the word (filled as
+#: words are met: at most 2**16 of them).
+_plans: dict[int, tuple[_Property, ...]] = {}
+
+
+def _plan(flags: int) -> tuple[_Property, ...]:
+    plan = _plans[flags] = tuple(
+        check
+        for bit, (_name, check) in zip(range(15, 1, -1), _PROPERTIES, strict=True)
+        if flags & (1 << bit)
+    )
+    return plan
+
+
+def _property_list_start(header_payload: bytes) -> tuple[int, int]:
+    """(the first property-flags word, where the property list starts): further flags words
+    follow while bit 0 is set (spec 4.2.6.1); the basic class has no property in them."""
+    end = len(header_payload)
+    offset = _FLAGS_START + 2
+    if offset > end:
+        raise _badly_formatted("property flags cut short")
+    flags = continuation = _SHORT_UINT.unpack_from(header_payload, _FLAGS_START)[0]
+    while continuation & 1:
+        if offset + 2 > end:
+            raise _badly_formatted("property flags cut short")
+        continuation = _SHORT_UINT.unpack_from(header_payload, offset)[0]
+        offset += 2
+    return flags, offset
+
+
+def check_basic_properties(header_payload: bytes) -> None:
+    """Raise a `HardError` (505 or 502, see the rules above) unless `header_payload`, a content
+    header payload of the basic class (class-id, weight, body-size, property flags and list),
+    decodes in every client. Nothing is decoded into objects, and the common cases are read
+    inline: this runs for every message published."""
+    end = len(header_payload)
+    if end < _FLAGS_START + 2:
+        raise _badly_formatted("property flags cut short")
+    if header_payload[2] or header_payload[3]:
+        raise _badly_formatted("the weight is not zero")
+    flags = header_payload[_FLAGS_START] << 8 | header_payload[_FLAGS_START + 1]
+    if not flags and end == _FLAGS_START + 2:
+        return  # no property: the most common header of all
+    if flags & 1:
+        flags, offset = _property_list_start(header_payload)
+    else:
+        offset = _FLAGS_START + 2
+    plan = _plans.get(flags)
+    if plan is None:
+        plan = _plan(flags)
+    for check in plan:
+        offset = check(header_payload, offset, end)
+    if offset != end:
+        raise _badly_formatted(f"{end - offset} octets after the last property")
 
 
 def decode_basic_properties(header_payload: bytes) -> commands.Basic.Properties:
-    """The properties of a content header payload (class-id, weight, body-size, then the
-    property flags and list, spec 4.2.6.1). Raises ValueError or struct.error when malformed."""
-    cursor = _Cursor(header_payload, _FLAGS_START)
-    flags = cursor.unpack(_SHORT_UINT)
-    # Bit 0 says another flags word follows; the basic class has no property there to read.
-    continuation = flags
-    while continuation & 1:
-        continuation = cursor.unpack(_SHORT_UINT)
-    # Built without __init__'s validation, as pamqp's decoder does: a cluster-id or a
-    # delivery-mode that pamqp would not send is still what the publisher sent.
+    """The properties of a content header payload that `check_basic_properties` passed, as
+    pamqp decodes them (the values a pamqp client sees, and what binding arguments, decoded by
+    pamqp too, are compared with)."""
+    flags, offset = _property_list_start(header_payload)
     properties = commands.Basic.Properties()
-    for bit, (name, decode) in zip(range(15, 1, -1), _PROPERTIES, strict=True):
-        if flags & (1 << bit):
-            setattr(properties, name, decode(cursor))
+    properties.unmarshal(flags, header_payload[offset:])
     return properties
 
 
@@ -206,56 +345,59 @@ def rewrite_headers(
     remove_fields: Collection[str] = (),
     remove_properties: Collection[str] = (),
 ) -> bytes:
-    """`header_payload` with header fields set (in place where the name is present, else at the
-    end) or removed, and whole properties (pamqp's names, not "headers") removed; every other
-    octet stays as received (BatonMQ architecture: content-header bytes are forwarded unchanged).
-    The values set are encoded as pamqp encodes them. Raises like `decode_basic_properties`."""
-    cursor = _Cursor(header_payload, _FLAGS_START)
-    flags = cursor.unpack(_SHORT_UINT)
-    continuation = flags
-    while continuation & 1:
-        continuation = cursor.unpack(_SHORT_UINT)
-    flags_end = cursor.offset
+    """`header_payload` (checked at the edge) with header fields set (in place where the name is
+    present, else at the end) or removed, and whole properties (pamqp's names, not "headers")
+    removed; every other octet stays as received (BatonMQ architecture: content-header bytes are
+    forwarded unchanged). The values set are encoded as pamqp encodes them."""
+    flags, flags_end = _property_list_start(header_payload)
+    offset, end = flags_end, len(header_payload)
     property_list: list[bytes] = []
-    for bit, (name, decode) in zip(range(15, 1, -1), _PROPERTIES, strict=True):
+    for bit, (name, check) in zip(range(15, 1, -1), _PROPERTIES, strict=True):
         mask = 1 << bit
         if name == "headers":
             if flags & mask:
-                property_list.append(_rewritten_table(cursor, set_fields, remove_fields))
+                after = check(header_payload, offset, end)
+                property_list.append(
+                    _rewritten_table(header_payload, offset, after, set_fields, remove_fields)
+                )
+                offset = after
             elif set_fields:
                 flags |= mask
                 property_list.append(_table_octets(_entry(k, v) for k, v in set_fields.items()))
         elif flags & mask:
-            start = cursor.offset
-            decode(cursor)
+            after = check(header_payload, offset, end)
             if name in remove_properties:
                 flags &= ~mask
             else:
-                property_list.append(header_payload[start : cursor.offset])
+                property_list.append(header_payload[offset:after])
+            offset = after
     return b"".join(
         (
             header_payload[:_FLAGS_START],
             _SHORT_UINT.pack(flags),
-            header_payload[_FLAGS_START + _SHORT_UINT.size : flags_end],
+            header_payload[_FLAGS_START + 2 : flags_end],
             *property_list,
         )
     )
 
 
-def _rewritten_table(cursor: _Cursor, set_fields: FieldTable, remove: Collection[str]) -> bytes:
-    body = _Cursor(cursor.take(cursor.unpack(_LONG_UINT)))
+def _rewritten_table(
+    data: bytes, offset: int, end: int, set_fields: FieldTable, remove: Collection[str]
+) -> bytes:
     entries: list[bytes] = []
     written: set[str] = set()
-    while body.offset < len(body.data):
-        start = body.offset
-        name = _short_string(body)
-        _field_value(body)
+    position = offset + 4
+    while position < end:
+        start = position
+        value_at = position + 1 + data[position]
+        name = data[start + 1 : value_at].decode("utf-8")
+        position = _field_value(data, value_at, end, 1)
         if name in set_fields:
             if name not in written:
                 entries.append(_entry(name, set_fields[name]))
                 written.add(name)
         elif name not in remove:
-            entries.append(body.data[start : body.offset])
+            entries.append(data[start:position])
     entries.extend(_entry(k, v) for k, v in set_fields.items() if k not in written)
     return _table_octets(entries)
 

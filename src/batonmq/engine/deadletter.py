@@ -25,6 +25,24 @@ log = logging.getLogger(__name__)
 
 
 def republish(vhost: VirtualHost, queue: ClassicQueue, entry: QueueEntry, reason: Reason) -> None:
+    """Republish `entry`'s message; a fault on the way is logged and the message dropped.
+
+    Dead-lettering runs inside whatever let the message go: a consumer's reject, the expiry
+    sweep, a timer, a publish that overflowed. Issue 17: "no message the broker holds can make
+    a consumer, a dead-letter path or a timer fail" and "a fault inside one queue's work is
+    contained to that queue and logged, never delays others"."""
+    try:
+        _republish(vhost, queue, entry, reason)
+    except Exception:
+        log.exception(
+            "dead-lettering message %d of queue '%s' in vhost '%s' failed; the message is dropped",
+            entry.message.id,
+            queue.name,
+            vhost.name,
+        )
+
+
+def _republish(vhost: VirtualHost, queue: ClassicQueue, entry: QueueEntry, reason: Reason) -> None:
     exchange_name = queue.options.dead_letter_exchange
     assert exchange_name is not None
     exchange = vhost.exchanges.get(exchange_name)

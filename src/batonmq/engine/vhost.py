@@ -7,6 +7,7 @@ gives a violation; the caller names the failing method and closes the channel or
 from __future__ import annotations
 
 import base64
+import logging
 import os
 from collections import defaultdict
 from collections.abc import Callable
@@ -35,6 +36,8 @@ from batonmq.routing.base import BindingArgumentError, exchange_type
 from batonmq.routing.router import Router
 from batonmq.store.base import StoredBinding, StoredExchange, StoredQueue
 from batonmq.store.journal import Journal
+
+log = logging.getLogger(__name__)
 
 #: The exchanges every virtual host has (spec 3.1.3.1 and 3.1.3.4: amq.match for headers).
 STANDARD_EXCHANGES: Final = (
@@ -568,8 +571,16 @@ class VirtualHost:
         self.remove_queue(queue)
 
     def expire_messages(self) -> int:
-        """The periodic sweep: dead-letter every expired message held in memory."""
-        return sum(queue.expire() for queue in list(self.queues.values()))
+        """The periodic sweep: dead-letter every expired message held in memory. A queue whose
+        expiry fails is logged and the sweep goes on with the others (issue 17: "a fault inside
+        one queue's work is contained to that queue and logged, never delays others")."""
+        expired = 0
+        for queue in list(self.queues.values()):
+            try:
+                expired += queue.expire()
+            except Exception:
+                log.exception("expiry of queue '%s' in vhost '%s' failed", queue.name, self.name)
+        return expired
 
     # Routing ------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from typing import Final
 
 from pamqp import commands
 
-from batonmq.amqp.frames import decode_properties
+from batonmq.amqp.properties import decode_basic_properties
 
 _FLAGS: Final = struct.Struct(">H")
 _TABLE_SIZE: Final = struct.Struct(">I")
@@ -45,8 +45,10 @@ def set_message_id_base(base: int) -> None:
 class Message:
     """What a publisher sent: where it was published, its content header as received, its body.
 
-    Properties are decoded only when something needs them (headers exchange, user-id check,
-    persistence); the header payload is forwarded to consumers unchanged.
+    The header was checked when it arrived (amqp/properties.py: every client decodes it), so it
+    is trusted here (How BatonMQ code reads, 14). Properties are decoded only when something
+    needs them (headers exchange, user-id check, persistence); the header payload is forwarded
+    to consumers unchanged.
     """
 
     exchange: str
@@ -66,7 +68,7 @@ class Message:
     @property
     def properties(self) -> commands.Basic.Properties:
         if self._properties is None:
-            self._properties = decode_properties(self.header_payload)
+            self._properties = decode_basic_properties(self.header_payload)
         return self._properties
 
     @property

@@ -448,15 +448,54 @@ def test_channel_open_on_an_open_channel_is_504():
     assert (close.class_id, close.method_id) == (20, 10)
 
 
-def test_channel_above_channel_max_is_530():
-    """Spec 4.3: "The maximum number of channels is defined at connection negotiation"; going
-    past the negotiated channel-max is 530 NOT_ALLOWED, as RabbitMQ answers ("number of channels
-    opened ... has reached the negotiated channel_max"). Channel-max itself is usable."""
+def test_channel_max_counts_open_channels_not_channel_numbers():
+    """Rule 4. The issue: "RabbitMQ opens channel 65535 on a connection whose negotiated
+    channel_max is 2047 ... Find RabbitMQ's rule and follow it." RabbitMQ's rule
+    (rabbit_reader:create_channel) refuses a new channel only when "number of channels opened
+    (N) has reached the negotiated channel_max (M)": with channel_max 4, channels 65535, 9 and
+    4000 open beside channel 1, and a fifth is 530 NOT_ALLOWED, naming channel.open."""
     client, end = opened(channel_max=4)
     assert end.connection.channel_max == 4
-    client.open_channel(4)
-    client.send(5, Channel.Open())
+    for channel in (65535, 9, 4000):
+        client.open_channel(channel)
+    client.send(2, Channel.Open())
+    close = expect_close(client, ReplyCode.NOT_ALLOWED)
+    assert "number of channels opened (4) has reached the negotiated channel_max (4)" in (
+        close.reply_text
+    )
+    assert (close.class_id, close.method_id) == (20, 10)
+
+
+def test_a_closed_channel_frees_its_place_under_channel_max():
+    """Rule 4, RabbitMQ's count of open channels: after channel.close / close-ok the channel no
+    longer counts, so another (of any number) can be opened in its place."""
+    client, _end = opened(channel_max=2)
+    client.open_channel(65535)
+    client.send(65535, Channel.Close(reply_code=200, reply_text="", class_id=0, method_id=0))
+    client.expect(Channel.CloseOk, channel=65535)
+    client.open_channel(30000)
+    client.expect_nothing()
+
+
+def test_a_channel_the_server_closed_counts_until_its_close_ok():
+    """Rule 4 with rule 6: a channel the server closed is still there until the client's
+    close-ok ("the peer ... MUST discard all frames ... until close-ok"), and RabbitMQ counts it
+    until then too (its channel_count drops at channel cleanup, on close-ok)."""
+    error = ChannelError(ReplyCode.PRECONDITION_FAILED, "for the test")
+    client, end = opened(channel_max=2)
+    client.open_channel(7)
+    end.connection.close_channel(7, error)
+    client.expect(Channel.Close, channel=7)
+    client.send(9, Channel.Open())
     expect_close(client, ReplyCode.NOT_ALLOWED)
+
+    client, end = opened(channel_max=2)
+    client.open_channel(7)
+    end.connection.close_channel(7, error)
+    client.expect(Channel.Close, channel=7)
+    client.send(7, Channel.CloseOk())
+    client.open_channel(9)
+    client.expect_nothing()
 
 
 @pytest.mark.parametrize(
@@ -735,14 +774,14 @@ def test_close_channel_truncates_the_reply_text_to_255_octets():
 
 
 def test_close_channel_escapes_a_short_string_that_was_not_utf8():
-    """A property that is not UTF-8 decodes with surrogate escapes (amqp/properties.py) and an
-    error may quote it (the user-id check); the reply-text short string is still sent, with the
-    escape written out, not a UnicodeEncodeError that aborts the connection."""
+    """A name that is not UTF-8 decodes with surrogate escapes (an alternate-exchange long
+    string, engine/exchange.py) and an error may quote it; the reply-text short string is still
+    sent, with the escape written out, not a UnicodeEncodeError that aborts the connection."""
     client, end = opened()
-    text = "user_id property set to 'gu\udcffest'"
-    end.connection.close_channel(1, ChannelError(ReplyCode.PRECONDITION_FAILED, text))
+    text = "no exchange 'ae-\udcff'"
+    end.connection.close_channel(1, ChannelError(ReplyCode.NOT_FOUND, text))
     close = client.expect(Channel.Close, channel=1)
-    assert close.reply_text.endswith("user_id property set to 'gu\\udcffest'")
+    assert close.reply_text.endswith("no exchange 'ae-\\udcff'")
 
 
 # Connection close ------------------------------------------------------------------------------

@@ -307,13 +307,14 @@ def test_decode_properties_reads_what_encode_header_payload_wrote():
     assert decode_frame(FRAME_HEADER, 1, payload).body_size == 42
 
 
-def test_malformed_properties_are_syntax_error():
-    """The flags say a content-type of 5 octets follows, and 2 do: 502 syntax-error ("a frame
-    that contained illegal values for one or more fields")."""
-    malformed = struct.pack(">HHQH", BASIC_CLASS_ID, 0, 0, 0x8000) + b"\x05\xff\xfe"
+def test_a_property_list_shorter_than_its_flags_is_badly_formatted_content():
+    """The flags say a content-type of 5 octets follows, and 2 do. Spec 4.2.6: "A peer that
+    receives an incomplete or badly-formatted content MUST raise a connection exception with
+    reply code 505 (unexpected frame)"."""
+    malformed = struct.pack(">HHQH", BASIC_CLASS_ID, 0, 0, 0x8000) + b"\x05ab"
     with pytest.raises(HardError) as caught:
         decode_properties(malformed)
-    assert caught.value.reply_code is ReplyCode.SYNTAX_ERROR
+    assert caught.value.reply_code is ReplyCode.UNEXPECTED_FRAME
 
 
 # Encoders -----------------------------------------------------------------------------------------
