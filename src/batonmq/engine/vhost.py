@@ -36,6 +36,7 @@ from batonmq.routing.base import BindingArgumentError, exchange_type
 from batonmq.routing.router import Router
 from batonmq.store.base import StoredBinding, StoredExchange, StoredQueue
 from batonmq.store.journal import Journal
+from batonmq.timers import LoopTimers
 
 log = logging.getLogger(__name__)
 
@@ -454,6 +455,8 @@ class VirtualHost:
             auto_delete=auto_delete,
             arguments=arguments,
             paging=self.paging,
+            # A timer of the queue that raises is logged naming it.
+            timers=LoopTimers(f"queue '{name}' in vhost '{self.name}'"),
             options=QueueArguments.parse(self.autocreate.arguments_for(name, arguments)),
         )
         queue.hooks = self

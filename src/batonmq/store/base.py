@@ -150,7 +150,7 @@ class PagedEntry:
 
 @dataclass(frozen=True, slots=True)
 class QuarantinedEntry:
-    """A queue entry whose message failed its checksum when read back (`batonmq.store.integrity`):
+    """A queue entry whose message failed its check when read back (`batonmq.store.integrity`):
     the store has moved it to its quarantine, so it is never delivered and leaves its queue."""
 
     sequence: int
@@ -159,6 +159,8 @@ class QuarantinedEntry:
     priority: int
     #: The length of the body as stored (what the queue's backlog counted).
     body_bytes: int
+    #: Why, for the log: the checksum does not match, or the header does not decode.
+    reason: str = "its bytes in the store do not match their checksum"
 
 
 #: What `Store.read_entries` returns: entries in sequence order, each with its message or

@@ -18,7 +18,10 @@ checked as they are read in.
 Rows written before schema version 6 have no checksum (NULL: "unchecked"): the migration does
 not compute one, because it would have to read every body of the store at the first start (the
 reason neither store checks a whole file at open), and a checksum of bytes that may already be
-damaged would vouch for them. They are delivered as before.
+damaged would vouch for them. Their content headers were not checked at the edge either (an
+older BatonMQ forwarded any header): each is checked as a publish is now
+(`batonmq.amqp.properties.check_basic_properties`), and one that no client could decode is
+quarantined like a damaged message.
 
 Quarantine: the entry that read a damaged message leaves its queue; the store moves it, with a
 copy of the message as stored, to the table `quarantined_messages` (which `batonctl db stats`
@@ -32,6 +35,8 @@ from __future__ import annotations
 import logging
 import zlib
 
+from batonmq.amqp.errors import ProtocolError
+from batonmq.amqp.properties import check_basic_properties
 from batonmq.store.base import PagedEntry, QuarantinedEntry, StoredMessage
 
 log = logging.getLogger(__name__)
@@ -53,16 +58,27 @@ def checked_entry(
     """A queue entry as read back: the entry with its message when the message's bytes match
     the checksum stored with them (or none was stored: a row older than checksums), else the
     entry to quarantine."""
-    if stored_checksum is None or stored_checksum == checksum(message):
-        return PagedEntry(sequence, delivery_count, message, expires_at)
-    return QuarantinedEntry(sequence, message.id, priority, len(message.body))
+    if stored_checksum is None:
+        try:
+            check_basic_properties(message.header_payload)
+        except ProtocolError as error:
+            return QuarantinedEntry(
+                sequence,
+                message.id,
+                priority,
+                len(message.body),
+                f"its content header does not decode ({error.reply_text})",
+            )
+    elif stored_checksum != checksum(message):
+        return QuarantinedEntry(sequence, message.id, priority, len(message.body))
+    return PagedEntry(sequence, delivery_count, message, expires_at)
 
 
 def report_quarantined(location: str, vhost: str, queue: str, entry: QuarantinedEntry) -> None:
     """The one log line of a quarantined entry (written once its quarantine is committed)."""
     log.error(
-        "message quarantined: its bytes in the store do not match their checksum; it will not be"
-        " delivered (see quarantined_messages in the store)",
+        "message quarantined: %s; it will not be delivered (see quarantined_messages in the store)",
+        entry.reason,
         extra={
             "vhost": vhost,
             "queue": queue,

@@ -768,6 +768,36 @@ async def test_a_message_stored_before_checksums_is_read_unchecked(
     assert (await store.stats()).quarantined == 0
 
 
+async def test_an_unchecked_message_whose_header_does_not_decode_is_quarantined(
+    store_factory: StoreFactory, tamper: Tamper
+) -> None:
+    """The Hardening requirements: "no message the broker holds can make a consumer, a
+    dead-letter path or a timer fail". A row written before checksums was not checked at the
+    edge either (an older BatonMQ forwarded any content header): read back, its header is
+    checked as a publish is, and one no client could decode is quarantined, never returned."""
+    store, base = await start(store_factory)
+    # Property flags announce a content-type that is not there: the header is cut short.
+    undecodable = StoredMessage(
+        base + 1, "amq.direct", "key", struct.pack(">HHQH", 60, 0, 3, 0x8000), b"old"
+    )
+    await store.commit(
+        WriteBatch(
+            queues_put=[queue("q")],
+            messages_put=[undecodable, message(base + 2)],
+            entries_put=[entry("q", 1, base + 1), entry("q", 2, base + 2)],
+        )
+    )
+    await tamper(store, base + 1, checksum=True)
+    await tamper(store, base + 2, checksum=True)
+
+    quarantined, *rest = await read_all(store, "q")
+    assert isinstance(quarantined, QuarantinedEntry)
+    assert (quarantined.sequence, quarantined.message_id) == (1, base + 1)
+    assert "content header does not decode" in quarantined.reason
+    assert rest == [PagedEntry(2, 0, message(base + 2))]
+    assert (await store.stats()).quarantined == 1
+
+
 # -- stats, backup and restore ------------------------------------------------------------------
 
 
