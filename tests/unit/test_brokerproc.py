@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Iterator
 
 import pytest
 
@@ -25,14 +24,7 @@ KeyError: 'queue'
 """
 
 
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    batonmq_logger = logging.getLogger("batonmq")
-    handlers, level = list(root.handlers), batonmq_logger.level
-    yield
-    root.handlers[:] = handlers
-    batonmq_logger.setLevel(level)
+pytestmark = pytest.mark.usefixtures("restore_logging")
 
 
 def broker_log(fmt: str, *records: tuple[int, str, bool]) -> str:

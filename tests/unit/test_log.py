@@ -6,7 +6,6 @@ import io
 import json
 import logging
 import re
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,14 +16,7 @@ TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 LOGFMT_PAIR = re.compile(r'([^\s=]+)=("(?:[^"\\]|\\.)*"|[^\s"]+)')
 
 
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    batonmq_logger = logging.getLogger("batonmq")
-    handlers, level = list(root.handlers), batonmq_logger.level
-    yield
-    root.handlers[:] = handlers
-    batonmq_logger.setLevel(level)
+pytestmark = pytest.mark.usefixtures("restore_logging")
 
 
 def parse_text(line: str) -> dict[str, str]:

@@ -184,6 +184,15 @@ _ORPHANS: Final = (
 )
 
 
+def _fsync_directory(directory: Path) -> None:
+    """Make the creation, rename or removal of a file in `directory` durable."""
+    directory_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(directory_fd)
+    finally:
+        os.close(directory_fd)
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 
@@ -348,11 +357,7 @@ class SQLiteStore:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            directory_fd = os.open(self._path.parent, os.O_RDONLY)
-            try:
-                os.fsync(directory_fd)
-            finally:
-                os.close(directory_fd)
+            _fsync_directory(self._path.parent)
         except OSError as exc:
             raise StoreUnavailable(f"cannot write {marker}: {exc.strerror}") from exc
 
@@ -730,11 +735,7 @@ class SQLiteStore:
                 Path(f"{self._path}{suffix}").unlink(missing_ok=True)
             os.replace(staged, self._path)
             # The rename is durable only once the directory is.
-            directory_fd = os.open(self._path.parent, os.O_RDONLY)
-            try:
-                os.fsync(directory_fd)
-            finally:
-                os.close(directory_fd)
+            _fsync_directory(self._path.parent)
         except OSError as exc:
             raise StoreError(f"restore of {self._path} from {directory} failed: {exc}") from exc
         finally:
