@@ -253,8 +253,9 @@ class AmqpConfig:
 class AuthConfig:
     #: The guest user may connect only from a loopback address (as RabbitMQ's loopback_users).
     guest_loopback_only: bool = _setting(True)
-    #: Failed logins from one address within `failure_window` seconds that lock it out for
-    #: `lockout` seconds; each failure also delays the next answer to that address.
+    #: Failed logins of one user from one address within `failure_window` seconds that lock
+    #: that user out from that address for `lockout` seconds; each failure also delays that
+    #: user's next answer there (security/lockout.py has the rules).
     max_failures: int = _setting(5, check=_between(1))
     failure_window: float = _setting(60.0, check=_positive_finite)
     lockout: float = _setting(300.0, check=_positive_finite)

@@ -330,7 +330,7 @@ class ServerConnection:
         if isinstance(frame.method, Connection.Close):
             self.send_method(0, Connection.CloseOk())
         if isinstance(frame.method, Connection.Close | Connection.CloseOk):
-            yield from self._end(self._close_code, self._close_text, False)
+            yield from self._end(self.close_code, self.close_text, False)
 
     def _receive_connection_method(self, method: base.Frame) -> Iterator[Event]:
         if isinstance(method, Connection.Close):
@@ -603,12 +603,12 @@ class ServerConnection:
         if self.state is State.AWAITING_HEADER:
             self.state, self.should_close_transport = State.CLOSED, True
             return
-        self._close_code, self._close_text = int(error.reply_code), short_string(error.reply_text)
+        self.close_code, self.close_text = int(error.reply_code), short_string(error.reply_text)
         self.send_method(
             0,
             Connection.Close(
                 reply_code=error.reply_code,
-                reply_text=self._close_text,
+                reply_text=self.close_text,
                 class_id=error.class_id,
                 method_id=error.method_id,
             ),
@@ -639,8 +639,9 @@ class ServerConnection:
 
     # Internals ----------------------------------------------------------------------------
 
-    _close_code: int = 0
-    _close_text: str = ""
+    #: The code and text of the connection.close the server sent; 0 and "" until it sends one.
+    close_code: int = 0
+    close_text: str = ""
 
     def _end(self, reply_code: int, reply_text: str, by_peer: bool) -> Iterator[Event]:
         self.state = State.CLOSED

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import platform
 from collections import Counter
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from batonmq.amqp.connection import ConnectionSettings
 from batonmq.engine.access import AccessControl
 from batonmq.engine.autocreate import AutocreatePolicy
 from batonmq.engine.vhost import VirtualHost
+from batonmq.logrepeat import CoalescingLog
 from batonmq.queues.classic import ClassicQueue, Paging
 from batonmq.queues.holdings import Holdings
 from batonmq.security.authn import Authenticator
@@ -101,6 +103,12 @@ class Broker:
     #: Publishes a connection may run before its input waits a loop turn (MQ 3.5 admin guide
     #: imq.<state>.count; set by the memory guard).
     publish_batch: int = field(init=False, default=5000)
+    #: Per-connection lines a client can repeat (closes, channel errors), from every session:
+    #: coalesced (issue 17), in engine/session.py's logger.
+    session_log: CoalescingLog = field(
+        init=False,
+        default_factory=lambda: CoalescingLog(logging.getLogger("batonmq.engine.session")),
+    )
 
     def __post_init__(self) -> None:
         settings = self.settings

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Literal
 
 from pamqp import base, commands
 
@@ -44,6 +44,11 @@ from batonmq.security.sasl import PeerCertificate
 
 log = logging.getLogger(__name__)
 
+#: Who ended a connection, for its log line.
+ClosedBy = Literal["client", "broker"]
+#: Closes that are no error: the normal one, and the broker's at shutdown.
+_NORMAL_CLOSE_CODES: Final = frozenset({ReplyCode.REPLY_SUCCESS, ReplyCode.CONNECTION_FORCED})
+
 #: Frame overhead counted per delivery when budgeting output (method + header frames).
 _DELIVERY_OVERHEAD: Final = 128
 
@@ -70,6 +75,8 @@ class Session:
         self.connection = ServerConnection(settings)
         self.channels: dict[int, Channel] = {}
         self.vhost_or_none: VirtualHost | None = None
+        #: The virtual host connection.open asked for (logged, granted or not).
+        self.requested_vhost: str | None = None
         self.exclusive_queues: set[ClassicQueue] = set()
         self.transport_paused = False
         #: Set by the server layer while the socket holds far more than the budget unsent.
@@ -77,6 +84,7 @@ class Session:
         #: Input is buffered but not processed while the client's output is backed up.
         self.input_held = False
         self.ended = False
+        self._close_logged = False
         self._request_flush = request_flush
         self._output_budget = output_budget
         self._pending_output = 0
@@ -163,7 +171,9 @@ class Session:
                 self.input_held = True
                 break
         if self.connection.is_closing:
-            self.teardown()  # the state machine closed the connection on bad input
+            # The state machine closed the connection on bad input (else this is logged).
+            self.log_closed("broker", self.connection.close_code, self.connection.close_text)
+            self.teardown()
         self._request_flush()
 
     def resume_input(self) -> None:
@@ -187,8 +197,8 @@ class Session:
         elif isinstance(event, OpenRequested):
             self._open(event.virtual_host)
         elif isinstance(event, ConnectionEnded):
-            if event.by_peer:
-                log.info("client closed connection", extra=self.log_fields())
+            closed_by: ClosedBy = "client" if event.by_peer else "broker"
+            self.log_closed(closed_by, event.reply_code, event.reply_text)
             self.teardown()
 
     def _login(self, event: LoginRequested) -> None:
@@ -199,10 +209,12 @@ class Session:
             def decided(outcome: str | AuthenticationError) -> None:
                 if not self.ended:
                     if isinstance(outcome, AuthenticationError):
-                        log.warning(
-                            "login refused: %s",
-                            outcome,
-                            extra={**self.log_fields(), "mechanism": event.mechanism},
+                        self.log_closed(
+                            "broker",
+                            ReplyCode.ACCESS_REFUSED,
+                            f"login refused: {outcome.reason}",
+                            user=outcome.username,
+                            mechanism=event.mechanism,
                         )
                         self.connection.refuse_login(str(outcome))
                     else:
@@ -214,6 +226,7 @@ class Session:
         self.hold_input_until(register)
 
     def _open(self, name: str) -> None:
+        self.requested_vhost = name
         vhost = self.broker.vhosts.get(name)
         if vhost is None:
             self.close(
@@ -372,9 +385,15 @@ class Session:
     # Closing ------------------------------------------------------------------------------
 
     def close_channel(self, number: int, error: ProtocolError) -> None:
-        log.info(
-            "channel closed by broker: %s", error, extra={**self.log_fields(), "channel": number}
-        )
+        # A client can repeat an error once per publish, reopening the channel each time: one
+        # line, then a count (issue 17).
+        line = {
+            **self.log_fields(),
+            "channel": number,
+            "code": int(error.reply_code),
+            "reason": error.reply_text,
+        }
+        self._log_repeatable(logging.INFO, "channel closed by broker", line)
         channel = self.channels.pop(number, None)
         if channel is not None:
             # Publishes routed before the error were taken: confirm them before the close.
@@ -385,8 +404,7 @@ class Session:
 
     def close(self, error: ProtocolError) -> None:
         """Close the connection with `error` (a hard error, or 320 at shutdown)."""
-        if error.reply_code is not ReplyCode.CONNECTION_FORCED:
-            log.warning("connection error: %s", error, extra=self.log_fields())
+        self.log_closed("broker", error.reply_code, error.reply_text)
         self.connection.close(error)
         self.teardown()
         self._request_flush()
@@ -411,9 +429,39 @@ class Session:
             if self.vhost_or_none is not None:
                 self.broker.connection_ended(self.username, self.vhost_or_none.name)
 
+    def log_closed(
+        self, closed_by: ClosedBy, code: int | None, reason: str, **fields: object
+    ) -> None:
+        """Log the end of this connection, once (issue 17: "Every connection the broker closes,
+        for any reason ..., is logged once with peer address, user, vhost, code and reason"):
+        the first end told is the cause (a close sent or received, a refused login, a timeout,
+        a lost socket); what follows it (the close-ok, the socket closing) is the same end.
+        `code` is None when no connection.close went either way. A broker's close for an
+        error is a warning; the rest (the client's, 200, 320 at shutdown) is information.
+        Repeats of one end from one host (a guesser, a client that reconnects in a loop) are
+        counted rather than written one by one."""
+        if self._close_logged:
+            return
+        self._close_logged = True
+        error = closed_by == "broker" and code not in _NORMAL_CLOSE_CODES
+        line = {
+            **self.log_fields(),
+            "code": None if code is None else int(code),
+            "reason": reason,
+            "closed_by": closed_by,
+            **fields,
+        }
+        self._log_repeatable(logging.WARNING if error else logging.INFO, "connection closed", line)
+
+    def _log_repeatable(self, level: int, text: str, line: dict[str, object]) -> None:
+        """Log a line that a client can make the broker repeat: repeats from one host that
+        differ only in the client's port and channel are counted (`CoalescingLog`)."""
+        same = tuple(value for name, value in line.items() if name not in ("peer", "channel"))
+        self.broker.session_log.log(level, text, line, key=(level, text, self.peer[0], *same))
+
     def log_fields(self) -> dict[str, object]:
         return {
             "peer": f"{self.peer[0]}:{self.peer[1]}",
             "user": self.connection.username,
-            "vhost": self.connection.virtual_host,
+            "vhost": self.requested_vhost,
         }

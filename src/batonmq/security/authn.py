@@ -8,8 +8,9 @@ checked against the SASL response of connection.start-ok.
   known user; the password plays no part.
 - The user `guest` may log in from loopback addresses only, as RabbitMQ's `loopback_users`
   (`auth.guest_loopback_only`); `batonctl user delete guest` disables it.
-- Repeated failures from one address are slowed down and then locked out for a while
-  (`LoginThrottle`).
+- Repeated failures of one user from one address are slowed down and then locked out for a
+  while, that user from that address only; spraying user names from one address is slowed down
+  (`LoginThrottle`, whose docstring has the rules). Each lockout is logged once.
 
 Checking a password is deliberately slow (about 40 ms of scrypt), so it runs off the event loop
 (`offload`). A password checked once is remembered as a keyed digest (HMAC with a key that lives
@@ -22,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import logging
 import math
 import secrets
 from collections.abc import Callable
@@ -30,14 +32,28 @@ from functools import cache
 
 from batonmq.security.lockout import LoginThrottle
 from batonmq.security.passwords import Credential, verify_unknown_user
-from batonmq.security.sasl import PeerCertificate, SaslError, decode_response, external_username
+from batonmq.security.sasl import (
+    PeerCertificate,
+    SaslError,
+    decode_response,
+    external_username,
+)
 from batonmq.timers import LoopTimers, Timers
+
+log = logging.getLogger(__name__)
 
 GUEST = "guest"
 
 
 class AuthenticationError(Exception):
-    """Login refused; the text goes to the client in connection.close 403."""
+    """Login refused. `str(error)` goes to the client in connection.close 403 (RabbitMQ's words
+    where RabbitMQ has them); `reason` says why, for the broker's log; `username` is the user the
+    client named ("" when its response named none)."""
+
+    def __init__(self, reply_text: str, reason: str, username: str) -> None:
+        super().__init__(reply_text)
+        self.reason = reason
+        self.username = username
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,12 +100,34 @@ def is_loopback(host: str) -> bool:
     return address.is_loopback
 
 
-def _refused(mechanism: str) -> AuthenticationError:
-    # The same words for a wrong user and a wrong password (the log has the details).
+def _refused(mechanism: str, reason: str, username: str) -> AuthenticationError:
+    # The same words to the client for a wrong user and a wrong password; the log has `reason`.
     return AuthenticationError(
         f"Login was refused using authentication mechanism {mechanism}. "
-        "For details see the broker logfile."
+        "For details see the broker logfile.",
+        reason,
+        username,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    """Who a login attempt says it is: its username (the certificate's CN for EXTERNAL) and
+    password (None for EXTERNAL), or why its response says nothing readable (username "")."""
+
+    username: str
+    password: str | None = None
+    malformed: str | None = None
+
+
+def _claim(attempt: LoginAttempt) -> _Claim:
+    try:
+        if attempt.mechanism == "EXTERNAL":
+            return _Claim(external_username(attempt.response, attempt.peer_certificate))
+        credentials = decode_response(attempt.mechanism, attempt.response)
+    except SaslError as error:
+        return _Claim("", malformed=str(error))
+    return _Claim(credentials.username, credentials.password)
 
 
 @dataclass(eq=False)
@@ -122,38 +160,44 @@ class Authenticator:
 
     def authenticate(self, attempt: LoginAttempt, decided: Decided) -> None:
         """Check `attempt` and call `decided` with the username or the refusal: at once, after
-        the throttle's delay for its address, or when the password check comes back."""
-        host = attempt.peer_host
-        locked_for = self._throttle.locked_out_for(host)
+        the throttle's delay for its user and address, or when the password check comes back."""
+        claim = _claim(attempt)
+        username, host = claim.username, attempt.peer_host
+        locked_for = math.ceil(self._throttle.locked_out_for(username, host))
         if locked_for:
             decided(
                 AuthenticationError(
-                    f"too many failed logins from {host}: locked out for another "
-                    f"{math.ceil(locked_for)} s"
+                    f"too many failed logins for user '{username}' from {host}: locked out "
+                    f"for another {locked_for} s",
+                    f"locked out after {self.max_failures} failed logins",
+                    username,
                 )
             )
             return
-        delay = self._throttle.delay_for(host)
+        delay = self._throttle.delay_for(username, host)
         if delay:
-            self.timers.call_later(round(delay * 1000), lambda: self._check(attempt, decided))
+            log.debug("login delayed", extra={"user": username, "peer": host, "seconds": delay})
+            self.timers.call_later(
+                round(delay * 1000), lambda: self._check(attempt, claim, decided)
+            )
         else:
-            self._check(attempt, decided)
+            self._check(attempt, claim, decided)
 
-    def _check(self, attempt: LoginAttempt, decided: Decided) -> None:
-        mechanism = attempt.mechanism
-        try:
-            if mechanism == "EXTERNAL":
-                username = external_username(attempt.response, attempt.peer_certificate)
-                if username not in self.users:
-                    raise SaslError(f"certificate CN '{username}' is not a known user")
-                self._settle(attempt, username, True, decided)
-                return
-            credentials = decode_response(mechanism, attempt.response)
-        except SaslError as error:
-            self._throttle.record_failure(attempt.peer_host)
-            decided(AuthenticationError(str(error)))
+    def _check(self, attempt: LoginAttempt, claim: _Claim, decided: Decided) -> None:
+        username, password = claim.username, claim.password
+        if claim.malformed is not None:
+            malformed = AuthenticationError(claim.malformed, claim.malformed, username)
+            self._settle(attempt, username, malformed, decided)
             return
-        username, password = credentials.username, credentials.password
+        if password is None:  # EXTERNAL: the TLS handshake has verified the certificate
+            unknown = f"certificate CN '{username}' is not a known user"
+            self._settle(
+                attempt,
+                username,
+                None if username in self.users else AuthenticationError(unknown, unknown, username),
+                decided,
+            )
+            return
         credential = self.users.get(username)
         digest = hmac.digest(
             self._key,
@@ -161,7 +205,7 @@ class Authenticator:
             hashlib.sha256,
         )
         if credential is not None and self._checked.get(username) == (credential, digest):
-            self._settle(attempt, username, True, decided)
+            self._settle(attempt, username, None, decided)
             return
 
         def work() -> _Checked:
@@ -181,28 +225,49 @@ class Authenticator:
 
         def checked(result: _Checked) -> None:
             # A user deleted or given a new password meanwhile is checked against the new state.
-            ok = result.ok and credential is not None and self.users.get(username) is credential
-            if ok:
+            if credential is None:
+                why: str | None = "no such user"
+            elif not result.ok:
+                why = "wrong password"
+            elif self.users.get(username) is not credential:
+                why = "the user was changed or deleted during the check"
+            else:
+                why = None
                 if result.upgraded is not None:
                     self.users[username] = result.upgraded
                     if self.on_upgrade is not None:
                         self.on_upgrade(username, result.upgraded)
                 self._checked[username] = (self.users[username], digest)
-            self._settle(attempt, username, ok, decided)
+            refusal = None if why is None else _refused(attempt.mechanism, why, username)
+            self._settle(attempt, username, refusal, decided)
 
         self.offload(work, checked)
 
-    def _settle(self, attempt: LoginAttempt, username: str, ok: bool, decided: Decided) -> None:
+    def _settle(
+        self,
+        attempt: LoginAttempt,
+        username: str,
+        refusal: AuthenticationError | None,
+        decided: Decided,
+    ) -> None:
         host = attempt.peer_host
-        if not ok:
-            self._throttle.record_failure(host)
-            decided(_refused(attempt.mechanism))
+        if refusal is not None:
+            if self._throttle.record_failure(username, host):
+                # Issue 17: "log each lockout once with user, peer and duration".
+                log.warning(
+                    "login locked out after %d failed logins",
+                    self.max_failures,
+                    extra={"user": username, "peer": host, "duration": self.lockout},
+                )
+            decided(refusal)
         elif username == GUEST and self.guest_loopback_only and not is_loopback(host):
             decided(
                 AuthenticationError(
-                    "user 'guest' can only connect via localhost (auth.guest_loopback_only)"
+                    "user 'guest' can only connect via localhost (auth.guest_loopback_only)",
+                    "guest may log in from loopback addresses only (auth.guest_loopback_only)",
+                    username,
                 )
             )
         else:
-            self._throttle.record_success(host)
+            self._throttle.record_success(username, host)
             decided(username)

@@ -211,6 +211,7 @@ class BrokerServer:
                 if protocol.transport is not None:
                     protocol.transport.abort()
         await self.listening.wait_closed()
+        self.broker.session_log.flush()  # the counts of repeated lines not yet logged
         await self.close_store()
         self._login_checks.shutdown(wait=False, cancel_futures=True)
 

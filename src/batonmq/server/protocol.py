@@ -118,12 +118,12 @@ class AMQPProtocol(asyncio.Protocol):
         try:
             if self.session is not None:
                 session = self.session
-                if not session.ended:
-                    log.info(
-                        "connection lost%s",
-                        f": {exc}" if exc else "",
-                        extra={"peer": f"{session.peer[0]}:{session.peer[1]}"},
-                    )
+                # Logged unless the end was already (a close either way, a timeout).
+                session.log_closed(
+                    "client",
+                    None,
+                    f"connection lost: {exc}" if exc else "the client closed the socket",
+                )
                 session.teardown()
         finally:
             # Shutdown waits for every connection to be lost: whatever teardown raised.
@@ -196,6 +196,8 @@ class AMQPProtocol(asyncio.Protocol):
             log.exception(
                 "internal error; aborting connection", extra={"peer": f"{peer[0]}:{peer[1]}"}
             )
+            if self.session is not None:
+                self.session.log_closed("broker", None, "internal error")
             if self.transport is not None:
                 self.transport.abort()
 
@@ -239,12 +241,9 @@ class AMQPProtocol(asyncio.Protocol):
         self._schedule_tick()
 
     def _abort(self, reason: str) -> None:
+        """Close the socket with no connection.close (spec 4.2.7 for missed heartbeats)."""
         assert self.transport is not None and self.session is not None
-        log.warning(
-            "closing connection: %s",
-            reason,
-            extra={"peer": f"{self.session.peer[0]}:{self.session.peer[1]}"},
-        )
+        self.session.log_closed("broker", None, reason)
         self.transport.abort()
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from batonmq.logrepeat import CoalescingLog
 from batonmq.model.message import Message
 from batonmq.store.base import (
     ObjectKey,
@@ -44,6 +45,8 @@ log = logging.getLogger(__name__)
 DurableCallback = Callable[[bool], None]
 ReadCallback = Callable[[PageRead | None], None]
 _EntryKey = tuple[str, str, int]
+#: A read back (paging in): vhost, queue, after_sequence, limit, priority, callback.
+_Read = tuple[str, str, int, int, int | None, ReadCallback]
 _T = TypeVar("_T")
 _BindingKey = tuple[str, str, str, str, str, str]
 #: Seconds before a failed batch's acknowledgements are written again when nothing else comes;
@@ -81,7 +84,7 @@ class _Gathering:
     vhosts_put: set[str] = field(default_factory=set)
     users_put: dict[str, StoredUser] = field(default_factory=dict)
     waiting: list[DurableCallback] = field(default_factory=list)
-    reads: list[tuple[str, str, int, int, int | None, ReadCallback]] = field(default_factory=list)
+    reads: list[_Read] = field(default_factory=list)
     changed: bool = False
 
     def take_back(self, failed: _Gathering) -> bool:
@@ -359,6 +362,10 @@ class Journal:
     async def _commit_batches(self) -> None:
         assert self.store is not None
         store = self.store
+        # A store that fails fails every batch: one line, then a count per 10 s, and the last
+        # count when writes (reads) succeed again or the journal stops (issue 17, defect 6).
+        write_failures, read_failures = CoalescingLog(log), CoalescingLog(log)
+        where = {"store": store.location}
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
@@ -376,14 +383,17 @@ class Journal:
                 except StoreError as error:
                     ok = False
                     self.failures += 1
-                    log.error("store write failed: %s", error, extra={"store": store.location})
-                except Exception:
+                    write_failures.log(logging.ERROR, f"store write failed: {error}", where)
+                except Exception as error:
                     # A defect, not the store's state: say so, and keep the broker serving.
                     ok = False
                     self.failures += 1
-                    log.exception("store write failed", extra={"store": store.location})
+                    write_failures.log(
+                        logging.ERROR, f"store write failed: {error!r}", where, exc_info=error
+                    )
                 else:
                     self.commits += 1
+                    write_failures.flush()
             self._committing = None
             if not ok and self._gathering.take_back(gathering):
                 # Written again: with the next batch, or after a pause if nothing else comes.
@@ -393,22 +403,15 @@ class Journal:
             waiting, gathering.waiting = gathering.waiting, []
             for callback in waiting:
                 self._call(callback, ok)
-            for vhost, queue, after, limit, priority, read_callback in gathering.reads:
-                entries: PageRead | None
-                try:
-                    entries = await store.read_entries(vhost, queue, after, limit, priority)
-                except StoreError as error:
-                    log.error("store read failed: %s", error, extra={"queue": queue})
-                    entries = None
-                except Exception:
-                    log.exception("store read failed", extra={"queue": queue})
-                    entries = None
-                self._call(read_callback, entries)
+            for read in gathering.reads:
+                await self._read(store, read, read_failures)
             if (
                 self._stopping
                 and not self._gathering.reads
                 and (not self._gathering.changed or not ok)
             ):
+                write_failures.flush()
+                read_failures.flush()
                 if not ok:
                     log.error(
                         "store write failed at shutdown: %d acknowledgements and deliveries "
@@ -417,6 +420,22 @@ class Journal:
                         extra={"store": store.location},
                     )
                 return
+
+    async def _read(self, store: Store, read: _Read, failures: CoalescingLog) -> None:
+        vhost, queue, after, limit, priority, callback = read
+        entries: PageRead | None
+        where = {"store": store.location, "queue": queue}
+        try:
+            entries = await store.read_entries(vhost, queue, after, limit, priority)
+        except StoreError as error:
+            failures.log(logging.ERROR, f"store read failed: {error}", where)
+            entries = None
+        except Exception as error:
+            failures.log(logging.ERROR, f"store read failed: {error!r}", where, exc_info=error)
+            entries = None
+        else:
+            failures.flush()
+        self._call(callback, entries)
 
     def _retry_later(self) -> None:
         delay, self._retry_delay = self._retry_delay, min(2 * self._retry_delay, _LAST_RETRY_DELAY)
