@@ -28,7 +28,7 @@ def broker_logs_are_clean(request: pytest.FixtureRequest) -> Iterator[None]:
     when the test ends, and the test fails if the broker's log holds a traceback or an error
     record that the test did not declare with
     `@pytest.mark.expected_log_errors(regex, ..., reason="why the test provokes them")`:
-    a crash that the client never sees cannot pass (issue 17, "The test harness").
+    a crash that the client never sees cannot pass (hardening, "The test harness").
 
     Autouse, so it is set up before the test's other fixtures and torn down after them: the
     brokers they started have been stopped, and their logs are complete."""

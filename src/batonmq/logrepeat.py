@@ -1,4 +1,4 @@
-"""Repeated log lines coalesced: one line, then a count (issue 17: "One failed commit per message
+"""Repeated log lines coalesced: one line, then a count (hardening: "One failed commit per message
 floods the log (39,000 identical lines in one outage): coalesce repeats").
 
 `RepeatCounter` decides and is pure (the clock is injected, BatonMQ style §5); `CoalescingLog`

@@ -30,7 +30,7 @@ class LoopTimers:
     """Timers on the running asyncio loop (the broker's). `owner` names whose timers they are
     (e.g. "queue 'q' in vhost '/'") in the log.
 
-    A callback that raises is logged with its owner and goes no further (issue 17: "a fault
+    A callback that raises is logged with its owner and goes no further (hardening: "a fault
     inside one queue's work is contained to that queue and logged, never delays others"): the
     loop's own handler would log it with no owner, and a test's would fail on it."""
 

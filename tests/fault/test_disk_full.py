@@ -46,7 +46,7 @@ def test_a_full_disk_nacks_publishes_and_loses_nothing_confirmed(tmp_path: Path)
             channel.queue_declare("big", durable=True)
             confirmed = publish_until_nacked(channel)
             assert confirmed, "the disk filled before anything was stored"
-            # Issue 17, defect 2: "nack means the broker did not take the message: it is on no
+            # Hardening, defect 2: "nack means the broker did not take the message: it is on no
             # queue" (before, the nacked message was enqueued and delivered all the same).
             channel = connection.channel()
             declared = channel.queue_declare("big", durable=True, passive=True)

@@ -3,7 +3,7 @@ on a real SQLite file: a publisher's stream is cut in the middle of a frame, a c
 blackholed, a consumer is cut while large deliveries are on their way. Every check counts the
 messages the broker took (confirmed) or handed out, and proves none was lost.
 
-Issue 17, "The test harness": "tests through it: a connection cut mid-publish loses no
+Hardening, "The test harness": "tests through it: a connection cut mid-publish loses no
 confirmed message and leaves no half message in a queue; a blackholed client is detected by
 heartbeat within two heartbeat intervals and its unacked messages are requeued; a consumer cut
 mid-delivery gets its messages back on another connection."
@@ -133,7 +133,7 @@ def queued_numbers(broker: RunningBroker) -> list[int]:
 def test_a_cut_mid_publish_loses_no_confirmed_message_and_leaves_no_half_message(
     tmp_path: Path,
 ):
-    """Issue 17: "a connection cut mid-publish loses no confirmed message and leaves no half
+    """Hardening: "a connection cut mid-publish loses no confirmed message and leaves no half
     message in a queue". AMQP 0-9-1 §4.2.6: "A peer that receives an incomplete or
     badly-formatted content MUST raise a connection exception": a content whose frames stop
     coming is no message. The proxy cuts the publisher's stream inside a frame; every
@@ -195,11 +195,11 @@ def abandon(connection: BlockingConnection, proxy: FaultProxy) -> None:
 def test_a_blackholed_consumer_is_detected_by_heartbeat_and_its_messages_requeued(
     heartbeat_broker: RunningBroker,
 ):
-    """Issue 17: "a blackholed client is detected by heartbeat within two heartbeat intervals
+    """Hardening: "a blackholed client is detected by heartbeat within two heartbeat intervals
     and its unacked messages are requeued". AMQP 0-9-1 §4.2.7: "If a peer detects no incoming
     traffic (i.e. received octets) for two heartbeat intervals or longer, it should close the
     connection ... and log an error"; RabbitMQ's Heartbeats guide: "After two missed
-    heartbeats, the peer is considered to be unreachable." Issue 17, defect 6: every connection
+    heartbeats, the peer is considered to be unreachable." Hardening, defect 6: every connection
     the broker closes is logged once.
     """
     broker = heartbeat_broker
@@ -235,7 +235,7 @@ def test_a_blackholed_consumer_is_detected_by_heartbeat_and_its_messages_requeue
 def test_a_consumer_cut_mid_delivery_gets_its_messages_back_on_another_connection(
     heartbeat_broker: RunningBroker,
 ):
-    """Issue 17: "a consumer cut mid-delivery gets its messages back on another connection".
+    """Hardening: "a consumer cut mid-delivery gets its messages back on another connection".
     RabbitMQ's Consumer Acknowledgements guide: a consumer whose connection closes before it
     acknowledged a delivery has it requeued, and the redelivery carries the redelivered flag
     (AMQP 0-9-1, basic.deliver's redelivered: "This indicates that the message has been

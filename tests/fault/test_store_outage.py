@@ -84,7 +84,7 @@ def exists(channel: BlockingChannel, queue: str) -> bool:
 def test_a_durable_declare_whose_write_fails_leaves_nothing_and_a_retry_writes_it(
     life: BrokerLife, outage: ThrowawayServer
 ):
-    """Issue 17, defect 1: "a change to durable state becomes visible (in memory, to clients, in
+    """Hardening, defect 1: "a change to durable state becomes visible (in memory, to clients, in
     declare-ok) only after the store has committed it; a failed write leaves memory exactly as
     before, and a retry writes again." Before, the queue stayed in memory, the retry wrote
     nothing, and after a restart the queue and every confirmed message were gone."""
@@ -125,7 +125,7 @@ def test_a_durable_declare_whose_write_fails_leaves_nothing_and_a_retry_writes_i
 def test_a_durable_delete_whose_write_fails_keeps_the_queue_and_its_messages(
     life: BrokerLife, outage: ThrowawayServer
 ):
-    """Issue 17, defect 1: "A failed delete likewise removes the object from memory while the
+    """Hardening, defect 1: "A failed delete likewise removes the object from memory while the
     store keeps it." Now the queue, its messages and its consumers stay, in memory and in the
     store, and a retry deletes it."""
     with connected(life.current) as first:
@@ -149,7 +149,7 @@ def test_a_durable_delete_whose_write_fails_keeps_the_queue_and_its_messages(
 def test_a_nacked_publish_is_on_no_queue_and_a_failed_commit_shows_nothing(
     life: BrokerLife, outage: ThrowawayServer
 ):
-    """Issue 17, defect 2: "nack means the broker did not take the message: it is on no queue.
+    """Hardening, defect 2: "nack means the broker did not take the message: it is on no queue.
     Same for a failed tx.commit: nothing of the transaction is visible." Before, a nacked message
     was delivered to consumers, and a publisher retrying on nack made duplicates."""
     with connected(life.current) as consumer, connected(life.current) as publisher:
@@ -185,7 +185,7 @@ def test_a_nacked_publish_is_on_no_queue_and_a_failed_commit_shows_nothing(
 def test_acknowledgements_during_an_outage_are_written_when_the_store_returns(
     life: BrokerLife, outage: ThrowawayServer
 ):
-    """Issue 17, defect 4: "An ack that could not be persisted must not be reported as done:
+    """Hardening, defect 4: "An ack that could not be persisted must not be reported as done:
     after a restart the message comes back with the redelivered flag set." The broker keeps
     the acknowledgements and delivery counts its store refused and writes them once it is back:
     the acknowledged message does not come back, the one delivered and not acknowledged comes

@@ -1,7 +1,7 @@
 """The harness's broker-log check, end to end: a pytest run of its own whose tests start a real
 broker and make it log an error record, with and without declaring it.
 
-Issue 17, "The test harness": "The helper that starts a real broker for integration tests
+Hardening, "The test harness": "The helper that starts a real broker for integration tests
 fails the test when the broker's log holds a traceback or an unexpected ERROR line, so a crash
 that the client never sees cannot pass."
 """

@@ -1,5 +1,5 @@
 """Every connection end is logged once, whoever ended it and however, read from a real broker's
-log after raw frames. Issue 17: "Every connection the broker closes, for any reason (frame errors
+log after raw frames. Hardening: "Every connection the broker closes, for any reason (frame errors
 501/502/504/505/530/540, heartbeat timeout, access refused), is logged once with peer address,
 user, vhost, code and reason.\""""
 
@@ -90,7 +90,7 @@ CASES: dict[str, tuple[Callable[[RawClient], None], int, str]] = {
 def test_a_connection_closed_for_bad_frames_is_logged_once_with_all_fields(
     batonmq: RunningBroker, case: str
 ):
-    """Issue 17: frame errors 501/504/505/540 are "logged once with peer address, user, vhost,
+    """Hardening: frame errors 501/504/505/540 are "logged once with peer address, user, vhost,
     code and reason"; a broker's error close is a warning."""
     send_bad_input, code, reason = CASES[case]
     client = open_connection(batonmq, channel=1)
@@ -108,7 +108,7 @@ def test_a_connection_closed_for_bad_frames_is_logged_once_with_all_fields(
 def test_a_refused_login_is_logged_once_with_the_user_the_mechanism_and_why(
     batonmq: RunningBroker,
 ):
-    """Issue 17: "A refused login names the user, the mechanism, the peer and why; it never
+    """Hardening: "A refused login names the user, the mechanism, the peer and why; it never
     says "see the broker logfile" inside the broker's own log"; 403 access refused is logged
     once with the five fields."""
     client = connect(batonmq)
@@ -124,7 +124,7 @@ def test_a_refused_login_is_logged_once_with_the_user_the_mechanism_and_why(
 
 
 def test_a_vhost_refused_at_open_is_logged_with_the_vhost_asked_for(batonmq: RunningBroker):
-    """Issue 17: closes "logged once with peer address, user, vhost, code and reason" (530 for
+    """Hardening: closes "logged once with peer address, user, vhost, code and reason" (530 for
     a virtual host that does not exist, as RabbitMQ)."""
     client = connect(batonmq)
     client.start()
@@ -139,7 +139,7 @@ def test_a_vhost_refused_at_open_is_logged_with_the_vhost_asked_for(batonmq: Run
 
 
 def test_a_missed_heartbeat_close_is_logged_once(batonmq: RunningBroker):
-    """Issue 17: "heartbeat timeout" is logged once; spec 4.2.7: a peer that detects no incoming
+    """Hardening: "heartbeat timeout" is logged once; spec 4.2.7: a peer that detects no incoming
     traffic closes "without following the Connection.Close/Close-Ok handshaking", so no code
     went either way (code=null)."""
     client = open_connection(batonmq, channel=None, heartbeat_interval=1)
@@ -150,7 +150,7 @@ def test_a_missed_heartbeat_close_is_logged_once(batonmq: RunningBroker):
 
 
 def test_a_client_close_is_information_and_names_the_client(batonmq: RunningBroker):
-    """Issue 17: every end is logged once; "INFO for client-initiated/normal closes"."""
+    """Hardening: every end is logged once; "INFO for client-initiated/normal closes"."""
     client = open_connection(batonmq, channel=None)
     client.send_frame(commands.Connection.Close(200, "bye", 0, 0))
     client.expect(commands.Connection.CloseOk)
@@ -160,7 +160,7 @@ def test_a_client_close_is_information_and_names_the_client(batonmq: RunningBrok
 
 
 def test_a_login_guessed_in_a_loop_is_logged_once_then_counted(tmp_path):
-    """Issue 17: per-connection lines under attack are coalesced: the first refusal at once,
+    """Hardening: per-connection lines under attack are coalesced: the first refusal at once,
     then "(xN in the last 10 s)" for the repeats (here, at shutdown's flush)."""
     broker = start_broker(tmp_path, "--log-format", "json")
     try:
@@ -180,7 +180,7 @@ def test_a_login_guessed_in_a_loop_is_logged_once_then_counted(tmp_path):
 
 
 def test_a_socket_dropped_by_the_client_is_logged_once(batonmq: RunningBroker):
-    """Issue 17: every end is logged once, a client that drops the socket without
+    """Hardening: every end is logged once, a client that drops the socket without
     connection.close too (no code went either way)."""
     client = open_connection(batonmq, channel=1)
     port = client.sock.getsockname()[1]

@@ -16,7 +16,7 @@ aio-pika to the exact values (doubles that no float holds, NaN payloads, -0.0). 
 store keeps (binding arguments) keep their types across a restart. Where the broker itself adds
 header fields (x-delivery-count, x-death), every other octet stays.
 
-"Every value" is every value some consumer can decode: issue 17 has the broker refuse at the edge
+"Every value" is every value some consumer can decode: hardening has the broker refuse at the edge
 what pika or aio-pika could not decode (short strings that are not UTF-8, NaN and infinities,
 timestamps past the year 9999: amqp/properties.py, tests/integration/test_poison_headers.py).
 """
@@ -836,7 +836,7 @@ def test_pika_empty_short_strings_arrive_empty_not_absent(broker: RunningBroker)
 
 
 def test_pika_a_user_id_not_utf8_closes_the_publishers_connection(broker: RunningBroker):
-    """Issue 17: "the broker decodes and validates every property at the edge ... and closes the
+    """Hardening: "the broker decodes and validates every property at the edge ... and closes the
     *publisher's* connection with the proper code (502 syntax-error ...)". A user-id that is not
     UTF-8 (spec 4.2.5.3: short strings carry UTF-8; pamqp, and so aio-pika, cannot decode it)
     is refused there, before RabbitMQ's "Validated User-ID" check could answer 406."""

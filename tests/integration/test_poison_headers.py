@@ -1,6 +1,6 @@
 """Poison content headers stopped at the edge, with raw frames and real clients.
 
-Issue 17, defect 3: "A publisher can send a property table or field that does not decode; the
+Hardening, defect 3: "A publisher can send a property table or field that does not decode; the
 broker stores and delivers it, and pika consumers crash on it." Rules: "the broker decodes and
 validates every property at the edge when the message arrives and closes the *publisher's*
 connection with the proper code (502 syntax-error / 505 unexpected-frame as the specification
@@ -127,7 +127,7 @@ def test_a_malformed_header_closes_the_publishers_connection_and_nothing_else(
     code: int,
     whole: bool,
 ) -> None:
-    """Issue 17: the broker "closes the *publisher's* connection with the proper code (502
+    """Hardening: the broker "closes the *publisher's* connection with the proper code (502
     syntax-error / 505 unexpected-frame as the specification says)": 505 for a badly-formatted
     header (spec 4.2.6: "A peer that receives an incomplete or badly-formatted content MUST raise
     a connection exception with reply code 505"), 502 for a value no client can decode ("a frame
@@ -284,7 +284,7 @@ def publish_with_confirm(broker: RunningBroker, exchange: str, header_payload: b
 def test_every_header_is_refused_or_decoded_by_pika_and_aio_pika(
     consumers: Consumers, header_payload: bytes
 ) -> None:
-    """Issue 17: "throws random property tables and field values at the publish path and checks
+    """Hardening: "throws random property tables and field values at the publish path and checks
     that each is either refused with the publisher's connection closed, or delivered to a pika
     consumer and an aio-pika consumer that both decode it". Refused: connection.close 502 or
     505, and neither consumer gets anything. Delivered: both get it, with the properties each

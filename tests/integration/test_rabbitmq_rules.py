@@ -1,4 +1,4 @@
-"""Behaviour that client libraries rely on, where BatonMQ used to differ from RabbitMQ (issue 17,
+"""Behaviour that client libraries rely on, where BatonMQ used to differ from RabbitMQ (hardening,
 "Behaviour that clients rely on"). Each was seen breaking a client library's own tests; each test
 quotes RabbitMQ's rule, and runs against a RabbitMQ too (--amqp-url)."""
 

@@ -115,7 +115,7 @@ def test_a_qpid_base64md5_password_file_is_imported_and_upgraded_at_login(
 def test_a_lockout_refuses_the_failing_user_from_that_address_and_no_one_else(
     workdir: Path, store_environment: dict[str, str]
 ):
-    """Issue 17, defect 7: "Five failed logins from one address lock that *address* out for
+    """Hardening, defect 7: "Five failed logins from one address lock that *address* out for
     300 s: every user behind it, with correct credentials, is refused" no more. "Count failures
     per user and address, ... never refuse correct credentials because someone else failed, and
     log each lockout once with user, peer and duration. Keep the protection against password

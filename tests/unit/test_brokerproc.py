@@ -1,7 +1,7 @@
 """The harness's broker-log check (tests.brokerproc.log_problems), on lines written by the
 broker's own formatters (batonmq.log), so that a change of the log format cannot blind it.
 
-Issue 17, "The test harness": "The helper that starts a real broker for integration tests
+Hardening, "The test harness": "The helper that starts a real broker for integration tests
 fails the test when the broker's log holds a traceback or an unexpected ERROR line, so a crash
 that the client never sees cannot pass."
 """
@@ -94,7 +94,7 @@ def test_a_traceback_python_printed_itself_is_one_problem_with_its_lines():
 
 @pytest.mark.parametrize("fmt", ["text", "json"])
 def test_an_expected_error_is_no_problem_and_an_unexpected_one_still_is(fmt: str):
-    """A test declares the errors it provokes on purpose (issue 17: "unless the test declares
+    """A test declares the errors it provokes on purpose (hardening: "unless the test declares
     the lines it expects"); only the lines a declared regular expression matches pass."""
     log = broker_log(
         fmt,

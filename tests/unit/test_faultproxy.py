@@ -1,7 +1,7 @@
 """The tests' TCP fault proxy (tests.faultproxy) in front of a trivial echo server, on real
 loopback sockets: each mode does what it says, on connections already open.
 
-Issue 17, "The test harness": "A small TCP fault proxy in the tests (forward, drop, blackhole,
+Hardening, "The test harness": "A small TCP fault proxy in the tests (forward, drop, blackhole,
 delay, cut mid-frame)".
 """
 

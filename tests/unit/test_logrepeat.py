@@ -1,4 +1,4 @@
-"""Repeated log lines coalesced (batonmq.logrepeat), with a fake clock. Issue 17: "One failed
+"""Repeated log lines coalesced (batonmq.logrepeat), with a fake clock. Hardening: "One failed
 commit per message floods the log (39,000 identical lines in one outage): coalesce repeats
 ("store commit failed: ... (xN in the last 10 s)")." The rules are numbered in the module's
 docstring."""
@@ -100,7 +100,7 @@ def captured() -> Iterator[tuple[logging.Logger, io.StringIO]]:
 
 
 def test_coalescing_log_writes_the_repeat_line_with_its_count(clock, captured):
-    """Issue 17: coalesce repeats as "store commit failed: ... (xN in the last 10 s)"."""
+    """Hardening: coalesce repeats as "store commit failed: ... (xN in the last 10 s)"."""
     logger, stream = captured
     store_log = CoalescingLog(logger, 10.0, clock)
     fields = {"store": "/data/batonmq.sqlite3"}

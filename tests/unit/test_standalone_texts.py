@@ -58,6 +58,7 @@ OUTSIDE_IN_SOURCES = {
     r"\.\./(?:shared|seeds|design)\b": "a path above the repository",
     r"(?i)\bseeds?\s*/?\s*\d{3}": "a seed document's file",
     r"\b(?:ARCHITECTURE|STYLE)\.md\b": "a design note's file",
+    r"(?i)\bissues?\s*#?\d+\b": "an issue's number (its text is not in the repository)",
 }
 
 

@@ -13,7 +13,7 @@ from batonmq.timers import LoopTimers
 async def test_a_timer_that_fails_is_logged_with_its_owner_and_the_others_run(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Issue 17: "a fault inside one queue's work is contained to that queue and logged, never
+    """Hardening: "a fault inside one queue's work is contained to that queue and logged, never
     delays others". A queue's timer (head expiry, x-expires) that raises is logged with the
     owner of the timers, its vhost and queue, and reaches neither the loop's exception handler
     nor the timers due after it."""

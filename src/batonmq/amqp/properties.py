@@ -1,7 +1,7 @@
 """Basic properties of a content header: checked at the edge, decoded where needed, edited in place.
 
 `check_basic_properties` is the edge (BatonMQ architecture: "Content-header bytes are validated once
-at the edge"; issue 17: "the broker decodes and validates every property at the edge when the
+at the edge"; hardening: "the broker decodes and validates every property at the edge when the
 message arrives and closes the publisher's connection ... if it cannot"). A header passes when
 every consumer the broker may hand it to decodes it: it passes exactly when it follows the AMQP
 0-9-1 grammar (spec 4.2.5 field types with RabbitMQ's errata table, 4.2.6.1 content header) and

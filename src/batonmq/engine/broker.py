@@ -104,7 +104,7 @@ class Broker:
     #: imq.<state>.count; set by the memory guard).
     publish_batch: int = field(init=False, default=5000)
     #: Per-connection lines a client can repeat (closes, channel errors), from every session:
-    #: coalesced (issue 17), in engine/session.py's logger.
+    #: coalesced (hardening), in engine/session.py's logger.
     session_log: CoalescingLog = field(
         init=False,
         default_factory=lambda: CoalescingLog(logging.getLogger("batonmq.engine.session")),

@@ -28,7 +28,7 @@ def republish(vhost: VirtualHost, queue: ClassicQueue, entry: QueueEntry, reason
     """Republish `entry`'s message; a fault on the way is logged and the message dropped.
 
     Dead-lettering runs inside whatever let the message go: a consumer's reject, the expiry
-    sweep, a timer, a publish that overflowed. Issue 17: "no message the broker holds can make
+    sweep, a timer, a publish that overflowed. Hardening: "no message the broker holds can make
     a consumer, a dead-letter path or a timer fail" and "a fault inside one queue's work is
     contained to that queue and logged, never delays others"."""
     try:

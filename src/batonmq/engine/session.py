@@ -386,7 +386,7 @@ class Session:
 
     def close_channel(self, number: int, error: ProtocolError) -> None:
         # A client can repeat an error once per publish, reopening the channel each time: one
-        # line, then a count (issue 17).
+        # line, then a count (hardening).
         line = {
             **self.log_fields(),
             "channel": number,
@@ -432,7 +432,7 @@ class Session:
     def log_closed(
         self, closed_by: ClosedBy, code: int | None, reason: str, **fields: object
     ) -> None:
-        """Log the end of this connection, once (issue 17: "Every connection the broker closes,
+        """Log the end of this connection, once (hardening: "Every connection the broker closes,
         for any reason ..., is logged once with peer address, user, vhost, code and reason"):
         the first end told is the cause (a close sent or received, a refused login, a timeout,
         a lost socket); what follows it (the close-ok, the socket closing) is the same end.

@@ -575,7 +575,7 @@ class VirtualHost:
 
     def expire_messages(self) -> int:
         """The periodic sweep: dead-letter every expired message held in memory. A queue whose
-        expiry fails is logged and the sweep goes on with the others (issue 17: "a fault inside
+        expiry fails is logged and the sweep goes on with the others (hardening: "a fault inside
         one queue's work is contained to that queue and logged, never delays others")."""
         expired = 0
         for queue in list(self.queues.values()):

@@ -253,7 +253,7 @@ class Authenticator:
         host = attempt.peer_host
         if refusal is not None:
             if self._throttle.record_failure(username, host):
-                # Issue 17: "log each lockout once with user, peer and duration".
+                # Hardening: "log each lockout once with user, peer and duration".
                 log.warning(
                     "login locked out after %d failed logins",
                     self.max_failures,

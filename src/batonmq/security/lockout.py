@@ -3,7 +3,7 @@ is injected and the broker does the waiting and refusing (BatonMQ style §5).
 
 Failures are counted per pair of user name and source address (the broker passes the peer's IP
 address), so that on a shared host or behind NAT one mistyped password, or one guesser, denies
-nothing to the other users there (issue 17: "never refuse correct credentials because someone
+nothing to the other users there (hardening: "never refuse correct credentials because someone
 else failed"). The rules:
 
 1. A failed login is remembered for `window_seconds`, for its pair.

@@ -363,7 +363,7 @@ class Journal:
         assert self.store is not None
         store = self.store
         # A store that fails fails every batch: one line, then a count per 10 s, and the last
-        # count when writes (reads) succeed again or the journal stops (issue 17, defect 6).
+        # count when writes (reads) succeed again or the journal stops (hardening, defect 6).
         write_failures, read_failures = CoalescingLog(log), CoalescingLog(log)
         where = {"store": store.location}
         while True:

@@ -696,7 +696,7 @@ async def test_deleting_a_virtual_host_deletes_everything_in_it(
 async def test_an_entry_whose_message_fails_its_checksum_is_quarantined_never_returned(
     store_factory: StoreFactory, tamper: Tamper, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Rule (issue 17, defect 5): "A corrupted message body is delivered as garbage: store a
+    """Rule (hardening, defect 5): "A corrupted message body is delivered as garbage: store a
     checksum with each body, verify it on read, and quarantine a record that fails (logged with
     its queue and id, never delivered)". The queue's other entries are read as before; the
     quarantined entry leaves its queue for good (not read again, not in its backlog after a

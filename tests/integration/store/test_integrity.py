@@ -1,4 +1,4 @@
-"""Store integrity as an operator and a client see it (issue 17, defect 5): a real broker process,
+"""Store integrity as an operator and a client see it (hardening, defect 5): a real broker process,
 a real store damaged by the test while the broker is stopped, and a pika consumer.
 """
 
@@ -78,7 +78,7 @@ def damage_bodies(environment: dict[str, str], data_dir: Path, bodies: list[byte
 def test_a_damaged_message_is_quarantined_and_the_rest_of_its_queue_delivered(
     tmp_path: Path, store_environment: dict[str, str]
 ) -> None:
-    """Issue 17, defect 5: "A corrupted message body is delivered as garbage: store a checksum
+    """Hardening, defect 5: "A corrupted message body is delivered as garbage: store a checksum
     with each body, verify it on read, and quarantine a record that fails (logged with its queue
     and id, never delivered)." Two of forty persistent messages are damaged on disk while the
     broker is stopped, one in the first page read at start and one read back later (a window of
@@ -140,7 +140,7 @@ def used_sqlite_data_dir(workdir: Path) -> Path:
 def test_a_missing_database_file_in_a_used_data_directory_refuses_to_start(
     tmp_path: Path,
 ) -> None:
-    """Issue 17, defect 5: "A zero-length or missing SQLite file in a data directory that held a
+    """Hardening, defect 5: "A zero-length or missing SQLite file in a data directory that held a
     store starts silently empty: refuse to start with an error naming the file". The broker
     exits with status 1 and one error naming the file; `batonctl db restore` puts the store
     back, after which the broker starts with its message."""
@@ -165,7 +165,7 @@ def test_a_missing_database_file_in_a_used_data_directory_refuses_to_start(
 def test_a_zero_length_database_file_in_a_used_data_directory_refuses_to_start(
     tmp_path: Path,
 ) -> None:
-    """Issue 17, defect 5: "A zero-length or missing SQLite file in a data directory that held a
+    """Hardening, defect 5: "A zero-length or missing SQLite file in a data directory that held a
     store starts silently empty: refuse to start with an error naming the file". Then `batonctl
     db create` makes an empty store there on purpose, and the broker starts on it."""
     path = used_sqlite_data_dir(tmp_path)
@@ -185,7 +185,7 @@ def test_a_zero_length_database_file_in_a_used_data_directory_refuses_to_start(
 
 
 def test_a_new_empty_data_directory_starts_empty(tmp_path: Path) -> None:
-    """Issue 17, defect 5: "(a brand-new data directory still starts empty)", and a directory
+    """Hardening, defect 5: "(a brand-new data directory still starts empty)", and a directory
     the broker has started in once is one that held a store from then on: its file removed,
     the next start is refused."""
     with start_broker(tmp_path) as broker, connect(broker) as connection:

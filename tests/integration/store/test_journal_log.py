@@ -24,7 +24,7 @@ async def settle(journal: Journal) -> bool:
 async def test_a_store_that_fails_every_commit_is_logged_once_then_counted(
     store_factory: StoreFactory, caplog: pytest.LogCaptureFixture
 ):
-    """Issue 17: "One failed commit per message floods the log (39,000 identical lines in one
+    """Hardening: "One failed commit per message floods the log (39,000 identical lines in one
     outage): coalesce repeats ("store commit failed: ... (xN in the last 10 s)")"; the count
     comes out when the condition ends (the next commit succeeds)."""
     caplog.set_level(logging.INFO, "batonmq.store.journal")

@@ -1,7 +1,7 @@
 """`check_basic_properties`: the edge check of a content header's properties;
 `decode_basic_properties` and `rewrite_headers`: what the broker does with a header that passed.
 
-The rule (issue 17): "the broker decodes and validates every property at the edge when the
+The rule (hardening): "the broker decodes and validates every property at the edge when the
 message arrives and closes the *publisher's* connection with the proper code (502 syntax-error /
 505 unexpected-frame as the specification says) if it cannot", and (the brief) "the broker must
 accept what pika and aio-pika can decode and refuse what they cannot". So the check is compared
@@ -181,7 +181,7 @@ def test_a_well_formed_header_passes_exactly_when_pika_and_aio_pika_decode_it(pr
 @settings(max_examples=300, deadline=None)
 @given(present=st.fixed_dictionaries({}, optional=_PROPERTY_VALUES), data=st.data())
 def test_a_damaged_header_that_passes_is_decoded_by_pika_and_aio_pika(present, data):
-    """Issue 17: "no message the broker holds can make a consumer ... fail". Headers with
+    """Hardening: "no message the broker holds can make a consumer ... fail". Headers with
     octets changed or cut (which the clients, reading slices leniently, sometimes decode into
     something else): whatever passes the check, both clients decode."""
     damaged = bytearray(with_properties(present))

@@ -1,4 +1,4 @@
-"""Teardown that cannot be interrupted (issue 17, defect 8): "Channel close, session teardown and
+"""Teardown that cannot be interrupted (hardening, defect 8): "Channel close, session teardown and
 store-journal waiters must finish their cleanup when a step raises or the task is cancelled ...:
 a failure in one consumer's cleanup never leaves other consumers' messages unacked-forever."
 

@@ -1,4 +1,4 @@
-"""A fault inside one queue's work stays in that queue (issue 17, defect 3).
+"""A fault inside one queue's work stays in that queue (hardening, defect 3).
 
 Rules: "no message the broker holds can make a consumer, a dead-letter path or a timer fail";
 "a fault inside one queue's work is contained to that queue and logged, never delays others".
@@ -33,7 +33,7 @@ UNDECODABLE = struct.pack(">HHQH", 60, 0, 3, 1 << 13) + struct.pack(">I", 3) + b
 def test_a_dead_letter_that_fails_is_logged_and_the_consumer_goes_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Issue 17: "The dead-letter path then closes the *consumer's* connection (502) and the
+    """Hardening: "The dead-letter path then closes the *consumer's* connection (502) and the
     message vanishes"; rule: "no message the broker holds can make a consumer, a dead-letter
     path ... fail". The consumer rejects such a message (requeue=false) to a dead-letter
     exchange: its connection stays open and serves, the failure is logged with the vhost and
@@ -78,7 +78,7 @@ class FailingQueue(ClassicQueue):
 def test_the_expiry_sweep_goes_on_past_a_queue_that_fails(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Issue 17: "on the TTL path an exception in one queue's expiry delays every other queue's
+    """Hardening: "on the TTL path an exception in one queue's expiry delays every other queue's
     expiries"; rule: "a fault inside one queue's work is contained to that queue and logged,
     never delays others". The periodic sweep meets a failing queue first: it logs it with the
     vhost and the queue, and still expires the next queue's messages."""

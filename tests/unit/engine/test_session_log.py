@@ -17,7 +17,7 @@ def lines(caplog: pytest.LogCaptureFixture, text: str) -> list[logging.LogRecord
 
 
 def test_a_refusal_repeated_per_publish_is_logged_once_then_counted(caplog):
-    """Issue 17: coalesce "any other per-message log line that can flood (... per-publish
+    """Hardening: coalesce "any other per-message log line that can flood (... per-publish
     refusal lines ...)": a client publishing to a missing exchange, reopening its channel each
     time, from ports that differ, gives one line and then a count."""
     caplog.set_level(logging.INFO, "batonmq.engine.session")
@@ -40,7 +40,7 @@ def test_a_refusal_repeated_per_publish_is_logged_once_then_counted(caplog):
 
 
 def test_a_connection_end_is_logged_once_however_many_times_it_is_seen(caplog):
-    """Issue 17: every close "is logged once": the broker's close, then the client's close-ok,
+    """Hardening: every close "is logged once": the broker's close, then the client's close-ok,
     then the socket closing are one end, logged at the first."""
     caplog.set_level(logging.DEBUG, "batonmq.engine.session")
     broker = Broker()

@@ -1,5 +1,5 @@
 """Paged entries that the store quarantined instead of reading back (their message failed its
-checksum, batonmq.store.integrity): issue 17, defect 5, "quarantine a record that fails ... never
+checksum, batonmq.store.integrity): hardening, defect 5, "quarantine a record that fails ... never
 delivered", and the brief's "the entry no longer counts in the queue"."""
 
 from __future__ import annotations

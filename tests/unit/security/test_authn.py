@@ -112,7 +112,7 @@ def test_a_password_checked_once_is_not_hashed_again():
 def test_failures_slow_the_pair_down_then_lock_out_that_user_from_that_address_only(
     caplog: pytest.LogCaptureFixture,
 ):
-    """Issue 17, defect 7: "Count failures per user and address, slow down the failing pair
+    """Hardening, defect 7: "Count failures per user and address, slow down the failing pair
     (growing delay) rather than refuse others, never refuse correct credentials because someone
     else failed, and log each lockout once with user, peer and duration. Keep the protection
     against password guessing"."""
@@ -143,7 +143,7 @@ def test_failures_slow_the_pair_down_then_lock_out_that_user_from_that_address_o
 
 
 def test_a_refusal_says_why_for_the_log_and_names_the_user():
-    """Issue 17: "A refused login names the user, the mechanism, the peer and why; it never
+    """Hardening: "A refused login names the user, the mechanism, the peer and why; it never
     says "see the broker logfile" inside the broker's own log" (the client's 403 text keeps
     RabbitMQ's words)."""
     harness = Harness()

@@ -1,6 +1,6 @@
 """LoginThrottle: delays after failed logins, lockout of the failing pair of user and address,
 slowing down of user-name spraying, bounded memory. The rules are numbered in
-batonmq.security.lockout's docstring. Issue 17, defect 7: "Count failures per user and address,
+batonmq.security.lockout's docstring. Hardening, defect 7: "Count failures per user and address,
 slow down the failing pair (growing delay) rather than refuse others, never refuse correct
 credentials because someone else failed ... Keep the protection against password guessing"."""
 
@@ -80,7 +80,7 @@ def test_failures_are_forgotten_after_the_window(clock):
 
 
 def test_max_failures_lock_out_that_user_from_that_address_only(clock):
-    """Rule 3; issue 17: "Five failed logins from one address lock that *address* out for
+    """Rule 3; hardening: "Five failed logins from one address lock that *address* out for
     300 s: every user behind it, with correct credentials, is refused" no more: the pair is
     locked out, others are neither refused nor delayed; the lockout is reported once."""
     throttle = make_throttle(clock)
@@ -148,7 +148,7 @@ def test_guessing_one_password_is_locked_out_whatever_the_pace(clock):
 
 def test_a_success_forgets_the_pairs_failures(clock):
     """Rule 5: a client that mistypes now and then, between good logins, is never locked out
-    (a client library's tests of a wrong password, issue 17)."""
+    (a client library's tests of a wrong password, hardening)."""
     throttle = make_throttle(clock)
     for _ in range(20):
         fail(throttle, 2, user="guest")
