@@ -416,7 +416,7 @@ class Journal:
                     log.error(
                         "store write failed at shutdown: %d acknowledgements and deliveries "
                         "not written",
-                        len(gathering.entries_deleted) + len(gathering.entries_updated),
+                        len(self._gathering.entries_deleted) + len(self._gathering.entries_updated),
                         extra={"store": store.location},
                     )
                 return

@@ -205,3 +205,31 @@ async def test_a_priority_queue_pages_each_level_and_serves_in_priority_order(
         queue.settled(entry)
     assert served == sorted(range(400), key=lambda number: (-(number % 4), number))
     await journal.stop()
+
+
+async def test_an_acknowledgement_a_failed_commit_could_not_write_is_written_again(
+    store_factory: StoreFactory, caplog
+):
+    """Hardening, defect 4: "An ack that could not be persisted must not be reported as done".
+    The journal keeps a failed batch's entry deletes and delivery counts and writes them again,
+    on its own (nothing else is recorded here); one that can never be written (here, a sequence
+    no database stores) does not keep a stopping broker waiting, and the shutdown says what was
+    not written."""
+    store = await store_factory()
+    await store.recover()
+    journal = Journal(store)
+    journal.start()
+    journal.put_queue(StoredQueue("/", "q", False, {}))
+    journal.put_entry(entry(1), message(1))
+    assert await settle(journal)
+    journal.update_entry("/", "q", 1, 1)
+    journal.delete_entry("/", "q", 2**64, 1001)  # no database stores this: the batch fails
+    assert not await settle(journal)
+    failures = journal.failures
+    for _ in range(100):  # the first retry comes after half a second
+        await asyncio.sleep(0.05)
+        if journal.failures > failures:
+            break
+    assert journal.failures > failures, "the failed acknowledgement was not written again"
+    await asyncio.wait_for(journal.stop(), 10)
+    assert "2 acknowledgements and deliveries not written" in caplog.text
