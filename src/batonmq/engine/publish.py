@@ -91,9 +91,14 @@ def held_batch(journal: Journal, routed: list[tuple[Message, list[ClassicQueue]]
     one being gathered when one of them is persistent and goes to a queue that persists it
     (then all of them wait, so that a failed write leaves none behind); None when nothing is
     written."""
+    if not journal.enabled:
+        return None
     for message, queues in routed:
-        if any(queue.persists for queue in queues) and message.persistent:
-            return journal.batch
+        for queue in queues:
+            if queue.persists:
+                if message.persistent:
+                    return journal.batch
+                break
     return None
 
 
