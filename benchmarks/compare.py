@@ -170,7 +170,8 @@ def _say(text: str) -> None:
 
 class Brokers(contextlib.ExitStack):
     """The brokers a run needs, started once; those that cannot start are `skipped` with why.
-    One PostgreSQL server serves every BatonMQ on PostgreSQL, each in a database of its own."""
+    Each build's BatonMQ on PostgreSQL gets a PostgreSQL server of its own, so that one build's
+    load (its dead rows, autovacuum, checkpoints) cannot slow down another's rows."""
 
     def __init__(
         self, needed: set[str], builds: Sequence[Build] = (), rabbitmq_url: Endpoint | None = None
@@ -182,7 +183,8 @@ class Brokers(contextlib.ExitStack):
         self.running: dict[str, Broker] = {}
         self.skipped: dict[str, str] = {}
         self.labels: dict[str, str] = {"sink": "load-generator sink"}
-        self._postgres: BenchPostgres | str | None = None  # the server, or why there is none
+        #: Per build (None: this tree): its server, or why there is none.
+        self._postgres: dict[str | None, BenchPostgres | str] = {}
 
     def start(self) -> None:
         if "rabbitmq" in self.needed:
@@ -193,7 +195,7 @@ class Brokers(contextlib.ExitStack):
                 self._start(BatonMQ(build=build))
             with_postgres = target_name("batonmq-pg", name)
             if with_postgres in self.needed:
-                postgres = self._postgres_server()
+                postgres = self._postgres_server(name)
                 if isinstance(postgres, str):
                     self.skipped[with_postgres] = f"skipped: no PostgreSQL ({postgres})"
                     self.labels[with_postgres] = with_postgres
@@ -201,15 +203,16 @@ class Brokers(contextlib.ExitStack):
                 else:
                     self._start(BatonMQ(postgres, build))
 
-    def _postgres_server(self) -> BenchPostgres | str:
-        if self._postgres is None:
+    def _postgres_server(self, build: str | None) -> BenchPostgres | str:
+        if build not in self._postgres:
             try:
-                self._postgres = start_postgres()
+                server = start_postgres()
             except PostgresUnavailable as error:
-                self._postgres = str(error)
+                self._postgres[build] = str(error)
             else:
-                self.callback(self._postgres.stop)
-        return self._postgres
+                self.callback(server.stop)
+                self._postgres[build] = server
+        return self._postgres[build]
 
     def _start(self, broker: Broker) -> None:
         self.labels[broker.name] = broker.label
@@ -239,8 +242,11 @@ def run(
     skip: set[str],
     builds: Sequence[Build] = (),
     rabbitmq_url: Endpoint | None = None,
-) -> tuple[dict[tuple[str, str], Measurement], dict[str, str], dict[str, str]]:
-    """Every row on every broker it names; (measurements, broker labels, skipped brokers)."""
+) -> tuple[
+    dict[tuple[str, str], Measurement], dict[str, str], dict[str, str], dict[str, list[str]]
+]:
+    """Every row on every broker it names; (measurements, broker labels, skipped brokers, the
+    errors each broker's log showed)."""
     needed = {target for workload in workloads for target in workload.targets} - skip - {"sink"}
     measurements: dict[tuple[str, str], Measurement] = {}
     run_id = datetime.datetime.now().strftime("%H%M%S")
@@ -255,7 +261,13 @@ def run(
                 measurements[(workload.name, target)] = measurement
                 _say(_progress(workload, measurement))
         labels, skipped = dict(brokers.labels), dict(brokers.skipped)
-    return measurements, labels, skipped
+    # Stopped now: each broker's log was read when it stopped.
+    problems = {
+        name: list(broker.log_problems)
+        for name, broker in brokers.running.items()
+        if broker.log_problems
+    }
+    return measurements, labels, skipped, problems
 
 
 def _run_one(
@@ -362,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{os.cpu_count()} CPUs; load generator: {settings.publisher_processes} publisher and "
         f"{settings.consumer_processes} consumer process(es)"
     )
-    measurements, labels, skipped = run(
+    measurements, labels, skipped, log_problems = run(
         workloads, settings, set(arguments.skip), builds, arguments.rabbitmq_url
     )
 
@@ -375,10 +387,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(headline_summary(workloads, measurements))
     for reason in sorted(set(skipped.values())):
         print(reason)
+    for name, problems in log_problems.items():
+        print(f"{name}: its log shows {len(problems)} error(s), the first: {problems[0]}")
 
     output = arguments.output or RESULTS_DIR / f"{started:%Y%m%d-%H%M%S}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
     payload = to_json(workloads, measurements, labels, skipped, settings, started, builds)
+    payload["log_problems"] = log_problems
     output.write_text(json.dumps(payload, indent=2) + "\n")
     print(f"\nJSON: {output}")
     if not arguments.no_chart:

@@ -71,6 +71,8 @@ class Broker(abc.ABC):
     host = HOST
     port = 0
     process: subprocess.Popen[bytes] | None = None
+    #: After `stop`: the errors and tracebacks its log showed (brokers whose log is not read: []).
+    log_problems: tuple[str, ...] = ()
 
     @abc.abstractmethod
     def start(self) -> None: ...

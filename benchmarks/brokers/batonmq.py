@@ -13,6 +13,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.brokerproc import log_problems
+
 from benchmarks.brokers.base import HOST, Broker, free_port, wait_for_amqp
 from benchmarks.brokers.postgres import DATABASE, BenchPostgres
 from benchmarks.procstats import process_tree
@@ -115,5 +117,7 @@ class BatonMQ(Broker):
                 self.process.kill()
                 self.process.wait(10)
         if self.directory is not None:
+            log = (self.directory / "broker.log").read_text(errors="replace")
+            self.log_problems = tuple(log_problems(log))
             shutil.rmtree(self.directory, ignore_errors=True)
             self.directory = None

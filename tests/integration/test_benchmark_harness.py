@@ -114,6 +114,7 @@ def _measured(run: Run, row: str, target: str) -> dict[str, Any]:
 def test_every_row_asked_for_is_in_the_json_in_matrix_order(run: Run):
     assert [row["name"] for row in run.json["rows"]] == list(ROWS)
     assert run.json["skipped"] == {}
+    assert run.json["log_problems"] == {}, "a broker's log showed errors or tracebacks"
 
 
 @pytest.mark.parametrize(
