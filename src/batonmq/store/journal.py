@@ -139,10 +139,14 @@ class Journal:
     def __init__(self, store: Store | None) -> None:
         self.store = store
         self._gathering = _Gathering()
-        #: The batch being written now, if any: what it holds is recorded but not yet durable.
+        #: The batch being written now, or written with its waiters not yet told, if any.
         self._committing: _Gathering | None = None
         #: The batch being committed or read for, until the next one is taken.
         self._in_hand: _Gathering | None = None
+        #: The last batch handed to the store, its waiters not yet told: they are told while
+        #: the next batch is written (or at once, when nothing more is to be written).
+        self._written: _Gathering | None = None
+        self._written_ok = True
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -351,12 +355,12 @@ class Journal:
             await self._commit_batches()
         except asyncio.CancelledError:
             # Cancelled mid-commit (a broker torn down without `stop`): whoever waits for a
-            # write hears that it did not happen, rather than nothing ever.
+            # write hears whether it happened, rather than nothing ever.
+            if self._written is not None:
+                self._tell(self._written, self._written_ok)
             for gathering in (self._in_hand, self._gathering):
                 if gathering is not None:
-                    waiting, gathering.waiting = gathering.waiting, []
-                    for callback in waiting:
-                        self._call(callback, False)
+                    self._tell(gathering, False)
             raise
 
     async def _commit_batches(self) -> None:
@@ -365,51 +369,46 @@ class Journal:
         # A store that fails fails every batch: one line, then a count per 10 s, and the last
         # count when writes (reads) succeed again or the journal stops (hardening, defect 6).
         write_failures, read_failures = CoalescingLog(log), CoalescingLog(log)
-        where = {"store": store.location}
         while True:
-            await self._wakeup.wait()
+            if self._written is None:
+                await self._wakeup.wait()
             self._wakeup.clear()
             # Let every connection's input of this loop turn be recorded before committing.
             await asyncio.sleep(0)
             gathering, self._gathering = self._gathering, _Gathering()
             self.batch += 1
             self._committing = self._in_hand = gathering
-            ok = True
-            if gathering.changed:
-                batch = gathering.seal()
-                try:
-                    if batch:
-                        await store.commit(batch)
-                except StoreError as error:
-                    ok = False
-                    self.failures += 1
-                    write_failures.log(logging.ERROR, f"store write failed: {error}", where)
-                except Exception as error:
-                    # A defect, not the store's state: say so, and keep the broker serving.
-                    ok = False
-                    self.failures += 1
-                    write_failures.log(
-                        logging.ERROR, f"store write failed: {error!r}", where, exc_info=error
-                    )
-                else:
-                    self.commits += 1
-                    write_failures.flush()
-            self._committing = None
+            batch = gathering.seal() if gathering.changed else None
+            writing = asyncio.ensure_future(store.commit(batch)) if batch else None
+            if self._written is not None:
+                # The previous batch's waiters (confirms, deliveries) run while this one is
+                # written: the store and the engine work side by side.
+                if writing is not None:
+                    await asyncio.sleep(0)  # the commit is handed to the store first
+                written, self._written = self._written, None
+                self._tell(written, self._written_ok)
+            ok = True if writing is None else await self._outcome(writing, write_failures)
             if not ok and self._gathering.take_back(gathering):
                 # Written again: with the next batch, or after a pause if nothing else comes.
                 self._retry_later()
             elif ok:
                 self._retry_delay = _FIRST_RETRY_DELAY
-            waiting, gathering.waiting = gathering.waiting, []
-            for callback in waiting:
-                self._call(callback, ok)
             for read in gathering.reads:
                 await self._read(store, read, read_failures)
+            if writing is None:
+                self._committing = None
+                self._tell(gathering, ok)
+            else:
+                self._written, self._written_ok = gathering, ok
             if (
                 self._stopping
                 and not self._gathering.reads
                 and (not self._gathering.changed or not ok)
             ):
+                if self._written is not None:
+                    self._committing = None
+                    self._tell(self._written, self._written_ok)
+                    self._written = None
                 write_failures.flush()
                 read_failures.flush()
                 if not ok:
@@ -420,6 +419,30 @@ class Journal:
                         extra={"store": store.location},
                     )
                 return
+
+    async def _outcome(self, writing: asyncio.Future[None], failures: CoalescingLog) -> bool:
+        """Whether the commit `writing` succeeded; a failure is logged (coalesced)."""
+        assert self.store is not None
+        where = {"store": self.store.location}
+        try:
+            await writing
+        except StoreError as error:
+            failures.log(logging.ERROR, f"store write failed: {error}", where)
+        except Exception as error:
+            # A defect, not the store's state: say so, and keep the broker serving.
+            failures.log(logging.ERROR, f"store write failed: {error!r}", where, exc_info=error)
+        else:
+            self.commits += 1
+            failures.flush()
+            return True
+        self.failures += 1
+        return False
+
+    def _tell(self, gathering: _Gathering, ok: bool) -> None:
+        """Call the waiters of `gathering`, now written (`ok`) or not."""
+        waiting, gathering.waiting = gathering.waiting, []
+        for callback in waiting:
+            self._call(callback, ok)
 
     async def _read(self, store: Store, read: _Read, failures: CoalescingLog) -> None:
         vhost, queue, after, limit, priority, callback = read

@@ -11,7 +11,7 @@ from pamqp import commands
 from batonmq.amqp.frames import encode_header_payload
 from batonmq.model.message import Message
 from batonmq.queues.classic import ClassicQueue, Paging
-from batonmq.store.base import StoredEntry, StoredQueue
+from batonmq.store.base import StoredEntry, StoredQueue, WriteBatch
 from batonmq.store.journal import Journal
 from tests.integration.store.conftest import StoreFactory
 
@@ -118,6 +118,38 @@ async def test_a_failed_commit_is_reported_to_its_waiters_and_the_next_one_succe
     journal.put_entry(entry(3), message(3))
     assert await settle(journal)
     assert (await store.stats()).entries == 1
+    await journal.stop()
+
+
+async def test_a_batch_is_written_while_the_previous_ones_waiters_run(
+    store_factory: StoreFactory,
+):
+    """Group commit as a pipeline: once a batch is committed, the next one goes to the store
+    before the first one's waiters (confirms, deliveries) run, so that the store and the engine
+    work side by side; the waiters of each batch still run in batch order."""
+    store = await store_factory()
+    await store.recover()
+    journal = Journal(store)
+    events: list[str] = []
+    commit = store.commit
+
+    async def traced_commit(batch: WriteBatch) -> None:
+        number = len([event for event in events if event.startswith("start")]) + 1
+        events.append(f"start {number}")
+        if number == 1:
+            journal.put_entry(entry(2), message(2))  # arrives while batch 1 is written
+            journal.when_durable(lambda ok: events.append(f"told 2 {ok}"))
+        await commit(batch)
+        events.append(f"end {number}")
+
+    store.commit = traced_commit  # type: ignore[method-assign]
+    journal.start()
+    journal.put_queue(StoredQueue("/", "q", False, {}))
+    journal.put_entry(entry(1), message(1))
+    journal.when_durable(lambda ok: events.append(f"told 1 {ok}"))
+    assert await settle(journal)  # batch 1's waiters
+    assert await settle(journal)  # batch 2's
+    assert events == ["start 1", "end 1", "start 2", "told 1 True", "end 2", "told 2 True"]
     await journal.stop()
 
 
