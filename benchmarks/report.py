@@ -83,6 +83,7 @@ _COLUMNS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
     ("other CPU s", "other_cpu_seconds", lambda value: f"{value:.2f}"),
     ("peak RSS MiB", "peak_rss_bytes", lambda value: f"{value / 2**20:,.0f}"),
     ("B/msg", "bytes_per_message", lambda value: f"{value:,.0f}"),
+    ("B/idle conn", "bytes_per_connection", lambda value: f"{value:,.0f}"),
 )
 
 

@@ -30,6 +30,8 @@ class Measurement:
     peak_rss_bytes: int | None = None
     #: Memory rows: RSS growth per queued message minus the body.
     bytes_per_message: float | None = None
+    #: Rows with idle connections: the broker's RSS growth per idle connection.
+    bytes_per_connection: float | None = None
     #: Memory rows: how much the broker's data directories grew (a backlog paged to disk).
     disk_growth_bytes: int | None = None
     nacked: int = 0
@@ -64,6 +66,7 @@ COMPARED_METRICS: dict[str, bool] = {
     "cpu_us_per_message": False,
     "peak_rss_bytes": False,
     "bytes_per_message": False,
+    "bytes_per_connection": False,
 }
 
 

@@ -5,6 +5,8 @@ throughout), collect, delete the queues.
 Client processes: publishers share `publisher_processes` processes and consumers share
 `consumer_processes` (one each by default), every connection a task of the process's event loop.
 The machine has 2 cores; more client processes would take CPU from the broker being measured.
+The many-clients rows give every client a process of its own, as deployments do, and open their
+idle connections in one more process.
 The same processes, connections and settings are used against every broker.
 """
 
@@ -131,7 +133,7 @@ class _Workers:
             pipe.close()
 
 
-def _specs(
+def worker_specs(
     workload: Workload, topology: Topology, broker: Broker, settings: RunSettings
 ) -> list[WorkerSpec]:
     plans = workload.publisher_plans(topology, settings.confirm_window)
@@ -140,13 +142,16 @@ def _specs(
         queues = []
     if workload.kind is Kind.SINK_CONSUME:
         plans = []
+    own = workload.process_per_client
     groups: list[tuple[tuple[str, ...], tuple[PublisherPlan, ...]]] = [
-        (group, ()) for group in _split(queues, settings.consumer_processes)
+        (group, ()) for group in _split(queues, len(queues) if own else settings.consumer_processes)
     ]
-    groups += [((), group) for group in _split(plans, settings.publisher_processes)]
+    groups += [
+        ((), group) for group in _split(plans, len(plans) if own else settings.publisher_processes)
+    ]
     # Rate-limited and counted publishers need no backlog bound; nor do the sinks.
     bounded = workload.kind is Kind.THROUGHPUT
-    return [
+    specs = [
         WorkerSpec(
             endpoint=broker.endpoint,
             slot=slot,
@@ -160,6 +165,11 @@ def _specs(
         )
         for slot, (consumer_queues, publishers) in enumerate(groups)
     ]
+    if workload.idle_connections:
+        specs.append(
+            WorkerSpec(endpoint=broker.endpoint, slot=len(specs), idle=workload.idle_connections)
+        )
+    return specs
 
 
 async def _with_admin(broker: Broker, topology: Topology, action: str) -> int:
@@ -216,10 +226,15 @@ def _run_window(
     topology: Topology,
     measurement: Measurement,
 ) -> None:
-    workers = _Workers(_specs(workload, topology, broker, settings))
+    idle = workload.idle_connections
+    rss_before = steady_rss(broker.measured_pids) if idle and broker.measured_pids() else None
+    workers = _Workers(worker_specs(workload, topology, broker, settings))
     try:
         workers.wait_ready()
         pids = broker.measured_pids()
+        if rss_before is not None:
+            rss_with_idle = steady_rss(broker.measured_pids)
+            measurement.bytes_per_connection = (rss_with_idle - rss_before) / idle
         start = time.monotonic_ns() + 200_000_000
         window_start = start + int(settings.warmup * 1e9)
         window_end = window_start + int(settings.duration * 1e9)
@@ -282,7 +297,7 @@ def _run_memory(
     time.sleep(1.0)
     rss_before = steady_rss(broker.measured_pids)
     disk_before = broker.disk_bytes()
-    workers = _Workers(_specs(workload, topology, broker, settings))
+    workers = _Workers(worker_specs(workload, topology, broker, settings))
     try:
         workers.wait_ready()
         pids = broker.measured_pids()

@@ -9,6 +9,9 @@ Kinds of row:
 - latency: one producer at a fixed rate; the percentiles are the point of the row.
 - memory: publish `messages` transient messages to a queue nobody consumes; the row's figure is
   the broker's RSS growth per message beyond the body.
+- many clients (`clients-*`, `latency-100pub`, `idle1000-*`): every client in an OS process of
+  its own, as most deployments load a broker; the idle row adds connections that only exchange
+  heartbeats, and reports the broker's RSS per idle connection.
 - sink-publish / sink-consume: the load generator against its sink, not a broker: its ceiling.
 """
 
@@ -78,6 +81,11 @@ class Workload:
     #: Messages to queue (memory rows).
     messages: int = 0
     headline: Headline | None = None
+    #: Each publisher and each consumer in a load-generator process of its own (else they share
+    #: `RunSettings.publisher_processes` and `consumer_processes` processes).
+    process_per_client: bool = False
+    #: Connections opened beside the row's clients that do nothing but exchange heartbeats.
+    idle_connections: int = 0
     #: Other BatonMQ source trees to run beside this one (compare.py --build NAME=PATH).
     builds: tuple[str, ...] = ()
 
@@ -193,8 +201,10 @@ HEADLINES = {
 
 
 def matrix() -> list[Workload]:
-    """Every row, in the order they run (memory last: it leaves the most behind in a broker)."""
-    rows: list[Workload] = []
+    """Every row, in the order they run: the idle-connections row first, while the brokers'
+    memory holds nothing freed by earlier rows to reuse (its figure is RSS growth), the memory
+    row last (it leaves the most behind in a broker)."""
+    rows: list[Workload] = [idle_connections()]
     for body in BODIES:
         for pairs in PAIRS:
             name = f"transient-{pairs}x{pairs}-{size_label(body)}"
@@ -263,6 +273,7 @@ def matrix() -> list[Workload]:
                 headline=_headline_for(name),
             )
         )
+    rows += many_clients()
     rows.append(
         Workload(
             "sink-publish-128B",
@@ -293,6 +304,48 @@ def matrix() -> list[Workload]:
         )
     )
     return rows
+
+
+def many_clients() -> list[Workload]:
+    """The many-clients rows: what a broker pays per connection, with every client a process
+    (and `idle_connections`, which runs first)."""
+    rows = [
+        Workload(
+            f"clients-{pairs}x{pairs}-1KiB",
+            f"one queue, {pairs}/{pairs} producers/consumers, each its own process, 1KiB, "
+            "transient, no confirms",
+            Kind.THROUGHPUT,
+            pairs,
+            pairs,
+            1024,
+            process_per_client=True,
+        )
+        for pairs in (4, 16)
+    ]
+    rows.append(
+        Workload(
+            "latency-100pub",
+            "100 producers, each its own process, 1 consumer, 128B, transient, "
+            "at a fixed 10,000 msgs/s in all",
+            Kind.LATENCY,
+            100,
+            1,
+            rate=10_000,
+            process_per_client=True,
+        )
+    )
+    return rows
+
+
+def idle_connections() -> Workload:
+    return Workload(
+        "idle1000-1x1-128B",
+        "1/1, 128B, transient, beside 1,000 idle connections (heartbeats only): "
+        "RSS per idle connection",
+        Kind.THROUGHPUT,
+        process_per_client=True,
+        idle_connections=1000,
+    )
 
 
 QUICK = (

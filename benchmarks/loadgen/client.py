@@ -202,9 +202,14 @@ class AmqpClient(asyncio.Protocol):
 
 
 async def connect(
-    endpoint: Endpoint, scanner: InboundScanner | None = None, *, timeout: float = 30.0
+    endpoint: Endpoint,
+    scanner: InboundScanner | None = None,
+    *,
+    timeout: float = 30.0,
+    heartbeat: int = 0,
 ) -> AmqpClient:
-    """Open a connection and channel CHANNEL; heartbeats off (the client never idles long)."""
+    """Open a connection and channel CHANNEL; heartbeats off (the client never idles long)
+    unless `heartbeat` asks for them, in seconds (the caller then sends its own)."""
     loop = asyncio.get_running_loop()
     scanner = scanner or InboundScanner()
     _, client = await loop.create_connection(
@@ -224,7 +229,7 @@ async def connect(
         client.frame_max = min(tune.frame_max or FRAME_MAX, FRAME_MAX)
         client.send(
             commands.Connection.TuneOk(
-                channel_max=tune.channel_max, frame_max=client.frame_max, heartbeat=0
+                channel_max=tune.channel_max, frame_max=client.frame_max, heartbeat=heartbeat
             ),
             channel=0,
         )

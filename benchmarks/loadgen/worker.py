@@ -20,7 +20,7 @@ from benchmarks.histogram import LatencyHistogram
 from benchmarks.loadgen.backlog import Backlog, Counters
 from benchmarks.loadgen.client import AmqpClient, Endpoint, connect
 from benchmarks.loadgen.consumer import Consumer
-from benchmarks.loadgen.frames import InboundScanner
+from benchmarks.loadgen.frames import FRAME_HEARTBEAT, InboundScanner, encode_frame
 from benchmarks.loadgen.publisher import Publisher, PublisherPlan
 
 
@@ -36,6 +36,8 @@ class WorkerSpec:
     #: Bound on messages in flight (see backlog.py); 0: none.
     backlog_limit: int = 0
     deliveries_per_publish: int = 1
+    #: Connections to open and keep idle, exchanging heartbeats only.
+    idle: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,14 @@ def worker_main(
         pipe.close()
 
 
+#: Idle connections' heartbeat, in seconds: clients commonly ask for 10 to 60 (RabbitMQ proposes
+#: 60); the shorter end shows what heartbeats cost.
+IDLE_HEARTBEAT = 10
+#: Idle connections opened at a time.
+_IDLE_OPENING = 50
+_HEARTBEAT_FRAME = encode_frame(FRAME_HEARTBEAT, 0, b"")
+
+
 async def _sleep_until(when_ns: int) -> None:
     await asyncio.sleep(max(0.0, (when_ns - time.monotonic_ns()) / 1e9))
 
@@ -94,6 +104,7 @@ class _Connections:
         self.clients: list[AmqpClient] = []
         self.consumers: list[Consumer] = []
         self.publishers: list[Publisher] = []
+        self.idle: list[AmqpClient] = []
         self.marks: dict[str, tuple[int, int, int, float]] = {}
 
     async def open(self, spec: WorkerSpec, backlog: Backlog) -> None:
@@ -109,6 +120,21 @@ class _Connections:
             publisher = Publisher(client, plan, backlog if spec.backlog_limit else None)
             await publisher.start()
             self.publishers.append(publisher)
+        for first in range(0, spec.idle, _IDLE_OPENING):
+            opening = min(_IDLE_OPENING, spec.idle - first)
+            self.idle += await asyncio.gather(
+                *(connect(spec.endpoint, heartbeat=IDLE_HEARTBEAT) for _ in range(opening))
+            )
+        self.clients += self.idle
+
+    async def keep_idle_alive(self) -> None:
+        """Send each idle connection a heartbeat every half interval, as clients do (spec 4.2.7:
+        a peer that hears nothing for two intervals closes the connection)."""
+        while True:
+            await asyncio.sleep(IDLE_HEARTBEAT / 2)
+            for client in self.idle:
+                assert client.transport is not None
+                client.transport.write(_HEARTBEAT_FRAME)
 
     def mark(self, name: str, recording: bool) -> None:
         for consumer in self.consumers:
@@ -129,6 +155,7 @@ class _Connections:
             asyncio.ensure_future(self.mark_at(go.window_start_ns, "start", True)),
             asyncio.ensure_future(self.mark_at(go.window_end_ns, "end", False)),
         ]
+        heartbeats = asyncio.ensure_future(self.keep_idle_alive()) if self.idle else None
         try:
             await _sleep_until(go.start_ns)
             publishers = self.publishers
@@ -149,6 +176,8 @@ class _Connections:
         finally:
             for task in window:
                 task.cancel()
+            if heartbeats is not None:
+                heartbeats.cancel()
 
     def fill(self, report: WorkerReport) -> None:
         if "start" in self.marks and "end" in self.marks:

@@ -35,6 +35,7 @@ pytestmark = pytest.mark.timeout(600)
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = (
+    "idle1000-1x1-128B",
     "transient-1x1-128B",
     "persistent-1x1-128B",
     "latency-1000",
@@ -133,6 +134,18 @@ def test_a_broker_row_has_rates_latency_percentiles_cpu_and_rss(run: Run, row: s
     assert 0 < measured["p50_ms"] <= measured["p99_ms"] <= measured["p999_ms"]
     assert measured["cpu_seconds"] > 0
     assert measured["peak_rss_bytes"] > 0
+
+
+@pytest.mark.parametrize("target", ["rabbitmq", "batonmq", "batonmq@copy"])
+def test_the_idle_connections_row_moves_messages_and_weighs_each_idle_connection(
+    run: Run, target: str
+):
+    """The many-clients requirements: "1,000 idle connections plus one busy pair (the cost of
+    idle connections: heartbeats, timers, memory per connection)"."""
+    measured = _measured(run, "idle1000-1x1-128B", target)
+    assert measured["deliver_rate"] > 0
+    assert measured["cpu_seconds"] > 0
+    assert measured["bytes_per_connection"] > 0
 
 
 @pytest.mark.parametrize("target", ["rabbitmq", "batonmq", "batonmq@copy", "batonmq-pg@copy"])

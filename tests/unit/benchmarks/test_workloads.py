@@ -3,6 +3,8 @@
 from dataclasses import replace
 
 import pytest
+from benchmarks.brokers.sink import Sink
+from benchmarks.runner import RunSettings, worker_specs
 from benchmarks.workloads import (
     HEADLINES,
     QUICK,
@@ -132,3 +134,29 @@ def test_the_matrix_holds_every_workload_issue_7_names():
     assert [rows[f"latency-{rate}"].rate for rate in (1000, 10000)] == [1000, 10000]
     assert rows["sink-publish-128B"].kind is Kind.SINK_PUBLISH
     assert rows["memory-1M"].messages == 1_000_000
+
+
+def test_many_clients_rows_give_every_client_a_process_and_open_idle_connections_apart():
+    """The many-clients requirements: "each client its own OS process with its own connection;
+    rows 4 x 4 and 16 x 16 publishers x consumers at 1 KiB, 100 publisher connections at a fixed
+    total rate (latency p50 / p99), and 1,000 idle connections plus one busy pair"."""
+    rows = {row.name: row for row in matrix()}
+    settings = RunSettings()  # clients share one process each way unless a row says otherwise
+    for pairs in (4, 16):
+        row = rows[f"clients-{pairs}x{pairs}-1KiB"]
+        specs = worker_specs(row, row.topology("t"), Sink("publish", 1024), settings)
+        assert len(specs) == 2 * pairs
+        assert all(len(spec.publishers) + len(spec.consumer_queues) == 1 for spec in specs)
+        assert [spec.slot for spec in specs] == list(range(2 * pairs))
+    latency = rows["latency-100pub"]
+    assert (latency.kind, latency.producers, latency.rate) == (Kind.LATENCY, 100, 10_000)
+    specs = worker_specs(latency, latency.topology("t"), Sink("publish", 128), settings)
+    assert sum(1 for spec in specs if spec.publishers) == 100
+    assert {plan.rate for spec in specs for plan in spec.publishers} == {100.0}
+    idle = rows["idle1000-1x1-128B"]
+    specs = worker_specs(idle, idle.topology("t"), Sink("publish", 128), settings)
+    assert [spec.idle for spec in specs] == [0, 0, 1000]
+    assert not specs[-1].publishers and not specs[-1].consumer_queues
+    transient = rows["transient-4x4-1KiB"]
+    shared = worker_specs(transient, transient.topology("t"), Sink("publish", 128), settings)
+    assert len(shared) == 2, "the other rows keep their clients in one process each way"
