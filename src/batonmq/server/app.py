@@ -8,6 +8,10 @@ SIGTERM and SIGINT stop accepting connections, close every client connection wit
 CONNECTION_FORCED (spec: "the server ... is being shut down"), wait for them to go (at most
 `server.shutdown_timeout`), commit what the journal holds, close the store, and exit 0. SIGHUP
 reloads the ACL files.
+
+A broker whose store another broker has taken over (StoreFenced: its fencing epoch superseded)
+stops serving at once, as on SIGTERM but writing nothing more, logs why, and exits with status
+3, so that a supervisor can tell it from a crash.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from batonmq.security.authn import Authenticator
 from batonmq.server.listeners import Listener, ListenError, Listening, configured_listeners
 from batonmq.server.pidfile import remove_pid_file, write_pid_file
 from batonmq.server.protocol import AMQPProtocol
-from batonmq.store.base import StoreError
+from batonmq.store.base import StoreError, StoreFenced
 from batonmq.store.configured import configured_store
 
 log = logging.getLogger(__name__)
@@ -223,14 +227,23 @@ class BrokerServer:
 
 
 async def serve(config: Config, started: Callable[[BrokerServer], None] | None = None) -> None:
-    """Run until SIGTERM or SIGINT."""
+    """Run until SIGTERM or SIGINT, or until another broker takes the store over."""
     server = BrokerServer(config)
+    stop = asyncio.Event()
+    fenced: list[StoreFenced] = []
+
+    def fence(error: StoreFenced) -> None:
+        log.critical("stopping: %s", error)
+        fenced.append(error)
+        stop.set()
+
+    if server.broker.store is not None:
+        server.broker.store.on_fenced(fence)
     try:
         await server.start()
     except BaseException:
         await server.close_store()
         raise
-    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
@@ -245,6 +258,8 @@ async def serve(config: Config, started: Callable[[BrokerServer], None] | None =
         await server.shutdown()
     finally:
         remove_pid_file(pid_file)
+    if fenced:
+        raise fenced[0]
     log.info("shutdown complete")
 
 
@@ -268,8 +283,13 @@ def _tune_garbage_collector() -> None:
     gc.set_threshold(50_000, 20, 100)
 
 
+#: The exit status of a broker that another broker fenced off its store.
+EXIT_FENCED = 3
+
+
 def run(config: Config) -> int:
-    """The `batonmq` command's body: 0 after a clean shutdown, 1 if it cannot start."""
+    """The `batonmq` command's body: 0 after a clean shutdown, 1 if it cannot start,
+    EXIT_FENCED if another broker took its store over."""
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency where it builds
@@ -285,6 +305,8 @@ def run(config: Config) -> int:
     except AclError as error:
         log.error("cannot start: %s", error)
         return 1
+    except StoreFenced:
+        return EXIT_FENCED  # logged when it was found
     except StoreError as error:
         log.error("cannot open the store: %s", error)
         return 1

@@ -16,6 +16,7 @@ across a cluster without a round trip per message.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Protocol
@@ -23,7 +24,7 @@ from typing import Final, Protocol
 from pamqp.common import FieldTable
 
 #: The schema version this code writes; `batonctl db upgrade` migrates older ones to it.
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 #: The index `entries_priority`, that a priority queue reads a level through (schema version 5),
 #: in both stores. Partial: it holds only levels above 0, so it costs nothing for the entries of
 #: plain queues, and it is never a candidate for a statement that names an entry by its key. With
@@ -56,6 +57,12 @@ class StoreUnavailable(StoreError):
 
 class StoreLocked(StoreError):
     """Another running broker holds this store."""
+
+
+class StoreFenced(StoreError):
+    """Another broker has taken this broker's store over: the fencing epoch this broker holds
+    was superseded (a takeover, or a second broker started after this one's lease lapsed).
+    The broker writes nothing more and exits."""
 
 
 class StoreCorrupt(StoreError):
@@ -366,6 +373,11 @@ class Store(Protocol):
 
     async def close(self) -> None:
         """Release the lock and the connection; safe to call twice."""
+        ...
+
+    def on_fenced(self, handler: Callable[[StoreFenced], None]) -> None:
+        """Have `handler` called, once, when the store finds that another broker has taken it
+        over (StoreFenced): from then on every write fails, and the broker must stop."""
         ...
 
 

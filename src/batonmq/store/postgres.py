@@ -3,14 +3,24 @@
 Several brokers may share one database: each store lives in a PostgreSQL schema of its own (where
 Open MQ suffixes table names, MQ 4.1 HA guide Table 8: S<brokerID> for a standalone store,
 C<clusterID> for a cluster's shared one), and every row carries its broker's id, so brokers may
-share a schema too. A broker holds its store with a session advisory lock on (schema, broker id):
-the database ends it when the broker's connection dies, so a crashed broker never leaves a stale
-lock.
+share a schema too.
+
+A broker owns its store by a lease: its row in `brokers` names the holder (host, pid and a token
+of this process's store) and when the lease expires, on the database's clock, and carries a
+fencing epoch that each start bumps. The lease is renewed on a connection of its own every third
+of its length; a second broker is refused while it runs, with the holder and the expiry named.
+Every write transaction first reads the epoch, FOR SHARE, and goes on only while it is still the
+one this broker was given: a takeover that bumps it waits for a commit under way, and every write
+after it fails with StoreFenced, whatever became of the connections in between (a session
+advisory lock, used before, vanished when PostgreSQL restarted, and a second broker could then
+open the store while the first kept serving). A holder on this host whose process is gone is not
+waited for: a broker restarted after a crash takes its store back at once.
 
 Everything goes over one asyncpg connection, one call at a time and in the order of the calls
 (an asyncio.Lock wakes its waiters first in, first out), which is what the `Store` protocol
 promises: a read issued after a commit sees it. A lost connection (PostgreSQL restarted) fails
-the call under way with StoreError; the next call reconnects and takes the lock again.
+the call under way with StoreError; the next call reconnects, and its first write checks the
+epoch again.
 
 `sync` maps onto synchronous_commit: off returns from a commit before PostgreSQL has flushed its
 write-ahead log, so a crash of PostgreSQL (or of its machine) may lose the last commits, while a
@@ -28,8 +38,12 @@ import dataclasses
 import datetime
 import hashlib
 import json
+import logging
 import operator
+import os
 import re
+import secrets
+import socket
 import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -58,6 +72,7 @@ from batonmq.store.base import (
     StoredQueue,
     StoredUser,
     StoreError,
+    StoreFenced,
     StoreLocked,
     StoreStats,
     StoreUnavailable,
@@ -67,6 +82,8 @@ from batonmq.store.base import (
 from batonmq.store.fields import decode_table, encode_table
 from batonmq.store.integrity import checked_entry, checksum, report_quarantined
 
+log = logging.getLogger(__name__)
+
 _Connection: TypeAlias = "asyncpg.Connection[asyncpg.Record]"
 _Stored: TypeAlias = StoredExchange | StoredQueue | StoredBinding | StoredMessage | StoredEntry
 _T = TypeVar("_T")
@@ -74,12 +91,12 @@ _T = TypeVar("_T")
 _SCHEMA_NAME: Final = re.compile(r"[a-z0-9_]{1,63}")
 _CONNECT_TIMEOUT: Final = 10.0
 _CLOSE_TIMEOUT: Final = 5.0
-#: How long an open waits for the broker's lock before StoreLocked. A broker restarted at once
-#: after a SIGKILL finds its predecessor's session still holding the lock until the server
-#: notices the client is gone: that server finishes the statements the dead broker had already
-#: sent first.
+#: How long an open waits for another holder's lease to be released before StoreLocked (a
+#: broker stopping while its successor starts).
 _LOCK_WAIT: Final = 5.0
 _LOCK_RETRY: Final = 0.1
+#: Seconds a lease lasts unless renewed; it is renewed every third of that.
+LEASE_SECONDS: Final = 15.0
 #: What a refused or lost connection raises, besides the server's own errors.
 _DATABASE_ERRORS: Final = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 
@@ -142,6 +159,11 @@ _MIGRATIONS: Final = (
         delivery_count INTEGER NOT NULL, message_id BIGINT NOT NULL, exchange TEXT NOT NULL,
         routing_key TEXT NOT NULL, header_payload BYTEA NOT NULL, body BYTEA NOT NULL,
         checksum BIGINT, quarantined_at TIMESTAMPTZ NOT NULL);
+    """,
+    # Version 7: a broker owns its store by a lease (holder, expiry) with a fencing epoch.
+    """
+    ALTER TABLE {s}.brokers ADD COLUMN IF NOT EXISTS holder TEXT;
+    ALTER TABLE {s}.brokers ADD COLUMN IF NOT EXISTS lease_expires TIMESTAMPTZ;
     """,
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
@@ -267,9 +289,18 @@ _SQL: Final = {
     "COALESCE(sum(octet_length(body)), 0), "
     "(SELECT count(*) FROM {s}.quarantined_messages WHERE broker_id = $1) "
     "FROM {s}.messages WHERE broker_id = $1",
-    "start": "INSERT INTO {s}.brokers VALUES ($1, 1, 'running', now()) ON CONFLICT (broker_id) "
-    "DO UPDATE SET epoch = brokers.epoch + 1, state = 'running', started_at = now()",
-    "stop": "UPDATE {s}.brokers SET state = 'stopped' WHERE broker_id = $1",
+    "enrol": "INSERT INTO {s}.brokers (broker_id, epoch, state, started_at) "
+    "VALUES ($1, 0, 'stopped', now()) ON CONFLICT (broker_id) DO NOTHING",
+    "lease": "SELECT state, holder, lease_expires, lease_expires > now() FROM {s}.brokers "
+    "WHERE broker_id = $1 FOR UPDATE",
+    "claim": "UPDATE {s}.brokers SET epoch = epoch + 1, state = 'running', started_at = now(), "
+    "holder = $2, lease_expires = now() + $3::float8 * interval '1 second' WHERE broker_id = $1 "
+    "RETURNING epoch",
+    "renew": "UPDATE {s}.brokers SET lease_expires = now() + $3::float8 * interval '1 second' "
+    "WHERE broker_id = $1 AND epoch = $2",
+    "epoch": "SELECT epoch FROM {s}.brokers WHERE broker_id = $1 FOR SHARE",
+    "stop": "UPDATE {s}.brokers SET state = 'stopped', holder = NULL, lease_expires = NULL "
+    "WHERE broker_id = $1 AND epoch = $2",
     "version": "SELECT value FROM {s}.meta WHERE key = 'schema_version'",
     "set_meta": "INSERT INTO {s}.meta VALUES ($1, $2) ON CONFLICT (key) "
     "DO UPDATE SET value = EXCLUDED.value",
@@ -304,12 +335,20 @@ class PostgresStore:
         self._broker_id, self._schema, self._sync = broker_id, schema, sync
         self._location = f"{safe_dsn} schema {schema}"
         self._sql = {name: text.replace("{s}", f'"{schema}"') for name, text in _SQL.items()}
-        self._lock_key = _advisory_key("broker", schema, broker_id)
         self._migration_key = _advisory_key("migrate", schema)
         self._calls = asyncio.Lock()
         self._connection: _Connection | None = None
         self._opened = self._locking = False
         self._version = 0
+        #: Who holds the lease when this store does: this host, process, and store object.
+        self._holder = f"{socket.gethostname()} pid {os.getpid()} #{secrets.token_hex(4)}"
+        #: The fencing epoch this broker was given when it claimed the store (0: not claimed).
+        self._epoch = 0
+        #: Whether the previous holder stopped without releasing the lease (a crash).
+        self.unclean_stop = False
+        self._fenced: StoreFenced | None = None
+        self._fenced_handler: Callable[[StoreFenced], None] | None = None
+        self._lease_task: asyncio.Task[None] | None = None
         #: The bytes of this broker's stored messages (`used_bytes`), kept up to date by each
         #: commit once counted; None when not known (before the first count, and after a
         #: failed commit, a recovery or a restore), when the next `used_bytes` counts again.
@@ -347,7 +386,7 @@ class PostgresStore:
                 if lock and version < SCHEMA_VERSION and (migrate if version else create):
                     version = await self._migrate(connection)
                 if lock and version == SCHEMA_VERSION:
-                    await connection.execute(self._sql["start"], self._broker_id)
+                    await self._claim(connection)
             except _DATABASE_ERRORS as error:
                 connection.terminate()
                 raise StoreUnavailable(self._failure("cannot open", error)) from error
@@ -366,6 +405,7 @@ class PostgresStore:
                 # empty, a nested loop walked one table per row of the other (38 s for 20,000
                 # entries); hash and merge joins are linear whatever the statistics.
                 await connection.execute("SET LOCAL enable_nestloop = off")
+                await self._check_epoch(connection)
                 discarded = _row_count(await connection.execute(sql["discard_entries"], broker))
                 await connection.execute(sql["discard_messages"], broker)
                 exchanges = await connection.fetch(sql["exchanges"], broker)
@@ -402,6 +442,7 @@ class PostgresStore:
             counted, self._message_bytes = self._message_bytes, None
             growth = 0
             async with connection.transaction():
+                await self._check_epoch(connection)
                 if counted is not None and batch.messages_put:
                     # A message put again (another queue paging it out) replaces its row.
                     put = [message.id for message in batch.messages_put]
@@ -496,6 +537,7 @@ class PostgresStore:
                 self._require_current(write=True)
                 self._message_bytes = None
                 async with connection.transaction():
+                    await self._check_epoch(connection)
                     await connection.executemany(
                         self._sql["quarantine_entry"],
                         [(self._broker_id, vhost, queue, entry.sequence) for entry in quarantined],
@@ -659,7 +701,7 @@ class PostgresStore:
             found = self._version
             if found < SCHEMA_VERSION:
                 self._version = await self._migrate(connection)
-                await connection.execute(self._sql["start"], self._broker_id)
+                await self._claim(connection)
             return found, self._version
 
         return await self._call("upgrade of", work)
@@ -668,16 +710,99 @@ class PostgresStore:
         async with self._calls:
             connection, self._connection, self._opened = self._connection, None, False
             self._message_bytes = None
+            lease, self._lease_task = self._lease_task, None
+            if lease is not None:
+                lease.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await lease
             if connection is None:
                 return
             try:
-                if self._locking and self._version == SCHEMA_VERSION and not connection.is_closed():
+                if self._epoch and self._fenced is None and not connection.is_closed():
+                    # The lease is released: the next holder knows this stop was clean.
                     with contextlib.suppress(*_DATABASE_ERRORS):
                         await connection.execute(
-                            self._sql["stop"], self._broker_id, timeout=_CLOSE_TIMEOUT
+                            self._sql["stop"], self._broker_id, self._epoch, timeout=_CLOSE_TIMEOUT
                         )
             finally:
+                self._epoch = 0
                 await _close(connection)
+
+    def on_fenced(self, handler: Callable[[StoreFenced], None]) -> None:
+        self._fenced_handler = handler
+
+    # The lease ------------------------------------------------------------------------------
+
+    async def _claim(self, connection: _Connection) -> None:
+        """Take the store's lease and a new fencing epoch, waiting a little for a holder that is
+        letting go; StoreLocked while another broker holds it."""
+        deadline = asyncio.get_running_loop().time() + _LOCK_WAIT
+        await connection.execute(self._sql["enrol"], self._broker_id)
+        while True:
+            async with connection.transaction():
+                state, holder, expires, live = await _fetch_row(
+                    connection, self._sql["lease"], self._broker_id
+                )
+                if not (live and state == "running" and holder != self._holder) or _gone(holder):
+                    self._epoch = await connection.fetchval(
+                        self._sql["claim"], self._broker_id, self._holder, LEASE_SECONDS
+                    )
+                    self.unclean_stop = state == "running"
+                    break
+            if asyncio.get_running_loop().time() >= deadline:
+                raise StoreLocked(
+                    f"the store of broker {self._broker_id!r} at {self._location} is in use by "
+                    f"another running broker ({holder}); its lease expires at "
+                    f"{expires:%Y-%m-%d %H:%M:%S %Z} unless that broker renews it"
+                )
+            await asyncio.sleep(_LOCK_RETRY)
+        self._fenced = None
+        if self._lease_task is None:
+            self._lease_task = asyncio.get_running_loop().create_task(
+                self._keep_lease(), name="store lease"
+            )
+
+    async def _keep_lease(self) -> None:
+        """Renew the lease on a connection of its own, so that commits never delay it; find out
+        there, too, that another broker took the store over."""
+        connection: _Connection | None = None
+        try:
+            while self._fenced is None:
+                await asyncio.sleep(LEASE_SECONDS / 3)
+                try:
+                    if connection is None or connection.is_closed():
+                        connection = await self._connect(lock=False)
+                    renewed = await connection.execute(
+                        self._sql["renew"], self._broker_id, self._epoch, LEASE_SECONDS
+                    )
+                except (StoreError, *_DATABASE_ERRORS) as error:
+                    # The next commit reports an outage; the lease is renewed once it is over.
+                    log.debug("store lease not renewed: %s", error)
+                    if connection is not None:
+                        connection.terminate()
+                        connection = None
+                    continue
+                if _row_count(renewed) == 0:
+                    self._fence("its lease could not be renewed")
+        finally:
+            if connection is not None:
+                await _close(connection)
+
+    async def _check_epoch(self, connection: _Connection) -> None:
+        """Inside a write transaction: go on only while this broker still owns the store."""
+        epoch = await connection.fetchval(self._sql["epoch"], self._broker_id)
+        if epoch != self._epoch:
+            raise self._fence(f"its epoch {self._epoch} is now {epoch}")
+
+    def _fence(self, why: str) -> StoreFenced:
+        if self._fenced is None:
+            self._fenced = StoreFenced(
+                f"broker {self._broker_id!r} no longer owns its store at {self._location}: "
+                f"another broker has taken it over ({why}); nothing more is written"
+            )
+            if self._fenced_handler is not None:
+                self._fenced_handler(self._fenced)
+        return StoreFenced(str(self._fenced))
 
     async def _call(self, what: str, work: Callable[[_Connection], Awaitable[_T]]) -> _T:
         """Run `work` in call order on a live connection (reconnecting after a lost one); a
@@ -685,6 +810,8 @@ class PostgresStore:
         async with self._calls:
             if not self._opened:
                 raise StoreError(f"the store {self._location} is not open")
+            if self._fenced is not None:
+                raise StoreFenced(str(self._fenced))
             connection = self._connection
             if connection is None or connection.is_closed():
                 self._connection = None
@@ -702,8 +829,8 @@ class PostgresStore:
                 raise
 
     async def _connect(self, *, lock: bool | None = None) -> _Connection:
-        """A new session; when this store locks (and `lock` is not False) it holds the broker's
-        lock and has the temporary table the commits use."""
+        """A new session; when this store writes (and `lock` is not False) it has the temporary
+        table the commits use."""
         try:
             connection = await asyncpg.connect(
                 self._dsn,
@@ -718,28 +845,15 @@ class PostgresStore:
         if not (self._locking if lock is None else lock):
             return connection
         try:
-            if not await self._take_lock(connection):
-                raise StoreLocked(
-                    f"the store of broker {self._broker_id!r} at {self._location} is in use by "
-                    "another running broker"
-                )
             await connection.execute(
                 f"CREATE TEMPORARY TABLE {_CANDIDATES} (id BIGINT NOT NULL) ON COMMIT DELETE ROWS"
             )
         except BaseException as error:
             connection.terminate()
             if isinstance(error, _DATABASE_ERRORS):
-                raise StoreUnavailable(self._failure("cannot lock", error)) from error
+                raise StoreUnavailable(self._failure("cannot prepare", error)) from error
             raise
         return connection
-
-    async def _take_lock(self, connection: _Connection) -> bool:
-        deadline = asyncio.get_running_loop().time() + _LOCK_WAIT
-        while not await connection.fetchval("SELECT pg_try_advisory_lock($1)", self._lock_key):
-            if asyncio.get_running_loop().time() >= deadline:
-                return False
-            await asyncio.sleep(_LOCK_RETRY)
-        return True
 
     async def _read_version(self, connection: _Connection) -> int:
         """0 for no schema or an empty one; StoreCorrupt for tables without a version."""
@@ -841,6 +955,22 @@ async def _fetch_row(connection: _Connection, query: str, *arguments: object) ->
     row = await connection.fetchrow(query, *arguments)
     assert row is not None  # an aggregate query always returns a row
     return row
+
+
+def _gone(holder: str | None) -> bool:
+    """Whether the lease holder `holder` ("host pid N #token") is a process of this host that no
+    longer runs: its lease need not be waited out."""
+    host, _, rest = (holder or "").partition(" pid ")
+    pid = rest.split(" ", 1)[0]
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def _row_count(status: str) -> int:

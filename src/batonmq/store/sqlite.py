@@ -37,6 +37,7 @@ import fcntl
 import json
 import os
 import shutil
+import socket
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -64,6 +65,7 @@ from batonmq.store.base import (
     StoredQueue,
     StoredUser,
     StoreError,
+    StoreFenced,
     StoreLocked,
     StoreStats,
     StoreUnavailable,
@@ -96,6 +98,14 @@ def _add_entry_priority(conn: sqlite3.Connection) -> None:
     columns = {row[1] for row in conn.execute("PRAGMA table_info(entries)")}
     if "priority" not in columns:
         conn.execute("ALTER TABLE entries ADD COLUMN priority INTEGER NOT NULL DEFAULT 0")
+
+
+def _add_broker_holder(conn: sqlite3.Connection) -> None:
+    """Version 7: the broker record names the process holding the store, as PostgreSQL's lease
+    does (here the lock file decides; the record tells an operator)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(brokers)")}
+    if "holder" not in columns:
+        conn.execute("ALTER TABLE brokers ADD COLUMN holder TEXT")
 
 
 def _add_message_checksum(conn: sqlite3.Connection) -> None:
@@ -163,6 +173,7 @@ _MIGRATIONS: Final[tuple[tuple[str | Callable[[sqlite3.Connection], None], ...],
         " routing_key TEXT NOT NULL, header_payload BLOB NOT NULL, body BLOB NOT NULL,"
         " checksum INTEGER, quarantined_at TEXT NOT NULL)",
     ),
+    (_add_broker_holder,),
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
@@ -215,6 +226,8 @@ class SQLiteStore:
         self._conn: sqlite3.Connection | None = None
         self._lock_fd: int | None = None
         self._locked = False
+        #: Whether the previous holder stopped without closing the store (a crash).
+        self.unclean_stop = False
         self._create = True
         self._migrate = True
         self._replace_lost = False
@@ -308,6 +321,10 @@ class SQLiteStore:
             )
         finally:
             executor.shutdown(wait=False)
+
+    def on_fenced(self, handler: Callable[[StoreFenced], None]) -> None:
+        """Never called: the lock file is held as long as this process lives, and no other
+        broker can take the file over meanwhile."""
 
     # -- open and close, on the store's thread --------------------------------------------------
 
@@ -464,7 +481,8 @@ class SQLiteStore:
                     # a full disk must not stop the lock from being released.
                     with contextlib.suppress(sqlite3.Error):
                         conn.execute(
-                            "UPDATE brokers SET state = 'stopped' WHERE broker_id = ?",
+                            "UPDATE brokers SET state = 'stopped', holder = NULL"
+                            " WHERE broker_id = ?",
                             (self._broker_id,),
                         )
                 conn.close()
@@ -752,11 +770,16 @@ class SQLiteStore:
         return found, SCHEMA_VERSION
 
     def _register_broker(self, conn: sqlite3.Connection) -> None:
+        previous = conn.execute(
+            "SELECT state FROM brokers WHERE broker_id = ?", (self._broker_id,)
+        ).fetchone()
+        self.unclean_stop = previous is not None and previous[0] == "running"
         conn.execute(
-            "INSERT INTO brokers (broker_id, epoch, state, started_at)"
-            " VALUES (?, 1, 'running', ?) ON CONFLICT (broker_id) DO UPDATE"
-            " SET epoch = epoch + 1, state = 'running', started_at = excluded.started_at",
-            (self._broker_id, _now()),
+            "INSERT INTO brokers (broker_id, epoch, state, started_at, holder)"
+            " VALUES (?, 1, 'running', ?, ?) ON CONFLICT (broker_id) DO UPDATE"
+            " SET epoch = epoch + 1, state = 'running', started_at = excluded.started_at,"
+            " holder = excluded.holder",
+            (self._broker_id, _now(), f"{socket.gethostname()} pid {os.getpid()}"),
         )
 
     def _settings_sync(self) -> dict[str, str]:

@@ -1,5 +1,5 @@
 """What only the PostgreSQL store does: connecting to a server, sharing a database between
-brokers (a schema per store, a broker id per row), the advisory lock, surviving a restart of the
+brokers (a schema per store, a broker id per row), the lease, surviving a restart of the
 server, and a backup taken while the broker commits. The behaviour every store shares is in
 test_contract.py."""
 
@@ -195,10 +195,9 @@ async def test_a_second_locking_open_is_refused(make_store: MakeStore, postgres_
 
 
 async def test_an_open_waits_for_a_lock_released_meanwhile(make_store: MakeStore) -> None:
-    """A broker restarted at once after a SIGKILL (a supervisor's restart) finds its dead
-    predecessor's session still holding the lock, until the server notices the client is gone.
-    An open waits a few seconds (`_LOCK_WAIT`) for the lock before it is StoreLocked: the crash
-    test failed in CI on exactly this race."""
+    """A broker started while its predecessor is still stopping finds the lease held until
+    that one releases it: an open waits a few seconds (`_LOCK_WAIT`) for the lease before it is
+    StoreLocked."""
     holder = make_store()
     await holder.open()
     successor = make_store()

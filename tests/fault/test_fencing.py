@@ -1,0 +1,147 @@
+"""A store that several brokers can share and only one can own: a lease with a fencing epoch on
+the database's clock, checked inside every write transaction, with real broker processes on a
+real PostgreSQL server that the test restarts.
+
+The foundation requirements: "a broker holds a lease row (holder, epoch, expiry) renewed on its
+own connection; every write transaction checks, inside the same transaction, that the broker's
+epoch is still current, and a broker whose epoch was superseded stops writing at once, logs why,
+and exits non-zero (`StoreFenced`). This replaces today's advisory lock, which is silently lost
+when PostgreSQL restarts ... In standalone mode a second broker on the same store is refused with
+an error naming the owner and when its lease expires."
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import asyncpg
+import pika
+import pika.exceptions
+import pytest
+from pika.adapters.blocking_connection import BlockingChannel
+
+from batonmq.server.app import EXIT_FENCED
+from tests.brokerproc import RunningBroker, failed_start, start_broker, wait_until
+from tests.pgserver import ThrowawayServer
+
+pytestmark = pytest.mark.integration
+
+SCHEMA = "batonmq_s_batonmq"  # the default broker name's standalone schema
+PERSISTENT = pika.BasicProperties(delivery_mode=2)
+
+
+def _sql(server: ThrowawayServer, statement: str) -> object:
+    async def run() -> object:
+        connection = await asyncpg.connect(server.admin_dsn)
+        try:
+            return await connection.fetchval(statement)
+        finally:
+            await connection.close()
+
+    return asyncio.run(run())
+
+
+@contextlib.contextmanager
+def _channel(broker: RunningBroker) -> Iterator[BlockingChannel]:
+    connection = pika.BlockingConnection(pika.URLParameters(broker.url))
+    try:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        yield channel
+    finally:
+        with contextlib.suppress(pika.exceptions.AMQPError):
+            connection.close()
+
+
+def _stored_entries(server: ThrowawayServer) -> object:
+    return _sql(server, f"SELECT count(*) FROM {SCHEMA}.entries WHERE queue = 'orders'")
+
+
+@pytest.mark.expected_log_errors(
+    r"no longer owns its store",
+    r"store write failed",
+    r"store \w+ failed",
+    reason="the test takes the store over from under the broker, and restarts PostgreSQL",
+)
+def test_one_broker_owns_a_postgres_store_and_a_superseded_one_stops_writing_and_exits(
+    tmp_path: Path, postgres_throwaway_server: ThrowawayServer
+):
+    server = postgres_throwaway_server
+    environment = {
+        "BATONMQ__PERSIST__STORE": "postgres",
+        "BATONMQ__PERSIST__POSTGRES__DSN": server.admin_dsn,
+    }
+    first = start_broker(tmp_path / "first", environment=environment)
+    assert first.process is not None
+    with _channel(first) as channel:
+        channel.queue_declare("orders", durable=True)
+        channel.basic_publish("", "orders", b"before", PERSISTENT)
+
+    # A second broker on the same store is refused, naming the owner and its lease.
+    refused = failed_start(tmp_path / "second", environment)
+    assert f"pid {first.process.pid}" in refused, refused
+    assert "lease expires at" in refused, refused
+
+    # PostgreSQL restarts (which ended the advisory lock of old): still one owner.
+    server.stop()
+    server.start()
+    refused = failed_start(tmp_path / "second", environment)
+    assert f"pid {first.process.pid}" in refused, refused
+    with _channel(first) as channel:
+        channel.basic_publish("", "orders", b"after the restart", PERSISTENT)
+        assert channel.queue_declare("orders", passive=True).method.message_count == 2
+    assert _stored_entries(server) == 2
+
+    # A takeover bumps the epoch from outside: the first broker's next write fails, nothing it
+    # meant to write gets in, and it logs why and exits non-zero.
+    _sql(server, f"UPDATE {SCHEMA}.brokers SET epoch = epoch + 1")
+    with _channel(first) as channel, contextlib.suppress(pika.exceptions.AMQPError):
+        channel.basic_publish("", "orders", b"fenced", PERSISTENT)
+        pytest.fail("a publish after the takeover was confirmed")
+    assert first.wait(timeout=30) == EXIT_FENCED
+    assert "no longer owns its store" in first.log()
+    assert _stored_entries(server) == 2
+
+
+@pytest.mark.expected_log_errors(
+    r"no longer owns its store",
+    reason="the test takes the store over from under the idle broker",
+)
+def test_an_idle_broker_finds_out_from_its_lease_renewal_that_it_was_taken_over(
+    tmp_path: Path, postgres_throwaway_server: ThrowawayServer
+):
+    """The lease is renewed on a connection of its own: a broker that writes nothing learns
+    of the takeover there, within a renewal period, and stops serving."""
+    server = postgres_throwaway_server
+    broker = start_broker(
+        tmp_path,
+        environment={
+            "BATONMQ__PERSIST__STORE": "postgres",
+            "BATONMQ__PERSIST__POSTGRES__DSN": server.admin_dsn,
+        },
+    )
+    _sql(server, f"UPDATE {SCHEMA}.brokers SET epoch = epoch + 1")
+    assert broker.wait(timeout=30) == EXIT_FENCED
+    wait_until(lambda: "lease could not be renewed" in broker.log(), "the fencing logged")
+
+
+def test_a_broker_restarted_after_a_crash_takes_its_store_back_at_once(
+    tmp_path: Path, postgres_throwaway_server: ThrowawayServer
+):
+    """A lease whose holder is a process of this host that no longer runs is not waited out
+    (a supervisor restarts a crashed broker at once); the messages it confirmed are there."""
+    environment = {
+        "BATONMQ__PERSIST__STORE": "postgres",
+        "BATONMQ__PERSIST__POSTGRES__DSN": postgres_throwaway_server.admin_dsn,
+    }
+    broker = start_broker(tmp_path, environment=environment)
+    with _channel(broker) as channel:
+        channel.queue_declare("orders", durable=True)
+        channel.basic_publish("", "orders", b"kept", PERSISTENT)
+    broker.kill()
+    again = start_broker(tmp_path, environment=environment)
+    with _channel(again) as channel:
+        assert channel.queue_declare("orders", passive=True).method.message_count == 1
