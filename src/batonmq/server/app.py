@@ -132,6 +132,7 @@ class BrokerServer:
                 "exchanges": recovered.exchanges,
                 "bindings": recovered.bindings,
                 "discarded_transient": recovery.discarded_entries,
+                "unclean_stop": recovery.unclean_stop,
             },
         )
 

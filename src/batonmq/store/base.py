@@ -206,6 +206,9 @@ class Recovery:
     vhosts: list[str] = field(default_factory=list)
     #: Transient entries and orphaned messages removed at open.
     discarded_entries: int = 0
+    #: Whether the broker that held the store before did not stop cleanly (it crashed, or was
+    #: killed, or lost its store), as its broker record still said "running".
+    unclean_stop: bool = False
 
 
 @dataclass(slots=True)

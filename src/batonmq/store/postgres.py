@@ -345,7 +345,7 @@ class PostgresStore:
         #: The fencing epoch this broker was given when it claimed the store (0: not claimed).
         self._epoch = 0
         #: Whether the previous holder stopped without releasing the lease (a crash).
-        self.unclean_stop = False
+        self._unclean_stop = False
         self._fenced: StoreFenced | None = None
         self._fenced_handler: Callable[[StoreFenced], None] | None = None
         self._lease_task: asyncio.Task[None] | None = None
@@ -425,6 +425,7 @@ class PostgresStore:
                 users=[StoredUser(*row) for row in users],
                 vhosts=[row[0] for row in vhosts],
                 discarded_entries=discarded,
+                unclean_stop=self._unclean_stop,
             )
 
         return await self._call("recovery", work)
@@ -747,7 +748,7 @@ class PostgresStore:
                     self._epoch = await connection.fetchval(
                         self._sql["claim"], self._broker_id, self._holder, LEASE_SECONDS
                     )
-                    self.unclean_stop = state == "running"
+                    self._unclean_stop = state == "running"
                     break
             if asyncio.get_running_loop().time() >= deadline:
                 raise StoreLocked(

@@ -227,7 +227,7 @@ class SQLiteStore:
         self._lock_fd: int | None = None
         self._locked = False
         #: Whether the previous holder stopped without closing the store (a crash).
-        self.unclean_stop = False
+        self._unclean_stop = False
         self._create = True
         self._migrate = True
         self._replace_lost = False
@@ -608,6 +608,7 @@ class SQLiteStore:
                 users=_users(conn),
                 vhosts=_vhosts(conn),
                 discarded_entries=discarded,
+                unclean_stop=self._unclean_stop,
             )
 
         return self._transaction("recovery", recover, self._writer())
@@ -773,7 +774,7 @@ class SQLiteStore:
         previous = conn.execute(
             "SELECT state FROM brokers WHERE broker_id = ?", (self._broker_id,)
         ).fetchone()
-        self.unclean_stop = previous is not None and previous[0] == "running"
+        self._unclean_stop = previous is not None and previous[0] == "running"
         conn.execute(
             "INSERT INTO brokers (broker_id, epoch, state, started_at, holder)"
             " VALUES (?, 1, 'running', ?, ?) ON CONFLICT (broker_id) DO UPDATE"

@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import sqlite3
 import struct
 from decimal import Decimal
 from pathlib import Path
 
+import asyncpg
 import pytest
 from pamqp.common import FieldTable
 
@@ -1003,3 +1005,32 @@ async def test_unsynced_commits_survive_a_clean_close(store_factory: StoreFactor
     )
     store, recovery = await restart(store, store_factory, sync=False)
     assert recovery.backlogs == [QueueBacklog(VHOST, "q", 1, len(b"hello"), 1)]
+
+
+async def test_recovery_tells_whether_the_previous_holder_stopped_cleanly(
+    store_factory: StoreFactory, request: pytest.FixtureRequest
+) -> None:
+    """A store closed by its broker says so at the next recovery; one whose broker record was
+    left "running" (the broker crashed, as simulated here by setting it back) says it was not
+    (the broker logs it at start)."""
+    store = await store_factory()
+    assert not (await store.recover()).unclean_stop  # a new store
+    await store.close()
+    store = await store_factory()
+    assert not (await store.recover()).unclean_stop
+    await store.close()
+    if store.kind == "sqlite":
+        connection = sqlite3.connect(store.location)
+        with connection:
+            connection.execute("UPDATE brokers SET state = 'running'")
+        connection.close()
+    else:
+        dsn: str = request.getfixturevalue("postgres_dsn")
+        schema = store.location.rsplit(" schema ", 1)[1]
+        admin = await asyncpg.connect(dsn)
+        try:
+            await admin.execute(f"UPDATE \"{schema}\".brokers SET state = 'running'")
+        finally:
+            await admin.close()
+    store = await store_factory()
+    assert (await store.recover()).unclean_stop
