@@ -125,3 +125,28 @@ def test_queue_delete_ok_comes_before_the_deleting_channels_cancel_notifications
     assert isinstance(on_channel_1[1], commands.Basic.Cancel)
     assert on_channel_1[1].consumer_tag == "on-deleting-channel"
     assert isinstance(cancelled_elsewhere[0], commands.Basic.Cancel)
+
+
+def test_the_queue_type_argument_is_checked_and_compared_with_its_default(
+    broker: RunningBroker,
+):
+    """RabbitMQ (rabbit_amqqueue): an unknown `x-queue-type` is refused with 406, "invalid arg
+    'x-queue-type' ...: unsupported queue type"; a queue declared without it is "classic" (the
+    default is injected at declaration), so redeclaring it as classic is equivalent, and as
+    another type is not ("inequivalent arg 'x-queue-type'")."""
+    queue = unique("typed")
+    with connection(broker) as connected:
+        channel = connected.channel()
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as refused:
+            channel.queue_declare(unique("odd"), arguments={"x-queue-type": "no-such-type"})
+        assert refused.value.reply_code == 406
+        assert "x-queue-type" in refused.value.reply_text
+        assert "unsupported queue type" in refused.value.reply_text
+
+        channel = connected.channel()
+        channel.queue_declare(queue, auto_delete=True)
+        channel.queue_declare(queue, auto_delete=True, arguments={"x-queue-type": "classic"})
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as refused:
+            channel.queue_declare(queue, auto_delete=True, arguments={"x-queue-type": "stream"})
+        assert refused.value.reply_code == 406
+        assert "inequivalent arg 'x-queue-type'" in refused.value.reply_text

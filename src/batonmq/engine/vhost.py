@@ -32,6 +32,7 @@ from batonmq.model.message import Message, QueueEntry
 from batonmq.queues.arguments import InvalidArgument, QueueArguments, inequivalent
 from batonmq.queues.classic import ClassicQueue, Paging
 from batonmq.queues.deadletter import Reason
+from batonmq.queues.types import declared_type, queue_class
 from batonmq.routing.base import BindingArgumentError, exchange_type
 from batonmq.routing.router import Router
 from batonmq.store.base import StoredBinding, StoredExchange, StoredQueue
@@ -417,6 +418,7 @@ class VirtualHost:
         name = name or server_queue_name()
         arguments = dict(arguments or {})
         try:
+            declared_type(arguments)
             QueueArguments.parse(self.autocreate.arguments_for(name, arguments))
         except InvalidArgument as error:
             raise amqp_error(
@@ -448,7 +450,7 @@ class VirtualHost:
         auto_delete: bool = False,
         arguments: FieldTable,
     ) -> ClassicQueue:
-        queue = ClassicQueue(
+        queue = queue_class(arguments)(
             name,
             durable=durable,
             exclusive_owner=exclusive_owner,

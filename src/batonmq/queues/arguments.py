@@ -64,6 +64,9 @@ EQUIVALENT_ARGUMENTS: Final = (
     "x-max-backup-consumers",
 )
 MAX_PRIORITY_LIMIT: Final = 255
+#: The queue type argument and its default (see batonmq.queues.types, the registry).
+QUEUE_TYPE_ARGUMENT: Final = "x-queue-type"
+DEFAULT_QUEUE_TYPE: Final = "classic"
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,12 +166,24 @@ class QueueArguments:
 
 
 def inequivalent(received: FieldTable, current: FieldTable) -> tuple[str, str, str] | None:
-    """The first argument a redeclaration changes: (name, received, current) for the 406."""
+    """The first argument a redeclaration changes: (name, received, current) for the 406. A
+    queue's type is compared with the default filled in (RabbitMQ injects it at declaration):
+    no `x-queue-type` is "classic"."""
+    mine, theirs = (
+        arguments.get(QUEUE_TYPE_ARGUMENT, DEFAULT_QUEUE_TYPE) for arguments in (received, current)
+    )
+    if _text(mine) != _text(theirs):
+        return QUEUE_TYPE_ARGUMENT, _shown(mine), _shown(theirs)
     for name in EQUIVALENT_ARGUMENTS:
         mine, theirs = received.get(name), current.get(name)
         if mine != theirs or isinstance(mine, bool) is not isinstance(theirs, bool):
             return name, _shown(mine), _shown(theirs)
     return None
+
+
+def _text(value: FieldValue) -> FieldValue:
+    """A longstr argument as a string, whether the client's codec gave bytes or str."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def _shown(value: FieldValue | None) -> str:
