@@ -77,13 +77,15 @@ class ScopeStatistics(Generic[Subject]):
     def __init__(
         self,
         scope: Scope,
-        counters: type[Any],
-        counters_of: Callable[[Subject], Any],
+        counters: type[Any] | None = None,
+        counters_of: Callable[[Subject], Any] | None = None,
     ) -> None:
+        """`counters`: the dataclass of the scope's counters (None: it has gauges only), and
+        `counters_of` how to find an object's."""
         self.scope = scope
         self._counters_of = counters_of
         self.counters: tuple[Statistic, ...] = tuple(
-            _counter_statistic(scope, item) for item in dataclasses.fields(counters)
+            _counter_statistic(scope, item) for item in dataclasses.fields(counters or _NoCounters)
         )
         self.gauges: list[Gauge[Subject]] = []
 
@@ -99,13 +101,18 @@ class ScopeStatistics(Generic[Subject]):
 
     def read(self, subject: Subject) -> dict[str, float]:
         """Every statistic of `subject` by key: its counters as they are, its gauges read now."""
-        counters = self._counters_of(subject)
-        values: dict[str, float] = {
-            declared.key: getattr(counters, declared.key) for declared in self.counters
-        }
+        values: dict[str, float] = {}
+        if self._counters_of is not None:
+            counters = self._counters_of(subject)
+            values = {declared.key: getattr(counters, declared.key) for declared in self.counters}
         for gauge in self.gauges:
             values[gauge.statistic.key] = gauge.read(subject)
         return values
+
+
+@dataclass(slots=True)
+class _NoCounters:
+    pass
 
 
 def _counter_statistic(scope: Scope, item: dataclasses.Field[Any]) -> Statistic:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import platform
 from collections import Counter
@@ -15,6 +16,7 @@ from batonmq import __version__
 from batonmq.amqp.connection import ConnectionSettings
 from batonmq.engine.access import AccessControl
 from batonmq.engine.autocreate import AutocreatePolicy
+from batonmq.engine.counters import BrokerCounters, ChannelCounters
 from batonmq.engine.vhost import VirtualHost
 from batonmq.logrepeat import CoalescingLog
 from batonmq.queues.classic import ClassicQueue, Paging
@@ -109,6 +111,16 @@ class Broker:
         init=False,
         default_factory=lambda: CoalescingLog(logging.getLogger("batonmq.engine.session")),
     )
+    counters: BrokerCounters = field(init=False, default_factory=BrokerCounters)
+    #: What the channels that closed had counted (the broker's totals add the open ones).
+    closed_channels: ChannelCounters = field(init=False, default_factory=ChannelCounters)
+    #: Connection ids, stable for the broker's life and never reused.
+    _connection_ids: itertools.count[int] = field(
+        init=False, default_factory=lambda: itertools.count(1)
+    )
+
+    def next_connection_id(self) -> int:
+        return next(self._connection_ids)
 
     def __post_init__(self) -> None:
         settings = self.settings

@@ -25,6 +25,7 @@ from batonmq.engine.change import Change
 from batonmq.engine.cleanup import each
 from batonmq.engine.confirms import ConfirmTracker
 from batonmq.engine.consumer import Consumer
+from batonmq.engine.counters import ChannelCounters
 from batonmq.engine.outcome import Outcome
 from batonmq.engine.transaction import Transaction
 from batonmq.model.message import QueueEntry
@@ -60,6 +61,9 @@ class Channel:
     def __init__(self, session: Session, number: int) -> None:
         self.session = session
         self.number = number
+        #: As RabbitMQ names a channel: its connection's name and number.
+        self.name = f"{session.name} ({number})"
+        self.counters = ChannelCounters()
         self.consumers: dict[str, Consumer] = {}
         self.unsettled: OrderedDict[int, Unsettled] = OrderedDict()
         self._last_delivery_tag = 0
@@ -173,6 +177,10 @@ class Channel:
             ),
             message,
         )
+        counters = self.counters
+        counters.deliver += 1
+        if entry.redelivered:
+            counters.redeliver += 1
         if consumer.no_ack:
             entry.delivery_count += 1
             queue.settled(entry)
@@ -197,6 +205,9 @@ class Channel:
             ),
             message,
         )
+        self.counters.get += 1
+        if entry.redelivered:
+            self.counters.redeliver += 1
         if no_ack:
             entry.delivery_count += 1
             queue.settled(entry)
@@ -251,6 +262,7 @@ class Channel:
             elif outcome is Outcome.REJECT:
                 unsettled.queue.rejected(unsettled.entry)
             else:
+                self.counters.ack += 1
                 unsettled.queue.settled(unsettled.entry)
         fields = self.log_fields()
         each(returned.items(), lambda item: item[0].requeue(item[1]), "requeueing", fields)

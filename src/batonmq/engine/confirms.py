@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from batonmq.engine.counters import ChannelCounters
+
 
 @dataclass(frozen=True, slots=True)
 class ConfirmFrame:
@@ -22,7 +24,9 @@ class ConfirmFrame:
 
 
 class ConfirmTracker:
-    def __init__(self) -> None:
+    def __init__(self, counters: ChannelCounters | None = None) -> None:
+        """`counters`: the channel's, which count the publishes confirmed."""
+        self._counters = counters or ChannelCounters()
         self.next_sequence = 1
         #: Every sequence number at or below this has been confirmed to the publisher.
         self._confirmed_upto = 0
@@ -38,6 +42,8 @@ class ConfirmTracker:
 
     def settle(self, sequence: int, ack: bool) -> None:
         self._settled[sequence] = ack
+        if ack:
+            self._counters.confirm += 1
 
     @property
     def has_settled(self) -> bool:

@@ -23,6 +23,7 @@ def publish(channel: Channel, method: base.Frame, message: Message) -> None:
         # RabbitMQ dropped "immediate" (3.0); the spec lets a server refuse it with 540.
         raise amqp_error(ReplyCode.NOT_IMPLEMENTED, "immediate=true")
     session = channel.session
+    channel.counters.publish += 1
     access = session.broker.access
     if access.enabled:  # the one test the hot path pays when there is no ACL
         # Qpid manual Table 2.3: PUBLISH is "Applied on a per message basis on publish message

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Final, Literal
 
 from pamqp import base, commands
+from pamqp.common import FieldTable
 
 from batonmq.amqp.connection import (
     ChannelClosed,
@@ -34,6 +35,7 @@ from batonmq.engine.change import ChangePending, Waiter
 from batonmq.engine.channel import Channel
 from batonmq.engine.cleanup import each
 from batonmq.engine.consumer import cancel_consumers_of
+from batonmq.engine.counters import ConnectionCounters
 from batonmq.engine.dispatch import HANDLERS
 from batonmq.engine.publish import publish
 from batonmq.engine.vhost import VirtualHost
@@ -63,11 +65,18 @@ class Session:
         *,
         mechanisms: tuple[str, ...] | None = None,
         peer_certificate: PeerCertificate | None = None,
+        local: tuple[str, int] | None = None,
     ) -> None:
         """`mechanisms`: the SASL mechanisms of the listener the client came in on (the
-        broker's default when None); `peer_certificate`: its verified TLS client certificate."""
+        broker's default when None); `peer_certificate`: its verified TLS client certificate;
+        `local`: the broker's end of the connection."""
         self.broker = broker
         self.peer = peer
+        #: Stable for the broker's life: the id never reused, the name as RabbitMQ's
+        #: ("127.0.0.1:54321 -> 127.0.0.1:5672").
+        self.id = broker.next_connection_id()
+        self.name = f"{peer[0]}:{peer[1]}" + (f" -> {local[0]}:{local[1]}" if local else "")
+        self.counters = ConnectionCounters()
         self.peer_certificate = peer_certificate
         settings = broker.connection_settings
         if mechanisms is not None:
@@ -100,6 +109,7 @@ class Session:
         #: the input waits for the next loop turn (the memory state's batch, MQ 3.5 admin guide).
         self._publishes_this_turn = 0
         broker.sessions.add(self)
+        broker.counters.connections_opened += 1
 
     @property
     def vhost(self) -> VirtualHost:
@@ -109,6 +119,10 @@ class Session:
     @property
     def username(self) -> str:
         return self.connection.username or ""
+
+    @property
+    def client_properties(self) -> FieldTable:
+        return self.connection.client_properties
 
     @property
     def writable(self) -> bool:
@@ -163,6 +177,7 @@ class Session:
         `input_held` is set and the rest waits, buffered, for `resume_input`."""
         self.input_held = False
         self._publishes_this_turn = 0
+        self.counters.recv_oct += len(data)
         batch = self.broker.publish_batch
         for event in self.connection.receive_data(data):
             self._handle(event)
@@ -188,10 +203,11 @@ class Session:
             self._run(event.channel, event.method, None)
         elif isinstance(event, ChannelOpened):
             self.channels[event.channel] = Channel(self, event.channel)
+            self.broker.counters.channels_opened += 1
         elif isinstance(event, ChannelClosed | ChannelFailed):
             channel = self.channels.pop(event.channel, None)
             if channel is not None:
-                channel.close()
+                self._close_channel(channel)
         elif isinstance(event, LoginRequested):
             self._login(event)
         elif isinstance(event, OpenRequested):
@@ -334,6 +350,7 @@ class Session:
         was_writable = self.writable
         self._pending_output = 0
         output = self.connection.data_to_send()
+        self.counters.send_oct += sum(map(len, output))
         if not was_writable and self.writable:
             self.resume()  # what this queues goes out with the next flush, which it requests
         return output
@@ -398,7 +415,7 @@ class Session:
         if channel is not None:
             # Publishes routed before the error were taken: confirm them before the close.
             self._send_confirms(channel)
-            channel.close()
+            self._close_channel(channel)
         self.connection.close_channel(number, error)
         self._request_flush()
 
@@ -413,6 +430,14 @@ class Session:
         self.exclusive_queues.discard(queue)
         return self.vhost.remove_queue(queue, on_delete=cancel_consumers_of)
 
+    def _close_channel(self, channel: Channel) -> None:
+        """`channel` is over: it closes, and the broker's totals keep what it counted."""
+        try:
+            channel.close()
+        finally:
+            self.broker.counters.channels_closed += 1
+            self.broker.closed_channels.add(channel.counters)
+
     def teardown(self) -> None:
         """The connection is over, however it ended: close every channel (their unsettled
         deliveries go back to their queues) and delete the queues it owned exclusively."""
@@ -421,11 +446,12 @@ class Session:
         self.ended = True
         fields = self.log_fields()
         try:
-            each(self.channels.values(), Channel.close, "closing a channel", fields)
+            each(self.channels.values(), self._close_channel, "closing a channel", fields)
             self.channels.clear()
             each(self.exclusive_queues, self.remove_queue, "deleting an exclusive queue", fields)
         finally:
             self.broker.sessions.discard(self)
+            self.broker.counters.connections_closed += 1
             if self.vhost_or_none is not None:
                 self.broker.connection_ended(self.username, self.vhost_or_none.name)
 

@@ -40,6 +40,13 @@ HOLD_INPUT_FACTOR: Final = 3
 _TUNED: Final = frozenset({State.AWAITING_OPEN, State.OPENING, State.OPEN, State.CLOSING})
 
 
+def _address(address: object) -> tuple[str, int] | None:
+    """(host, port) of a socket address; None for one that has none (a Unix socket)."""
+    if isinstance(address, tuple) and len(address) >= 2:
+        return str(address[0]), int(address[1])
+    return None
+
+
 class AMQPProtocol(asyncio.Protocol):
     def __init__(
         self,
@@ -86,6 +93,7 @@ class AMQPProtocol(asyncio.Protocol):
             # verified client certificate (None or {} when there is none, or it was not asked
             # for). None on plain TCP.
             peer_certificate=transport.get_extra_info("peercert"),
+            local=_address(transport.get_extra_info("sockname")),
         )
         log.debug("connection accepted", extra={"peer": f"{peer[0]}:{peer[1]}"})
         self._schedule_tick()

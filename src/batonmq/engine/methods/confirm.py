@@ -20,6 +20,6 @@ def select(channel: Channel, method: commands.Confirm.Select) -> None:
             "transactional channels cannot be put into confirm mode",
         )
     if channel.confirms is None:
-        channel.confirms = ConfirmTracker()
+        channel.confirms = ConfirmTracker(channel.counters)
     if not method.nowait:
         channel.reply(commands.Confirm.SelectOk())

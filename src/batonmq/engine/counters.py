@@ -1,0 +1,86 @@
+"""The statistics of connections, channels and queues, and the broker's totals, declared once (see
+batonmq.stats) with RabbitMQ's management names where it has one (`recv_oct`, `send_oct`,
+`publish`, `deliver`, `get`, `ack`, `redeliver`, `confirm`).
+
+The hot path increments a channel's counters only; the broker's totals are the counters of the
+channels that closed plus those of the open ones, summed when someone reads them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from batonmq.stats import REGISTRY, Scope, ScopeStatistics, counter
+
+
+@dataclass(slots=True)
+class ConnectionCounters:
+    recv_oct: int = counter("bytes", "Octets received from the client")
+    send_oct: int = counter("bytes", "Octets sent to the client")
+
+
+@dataclass(slots=True)
+class ChannelCounters:
+    publish: int = counter("messages", "Messages published (basic.publish)")
+    confirm: int = counter("messages", "Publishes confirmed with basic.ack")
+    deliver: int = counter("messages", "Messages delivered to consumers (basic.deliver)")
+    get: int = counter("messages", "Messages fetched with basic.get")
+    ack: int = counter("messages", "Deliveries acknowledged")
+    redeliver: int = counter("messages", "Deliveries that carried the redelivered flag")
+
+    def add(self, other: ChannelCounters) -> None:
+        for item in dataclasses.fields(self):
+            setattr(self, item.name, getattr(self, item.name) + getattr(other, item.name))
+
+
+@dataclass(slots=True)
+class BrokerCounters:
+    connections_opened: int = counter("connections", "Connections accepted")
+    connections_closed: int = counter("connections", "Connections ended, however they ended")
+    channels_opened: int = counter("channels", "Channels opened")
+    channels_closed: int = counter("channels", "Channels closed")
+
+
+def message_totals(
+    closed_channels: ChannelCounters, open_channels: Iterable[ChannelCounters]
+) -> ChannelCounters:
+    """The broker's message totals: what the closed channels counted, and the open ones."""
+    totals = ChannelCounters()
+    totals.add(closed_channels)
+    for counters in open_channels:
+        totals.add(counters)
+    return totals
+
+
+def _register() -> None:
+    connection: ScopeStatistics[Any] = ScopeStatistics(
+        Scope.CONNECTION, ConnectionCounters, lambda session: session.counters
+    )
+    connection.gauge("channels", "channels", "Open channels", lambda s: len(s.channels))
+    REGISTRY.register(connection)
+    channel: ScopeStatistics[Any] = ScopeStatistics(
+        Scope.CHANNEL, ChannelCounters, lambda channel: channel.counters
+    )
+    channel.gauge(
+        "messages_unacked", "messages", "Deliveries not yet settled", lambda c: len(c.unsettled)
+    )
+    channel.gauge("consumers", "consumers", "Consumers on the channel", lambda c: len(c.consumers))
+    REGISTRY.register(channel)
+    broker: ScopeStatistics[Any] = ScopeStatistics(
+        Scope.BROKER, BrokerCounters, lambda broker: broker.counters
+    )
+    broker.gauge("connections", "connections", "Open connections", lambda b: len(b.sessions))
+    REGISTRY.register(broker)
+    # A queue's: gauges only, read when asked, so that they cost its hot path nothing.
+    queue: ScopeStatistics[Any] = ScopeStatistics(Scope.QUEUE)
+    queue.gauge(
+        "messages_ready", "messages", "Messages ready for delivery", lambda q: q.message_count
+    )
+    queue.gauge("consumers", "consumers", "Consumers of the queue", lambda q: q.consumer_count)
+    REGISTRY.register(queue)
+
+
+_register()

@@ -1,0 +1,71 @@
+"""Connections and channels get stable ids and names, and the engine counts what passes through
+it: each connection's, channel's and queue's counters, declared once in the statistics registry
+(Qpid's @ManagedStatistic; RabbitMQ's management names: recv_oct, publish, deliver, get, ack,
+confirm, redeliver), and the broker's totals across channels that came and went."""
+
+from __future__ import annotations
+
+from pamqp import commands
+
+from batonmq.engine.broker import Broker
+from batonmq.engine.counters import message_totals
+from batonmq.engine.session import Session
+from batonmq.stats import REGISTRY, Scope
+from tests.memclient import LOOPBACK_PEER, MemClient, connect
+
+
+def test_connections_and_channels_have_ids_and_rabbitmqs_names():
+    broker = Broker()
+    first = Session(broker, ("127.0.0.7", 41000), lambda: None, local=("127.0.0.1", 5672))
+    second = Session(broker, LOOPBACK_PEER, lambda: None)
+    assert first.name == "127.0.0.7:41000 -> 127.0.0.1:5672"
+    assert second.id == first.id + 1
+    client = MemClient(first)
+    client.handshake(capabilities={"publisher_confirms": True})
+    client.open_channel(3)
+    assert first.channels[3].name == "127.0.0.7:41000 -> 127.0.0.1:5672 (3)"
+    capabilities = first.client_properties["capabilities"]
+    assert isinstance(capabilities, dict) and capabilities["publisher_confirms"] is True
+
+
+def test_messages_are_counted_per_channel_and_queue_and_in_the_broker_totals():
+    broker = Broker()
+    client, session = connect(broker)
+    client.declare_queue(1, "work")
+    client.call(1, commands.Confirm.Select(), commands.Confirm.SelectOk)
+    for number in range(3):
+        client.publish(1, f"m{number}".encode(), routing_key="work")
+    client.expect(commands.Basic.Ack, 1)
+    client.consume(1, "work", "c")
+    deliveries = client.deliveries(1)
+    client.send(1, commands.Basic.Ack(deliveries[0].method.delivery_tag))
+    client.send(1, commands.Basic.Reject(deliveries[1].method.delivery_tag, requeue=True))
+
+    counters = REGISTRY.scope(Scope.CHANNEL).read(session.channels[1])
+    assert counters["publish"] == 3
+    assert counters["confirm"] == 3
+    assert counters["deliver"] == 4  # three, and the requeued one again
+    assert counters["redeliver"] == 1
+    assert counters["ack"] == 1
+    assert counters["messages_unacked"] == 2
+    queue = REGISTRY.scope(Scope.QUEUE).read(session.vhost.queues["work"])
+    assert queue == {"messages_ready": 0, "consumers": 1}
+    connection = REGISTRY.scope(Scope.CONNECTION).read(session)
+    assert connection["recv_oct"] > 0 and connection["send_oct"] > 0
+    assert connection["channels"] == 1
+
+    client.send(1, commands.Channel.Close(200, "bye", 0, 0))
+    assert broker.counters.channels_closed == 1
+    totals = message_totals(broker.closed_channels, [])
+    assert (totals.publish, totals.deliver, totals.ack) == (3, 4, 1)
+    assert REGISTRY.scope(Scope.BROKER).read(broker)["connections"] == 1
+    session.teardown()
+    assert REGISTRY.scope(Scope.BROKER).read(broker)["connections_closed"] == 1
+
+
+def test_every_statistic_has_a_unit_help_text_and_a_unique_exported_name():
+    declared = list(REGISTRY.statistics())
+    names = [statistic.exported_name for statistic in declared]
+    assert len(names) == len(set(names))
+    assert {statistic.scope for statistic in declared} == set(Scope)
+    assert all(statistic.unit and statistic.help for statistic in declared)
