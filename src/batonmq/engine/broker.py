@@ -17,6 +17,7 @@ from batonmq.amqp.connection import ConnectionSettings
 from batonmq.engine.access import AccessControl
 from batonmq.engine.autocreate import AutocreatePolicy
 from batonmq.engine.counters import BrokerCounters, ChannelCounters
+from batonmq.engine.events import EventFeed, EventKind
 from batonmq.engine.vhost import VirtualHost
 from batonmq.logrepeat import CoalescingLog
 from batonmq.queues.classic import ClassicQueue, Paging
@@ -112,6 +113,8 @@ class Broker:
         default_factory=lambda: CoalescingLog(logging.getLogger("batonmq.engine.session")),
     )
     counters: BrokerCounters = field(init=False, default_factory=BrokerCounters)
+    #: What happens to connections, channels, consumers, queues, exchanges and alarms.
+    events: EventFeed = field(init=False, default_factory=EventFeed)
     #: What the channels that closed had counted (the broker's totals add the open ones).
     closed_channels: ChannelCounters = field(init=False, default_factory=ChannelCounters)
     #: Connection ids, stable for the broker's life and never reused.
@@ -193,6 +196,7 @@ class Broker:
         if name in self.alarms:
             return
         self.alarms[name] = reason
+        self.events.publish(EventKind.ALARM_RAISED, name, reason=reason)
         for session in list(self.sessions):
             if session.vhost_or_none is not None:
                 session.hold(name, reason)
@@ -200,6 +204,7 @@ class Broker:
     def clear_alarm(self, name: str) -> None:
         if self.alarms.pop(name, None) is None:
             return
+        self.events.publish(EventKind.ALARM_CLEARED, name)
         for session in list(self.sessions):
             session.release(name)
 
@@ -219,6 +224,7 @@ class Broker:
                 self.holdings,
             ),
             settings.autocreate,
+            self.events,
         )
         self.vhosts[name] = vhost
         return vhost

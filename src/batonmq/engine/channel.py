@@ -26,6 +26,7 @@ from batonmq.engine.cleanup import each
 from batonmq.engine.confirms import ConfirmTracker
 from batonmq.engine.consumer import Consumer
 from batonmq.engine.counters import ChannelCounters
+from batonmq.engine.events import EventKind
 from batonmq.engine.outcome import Outcome
 from batonmq.engine.transaction import Transaction
 from batonmq.model.message import QueueEntry
@@ -293,18 +294,26 @@ class Channel:
     def add_consumer(self, consumer: Consumer) -> None:
         self.consumers[consumer.tag] = consumer
         consumer.queue.add_consumer(consumer)
+        self._consumer_event(EventKind.CONSUMER_CREATED, consumer)
 
     def remove_consumer(self, tag: str) -> Consumer | None:
         consumer = self.consumers.pop(tag, None)
         if consumer is not None:
             queue = consumer.queue
             queue.remove_consumer(consumer)
+            self._consumer_event(EventKind.CONSUMER_DELETED, consumer)
             if queue.consumers.hands_over:
                 self._hand_over(consumer)
             if queue.auto_delete and not queue.consumers and not queue.deleted:
                 # RabbitMQ: an auto-delete queue goes when its last consumer is cancelled.
                 self.session.remove_queue(queue)
         return consumer
+
+    def _consumer_event(self, kind: EventKind, consumer: Consumer) -> None:
+        session = self.session
+        session.broker.events.publish(
+            kind, consumer.tag, session.vhost.name, queue=consumer.queue.name, channel=self.name
+        )
 
     def _hand_over(self, consumer: Consumer) -> None:
         """x-single-active-consumer: the next consumer takes over the work of `consumer`, which

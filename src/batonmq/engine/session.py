@@ -37,6 +37,7 @@ from batonmq.engine.cleanup import each
 from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.counters import ConnectionCounters
 from batonmq.engine.dispatch import HANDLERS
+from batonmq.engine.events import EventKind
 from batonmq.engine.publish import publish
 from batonmq.engine.vhost import VirtualHost
 from batonmq.model.message import Message
@@ -202,8 +203,11 @@ class Session:
         elif isinstance(event, MethodReceived):
             self._run(event.channel, event.method, None)
         elif isinstance(event, ChannelOpened):
-            self.channels[event.channel] = Channel(self, event.channel)
+            opened = self.channels[event.channel] = Channel(self, event.channel)
             self.broker.counters.channels_opened += 1
+            self.broker.events.publish(
+                EventKind.CHANNEL_CREATED, opened.name, self.vhost.name, connection=self.id
+            )
         elif isinstance(event, ChannelClosed | ChannelFailed):
             channel = self.channels.pop(event.channel, None)
             if channel is not None:
@@ -266,6 +270,9 @@ class Session:
         self.broker.connection_opened(self.username, name)
         self.vhost_or_none = vhost
         self.connection.accept_open(name)
+        self.broker.events.publish(
+            EventKind.CONNECTION_CREATED, self.name, name, id=self.id, user=self.username
+        )
         log.info("connection opened", extra=self.log_fields())
         for alarm, reason in self.broker.alarms.items():
             self.hold(alarm, reason)
@@ -437,6 +444,9 @@ class Session:
         finally:
             self.broker.counters.channels_closed += 1
             self.broker.closed_channels.add(channel.counters)
+            self.broker.events.publish(
+                EventKind.CHANNEL_CLOSED, channel.name, self.vhost.name, connection=self.id
+            )
 
     def teardown(self) -> None:
         """The connection is over, however it ended: close every channel (their unsettled
@@ -453,6 +463,9 @@ class Session:
             self.broker.sessions.discard(self)
             self.broker.counters.connections_closed += 1
             if self.vhost_or_none is not None:
+                self.broker.events.publish(
+                    EventKind.CONNECTION_CLOSED, self.name, self.vhost_or_none.name, id=self.id
+                )
                 self.broker.connection_ended(self.username, self.vhost_or_none.name)
 
     def log_closed(

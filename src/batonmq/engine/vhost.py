@@ -21,6 +21,7 @@ from batonmq.amqp.errors import amqp_error
 from batonmq.engine.autocreate import AutocreatePolicy
 from batonmq.engine.change import Change, ChangePending, applied
 from batonmq.engine.deadletter import republish
+from batonmq.engine.events import EventFeed, EventKind
 from batonmq.engine.exchange import (
     ALTERNATE_EXCHANGE,
     Exchange,
@@ -75,8 +76,10 @@ class VirtualHost:
         name: str,
         paging: Paging | None = None,
         autocreate: AutocreatePolicy | None = None,
+        events: EventFeed | None = None,
     ) -> None:
         self.name = name
+        self.events = events or EventFeed()
         self.paging = paging or Paging(vhost=name)
         #: The limits auto-created queues get (MQ 3.5 admin guide Table 2-10).
         self.autocreate = autocreate or AutocreatePolicy()
@@ -201,6 +204,7 @@ class VirtualHost:
             alternate_exchange_name(arguments),
         )
         self.exchanges[name] = exchange
+        self.events.publish(EventKind.EXCHANGE_CREATED, name, self.name, type=type_name)
         return exchange
 
     def exchange(self, name: str) -> Exchange:
@@ -233,6 +237,7 @@ class VirtualHost:
         """Remove `exchange` and the bindings to and from it; `written`: its deletion is in
         the store already."""
         del self.exchanges[exchange.name]
+        self.events.publish(EventKind.EXCHANGE_DELETED, exchange.name, self.name)
         if exchange.durable and not written:
             self._journal.delete_exchange(self.name, exchange.name)
         for destination, _key, _arguments in list(exchange.router.bindings()):
@@ -463,6 +468,7 @@ class VirtualHost:
         )
         queue.hooks = self
         self.queues[name] = queue
+        self.events.publish(EventKind.QUEUE_CREATED, name, self.name, durable=durable)
         return queue
 
     def queue(self, name: str, owner: object) -> ClassicQueue:
@@ -517,6 +523,7 @@ class VirtualHost:
             on_delete(queue)
         del self.queues[queue.name]
         count = queue.delete()
+        self.events.publish(EventKind.QUEUE_DELETED, queue.name, self.name)
         if written:
             # What was recorded for it while its deletion was being written goes too.
             self._journal.forget_queue(self.name, queue.name)
