@@ -1,0 +1,388 @@
+"""The engine's public service API: what management, batonctl and the cluster layer use to see
+and change a running broker, without reaching into the engine's internals.
+
+Reads return plain dataclasses (a snapshot: nothing of the engine's live objects leaks out).
+Changes go through the same virtual-host methods and the same ACL as AMQP clients' (a user
+refused queue deletion over AMQP is refused it here), and follow the store: they return once the
+change is committed and applied, or raise ApiError with the AMQP reply code and text the client
+of the same request over AMQP would have got.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from pamqp.common import FieldTable
+
+from batonmq.amqp.constants import ReplyCode
+from batonmq.amqp.errors import HardError, ProtocolError
+from batonmq.engine.access import flag, queue_properties
+from batonmq.engine.broker import Broker
+from batonmq.engine.change import Change, ChangePending
+from batonmq.engine.consumer import cancel_consumers_of
+from batonmq.engine.counters import ChannelCounters, message_totals
+from batonmq.engine.session import Session
+from batonmq.engine.vhost import VirtualHost
+from batonmq.queues.classic import ClassicQueue
+from batonmq.queues.types import declared_type
+from batonmq.security.acl import Action, ObjectType, Property
+
+T = TypeVar("T")
+
+
+class ApiError(Exception):
+    """A request the engine refused: `reply_code` as AMQP would have it (404 not found, 403
+    access refused, 405 locked, 406 precondition failed, 541 for a failed store write)."""
+
+    def __init__(self, reply_code: int, text: str) -> None:
+        super().__init__(text)
+        self.reply_code = reply_code
+        self.text = text
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    vhost: str
+    name: str
+    type: str
+    durable: bool
+    auto_delete: bool
+    exclusive: bool
+    arguments: FieldTable
+    messages_ready: int
+    consumers: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeInfo:
+    vhost: str
+    name: str
+    type: str
+    durable: bool
+    auto_delete: bool
+    internal: bool
+    arguments: FieldTable
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionInfo:
+    id: int
+    name: str
+    peer_host: str
+    peer_port: int
+    user: str
+    vhost: str | None
+    client_properties: FieldTable
+    channels: int
+    recv_oct: int
+    send_oct: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelInfo:
+    name: str
+    connection: int
+    number: int
+    user: str
+    vhost: str
+    consumers: int
+    messages_unacknowledged: int
+    prefetch_count: int
+    counters: ChannelCounters
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerInfo:
+    vhost: str
+    queue: str
+    tag: str
+    channel: str
+    ack_required: bool
+    exclusive: bool
+    prefetch_count: int
+    arguments: FieldTable
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    connections: int
+    channels: int
+    queues: int
+    exchanges: int
+    consumers: int
+    messages_ready: int
+    alarms: dict[str, str]
+    message_totals: ChannelCounters = field(default_factory=ChannelCounters)
+
+
+class EngineApi:
+    """The service API of one broker (see the module docstring)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    # Reading ------------------------------------------------------------------------------
+
+    def vhosts(self) -> list[str]:
+        return sorted(self.broker.vhosts)
+
+    def queues(self, vhost: str | None = None) -> list[QueueInfo]:
+        return [
+            QueueInfo(
+                host.name,
+                queue.name,
+                declared_type(queue.arguments),
+                queue.durable,
+                queue.auto_delete,
+                queue.exclusive,
+                dict(queue.arguments),
+                queue.message_count,
+                queue.consumer_count,
+            )
+            for host in self._vhosts(vhost)
+            for queue in host.queues.values()
+        ]
+
+    def exchanges(self, vhost: str | None = None) -> list[ExchangeInfo]:
+        return [
+            ExchangeInfo(
+                host.name,
+                exchange.name,
+                exchange.type_name,
+                exchange.durable,
+                exchange.auto_delete,
+                exchange.internal,
+                dict(exchange.arguments),
+            )
+            for host in self._vhosts(vhost)
+            for exchange in host.exchanges.values()
+        ]
+
+    def connections(self) -> list[ConnectionInfo]:
+        return [
+            ConnectionInfo(
+                session.id,
+                session.name,
+                session.peer[0],
+                session.peer[1],
+                session.username,
+                session.vhost_or_none.name if session.vhost_or_none else None,
+                dict(session.client_properties),
+                len(session.channels),
+                session.counters.recv_oct,
+                session.counters.send_oct,
+            )
+            for session in self._sessions()
+        ]
+
+    def channels(self) -> list[ChannelInfo]:
+        return [
+            ChannelInfo(
+                channel.name,
+                session.id,
+                channel.number,
+                session.username,
+                session.vhost.name,
+                len(channel.consumers),
+                len(channel.unsettled),
+                channel.consumer_prefetch,
+                ChannelCounters(**_fields(channel.counters)),
+            )
+            for session in self._sessions()
+            if session.vhost_or_none is not None
+            for channel in session.channels.values()
+        ]
+
+    def consumers(self) -> list[ConsumerInfo]:
+        return [
+            ConsumerInfo(
+                session.vhost.name,
+                consumer.queue.name,
+                consumer.tag,
+                channel.name,
+                not consumer.no_ack,
+                consumer.exclusive,
+                consumer.prefetch_count,
+                dict(consumer.arguments),
+            )
+            for session in self._sessions()
+            if session.vhost_or_none is not None
+            for channel in session.channels.values()
+            for consumer in channel.consumers.values()
+        ]
+
+    def overview(self) -> Overview:
+        broker = self.broker
+        sessions = list(self._sessions())
+        channels = [channel for session in sessions for channel in session.channels.values()]
+        queues = [queue for host in broker.vhosts.values() for queue in host.queues.values()]
+        return Overview(
+            connections=len(sessions),
+            channels=len(channels),
+            queues=len(queues),
+            exchanges=sum(len(host.exchanges) for host in broker.vhosts.values()),
+            consumers=sum(len(channel.consumers) for channel in channels),
+            messages_ready=sum(queue.message_count for queue in queues),
+            alarms=dict(broker.alarms),
+            message_totals=message_totals(
+                broker.closed_channels, (channel.counters for channel in channels)
+            ),
+        )
+
+    # Changing -----------------------------------------------------------------------------
+
+    async def declare_queue(
+        self,
+        user: str,
+        vhost: str,
+        name: str,
+        *,
+        durable: bool = True,
+        auto_delete: bool = False,
+        arguments: FieldTable | None = None,
+    ) -> QueueInfo:
+        """Declare a queue as queue.declare would (non-exclusive: it has no connection)."""
+        host = self._vhost(vhost)
+        self._require(
+            user,
+            host,
+            Action.CREATE,
+            ObjectType.QUEUE,
+            {
+                Property.NAME: name,
+                Property.DURABLE: flag(durable),
+                Property.AUTO_DELETE: flag(auto_delete),
+                Property.EXCLUSIVE: flag(False),
+            },
+        )
+        await self._carry_out(
+            host,
+            lambda: host.declare_queue(
+                name, owner=self, durable=durable, auto_delete=auto_delete, arguments=arguments
+            ),
+        )
+        return next(info for info in self.queues(vhost) if info.name == name)
+
+    async def delete_queue(
+        self, user: str, vhost: str, name: str, *, if_unused: bool = False, if_empty: bool = False
+    ) -> int:
+        """Delete a queue as queue.delete would; the number of messages it held."""
+        host = self._vhost(vhost)
+        queue = self._queue(host, name)
+        self._require(user, host, Action.DELETE, ObjectType.QUEUE, queue_properties(queue))
+        return await self._carry_out(
+            host,
+            lambda: host.delete_queue(
+                name,
+                owner=self,
+                if_unused=if_unused,
+                if_empty=if_empty,
+                on_delete=cancel_consumers_of,
+            ),
+        )
+
+    def purge_queue(self, user: str, vhost: str, name: str) -> int:
+        """Remove a queue's ready messages as queue.purge would; how many there were."""
+        host = self._vhost(vhost)
+        queue = self._queue(host, name)
+        self._require(user, host, Action.PURGE, ObjectType.QUEUE, queue_properties(queue))
+        return queue.purge()
+
+    def close_connection(self, connection_id: int, reason: str) -> None:
+        """Close a client's connection with 320 CONNECTION_FORCED and `reason`, as RabbitMQ's
+        management does; ApiError 404 when there is no such connection."""
+        for session in self._sessions():
+            if session.id == connection_id:
+                session.close(HardError(ReplyCode.CONNECTION_FORCED, reason))
+                return
+        raise ApiError(ReplyCode.NOT_FOUND, f"no connection {connection_id}")
+
+    @staticmethod
+    def set_log_level(level: str) -> None:
+        """Change the broker's log level while it runs (debug, info, warning, error)."""
+        number = logging.getLevelName(level.upper())
+        if not isinstance(number, int):
+            raise ApiError(ReplyCode.PRECONDITION_FAILED, f"unknown log level '{level}'")
+        logging.getLogger("batonmq").setLevel(number)
+
+    # Helpers ------------------------------------------------------------------------------
+
+    def _sessions(self) -> Iterator[Session]:
+        return iter(sorted(self.broker.sessions, key=lambda session: session.id))
+
+    def _vhosts(self, name: str | None) -> list[VirtualHost]:
+        if name is None:
+            return [self.broker.vhosts[host] for host in sorted(self.broker.vhosts)]
+        return [self._vhost(name)]
+
+    def _vhost(self, name: str) -> VirtualHost:
+        host = self.broker.vhosts.get(name)
+        if host is None:
+            raise ApiError(ReplyCode.NOT_FOUND, f"no virtual host '{name}'")
+        return host
+
+    @staticmethod
+    def _queue(host: VirtualHost, name: str) -> ClassicQueue:
+        queue = host.queues.get(name)
+        if queue is None:
+            raise ApiError(ReplyCode.NOT_FOUND, f"no queue '{name}' in vhost '{host.name}'")
+        return queue
+
+    def _require(
+        self,
+        user: str,
+        host: VirtualHost,
+        action: Action,
+        object_type: ObjectType,
+        properties: dict[Property, str],
+    ) -> None:
+        access = self.broker.access
+        if access.enabled:
+            try:
+                access.require(user, host.name, action, object_type, properties)
+            except ProtocolError as error:
+                raise ApiError(error.reply_code, error.reply_text) from None
+
+    async def _carry_out(self, host: VirtualHost, make: Callable[[], Change[T]]) -> T:
+        """Check and carry out a change as an AMQP method would: waiting for a change of the
+        same object under way first, and returning once this one is committed and applied."""
+        while True:
+            try:
+                change = make()
+            except ChangePending as pending:
+                await _waited_for(pending)
+                continue
+            except ProtocolError as error:
+                raise ApiError(error.reply_code, error.reply_text) from None
+            return await _applied(host, change)
+
+
+async def _waited_for(pending: ChangePending) -> None:
+    ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def done() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    pending.wait(done)
+    await ready
+
+
+async def _applied(host: VirtualHost, change: Change[T]) -> T:
+    outcome: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+    def failed() -> None:
+        outcome.set_exception(
+            ApiError(ReplyCode.INTERNAL_ERROR, "the store could not write the change")
+        )
+
+    host.carry_out(change, outcome.set_result, failed)
+    return await outcome
+
+
+def _fields(counters: ChannelCounters) -> dict[str, int]:
+    return {name: getattr(counters, name) for name in ChannelCounters.__dataclass_fields__}
