@@ -25,11 +25,14 @@ from batonmq.engine.broker import Broker
 from batonmq.engine.change import Change, ChangePending
 from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.counters import ChannelCounters, message_totals
+from batonmq.engine.events import EventKind
 from batonmq.engine.session import Session
 from batonmq.engine.vhost import VirtualHost
 from batonmq.queues.classic import ClassicQueue
 from batonmq.queues.types import declared_type
-from batonmq.security.acl import Action, ObjectType, Property
+from batonmq.security.acl import AclError, Action, ObjectType, Property
+from batonmq.security.passwords import Credential
+from batonmq.store.base import StoredUser
 
 T = TypeVar("T")
 
@@ -300,6 +303,60 @@ class EngineApi:
                 session.close(HardError(ReplyCode.CONNECTION_FORCED, reason))
                 return
         raise ApiError(ReplyCode.NOT_FOUND, f"no connection {connection_id}")
+
+    # Users and virtual hosts, while the broker runs ----------------------------------------
+
+    def users(self) -> list[str]:
+        return sorted(self.broker.authenticator.users)
+
+    async def put_user(self, name: str, password: str) -> None:
+        """Add a user, or set a user's password: written to the store, then in force for the
+        next login (connections already open stay)."""
+        if not name:
+            raise ApiError(ReplyCode.PRECONDITION_FAILED, "a user needs a name")
+        # scrypt is slow on purpose: off the event loop.
+        credential = await asyncio.to_thread(Credential.from_password, password)
+        self.broker.journal.put_user(StoredUser(name, credential.encode()))
+        await self._durable(f"user '{name}'")
+        self.broker.authenticator.set_user(name, credential)
+        self.broker.events.publish(EventKind.USER_CHANGED, name)
+
+    async def delete_user(self, name: str) -> None:
+        """Delete a user: written to the store, then refused at login, and its connections
+        closed (as RabbitMQ closes a deleted user's connections)."""
+        if name not in self.broker.authenticator.users:
+            raise ApiError(ReplyCode.NOT_FOUND, f"no user '{name}'")
+        self.broker.journal.delete_user(name)
+        await self._durable(f"user '{name}'")
+        self.broker.authenticator.remove_user(name)
+        for session in list(self._sessions()):
+            if session.username == name:
+                session.close(HardError(ReplyCode.CONNECTION_FORCED, f"user '{name}' deleted"))
+        self.broker.events.publish(EventKind.USER_DELETED, name)
+
+    async def add_vhost(self, name: str) -> None:
+        """Create a virtual host (nothing to do when it exists): written, then usable."""
+        if name in self.broker.vhosts:
+            return
+        self.broker.journal.put_vhost(name)
+        await self._durable(f"virtual host '{name}'")
+        self.broker.add_vhost(name)
+        self.broker.events.publish(EventKind.VHOST_CREATED, name, name)
+
+    def reload_acl(self) -> None:
+        """Read the ACL files again (as SIGHUP does): in force from the next access check of
+        every client, connected ones included; a file that cannot be used keeps the old rules
+        and is an ApiError 406 saying why."""
+        try:
+            self.broker.access.reload()
+        except AclError as error:
+            raise ApiError(ReplyCode.PRECONDITION_FAILED, str(error)) from None
+
+    async def _durable(self, what: str) -> None:
+        written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.broker.journal.when_durable(written.set_result)
+        if not await written:
+            raise ApiError(ReplyCode.INTERNAL_ERROR, f"the store could not write {what}")
 
     @staticmethod
     def set_log_level(level: str) -> None:

@@ -30,6 +30,9 @@ class EventKind(enum.StrEnum):
     EXCHANGE_DELETED = "exchange.deleted"
     ALARM_RAISED = "alarm.raised"
     ALARM_CLEARED = "alarm.cleared"
+    USER_CHANGED = "user.changed"
+    USER_DELETED = "user.deleted"
+    VHOST_CREATED = "vhost.created"
 
 
 @dataclass(frozen=True, slots=True)

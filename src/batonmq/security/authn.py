@@ -158,6 +158,15 @@ class Authenticator:
         self.users = users
         self._checked.clear()
 
+    def set_user(self, name: str, credential: Credential) -> None:
+        """Add `name`, or give it a new credential: its next login is checked against it."""
+        self.users[name] = credential
+        self._checked.pop(name, None)
+
+    def remove_user(self, name: str) -> None:
+        self.users.pop(name, None)
+        self._checked.pop(name, None)
+
     def authenticate(self, attempt: LoginAttempt, decided: Decided) -> None:
         """Check `attempt` and call `decided` with the username or the refusal: at once, after
         the throttle's delay for its user and address, or when the password check comes back."""

@@ -83,6 +83,7 @@ class _Gathering:
     entries_deleted: dict[_EntryKey, int] = field(default_factory=dict)
     vhosts_put: set[str] = field(default_factory=set)
     users_put: dict[str, StoredUser] = field(default_factory=dict)
+    users_deleted: set[str] = field(default_factory=set)
     waiting: list[DurableCallback] = field(default_factory=list)
     reads: list[_Read] = field(default_factory=list)
     changed: bool = False
@@ -129,6 +130,7 @@ class _Gathering:
             ],
             vhosts_put=sorted(self.vhosts_put),
             users_put=list(self.users_put.values()),
+            users_deleted=sorted(self.users_deleted),
         )
 
 
@@ -168,9 +170,15 @@ class Journal:
             self._gathering.vhosts_put.add(name)
 
     def put_user(self, user: StoredUser) -> None:
-        """A user's new credential (upgraded at login)."""
+        """A user's new credential (a new user, a new password, or one upgraded at login)."""
         if self._changing():
+            self._gathering.users_deleted.discard(user.name)
             self._gathering.users_put[user.name] = user
+
+    def delete_user(self, name: str) -> None:
+        if self._changing():
+            self._gathering.users_put.pop(name, None)
+            self._gathering.users_deleted.add(name)
 
     def put_exchange(self, exchange: StoredExchange) -> None:
         if self._changing():
