@@ -6,7 +6,9 @@ requirements: "a user refused queue deletion over AMQP is refused it" here too).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -134,15 +136,25 @@ def test_the_log_level_changes_while_the_broker_runs():
         logger.setLevel(before)
 
 
-async def test_a_durable_declare_returns_once_the_store_has_it(tmp_path: Path):
-    """State follows the store: the declaration is applied, and the call returns, only after
-    its write is committed."""
-    store = SQLiteStore(tmp_path / "batonmq.sqlite3", broker_id="b1")
+@contextlib.asynccontextmanager
+async def _stored_broker(directory: Path) -> AsyncIterator[tuple[Broker, SQLiteStore]]:
+    """A broker on a real SQLite store, its journal running."""
+    store = SQLiteStore(directory / "batonmq.sqlite3", broker_id="b1")
     await store.open()
     await store.recover()
     broker = Broker(store=store)
     broker.journal.start()
     try:
+        yield broker, store
+    finally:
+        await broker.journal.stop()
+        await store.close()
+
+
+async def test_a_durable_declare_returns_once_the_store_has_it(tmp_path: Path):
+    """State follows the store: the declaration is applied, and the call returns, only after
+    its write is committed."""
+    async with _stored_broker(tmp_path) as (broker, store):
         api = EngineApi(broker)
         declaring = asyncio.ensure_future(api.declare_queue("guest", "/", "kept"))
         await asyncio.sleep(0)  # checked, and its write recorded: the commit is under way
@@ -150,9 +162,6 @@ async def test_a_durable_declare_returns_once_the_store_has_it(tmp_path: Path):
         assert api.queues("/") == []  # nothing visible before the commit
         assert (await declaring).durable
         assert (await store.stats()).queues == 1
-    finally:
-        await broker.journal.stop()
-        await store.close()
 
 
 def _logs_in(
@@ -171,12 +180,7 @@ async def test_users_are_added_changed_and_deleted_while_the_broker_runs(tmp_pat
     the broker stopped)". A new user logs in at once; a new password is the one checked at the
     next login; a deleted user's connections are closed, as RabbitMQ closes them, and it can no
     longer log in. Each change is in the store before it is in force."""
-    store = SQLiteStore(tmp_path / "batonmq.sqlite3", broker_id="b1")
-    await store.open()
-    await store.recover()
-    broker = Broker(store=store)
-    broker.journal.start()
-    try:
+    async with _stored_broker(tmp_path) as (broker, store):
         api = EngineApi(broker)
         await api.put_user("carol", "first secret")
         assert "carol" in api.users()
@@ -198,9 +202,6 @@ async def test_users_are_added_changed_and_deleted_while_the_broker_runs(tmp_pat
         with pytest.raises(ApiError) as missing:
             await api.delete_user("carol")
         assert missing.value.reply_code == ReplyCode.NOT_FOUND
-    finally:
-        await broker.journal.stop()
-        await store.close()
 
 
 async def test_a_virtual_host_added_at_runtime_takes_connections():
