@@ -240,15 +240,17 @@ async def serve(config: Config, started: Callable[[BrokerServer], None] | None =
 
     if server.broker.store is not None:
         server.broker.store.on_fenced(fence)
+    # Before the listeners open: a signal sent as soon as the port accepts (a supervisor, a
+    # test) must find its handler, not the default action that ends the process.
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, _reload_acl, server)
     try:
         await server.start()
     except BaseException:
         await server.close_store()
         raise
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, _reload_acl, server)
     pid_file = write_pid_file(config.data_dir)
     log.info("broker started", extra={"broker": config.broker_name, "pid": os.getpid()})
     if started is not None:
