@@ -120,8 +120,9 @@ def _closest(key: str) -> str | None:
     """The known key the user most likely meant by `key`, if any is close."""
     known = sorted(SETTINGS)
     leaf = key.rpartition(".")[2]
-    # A known key in the wrong section ("frame_max" under [listeners.amqp]): name its section.
-    for name in known:
+    # A known key in the wrong section ("frame_max" under [listeners.amqp]): name its section,
+    # the first declared where several have that name ("port": the AMQP listener's).
+    for name in SETTINGS:
         if name.rpartition(".")[2] == leaf:
             return name
     matches = difflib.get_close_matches(key, sorted({*known, *TABLES}), n=1, cutoff=0.6)
@@ -343,3 +344,32 @@ def _check_together(config: Config, values: Mapping[str, _Value]) -> None:
             source=_source(values, "persist.store"),
             key="persist.postgres.dsn",
         )
+    _check_cluster(config, values)
+
+
+def _check_cluster(config: Config, values: Mapping[str, _Value]) -> None:
+    """The MQ 4.1 HA guide, Table 1: an HA broker needs imq.cluster.clusterid and imq.brokerid,
+    and its cluster's brokers share one JDBC store (here PostgreSQL)."""
+    cluster = config.cluster
+    if not cluster.ha:
+        return
+    if config.persist.store != "postgres":
+        raise ConfigError(
+            'must be "postgres" when cluster.ha is true: the brokers of an HA cluster share '
+            f"one PostgreSQL store, and {config.persist.store} is one broker's own",
+            source=_source(values, "persist.store", "cluster.ha"),
+            key="persist.store",
+        )
+    for name in ("clusterid", "brokerid"):
+        if not getattr(cluster, name):
+            raise ConfigError(
+                "must be set when cluster.ha is true",
+                source=_source(values, "cluster.ha"),
+                key=f"cluster.{name}",
+            )
+    raise ConfigError(
+        "HA clusters are not served by this release yet (failure detection is built, the "
+        "members' heartbeats and takeover are not): set it to false",
+        source=_source(values, "cluster.ha"),
+        key="cluster.ha",
+    )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from batonmq.config.checks import Check, default_data_dir, non_empty, one_of, setting
+from batonmq.config.cluster import ClusterConfig
 from batonmq.config.network import AmqpConfig, ListenersConfig, ServerConfig
 from batonmq.config.protection import (
     AlertsConfig,
@@ -64,6 +65,7 @@ class Config:
     persist: PersistConfig = field(default_factory=PersistConfig)
     message: MessageConfig = field(default_factory=MessageConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
 
 
 @dataclass(frozen=True, slots=True)
