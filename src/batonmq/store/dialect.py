@@ -42,10 +42,12 @@ class Dialect:
     multi_row: bool
     #: The placeholder prefix the driver reads: "?" (then the number) or "$".
     placeholder: str
+    #: Whether a store's tables are in a schema of its own (`{s}`), or in the file's database.
+    schemas: bool
 
     def render(self, sql: str, schema: str | None = None) -> str:
-        """`sql` in this dialect; `{s}` is kept when `schema` is None (PostgreSQL scripts
-        rendered once for every schema)."""
+        """`sql` in this dialect, its tables in `schema`; where the dialect has schemas, `{s}`
+        is kept when `schema` is None (PostgreSQL scripts rendered once for every schema)."""
         if self.placeholder != "$":
             sql = _PLACEHOLDER.sub(rf"{self.placeholder}\1", sql)
         for token, value in (
@@ -58,9 +60,11 @@ class Dialect:
             ("{orphans}", self.orphans),
         ):
             sql = sql.replace(token, value)
+        if not self.schemas:
+            return sql.replace("{s}.", "")
         if schema is None:
             return sql
-        return sql.replace("{s}.", f'"{schema}".' if schema else "")
+        return sql.replace("{s}.", f'"{schema}".')
 
     def timestamp(self, moment: datetime) -> object:
         """A value for a `{time}` column."""
@@ -79,6 +83,7 @@ SQLITE: Final = Dialect(
     " WHERE e.message_id = m.id AND e.broker_id = m.broker_id)",
     multi_row=True,
     placeholder="?",
+    schemas=False,
 )
 
 #: The lookup of an entry per message is a subquery fenced with OFFSET 0, which the planner
@@ -98,4 +103,5 @@ POSTGRES: Final = Dialect(
     orphans="NOT EXISTS (SELECT 1 FROM {s}.entries AS e WHERE e.message_id = m.id OFFSET 0)",
     multi_row=False,
     placeholder="$",
+    schemas=True,
 )

@@ -13,7 +13,7 @@ planner; see there).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
@@ -188,12 +188,13 @@ _PUTS: Final = {
         " priority",
         "broker_id, vhost, queue, sequence",
     ),
+    # Users: their columns here, `user_row` and `stored_user` (one place for all three).
     "put_user": _upsert("users", "name, credential", "name"),
 }
 
 #: The statements both stores run, by name; each store renders them once.
 STATEMENTS: Final = {
-    # Writes, in WriteBatch's order (see `Plan.write_steps`).
+    # Writes, in the order of `Plan.write_steps`.
     "collect_vhost": f"{_COLLECT} {_KEY} ON CONFLICT DO NOTHING",
     **{
         f"delete_vhost_{table}": f"DELETE FROM {{s}}.{table} WHERE {_KEY}"
@@ -238,7 +239,7 @@ STATEMENTS: Final = {
     " WHERE q.broker_id = $1 GROUP BY q.vhost, q.name, e.priority"
     " ORDER BY q.vhost, q.name, e.priority",
     # Users and virtual hosts: the store's, shared by the brokers that share it.
-    "users": "SELECT name, credential FROM {s}.users ORDER BY name",
+    "users": "SELECT name, credential FROM {s}.users ORDER BY name",  # see `stored_user`
     "vhosts": "SELECT name FROM {s}.vhosts ORDER BY name",
     # The entry, with a copy of its message as stored, moves to the quarantine ($5: now); then
     # `delete_entry`, and `delete_orphan` for its message.
@@ -281,9 +282,10 @@ def chunks(items: Sequence[_Item]) -> Iterator[Sequence[_Item]]:
 
 
 class Plan:
-    """The plan rendered for one dialect (and, in PostgreSQL, one schema)."""
+    """The plan rendered for one dialect and, in PostgreSQL, one schema (None: "{s}" is kept,
+    for scripts rendered once for every schema)."""
 
-    def __init__(self, dialect: Dialect, schema: str = "") -> None:
+    def __init__(self, dialect: Dialect, schema: str | None = None) -> None:
         self.dialect = dialect
         self._schema = schema
         #: Every statement of STATEMENTS, rendered.
@@ -293,18 +295,23 @@ class Plan:
         return self.dialect.render(sql, self._schema)
 
     def migration(self, version: int) -> list[str | AddColumn]:
-        """The steps that make schema `version` (from 1) out of `version - 1`: SQL rendered
-        with `{s}` kept, and the columns this dialect has."""
+        """The steps that make schema `version` (from 1) out of `version - 1`: SQL rendered,
+        and the columns this dialect has."""
         return [
-            self.dialect.render(step) if isinstance(step, str) else step
+            self.render(step) if isinstance(step, str) else step
             for step in MIGRATIONS[version - 1]
             if isinstance(step, str) or step.only in (None, self.dialect.name)
         ]
 
     def write_steps(self, broker: str, batch: WriteBatch, checksums: Sequence[int]) -> list[Step]:
-        """The statements of a commit, each with its rows, in WriteBatch's order (`checksums`
-        those of its messages). Entries that go with their virtual host, queue or range leave
-        their message ids in `{candidates}` first, for the garbage collection that follows."""
+        """The statements of a commit, each with its rows (`checksums` those of the batch's
+        messages), in the order of writes: deletions of virtual hosts (with this broker's
+        exchanges, queues, bindings and entries in them), of exchanges (their bindings go too),
+        of queues (their entries and bindings go too) and of bindings; purges; then puts of
+        virtual hosts, exchanges, queues, bindings, messages and entries; then entry updates and
+        entry deletions; then users put and deleted. Entries that go with their virtual host,
+        queue or range leave their message ids in `{candidates}` first, for the garbage
+        collection that follows (see the module docstring)."""
         sql = self.sql
         vhosts = [(broker, vhost) for vhost in batch.vhosts_deleted]
         exchanges = [(broker, *key) for key in batch.exchanges_deleted]
@@ -341,7 +348,7 @@ class Plan:
                  e.transient, e.expires_at, e.priority) for e in batch.entries_put]),
             (sql["update_entry"], [(broker, *update) for update in batch.entries_updated]),
             *self._deleted_entries(broker, batch.entries_deleted),
-            *self._puts("put_user", [(user.name, user.credential) for user in batch.users_put]),
+            *self._puts("put_user", [user_row(user) for user in batch.users_put]),
             (sql["delete_user"], [(name,) for name in batch.users_deleted]),
         ]  # fmt: skip
         return [(statement, rows) for statement, rows in steps if rows]
@@ -398,6 +405,17 @@ def orphan_candidates(batch: WriteBatch) -> list[int]:
     return [entry[3] for entry in batch.entries_deleted] + [m.id for m in batch.messages_put]
 
 
+def user_row(user: StoredUser) -> Row:
+    """A row of `users` (`put_user`) for `user`."""
+    return (user.name, user.credential)
+
+
+def stored_user(row: Iterable[object]) -> StoredUser:
+    """A user read back from a row of the `users` statement."""
+    name, credential = row
+    return StoredUser(str(name), str(credential))
+
+
 def binding_row(broker: str, b: StoredBinding) -> Row:
     return (
         broker, b.vhost, b.source, b.destination_kind, b.destination, b.routing_key,
@@ -410,7 +428,7 @@ RECOVERY_READS: Final = ("exchanges", "queues", "bindings", "backlogs", "users",
 
 
 def recovery(
-    rows: Mapping[str, Sequence[Sequence[object]]],
+    rows: Mapping[str, Iterable[Iterable[object]]],
     *,
     message_id_base: int,
     discarded_entries: int,
@@ -431,7 +449,7 @@ def recovery(
         ],
         backlogs=[QueueBacklog(*row) for row in rows["backlogs"]],  # type: ignore[arg-type]
         message_id_base=message_id_base,
-        users=[StoredUser(str(name), str(credential)) for name, credential in rows["users"]],
+        users=[stored_user(row) for row in rows["users"]],
         vhosts=[str(name) for (name,) in rows["vhosts"]],
         discarded_entries=discarded_entries,
         unclean_stop=unclean_stop,

@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import json
 import os
 import shutil
 import socket
@@ -47,7 +46,7 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from batonmq import __version__
-from batonmq.store.backup import MANIFEST, make_empty_directory, write_manifest
+from batonmq.store.backup import checked_manifest, make_empty_directory, write_manifest
 from batonmq.store.base import (
     SCHEMA_VERSION,
     PageRead,
@@ -76,6 +75,7 @@ from batonmq.store.plan import (
     migrated_meta,
     orphan_candidates,
     recovery,
+    stored_user,
 )
 
 T = TypeVar("T")
@@ -103,7 +103,7 @@ def _add_column(column: AddColumn, conn: sqlite3.Connection) -> None:
 #: The plan's migrations in SQLite: version n + 1 is made by the steps of `_MIGRATIONS[n]`.
 _MIGRATIONS: Final[tuple[tuple[str | Callable[[sqlite3.Connection], None], ...], ...]] = tuple(
     tuple(
-        _PLAN.render(step) if isinstance(step, str) else partial(_add_column, step)
+        step if isinstance(step, str) else partial(_add_column, step)
         for step in _PLAN.migration(version)
     )
     for version in range(1, SCHEMA_VERSION + 1)
@@ -593,20 +593,7 @@ class SQLiteStore:
         if self._conn is None or not self._locked:
             raise StoreError(f"{self._path}: restore needs the store open with its lock")
         source = directory / BACKUP_FILE
-        try:
-            manifest = json.loads((directory / MANIFEST).read_text())
-            kind, version = manifest["kind"], int(manifest["schema_version"])
-            owner = manifest["broker_id"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise StoreError(f"{directory} holds no readable backup manifest: {exc}") from exc
-        if kind != self.kind:
-            raise StoreError(f"{directory} holds a {kind} backup, not an sqlite one")
-        if version > SCHEMA_VERSION:
-            raise SchemaTooNew(f"the backup in {directory} has schema version {version}")
-        if owner != self._broker_id:
-            raise StoreError(
-                f"the backup in {directory} is broker {owner}'s, not {self._broker_id}'s"
-            )
+        checked_manifest(directory, self.kind, self._broker_id)
         _check_backup(source)
         self._conn.close()
         self._conn = None
@@ -681,7 +668,7 @@ _STORE_WIDE: Final = frozenset({"users", "vhosts"})
 
 
 def _users(conn: sqlite3.Connection) -> list[StoredUser]:
-    return [StoredUser(name, credential) for name, credential in conn.execute(_SQL["users"])]
+    return [stored_user(row) for row in conn.execute(_SQL["users"])]
 
 
 def _vhosts(conn: sqlite3.Connection) -> list[str]:

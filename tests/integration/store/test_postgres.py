@@ -324,6 +324,9 @@ async def test_entries_are_settled_by_their_key_and_levels_read_through_the_leve
     ]
 
 
+# The log listener the test puts on the pool's connection is still there when recovery gives the
+# connection back to the pool, which asyncpg warns about.
+@pytest.mark.filterwarnings("ignore::asyncpg.exceptions.InterfaceWarning")
 async def test_a_store_analysed_while_empty_still_probes_an_index_per_row(
     make_store: MakeStore, postgres_dsn: str
 ) -> None:
@@ -391,7 +394,10 @@ async def test_a_store_analysed_while_empty_still_probes_an_index_per_row(
     again = make_store()
     await again.open()
     reports: list[str] = []
-    again._connection.add_log_listener(lambda _c, message: reports.append(message.message))
+    # Recovery runs on the pool's one connection, opened with the store and idle now.
+    assert again._pool is not None
+    [connection] = [holder._con for holder in again._pool._holders if holder._con is not None]
+    connection.add_log_listener(lambda _c, message: reports.append(message.message))
     recovery = await again.recover()
 
     assert sorted((b.priority, b.count) for b in recovery.backlogs) == [
