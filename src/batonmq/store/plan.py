@@ -425,6 +425,8 @@ def binding_row(broker: str, b: StoredBinding) -> Row:
 
 #: The reads of a recovery, after its deletions and the message-id block (see STATEMENTS).
 RECOVERY_READS: Final = ("exchanges", "queues", "bindings", "backlogs", "users", "vhosts")
+#: Those of them that read the store's own rows, shared by its brokers: they take no broker id.
+STORE_WIDE_READS: Final = frozenset({"users", "vhosts"})
 
 
 def recovery(

@@ -79,6 +79,7 @@ from batonmq.store.dsn import parse_dsn
 from batonmq.store.integrity import checked_entry, checksum, report_quarantined
 from batonmq.store.plan import (
     RECOVERY_READS,
+    STORE_WIDE_READS,
     Plan,
     migrated_meta,
     orphan_candidates,
@@ -259,12 +260,18 @@ class PostgresStore:
             self._locking = lock
             pool = self._pool = await self._create_pool()
             try:
-                async with pool.acquire() as connection:
+                try:
+                    connection = await pool.acquire(timeout=_CONNECT_TIMEOUT)
+                except (*_DATABASE_ERRORS, ValueError) as error:
+                    raise StoreUnavailable(self._failure("cannot connect to", error)) from error
+                try:
                     version = await self._read_version(connection)
                     if lock and version < SCHEMA_VERSION and (migrate if version else create):
                         version = await self._migrate(connection)
                     if lock and version == SCHEMA_VERSION:
                         await self._claim(connection)
+                finally:
+                    await pool.release(connection)
             except BaseException as error:
                 self._pool = None
                 pool.terminate()
@@ -289,7 +296,7 @@ class PostgresStore:
                 block = await connection.fetchval(sql["next_block"])
                 reads = {
                     name: await connection.fetch(
-                        sql[name], *(() if name in _SHARED_SNAPSHOT else (broker,))
+                        sql[name], *(() if name in STORE_WIDE_READS else (broker,))
                     )
                     for name in RECOVERY_READS
                 }

@@ -69,6 +69,7 @@ from batonmq.store.dialect import SQLITE
 from batonmq.store.integrity import checked_entry, checksum, report_quarantined
 from batonmq.store.plan import (
     RECOVERY_READS,
+    STORE_WIDE_READS,
     AddColumn,
     Plan,
     chunks,
@@ -473,7 +474,9 @@ class SQLiteStore:
             rows = conn.execute(_SQL["next_block"]).fetchall()
             first_message_id = message_id_base(rows[0][0] if rows else None, self.location)
             reads = {
-                name: conn.execute(_SQL[name], () if name in _STORE_WIDE else broker).fetchall()
+                name: conn.execute(
+                    _SQL[name], () if name in STORE_WIDE_READS else broker
+                ).fetchall()
                 for name in RECOVERY_READS
             }
             return recovery(
@@ -661,10 +664,6 @@ def read_entries_sql(priority: int | None) -> str:
         f" WHERE e.broker_id = ? AND e.vhost = ? AND e.queue = ?{level}"
         " AND e.sequence > ? ORDER BY e.sequence LIMIT ?"
     )
-
-
-#: The recovery reads of what the brokers sharing a store share (no broker id).
-_STORE_WIDE: Final = frozenset({"users", "vhosts"})
 
 
 def _users(conn: sqlite3.Connection) -> list[StoredUser]:
