@@ -60,11 +60,7 @@ from batonmq.store.base import (
     SchemaTooNew,
     SchemaTooOld,
     StoreCorrupt,
-    StoredBinding,
-    StoredEntry,
-    StoredExchange,
     StoredMessage,
-    StoredQueue,
     StoredUser,
     StoreError,
     StoreFenced,
@@ -92,7 +88,6 @@ log = logging.getLogger(__name__)
 _Connection: TypeAlias = (
     "asyncpg.Connection[asyncpg.Record] | asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
 )
-_Stored: TypeAlias = StoredExchange | StoredQueue | StoredBinding | StoredMessage | StoredEntry
 _T = TypeVar("_T")
 
 _SCHEMA_NAME: Final = re.compile(r"[a-z0-9_]{1,63}")

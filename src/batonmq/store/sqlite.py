@@ -80,7 +80,6 @@ from batonmq.store.plan import (
 )
 
 T = TypeVar("T")
-_Item = TypeVar("_Item")
 
 #: The file a backup directory holds, next to its manifest.json.
 BACKUP_FILE: Final = "batonmq.sqlite3"
