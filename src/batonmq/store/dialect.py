@@ -2,8 +2,9 @@
 
 The plan's SQL is written in a neutral form that both databases read once rendered:
 
-- placeholders are numbered, `$1`, `$2`, ... (PostgreSQL's; SQLite reads `?1`, `?2`, ...). A
-  literal in the plan's SQL must never hold a `$` followed by a digit;
+- placeholders are numbered, `$1`, `$2`, ... (PostgreSQL's; SQLite reads `?1`, `?2`, ..., or
+  `?` where each value is used once, in order). A literal in the plan's SQL must never hold a `$`
+  followed by a digit;
 - `{s}.table` names a table of the store: in PostgreSQL the broker's schema, quoted; in SQLite
   the one database of the file, so the prefix goes;
 - column types that differ are named by token: `{int64}` (INTEGER, BIGINT), `{blob}` (BLOB,
@@ -49,7 +50,13 @@ class Dialect:
         """`sql` in this dialect, its tables in `schema`; where the dialect has schemas, `{s}`
         is kept when `schema` is None (PostgreSQL scripts rendered once for every schema)."""
         if self.placeholder != "$":
-            sql = _PLACEHOLDER.sub(rf"{self.placeholder}\1", sql)
+            numbers = [int(number) for number in _PLACEHOLDER.findall(sql)]
+            if numbers == list(range(1, len(numbers) + 1)):
+                # Each value once, in order: plain "?", which SQLite binds much faster than "?N"
+                # (a third of a commit of 500-row inserts went on it).
+                sql = _PLACEHOLDER.sub("?", sql)
+            else:
+                sql = _PLACEHOLDER.sub(rf"{self.placeholder}\1", sql)
         for token, value in (
             ("{int64}", self.int64),
             ("{blob}", self.blob),
@@ -65,6 +72,13 @@ class Dialect:
         if schema is None:
             return sql
         return sql.replace("{s}.", f'"{schema}".')
+
+    def sequential(self, count: int, first: int) -> str:
+        """Placeholders for `count` values numbered from `first`, in a statement whose values
+        are all numbered in order (each used once)."""
+        if self.placeholder == "$":
+            return ", ".join(f"${number}" for number in range(first, first + count))
+        return ", ".join("?" * count)
 
     def timestamp(self, moment: datetime) -> object:
         """A value for a `{time}` column."""

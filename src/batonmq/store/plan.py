@@ -290,6 +290,14 @@ class Plan:
         self._schema = schema
         #: Every statement of STATEMENTS, rendered.
         self.sql = {name: self.render(text) for name, text in STATEMENTS.items()}
+        #: The parts of the statements that take several rows at once (multi_row), rendered.
+        self._puts_rendered = {
+            name: (self.render(head), self.render(tail), width)
+            for name, (head, tail, width) in _PUTS.items()
+        }
+        self._delete_entries_head = self.render(
+            f"DELETE FROM {{s}}.entries WHERE {_QUEUE} AND sequence IN"
+        )
 
     def render(self, sql: str) -> str:
         return self.dialect.render(sql, self._schema)
@@ -360,16 +368,10 @@ class Plan:
             return []
         if not self.dialect.multi_row:
             return [(self.sql[name], rows)]
-        head, tail, width = _PUTS[name]
-        steps: list[Step] = []
-        for chunk in chunks(rows):
-            values = ", ".join(
-                f"({numbered(width, 1 + index * width)})" for index in range(len(chunk))
-            )
-            steps.append(
-                (self.render(f"{head} {values} {tail}"), [tuple(v for row in chunk for v in row)])
-            )
-        return steps
+        return [
+            (self._many(name, len(chunk)), [tuple(v for row in chunk for v in row)])
+            for chunk in chunks(rows)
+        ]
 
     def _deleted_entries(
         self, broker: str, deleted: Sequence[tuple[str, str, int, int]]
@@ -382,16 +384,23 @@ class Plan:
         for vhost, queue, sequence, _message_id in deleted:
             by_queue.setdefault((vhost, queue), []).append(sequence)
         return [
-            (
-                self.render(
-                    f"DELETE FROM {{s}}.entries WHERE {_QUEUE}"
-                    f" AND sequence IN ({numbered(len(chunk), 4)})"
-                ),
-                [(broker, vhost, queue, *chunk)],
-            )
+            (self._many("delete_entries", len(chunk)), [(broker, vhost, queue, *chunk)])
             for (vhost, queue), sequences in by_queue.items()
             for chunk in chunks(sequences)
         ]
+
+    def _many(self, name: str, count: int) -> str:
+        """Statement `name` for `count` rows at once. Its values are numbered in order, so the
+        dialect's `sequential` placeholders are written straight in: rendering the text of a
+        500-row statement each time took longer than running it."""
+        dialect = self.dialect
+        if name == "delete_entries":
+            return f"{self._delete_entries_head} ({dialect.sequential(count, 4)})"
+        head, tail, width = self._puts_rendered[name]
+        values = ", ".join(
+            f"({dialect.sequential(width, 1 + row * width)})" for row in range(count)
+        )
+        return f"{head} {values} {tail}"
 
 
 def migrated_meta() -> list[Row]:
