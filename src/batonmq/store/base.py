@@ -213,15 +213,12 @@ class Recovery:
 
 @dataclass(slots=True)
 class WriteBatch:
-    """Changes to apply in one transaction, in this order: deletions of virtual hosts (with this
-    broker's exchanges, queues, bindings and entries in them), of queues (their entries and
-    bindings go too) and exchanges (their bindings go too) and bindings; purges; then puts of
-    virtual hosts, exchanges, queues, bindings, messages and entries; then entry updates and
-    entry deletions; then users put and deleted; last, messages no entry refers to any more are
-    deleted.
+    """Changes to apply in one transaction. The order they are written in is the write plan's
+    (`batonmq.store.plan.Plan.write_steps`): deletions, then puts, then entry updates and
+    deletions, then users; last, the messages no entry refers to any more.
 
     The journal that fills a batch resolves conflicts inside it (an entry put and deleted in the
-    same batch is in neither list), so this order is always right.
+    same batch is in neither list), so that order is always right.
     """
 
     vhosts_deleted: list[str] = field(default_factory=list)

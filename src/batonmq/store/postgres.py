@@ -16,11 +16,14 @@ advisory lock, used before, vanished when PostgreSQL restarted, and a second bro
 open the store while the first kept serving). A holder on this host whose process is gone is not
 waited for: a broker restarted after a crash takes its store back at once.
 
-Everything goes over one asyncpg connection, one call at a time and in the order of the calls
-(an asyncio.Lock wakes its waiters first in, first out), which is what the `Store` protocol
-promises: a read issued after a commit sees it. A lost connection (PostgreSQL restarted) fails
-the call under way with StoreError; the next call reconnects, and its first write checks the
-epoch again.
+Calls go over a pool of asyncpg connections. Writes (commits, recovery, restore, upgrade) run
+one at a time, in the order of the calls (an asyncio.Lock wakes its waiters first in, first out):
+the journal hands batches one by one, and group commit wants one writer. Reads (a page of entries,
+users, statistics) run on other connections of the pool, beside a commit, but each waits first
+for the writes called before it, which is what the `Store` protocol promises: a read issued after
+a commit sees it. A connection lost with PostgreSQL (restarted) fails the call under way with
+StoreError; the pool connects again for the next call, and its first write checks the epoch again.
+The lease is renewed on a connection of its own, outside the pool.
 
 `sync` maps onto synchronous_commit: off returns from a commit before PostgreSQL has flushed its
 write-ahead log, so a crash of PostgreSQL (or of its machine) may lose the last commits, while a
@@ -34,42 +37,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import datetime
 import hashlib
-import json
 import logging
-import operator
 import os
 import re
 import secrets
 import socket
-import urllib.parse
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Final, TypeAlias, TypeVar
 
 import asyncpg
 
-from batonmq import __version__
-from batonmq.store.backup import MANIFEST, make_empty_directory, write_manifest
+from batonmq.store.backup import checked_manifest, make_empty_directory, write_manifest
 from batonmq.store.base import (
-    GUEST_CREDENTIAL,
-    LEVEL_INDEX,
     MESSAGE_ID_BLOCK,
     SCHEMA_VERSION,
     PageRead,
     QuarantinedEntry,
-    QueueBacklog,
     Recovery,
     SchemaTooNew,
     SchemaTooOld,
     StoreCorrupt,
-    StoredBinding,
-    StoredEntry,
-    StoredExchange,
     StoredMessage,
-    StoredQueue,
     StoredUser,
     StoreError,
     StoreFenced,
@@ -79,13 +70,24 @@ from batonmq.store.base import (
     WriteBatch,
     message_id_base,
 )
-from batonmq.store.fields import decode_table, encode_table
+from batonmq.store.dialect import POSTGRES
+from batonmq.store.dsn import parse_dsn
 from batonmq.store.integrity import checked_entry, checksum, report_quarantined
+from batonmq.store.plan import (
+    RECOVERY_READS,
+    STORE_WIDE_READS,
+    Plan,
+    migrated_meta,
+    orphan_candidates,
+    recovery,
+    stored_user,
+)
 
 log = logging.getLogger(__name__)
 
-_Connection: TypeAlias = "asyncpg.Connection[asyncpg.Record]"
-_Stored: TypeAlias = StoredExchange | StoredQueue | StoredBinding | StoredMessage | StoredEntry
+_Connection: TypeAlias = (
+    "asyncpg.Connection[asyncpg.Record] | asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
+)
 _T = TypeVar("_T")
 
 _SCHEMA_NAME: Final = re.compile(r"[a-z0-9_]{1,63}")
@@ -100,195 +102,60 @@ LEASE_SECONDS: Final = 15.0
 #: What a refused or lost connection raises, besides the server's own errors.
 _DATABASE_ERRORS: Final = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 
-#: Migration n (from 0) takes the schema from version n to n + 1; "{s}" is the quoted schema.
-_MIGRATIONS: Final = (
-    """
-    CREATE SCHEMA IF NOT EXISTS {s};
-    CREATE TABLE {s}.meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    INSERT INTO {s}.meta VALUES ('created_at', now()::text);
-    CREATE TABLE {s}.counters (name TEXT PRIMARY KEY, value BIGINT NOT NULL);
-    INSERT INTO {s}.counters VALUES ('message_id_block', 0);
-    CREATE TABLE {s}.brokers (broker_id TEXT PRIMARY KEY, epoch BIGINT NOT NULL,
-        state TEXT NOT NULL, started_at TIMESTAMPTZ NOT NULL);
-    CREATE TABLE {s}.exchanges (broker_id TEXT, vhost TEXT, name TEXT, type TEXT NOT NULL,
-        auto_delete BOOLEAN NOT NULL, internal BOOLEAN NOT NULL, arguments TEXT NOT NULL,
-        PRIMARY KEY (broker_id, vhost, name));
-    CREATE TABLE {s}.queues (broker_id TEXT, vhost TEXT, name TEXT,
-        auto_delete BOOLEAN NOT NULL, arguments TEXT NOT NULL,
-        PRIMARY KEY (broker_id, vhost, name));
-    CREATE TABLE {s}.bindings (broker_id TEXT, vhost TEXT, source TEXT, destination_kind TEXT,
-        destination TEXT, routing_key TEXT, arguments TEXT, PRIMARY KEY (broker_id, vhost,
-        source, destination_kind, destination, routing_key, arguments));
-    CREATE TABLE {s}.messages (broker_id TEXT NOT NULL, id BIGINT PRIMARY KEY,
-        exchange TEXT NOT NULL, routing_key TEXT NOT NULL, header_payload BYTEA NOT NULL,
-        body BYTEA NOT NULL);
-    CREATE TABLE {s}.entries (broker_id TEXT, vhost TEXT, queue TEXT, sequence BIGINT,
-        message_id BIGINT NOT NULL, delivery_count INTEGER NOT NULL, transient BOOLEAN NOT NULL,
-        PRIMARY KEY (broker_id, vhost, queue, sequence));
-    CREATE INDEX entries_message_id ON {s}.entries (message_id);
-    """,
-    # Version 2: entries carry their expiry time (message TTL), wall-clock milliseconds.
-    """
-    ALTER TABLE {s}.entries ADD COLUMN IF NOT EXISTS expires_at BIGINT;
-    """,
-    # Version 3: entries carry their priority level, so a priority queue pages each level.
-    """
-    ALTER TABLE {s}.entries ADD COLUMN IF NOT EXISTS priority INTEGER NOT NULL DEFAULT 0;
-    CREATE INDEX IF NOT EXISTS entries_priority
-        ON {s}.entries (broker_id, vhost, queue, priority, sequence);
-    """,
-    # Version 4: users (with guest/guest, as every new store) and virtual hosts, store-wide.
-    f"""
-    CREATE TABLE IF NOT EXISTS {{s}}.users (name TEXT PRIMARY KEY, credential TEXT NOT NULL);
-    INSERT INTO {{s}}.users VALUES ('guest', '{GUEST_CREDENTIAL}') ON CONFLICT DO NOTHING;
-    CREATE TABLE IF NOT EXISTS {{s}}.vhosts (name TEXT PRIMARY KEY);
-    INSERT INTO {{s}}.vhosts SELECT vhost FROM {{s}}.exchanges UNION SELECT vhost FROM {{s}}.queues
-        ON CONFLICT DO NOTHING;
-    """,
-    # Version 5: the level index holds only levels above 0 (see `LEVEL_INDEX`).
-    f"""
-    DROP INDEX IF EXISTS {{s}}.entries_priority;
-    CREATE INDEX entries_priority ON {{s}}.entries {LEVEL_INDEX};
-    """,
-    # Version 6: message checksums (NULL, unchecked, for those written before; see
-    # batonmq.store.integrity), and the quarantine of entries whose message fails its own.
-    """
-    ALTER TABLE {s}.messages ADD COLUMN IF NOT EXISTS checksum BIGINT;
-    CREATE TABLE IF NOT EXISTS {s}.quarantined_messages (broker_id TEXT NOT NULL,
-        vhost TEXT NOT NULL, queue TEXT NOT NULL, sequence BIGINT NOT NULL,
-        delivery_count INTEGER NOT NULL, message_id BIGINT NOT NULL, exchange TEXT NOT NULL,
-        routing_key TEXT NOT NULL, header_payload BYTEA NOT NULL, body BYTEA NOT NULL,
-        checksum BIGINT, quarantined_at TIMESTAMPTZ NOT NULL);
-    """,
-    # Version 7: a broker owns its store by a lease (holder, expiry) with a fencing epoch.
-    """
-    ALTER TABLE {s}.brokers ADD COLUMN IF NOT EXISTS holder TEXT;
-    ALTER TABLE {s}.brokers ADD COLUMN IF NOT EXISTS lease_expires TIMESTAMPTZ;
-    """,
-)
-assert len(_MIGRATIONS) == SCHEMA_VERSION
+_PLAN: Final = Plan(POSTGRES)
 
-#: Message ids of a commit's deleted entries, whose messages may be left without an entry.
-_CANDIDATES: Final = "batonmq_orphan_candidates"
-_ENTRY: Final = "broker_id = $1 AND vhost = $2 AND queue = $3"
-# The statements that look up one row per row of another table keep the lookup a subquery
-# fenced with OFFSET 0, which the planner cannot turn into a join: each row is one probe of the
-# index, whatever the table statistics say. A queue's tables are often analysed while empty (a
-# drained queue; autovacuum); a join then planned as a nested loop with the whole index as its
-# inner side and the key as a filter, walking every index entry (dead ones too) per row: 73 ms
-# instead of 1.4 ms for the orphans of a 1,000-message commit, growing with the table.
+
+def _migration_script(version: int) -> str:
+    """The SQL that makes schema `version` (from 1), "{s}" standing for the quoted schema."""
+    steps = [
+        step
+        if isinstance(step, str)
+        else f"ALTER TABLE {{s}}.{step.table} ADD COLUMN IF NOT EXISTS {step.column}"
+        f" {POSTGRES.render(step.definition)}"
+        for step in _PLAN.migration(version)
+    ]
+    if version == 1:
+        steps.insert(0, "CREATE SCHEMA IF NOT EXISTS {s}")
+    return ";\n".join(steps)
+
+
+#: Migration n (from 0) takes the schema from version n to n + 1 (the plan's, in PostgreSQL).
+_MIGRATIONS: Final = tuple(_migration_script(v) for v in range(1, SCHEMA_VERSION + 1))
+
+_CANDIDATES: Final = POSTGRES.candidates
+_CANDIDATES_TABLE: Final = _CANDIDATES.removeprefix("pg_temp.")
+# A page of entries: the message of each entry is looked up in a subquery fenced with OFFSET 0
+# (see `batonmq.store.dialect.POSTGRES`), so that each is one probe of the index.
 _READ_ENTRIES: Final = (
     "SELECT e.sequence, e.delivery_count, e.expires_at, e.priority, m.id, m.exchange, "
     "m.routing_key, m.header_payload, m.body, m.checksum FROM {s}.entries AS e "
     "CROSS JOIN LATERAL (SELECT * FROM "
     "{s}.messages AS m WHERE m.id = e.message_id OFFSET 0) AS m "
-    f"WHERE e.{_ENTRY.replace(' AND ', ' AND e.')} AND e.sequence > $4"
+    "WHERE e.broker_id = $1 AND e.vhost = $2 AND e.queue = $3 AND e.sequence > $4"
 )
 _NEXT: Final = "ORDER BY e.sequence LIMIT $5"
-_ORPHANS: Final = "NOT EXISTS (SELECT 1 FROM {s}.entries AS e WHERE e.message_id = m.id OFFSET 0)"
+_ORPHANS: Final = POSTGRES.orphans
 #: A stored message's bytes, as `used_bytes` counts them (octet_length reads a TOASTed value's
 #: size from its pointer: the value itself is not fetched).
 _MESSAGE_SIZE: Final = "octet_length(m.header_payload) + octet_length(m.body)"
+#: The statements of this store's own, beside the plan's: reads of pages, the garbage collection
+#: that ends a commit (ids as one array, the bytes freed returned), the lease.
 _SQL: Final = {
-    "delete_queue_entries": f"WITH gone AS (DELETE FROM {{s}}.entries WHERE {_ENTRY} RETURNING "
-    f"message_id) INSERT INTO pg_temp.{_CANDIDATES} SELECT message_id FROM gone",
-    "delete_queue_bindings": "DELETE FROM {s}.bindings WHERE broker_id = $1 AND vhost = $2 "
-    "AND destination_kind = 'queue' AND destination = $3",
-    "delete_queue": "DELETE FROM {s}.queues WHERE broker_id = $1 AND vhost = $2 AND name = $3",
-    "delete_exchange_bindings": "DELETE FROM {s}.bindings WHERE broker_id = $1 AND vhost = $2 "
-    "AND (source = $3 OR (destination_kind = 'exchange' AND destination = $3))",
-    "delete_exchange": "DELETE FROM {s}.exchanges WHERE broker_id = $1 AND vhost = $2 "
-    "AND name = $3",
-    "delete_binding": "DELETE FROM {s}.bindings WHERE broker_id = $1 AND vhost = $2 AND "
-    "source = $3 AND destination_kind = $4 AND destination = $5 AND routing_key = $6 AND "
-    "arguments = $7",
-    "delete_range": f"WITH gone AS (DELETE FROM {{s}}.entries WHERE {_ENTRY} AND sequence "
-    "BETWEEN $4 AND $5 AND ($6::integer IS NULL OR priority = $6) RETURNING message_id) "
-    f"INSERT INTO pg_temp.{_CANDIDATES} SELECT message_id FROM gone",
-    "delete_vhost_entries": "WITH gone AS (DELETE FROM {s}.entries WHERE broker_id = $1 "
-    f"AND vhost = $2 RETURNING message_id) INSERT INTO pg_temp.{_CANDIDATES} "
-    "SELECT message_id FROM gone",
-    **{
-        f"delete_vhost_{table}": f"DELETE FROM {{s}}.{table} WHERE broker_id = $1 AND vhost = $2"
-        for table in ("bindings", "queues", "exchanges")
-    },
-    "delete_vhost": "DELETE FROM {s}.vhosts WHERE name = $1",
-    "put_vhost": "INSERT INTO {s}.vhosts VALUES ($1) ON CONFLICT DO NOTHING",
-    "put_user": "INSERT INTO {s}.users VALUES ($1, $2) ON CONFLICT (name) DO UPDATE "
-    "SET credential = EXCLUDED.credential",
-    "delete_user": "DELETE FROM {s}.users WHERE name = $1",
-    "users": "SELECT name, credential FROM {s}.users ORDER BY name",
-    "vhosts": "SELECT name FROM {s}.vhosts ORDER BY name",
-    "put_exchange": "INSERT INTO {s}.exchanges VALUES ($1, $2, $3, $4, $5, $6, $7) "
-    "ON CONFLICT (broker_id, vhost, name) DO UPDATE SET type = EXCLUDED.type, "
-    "auto_delete = EXCLUDED.auto_delete, internal = EXCLUDED.internal, "
-    "arguments = EXCLUDED.arguments",
-    "put_queue": "INSERT INTO {s}.queues VALUES ($1, $2, $3, $4, $5) "
-    "ON CONFLICT (broker_id, vhost, name) DO UPDATE SET auto_delete = EXCLUDED.auto_delete, "
-    "arguments = EXCLUDED.arguments",
-    "put_binding": "INSERT INTO {s}.bindings VALUES ($1, $2, $3, $4, $5, $6, $7) "
-    "ON CONFLICT DO NOTHING",
-    # Never over another broker's message (ids are unique per store; this only fences a bug).
-    "put_message": "INSERT INTO {s}.messages VALUES ($1, $2, $3, $4, $5, $6, $7) "
-    "ON CONFLICT (id) DO UPDATE SET exchange = EXCLUDED.exchange, "
-    "routing_key = EXCLUDED.routing_key, header_payload = EXCLUDED.header_payload, "
-    "body = EXCLUDED.body, checksum = EXCLUDED.checksum "
-    "WHERE messages.broker_id = EXCLUDED.broker_id",
-    "put_entry": "INSERT INTO {s}.entries VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
-    "ON CONFLICT (broker_id, vhost, queue, sequence) DO UPDATE SET "
-    "message_id = EXCLUDED.message_id, delivery_count = EXCLUDED.delivery_count, "
-    "transient = EXCLUDED.transient, expires_at = EXCLUDED.expires_at, "
-    "priority = EXCLUDED.priority",
-    "update_entry": f"UPDATE {{s}}.entries SET delivery_count = $5 WHERE {_ENTRY} "
-    "AND sequence = $4",
-    "delete_entry": f"DELETE FROM {{s}}.entries WHERE {_ENTRY} AND sequence = $4",
-    # The entry, with a copy of its message as stored, moves to the quarantine.
-    "quarantine_entry": "WITH gone AS (DELETE FROM {s}.entries WHERE "
-    f"{_ENTRY} AND sequence = $4 RETURNING *) INSERT INTO {{s}}.quarantined_messages "
-    "SELECT e.broker_id, e.vhost, e.queue, e.sequence, e.delivery_count, m.id, m.exchange, "
-    "m.routing_key, m.header_payload, m.body, m.checksum, now() FROM gone AS e "
-    "JOIN {s}.messages AS m ON m.id = e.message_id",
-    "delete_orphan": f"DELETE FROM {{s}}.messages AS m WHERE m.broker_id = $1 AND m.id = $2 "
-    f"AND {_ORPHANS}",
+    # Any level ($6 null) or level 0, through the primary key.
+    "read_entries": f"{_READ_ENTRIES} AND ($6::integer IS NULL OR e.priority = $6) {_NEXT}",
+    # A level above 0: `e.priority > 0` lets the planner prove the partial index applies.
+    "read_level_entries": f"{_READ_ENTRIES} AND e.priority = $6 AND e.priority > 0 {_NEXT}",
     # Both return the bytes of the messages they delete (see `used_bytes`).
     "delete_orphans": "WITH gone AS (DELETE FROM {s}.messages AS m WHERE m.broker_id = $1 "
     f"AND m.id = ANY($2::bigint[]) AND {_ORPHANS} RETURNING {_MESSAGE_SIZE} AS size) "
     "SELECT COALESCE(sum(size), 0) FROM gone",
     "delete_orphans_too": "WITH gone AS (DELETE FROM {s}.messages AS m WHERE m.broker_id = $1 "
-    f"AND m.id IN (SELECT id FROM pg_temp.{_CANDIDATES} UNION ALL SELECT unnest($2::bigint[])) "
+    f"AND m.id IN (SELECT id FROM {_CANDIDATES} UNION ALL SELECT unnest($2::bigint[])) "
     f"AND {_ORPHANS} RETURNING {_MESSAGE_SIZE} AS size) SELECT COALESCE(sum(size), 0) FROM gone",
     "message_bytes": f"SELECT COALESCE(sum({_MESSAGE_SIZE}), 0) FROM {{s}}.messages AS m "
     "WHERE m.broker_id = $1",
     "stored_bytes": f"SELECT COALESCE(sum({_MESSAGE_SIZE}), 0) FROM {{s}}.messages AS m "
     "WHERE m.broker_id = $1 AND m.id = ANY($2::bigint[])",
-    "discard_entries": "DELETE FROM {s}.entries AS e WHERE e.broker_id = $1 AND (e.transient OR "
-    "NOT EXISTS (SELECT 1 FROM {s}.queues AS q WHERE q.broker_id = $1 AND q.vhost = e.vhost "
-    "AND q.name = e.queue))",
-    "discard_messages": f"DELETE FROM {{s}}.messages AS m WHERE m.broker_id = $1 AND {_ORPHANS}",
-    "exchanges": "SELECT * FROM {s}.exchanges WHERE broker_id = $1 ORDER BY vhost, name",
-    "queues": "SELECT * FROM {s}.queues WHERE broker_id = $1 ORDER BY vhost, name",
-    "bindings": "SELECT * FROM {s}.bindings WHERE broker_id = $1 ORDER BY vhost, source, "
-    "destination_kind, destination, routing_key, arguments",
-    "backlogs": "SELECT q.vhost, q.name, count(e.sequence), COALESCE(sum(octet_length(m.body)), "
-    "0), COALESCE(max(e.sequence), -1), COALESCE(e.priority, 0) FROM {s}.queues AS q "
-    "LEFT JOIN {s}.entries AS e ON e.broker_id = q.broker_id AND e.vhost = q.vhost "
-    "AND e.queue = q.name LEFT JOIN {s}.messages AS m ON m.id = e.message_id "
-    "WHERE q.broker_id = $1 GROUP BY q.vhost, q.name, e.priority "
-    "ORDER BY q.vhost, q.name, e.priority",
-    "next_block": "UPDATE {s}.counters SET value = value + 1 WHERE name = 'message_id_block' "
-    "RETURNING value",
-    "block": "SELECT value FROM {s}.counters WHERE name = 'message_id_block'",
-    # Any level ($6 null) or level 0, through the primary key.
-    "read_entries": f"{_READ_ENTRIES} AND ($6::integer IS NULL OR e.priority = $6) {_NEXT}",
-    # A level above 0: `e.priority > 0` lets the planner prove the partial index applies.
-    "read_level_entries": f"{_READ_ENTRIES} AND e.priority = $6 AND e.priority > 0 {_NEXT}",
-    "counts": "SELECT (SELECT count(*) FROM {s}.exchanges WHERE broker_id = $1), "
-    "(SELECT count(*) FROM {s}.queues WHERE broker_id = $1), "
-    "(SELECT count(*) FROM {s}.bindings WHERE broker_id = $1), count(*), "
-    "(SELECT count(*) FROM {s}.entries WHERE broker_id = $1), "
-    "COALESCE(sum(octet_length(body)), 0), "
-    "(SELECT count(*) FROM {s}.quarantined_messages WHERE broker_id = $1) "
-    "FROM {s}.messages WHERE broker_id = $1",
     "enrol": "INSERT INTO {s}.brokers (broker_id, epoch, state, started_at) "
     "VALUES ($1, 0, 'stopped', now()) ON CONFLICT (broker_id) DO NOTHING",
     "lease": "SELECT state, holder, lease_expires, lease_expires > now() FROM {s}.brokers "
@@ -301,14 +168,13 @@ _SQL: Final = {
     "epoch": "SELECT epoch FROM {s}.brokers WHERE broker_id = $1 FOR SHARE",
     "stop": "UPDATE {s}.brokers SET state = 'stopped', holder = NULL, lease_expires = NULL "
     "WHERE broker_id = $1 AND epoch = $2",
-    "version": "SELECT value FROM {s}.meta WHERE key = 'schema_version'",
-    "set_meta": "INSERT INTO {s}.meta VALUES ($1, $2) ON CONFLICT (key) "
-    "DO UPDATE SET value = EXCLUDED.value",
     # Ids of restored messages must never be handed out again.
     "restore_block": "UPDATE {s}.counters SET value = GREATEST(value, $2::bigint, "
     "(SELECT COALESCE(max(id), 0) / $3::bigint FROM {s}.messages WHERE broker_id = $1)) "
     "WHERE name = 'message_id_block'",
 }
+#: Pool connections: one writer at a time, and reads beside it.
+_POOL_SIZE: Final = 4
 #: A snapshot's tables, in the order a restore fills them.
 _SNAPSHOT: Final = (
     "exchanges",
@@ -331,13 +197,20 @@ class PostgresStore:
                 f"invalid PostgreSQL schema name {schema!r}: use 1 to 63 of a-z, 0-9 and _, "
                 "not starting with pg_"
             )
-        self._dsn, safe_dsn, self._secrets = _parse_dsn(dsn)
+        self._dsn, safe_dsn, self._secrets = parse_dsn(dsn)
         self._broker_id, self._schema, self._sync = broker_id, schema, sync
         self._location = f"{safe_dsn} schema {schema}"
-        self._sql = {name: text.replace("{s}", f'"{schema}"') for name, text in _SQL.items()}
+        self._plan = Plan(POSTGRES, schema)
+        self._sql = {
+            **self._plan.sql,
+            **{name: text.replace("{s}", f'"{schema}"') for name, text in _SQL.items()},
+        }
         self._migration_key = _advisory_key("migrate", schema)
-        self._calls = asyncio.Lock()
-        self._connection: _Connection | None = None
+        self._pool: asyncpg.Pool[asyncpg.Record] | None = None
+        #: Writes run one at a time, in call order; `_last_write` is done once the last write
+        #: called so far is, and the reads called after it wait for it.
+        self._writes = asyncio.Lock()
+        self._last_write: asyncio.Future[None] | None = None
         self._opened = self._locking = False
         self._version = 0
         #: Who holds the lease when this store does: this host, process, and store object.
@@ -376,24 +249,31 @@ class PostgresStore:
     ) -> None:
         """See `Store.open`; `replace_lost` changes nothing here: a schema holds its own version,
         so a store is found whole or not at all (a dropped schema is an empty store)."""
-        async with self._calls:
-            if self._opened:
+        async with self._writes:
+            if self._opened or self._pool is not None:
                 raise StoreError(f"the store {self._location} is already open")
             self._locking = lock
-            connection = await self._connect()
+            pool = self._pool = await self._create_pool()
             try:
-                version = await self._read_version(connection)
-                if lock and version < SCHEMA_VERSION and (migrate if version else create):
-                    version = await self._migrate(connection)
-                if lock and version == SCHEMA_VERSION:
-                    await self._claim(connection)
-            except _DATABASE_ERRORS as error:
-                connection.terminate()
-                raise StoreUnavailable(self._failure("cannot open", error)) from error
-            except BaseException:
-                connection.terminate()
+                try:
+                    connection = await pool.acquire(timeout=_CONNECT_TIMEOUT)
+                except (*_DATABASE_ERRORS, ValueError) as error:
+                    raise StoreUnavailable(self._failure("cannot connect to", error)) from error
+                try:
+                    version = await self._read_version(connection)
+                    if lock and version < SCHEMA_VERSION and (migrate if version else create):
+                        version = await self._migrate(connection)
+                    if lock and version == SCHEMA_VERSION:
+                        await self._claim(connection)
+                finally:
+                    await pool.release(connection)
+            except BaseException as error:
+                self._pool = None
+                pool.terminate()
+                if isinstance(error, _DATABASE_ERRORS):
+                    raise StoreUnavailable(self._failure("cannot open", error)) from error
                 raise
-            self._connection, self._version, self._opened = connection, version, True
+            self._version, self._opened = version, True
 
     async def recover(self) -> Recovery:
         async def work(connection: _Connection) -> Recovery:
@@ -408,27 +288,21 @@ class PostgresStore:
                 await self._check_epoch(connection)
                 discarded = _row_count(await connection.execute(sql["discard_entries"], broker))
                 await connection.execute(sql["discard_messages"], broker)
-                exchanges = await connection.fetch(sql["exchanges"], broker)
-                queues = await connection.fetch(sql["queues"], broker)
-                bindings = await connection.fetch(sql["bindings"], broker)
-                backlogs = await connection.fetch(sql["backlogs"], broker)
-                users = await connection.fetch(sql["users"])
-                vhosts = await connection.fetch(sql["vhosts"])
                 block = await connection.fetchval(sql["next_block"])
-            first_message_id = message_id_base(block, self._location)
-            return Recovery(
-                exchanges=[_decode(StoredExchange, row) for row in exchanges],
-                queues=[_decode(StoredQueue, row) for row in queues],
-                bindings=[_decode(StoredBinding, row) for row in bindings],
-                backlogs=[QueueBacklog(*row) for row in backlogs],
-                message_id_base=first_message_id,
-                users=[StoredUser(*row) for row in users],
-                vhosts=[row[0] for row in vhosts],
+                reads = {
+                    name: await connection.fetch(
+                        sql[name], *(() if name in STORE_WIDE_READS else (broker,))
+                    )
+                    for name in RECOVERY_READS
+                }
+            return recovery(
+                reads,
+                message_id_base=message_id_base(block, self._location),
                 discarded_entries=discarded,
                 unclean_stop=self._unclean_stop,
             )
 
-        return await self._call("recovery", work)
+        return await self._call("recovery", work, write=True)
 
     async def commit(self, batch: WriteBatch) -> None:
         async def work(connection: _Connection) -> None:
@@ -454,12 +328,10 @@ class PostgresStore:
                         len(message.header_payload) + len(message.body)
                         for message in batch.messages_put
                     )
-                for name, rows in self._steps(batch, checksums):
-                    if rows:
-                        await connection.executemany(self._sql[name], rows)
+                for statement, rows in self._plan.write_steps(self._broker_id, batch, checksums):
+                    await connection.executemany(statement, rows)
                 # Last, the messages no entry refers to any more, among those that lost one.
-                candidates = [message_id for *_, message_id in batch.entries_deleted]
-                candidates += [message.id for message in batch.messages_put]
+                candidates = orphan_candidates(batch)
                 if batch.queues_deleted or batch.ranges_deleted or batch.vhosts_deleted:
                     growth -= await connection.fetchval(
                         self._sql["delete_orphans_too"], self._broker_id, candidates
@@ -474,48 +346,7 @@ class PostgresStore:
                 self._message_bytes = counted + growth
 
         if batch:
-            await self._call("commit", work)
-
-    def _steps(
-        self, batch: WriteBatch, checksums: list[int]
-    ) -> list[tuple[str, Sequence[tuple[object, ...]]]]:
-        """The batch's statements and rows, in WriteBatch's order (`checksums` those of its
-        messages). Entries that go with their queue or in a range leave their message ids in a
-        temporary table."""
-        broker = self._broker_id
-        queues = [(broker, *key) for key in batch.queues_deleted]
-        exchanges = [(broker, *key) for key in batch.exchanges_deleted]
-        vhosts = [(broker, vhost) for vhost in batch.vhosts_deleted]
-        return [
-            ("delete_vhost_entries", vhosts),
-            ("delete_vhost_bindings", vhosts),
-            ("delete_vhost_queues", vhosts),
-            ("delete_vhost_exchanges", vhosts),
-            ("delete_vhost", [(vhost,) for vhost in batch.vhosts_deleted]),
-            ("delete_queue_entries", queues),
-            ("delete_queue_bindings", queues),
-            ("delete_queue", queues),
-            ("delete_exchange_bindings", exchanges),
-            ("delete_exchange", exchanges),
-            ("delete_binding", [_row(broker, item) for item in batch.bindings_deleted]),
-            ("delete_range", [(broker, *purge) for purge in batch.ranges_deleted]),
-            ("put_vhost", [(vhost,) for vhost in batch.vhosts_put]),
-            ("put_exchange", [_row(broker, item) for item in batch.exchanges_put]),
-            ("put_queue", [_row(broker, item) for item in batch.queues_put]),
-            ("put_binding", [_row(broker, item) for item in batch.bindings_put]),
-            (
-                "put_message",
-                [
-                    (*_row(broker, item), item_checksum)
-                    for item, item_checksum in zip(batch.messages_put, checksums, strict=True)
-                ],
-            ),
-            ("put_entry", [_row(broker, item) for item in batch.entries_put]),
-            ("update_entry", [(broker, *update) for update in batch.entries_updated]),
-            ("delete_entry", [(broker, *entry[:3]) for entry in batch.entries_deleted]),
-            ("put_user", [(user.name, user.credential) for user in batch.users_put]),
-            ("delete_user", [(name,) for name in batch.users_deleted]),
-        ]
+            await self._call("commit", work, write=True)
 
     async def read_entries(
         self, vhost: str, queue: str, after_sequence: int, limit: int, priority: int | None = None
@@ -533,29 +364,41 @@ class PostgresStore:
             )
             # Off the event loop, as the checksums of a commit are.
             page = await asyncio.to_thread(_checked_page, rows) if rows else []
-            quarantined = [entry for entry in page if isinstance(entry, QuarantinedEntry)]
-            if quarantined:
-                self._require_current(write=True)
-                self._message_bytes = None
-                async with connection.transaction():
-                    await self._check_epoch(connection)
-                    await connection.executemany(
-                        self._sql["quarantine_entry"],
-                        [(self._broker_id, vhost, queue, entry.sequence) for entry in quarantined],
-                    )
-                    await connection.executemany(
-                        self._sql["delete_orphan"],
-                        [(self._broker_id, entry.message_id) for entry in quarantined],
-                    )
-                for entry in quarantined:
-                    report_quarantined(self._location, vhost, queue, entry)
             return page
 
-        return await self._call("reading entries", work)
+        page = await self._call("reading entries", work, write=False)
+        quarantined = [entry for entry in page if isinstance(entry, QuarantinedEntry)]
+        if quarantined:
+            await self._quarantine(vhost, queue, quarantined)
+        return page
+
+    async def _quarantine(self, vhost: str, queue: str, entries: list[QuarantinedEntry]) -> None:
+        """Move the entries, each with a copy of its message as stored, to the quarantine; a
+        message no entry holds any more goes. A write: it changes the bytes stored."""
+
+        async def work(connection: _Connection) -> None:
+            self._require_current(write=True)
+            self._message_bytes = None
+            now = datetime.datetime.now(datetime.UTC)
+            keys = [(self._broker_id, vhost, queue, entry.sequence) for entry in entries]
+            async with connection.transaction():
+                await self._check_epoch(connection)
+                await connection.executemany(
+                    self._sql["quarantine_entry"], [(*key, now) for key in keys]
+                )
+                await connection.executemany(self._sql["delete_entry"], keys)
+                await connection.executemany(
+                    self._sql["delete_orphan"],
+                    [(self._broker_id, entry.message_id) for entry in entries],
+                )
+
+        await self._call("quarantine", work, write=True)
+        for entry in entries:
+            report_quarantined(self._location, vhost, queue, entry)
 
     async def users(self) -> list[StoredUser]:
         rows = await self._fetch_all("reading users", "users")
-        return [StoredUser(*row) for row in rows]
+        return [stored_user(row) for row in rows]
 
     async def vhosts(self) -> list[str]:
         return [row[0] for row in await self._fetch_all("reading virtual hosts", "vhosts")]
@@ -565,7 +408,7 @@ class PostgresStore:
             self._require_current(write=False)
             return await connection.fetch(self._sql[query])
 
-        return await self._call(what, work)
+        return await self._call(what, work, write=False)
 
     async def stats(self) -> StoreStats:
         async def work(connection: _Connection) -> StoreStats:
@@ -573,7 +416,7 @@ class PostgresStore:
             counts = await _fetch_row(connection, self._sql["counts"], self._broker_id)
             return StoreStats("postgres", self._location, self._version, self._broker_id, *counts)
 
-        return await self._call("reading statistics", work)
+        return await self._call("reading statistics", work, write=False)
 
     async def used_bytes(self) -> int:
         """The bytes of this broker's stored messages (content header and body, as received):
@@ -588,7 +431,7 @@ class PostgresStore:
         puts messages one indexed read, lost in the noise of a 1.6 ms commit of 50 messages. A
         commit that ran while nothing was counted yet pays nothing (a broker without a quota
         never counts). A store opened without the lock, which another process writes, counts
-        every time."""
+        every time. In the writers' lane, so that a count never crosses a commit."""
 
         async def work(connection: _Connection) -> int:
             self._require_current(write=False)
@@ -601,21 +444,22 @@ class PostgresStore:
                     self._message_bytes = counted
             return counted
 
-        return await self._call("measuring the store", work)
+        return await self._call("measuring the store", work, write=True)
 
     async def backup(self, directory: Path) -> None:
         """This broker's rows of each table as binary COPY files, read in one
         REPEATABLE READ transaction on a second connection. The snapshot is taken in call order,
         so it holds every commit made before; the copying does not hold up the broker's calls."""
-        async with self._calls:
-            if not self._opened:
-                raise StoreError(f"the store {self._location} is not open")
-            self._require_current(write=False)
+        if not self._opened:
+            raise StoreError(f"the store {self._location} is not open")
+        self._require_current(write=False)
         await asyncio.to_thread(make_empty_directory, directory)
-        connection = await self._connect(lock=False)
+        connection = await self._connect()
         try:
             async with connection.transaction(isolation="repeatable_read", readonly=True):
-                async with self._calls:
+                async with self._writes:
+                    # The snapshot, taken with no write under way, holds every commit made
+                    # before.
                     counts = await _fetch_row(connection, self._sql["counts"], self._broker_id)
                     block = await connection.fetchval(self._sql["block"])
                 for table in _SNAPSHOT:
@@ -649,20 +493,12 @@ class PostgresStore:
         await asyncio.to_thread(write_manifest, directory, manifest)
 
     async def restore(self, directory: Path) -> None:
-        manifest = await asyncio.to_thread(_read_manifest, directory)
-        if manifest.get("kind") != "postgres":
-            raise StoreError(f"{directory} is not a backup of a PostgreSQL store")
-        if isinstance(version := manifest.get("schema_version"), int) and version > SCHEMA_VERSION:
-            raise SchemaTooNew(f"the backup in {directory} has schema version {version}")
-        if version != SCHEMA_VERSION:
+        manifest = await asyncio.to_thread(checked_manifest, directory, self.kind, self._broker_id)
+        if manifest["schema_version"] != SCHEMA_VERSION:
+            # Tables are copied whole: their columns must be this version's.
             raise StoreError(
-                f"{directory} holds schema version {manifest.get('schema_version')!r}; this "
+                f"{directory} holds schema version {manifest['schema_version']}; this "
                 f"BatonMQ restores version {SCHEMA_VERSION} only"
-            )
-        if manifest.get("broker_id") != self._broker_id:
-            raise StoreError(
-                f"the backup in {directory} is broker {manifest.get('broker_id')!r}'s, "
-                f"not {self._broker_id!r}'s"
             )
         block = manifest.get("message_id_block")
         if not isinstance(block, int):
@@ -693,7 +529,7 @@ class PostgresStore:
                     self._sql["restore_block"], broker, block, MESSAGE_ID_BLOCK
                 )
 
-        await self._call(f"restoring {directory} into", work)
+        await self._call(f"restoring {directory} into", work, write=True)
 
     async def upgrade(self) -> tuple[int, int]:
         async def work(connection: _Connection) -> tuple[int, int]:
@@ -705,29 +541,33 @@ class PostgresStore:
                 await self._claim(connection)
             return found, self._version
 
-        return await self._call("upgrade of", work)
+        return await self._call("upgrade of", work, write=True)
 
     async def close(self) -> None:
-        async with self._calls:
-            connection, self._connection, self._opened = self._connection, None, False
+        async with self._writes:
+            pool, self._pool, self._opened = self._pool, None, False
             self._message_bytes = None
             lease, self._lease_task = self._lease_task, None
             if lease is not None:
                 lease.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await lease
-            if connection is None:
+            if pool is None:
                 return
             try:
-                if self._epoch and self._fenced is None and not connection.is_closed():
+                if self._epoch and self._fenced is None:
                     # The lease is released: the next holder knows this stop was clean.
                     with contextlib.suppress(*_DATABASE_ERRORS):
-                        await connection.execute(
-                            self._sql["stop"], self._broker_id, self._epoch, timeout=_CLOSE_TIMEOUT
-                        )
+                        async with pool.acquire(timeout=_CLOSE_TIMEOUT) as connection:
+                            await connection.execute(
+                                self._sql["stop"],
+                                self._broker_id,
+                                self._epoch,
+                                timeout=_CLOSE_TIMEOUT,
+                            )
             finally:
                 self._epoch = 0
-                await _close(connection)
+                await _close(pool)
 
     def on_fenced(self, handler: Callable[[StoreFenced], None]) -> None:
         self._fenced_handler = handler
@@ -772,7 +612,7 @@ class PostgresStore:
                 await asyncio.sleep(LEASE_SECONDS / 3)
                 try:
                     if connection is None or connection.is_closed():
-                        connection = await self._connect(lock=False)
+                        connection = await self._connect()
                     renewed = await connection.execute(
                         self._sql["renew"], self._broker_id, self._epoch, LEASE_SECONDS
                     )
@@ -805,56 +645,77 @@ class PostgresStore:
                 self._fenced_handler(self._fenced)
         return StoreFenced(str(self._fenced))
 
-    async def _call(self, what: str, work: Callable[[_Connection], Awaitable[_T]]) -> _T:
-        """Run `work` in call order on a live connection (reconnecting after a lost one); a
-        database error becomes StoreError, and a connection in an unknown state is dropped."""
-        async with self._calls:
-            if not self._opened:
-                raise StoreError(f"the store {self._location} is not open")
-            if self._fenced is not None:
-                raise StoreFenced(str(self._fenced))
-            connection = self._connection
-            if connection is None or connection.is_closed():
-                self._connection = None
-                if connection is not None:
-                    connection.terminate()
-                connection = self._connection = await self._connect()
-            try:
-                return await work(connection)
-            except BaseException as error:
-                if connection.is_closed() or connection.is_in_transaction():
-                    self._connection = None
-                    connection.terminate()
-                if isinstance(error, _DATABASE_ERRORS):
-                    raise StoreError(self._failure(f"{what} failed on", error)) from error
-                raise
-
-    async def _connect(self, *, lock: bool | None = None) -> _Connection:
-        """A new session; when this store writes (and `lock` is not False) it has the temporary
-        table the commits use."""
+    async def _call(
+        self, what: str, work: Callable[[_Connection], Awaitable[_T]], *, write: bool
+    ) -> _T:
+        """Run `work` on a connection of the pool: a write after the writes called before it,
+        one at a time; a read once those writes are done, beside any write called after it. A
+        database error becomes StoreError."""
+        if not write:
+            # Read synchronously, before the first await: the writes called before this read.
+            pending = self._last_write
+            if pending is not None and not pending.done():
+                await asyncio.wait([pending])
+            return await self._run(what, work)
+        done = self._last_write = asyncio.get_running_loop().create_future()
         try:
-            connection = await asyncpg.connect(
-                self._dsn,
-                timeout=_CONNECT_TIMEOUT,
-                server_settings={
-                    "application_name": f"batonmq {self._broker_id}"[:63],
-                    "synchronous_commit": "on" if self._sync else "off",
-                },
+            async with self._writes:
+                return await self._run(what, work)
+        finally:
+            done.set_result(None)
+
+    async def _run(self, what: str, work: Callable[[_Connection], Awaitable[_T]]) -> _T:
+        pool = self._pool
+        if not self._opened or pool is None:
+            raise StoreError(f"the store {self._location} is not open")
+        if self._fenced is not None:
+            raise StoreFenced(str(self._fenced))
+        try:
+            # A connection lost with the server is found closed here, and the pool replaces it.
+            async with pool.acquire(timeout=_CONNECT_TIMEOUT) as connection:
+                return await work(connection)
+        except _DATABASE_ERRORS as error:
+            raise StoreError(self._failure(f"{what} failed on", error)) from error
+
+    def _server_settings(self) -> dict[str, str]:
+        return {
+            "application_name": f"batonmq {self._broker_id}"[:63],
+            "synchronous_commit": "on" if self._sync else "off",
+        }
+
+    async def _connect(self) -> _Connection:
+        """A new session outside the pool (the lease's, a backup's)."""
+        try:
+            return await asyncpg.connect(
+                self._dsn, timeout=_CONNECT_TIMEOUT, server_settings=self._server_settings()
             )
         except (*_DATABASE_ERRORS, ValueError) as error:
             raise StoreUnavailable(self._failure("cannot connect to", error)) from error
-        if not (self._locking if lock is None else lock):
-            return connection
+
+    async def _create_pool(self) -> asyncpg.Pool[asyncpg.Record]:
+        """The pool; when this store writes, each session has the temporary table the commits
+        use. None is kept open when idle (`min_size` 0): a pool that keeps a floor connects again
+        on its own after an outage, logging a traceback per attempt; this one connects when a
+        call needs it, and `open` makes the first connection, so a wrong DSN or a server down
+        is found there."""
         try:
-            await connection.execute(
-                f"CREATE TEMPORARY TABLE {_CANDIDATES} (id BIGINT NOT NULL) ON COMMIT DELETE ROWS"
+            return await asyncpg.create_pool(
+                self._dsn,
+                min_size=0,
+                max_size=_POOL_SIZE,
+                init=self._prepare_session if self._locking else None,
+                reset=_keep_session,
+                timeout=_CONNECT_TIMEOUT,
+                server_settings=self._server_settings(),
             )
-        except BaseException as error:
-            connection.terminate()
-            if isinstance(error, _DATABASE_ERRORS):
-                raise StoreUnavailable(self._failure("cannot prepare", error)) from error
-            raise
-        return connection
+        except (*_DATABASE_ERRORS, ValueError) as error:
+            raise StoreUnavailable(self._failure("cannot connect to", error)) from error
+
+    @staticmethod
+    async def _prepare_session(connection: _Connection) -> None:
+        await connection.execute(
+            f"CREATE TEMPORARY TABLE {_CANDIDATES_TABLE} (id BIGINT NOT NULL) ON COMMIT DELETE ROWS"
+        )
 
     async def _read_version(self, connection: _Connection) -> int:
         """0 for no schema or an empty one; StoreCorrupt for tables without a version."""
@@ -887,10 +748,10 @@ class PostgresStore:
             await connection.execute("SELECT pg_advisory_xact_lock($1)", self._migration_key)
             for migration in _MIGRATIONS[await self._read_version(connection) :]:
                 await connection.execute(migration.replace("{s}", f'"{self._schema}"'))
-            await connection.executemany(
-                self._sql["set_meta"],
-                [("schema_version", str(SCHEMA_VERSION)), ("software_version", __version__)],
+            await connection.execute(
+                self._sql["meta_created"], datetime.datetime.now(datetime.UTC).isoformat()
             )
+            await connection.executemany(self._sql["set_meta"], migrated_meta())
         return SCHEMA_VERSION
 
     def _require_current(self, *, write: bool) -> None:
@@ -912,21 +773,6 @@ class PostgresStore:
         return f"{what} PostgreSQL at {self._location}: {reason}"
 
 
-def _row(broker_id: str, item: _Stored) -> tuple[object, ...]:
-    """A row of `item`'s table: broker_id, then the fields, an arguments table as text."""
-    values = _FIELDS[type(item)](item)
-    if isinstance(item, StoredMessage | StoredEntry):
-        return (broker_id, *values)
-    return (broker_id, *values[:-1], encode_table(item.arguments))
-
-
-#: Each stored class's fields, in the order of its table's columns after broker_id.
-_FIELDS: Final[dict[type[_Stored], Callable[[_Stored], tuple[object, ...]]]] = {
-    kind: operator.attrgetter(*(field.name for field in dataclasses.fields(kind)))
-    for kind in (StoredExchange, StoredQueue, StoredBinding, StoredMessage, StoredEntry)
-}
-
-
 def _checksums(messages: list[StoredMessage]) -> list[int]:
     return [checksum(message) for message in messages]
 
@@ -939,17 +785,22 @@ def _checked_page(rows: list[asyncpg.Record]) -> PageRead:
     ]
 
 
-def _decode(kind: Callable[..., _T], row: asyncpg.Record) -> _T:
-    """`kind` from a row of its table: the columns after broker_id are the fields, arguments
-    last."""
-    return kind(*row[1:-1], decode_table(row[-1]))
+async def _keep_session(connection: _Connection) -> None:
+    """Nothing to reset when a connection goes back to the pool: the store changes no session
+    setting (SET LOCAL only), and its temporary table is emptied at each commit. The default
+    reset (RESET ALL, CLOSE ALL, ...) would cost a round trip per call."""
 
 
-async def _close(connection: _Connection) -> None:
-    """Close gracefully, or abort (asyncpg aborts when it cannot close); the server then ends
-    the session, and with it the broker's lock."""
-    with contextlib.suppress(*_DATABASE_ERRORS):
-        await connection.close(timeout=_CLOSE_TIMEOUT)
+async def _close(closing: _Connection | asyncpg.Pool[asyncpg.Record]) -> None:
+    """Close a connection or the pool gracefully, or abort it (the server then ends the
+    sessions, and with them anything they held), also when the close is cancelled."""
+    try:
+        await asyncio.wait_for(closing.close(), _CLOSE_TIMEOUT)
+    except _DATABASE_ERRORS:
+        closing.terminate()
+    except asyncio.CancelledError:
+        closing.terminate()
+        raise
 
 
 async def _fetch_row(connection: _Connection, query: str, *arguments: object) -> asyncpg.Record:
@@ -983,46 +834,3 @@ def _advisory_key(*parts: str) -> int:
     """A signed 64-bit advisory lock key for `parts` (the lock space is per database)."""
     digest = hashlib.blake2b("\0".join(("batonmq", *parts)).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
-
-
-#: One pair of a libpq keyword/value connection string: a value is quoted ('a b', with \' and
-#: \\ escapes) or ends at white space.
-_KEYWORD_VALUE: Final = r"(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|[^\s']*)"
-
-
-def _parse_dsn(dsn: str) -> tuple[str, str, list[str]]:
-    """(a DSN asyncpg accepts, the DSN without its password, the password's spellings).
-
-    asyncpg takes URIs only; a libpq keyword/value string ("host=db dbname=mq") becomes a URI
-    whose query holds the keywords, which asyncpg reads the same way."""
-    if "://" not in dsn:
-        if not re.fullmatch(rf"\s*(?:{_KEYWORD_VALUE}\s*)*", dsn):
-            # Not echoed: it may hold a password.
-            raise StoreError("invalid PostgreSQL DSN: neither a URI nor keyword=value pairs")
-        values = [
-            (key, re.sub(r"\\(.)", r"\1", value[1:-1]) if value.startswith("'") else value)
-            for key, value in re.findall(_KEYWORD_VALUE, dsn)
-        ]
-        secrets = [value for key, value in values if key == "password" and value]
-        safe = " ".join(f"{key}={value}" for key, value in values if key != "password")
-        return "postgresql://?" + urllib.parse.urlencode(values), safe, secrets
-    parts = urllib.parse.urlsplit(dsn)
-    userinfo, at, hosts = parts.netloc.rpartition("@")
-    user, colon, password = userinfo.partition(":")
-    secrets = [password, urllib.parse.unquote(password)] if colon and password else []
-    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-    secrets += [value for key, value in query if key == "password" and value]
-    safe_query = urllib.parse.urlencode([(key, value) for key, value in query if key != "password"])
-    safe_netloc = f"{user}@{hosts}" if at and user else hosts
-    safe = urllib.parse.urlunsplit(parts._replace(netloc=safe_netloc, query=safe_query))
-    return dsn, safe, secrets
-
-
-def _read_manifest(directory: Path) -> dict[str, object]:
-    try:
-        manifest = json.loads((directory / MANIFEST).read_text())
-    except (OSError, ValueError) as error:
-        raise StoreError(f"{directory} is not a BatonMQ backup: {error}") from error
-    if not isinstance(manifest, dict):
-        raise StoreCorrupt(f"{directory}/manifest.json is not a JSON object")
-    return manifest

@@ -34,12 +34,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import json
 import os
 import shutil
 import socket
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import partial
@@ -47,22 +46,16 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from batonmq import __version__
-from batonmq.store.backup import MANIFEST, make_empty_directory, write_manifest
+from batonmq.store.backup import checked_manifest, make_empty_directory, write_manifest
 from batonmq.store.base import (
-    GUEST_CREDENTIAL,
-    LEVEL_INDEX,
     SCHEMA_VERSION,
     PageRead,
     QuarantinedEntry,
-    QueueBacklog,
     Recovery,
     SchemaTooNew,
     SchemaTooOld,
     StoreCorrupt,
-    StoredBinding,
-    StoredExchange,
     StoredMessage,
-    StoredQueue,
     StoredUser,
     StoreError,
     StoreFenced,
@@ -72,11 +65,21 @@ from batonmq.store.base import (
     WriteBatch,
     message_id_base,
 )
-from batonmq.store.fields import decode_table, encode_table
+from batonmq.store.dialect import SQLITE
 from batonmq.store.integrity import checked_entry, checksum, report_quarantined
+from batonmq.store.plan import (
+    RECOVERY_READS,
+    STORE_WIDE_READS,
+    AddColumn,
+    Plan,
+    chunks,
+    migrated_meta,
+    orphan_candidates,
+    recovery,
+    stored_user,
+)
 
 T = TypeVar("T")
-_Item = TypeVar("_Item")
 
 #: The file a backup directory holds, next to its manifest.json.
 BACKUP_FILE: Final = "batonmq.sqlite3"
@@ -84,98 +87,27 @@ BACKUP_FILE: Final = "batonmq.sqlite3"
 CREATED_SUFFIX: Final = ".created"
 
 
-# Step N creates schema version N; `_run_migrations` runs the steps above the version found, so a
-# step must also be correct when rerun (IF NOT EXISTS, OR IGNORE, or a callable that checks).
-def _add_entry_expiry(conn: sqlite3.Connection) -> None:
-    """Version 2: entries carry their expiry time (message TTL)."""
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(entries)")}
-    if "expires_at" not in columns:
-        conn.execute("ALTER TABLE entries ADD COLUMN expires_at INTEGER")
+_PLAN: Final = Plan(SQLITE)
+_SQL: Final = _PLAN.sql
 
 
-def _add_entry_priority(conn: sqlite3.Connection) -> None:
-    """Version 3: entries carry their priority level, so a priority queue pages each level."""
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(entries)")}
-    if "priority" not in columns:
-        conn.execute("ALTER TABLE entries ADD COLUMN priority INTEGER NOT NULL DEFAULT 0")
+def _add_column(column: AddColumn, conn: sqlite3.Connection) -> None:
+    """SQLite has no ADD COLUMN IF NOT EXISTS."""
+    if column.column not in {row[1] for row in conn.execute(f"PRAGMA table_info({column.table})")}:
+        conn.execute(
+            f"ALTER TABLE {column.table} ADD COLUMN {column.column}"
+            f" {_PLAN.render(column.definition)}"
+        )
 
 
-def _add_broker_holder(conn: sqlite3.Connection) -> None:
-    """Version 7: the broker record names the process holding the store, as PostgreSQL's lease
-    does (here the lock file decides; the record tells an operator)."""
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(brokers)")}
-    if "holder" not in columns:
-        conn.execute("ALTER TABLE brokers ADD COLUMN holder TEXT")
-
-
-def _add_message_checksum(conn: sqlite3.Connection) -> None:
-    """Version 6: messages carry the checksum of their bytes; NULL (unchecked) for those written
-    before (batonmq.store.integrity)."""
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(messages)")}
-    if "checksum" not in columns:
-        conn.execute("ALTER TABLE messages ADD COLUMN checksum INTEGER")
-
-
-_MIGRATIONS: Final[tuple[tuple[str | Callable[[sqlite3.Connection], None], ...], ...]] = (
-    (
-        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-        "CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
-        "INSERT OR IGNORE INTO counters (name, value) VALUES ('message_id_block', 0)",
-        "CREATE TABLE IF NOT EXISTS brokers (broker_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL,"
-        " state TEXT NOT NULL, started_at TEXT NOT NULL)",
-        # WITHOUT ROWID: small rows clustered by their key, so a queue's entries are read in
-        # sequence order from contiguous pages.
-        "CREATE TABLE IF NOT EXISTS exchanges (broker_id TEXT NOT NULL, vhost TEXT NOT NULL,"
-        " name TEXT NOT NULL, type TEXT NOT NULL, auto_delete INTEGER NOT NULL,"
-        " internal INTEGER NOT NULL, arguments TEXT NOT NULL,"
-        " PRIMARY KEY (broker_id, vhost, name)) WITHOUT ROWID",
-        "CREATE TABLE IF NOT EXISTS queues (broker_id TEXT NOT NULL, vhost TEXT NOT NULL,"
-        " name TEXT NOT NULL, auto_delete INTEGER NOT NULL, arguments TEXT NOT NULL,"
-        " PRIMARY KEY (broker_id, vhost, name)) WITHOUT ROWID",
-        "CREATE TABLE IF NOT EXISTS bindings (broker_id TEXT NOT NULL, vhost TEXT NOT NULL,"
-        " source TEXT NOT NULL, destination_kind TEXT NOT NULL, destination TEXT NOT NULL,"
-        " routing_key TEXT NOT NULL, arguments TEXT NOT NULL, PRIMARY KEY (broker_id, vhost,"
-        " source, destination_kind, destination, routing_key, arguments)) WITHOUT ROWID",
-        "CREATE TABLE IF NOT EXISTS messages (broker_id TEXT NOT NULL, id INTEGER PRIMARY KEY,"
-        " exchange TEXT NOT NULL, routing_key TEXT NOT NULL, header_payload BLOB NOT NULL,"
-        " body BLOB NOT NULL)",
-        "CREATE TABLE IF NOT EXISTS entries (broker_id TEXT NOT NULL, vhost TEXT NOT NULL,"
-        " queue TEXT NOT NULL, sequence INTEGER NOT NULL, message_id INTEGER NOT NULL,"
-        " delivery_count INTEGER NOT NULL, transient INTEGER NOT NULL,"
-        " PRIMARY KEY (broker_id, vhost, queue, sequence)) WITHOUT ROWID",
-        "CREATE INDEX IF NOT EXISTS entries_message_id ON entries (message_id)",
-    ),
-    (_add_entry_expiry,),
-    (
-        _add_entry_priority,
-        "CREATE INDEX IF NOT EXISTS entries_priority"
-        " ON entries (broker_id, vhost, queue, priority, sequence)",
-    ),
-    # Version 4: users (with guest/guest, as every new store) and virtual hosts, store-wide.
-    (
-        "CREATE TABLE IF NOT EXISTS users (name TEXT PRIMARY KEY, credential TEXT NOT NULL)"
-        " WITHOUT ROWID",
-        f"INSERT OR IGNORE INTO users VALUES ('guest', '{GUEST_CREDENTIAL}')",
-        "CREATE TABLE IF NOT EXISTS vhosts (name TEXT PRIMARY KEY) WITHOUT ROWID",
-        "INSERT OR IGNORE INTO vhosts SELECT vhost FROM exchanges UNION SELECT vhost FROM queues",
-    ),
-    # Version 5: the level index holds only levels above 0 (see `LEVEL_INDEX`).
-    (
-        "DROP INDEX IF EXISTS entries_priority",
-        f"CREATE INDEX entries_priority ON entries {LEVEL_INDEX}",
-    ),
-    # Version 6: message checksums, and the quarantine of entries whose message fails its own.
-    (
-        _add_message_checksum,
-        "CREATE TABLE IF NOT EXISTS quarantined_messages (broker_id TEXT NOT NULL,"
-        " vhost TEXT NOT NULL, queue TEXT NOT NULL, sequence INTEGER NOT NULL,"
-        " delivery_count INTEGER NOT NULL, message_id INTEGER NOT NULL, exchange TEXT NOT NULL,"
-        " routing_key TEXT NOT NULL, header_payload BLOB NOT NULL, body BLOB NOT NULL,"
-        " checksum INTEGER, quarantined_at TEXT NOT NULL)",
-    ),
-    (_add_broker_holder,),
+#: The plan's migrations in SQLite: version n + 1 is made by the steps of `_MIGRATIONS[n]`.
+_MIGRATIONS: Final[tuple[tuple[str | Callable[[sqlite3.Connection], None], ...], ...]] = tuple(
+    tuple(
+        step if isinstance(step, str) else partial(_add_column, step)
+        for step in _PLAN.migration(version)
+    )
+    for version in range(1, SCHEMA_VERSION + 1)
 )
-assert len(_MIGRATIONS) == SCHEMA_VERSION
 
 # Primary result codes (the low byte of an extended code) that mean a damaged or foreign file.
 _CORRUPT_CODES: Final = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
@@ -185,13 +117,9 @@ _SYNCHRONOUS_NAMES: Final = {0: "off", 1: "normal", 2: "full", 3: "extra"}
 # Messages that may have lost their last entry in this transaction; a temp table so that deleting
 # a queue of millions of entries never pulls their ids into Python.
 _GC_TABLE: Final = "CREATE TEMP TABLE IF NOT EXISTS gc_candidates (id INTEGER PRIMARY KEY)"
-_GC_FROM_ENTRIES: Final = (
-    "INSERT OR IGNORE INTO temp.gc_candidates SELECT message_id FROM entries"
-    " WHERE broker_id = ? AND vhost = ?"
-)
-_ORPHANS: Final = (
-    "NOT EXISTS (SELECT 1 FROM entries e"
-    " WHERE e.message_id = messages.id AND e.broker_id = messages.broker_id)"
+_DELETE_CANDIDATE_ORPHANS: Final = _PLAN.render(
+    "DELETE FROM {s}.messages AS m WHERE m.broker_id = $1"
+    " AND m.id IN (SELECT id FROM {candidates}) AND {orphans}"
 )
 
 
@@ -447,7 +375,7 @@ class SQLiteStore:
                 raise StoreCorrupt(f"{self._path} is an SQLite database but not a BatonMQ store")
             self._schema_version = 0
             return
-        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        row = conn.execute(_SQL["version"]).fetchone()
         try:
             self._schema_version = int(row[0])
         except (TypeError, ValueError):
@@ -461,13 +389,8 @@ class SQLiteStore:
                         conn.execute(statement)
                     else:
                         statement(conn)
-            conn.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('created_at', ?)", (_now(),)
-            )
-            conn.executemany(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                [("schema_version", str(SCHEMA_VERSION)), ("software_version", __version__)],
-            )
+            conn.execute(_SQL["meta_created"], (_now(),))
+            conn.executemany(_SQL["set_meta"], migrated_meta())
 
         self._transaction("schema migration", migrate, conn)
         self._schema_version, self._empty = SCHEMA_VERSION, False
@@ -545,68 +468,19 @@ class SQLiteStore:
         broker = (self._broker_id,)
 
         def recover(conn: sqlite3.Connection) -> Recovery:
-            discarded = conn.execute(
-                "DELETE FROM entries WHERE broker_id = ? AND transient = 1", broker
-            ).rowcount
-            # Entries of a queue that has no row: a non-durable queue paged out before a crash.
-            discarded += conn.execute(
-                "DELETE FROM entries WHERE broker_id = ? AND NOT EXISTS (SELECT 1 FROM queues q"
-                " WHERE q.broker_id = entries.broker_id AND q.vhost = entries.vhost"
-                " AND q.name = entries.queue)",
-                broker,
-            ).rowcount
-            conn.execute(f"DELETE FROM messages WHERE broker_id = ? AND {_ORPHANS}", broker)
-            rows = conn.execute(
-                "UPDATE counters SET value = value + 1 WHERE name = 'message_id_block'"
-                " RETURNING value"
-            ).fetchall()
+            discarded = conn.execute(_SQL["discard_entries"], broker).rowcount
+            conn.execute(_SQL["discard_messages"], broker)
+            rows = conn.execute(_SQL["next_block"]).fetchall()
             first_message_id = message_id_base(rows[0][0] if rows else None, self.location)
-            exchanges = [
-                StoredExchange(vhost, name, type_name, bool(auto), bool(internal), decode_table(a))
-                for vhost, name, type_name, auto, internal, a in conn.execute(
-                    "SELECT vhost, name, type, auto_delete, internal, arguments FROM exchanges"
-                    " WHERE broker_id = ? ORDER BY vhost, name",
-                    broker,
-                )
-            ]
-            queues = [
-                StoredQueue(vhost, name, bool(auto_delete), decode_table(arguments))
-                for vhost, name, auto_delete, arguments in conn.execute(
-                    "SELECT vhost, name, auto_delete, arguments FROM queues WHERE broker_id = ?"
-                    " ORDER BY vhost, name",
-                    broker,
-                )
-            ]
-            bindings = [
-                StoredBinding(vhost, source, kind, destination, key, decode_table(arguments))
-                for vhost, source, kind, destination, key, arguments in conn.execute(
-                    "SELECT vhost, source, destination_kind, destination, routing_key, arguments"
-                    " FROM bindings WHERE broker_id = ?"
-                    " ORDER BY vhost, source, destination_kind, destination, routing_key",
-                    broker,
-                )
-            ]
-            backlogs = [
-                QueueBacklog(vhost, name, count, size, last, priority)
-                for vhost, name, count, size, last, priority in conn.execute(
-                    "SELECT q.vhost, q.name, COUNT(e.sequence), COALESCE(SUM(LENGTH(m.body)), 0),"
-                    " COALESCE(MAX(e.sequence), -1), COALESCE(e.priority, 0) FROM queues q"
-                    " LEFT JOIN entries e ON e.broker_id = q.broker_id AND e.vhost = q.vhost"
-                    " AND e.queue = q.name"
-                    " LEFT JOIN messages m ON m.broker_id = e.broker_id AND m.id = e.message_id"
-                    " WHERE q.broker_id = ? GROUP BY q.vhost, q.name, e.priority"
-                    " ORDER BY q.vhost, q.name, e.priority",
-                    broker,
-                )
-            ]
-            return Recovery(
-                exchanges,
-                queues,
-                bindings,
-                backlogs,
-                first_message_id,
-                users=_users(conn),
-                vhosts=_vhosts(conn),
+            reads = {
+                name: conn.execute(
+                    _SQL[name], () if name in STORE_WIDE_READS else broker
+                ).fetchall()
+                for name in RECOVERY_READS
+            }
+            return recovery(
+                reads,
+                message_id_base=first_message_id,
                 discarded_entries=discarded,
                 unclean_stop=self._unclean_stop,
             )
@@ -615,14 +489,17 @@ class SQLiteStore:
 
     def _commit_sync(self, batch: WriteBatch) -> None:
         def apply(conn: sqlite3.Connection) -> None:
-            for statement, rows in _batch_steps(self._broker_id, batch):
-                if rows:
-                    conn.executemany(statement, rows)
-            conn.execute(
-                "DELETE FROM messages WHERE broker_id = ?"
-                f" AND id IN (SELECT id FROM temp.gc_candidates) AND {_ORPHANS}",
-                (self._broker_id,),
-            )
+            checksums = [checksum(message) for message in batch.messages_put]
+            for statement, rows in _PLAN.write_steps(self._broker_id, batch, checksums):
+                conn.executemany(statement, rows)
+            # Last, the messages no entry refers to any more, among those that lost one.
+            for chunk in chunks(orphan_candidates(batch)):
+                conn.execute(
+                    "INSERT INTO temp.gc_candidates (id) VALUES"
+                    f" {', '.join(['(?)'] * len(chunk))} ON CONFLICT DO NOTHING",
+                    chunk,
+                )
+            conn.execute(_DELETE_CANDIDATE_ORPHANS, (self._broker_id,))
             conn.execute("DELETE FROM temp.gc_candidates")
 
         self._transaction("write", apply, self._writer())
@@ -664,20 +541,12 @@ class SQLiteStore:
     ) -> None:
         """Move the entries, each with a copy of its message as stored, to the quarantine; a
         message no entry holds any more goes."""
+        now = SQLITE.timestamp(datetime.now(UTC))
         keys = [(self._broker_id, vhost, queue, entry.sequence) for entry in entries]
+        conn.executemany(_SQL["quarantine_entry"], [(*key, now) for key in keys])
+        conn.executemany(_SQL["delete_entry"], keys)
         conn.executemany(
-            "INSERT INTO quarantined_messages (broker_id, vhost, queue, sequence, delivery_count,"
-            " message_id, exchange, routing_key, header_payload, body, checksum, quarantined_at)"
-            " SELECT e.broker_id, e.vhost, e.queue, e.sequence, e.delivery_count, m.id,"
-            " m.exchange, m.routing_key, m.header_payload, m.body, m.checksum, ?"
-            " FROM entries e JOIN messages m ON m.broker_id = e.broker_id AND m.id = e.message_id"
-            f" WHERE e.{_ENTRY.replace(' AND ', ' AND e.')}",
-            [(_now(), *key) for key in keys],
-        )
-        conn.executemany(f"DELETE FROM entries WHERE {_ENTRY}", keys)
-        conn.executemany(
-            f"DELETE FROM messages WHERE broker_id = ? AND id = ? AND {_ORPHANS}",
-            [(self._broker_id, entry.message_id) for entry in entries],
+            _SQL["delete_orphan"], [(self._broker_id, entry.message_id) for entry in entries]
         )
 
     def _stats_sync(self) -> StoreStats:
@@ -726,20 +595,7 @@ class SQLiteStore:
         if self._conn is None or not self._locked:
             raise StoreError(f"{self._path}: restore needs the store open with its lock")
         source = directory / BACKUP_FILE
-        try:
-            manifest = json.loads((directory / MANIFEST).read_text())
-            kind, version = manifest["kind"], int(manifest["schema_version"])
-            owner = manifest["broker_id"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise StoreError(f"{directory} holds no readable backup manifest: {exc}") from exc
-        if kind != self.kind:
-            raise StoreError(f"{directory} holds a {kind} backup, not an sqlite one")
-        if version > SCHEMA_VERSION:
-            raise SchemaTooNew(f"the backup in {directory} has schema version {version}")
-        if owner != self._broker_id:
-            raise StoreError(
-                f"the backup in {directory} is broker {owner}'s, not {self._broker_id}'s"
-            )
+        checked_manifest(directory, self.kind, self._broker_id)
         _check_backup(source)
         self._conn.close()
         self._conn = None
@@ -790,11 +646,6 @@ class SQLiteStore:
         return {"journal_mode": mode, "synchronous": _SYNCHRONOUS_NAMES.get(level, str(level))}
 
 
-_KEY: Final = "broker_id = ? AND vhost = ?"
-_ENTRY: Final = f"{_KEY} AND queue = ? AND sequence = ?"
-_RANGE: Final = "queue = ? AND sequence BETWEEN ? AND ? AND (? IS NULL OR priority = ?)"
-
-
 def read_entries_sql(priority: int | None) -> str:
     """The read of a queue's entries after a sequence: of any level (`priority` None), or of
     one. A level above 0 is read through the partial index (LEVEL_INDEX), named: without
@@ -814,141 +665,18 @@ def read_entries_sql(priority: int | None) -> str:
     )
 
 
-def _batch_steps(broker: str, batch: WriteBatch) -> list[tuple[str, Sequence[tuple[object, ...]]]]:
-    """The statements of a commit, each with its rows, in WriteBatch's order; a deleted entry's
-    message becomes a candidate for the garbage collection that follows them."""
-    vhosts = [(broker, vhost) for vhost in batch.vhosts_deleted]
-    exchanges = [(broker, vhost, name) for vhost, name in batch.exchanges_deleted]
-    queues = [(broker, vhost, name) for vhost, name in batch.queues_deleted]
-    # Each range's priority twice: "?6 IS NULL" (any level) and "priority = ?6".
-    ranges = [(broker, *purge, purge[-1]) for purge in batch.ranges_deleted]
-    candidates = [(entry[3],) for entry in batch.entries_deleted]
-    candidates += [(message.id,) for message in batch.messages_put]
-    return [
-        (_GC_FROM_ENTRIES, vhosts),
-        *((f"DELETE FROM {table} WHERE {_KEY}", vhosts)
-          for table in ("entries", "bindings", "queues", "exchanges")),
-        ("DELETE FROM vhosts WHERE name = ?", [(vhost,) for vhost in batch.vhosts_deleted]),
-        (f"DELETE FROM bindings WHERE {_KEY} AND source = ?", exchanges),
-        (f"DELETE FROM bindings WHERE {_KEY} AND destination_kind = 'exchange'"
-         " AND destination = ?", exchanges),
-        (f"DELETE FROM exchanges WHERE {_KEY} AND name = ?", exchanges),
-        (f"{_GC_FROM_ENTRIES} AND queue = ?", queues),
-        (f"DELETE FROM entries WHERE {_KEY} AND queue = ?", queues),
-        (f"DELETE FROM bindings WHERE {_KEY} AND destination_kind = 'queue'"
-         " AND destination = ?", queues),
-        (f"DELETE FROM queues WHERE {_KEY} AND name = ?", queues),
-        (f"DELETE FROM bindings WHERE {_KEY} AND source = ? AND destination_kind = ?"
-         " AND destination = ? AND routing_key = ? AND arguments = ?",
-         [_binding_row(broker, binding) for binding in batch.bindings_deleted]),
-        (f"{_GC_FROM_ENTRIES} AND {_RANGE}", ranges),
-        (f"DELETE FROM entries WHERE {_KEY} AND {_RANGE}", ranges),
-        ("INSERT OR IGNORE INTO vhosts VALUES (?)", [(vhost,) for vhost in batch.vhosts_put]),
-        ("INSERT OR REPLACE INTO exchanges (broker_id, vhost, name, type, auto_delete, internal,"
-         " arguments) VALUES (?, ?, ?, ?, ?, ?, ?)",
-         [(broker, e.vhost, e.name, e.type_name, e.auto_delete, e.internal,
-           encode_table(e.arguments)) for e in batch.exchanges_put]),
-        ("INSERT OR REPLACE INTO queues (broker_id, vhost, name, auto_delete, arguments)"
-         " VALUES (?, ?, ?, ?, ?)",
-         [(broker, q.vhost, q.name, q.auto_delete, encode_table(q.arguments))
-          for q in batch.queues_put]),
-        ("INSERT OR IGNORE INTO bindings (broker_id, vhost, source, destination_kind, destination,"
-         " routing_key, arguments) VALUES (?, ?, ?, ?, ?, ?, ?)",
-         [_binding_row(broker, binding) for binding in batch.bindings_put]),
-        *_many_rows("INSERT OR REPLACE INTO messages (broker_id, id, exchange, routing_key,"
-                    " header_payload, body, checksum) VALUES",
-                    [(broker, m.id, m.exchange, m.routing_key, m.header_payload, m.body,
-                      checksum(m)) for m in batch.messages_put]),
-        *_many_rows("INSERT OR REPLACE INTO entries (broker_id, vhost, queue, sequence,"
-                    " message_id, delivery_count, transient, expires_at, priority) VALUES",
-                    [(broker, e.vhost, e.queue, e.sequence, e.message_id, e.delivery_count,
-                      e.transient, e.expires_at, e.priority) for e in batch.entries_put]),
-        (f"UPDATE entries SET delivery_count = ? WHERE {_ENTRY}",
-         [(count, broker, v, q, seq) for v, q, seq, count in batch.entries_updated]),
-        *_deleted_entries(broker, batch.entries_deleted),
-        ("INSERT OR REPLACE INTO users VALUES (?, ?)",
-         [(user.name, user.credential) for user in batch.users_put]),
-        ("DELETE FROM users WHERE name = ?", [(name,) for name in batch.users_deleted]),
-        *_many_rows("INSERT OR IGNORE INTO temp.gc_candidates VALUES", candidates),
-    ]  # fmt: skip
-
-
-#: Rows per statement where a batch writes one row per message. Each statement SQLite runs
-#: releases and retakes the GIL; one statement per row (executemany) makes the store's thread
-#: wait for the event loop's thread at every row, and a commit of 1,000 rows took tens of
-#: milliseconds while the loop was busy (see benchmarks/, persistent-1x1-128B). 500 rows of 9
-#: values stay well under SQLite's limit of 32,766 variables per statement.
-_ROWS_PER_STATEMENT: Final = 500
-
-
-def _chunks(items: Sequence[_Item]) -> Iterator[Sequence[_Item]]:
-    for start in range(0, len(items), _ROWS_PER_STATEMENT):
-        yield items[start : start + _ROWS_PER_STATEMENT]
-
-
-def _many_rows(
-    insert: str, rows: Sequence[tuple[object, ...]]
-) -> list[tuple[str, Sequence[tuple[object, ...]]]]:
-    """`insert` ("INSERT ... VALUES") for `rows`, as statements of up to _ROWS_PER_STATEMENT
-    rows each."""
-    steps: list[tuple[str, Sequence[tuple[object, ...]]]] = []
-    for chunk in _chunks(rows):
-        row = "(" + ", ".join("?" * len(chunk[0])) + ")"
-        values = tuple(value for one in chunk for value in one)
-        steps.append((f"{insert} {', '.join([row] * len(chunk))}", [values]))
-    return steps
-
-
-def _deleted_entries(
-    broker: str, deleted: list[tuple[str, str, int, int]]
-) -> list[tuple[str, Sequence[tuple[object, ...]]]]:
-    """Deletions of single entries, as one statement per queue and up to _ROWS_PER_STATEMENT
-    sequences (see there)."""
-    by_queue: dict[tuple[str, str], list[int]] = {}
-    for vhost, queue, sequence, _message_id in deleted:
-        by_queue.setdefault((vhost, queue), []).append(sequence)
-    return [
-        (
-            f"DELETE FROM entries WHERE {_KEY} AND queue = ? AND sequence IN"
-            f" ({', '.join('?' * len(chunk))})",
-            [(broker, vhost, queue, *chunk)],
-        )
-        for (vhost, queue), sequences in by_queue.items()
-        for chunk in _chunks(sequences)
-    ]
-
-
 def _users(conn: sqlite3.Connection) -> list[StoredUser]:
-    return [
-        StoredUser(name, credential)
-        for name, credential in conn.execute("SELECT name, credential FROM users ORDER BY name")
-    ]
+    return [stored_user(row) for row in conn.execute(_SQL["users"])]
 
 
 def _vhosts(conn: sqlite3.Connection) -> list[str]:
-    return [name for (name,) in conn.execute("SELECT name FROM vhosts ORDER BY name")]
-
-
-def _binding_row(broker: str, b: StoredBinding) -> tuple[str, ...]:
-    return (
-        broker, b.vhost, b.source, b.destination_kind, b.destination, b.routing_key,
-        encode_table(b.arguments),
-    )  # fmt: skip
+    return [name for (name,) in conn.execute(_SQL["vhosts"])]
 
 
 def _count_rows(conn: sqlite3.Connection, broker: str) -> tuple[int, int, int, int, int, int, int]:
     """(exchanges, queues, bindings, messages, entries, message bytes, quarantined entries) of
     one broker."""
-    row = conn.execute(
-        "SELECT (SELECT COUNT(*) FROM exchanges WHERE broker_id = ?1),"
-        " (SELECT COUNT(*) FROM queues WHERE broker_id = ?1),"
-        " (SELECT COUNT(*) FROM bindings WHERE broker_id = ?1),"
-        " (SELECT COUNT(*) FROM messages WHERE broker_id = ?1),"
-        " (SELECT COUNT(*) FROM entries WHERE broker_id = ?1),"
-        " (SELECT COALESCE(SUM(LENGTH(body)), 0) FROM messages WHERE broker_id = ?1),"
-        " (SELECT COUNT(*) FROM quarantined_messages WHERE broker_id = ?1)",
-        (broker,),
-    ).fetchone()
+    row = conn.execute(_SQL["counts"], (broker,)).fetchone()
     exchanges, queues, bindings, messages, entries, size, quarantined = (int(v) for v in row)
     return exchanges, queues, bindings, messages, entries, size, quarantined
 

@@ -324,6 +324,9 @@ async def test_entries_are_settled_by_their_key_and_levels_read_through_the_leve
     ]
 
 
+# The log listener the test puts on the pool's connection is still there when recovery gives the
+# connection back to the pool, which asyncpg warns about.
+@pytest.mark.filterwarnings("ignore::asyncpg.exceptions.InterfaceWarning")
 async def test_a_store_analysed_while_empty_still_probes_an_index_per_row(
     make_store: MakeStore, postgres_dsn: str
 ) -> None:
@@ -391,7 +394,10 @@ async def test_a_store_analysed_while_empty_still_probes_an_index_per_row(
     again = make_store()
     await again.open()
     reports: list[str] = []
-    again._connection.add_log_listener(lambda _c, message: reports.append(message.message))
+    # Recovery runs on the pool's one connection, opened with the store and idle now.
+    assert again._pool is not None
+    [connection] = [holder._con for holder in again._pool._holders if holder._con is not None]
+    connection.add_log_listener(lambda _c, message: reports.append(message.message))
     recovery = await again.recover()
 
     assert sorted((b.priority, b.count) for b in recovery.backlogs) == [
@@ -500,3 +506,46 @@ async def test_a_backup_needs_an_empty_directory(make_store: MakeStore, tmp_path
     (tmp_path / "other").write_text("x")
     with pytest.raises(StoreError, match="not empty"):
         await store.backup(tmp_path)
+
+
+async def test_reads_wait_for_the_writes_called_before_them_and_run_beside_later_ones(
+    make_store: MakeStore, postgres_dsn: str
+) -> None:
+    """Rule (Store protocol: "a read issued after a commit sees that commit"; the foundation
+    requirements: writes stay serialised in batch order, reads may use other pool
+    connections). A commit held up by a lock in the database holds up the reads called after
+    it, which then see it; a read held up runs on a connection of its own, and commits called
+    after it go on beside it."""
+    store = make_store()
+    await store.open()
+    base = (await store.recover()).message_id_base
+    admin = await asyncpg.connect(postgres_dsn)
+    try:
+        holding = admin.transaction()
+        await holding.start()
+        # Every commit first reads the epoch FOR SHARE: this holds commits up.
+        await admin.execute("SELECT * FROM batonmq_s_b1.brokers FOR UPDATE")
+        commit = asyncio.ensure_future(store.commit(_one_message(base, 0)))
+        read_after = asyncio.ensure_future(_bodies(store))
+        await asyncio.sleep(0.5)
+        assert not commit.done()
+        assert not read_after.done()
+        await holding.rollback()
+        await commit
+        assert await read_after == [b"body 0"]
+
+        # A read held up in the database (statistics count the quarantine, which nothing else
+        # here touches) holds up no commit: it is on another connection.
+        holding = admin.transaction()
+        await holding.start()
+        await admin.execute("LOCK TABLE batonmq_s_b1.quarantined_messages IN ACCESS EXCLUSIVE MODE")
+        read_before = asyncio.ensure_future(store.stats())
+        await asyncio.sleep(0.5)
+        assert not read_before.done()
+        await asyncio.wait_for(store.commit(_one_message(base, 1)), 5)
+        assert not read_before.done()
+        await holding.rollback()
+        assert (await read_before).queues == 1
+    finally:
+        await admin.close()
+    assert await _bodies(store) == [b"body 0", b"body 1"]

@@ -1,0 +1,472 @@
+"""The write plan of both stores, written once: the schema and its migrations, the order in which
+a `WriteBatch` is written, recovery, and the statements the stores share. SQL is written in the
+neutral form of `batonmq.store.dialect`; `batonmq.store.sqlite` and `batonmq.store.postgres`
+render it, hold the connections and the lock, and run what this module lists.
+
+A commit is, in one transaction: `Plan.write_steps` in their order, then the garbage collection
+of the messages no entry refers to any more among `orphan_candidates` and the ids the deletions
+of whole queues, virtual hosts and ranges collected into the `{candidates}` table. That last
+step is the stores' own (PostgreSQL passes the ids as one array and sums the bytes freed for
+its quota, SQLite has no arrays), as are the reads of a page of entries (each is tuned to its
+planner; see there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, TypeVar
+
+from pamqp.common import FieldTable
+
+from batonmq import __version__
+from batonmq.store.base import (
+    GUEST_CREDENTIAL,
+    LEVEL_INDEX,
+    SCHEMA_VERSION,
+    QueueBacklog,
+    Recovery,
+    StoredBinding,
+    StoredExchange,
+    StoredQueue,
+    StoredUser,
+    WriteBatch,
+)
+from batonmq.store.dialect import Dialect
+from batonmq.store.fields import decode_table, encode_table
+
+_Item = TypeVar("_Item")
+Row = tuple[object, ...]
+#: A rendered statement and the rows it runs for (executemany), in order.
+Step = tuple[str, Sequence[Row]]
+
+
+@dataclass(frozen=True, slots=True)
+class AddColumn:
+    """A column added to a table that may have it already (a migration step is rerun when a
+    migration failed half-way in SQLite, which has no ADD COLUMN IF NOT EXISTS)."""
+
+    table: str
+    column: str
+    definition: str
+    #: The dialect that has the column, or None for both.
+    only: str | None = None
+
+
+MigrationStep = str | AddColumn
+
+#: Migration n (from 0) takes the schema from version n to n + 1; every step is also correct when
+#: rerun (IF NOT EXISTS, ON CONFLICT DO NOTHING, AddColumn).
+MIGRATIONS: Final[tuple[tuple[MigrationStep, ...], ...]] = (
+    (
+        "CREATE TABLE IF NOT EXISTS {s}.meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS {s}.counters (name TEXT PRIMARY KEY, value {int64} NOT NULL)",
+        "INSERT INTO {s}.counters (name, value) VALUES ('message_id_block', 0)"
+        " ON CONFLICT DO NOTHING",
+        "CREATE TABLE IF NOT EXISTS {s}.brokers (broker_id TEXT PRIMARY KEY,"
+        " epoch {int64} NOT NULL, state TEXT NOT NULL, started_at {time} NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS {s}.exchanges (broker_id TEXT NOT NULL, vhost TEXT NOT NULL,"
+        " name TEXT NOT NULL, type TEXT NOT NULL, auto_delete {bool} NOT NULL,"
+        " internal {bool} NOT NULL, arguments TEXT NOT NULL,"
+        " PRIMARY KEY (broker_id, vhost, name)){clustered}",
+        "CREATE TABLE IF NOT EXISTS {s}.queues (broker_id TEXT NOT NULL, vhost TEXT NOT NULL,"
+        " name TEXT NOT NULL, auto_delete {bool} NOT NULL, arguments TEXT NOT NULL,"
+        " PRIMARY KEY (broker_id, vhost, name)){clustered}",
+        "CREATE TABLE IF NOT EXISTS {s}.bindings (broker_id TEXT NOT NULL, vhost TEXT NOT NULL,"
+        " source TEXT NOT NULL, destination_kind TEXT NOT NULL, destination TEXT NOT NULL,"
+        " routing_key TEXT NOT NULL, arguments TEXT NOT NULL, PRIMARY KEY (broker_id, vhost,"
+        " source, destination_kind, destination, routing_key, arguments)){clustered}",
+        "CREATE TABLE IF NOT EXISTS {s}.messages (broker_id TEXT NOT NULL,"
+        " id {int64} PRIMARY KEY, exchange TEXT NOT NULL, routing_key TEXT NOT NULL,"
+        " header_payload {blob} NOT NULL, body {blob} NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS {s}.entries (broker_id TEXT NOT NULL, vhost TEXT NOT NULL,"
+        " queue TEXT NOT NULL, sequence {int64} NOT NULL, message_id {int64} NOT NULL,"
+        " delivery_count INTEGER NOT NULL, transient {bool} NOT NULL,"
+        " PRIMARY KEY (broker_id, vhost, queue, sequence)){clustered}",
+        "CREATE INDEX IF NOT EXISTS entries_message_id ON {s}.entries (message_id)",
+    ),
+    # Version 2: entries carry their expiry time (message TTL), wall-clock milliseconds.
+    (AddColumn("entries", "expires_at", "{int64}"),),
+    # Version 3: entries carry their priority level, so a priority queue pages each level.
+    (
+        AddColumn("entries", "priority", "INTEGER NOT NULL DEFAULT 0"),
+        "CREATE INDEX IF NOT EXISTS entries_priority"
+        " ON {s}.entries (broker_id, vhost, queue, priority, sequence)",
+    ),
+    # Version 4: users (with guest/guest, as every new store) and virtual hosts, store-wide.
+    (
+        "CREATE TABLE IF NOT EXISTS {s}.users (name TEXT PRIMARY KEY, credential TEXT NOT NULL)"
+        "{clustered}",
+        f"INSERT INTO {{s}}.users (name, credential) VALUES ('guest', '{GUEST_CREDENTIAL}')"
+        " ON CONFLICT DO NOTHING",
+        "CREATE TABLE IF NOT EXISTS {s}.vhosts (name TEXT PRIMARY KEY){clustered}",
+        # WHERE true: SQLite would read ON CONFLICT as the join constraint of the last SELECT.
+        "INSERT INTO {s}.vhosts (name) SELECT vhost FROM {s}.exchanges"
+        " UNION SELECT vhost FROM {s}.queues WHERE true ON CONFLICT DO NOTHING",
+    ),
+    # Version 5: the level index holds only levels above 0 (see `LEVEL_INDEX`).
+    (
+        "DROP INDEX IF EXISTS {s}.entries_priority",
+        f"CREATE INDEX entries_priority ON {{s}}.entries {LEVEL_INDEX}",
+    ),
+    # Version 6: message checksums (NULL, unchecked, for those written before; see
+    # batonmq.store.integrity), and the quarantine of entries whose message fails its own.
+    (
+        AddColumn("messages", "checksum", "{int64}"),
+        "CREATE TABLE IF NOT EXISTS {s}.quarantined_messages (broker_id TEXT NOT NULL,"
+        " vhost TEXT NOT NULL, queue TEXT NOT NULL, sequence {int64} NOT NULL,"
+        " delivery_count INTEGER NOT NULL, message_id {int64} NOT NULL,"
+        " exchange TEXT NOT NULL, routing_key TEXT NOT NULL, header_payload {blob} NOT NULL,"
+        " body {blob} NOT NULL, checksum {int64}, quarantined_at {time} NOT NULL)",
+    ),
+    # Version 7: the broker record names the process holding the store; in PostgreSQL it is a
+    # lease (holder, expiry) with a fencing epoch, where SQLite's lock file decides and the
+    # record tells an operator.
+    (
+        AddColumn("brokers", "holder", "TEXT"),
+        AddColumn("brokers", "lease_expires", "{time}", only="postgres"),
+    ),
+)
+assert len(MIGRATIONS) == SCHEMA_VERSION
+
+_KEY: Final = "broker_id = $1 AND vhost = $2"
+_QUEUE: Final = f"{_KEY} AND queue = $3"
+_ENTRY: Final = f"{_QUEUE} AND sequence = $4"
+_RANGE: Final = (
+    f"{_QUEUE} AND sequence BETWEEN $4 AND $5 AND (CAST($6 AS INTEGER) IS NULL OR priority = $6)"
+)
+
+
+def numbered(count: int, first: int = 1) -> str:
+    """ "$first, $first+1, ..." for `count` values."""
+    return ", ".join(f"${number}" for number in range(first, first + count))
+
+
+_COLLECT: Final = "INSERT INTO {candidates} (id) SELECT message_id FROM {s}.entries WHERE"
+
+
+def _upsert(table: str, columns: str, key: str | None, *, guard: str = "") -> tuple[str, str, int]:
+    """(head, tail, width) of an insert of one row or more: "INSERT ... VALUES", the conflict
+    clause, which replaces the columns outside `key` (None: the row is kept as it is), and the
+    number of columns."""
+    names = [name.strip() for name in columns.split(",")]
+    head = f"INSERT INTO {{s}}.{table} ({columns}) VALUES"
+    if key is None:
+        return head, "ON CONFLICT DO NOTHING", len(names)
+    keys = {name.strip() for name in key.split(",")}
+    updates = ", ".join(f"{name} = EXCLUDED.{name}" for name in names if name not in keys)
+    return head, f"ON CONFLICT ({key}) DO UPDATE SET {updates}{guard}", len(names)
+
+
+#: Inserts that a batch makes one row per message or entry (several rows per statement in
+#: SQLite): table, columns, conflict key.
+_PUTS: Final = {
+    "put_vhost": _upsert("vhosts", "name", None),
+    "put_exchange": _upsert(
+        "exchanges",
+        "broker_id, vhost, name, type, auto_delete, internal, arguments",
+        "broker_id, vhost, name",
+    ),
+    "put_queue": _upsert(
+        "queues", "broker_id, vhost, name, auto_delete, arguments", "broker_id, vhost, name"
+    ),
+    "put_binding": _upsert(
+        "bindings",
+        "broker_id, vhost, source, destination_kind, destination, routing_key, arguments",
+        None,
+    ),
+    # Never over another broker's message (ids are unique per store; this only fences a bug).
+    "put_message": _upsert(
+        "messages",
+        "broker_id, id, exchange, routing_key, header_payload, body, checksum",
+        "id",
+        guard=" WHERE messages.broker_id = EXCLUDED.broker_id",
+    ),
+    "put_entry": _upsert(
+        "entries",
+        "broker_id, vhost, queue, sequence, message_id, delivery_count, transient, expires_at,"
+        " priority",
+        "broker_id, vhost, queue, sequence",
+    ),
+    # Users: their columns here, `user_row` and `stored_user` (one place for all three).
+    "put_user": _upsert("users", "name, credential", "name"),
+}
+
+#: The statements both stores run, by name; each store renders them once.
+STATEMENTS: Final = {
+    # Writes, in the order of `Plan.write_steps`.
+    "collect_vhost": f"{_COLLECT} {_KEY} ON CONFLICT DO NOTHING",
+    **{
+        f"delete_vhost_{table}": f"DELETE FROM {{s}}.{table} WHERE {_KEY}"
+        for table in ("entries", "bindings", "queues", "exchanges")
+    },
+    "delete_vhost": "DELETE FROM {s}.vhosts WHERE name = $1",
+    "delete_exchange_bindings": f"DELETE FROM {{s}}.bindings WHERE {_KEY}"
+    " AND (source = $3 OR (destination_kind = 'exchange' AND destination = $3))",
+    "delete_exchange": f"DELETE FROM {{s}}.exchanges WHERE {_KEY} AND name = $3",
+    "collect_queue": f"{_COLLECT} {_QUEUE} ON CONFLICT DO NOTHING",
+    "delete_queue_entries": f"DELETE FROM {{s}}.entries WHERE {_QUEUE}",
+    "delete_queue_bindings": f"DELETE FROM {{s}}.bindings WHERE {_KEY}"
+    " AND destination_kind = 'queue' AND destination = $3",
+    "delete_queue": f"DELETE FROM {{s}}.queues WHERE {_KEY} AND name = $3",
+    "delete_binding": f"DELETE FROM {{s}}.bindings WHERE {_KEY} AND source = $3"
+    " AND destination_kind = $4 AND destination = $5 AND routing_key = $6 AND arguments = $7",
+    "collect_range": f"{_COLLECT} {_RANGE} ON CONFLICT DO NOTHING",
+    "delete_range": f"DELETE FROM {{s}}.entries WHERE {_RANGE}",
+    **{name: f"{head} ({numbered(width)}) {tail}" for name, (head, tail, width) in _PUTS.items()},
+    "update_entry": f"UPDATE {{s}}.entries SET delivery_count = $5 WHERE {_ENTRY}",
+    "delete_entry": f"DELETE FROM {{s}}.entries WHERE {_ENTRY}",
+    "delete_user": "DELETE FROM {s}.users WHERE name = $1",
+    # Recovery, in this order, in one transaction.
+    "discard_entries": "DELETE FROM {s}.entries WHERE broker_id = $1 AND (transient OR NOT"
+    " EXISTS (SELECT 1 FROM {s}.queues AS q WHERE q.broker_id = $1"
+    " AND q.vhost = entries.vhost AND q.name = entries.queue))",
+    "discard_messages": "DELETE FROM {s}.messages AS m WHERE m.broker_id = $1 AND {orphans}",
+    "next_block": "UPDATE {s}.counters SET value = value + 1 WHERE name = 'message_id_block'"
+    " RETURNING value",
+    "exchanges": "SELECT vhost, name, type, auto_delete, internal, arguments FROM {s}.exchanges"
+    " WHERE broker_id = $1 ORDER BY vhost, name",
+    "queues": "SELECT vhost, name, auto_delete, arguments FROM {s}.queues WHERE broker_id = $1"
+    " ORDER BY vhost, name",
+    "bindings": "SELECT vhost, source, destination_kind, destination, routing_key, arguments"
+    " FROM {s}.bindings WHERE broker_id = $1"
+    " ORDER BY vhost, source, destination_kind, destination, routing_key, arguments",
+    "backlogs": "SELECT q.vhost, q.name, count(e.sequence), COALESCE(sum(length(m.body)), 0),"
+    " COALESCE(max(e.sequence), -1), COALESCE(e.priority, 0) FROM {s}.queues AS q"
+    " LEFT JOIN {s}.entries AS e ON e.broker_id = q.broker_id AND e.vhost = q.vhost"
+    " AND e.queue = q.name"
+    " LEFT JOIN {s}.messages AS m ON m.broker_id = e.broker_id AND m.id = e.message_id"
+    " WHERE q.broker_id = $1 GROUP BY q.vhost, q.name, e.priority"
+    " ORDER BY q.vhost, q.name, e.priority",
+    # Users and virtual hosts: the store's, shared by the brokers that share it.
+    "users": "SELECT name, credential FROM {s}.users ORDER BY name",  # see `stored_user`
+    "vhosts": "SELECT name FROM {s}.vhosts ORDER BY name",
+    # The entry, with a copy of its message as stored, moves to the quarantine ($5: now); then
+    # `delete_entry`, and `delete_orphan` for its message.
+    "quarantine_entry": "INSERT INTO {s}.quarantined_messages (broker_id, vhost, queue,"
+    " sequence, delivery_count, message_id, exchange, routing_key, header_payload, body,"
+    " checksum, quarantined_at) SELECT e.broker_id, e.vhost, e.queue, e.sequence,"
+    " e.delivery_count, m.id, m.exchange, m.routing_key, m.header_payload, m.body, m.checksum,"
+    " $5 FROM {s}.entries AS e JOIN {s}.messages AS m"
+    " ON m.broker_id = e.broker_id AND m.id = e.message_id WHERE e.broker_id = $1"
+    " AND e.vhost = $2 AND e.queue = $3 AND e.sequence = $4",
+    "delete_orphan": "DELETE FROM {s}.messages AS m WHERE m.broker_id = $1 AND m.id = $2"
+    " AND {orphans}",
+    # (exchanges, queues, bindings, messages, entries, message bytes, quarantined) of a broker.
+    "counts": "SELECT (SELECT count(*) FROM {s}.exchanges WHERE broker_id = $1),"
+    " (SELECT count(*) FROM {s}.queues WHERE broker_id = $1),"
+    " (SELECT count(*) FROM {s}.bindings WHERE broker_id = $1),"
+    " (SELECT count(*) FROM {s}.messages WHERE broker_id = $1),"
+    " (SELECT count(*) FROM {s}.entries WHERE broker_id = $1),"
+    " (SELECT COALESCE(sum(length(body)), 0) FROM {s}.messages WHERE broker_id = $1),"
+    " (SELECT count(*) FROM {s}.quarantined_messages WHERE broker_id = $1)",
+    "block": "SELECT value FROM {s}.counters WHERE name = 'message_id_block'",
+    "version": "SELECT value FROM {s}.meta WHERE key = 'schema_version'",
+    "set_meta": "INSERT INTO {s}.meta (key, value) VALUES ($1, $2)"
+    " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+    "meta_created": "INSERT INTO {s}.meta (key, value) VALUES ('created_at', $1)"
+    " ON CONFLICT DO NOTHING",
+}
+
+#: Rows per statement where SQLite writes several rows per statement. Each statement SQLite runs
+#: releases and retakes the GIL; one statement per row (executemany) makes the store's thread
+#: wait for the event loop's thread at every row, and a commit of 1,000 rows took tens of
+#: milliseconds while the loop was busy (see benchmarks/, persistent-1x1-128B). 500 rows of 9
+#: values stay well under SQLite's limit of 32,766 variables per statement.
+ROWS_PER_STATEMENT: Final = 500
+
+
+def chunks(items: Sequence[_Item]) -> Iterator[Sequence[_Item]]:
+    for start in range(0, len(items), ROWS_PER_STATEMENT):
+        yield items[start : start + ROWS_PER_STATEMENT]
+
+
+class Plan:
+    """The plan rendered for one dialect and, in PostgreSQL, one schema (None: "{s}" is kept,
+    for scripts rendered once for every schema)."""
+
+    def __init__(self, dialect: Dialect, schema: str | None = None) -> None:
+        self.dialect = dialect
+        self._schema = schema
+        #: Every statement of STATEMENTS, rendered.
+        self.sql = {name: self.render(text) for name, text in STATEMENTS.items()}
+        #: The parts of the statements that take several rows at once (multi_row), rendered.
+        self._puts_rendered = {
+            name: (self.render(head), self.render(tail), width)
+            for name, (head, tail, width) in _PUTS.items()
+        }
+        self._delete_entries_head = self.render(
+            f"DELETE FROM {{s}}.entries WHERE {_QUEUE} AND sequence IN"
+        )
+
+    def render(self, sql: str) -> str:
+        return self.dialect.render(sql, self._schema)
+
+    def migration(self, version: int) -> list[str | AddColumn]:
+        """The steps that make schema `version` (from 1) out of `version - 1`: SQL rendered,
+        and the columns this dialect has."""
+        return [
+            self.render(step) if isinstance(step, str) else step
+            for step in MIGRATIONS[version - 1]
+            if isinstance(step, str) or step.only in (None, self.dialect.name)
+        ]
+
+    def write_steps(self, broker: str, batch: WriteBatch, checksums: Sequence[int]) -> list[Step]:
+        """The statements of a commit, each with its rows (`checksums` those of the batch's
+        messages), in the order of writes: deletions of virtual hosts (with this broker's
+        exchanges, queues, bindings and entries in them), of exchanges (their bindings go too),
+        of queues (their entries and bindings go too) and of bindings; purges; then puts of
+        virtual hosts, exchanges, queues, bindings, messages and entries; then entry updates and
+        entry deletions; then users put and deleted. Entries that go with their virtual host,
+        queue or range leave their message ids in `{candidates}` first, for the garbage
+        collection that follows (see the module docstring)."""
+        sql = self.sql
+        vhosts = [(broker, vhost) for vhost in batch.vhosts_deleted]
+        exchanges = [(broker, *key) for key in batch.exchanges_deleted]
+        queues = [(broker, *key) for key in batch.queues_deleted]
+        # The range's priority is read twice ($6), which numbered placeholders allow.
+        ranges = [(broker, *purge) for purge in batch.ranges_deleted]
+        steps: list[Step] = [
+            (sql["collect_vhost"], vhosts),
+            *((sql[f"delete_vhost_{table}"], vhosts)
+              for table in ("entries", "bindings", "queues", "exchanges")),
+            (sql["delete_vhost"], [(vhost,) for vhost in batch.vhosts_deleted]),
+            (sql["delete_exchange_bindings"], exchanges),
+            (sql["delete_exchange"], exchanges),
+            (sql["collect_queue"], queues),
+            (sql["delete_queue_entries"], queues),
+            (sql["delete_queue_bindings"], queues),
+            (sql["delete_queue"], queues),
+            (sql["delete_binding"], [binding_row(broker, b) for b in batch.bindings_deleted]),
+            (sql["collect_range"], ranges),
+            (sql["delete_range"], ranges),
+            *self._puts("put_vhost", [(vhost,) for vhost in batch.vhosts_put]),
+            *self._puts("put_exchange", [
+                (broker, e.vhost, e.name, e.type_name, e.auto_delete, e.internal,
+                 encode_table(e.arguments)) for e in batch.exchanges_put]),
+            *self._puts("put_queue", [
+                (broker, q.vhost, q.name, q.auto_delete, encode_table(q.arguments))
+                for q in batch.queues_put]),
+            *self._puts("put_binding", [binding_row(broker, b) for b in batch.bindings_put]),
+            *self._puts("put_message", [
+                (broker, m.id, m.exchange, m.routing_key, m.header_payload, m.body, checksum)
+                for m, checksum in zip(batch.messages_put, checksums, strict=True)]),
+            *self._puts("put_entry", [
+                (broker, e.vhost, e.queue, e.sequence, e.message_id, e.delivery_count,
+                 e.transient, e.expires_at, e.priority) for e in batch.entries_put]),
+            (sql["update_entry"], [(broker, *update) for update in batch.entries_updated]),
+            *self._deleted_entries(broker, batch.entries_deleted),
+            *self._puts("put_user", [user_row(user) for user in batch.users_put]),
+            (sql["delete_user"], [(name,) for name in batch.users_deleted]),
+        ]  # fmt: skip
+        return [(statement, rows) for statement, rows in steps if rows]
+
+    def _puts(self, name: str, rows: Sequence[Row]) -> list[Step]:
+        """`name`'s insert for `rows`: one row per run of a statement, or (multi_row) up to
+        ROWS_PER_STATEMENT rows per statement."""
+        if not rows:
+            return []
+        if not self.dialect.multi_row:
+            return [(self.sql[name], rows)]
+        return [
+            (self._many(name, len(chunk)), [tuple(v for row in chunk for v in row)])
+            for chunk in chunks(rows)
+        ]
+
+    def _deleted_entries(
+        self, broker: str, deleted: Sequence[tuple[str, str, int, int]]
+    ) -> list[Step]:
+        """Deletions of single entries: one run per entry, or (multi_row) one statement per
+        queue and up to ROWS_PER_STATEMENT sequences."""
+        if not self.dialect.multi_row:
+            return [(self.sql["delete_entry"], [(broker, *entry[:3]) for entry in deleted])]
+        by_queue: dict[tuple[str, str], list[int]] = {}
+        for vhost, queue, sequence, _message_id in deleted:
+            by_queue.setdefault((vhost, queue), []).append(sequence)
+        return [
+            (self._many("delete_entries", len(chunk)), [(broker, vhost, queue, *chunk)])
+            for (vhost, queue), sequences in by_queue.items()
+            for chunk in chunks(sequences)
+        ]
+
+    def _many(self, name: str, count: int) -> str:
+        """Statement `name` for `count` rows at once. Its values are numbered in order, so the
+        dialect's `sequential` placeholders are written straight in: rendering the text of a
+        500-row statement each time took longer than running it."""
+        dialect = self.dialect
+        if name == "delete_entries":
+            return f"{self._delete_entries_head} ({dialect.sequential(count, 4)})"
+        head, tail, width = self._puts_rendered[name]
+        values = ", ".join(
+            f"({dialect.sequential(width, 1 + row * width)})" for row in range(count)
+        )
+        return f"{head} {values} {tail}"
+
+
+def migrated_meta() -> list[Row]:
+    """The `set_meta` rows a migration ends with: the schema it made, and by what."""
+    return [("schema_version", str(SCHEMA_VERSION)), ("software_version", __version__)]
+
+
+def orphan_candidates(batch: WriteBatch) -> list[int]:
+    """The ids of the messages a batch may leave without an entry: those of its deleted entries,
+    and those it puts (a message whose entries a later batch deleted already)."""
+    return [entry[3] for entry in batch.entries_deleted] + [m.id for m in batch.messages_put]
+
+
+def user_row(user: StoredUser) -> Row:
+    """A row of `users` (`put_user`) for `user`."""
+    return (user.name, user.credential)
+
+
+def stored_user(row: Iterable[object]) -> StoredUser:
+    """A user read back from a row of the `users` statement."""
+    name, credential = row
+    return StoredUser(str(name), str(credential))
+
+
+def binding_row(broker: str, b: StoredBinding) -> Row:
+    return (
+        broker, b.vhost, b.source, b.destination_kind, b.destination, b.routing_key,
+        encode_table(b.arguments),
+    )  # fmt: skip
+
+
+#: The reads of a recovery, after its deletions and the message-id block (see STATEMENTS).
+RECOVERY_READS: Final = ("exchanges", "queues", "bindings", "backlogs", "users", "vhosts")
+#: Those of them that read the store's own rows, shared by its brokers: they take no broker id.
+STORE_WIDE_READS: Final = frozenset({"users", "vhosts"})
+
+
+def recovery(
+    rows: Mapping[str, Iterable[Iterable[object]]],
+    *,
+    message_id_base: int,
+    discarded_entries: int,
+    unclean_stop: bool,
+) -> Recovery:
+    """A Recovery of the rows RECOVERY_READS returned (booleans may be SQLite's 0 and 1)."""
+    return Recovery(
+        exchanges=[
+            StoredExchange(str(v), str(n), str(t), bool(auto), bool(internal), _table(a))
+            for v, n, t, auto, internal, a in rows["exchanges"]
+        ],
+        queues=[
+            StoredQueue(str(v), str(n), bool(auto), _table(a)) for v, n, auto, a in rows["queues"]
+        ],
+        bindings=[
+            StoredBinding(str(v), str(s), str(kind), str(d), str(k), _table(a))
+            for v, s, kind, d, k, a in rows["bindings"]
+        ],
+        backlogs=[QueueBacklog(*row) for row in rows["backlogs"]],  # type: ignore[arg-type]
+        message_id_base=message_id_base,
+        users=[stored_user(row) for row in rows["users"]],
+        vhosts=[str(name) for (name,) in rows["vhosts"]],
+        discarded_entries=discarded_entries,
+        unclean_stop=unclean_stop,
+    )
+
+
+def _table(text: object) -> FieldTable:
+    assert isinstance(text, str)
+    return decode_table(text)
