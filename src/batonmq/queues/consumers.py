@@ -24,38 +24,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Protocol
 
 from batonmq.model.message import QueueEntry
-from batonmq.selectors import Selector, jms_values
-
-if TYPE_CHECKING:
-    from batonmq.queues.classic import ClassicQueue
-
-
-class QueueConsumer(Protocol):
-    """What a queue needs of a consumer: whether it can take one more, which entries it takes,
-    and a way to hand it one."""
-
-    @property
-    def tag(self) -> str: ...
-
-    @property
-    def exclusive(self) -> bool: ...
-
-    @property
-    def priority(self) -> int:
-        """x-priority: higher goes first; 0 when not given."""
-        ...
-
-    @property
-    def selector(self) -> Selector | None:
-        """x-selector: the messages it takes; None for all of them."""
-        ...
-
-    def has_room(self) -> bool: ...
-
-    def deliver(self, queue: ClassicQueue, entry: QueueEntry) -> None: ...
+from batonmq.queues.protocol import QueueConsumer
+from batonmq.selectors import jms_values
 
 
 def _takes(consumer: QueueConsumer, entry: QueueEntry) -> bool:

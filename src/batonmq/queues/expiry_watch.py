@@ -1,0 +1,104 @@
+"""A classic queue's clocks: when each entry expires (x-message-ttl and the `expiration`
+property, decided by `batonmq.queues.expiry`), a timer on the head entry's expiry, so that it is
+dead-lettered then even with no consumer about (RabbitMQ does the same), and the x-expires
+countdown to deleting a queue while it is unused (no consumers, no basic.get, no
+redeclaration).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+from batonmq.model.message import FLAG_EXPIRATION, Message, QueueEntry
+from batonmq.queues.expiry import InvalidExpiration, expires_at, parse_expiration
+from batonmq.timers import Timer, Timers
+
+
+class ExpiryWatch:
+    """`head_expired` is called when the head entry watched (`watch_head`) expires;
+    `unused_expired` when the queue was unused for its x-expires (`expires`)."""
+
+    __slots__ = (
+        "_expires",
+        "_head_expired",
+        "_head_timer",
+        "_head_timer_at",
+        "_message_ttl",
+        "_unused_expired",
+        "_unused_timer",
+        "expiring",
+        "timers",
+    )
+
+    def __init__(
+        self,
+        timers: Timers,
+        *,
+        message_ttl: int | None,
+        expires: int | None,
+        head_expired: Callable[[], None],
+        unused_expired: Callable[[], None],
+    ) -> None:
+        self.timers = timers
+        self._message_ttl = message_ttl
+        self._expires = expires
+        self._head_expired = head_expired
+        self._unused_expired = unused_expired
+        #: Entries may carry an expiry (a queue TTL, or one seen on a message): while False,
+        #: nothing is checked.
+        self.expiring = message_ttl is not None
+        self._head_timer: Timer | None = None
+        self._head_timer_at = 0
+        self._unused_timer: Timer | None = None
+
+    def expiry_of(self, message: Message) -> int | None:
+        """When `message`, entering the queue now, expires; None for never."""
+        message_ttl = None
+        if message.has_property(FLAG_EXPIRATION):
+            # An invalid expiration is refused at publish; one from the store was checked then.
+            with contextlib.suppress(InvalidExpiration):
+                message_ttl = parse_expiration(message.properties.expiration or "")
+            self.expiring = True
+        queue_ttl = self._message_ttl
+        if queue_ttl is None and message_ttl is None:
+            return None
+        return expires_at(self.timers.now_ms(), queue_ttl, message_ttl)
+
+    def watch_head(self, head: QueueEntry | None) -> None:
+        """Have the timer fire when `head` (the next entry out) expires, unless it fires
+        earlier already."""
+        if head is None or head.expires_at is None:
+            return
+        if self._head_timer is not None:
+            if self._head_timer_at <= head.expires_at:
+                return
+            self._head_timer.cancel()
+        timers = self.timers
+        self._head_timer_at = head.expires_at
+        self._head_timer = timers.call_later(head.expires_at - timers.now_ms() + 1, self._fire_head)
+
+    def _fire_head(self) -> None:
+        self._head_timer = None
+        self._head_expired()
+
+    def restart_unused(self, *, in_use: bool) -> None:
+        """x-expires: (re)start the countdown, or stop it while the queue is `in_use` (has
+        consumers)."""
+        if self._expires is None:
+            return
+        if self._unused_timer is not None:
+            self._unused_timer.cancel()
+            self._unused_timer = None
+        if not in_use:
+            self._unused_timer = self.timers.call_later(self._expires, self._fire_unused)
+
+    def _fire_unused(self) -> None:
+        self._unused_timer = None
+        self._unused_expired()
+
+    def stop(self) -> None:
+        for timer in (self._head_timer, self._unused_timer):
+            if timer is not None:
+                timer.cancel()
+        self._head_timer = self._unused_timer = None

@@ -1,0 +1,260 @@
+"""What every queue type offers the engine (RabbitMQ's `rabbit_queue_type` behaviour): the engine
+speaks only these protocols, and `batonmq.queues.types` maps each `x-queue-type` name to the
+class that implements them.
+
+A queue type is a class (`QueueType`): it checks the declare arguments of its queues
+(`parse_arguments`, raising `InvalidArgument`, which the virtual host turns into 406
+PRECONDITION_FAILED) and builds them. A queue (`Queue`) takes published messages, hands them to
+its consumers within their room or to basic.get, takes them back (requeue) or lets them go
+(settled, rejected: dead-lettered), purges, browses and removes its ready messages, tells its
+statistics, and comes back from the store after a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+from pamqp.common import FieldTable
+
+from batonmq.model.message import Message, QueueEntry
+from batonmq.queues.arguments import QueueArguments
+from batonmq.queues.deadletter import Reason
+from batonmq.queues.paging import Paging
+from batonmq.selectors import Selector
+from batonmq.store.base import QueueBacklog
+from batonmq.timers import Timers
+
+
+class Enqueued(Enum):
+    """What became of a message published to a queue."""
+
+    KEPT = "kept"
+    #: Kept and written to the store: a publisher confirm waits for the commit.
+    STORED = "stored"
+    #: Refused: the queue is full and its overflow is reject-publish(-dlx).
+    REFUSED = "refused"
+
+
+@dataclass(frozen=True, slots=True)
+class BrowsedMessage:
+    """A ready message seen without being consumed: `position` 0 is the next one out."""
+
+    position: int
+    message_id: int
+    redelivered: bool
+    message: Message
+
+
+class QueueHooks(Protocol):
+    """What a queue asks of its virtual host."""
+
+    def dead_letter(self, queue: Queue, entry: QueueEntry, reason: Reason) -> None:
+        """Republish `entry`'s message to the queue's dead-letter exchange (if it has one)."""
+
+    def expire_queue(self, queue: Queue) -> None:
+        """Delete `queue`: it was unused for its x-expires."""
+
+
+class QueueConsumer(Protocol):
+    """What a queue needs of a consumer: whether it can take one more, which entries it takes,
+    and a way to hand it one."""
+
+    @property
+    def tag(self) -> str: ...
+
+    @property
+    def exclusive(self) -> bool: ...
+
+    @property
+    def priority(self) -> int:
+        """x-priority: higher goes first; 0 when not given."""
+        ...
+
+    @property
+    def selector(self) -> Selector | None:
+        """x-selector: the messages it takes; None for all of them."""
+        ...
+
+    def has_room(self) -> bool: ...
+
+    def deliver(self, queue: Queue, entry: QueueEntry) -> None: ...
+
+
+class Consumers(Protocol):
+    """A queue's consumers as the engine sees them."""
+
+    @property
+    def single_active(self) -> bool:
+        """x-single-active-consumer: one consumer at a time gets entries."""
+        ...
+
+    @property
+    def hands_over(self) -> bool:
+        """Whether a consumer that goes hands its work to a backup."""
+        ...
+
+    def __len__(self) -> int: ...
+
+    def __bool__(self) -> bool: ...
+
+    def __iter__(self) -> Iterator[QueueConsumer]: ...
+
+    def clear(self) -> None: ...
+
+
+class Queue(Protocol):
+    """One queue, of any type (see the module docstring)."""
+
+    name: str
+    durable: bool
+    exclusive_owner: object | None
+    auto_delete: bool
+    #: As declared (compared on redeclaration).
+    arguments: FieldTable
+    #: What the queue works by: its arguments, with a policy's limits.
+    options: QueueArguments
+    hooks: QueueHooks | None
+    #: The channels counted as its producers (x-max-producers), kept by the engine.
+    producers: set[object]
+    #: Whether its persistent messages survive a restart.
+    persists: bool
+    #: The sequence the next published entry gets (publish order).
+    next_sequence: int
+
+    @property
+    def consumers(self) -> Consumers: ...
+
+    @property
+    def deleted(self) -> bool: ...
+
+    @property
+    def overfull(self) -> bool:
+        """x-overflow flow-control: whoever publishes to it waits (`when_underfull`)."""
+        ...
+
+    @property
+    def ever_stored(self) -> bool:
+        """Whether it or any entry of it was ever written (deleting it must clean up)."""
+        ...
+
+    # Statistics ---------------------------------------------------------------------------
+
+    @property
+    def exclusive(self) -> bool: ...
+
+    @property
+    def message_count(self) -> int:
+        """Ready messages (paged ones included)."""
+        ...
+
+    @property
+    def message_bytes(self) -> int:
+        """Body bytes of the ready messages (paged ones included)."""
+        ...
+
+    @property
+    def consumer_count(self) -> int: ...
+
+    @property
+    def head_size(self) -> int | None:
+        """Body bytes of the next message out when it is in memory, else None."""
+        ...
+
+    def oldest_sequence_bound(self) -> int | None:
+        """A sequence at or after that of the next entry out (the next one out), None when
+        nothing is ready: how `batonmq.queues.arrivals` ages the oldest message."""
+        ...
+
+    # Publishing ---------------------------------------------------------------------------
+
+    def publish(self, message: Message, *, until_batch: int | None = None) -> Enqueued: ...
+
+    def release_held(self, batch: int, committed: bool) -> None: ...
+
+    @property
+    def holds_back(self) -> bool: ...
+
+    def when_released(self, callback: Callable[[], None]) -> None: ...
+
+    def when_underfull(self, callback: Callable[[], None]) -> None: ...
+
+    # Consuming ----------------------------------------------------------------------------
+
+    def add_consumer(self, consumer: QueueConsumer) -> None: ...
+
+    def remove_consumer(self, consumer: QueueConsumer) -> None: ...
+
+    def has_exclusive_consumer(self) -> bool: ...
+
+    def dispatch(self) -> None: ...
+
+    def get(self) -> QueueEntry | None: ...
+
+    @property
+    def waiting_for_page_in(self) -> bool:
+        """Messages are ready but the next ones are still being read from the store."""
+        ...
+
+    def when_paged_in(self, callback: Callable[[], None]) -> None: ...
+
+    def delivered(self, entry: QueueEntry) -> None: ...
+
+    def settled(self, entry: QueueEntry) -> None: ...
+
+    def rejected(self, entry: QueueEntry) -> None: ...
+
+    def requeue(self, entries: Iterable[QueueEntry]) -> None: ...
+
+    # Managing -----------------------------------------------------------------------------
+
+    def touched(self) -> None: ...
+
+    def purge(self) -> int:
+        """Remove every ready message (not those delivered and unsettled); how many. Their
+        store rows' deletion is recorded, and retried by the journal if its batch fails (as an
+        acknowledgement is): who answers a client does so once the journal is durable."""
+        ...
+
+    def browse(self, start: int = 0, count: int | None = None) -> list[BrowsedMessage]:
+        """Up to `count` (all, for None) ready messages from position `start`, in the order
+        they would go out, none of them consumed."""
+        ...
+
+    def remove(self, message_ids: Iterable[int]) -> int:
+        """Remove the ready messages with these ids, as `purge` removes all; how many went."""
+        ...
+
+    def delete(self) -> int: ...
+
+    def expire(self) -> int: ...
+
+    def page_out(self) -> None: ...
+
+    def recover(self, backlogs: list[QueueBacklog]) -> None: ...
+
+    def stop_timers(self) -> None: ...
+
+
+class QueueType(Protocol):
+    """A queue type: the class of its queues."""
+
+    @staticmethod
+    def parse_arguments(arguments: FieldTable) -> QueueArguments:
+        """The declare `arguments` checked for this type (InvalidArgument if not valid)."""
+        ...
+
+    def __call__(
+        self,
+        name: str,
+        *,
+        durable: bool = ...,
+        exclusive_owner: object | None = ...,
+        auto_delete: bool = ...,
+        arguments: FieldTable | None = ...,
+        paging: Paging | None = ...,
+        timers: Timers = ...,
+        options: QueueArguments | None = ...,
+    ) -> Queue: ...
