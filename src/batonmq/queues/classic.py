@@ -24,7 +24,6 @@ from batonmq.model.message import Message, QueueEntry
 from batonmq.queues.arguments import Overflow, QueueArguments
 from batonmq.queues.consumers import ConsumerSet
 from batonmq.queues.deadletter import Reason
-from batonmq.queues.expiry import is_expired
 from batonmq.queues.expiry_watch import ExpiryWatch
 from batonmq.queues.held import HeldBack
 from batonmq.queues.limits import Admission, FlowControl, admission, drops_head, over_limit, screens
@@ -85,8 +84,10 @@ class ClassicQueue:
         self.persists = durable and exclusive_owner is None and paging.journal.enabled
         self._expiry = ExpiryWatch(
             timers,
+            self.ready,
             message_ttl=options.message_ttl,
             expires=options.expires,
+            expired=self._expired,
             head_expired=self._head_expired,
             unused_expired=self._unused_expired,
         )
@@ -256,7 +257,7 @@ class ClassicQueue:
         passed_over: list[QueueEntry] = []
         try:
             while ready and consumers.any_room():
-                entry = self._take()
+                entry = self._expiry.take()
                 if entry is None:
                     break  # the next entries are in the store
                 consumer = consumers.choose(entry)
@@ -280,7 +281,7 @@ class ClassicQueue:
         """The next ready entry; None when empty or when the next entries are still being read
         from the store (`waiting_for_page_in`: wait with `when_paged_in`)."""
         self.touched()
-        entry = self._take()
+        entry = self._expiry.take()
         if self.ready.paged_count:
             self._pager.page_in()
         self._watch_head()
@@ -299,19 +300,6 @@ class ClassicQueue:
         if self._drops_head:
             self._make_room()
         self._watch_head()
-
-    def _take(self) -> QueueEntry | None:
-        """The next ready entry that has not expired; expired ones on the way are dead-lettered
-        (RabbitMQ: an expired message is never delivered)."""
-        ready = self.ready
-        entry = ready.pop()
-        if not self._expiry.expiring:
-            return entry
-        now = self._expiry.timers.now_ms()
-        while entry is not None and is_expired(entry.expires_at, now):
-            self._dead_letter(entry, Reason.EXPIRED)
-            entry = ready.pop()
-        return entry
 
     def delivered(self, entry: QueueEntry) -> None:
         """`entry` went to a client that must settle it: record its delivery count, so that
@@ -356,14 +344,17 @@ class ClassicQueue:
     def _saw_expiry(self) -> None:
         self._expiry.expiring = True
 
+    def _expired(self, entry: QueueEntry) -> None:
+        self._dead_letter(entry, Reason.EXPIRED)
+
     def _watch_head(self) -> None:
-        if self._expiry.expiring and not self.deleted:
-            self._expiry.watch_head(self.ready.peek())
+        if not self.deleted:
+            self._expiry.watch_head()
 
     def _head_expired(self) -> None:
         if self.deleted:
             return
-        entry = self._take()
+        entry = self._expiry.take()
         if entry is not None:
             self.ready.put_back(entry)
         self._watch_head()
@@ -371,15 +362,12 @@ class ClassicQueue:
     def expire(self) -> int:
         """The periodic sweep: dead-letter every expired entry in memory, wherever it is (paged
         entries are checked when they are read back); how many went."""
-        if not self._expiry.expiring or self.deleted:
+        if self.deleted:
             return 0
-        now = self._expiry.timers.now_ms()
-        expired = self.ready.take_where(lambda entry: is_expired(entry.expires_at, now))
-        for entry in expired:
-            self._dead_letter(entry, Reason.EXPIRED)
+        expired = self._expiry.sweep()
         self._watch_head()
         self._check_underfull()
-        return len(expired)
+        return expired
 
     def _watch_unused(self) -> None:
         if not self.deleted:
@@ -418,22 +406,11 @@ class ClassicQueue:
         return len(removed)
 
     def purge(self) -> int:
-        paged_ranges = self.ready.paged_ranges()
-        count, in_memory = self._clear()
+        count, in_memory = self._pager.purge()
         for entry in in_memory:
-            self.settled(entry)  # its holding too: `_clear` let go of the paged ones only
-        self._pager.forget_ranges(paged_ranges)
+            self.settled(entry)  # its holding too: the pager let go of the paged ones only
         self._check_underfull()
         return count
-
-    def _clear(self) -> tuple[int, list[QueueEntry]]:
-        """Empty `ready`; the holdings let go of the entries that were only in the store."""
-        ready = self.ready
-        total_bytes = ready.bytes
-        count, in_memory = ready.clear()
-        paged_bytes = total_bytes - sum(entry.message.body_size for entry in in_memory)
-        self.paging.holdings.remove(count - len(in_memory), paged_bytes)
-        return count, in_memory
 
     def page_out(self) -> None:
         """Write out what is over the window now (the memory guard narrowed it)."""
@@ -448,7 +425,7 @@ class ClassicQueue:
     def delete(self) -> int:
         """The queue is deleted: everything ready goes (the store's copies are deleted with the
         queue by the caller), the publishers it held back are released. Its ready count."""
-        count, in_memory = self._clear()
+        count, in_memory = self._pager.clear()
         self.paging.holdings.remove(
             len(in_memory), sum(entry.message.body_size for entry in in_memory)
         )

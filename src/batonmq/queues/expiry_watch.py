@@ -11,15 +11,20 @@ import contextlib
 from collections.abc import Callable
 
 from batonmq.model.message import FLAG_EXPIRATION, Message, QueueEntry
-from batonmq.queues.expiry import InvalidExpiration, expires_at, parse_expiration
+from batonmq.queues.expiry import InvalidExpiration, expires_at, is_expired, parse_expiration
+from batonmq.queues.priority import PriorityReady
+from batonmq.queues.ready import ReadyEntries
 from batonmq.timers import Timer, Timers
 
 
 class ExpiryWatch:
-    """`head_expired` is called when the head entry watched (`watch_head`) expires;
-    `unused_expired` when the queue was unused for its x-expires (`expires`)."""
+    """The clocks of a queue whose ready entries are `ready`: `expired` is called for each
+    entry found expired (the queue dead-letters it), `head_expired` when the head entry watched
+    (`watch_head`) expires, `unused_expired` when the queue was unused for its x-expires
+    (`expires`)."""
 
     __slots__ = (
+        "_expired",
         "_expires",
         "_head_expired",
         "_head_timer",
@@ -28,19 +33,24 @@ class ExpiryWatch:
         "_unused_expired",
         "_unused_timer",
         "expiring",
+        "ready",
         "timers",
     )
 
     def __init__(
         self,
         timers: Timers,
+        ready: ReadyEntries | PriorityReady,
         *,
         message_ttl: int | None,
         expires: int | None,
+        expired: Callable[[QueueEntry], None],
         head_expired: Callable[[], None],
         unused_expired: Callable[[], None],
     ) -> None:
         self.timers = timers
+        self.ready = ready
+        self._expired = expired
         self._message_ttl = message_ttl
         self._expires = expires
         self._head_expired = head_expired
@@ -65,9 +75,36 @@ class ExpiryWatch:
             return None
         return expires_at(self.timers.now_ms(), queue_ttl, message_ttl)
 
-    def watch_head(self, head: QueueEntry | None) -> None:
-        """Have the timer fire when `head` (the next entry out) expires, unless it fires
-        earlier already."""
+    def take(self) -> QueueEntry | None:
+        """The next ready entry that has not expired; expired ones on the way go to `expired`
+        (RabbitMQ: an expired message is never delivered)."""
+        ready = self.ready
+        entry = ready.pop()
+        if not self.expiring:
+            return entry
+        now = self.timers.now_ms()
+        while entry is not None and is_expired(entry.expires_at, now):
+            self._expired(entry)
+            entry = ready.pop()
+        return entry
+
+    def sweep(self) -> int:
+        """Every expired entry in memory, wherever it is, goes to `expired` (paged entries are
+        checked when they are read back); how many went."""
+        if not self.expiring:
+            return 0
+        now = self.timers.now_ms()
+        expired = self.ready.take_where(lambda entry: is_expired(entry.expires_at, now))
+        for entry in expired:
+            self._expired(entry)
+        return len(expired)
+
+    def watch_head(self) -> None:
+        """Have the timer fire when the next entry out expires, unless it fires earlier
+        already."""
+        if not self.expiring:
+            return
+        head = self.ready.peek()
         if head is None or head.expires_at is None:
             return
         if self._head_timer is not None:

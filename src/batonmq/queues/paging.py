@@ -104,11 +104,26 @@ class Pager:
                 self.paging.vhost, self.name, entry.sequence, entry.message.id
             )
 
-    def forget_ranges(self, ranges: list[PagedRange]) -> None:
-        """Purged paged entries (`ReadyEntries.paged_ranges`) go from the store."""
+    # Emptying -----------------------------------------------------------------------------
+
+    def clear(self) -> tuple[int, list[QueueEntry]]:
+        """Empty the ready entries: how many went, and those that were in memory, for the
+        caller to let go of; the holdings let go of those that were only in the store."""
+        ready = self.ready
+        total_bytes = ready.bytes
+        count, in_memory = ready.clear()
+        paged_bytes = total_bytes - sum(entry.message.body_size for entry in in_memory)
+        self.paging.holdings.remove(count - len(in_memory), paged_bytes)
+        return count, in_memory
+
+    def purge(self) -> tuple[int, list[QueueEntry]]:
+        """`clear`, and the entries that were only in the store are deleted there."""
+        paged_ranges: list[PagedRange] = self.ready.paged_ranges()
+        cleared = self.clear()
         if not self.closed:
-            for paged in ranges:
+            for paged in paged_ranges:
                 self.journal.delete_range(self.paging.vhost, self.name, *paged)
+        return cleared
 
     # Paging out ---------------------------------------------------------------------------
 
