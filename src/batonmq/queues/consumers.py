@@ -23,10 +23,12 @@ refinements, each free when unused:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from batonmq.model.message import QueueEntry
-from batonmq.queues.protocol import QueueConsumer
+from batonmq.queues.priority import PriorityReady
+from batonmq.queues.protocol import Queue, QueueConsumer
+from batonmq.queues.ready import ReadyEntries
 from batonmq.selectors import jms_values
 
 
@@ -144,6 +146,34 @@ class ConsumerSet:
             if consumer.has_room():
                 return True
         return False
+
+    def hand_out(
+        self,
+        queue: Queue,
+        ready: ReadyEntries | PriorityReady,
+        take: Callable[[], QueueEntry | None],
+    ) -> None:
+        """Hand `queue`'s ready entries (`take` gives the next one out) to consumers with room
+        until either runs out. An entry no consumer with room will take (a selector) is passed
+        over and keeps its place."""
+        passed_over: list[QueueEntry] = []
+        try:
+            while ready and self.any_room():
+                entry = take()
+                if entry is None:
+                    break  # the next entries are in the store
+                consumer = self.choose(entry)
+                if consumer is None:
+                    passed_over.append(entry)
+                    continue
+                try:
+                    consumer.deliver(queue, entry)
+                except BaseException:
+                    ready.put_back(entry)  # never lose a message to a failed hand-over
+                    raise
+        finally:
+            for entry in passed_over:
+                ready.put_back(entry)
 
     def choose(self, entry: QueueEntry) -> QueueConsumer | None:
         """The consumer to hand `entry` to, moving the round-robin on; None when no consumer

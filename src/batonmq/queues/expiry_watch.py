@@ -13,24 +13,23 @@ from collections.abc import Callable
 from batonmq.model.message import FLAG_EXPIRATION, Message, QueueEntry
 from batonmq.queues.expiry import InvalidExpiration, expires_at, is_expired, parse_expiration
 from batonmq.queues.priority import PriorityReady
+from batonmq.queues.protocol import Queue
 from batonmq.queues.ready import ReadyEntries
 from batonmq.timers import Timer, Timers
 
 
 class ExpiryWatch:
-    """The clocks of a queue whose ready entries are `ready`: `expired` is called for each
-    entry found expired (the queue dead-letters it), `head_expired` when the head entry watched
-    (`watch_head`) expires, `unused_expired` when the queue was unused for its x-expires
-    (`expires`)."""
+    """The clocks of `queue`, whose ready entries are `ready`: `expired` is called for each
+    entry found expired (the queue dead-letters it); an unused queue is deleted through its
+    hooks (`QueueHooks.expire_queue`)."""
 
     __slots__ = (
         "_expired",
         "_expires",
-        "_head_expired",
         "_head_timer",
         "_head_timer_at",
         "_message_ttl",
-        "_unused_expired",
+        "_queue",
         "_unused_timer",
         "expiring",
         "ready",
@@ -39,25 +38,21 @@ class ExpiryWatch:
 
     def __init__(
         self,
-        timers: Timers,
+        queue: Queue,
         ready: ReadyEntries | PriorityReady,
+        timers: Timers,
         *,
-        message_ttl: int | None,
-        expires: int | None,
         expired: Callable[[QueueEntry], None],
-        head_expired: Callable[[], None],
-        unused_expired: Callable[[], None],
     ) -> None:
-        self.timers = timers
+        self._queue = queue
         self.ready = ready
+        self.timers = timers
         self._expired = expired
-        self._message_ttl = message_ttl
-        self._expires = expires
-        self._head_expired = head_expired
-        self._unused_expired = unused_expired
+        self._message_ttl = queue.options.message_ttl
+        self._expires = queue.options.expires
         #: Entries may carry an expiry (a queue TTL, or one seen on a message): while False,
         #: nothing is checked.
-        self.expiring = message_ttl is not None
+        self.expiring = self._message_ttl is not None
         self._head_timer: Timer | None = None
         self._head_timer_at = 0
         self._unused_timer: Timer | None = None
@@ -74,6 +69,10 @@ class ExpiryWatch:
         if queue_ttl is None and message_ttl is None:
             return None
         return expires_at(self.timers.now_ms(), queue_ttl, message_ttl)
+
+    def saw_expiry(self) -> None:
+        """An entry with an expiry time came back from the store."""
+        self.expiring = True
 
     def take(self) -> QueueEntry | None:
         """The next ready entry that has not expired; expired ones on the way go to `expired`
@@ -101,8 +100,8 @@ class ExpiryWatch:
 
     def watch_head(self) -> None:
         """Have the timer fire when the next entry out expires, unless it fires earlier
-        already."""
-        if not self.expiring:
+        already: it is dead-lettered then even with no consumer about."""
+        if not self.expiring or self._queue.deleted:
             return
         head = self.ready.peek()
         if head is None or head.expires_at is None:
@@ -117,22 +116,30 @@ class ExpiryWatch:
 
     def _fire_head(self) -> None:
         self._head_timer = None
-        self._head_expired()
+        if self._queue.deleted:
+            return
+        entry = self.take()
+        if entry is not None:
+            self.ready.put_back(entry)
+        self.watch_head()
 
-    def restart_unused(self, *, in_use: bool) -> None:
-        """x-expires: (re)start the countdown, or stop it while the queue is `in_use` (has
-        consumers)."""
-        if self._expires is None:
+    def restart_unused(self) -> None:
+        """x-expires: (re)start the countdown to deleting the queue, or stop it while the
+        queue has consumers (it was used: redeclared, read with basic.get, consumed from)."""
+        queue = self._queue
+        if self._expires is None or queue.deleted:
             return
         if self._unused_timer is not None:
             self._unused_timer.cancel()
             self._unused_timer = None
-        if not in_use:
+        if not queue.consumers:
             self._unused_timer = self.timers.call_later(self._expires, self._fire_unused)
 
     def _fire_unused(self) -> None:
         self._unused_timer = None
-        self._unused_expired()
+        queue = self._queue
+        if not queue.deleted and not queue.consumers and queue.hooks is not None:
+            queue.hooks.expire_queue(queue)
 
     def stop(self) -> None:
         for timer in (self._head_timer, self._unused_timer):

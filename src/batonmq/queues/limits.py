@@ -6,7 +6,9 @@ The decisions are pure functions of the queue's options and its ready count and 
 - drop-head and remove-low-priority let it in and then drop from the head until the queue is
   within its limits (`over_limit`);
 - flow-control keeps it and holds its publisher back while the queue is overfull
-  (`FlowControl`, the QUE-1003 Overfull and QUE-1004 Underfull operational logs).
+  (the QUE-1003 Overfull and QUE-1004 Underfull operational logs).
+
+`Limits` applies them to one queue.
 """
 
 from __future__ import annotations
@@ -15,7 +17,11 @@ import logging
 from collections.abc import Callable
 from enum import Enum
 
+from batonmq.model.message import QueueEntry
 from batonmq.queues.arguments import Overflow, QueueArguments
+from batonmq.queues.held import HeldBack
+from batonmq.queues.priority import PriorityReady
+from batonmq.queues.ready import ReadyEntries
 
 log = logging.getLogger(__name__)
 
@@ -86,22 +92,92 @@ def under_resume_capacity(options: QueueArguments, count: int, body_bytes: int) 
     )
 
 
-class FlowControl:
-    """x-overflow flow-control: the queue is over its capacity (`overfull`), and whoever
-    publishes to it is held back (`when_underfull`) until it is under its resume capacity."""
+class Limits:
+    """The limits of one queue, whose ready entries are `ready` and whose entries waiting for
+    their commit are `held`. What goes over them is given to `drop` (the queue dead-letters it,
+    reason maxlen); `page_in` is called when the next entry to drop is in the store.
 
-    __slots__ = ("_log_fields", "_options", "_waiters", "overfull")
+    x-overflow flow-control: the queue is over its capacity (`overfull`), and whoever publishes
+    to it is held back (`when_underfull`) until it is under its resume capacity again."""
 
-    def __init__(self, options: QueueArguments, *, vhost: str, queue: str) -> None:
+    __slots__ = (
+        "_drop",
+        "_flow_control",
+        "_held",
+        "_log_fields",
+        "_options",
+        "_page_in",
+        "_ready",
+        "_waiters",
+        "in_force",
+        "overfull",
+        "screens",
+        "trims",
+    )
+
+    def __init__(
+        self,
+        options: QueueArguments,
+        ready: ReadyEntries | PriorityReady,
+        held: HeldBack,
+        *,
+        vhost: str,
+        queue: str,
+        drop: Callable[[QueueEntry], None],
+        page_in: Callable[[], None],
+    ) -> None:
         self._options = options
+        self._ready = ready
+        self._held = held
+        self._drop = drop
+        self._page_in = page_in
         self._log_fields = {"vhost": vhost, "queue": queue}
+        #: Whether a publish must be checked (`refuses`) before it is taken.
+        self.screens = screens(options)
+        #: Whether the queue drops from its head to keep within its limits (`make_room`).
+        self.trims = drops_head(options)
+        self._flow_control = options.overflow is Overflow.FLOW_CONTROL
+        #: Whether anything is to be checked when an entry becomes ready (`taken_in`).
+        self.in_force = self._flow_control or self.trims
         self.overfull = False
         self._waiters: list[Callable[[], None]] = []
 
-    def check_over(self, count: int, body_bytes: int) -> None:
-        """A message was taken in: the queue may have become overfull."""
-        if self.overfull or not over_capacity(self._options, count, body_bytes):
-            return
+    def refuses(self, entry: QueueEntry) -> bool:
+        """Whether `entry`, published, is refused (and dropped, with reject-publish-dlx)."""
+        ready, held = self._ready, self._held
+        decision = admission(
+            self._options,
+            entry.message.body_size,
+            len(ready) + len(held),
+            ready.bytes + held.bytes,
+        )
+        if decision is Admission.REFUSE_DEAD_LETTER:
+            self._drop(entry)
+        return decision is not Admission.TAKE
+
+    def taken_in(self) -> None:
+        """An entry became ready: the queue may be overfull, or over its length limits."""
+        if self._flow_control:
+            ready = self._ready
+            if not self.overfull and over_capacity(self._options, len(ready), ready.bytes):
+                self._become_overfull(len(ready), ready.bytes)
+        elif self.trims:
+            self.make_room()
+
+    def make_room(self) -> None:
+        """drop-head (remove-low-priority): drop the oldest entries (of the lowest priority)
+        until the queue is within its limits; an entry to drop that is still in the store is
+        dropped once it has been read back."""
+        ready, options = self._ready, self._options
+        lowest = options.overflow is Overflow.REMOVE_LOW_PRIORITY
+        while over_limit(options, len(ready), ready.bytes):
+            entry = ready.pop_lowest() if lowest else ready.pop()
+            if entry is None:
+                self._page_in()
+                return
+            self._drop(entry)
+
+    def _become_overfull(self, count: int, body_bytes: int) -> None:
         self.overfull = True
         log.warning(
             "QUE-1003 : Overfull : Size : %d bytes, Capacity : %s",
@@ -110,18 +186,19 @@ class FlowControl:
             extra={**self._log_fields, "messages": count},
         )
 
-    def check_under(self, count: int, body_bytes: int, *, deleted: bool = False) -> None:
-        """Messages left (or the queue was `deleted`): an overfull queue may be underfull again,
+    def check_under(self, *, deleted: bool = False) -> None:
+        """Entries left (or the queue was `deleted`): an overfull queue may be underfull again,
         and its held-back publishers go on."""
+        ready = self._ready
         if not self.overfull or not (
-            deleted or under_resume_capacity(self._options, count, body_bytes)
+            deleted or under_resume_capacity(self._options, len(ready), ready.bytes)
         ):
             return
         self.overfull = False
         if not deleted:
             log.info(
                 "QUE-1004 : Underfull : Size : %d bytes, Resume Capacity : %s",
-                body_bytes,
+                ready.bytes,
                 self._options.flow_resume_capacity,
                 extra=self._log_fields,
             )

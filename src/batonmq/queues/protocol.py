@@ -106,7 +106,8 @@ class Consumers(Protocol):
 
 
 class Queue(Protocol):
-    """One queue, of any type (see the module docstring)."""
+    """One queue, of any type (see the module docstring). An entry (`QueueEntry`) is one
+    queue's reference to a message, which several queues may share."""
 
     name: str
     durable: bool
@@ -147,12 +148,12 @@ class Queue(Protocol):
 
     @property
     def message_count(self) -> int:
-        """Ready messages (paged ones included)."""
+        """Ready messages (those in the store included)."""
         ...
 
     @property
     def message_bytes(self) -> int:
-        """Body bytes of the ready messages (paged ones included)."""
+        """Body bytes of the ready messages (those in the store included)."""
         ...
 
     @property
@@ -164,22 +165,35 @@ class Queue(Protocol):
         ...
 
     def oldest_sequence_bound(self) -> int | None:
-        """A sequence at or after that of the next entry out (the next one out), None when
-        nothing is ready: how `batonmq.queues.arrivals` ages the oldest message."""
+        """A sequence at or after that of the next entry out, None when nothing is ready: how
+        `batonmq.queues.arrivals` ages the oldest message."""
         ...
 
     # Publishing ---------------------------------------------------------------------------
 
-    def publish(self, message: Message, *, until_batch: int | None = None) -> Enqueued: ...
+    def publish(self, message: Message, *, until_batch: int | None = None) -> Enqueued:
+        """Enqueue `message`, or refuse it (the queue's limits). With `until_batch` (a journal
+        batch number) it is held back, seen by nobody, until that batch is over
+        (`release_held`): a durable publish becomes visible only after its write commits."""
+        ...
 
-    def release_held(self, batch: int, committed: bool) -> None: ...
+    def release_held(self, batch: int, committed: bool) -> None:
+        """Journal batch `batch` is over: the entries held for it become ready (`committed`)
+        or are dropped (the store does not have them, and their publishers were told so)."""
+        ...
 
     @property
-    def holds_back(self) -> bool: ...
+    def holds_back(self) -> bool:
+        """Whether messages published to it wait for their commit before anyone sees them."""
+        ...
 
-    def when_released(self, callback: Callable[[], None]) -> None: ...
+    def when_released(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once nothing is held back, or the queue is deleted."""
+        ...
 
-    def when_underfull(self, callback: Callable[[], None]) -> None: ...
+    def when_underfull(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once this overfull queue is underfull again, or deleted."""
+        ...
 
     # Consuming ----------------------------------------------------------------------------
 
@@ -189,28 +203,49 @@ class Queue(Protocol):
 
     def has_exclusive_consumer(self) -> bool: ...
 
-    def dispatch(self) -> None: ...
+    def dispatch(self) -> None:
+        """Hand ready entries to consumers with room (`QueueConsumer.deliver`) until either
+        runs out."""
+        ...
 
-    def get(self) -> QueueEntry | None: ...
+    def get(self) -> QueueEntry | None:
+        """The next ready entry (basic.get); None when empty or when the next entries are
+        still being read from the store (`waiting_for_page_in`: wait with `when_paged_in`)."""
+        ...
 
     @property
     def waiting_for_page_in(self) -> bool:
         """Messages are ready but the next ones are still being read from the store."""
         ...
 
-    def when_paged_in(self, callback: Callable[[], None]) -> None: ...
+    def when_paged_in(self, callback: Callable[[], None]) -> None:
+        """Call `callback` when the entries being read back from the store have arrived."""
+        ...
 
-    def delivered(self, entry: QueueEntry) -> None: ...
+    def delivered(self, entry: QueueEntry) -> None:
+        """`entry` went to a client that must settle it: its delivery count goes up, so that
+        after a restart it comes back marked redelivered."""
+        ...
 
-    def settled(self, entry: QueueEntry) -> None: ...
+    def settled(self, entry: QueueEntry) -> None:
+        """`entry` is done with (acknowledged, rejected without requeue, sent with no-ack)."""
+        ...
 
-    def rejected(self, entry: QueueEntry) -> None: ...
+    def rejected(self, entry: QueueEntry) -> None:
+        """`entry` was rejected without requeue (basic.reject, basic.nack requeue=false): it
+        is dead-lettered."""
+        ...
 
-    def requeue(self, entries: Iterable[QueueEntry]) -> None: ...
+    def requeue(self, entries: Iterable[QueueEntry]) -> None:
+        """Put delivered-but-unsettled entries back, marked redelivered, in their old places;
+        a deleted queue takes nothing back."""
+        ...
 
     # Managing -----------------------------------------------------------------------------
 
-    def touched(self) -> None: ...
+    def touched(self) -> None:
+        """The queue was used (redeclared, or read with basic.get): x-expires starts again."""
+        ...
 
     def purge(self) -> int:
         """Remove every ready message (not those delivered and unsettled); how many. Their
@@ -227,13 +262,22 @@ class Queue(Protocol):
         """Remove the ready messages with these ids, as `purge` removes all; how many went."""
         ...
 
-    def delete(self) -> int: ...
+    def delete(self) -> int:
+        """The queue is deleted: everything ready goes (the store's copies are deleted with
+        the queue by the caller), the publishers it held back are released. Its ready count."""
+        ...
 
-    def expire(self) -> int: ...
+    def expire(self) -> int:
+        """The periodic sweep: dead-letter every expired message; how many went."""
+        ...
 
-    def page_out(self) -> None: ...
+    def page_out(self) -> None:
+        """Write out what is over the queue's window now (the memory guard narrowed it)."""
+        ...
 
-    def recover(self, backlogs: list[QueueBacklog]) -> None: ...
+    def recover(self, backlogs: list[QueueBacklog]) -> None:
+        """Come back from the store holding `backlogs` (one per priority level)."""
+        ...
 
     def stop_timers(self) -> None: ...
 

@@ -4,10 +4,14 @@ they are not used (e.g. do not have consumers)"."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from pamqp import commands
+from pamqp.common import FieldTable
 
 from batonmq.amqp.frames import encode_header_payload
 from batonmq.model.message import Message, QueueEntry
+from batonmq.queues.arguments import QueueArguments
 from batonmq.queues.expiry_watch import ExpiryWatch
 from batonmq.queues.ready import ReadyEntries
 from tests.manualtimers import ManualTimers
@@ -18,6 +22,24 @@ def message(expiration: str | None = None) -> Message:
     return Message("", "q", encode_header_payload(properties, 1), b"x")
 
 
+@dataclass(eq=False)
+class Owner:
+    """The queue's side of the watch: its options, whether it is deleted or consumed from,
+    and its hooks (it records the deletion of an unused queue itself)."""
+
+    options: QueueArguments
+    deleted: bool = False
+    consumers: list[object] = field(default_factory=list)
+    expired_queues: list[Owner] = field(default_factory=list)
+
+    @property
+    def hooks(self) -> Owner:
+        return self
+
+    def expire_queue(self, queue: Owner) -> None:
+        self.expired_queues.append(queue)
+
+
 class Watched:
     """A watch over real ready entries, recording what it reports."""
 
@@ -25,23 +47,18 @@ class Watched:
         self.timers = ManualTimers()
         self.ready = ReadyEntries()
         self.expired: list[int] = []
-        self.head_fired = 0
-        self.unused_fired = 0
+        arguments: FieldTable = {}
+        if message_ttl is not None:
+            arguments["x-message-ttl"] = message_ttl
+        if expires is not None:
+            arguments["x-expires"] = expires
+        self.queue = Owner(QueueArguments.parse(arguments))
         self.watch = ExpiryWatch(
-            self.timers,
+            self.queue,
             self.ready,
-            message_ttl=message_ttl,
-            expires=expires,
+            self.timers,
             expired=lambda entry: self.expired.append(entry.sequence),
-            head_expired=self._head,
-            unused_expired=self._unused,
         )
-
-    def _head(self) -> None:
-        self.head_fired += 1
-
-    def _unused(self) -> None:
-        self.unused_fired += 1
 
     def add(self, sequence: int, expiration: str | None = None) -> None:
         msg = message(expiration)
@@ -88,36 +105,57 @@ def test_the_sweep_takes_expired_entries_wherever_they_are():
     assert len(watched.ready) == 2
 
 
-def test_the_head_timer_fires_when_the_head_expires_and_an_earlier_head_moves_it():
+def test_the_head_entry_is_dead_lettered_when_its_timer_fires_with_no_consumer_about():
+    """RabbitMQ (docs/ttl): expired messages at the head are removed without waiting for a
+    consumer; here the timer set on the head's expiry fires and takes it."""
+    watched = Watched(message_ttl=100)
+    watched.add(0)
+    watched.watch.watch_head()
+    watched.timers.advance(50)
+    watched.add(1)
+    watched.watch.watch_head()
+    watched.timers.advance(51)
+    assert watched.expired == [0]
+    watched.timers.advance(50)
+    assert watched.expired == [0, 1]
+    assert not watched.ready
+
+
+def test_an_earlier_head_moves_the_timer_and_a_deleted_queue_takes_nothing():
     watched = Watched(message_ttl=100)
     watched.add(5)
     watched.watch.watch_head()
-    watched.timers.advance(50)
     watched.ready.put_back(QueueEntry(message("1"), 1, expires_at=watched.timers.now + 1))
     watched.watch.watch_head()
     watched.timers.advance(2)
-    assert watched.head_fired == 1
-    watched.watch.watch_head()
-    watched.timers.advance(100)
-    assert watched.head_fired == 2
-
-
-def test_the_unused_countdown_restarts_and_stops_while_in_use():
-    watched = Watched(expires=1000)
-    watched.watch.restart_unused(in_use=False)
-    watched.timers.advance(900)
-    watched.watch.restart_unused(in_use=True)
-    watched.timers.advance(5000)
-    assert watched.unused_fired == 0
-    watched.watch.restart_unused(in_use=False)
+    assert watched.expired == [1]
+    watched.queue.deleted = True
     watched.timers.advance(1000)
-    assert watched.unused_fired == 1
+    assert watched.expired == [1]
+
+
+def test_an_unused_queue_is_deleted_after_its_x_expires():
+    """RabbitMQ: "Queues will expire after a period of time only when they are not used (e.g.
+    do not have consumers)"; a use starts the countdown again."""
+    watched = Watched(expires=1000)
+    watched.watch.restart_unused()
+    watched.timers.advance(900)
+    watched.queue.consumers.append("consumer")
+    watched.watch.restart_unused()
+    watched.timers.advance(5000)
+    assert watched.queue.expired_queues == []
+    watched.queue.consumers.clear()
+    watched.watch.restart_unused()
+    watched.timers.advance(999)
+    assert watched.queue.expired_queues == []
+    watched.timers.advance(1)
+    assert watched.queue.expired_queues == [watched.queue]
 
 
 def test_stop_cancels_both_timers():
     watched = Watched(message_ttl=10, expires=10)
     watched.add(0)
     watched.watch.watch_head()
-    watched.watch.restart_unused(in_use=False)
+    watched.watch.restart_unused()
     watched.watch.stop()
     assert watched.timers.pending == 0

@@ -6,19 +6,23 @@ recently published messages will be discarded"), and flow control (Qpid manual ย
 from __future__ import annotations
 
 import logging
+import struct
 
 import pytest
 from pamqp.common import FieldTable
 
+from batonmq.model.message import Message, QueueEntry
 from batonmq.queues.arguments import QueueArguments
+from batonmq.queues.held import HeldBack
 from batonmq.queues.limits import (
     Admission,
-    FlowControl,
+    Limits,
     admission,
     drops_head,
     over_limit,
     screens,
 )
+from batonmq.queues.ready import ReadyEntries
 
 
 def options(arguments: FieldTable) -> QueueArguments:
@@ -65,31 +69,86 @@ def test_a_body_over_the_message_size_limit_is_refused_without_dead_lettering():
     assert admission(sized, 4, 0, 0) is Admission.TAKE
 
 
+class Limited:
+    """`Limits` over real ready and held entries, recording what it drops."""
+
+    def __init__(self, arguments: FieldTable) -> None:
+        self.ready = ReadyEntries()
+        self.held = HeldBack()
+        self.dropped: list[int] = []
+        self.page_ins = 0
+        self.limits = Limits(
+            options(arguments),
+            self.ready,
+            self.held,
+            vhost="/",
+            queue="q",
+            drop=lambda entry: self.dropped.append(entry.sequence),
+            page_in=self._page_in,
+        )
+
+    def _page_in(self) -> None:
+        self.page_ins += 1
+
+    def take_in(self, sequence: int, size: int = 100) -> None:
+        self.ready.append(entry(sequence, size))
+        self.limits.taken_in()
+
+    def take_out(self) -> None:
+        self.ready.pop()
+        self.limits.check_under()
+
+
+def entry(sequence: int, size: int = 1) -> QueueEntry:
+    body = b"x" * size
+    return QueueEntry(Message("", "q", struct.pack(">HHQH", 60, 0, size, 0), body), sequence)
+
+
+def test_drop_head_drops_the_oldest_until_within_the_limit():
+    """RabbitMQ: "drop or dead-letter messages from the front of the queue"."""
+    limited = Limited({"x-max-length": 2})
+    for sequence in range(4):
+        limited.take_in(sequence)
+    assert limited.dropped == [0, 1]
+    assert len(limited.ready) == 2
+
+
+def test_an_entry_to_drop_that_is_in_the_store_is_read_back_first():
+    limited = Limited({"x-max-length": 1})
+    limited.ready.recovered(count=3, body_bytes=3, last_sequence=2)
+    limited.limits.make_room()
+    assert limited.dropped == [] and limited.page_ins == 1
+
+
+def test_a_refused_publish_counts_held_entries_and_reject_publish_dlx_drops_it():
+    """Entries waiting for their commit count: they become ready as soon as it is done."""
+    limited = Limited({"x-max-length": 2, "x-overflow": "reject-publish-dlx"})
+    limited.ready.append(entry(0))
+    limited.held.hold(entry(1), 5)
+    assert limited.limits.refuses(entry(2))
+    assert limited.dropped == [2]
+
+
 def test_flow_control_is_overfull_above_capacity_and_underfull_below_resume(caplog):
     """Qpid manual ยง1.5.1: flow control is enforced above x-qpid-capacity and lifted "when its
     size becomes less than the flowResumeCapacity" (QUE-1003 Overfull, QUE-1004 Underfull)."""
-    flow = FlowControl(
-        options(
-            {
-                "x-overflow": "flow-control",
-                "x-qpid-capacity": 300,
-                "x-qpid-flow-resume-capacity": 200,
-            }
-        ),
-        vhost="/",
-        queue="q",
+    limited = Limited(
+        {"x-overflow": "flow-control", "x-qpid-capacity": 300, "x-qpid-flow-resume-capacity": 200}
     )
     resumed: list[str] = []
     with caplog.at_level(logging.INFO, logger="batonmq.queues.limits"):
-        flow.check_over(3, 300)
-        assert not flow.overfull
-        flow.check_over(4, 400)
-        assert flow.overfull
-        flow.when_underfull(lambda: resumed.append("go"))
-        flow.check_under(3, 250)
-        assert flow.overfull and resumed == []
-        flow.check_under(2, 100)
-    assert not flow.overfull and resumed == ["go"]
+        for sequence in range(3):
+            limited.take_in(sequence)
+        assert not limited.limits.overfull
+        limited.take_in(3)
+        assert limited.limits.overfull
+        limited.limits.when_underfull(lambda: resumed.append("go"))
+        limited.take_out()
+        limited.take_out()  # 200 bytes: not yet "less than" the resume capacity
+        assert limited.limits.overfull and resumed == []
+        limited.take_out()
+    assert not limited.limits.overfull and resumed == ["go"]
+    assert limited.dropped == []
     assert caplog.messages == [
         "QUE-1003 : Overfull : Size : 400 bytes, Capacity : 300",
         "QUE-1004 : Underfull : Size : 100 bytes, Resume Capacity : 200",
@@ -97,13 +156,12 @@ def test_flow_control_is_overfull_above_capacity_and_underfull_below_resume(capl
 
 
 def test_a_deleted_overfull_queue_releases_its_publishers_without_a_log(caplog):
-    flow = FlowControl(
-        options({"x-overflow": "flow-control", "x-max-length": 1}), vhost="/", queue="q"
-    )
-    flow.check_over(2, 2)
+    limited = Limited({"x-overflow": "flow-control", "x-max-length": 1})
+    limited.take_in(0)
+    limited.take_in(1)
     resumed: list[str] = []
-    flow.when_underfull(lambda: resumed.append("go"))
+    limited.limits.when_underfull(lambda: resumed.append("go"))
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="batonmq.queues.limits"):
-        flow.check_under(5, 5, deleted=True)
+        limited.limits.check_under(deleted=True)
     assert resumed == ["go"] and caplog.messages == []
