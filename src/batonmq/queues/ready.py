@@ -12,8 +12,8 @@ sequence; the next entry out is the older of the heap's head and the head's
 New entries join the head while nothing is paged, and the tail after. When the entries in memory
 exceed the window, the newest are spilled: written to the store and, once that write is
 committed, dropped from memory and counted as paged. When the head runs low, the oldest paged
-entries are read back into it. These are decisions only; `ClassicQueue` does the writing and
-reading through the journal.
+entries are read back into it. These are decisions only; `Pager` (`batonmq.queues.paging`) does
+the writing and reading through the journal.
 
 Invariant: every entry with a sequence above `page_cursor` and up to `paged_last` is a paged
 entry (in the store, ready, not in memory); nothing delivered has a sequence in that range,
