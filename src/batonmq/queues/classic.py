@@ -164,7 +164,7 @@ class ClassicQueue:
         stored = self.persists and message.persistent
         if stored:
             self._pager.store(entry, transient=False)
-        if until_batch is not None or self._held:
+        if until_batch is not None or self._held.entries:
             self._held.hold(entry, until_batch)
         else:
             self._take_in(entry)
@@ -181,7 +181,7 @@ class ClassicQueue:
 
     @property
     def holds_back(self) -> bool:
-        return bool(self._held)
+        return bool(self._held.entries)
 
     def when_released(self, callback: Callable[[], None]) -> None:
         self._held.when_released(callback)
@@ -228,7 +228,8 @@ class ClassicQueue:
         if ready.paged_count:
             self._pager.page_in()
         self._expiry.watch_head()
-        self._check_underfull()
+        if self._limits.overfull:
+            self._check_underfull()
 
     def get(self) -> QueueEntry | None:
         self.touched()
@@ -254,11 +255,13 @@ class ClassicQueue:
 
     def delivered(self, entry: QueueEntry) -> None:
         entry.delivery_count += 1
-        self._pager.delivered(entry)
+        if entry.stored:
+            self._pager.delivered(entry)
 
     def settled(self, entry: QueueEntry) -> None:
         self.paging.holdings.remove(1, entry.message.body_size)
-        self._pager.forget(entry)
+        if entry.stored:
+            self._pager.forget(entry)
 
     def rejected(self, entry: QueueEntry) -> None:
         self._dead_letter(entry, Reason.REJECTED)

@@ -88,16 +88,16 @@ class Pager:
         self.ever_stored = True
 
     def delivered(self, entry: QueueEntry) -> None:
-        """Record `entry`'s new delivery count, so that after a restart it comes back marked
-        redelivered."""
-        if entry.stored and not self.closed:
+        """Record the new delivery count of `entry` (a stored one), so that after a restart
+        it comes back marked redelivered."""
+        if not self.closed:
             self.journal.update_entry(
                 self.paging.vhost, self.name, entry.sequence, entry.delivery_count
             )
 
     def forget(self, entry: QueueEntry) -> None:
-        """`entry` left the queue for good: its row goes."""
-        if entry.stored and not self.closed:
+        """`entry` (a stored one) left the queue for good: its row goes."""
+        if not self.closed:
             # A deleted queue's entries went with it; a new queue of the same name reuses the
             # sequence numbers, so deleting by key now would hit the new queue's entries.
             self.journal.delete_entry(

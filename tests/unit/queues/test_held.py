@@ -35,7 +35,7 @@ def test_entries_wait_for_their_batch_and_what_came_after_waits_behind_them():
     assert released(held, 7) == [(0, True), (1, False)]
     assert (len(held), held.bytes) == (1, 1)
     assert released(held, 8) == [(2, True)]
-    assert not held and held.bytes == 0
+    assert not held.entries and held.bytes == 0
 
 
 def test_waiters_are_called_once_nothing_is_held():
