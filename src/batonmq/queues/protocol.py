@@ -109,21 +109,45 @@ class Queue(Protocol):
     """One queue, of any type (see the module docstring). An entry (`QueueEntry`) is one
     queue's reference to a message, which several queues may share."""
 
-    name: str
-    durable: bool
-    exclusive_owner: object | None
-    auto_delete: bool
-    #: As declared (compared on redeclaration).
-    arguments: FieldTable
-    #: What the queue works by: its arguments, with a policy's limits.
-    options: QueueArguments
+    #: Set by the virtual host that holds the queue.
     hooks: QueueHooks | None
-    #: The channels counted as its producers (x-max-producers), kept by the engine.
-    producers: set[object]
-    #: Whether its persistent messages survive a restart.
-    persists: bool
-    #: The sequence the next published entry gets (publish order).
-    next_sequence: int
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def durable(self) -> bool: ...
+
+    @property
+    def exclusive_owner(self) -> object | None: ...
+
+    @property
+    def auto_delete(self) -> bool: ...
+
+    @property
+    def arguments(self) -> FieldTable:
+        """As declared (compared on redeclaration)."""
+        ...
+
+    @property
+    def options(self) -> QueueArguments:
+        """What the queue works by: its arguments, with a policy's limits."""
+        ...
+
+    @property
+    def producers(self) -> set[object]:
+        """The channels counted as its producers (x-max-producers), kept by the engine."""
+        ...
+
+    @property
+    def persists(self) -> bool:
+        """Whether its persistent messages survive a restart."""
+        ...
+
+    @property
+    def next_sequence(self) -> int:
+        """The sequence the next published entry gets (publish order)."""
+        ...
 
     @property
     def consumers(self) -> Consumers: ...
