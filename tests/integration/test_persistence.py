@@ -360,3 +360,33 @@ def test_state_refused_by_newer_rules_does_not_stop_a_restart(tmp_path):
         assert "binding not restored" in log
     finally:
         life.stop()
+
+
+@pytest.mark.expected_log_errors(r"ignored: invalid arg 'x-queue-type'", reason="it plants one")
+def test_a_stored_queue_of_a_type_this_broker_lacks_comes_back_of_the_default_type(tmp_path):
+    """A queue type is checked through the registry at recovery as at declaration (RabbitMQ:
+    "unsupported queue type"): a stored queue whose type this BatonMQ does not know (written
+    into the SQLite file here) is logged and restored as a classic queue, the default, with
+    its messages, instead of stopping the restart."""
+    life = BrokerLife(tmp_path, {})
+    try:
+        with connect(life.current) as connection:
+            channel = connection.channel()
+            channel.confirm_delivery()
+            channel.queue_declare("typed", durable=True, arguments={"x-queue-type": "classic"})
+            channel.basic_publish("", "typed", b"still here", PERSISTENT)
+        life.current.stop()
+        data_dir = life.current.data_dir
+        assert data_dir is not None
+        with contextlib.closing(sqlite3.connect(data_dir / "batonmq.sqlite3")) as db, db:
+            db.execute(
+                "UPDATE queues SET arguments = replace(arguments, 'classic', 'quorum')"
+                " WHERE name = ?",
+                ("typed",),
+            )
+        broker = life.restart(kill=False)
+        with connect(broker) as connection:
+            assert drain(connection.channel(), "typed") == [(b"still here", False)]
+        assert "queue argument ignored: invalid arg 'x-queue-type'" in broker.log()
+    finally:
+        life.stop()

@@ -99,7 +99,7 @@ from batonmq.security.acl_parser import load_acl_file
 if TYPE_CHECKING:
     from batonmq.engine.exchange import Exchange
     from batonmq.engine.session import Session
-    from batonmq.queues.classic import ClassicQueue
+    from batonmq.queues.protocol import Queue
 
 audit_log = logging.getLogger("batonmq.audit")
 # An ALLOW-LOG or DENY-LOG rule asks for its line: `log.level` = "warning" does not silence it.
@@ -160,12 +160,12 @@ def exchange_name(name: str) -> str:
     return name or DEFAULT_EXCHANGE
 
 
-def is_temporary(queue: ClassicQueue) -> bool:
+def is_temporary(queue: Queue) -> bool:
     """A queue that goes away by itself: with its connection, or with its last consumer."""
     return queue.exclusive or queue.auto_delete
 
 
-def queue_properties(queue: ClassicQueue) -> dict[Property, str]:
+def queue_properties(queue: Queue) -> dict[Property, str]:
     """The properties of an existing queue, for PURGE, DELETE and CONSUME."""
     return {
         Property.NAME: queue.name,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from batonmq.config import AlertsConfig
 from batonmq.engine.vhost import VirtualHost
 from batonmq.queues.arrivals import QueueAges
-from batonmq.queues.classic import ClassicQueue
+from batonmq.queues.protocol import Queue
 from batonmq.queues.readings import QueueReading, read_queue
 from batonmq.timers import Timers
 
@@ -136,11 +136,11 @@ class QueueAlerts:
         self._timers = timers
         self._repeats = AlertRepeats(round(config.repeat_gap * 1000))
 
-    def check(self) -> list[tuple[ClassicQueue, Alert]]:
+    def check(self) -> list[tuple[Queue, Alert]]:
         """Check every queue and log the alerts due; those alerts."""
         now = self._timers.now_ms()
-        logged: list[tuple[ClassicQueue, Alert]] = []
-        seen: list[ClassicQueue] = []
+        logged: list[tuple[Queue, Alert]] = []
+        seen: list[Queue] = []
         for vhost in list(self._vhosts.values()):
             for queue in list(vhost.queues.values()):
                 seen.append(queue)
@@ -151,7 +151,7 @@ class QueueAlerts:
         self._repeats.keep_only(seen)
         return logged
 
-    def message_arrived(self, vhost: str, queue: ClassicQueue, body_size: int) -> None:
+    def message_arrived(self, vhost: str, queue: Queue, body_size: int) -> None:
         """A message of `body_size` bytes was enqueued on `queue` (maximumMessageSize, checked
         per message: the caller calls this only when `config.max_message_size` is set and the
         message is larger)."""
@@ -163,7 +163,7 @@ class QueueAlerts:
             self._log(vhost, queue, alert)
 
     @staticmethod
-    def _log(vhost: str, queue: ClassicQueue, alert: Alert) -> None:
+    def _log(vhost: str, queue: Queue, alert: Alert) -> None:
         log.warning(
             alert.text(queue.name),
             extra={

@@ -28,7 +28,7 @@ from batonmq.engine.counters import ChannelCounters, message_totals
 from batonmq.engine.events import EventKind
 from batonmq.engine.session import Session
 from batonmq.engine.vhost import VirtualHost
-from batonmq.queues.classic import ClassicQueue
+from batonmq.queues.protocol import Queue
 from batonmq.queues.types import declared_type
 from batonmq.security.acl import AclError, Action, ObjectType, Property
 from batonmq.security.passwords import Credential
@@ -383,7 +383,7 @@ class EngineApi:
         return host
 
     @staticmethod
-    def _queue(host: VirtualHost, name: str) -> ClassicQueue:
+    def _queue(host: VirtualHost, name: str) -> Queue:
         queue = host.queues.get(name)
         if queue is None:
             raise ApiError(ReplyCode.NOT_FOUND, f"no queue '{name}' in vhost '{host.name}'")

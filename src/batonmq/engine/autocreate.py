@@ -26,7 +26,7 @@ from batonmq.config import AutocreateConfig
 
 if TYPE_CHECKING:
     from batonmq.engine.broker import Broker
-    from batonmq.queues.classic import ClassicQueue
+    from batonmq.queues.protocol import Queue
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class AutocreatePolicy:
         return {**self.defaults, **arguments}
 
 
-def unused(queue: ClassicQueue) -> bool:
+def unused(queue: Queue) -> bool:
     """MQ 3.5 admin guide: "it no longer has message consumer clients and no longer contains any
     messages"."""
     return not queue.consumer_count and not queue.message_count
@@ -99,7 +99,7 @@ class IdleQueueSweep:
         self.policy = policy
         self._clock = clock
         #: When each unused queue was first seen unused.
-        self._unused_since: dict[ClassicQueue, float] = {}
+        self._unused_since: dict[Queue, float] = {}
 
     @property
     def interval(self) -> float:
@@ -109,7 +109,7 @@ class IdleQueueSweep:
     def check(self) -> int:
         """Delete the queues unused for long enough; how many went."""
         now, policy, deleted = self._clock(), self.policy, 0
-        seen: dict[ClassicQueue, float] = {}
+        seen: dict[Queue, float] = {}
         for vhost in self.broker.vhosts.values():
             for queue in list(vhost.queues.values()):
                 if queue.exclusive or not policy.applies_to(queue.name) or not unused(queue):

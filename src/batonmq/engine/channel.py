@@ -30,7 +30,7 @@ from batonmq.engine.events import EventKind
 from batonmq.engine.outcome import Outcome
 from batonmq.engine.transaction import Transaction
 from batonmq.model.message import QueueEntry
-from batonmq.queues.classic import ClassicQueue
+from batonmq.queues.protocol import Queue
 
 if TYPE_CHECKING:
     from batonmq.engine.session import Session
@@ -53,7 +53,7 @@ def _write_failed(what: str) -> ProtocolError:
 @dataclass(slots=True)
 class Unsettled:
     entry: QueueEntry
-    queue: ClassicQueue
+    queue: Queue
     #: None for basic.get deliveries, which do not count against any prefetch.
     consumer: Consumer | None
 
@@ -83,9 +83,9 @@ class Channel:
         self.last_queue_name: str | None = None
         #: Queues with x-max-producers this channel published to: it is one of their producers
         #: until it closes.
-        self.producing_to: set[ClassicQueue] = set()
+        self.producing_to: set[Queue] = set()
         #: Overfull queues (x-overflow flow-control) holding this channel's publishing back.
-        self.held_by: set[ClassicQueue] = set()
+        self.held_by: set[Queue] = set()
         self.closed = False
 
     def reply(self, method: base.Frame) -> None:
@@ -163,7 +163,7 @@ class Channel:
     def global_room(self) -> bool:
         return not self.channel_prefetch or self._consumer_unsettled < self.channel_prefetch
 
-    def deliver(self, consumer: Consumer, queue: ClassicQueue, entry: QueueEntry) -> None:
+    def deliver(self, consumer: Consumer, queue: Queue, entry: QueueEntry) -> None:
         tag = self._next_tag()
         message = entry.message
         self.session.send_content(
@@ -191,7 +191,7 @@ class Channel:
             consumer.unacked += 1
             self._consumer_unsettled += 1
 
-    def deliver_get(self, queue: ClassicQueue, entry: QueueEntry, no_ack: bool) -> None:
+    def deliver_get(self, queue: Queue, entry: QueueEntry, no_ack: bool) -> None:
         tag = self._next_tag()
         message = entry.message
         self.session.send_content(
@@ -247,8 +247,8 @@ class Channel:
 
     def settle(self, tags: Iterable[int], outcome: Outcome) -> None:
         """Settle deliveries: acknowledge, requeue or reject them."""
-        returned: defaultdict[ClassicQueue, list[QueueEntry]] = defaultdict(list)
-        with_room: set[ClassicQueue] = set()
+        returned: defaultdict[Queue, list[QueueEntry]] = defaultdict(list)
+        with_room: set[Queue] = set()
         for tag in tags:
             unsettled = self.unsettled.pop(tag, None)
             if unsettled is None:
@@ -267,7 +267,7 @@ class Channel:
                 unsettled.queue.settled(unsettled.entry)
         fields = self.log_fields()
         each(returned.items(), lambda item: item[0].requeue(item[1]), "requeueing", fields)
-        each(with_room - returned.keys(), ClassicQueue.dispatch, "dispatching", fields)
+        each(with_room - returned.keys(), lambda queue: queue.dispatch(), "dispatching", fields)
         if self.channel_prefetch:
             self._dispatch_consumers()
 
@@ -336,7 +336,7 @@ class Channel:
 
     # Producers ----------------------------------------------------------------------------
 
-    def become_producer_of(self, queue: ClassicQueue) -> None:
+    def become_producer_of(self, queue: Queue) -> None:
         """Count this channel among `queue`'s producers (x-max-producers, MQ 3.5 admin guide
         maxNumProducers: "When this limit is reached, no new producers can be created"); 406
         when it would be one too many."""
@@ -352,7 +352,7 @@ class Channel:
         queue.producers.add(self)
         self.producing_to.add(queue)
 
-    def hold_for(self, queue: ClassicQueue) -> None:
+    def hold_for(self, queue: Queue) -> None:
         """`queue` is overfull after this channel published to it: hold the publisher back until
         it is underfull (Qpid manual §1.5.1: "Flow control is enabled on a producer when it sends
         a message to a Queue which is overfull")."""
@@ -363,7 +363,7 @@ class Channel:
         log.info("CHN-1005 : Flow Control Enforced (Queue %s)", queue.name, extra=self.log_fields())
         queue.when_underfull(lambda: self._released_by(queue))
 
-    def _released_by(self, queue: ClassicQueue) -> None:
+    def _released_by(self, queue: Queue) -> None:
         if queue not in self.held_by:
             return
         self.held_by.discard(queue)

@@ -14,7 +14,7 @@ from pamqp.common import FieldTable, FieldValue
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import ProtocolError, amqp_error
 from batonmq.model.message import QueueEntry
-from batonmq.queues.classic import ClassicQueue
+from batonmq.queues.protocol import Queue
 from batonmq.selectors import Selector, SelectorSyntaxError, parse_selector
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 class Consumer:
     tag: str
     channel: Channel
-    queue: ClassicQueue
+    queue: Queue
     no_ack: bool
     exclusive: bool
     #: The per-consumer prefetch (basic.qos global=false in force when it was created); 0 = none.
@@ -46,7 +46,7 @@ class Consumer:
             return False
         return self.channel.global_room()
 
-    def deliver(self, queue: ClassicQueue, entry: QueueEntry) -> None:
+    def deliver(self, queue: Queue, entry: QueueEntry) -> None:
         self.channel.deliver(self, queue, entry)
 
 
@@ -104,9 +104,7 @@ def _type_name(value: FieldValue) -> str:
     return _TYPE_NAMES.get(type(value), type(value).__name__)
 
 
-def cancel_consumers_of(
-    queue: ClassicQueue, notify_later: Channel | None = None
-) -> list[base.Frame]:
+def cancel_consumers_of(queue: Queue, notify_later: Channel | None = None) -> list[base.Frame]:
     """The queue is going: its consumers get basic.cancel, where the client understands it
     (capability consumer_cancel_notify); their unsettled deliveries stay theirs to settle. The
     notifications for the consumers of `notify_later` are returned instead of sent, for the

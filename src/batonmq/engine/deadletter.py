@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from batonmq.amqp.properties import rewrite_headers
 from batonmq.model.message import Message, QueueEntry
-from batonmq.queues.classic import ClassicQueue
 from batonmq.queues.deadletter import Reason, dead_letter, is_cycle
+from batonmq.queues.protocol import Queue
 
 if TYPE_CHECKING:
     from batonmq.engine.vhost import VirtualHost
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def republish(vhost: VirtualHost, queue: ClassicQueue, entry: QueueEntry, reason: Reason) -> None:
+def republish(vhost: VirtualHost, queue: Queue, entry: QueueEntry, reason: Reason) -> None:
     """Republish `entry`'s message; a fault on the way is logged and the message dropped.
 
     Dead-lettering runs inside whatever let the message go: a consumer's reject, the expiry
@@ -42,7 +42,7 @@ def republish(vhost: VirtualHost, queue: ClassicQueue, entry: QueueEntry, reason
         )
 
 
-def _republish(vhost: VirtualHost, queue: ClassicQueue, entry: QueueEntry, reason: Reason) -> None:
+def _republish(vhost: VirtualHost, queue: Queue, entry: QueueEntry, reason: Reason) -> None:
     exchange_name = queue.options.dead_letter_exchange
     assert exchange_name is not None
     exchange = vhost.exchanges.get(exchange_name)
@@ -69,7 +69,7 @@ def _republish(vhost: VirtualHost, queue: ClassicQueue, entry: QueueEntry, reaso
         remove_properties=("expiration",),
     )
     republished = Message(exchange_name, dead.routing_keys[0], header_payload, message.body)
-    targets: dict[str, ClassicQueue] = {}
+    targets: dict[str, Queue] = {}
     for routing_key in dead.routing_keys:
         routed = republished
         if routing_key != republished.routing_key:

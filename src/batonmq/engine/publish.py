@@ -11,8 +11,8 @@ from batonmq.engine.access import exchange_name
 from batonmq.engine.channel import Channel
 from batonmq.engine.transaction import HeldPublish
 from batonmq.model.message import FLAG_EXPIRATION, FLAG_USER_ID, Message
-from batonmq.queues.classic import ClassicQueue, Enqueued
 from batonmq.queues.expiry import InvalidExpiration, parse_expiration
+from batonmq.queues.protocol import Enqueued, Queue
 from batonmq.security.acl import Action, ObjectType, Property
 from batonmq.store.journal import Journal
 
@@ -87,7 +87,7 @@ def publish(channel: Channel, method: base.Frame, message: Message) -> None:
         confirms.settle(sequence, enqueued is not Enqueued.REFUSED)
 
 
-def held_batch(journal: Journal, routed: list[tuple[Message, list[ClassicQueue]]]) -> int | None:
+def held_batch(journal: Journal, routed: list[tuple[Message, list[Queue]]]) -> int | None:
     """The journal batch that routed messages must wait for before any queue shows them: the
     one being gathered when one of them is persistent and goes to a queue that persists it
     (then all of them wait, so that a failed write leaves none behind); None when nothing is
@@ -103,7 +103,7 @@ def held_batch(journal: Journal, routed: list[tuple[Message, list[ClassicQueue]]
     return None
 
 
-def release_held(queues: list[ClassicQueue], batch: int, committed: bool) -> None:
+def release_held(queues: list[Queue], batch: int, committed: bool) -> None:
     for queue in queues:
         queue.release_held(batch, committed)
 
@@ -111,7 +111,7 @@ def release_held(queues: list[ClassicQueue], batch: int, committed: bool) -> Non
 def enqueue(
     channel: Channel,
     message: Message,
-    queues: list[ClassicQueue],
+    queues: list[Queue],
     mandatory: bool,
     until_batch: int | None,
 ) -> Enqueued:
@@ -148,7 +148,7 @@ def enqueue(
     return Enqueued.STORED if stored else Enqueued.KEPT
 
 
-def _report_large(channel: Channel, message: Message, queues: list[ClassicQueue]) -> None:
+def _report_large(channel: Channel, message: Message, queues: list[Queue]) -> None:
     """maximumMessageSize (Qpid manual): the alert monitor hears of a message over it, per queue."""
     report = channel.session.broker.large_message
     if report is not None:

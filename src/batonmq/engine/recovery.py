@@ -13,7 +13,8 @@ from pamqp.common import FieldTable
 from batonmq.engine.broker import Broker
 from batonmq.model.destination import Destination, DestinationKind
 from batonmq.model.message import set_message_id_base
-from batonmq.queues.arguments import InvalidArgument, QueueArguments
+from batonmq.queues.arguments import InvalidArgument
+from batonmq.queues.types import queue_type
 from batonmq.routing.base import BindingArgumentError
 from batonmq.security.passwords import Credential, MalformedHashError
 from batonmq.store.base import Recovery, StoredQueue, StoredUser
@@ -117,7 +118,7 @@ def _usable_arguments(stored: StoredQueue) -> FieldTable:
     arguments: FieldTable = dict(stored.arguments)
     while True:
         try:
-            QueueArguments.parse(arguments)
+            queue_type(arguments).parse_arguments(arguments)
         except InvalidArgument as error:
             log.error(
                 "queue argument ignored: %s",

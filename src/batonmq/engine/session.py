@@ -41,7 +41,7 @@ from batonmq.engine.events import EventKind
 from batonmq.engine.publish import publish
 from batonmq.engine.vhost import VirtualHost
 from batonmq.model.message import Message
-from batonmq.queues.classic import ClassicQueue
+from batonmq.queues.protocol import Queue
 from batonmq.security.authn import AuthenticationError, LoginAttempt
 from batonmq.security.sasl import PeerCertificate
 
@@ -87,7 +87,7 @@ class Session:
         self.vhost_or_none: VirtualHost | None = None
         #: The virtual host connection.open asked for (logged, granted or not).
         self.requested_vhost: str | None = None
-        self.exclusive_queues: set[ClassicQueue] = set()
+        self.exclusive_queues: set[Queue] = set()
         self.transport_paused = False
         #: Set by the server layer while the socket holds far more than the budget unsent.
         self.output_backed_up = False
@@ -433,7 +433,7 @@ class Session:
         self.teardown()
         self._request_flush()
 
-    def remove_queue(self, queue: ClassicQueue) -> int:
+    def remove_queue(self, queue: Queue) -> int:
         self.exclusive_queues.discard(queue)
         return self.vhost.remove_queue(queue, on_delete=cancel_consumers_of)
 

@@ -38,7 +38,7 @@ from batonmq.engine.session import Session
 from batonmq.engine.vhost import VirtualHost
 from batonmq.model.destination import DestinationKind
 from batonmq.queues.arrivals import QueueAges
-from batonmq.queues.classic import ClassicQueue
+from batonmq.queues.protocol import Queue
 from batonmq.queues.readings import QueueReading, read_queue
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ def subscription_keys(vhost: VirtualHost) -> dict[str, set[str]]:
     return keys
 
 
-def is_temporary(queue: ClassicQueue) -> bool:
+def is_temporary(queue: Queue) -> bool:
     """A queue that goes when its consumers' connections do (§2.11.5.6 "temporary queues")."""
     return queue.exclusive or queue.auto_delete
 
@@ -106,7 +106,7 @@ class Disconnect:
     """What to do about one slow subscription: close its consumers' connections, and delete it
     when `delete_queue`."""
 
-    queue: ClassicQueue
+    queue: Queue
     breach: Breach
     delete_queue: bool
 
@@ -116,7 +116,7 @@ class Disconnect:
 
 
 def slow_subscriptions(
-    readings: Mapping[ClassicQueue, QueueReading], config: SlowConsumerConfig
+    readings: Mapping[Queue, QueueReading], config: SlowConsumerConfig
 ) -> list[Disconnect]:
     """The subscription queues whose consumers are slow, by their `readings`."""
     disconnects = []
@@ -129,8 +129,8 @@ def slow_subscriptions(
 
 
 def watched(
-    queues: Iterable[ClassicQueue], keys: Mapping[str, set[str]], topics: frozenset[str]
-) -> list[ClassicQueue]:
+    queues: Iterable[Queue], keys: Mapping[str, set[str]], topics: frozenset[str]
+) -> list[Queue]:
     """The subscription queues to check: those with consumers, bound with a key among `topics`
     (with any key when `topics` is empty)."""
     return [

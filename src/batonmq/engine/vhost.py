@@ -30,10 +30,11 @@ from batonmq.engine.exchange import (
 )
 from batonmq.model.destination import Destination, DestinationKind
 from batonmq.model.message import Message, QueueEntry
-from batonmq.queues.arguments import InvalidArgument, QueueArguments, inequivalent
-from batonmq.queues.classic import ClassicQueue, Paging
+from batonmq.queues.arguments import InvalidArgument, inequivalent
 from batonmq.queues.deadletter import Reason
-from batonmq.queues.types import declared_type, queue_class
+from batonmq.queues.paging import Paging
+from batonmq.queues.protocol import Queue
+from batonmq.queues.types import queue_type
 from batonmq.routing.base import BindingArgumentError, exchange_type
 from batonmq.routing.router import Router
 from batonmq.store.base import StoredBinding, StoredExchange, StoredQueue
@@ -55,7 +56,7 @@ RESERVED_PREFIX: Final = "amq."
 
 T = TypeVar("T")
 #: Called with a queue that is being deleted, before it goes (to cancel its consumers).
-QueueDeletedHook = Callable[[ClassicQueue], object]
+QueueDeletedHook = Callable[[Queue], object]
 
 
 def _key_of(destination: Destination) -> tuple[str, str]:
@@ -84,7 +85,7 @@ class VirtualHost:
         #: The limits auto-created queues get (MQ 3.5 admin guide Table 2-10).
         self.autocreate = autocreate or AutocreatePolicy()
         self.exchanges: dict[str, Exchange] = {}
-        self.queues: dict[str, ClassicQueue] = {}
+        self.queues: dict[str, Queue] = {}
         #: Which exchanges may hold bindings to a destination (a superset; for deletion).
         self._sources: defaultdict[Destination, set[str]] = defaultdict(set)
         #: The objects whose change waits for the store, and who waits for it.
@@ -376,7 +377,7 @@ class VirtualHost:
         exclusive: bool = False,
         auto_delete: bool = False,
         arguments: FieldTable | None = None,
-    ) -> Change[ClassicQueue]:
+    ) -> Change[Queue]:
         if name:
             self._wait_for(("queue", name))
         existing = self.queues.get(name) if name else None
@@ -423,8 +424,7 @@ class VirtualHost:
         name = name or server_queue_name()
         arguments = dict(arguments or {})
         try:
-            declared_type(arguments)
-            QueueArguments.parse(self.autocreate.arguments_for(name, arguments))
+            queue_type(arguments).parse_arguments(self.autocreate.arguments_for(name, arguments))
         except InvalidArgument as error:
             raise amqp_error(
                 ReplyCode.PRECONDITION_FAILED,
@@ -454,8 +454,9 @@ class VirtualHost:
         exclusive_owner: object | None = None,
         auto_delete: bool = False,
         arguments: FieldTable,
-    ) -> ClassicQueue:
-        queue = queue_class(arguments)(
+    ) -> Queue:
+        kind = queue_type(arguments)
+        queue = kind(
             name,
             durable=durable,
             exclusive_owner=exclusive_owner,
@@ -464,14 +465,14 @@ class VirtualHost:
             paging=self.paging,
             # A timer of the queue that raises is logged naming it.
             timers=LoopTimers(f"queue '{name}' in vhost '{self.name}'"),
-            options=QueueArguments.parse(self.autocreate.arguments_for(name, arguments)),
+            options=kind.parse_arguments(self.autocreate.arguments_for(name, arguments)),
         )
         queue.hooks = self
         self.queues[name] = queue
         self.events.publish(EventKind.QUEUE_CREATED, name, self.name, durable=durable)
         return queue
 
-    def queue(self, name: str, owner: object) -> ClassicQueue:
+    def queue(self, name: str, owner: object) -> Queue:
         """The queue `owner` may use (404 if missing, 405 if another connection's exclusive)."""
         self._wait_for(("queue", name))
         queue = self.queues.get(name)
@@ -510,7 +511,7 @@ class VirtualHost:
 
     def remove_queue(
         self,
-        queue: ClassicQueue,
+        queue: Queue,
         on_delete: QueueDeletedHook | None = None,
         *,
         written: bool = False,
@@ -568,7 +569,7 @@ class VirtualHost:
                 raise ChangePending(waiters.append)
 
     @staticmethod
-    def wait_for_held(queue: ClassicQueue) -> None:
+    def wait_for_held(queue: Queue) -> None:
         """ChangePending while `queue` holds messages waiting for their commit, so that a method
         reading it after a publish on the same channel sees that publish."""
         if queue.holds_back:
@@ -576,10 +577,10 @@ class VirtualHost:
 
     # What queues ask of their virtual host (QueueHooks) -------------------------------------
 
-    def dead_letter(self, queue: ClassicQueue, entry: QueueEntry, reason: Reason) -> None:
+    def dead_letter(self, queue: Queue, entry: QueueEntry, reason: Reason) -> None:
         republish(self, queue, entry, reason)
 
-    def expire_queue(self, queue: ClassicQueue) -> None:
+    def expire_queue(self, queue: Queue) -> None:
         self.remove_queue(queue)
 
     def expire_messages(self) -> int:
@@ -596,7 +597,7 @@ class VirtualHost:
 
     # Routing ------------------------------------------------------------------------------
 
-    def route(self, exchange: Exchange, message: Message) -> list[ClassicQueue]:
+    def route(self, exchange: Exchange, message: Message) -> list[Queue]:
         """The queues `message` goes to through `exchange`, the exchanges bound to it, and the
         alternate exchange of each exchange whose bindings match nothing.
 
@@ -608,7 +609,7 @@ class VirtualHost:
         if exchange.is_default:
             queue = self.queues.get(message.routing_key)
             return [queue] if queue is not None else []
-        queues: dict[str, ClassicQueue] = {}
+        queues: dict[str, Queue] = {}
         seen = {exchange.name}
         pending = [exchange]
         while pending:
@@ -633,12 +634,12 @@ class VirtualHost:
     def _not_found(self, kind: str, name: str) -> Exception:
         return amqp_error(ReplyCode.NOT_FOUND, f"no {kind} '{name}' in vhost '{self.name}'")
 
-    def check_owner(self, queue: ClassicQueue, owner: object) -> None:
+    def check_owner(self, queue: Queue, owner: object) -> None:
         """405 if `queue` is another connection's exclusive queue."""
         if queue.exclusive_owner is not None and queue.exclusive_owner is not owner:
             raise self._locked(queue)
 
-    def _locked(self, queue: ClassicQueue) -> Exception:
+    def _locked(self, queue: Queue) -> Exception:
         return amqp_error(
             ReplyCode.RESOURCE_LOCKED,
             f"cannot obtain exclusive access to locked queue '{queue.name}' in vhost "

@@ -19,8 +19,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable
 
-from batonmq.queues.classic import ClassicQueue
-from batonmq.queues.ready import ReadyEntries
+from batonmq.queues.protocol import Queue
 from batonmq.timers import Timers
 
 
@@ -72,45 +71,30 @@ class Arrivals:
             del self._sequences[:index], self._times[:index]
 
 
-def oldest_sequence_bound(queue: ClassicQueue) -> int | None:
-    """A sequence at or after that of `queue`'s head entry (the next one out), None when the
-    queue is empty. The head itself when it is in memory; when it is paged out to the store,
-    the newest paged entry (it is older than that), else the newest published one."""
-    ready = queue.ready
-    if not ready:
-        return None
-    head = ready.peek()
-    if head is not None:
-        return head.sequence
-    if isinstance(ready, ReadyEntries) and ready.paged_count:
-        return ready.paged_last
-    return queue.next_sequence - 1
-
-
 class QueueAges:
     """The checkpoints of every queue; `checkpoint` runs periodically (every second)."""
 
     def __init__(self, timers: Timers) -> None:
         self._timers = timers
-        self._arrivals: dict[ClassicQueue, Arrivals] = {}
+        self._arrivals: dict[Queue, Arrivals] = {}
 
-    def checkpoint(self, queues: Iterable[ClassicQueue]) -> None:
+    def checkpoint(self, queues: Iterable[Queue]) -> None:
         """Take a checkpoint of each of `queues` (all there are: the others are forgotten)."""
         now = self._timers.now_ms()
         arrivals_by_queue = self._arrivals
-        kept: dict[ClassicQueue, Arrivals] = {}
+        kept: dict[Queue, Arrivals] = {}
         for queue in queues:
             arrivals = arrivals_by_queue.get(queue) or Arrivals()
-            head = oldest_sequence_bound(queue)
+            head = queue.oldest_sequence_bound()
             arrivals.forget_before(queue.next_sequence if head is None else head)
             arrivals.checkpoint(queue.next_sequence, now)
             kept[queue] = arrivals
         self._arrivals = kept
 
-    def oldest_age_ms(self, queue: ClassicQueue) -> int:
+    def oldest_age_ms(self, queue: Queue) -> int:
         """At least how long `queue`'s head entry has waited; 0 for an empty queue or one not
         yet checkpointed."""
-        head = oldest_sequence_bound(queue)
+        head = queue.oldest_sequence_bound()
         arrivals = self._arrivals.get(queue)
         if head is None or arrivals is None:
             return 0

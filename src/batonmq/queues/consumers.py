@@ -23,39 +23,13 @@ refinements, each free when unused:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Iterator
 
 from batonmq.model.message import QueueEntry
-from batonmq.selectors import Selector, jms_values
-
-if TYPE_CHECKING:
-    from batonmq.queues.classic import ClassicQueue
-
-
-class QueueConsumer(Protocol):
-    """What a queue needs of a consumer: whether it can take one more, which entries it takes,
-    and a way to hand it one."""
-
-    @property
-    def tag(self) -> str: ...
-
-    @property
-    def exclusive(self) -> bool: ...
-
-    @property
-    def priority(self) -> int:
-        """x-priority: higher goes first; 0 when not given."""
-        ...
-
-    @property
-    def selector(self) -> Selector | None:
-        """x-selector: the messages it takes; None for all of them."""
-        ...
-
-    def has_room(self) -> bool: ...
-
-    def deliver(self, queue: ClassicQueue, entry: QueueEntry) -> None: ...
+from batonmq.queues.priority import PriorityReady
+from batonmq.queues.protocol import Queue, QueueConsumer
+from batonmq.queues.ready import ReadyEntries
+from batonmq.selectors import jms_values
 
 
 def _takes(consumer: QueueConsumer, entry: QueueEntry) -> bool:
@@ -172,6 +146,34 @@ class ConsumerSet:
             if consumer.has_room():
                 return True
         return False
+
+    def hand_out(
+        self,
+        queue: Queue,
+        ready: ReadyEntries | PriorityReady,
+        take: Callable[[], QueueEntry | None],
+    ) -> None:
+        """Hand `queue`'s ready entries (`take` gives the next one out) to consumers with room
+        until either runs out. An entry no consumer with room will take (a selector) is passed
+        over and keeps its place."""
+        passed_over: list[QueueEntry] = []
+        try:
+            while ready and self.any_room():
+                entry = take()
+                if entry is None:
+                    break  # the next entries are in the store
+                consumer = self.choose(entry)
+                if consumer is None:
+                    passed_over.append(entry)
+                    continue
+                try:
+                    consumer.deliver(queue, entry)
+                except BaseException:
+                    ready.put_back(entry)  # never lose a message to a failed hand-over
+                    raise
+        finally:
+            for entry in passed_over:
+                ready.put_back(entry)
 
     def choose(self, entry: QueueEntry) -> QueueConsumer | None:
         """The consumer to hand `entry` to, moving the round-robin on; None when no consumer

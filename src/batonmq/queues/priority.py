@@ -15,7 +15,7 @@ read back, so that no lower-priority entry overtakes them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from batonmq.model.message import QueueEntry
 from batonmq.queues.ready import PagedRange, PageRequest, ReadyEntries
@@ -70,6 +70,13 @@ class PriorityReady:
 
     def take_where(self, condition: Callable[[QueueEntry], bool]) -> list[QueueEntry]:
         return [entry for level in self._levels for entry in level.take_where(condition)]
+
+    def in_order(self) -> Iterator[QueueEntry]:
+        """The entries in memory, highest level first, up to the first that is paged."""
+        for level in reversed(self._levels):
+            yield from level.in_order()
+            if level.paged_count:
+                return
 
     @property
     def waiting_for_page_in(self) -> bool:

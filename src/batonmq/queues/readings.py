@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from batonmq.queues.arrivals import QueueAges
-from batonmq.queues.classic import ClassicQueue
+from batonmq.queues.protocol import Queue
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,13 +22,11 @@ class QueueReading:
     head_size: int | None = None
 
 
-def read_queue(queue: ClassicQueue, ages: QueueAges | None) -> QueueReading:
+def read_queue(queue: Queue, ages: QueueAges | None) -> QueueReading:
     """`queue` now; `ages` is None when no check needs the oldest message's age."""
-    ready = queue.ready
-    head = ready.peek()
     return QueueReading(
-        depth=ready.bytes,
-        count=len(ready),
+        depth=queue.message_bytes,
+        count=queue.message_count,
         oldest_age_ms=ages.oldest_age_ms(queue) if ages is not None else 0,
-        head_size=head.message.body_size if head is not None else None,
+        head_size=queue.head_size,
     )

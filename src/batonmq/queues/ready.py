@@ -12,8 +12,8 @@ sequence; the next entry out is the older of the heap's head and the head's
 New entries join the head while nothing is paged, and the tail after. When the entries in memory
 exceed the window, the newest are spilled: written to the store and, once that write is
 committed, dropped from memory and counted as paged. When the head runs low, the oldest paged
-entries are read back into it. These are decisions only; `ClassicQueue` does the writing and
-reading through the journal.
+entries are read back into it. These are decisions only; `Pager` (`batonmq.queues.paging`) does
+the writing and reading through the journal.
 
 Invariant: every entry with a sequence above `page_cursor` and up to `paged_last` is a paged
 entry (in the store, ready, not in memory); nothing delivered has a sequence in that range,
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 from batonmq.model.message import QueueEntry
@@ -130,6 +130,14 @@ class ReadyEntries:
         if not self.paged_count and not self._spilling:
             self._tail = deque(entry for entry in self._tail if keep(entry))
         return taken
+
+    def in_order(self) -> Iterator[QueueEntry]:
+        """The entries in memory in the order `pop` would return them, up to the first that is
+        paged (those after it are in the store, and so is what comes next)."""
+        returned = (entry for _, entry in sorted(self._returned, key=lambda item: item[0]))
+        yield from heapq.merge(returned, self._head, key=lambda entry: entry.sequence)
+        if not self.paged_count:
+            yield from self._tail
 
     @property
     def waiting_for_page_in(self) -> bool:

@@ -1,11 +1,14 @@
-"""The `x-delivery-count` header a queue with a delivery limit puts on a message it delivers
-again (RabbitMQ's quorum queues: "the x-delivery-count header ... the number of unsuccessful
-delivery attempts")."""
+"""Entries coming back to a queue to be delivered again (requeued by basic.reject, basic.nack,
+basic.recover or a closed channel), and the `x-delivery-count` header a queue with a delivery
+limit puts on them (RabbitMQ's quorum queues: "the x-delivery-count header ... the number of
+unsuccessful delivery attempts")."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
+
 from batonmq.amqp.properties import rewrite_headers
-from batonmq.model.message import Message
+from batonmq.model.message import Message, QueueEntry
 
 
 def with_delivery_count(message: Message, count: int) -> Message:
@@ -19,3 +22,21 @@ def with_delivery_count(message: Message, count: int) -> Message:
         message.body,
         id=message.id,
     )
+
+
+def requeued(
+    entries: Iterable[QueueEntry],
+    delivery_limit: int | None,
+    over_limit: Callable[[QueueEntry], None],
+) -> Iterator[QueueEntry]:
+    """`entries` to put back, marked redelivered. With a delivery limit (x-delivery-limit: "the
+    number of allowed unsuccessful delivery attempts"), each carries its delivery count, and
+    one delivered more often than that goes to `over_limit` instead (dead-lettered)."""
+    for entry in entries:
+        if delivery_limit is not None:
+            if entry.delivery_count > delivery_limit:
+                over_limit(entry)
+                continue
+            entry.message = with_delivery_count(entry.message, entry.delivery_count)
+        entry.redelivered = True
+        yield entry

@@ -15,9 +15,10 @@ from pamqp.common import FieldTable
 
 from batonmq.queues.arguments import DEFAULT_QUEUE_TYPE, QUEUE_TYPE_ARGUMENT, InvalidArgument
 from batonmq.queues.classic import ClassicQueue
+from batonmq.queues.protocol import QueueType
 
-#: Each queue type's name and the class of its queues.
-QUEUE_TYPES: Final[dict[str, type[ClassicQueue]]] = {DEFAULT_QUEUE_TYPE: ClassicQueue}
+#: Each queue type's name and the class of its queues: the one place a queue class is named.
+QUEUE_TYPES: Final[dict[str, QueueType]] = {DEFAULT_QUEUE_TYPE: ClassicQueue}
 
 
 def declared_type(arguments: FieldTable) -> str:
@@ -36,6 +37,6 @@ def declared_type(arguments: FieldTable) -> str:
     return value
 
 
-def queue_class(arguments: FieldTable) -> type[ClassicQueue]:
-    """The class of the queues of the type `arguments` ask for (checked by `declared_type`)."""
+def queue_type(arguments: FieldTable) -> QueueType:
+    """The type `arguments` ask for (checked by `declared_type`)."""
     return QUEUE_TYPES[declared_type(arguments)]

@@ -10,7 +10,8 @@ from pamqp import commands
 
 from batonmq.amqp.frames import encode_header_payload
 from batonmq.model.message import Message
-from batonmq.queues.classic import ClassicQueue, Paging
+from batonmq.queues.classic import ClassicQueue
+from batonmq.queues.paging import Paging
 from batonmq.store.base import StoredEntry, StoredQueue, WriteBatch
 from batonmq.store.journal import Journal
 from tests.integration.store.conftest import StoreFactory

@@ -8,7 +8,7 @@ whose next sequence is above it, so no age is ever overstated."""
 from __future__ import annotations
 
 from batonmq.model.message import Message
-from batonmq.queues.arrivals import Arrivals, QueueAges, oldest_sequence_bound
+from batonmq.queues.arrivals import Arrivals, QueueAges
 from batonmq.queues.classic import ClassicQueue
 from tests.manualtimers import ManualTimers
 
@@ -139,5 +139,5 @@ def test_a_paged_out_head_is_bounded_by_the_newest_paged_entry() -> None:
     queue.next_sequence = 5
 
     assert queue.ready.peek() is None
-    assert oldest_sequence_bound(queue) == 4
-    assert oldest_sequence_bound(ClassicQueue("empty")) is None
+    assert queue.oldest_sequence_bound() == 4
+    assert ClassicQueue("empty").oldest_sequence_bound() is None

@@ -11,8 +11,9 @@ from pamqp.common import FieldTable
 
 from batonmq.amqp.frames import encode_header_payload
 from batonmq.model.message import Message, QueueEntry
-from batonmq.queues.classic import ClassicQueue, Enqueued
+from batonmq.queues.classic import ClassicQueue
 from batonmq.queues.deadletter import Reason
+from batonmq.queues.protocol import Enqueued
 from tests.manualtimers import ManualTimers
 
 

@@ -7,14 +7,14 @@ import pytest
 
 from batonmq.queues.arguments import InvalidArgument, inequivalent
 from batonmq.queues.classic import ClassicQueue
-from batonmq.queues.types import QUEUE_TYPES, declared_type, queue_class
+from batonmq.queues.types import QUEUE_TYPES, declared_type, queue_type
 
 
 def test_classic_is_the_default_and_may_be_named():
     assert declared_type({}) == "classic"
     assert declared_type({"x-queue-type": "classic"}) == "classic"
     assert declared_type({"x-queue-type": b"classic"}) == "classic"
-    assert queue_class({}) is ClassicQueue
+    assert queue_type({}) is ClassicQueue
     assert set(QUEUE_TYPES) == {"classic"}
 
 

@@ -113,7 +113,7 @@ def get(channel: Channel, method: commands.Basic.Get) -> None:
     authorize(session, Action.CONSUME, ObjectType.QUEUE, queue_properties(queue))
     session.vhost.wait_for_held(queue)  # what this channel published first is found
     entry = queue.get()
-    if entry is None and queue.ready.waiting_for_page_in:
+    if entry is None and queue.waiting_for_page_in:
         # The next messages are in the store: answer once they are read back, in order.
         session.hold_input_until(
             lambda done: queue.when_paged_in(lambda: session.run_again(channel, method, done))

@@ -18,7 +18,7 @@ from batonmq.engine.channel import Channel, Reply
 from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.dispatch import handles
 from batonmq.model.destination import Destination
-from batonmq.queues.classic import ClassicQueue
+from batonmq.queues import protocol
 from batonmq.security.acl import Action, ObjectType, Property
 
 Queue = commands.Queue
@@ -69,7 +69,7 @@ def declare(channel: Channel, method: commands.Queue.Declare) -> None:
         arguments=method.arguments,
     )
 
-    def declared(queue: ClassicQueue) -> Reply | None:
+    def declared(queue: protocol.Queue) -> Reply | None:
         if queue.exclusive_owner is session:
             session.exclusive_queues.add(queue)
         channel.last_queue_name = queue.name
