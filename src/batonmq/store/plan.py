@@ -222,6 +222,11 @@ STATEMENTS: Final = {
     " EXISTS (SELECT 1 FROM {s}.queues AS q WHERE q.broker_id = $1"
     " AND q.vhost = entries.vhost AND q.name = entries.queue))",
     "discard_messages": "DELETE FROM {s}.messages AS m WHERE m.broker_id = $1 AND {orphans}",
+    # After an unclean stop only: whether a message was delivered before the crash is unknown
+    # (its delivery count may not have been written yet), so every one counts as delivered and
+    # comes back redelivered, as RabbitMQ's classic queues do on a dirty recovery.
+    "mark_delivered": "UPDATE {s}.entries SET delivery_count = 1"
+    " WHERE broker_id = $1 AND delivery_count = 0",
     "next_block": "UPDATE {s}.counters SET value = value + 1 WHERE name = 'message_id_block'"
     " RETURNING value",
     "exchanges": "SELECT vhost, name, type, auto_delete, internal, arguments FROM {s}.exchanges"

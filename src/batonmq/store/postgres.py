@@ -288,6 +288,8 @@ class PostgresStore:
                 await self._check_epoch(connection)
                 discarded = _row_count(await connection.execute(sql["discard_entries"], broker))
                 await connection.execute(sql["discard_messages"], broker)
+                if self._unclean_stop:
+                    await connection.execute(sql["mark_delivered"], broker)
                 block = await connection.fetchval(sql["next_block"])
                 reads = {
                     name: await connection.fetch(

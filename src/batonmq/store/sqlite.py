@@ -470,6 +470,8 @@ class SQLiteStore:
         def recover(conn: sqlite3.Connection) -> Recovery:
             discarded = conn.execute(_SQL["discard_entries"], broker).rowcount
             conn.execute(_SQL["discard_messages"], broker)
+            if self._unclean_stop:
+                conn.execute(_SQL["mark_delivered"], broker)
             rows = conn.execute(_SQL["next_block"]).fetchall()
             first_message_id = message_id_base(rows[0][0] if rows else None, self.location)
             reads = {
