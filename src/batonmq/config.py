@@ -42,6 +42,7 @@ __all__ = [
     "AuthConfig",
     "Config",
     "ConfigError",
+    "HttpListenerConfig",
     "LimitsConfig",
     "ListenerConfig",
     "ListenersConfig",
@@ -231,9 +232,22 @@ class TlsListenerConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class HttpListenerConfig:
+    """The management HTTP API, on RabbitMQ's management port (15672) by default."""
+
+    enabled: bool = _setting(True)
+    bind: str = _setting("0.0.0.0", check=_bind_address)
+    #: 0 asks the operating system for a free port.
+    port: int = _setting(15672, check=_between(0, 65535))
+    #: HTTPS, with the certificate, key and client-certificate settings of `[listeners.amqps]`.
+    tls: bool = _setting(False)
+
+
+@dataclass(frozen=True, slots=True)
 class ListenersConfig:
     amqp: ListenerConfig = field(default_factory=ListenerConfig)
     amqps: TlsListenerConfig = field(default_factory=TlsListenerConfig)
+    http: HttpListenerConfig = field(default_factory=HttpListenerConfig)
 
 
 @dataclass(frozen=True, slots=True)

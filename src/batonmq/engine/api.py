@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -20,7 +21,12 @@ from pamqp.common import FieldTable
 
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import HardError, ProtocolError
-from batonmq.engine.access import flag, queue_properties
+from batonmq.engine.access import (
+    exchange_declare_properties,
+    exchange_name,
+    flag,
+    queue_properties,
+)
 from batonmq.engine.broker import Broker
 from batonmq.engine.change import Change, ChangePending
 from batonmq.engine.consumer import cancel_consumers_of
@@ -28,9 +34,11 @@ from batonmq.engine.counters import ChannelCounters, message_totals
 from batonmq.engine.events import EventKind
 from batonmq.engine.session import Session
 from batonmq.engine.vhost import VirtualHost
+from batonmq.model.destination import DestinationKind
 from batonmq.queues.classic import ClassicQueue
 from batonmq.queues.types import declared_type
 from batonmq.security.acl import AclError, Action, ObjectType, Property
+from batonmq.security.authn import AuthenticationError, LoginAttempt
 from batonmq.security.passwords import Credential
 from batonmq.store.base import StoredUser
 
@@ -58,6 +66,8 @@ class QueueInfo:
     arguments: FieldTable
     messages_ready: int
     consumers: int
+    #: Delivered to consumers (or basic.get) and not yet acknowledged.
+    messages_unacknowledged: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +79,25 @@ class ExchangeInfo:
     auto_delete: bool
     internal: bool
     arguments: FieldTable
+
+
+@dataclass(frozen=True, slots=True)
+class BindingInfo:
+    vhost: str
+    #: The exchange ("" for the default exchange's implicit binding to every queue).
+    source: str
+    destination: str
+    #: "queue" or "exchange".
+    destination_type: str
+    routing_key: str
+    arguments: FieldTable
+
+
+@dataclass(frozen=True, slots=True)
+class UserInfo:
+    name: str
+    #: RabbitMQ's user tags (see batonmq.management.access).
+    tags: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +163,7 @@ class EngineApi:
         return sorted(self.broker.vhosts)
 
     def queues(self, vhost: str | None = None) -> list[QueueInfo]:
+        unacknowledged = self._unacknowledged()
         return [
             QueueInfo(
                 host.name,
@@ -145,9 +175,58 @@ class EngineApi:
                 dict(queue.arguments),
                 queue.message_count,
                 queue.consumer_count,
+                unacknowledged[host.name, queue.name],
             )
             for host in self._vhosts(vhost)
             for queue in host.queues.values()
+        ]
+
+    def _unacknowledged(self) -> Counter[tuple[str, str]]:
+        """Unacknowledged deliveries by (vhost, queue): the channels hold them, not the queues."""
+        return Counter(
+            (session.vhost.name, unsettled.queue.name)
+            for session in self._sessions()
+            if session.vhost_or_none is not None
+            for channel in session.channels.values()
+            for unsettled in channel.unsettled.values()
+        )
+
+    def queue(self, vhost: str, name: str) -> QueueInfo:
+        """One queue; ApiError 404 when the virtual host or the queue does not exist."""
+        self._queue(self._vhost(vhost), name)
+        return next(info for info in self.queues(vhost) if info.name == name)
+
+    def exchange(self, vhost: str, name: str) -> ExchangeInfo:
+        """One exchange ("" is the default exchange); ApiError 404 when there is none."""
+        host = self._vhost(vhost)
+        if name not in host.exchanges:
+            raise ApiError(ReplyCode.NOT_FOUND, f"no exchange '{name}' in vhost '{vhost}'")
+        return next(info for info in self.exchanges(vhost) if info.name == name)
+
+    def bindings(self, vhost: str | None = None) -> list[BindingInfo]:
+        """Every binding, the default exchange's implicit ones to each queue first (as
+        RabbitMQ lists them: AMQP 0-9-1 spec, "The default exchange ... every queue is
+        automatically bound to it with a routing key equal to the queue name")."""
+        return [
+            *(
+                BindingInfo(host.name, "", queue, "queue", queue, {})
+                for host in self._vhosts(vhost)
+                for queue in host.queues
+            ),
+            *(
+                BindingInfo(
+                    host.name,
+                    exchange.name,
+                    destination.name,
+                    "queue" if destination.kind is DestinationKind.QUEUE else "exchange",
+                    routing_key,
+                    dict(arguments),
+                )
+                for host in self._vhosts(vhost)
+                for exchange in host.exchanges.values()
+                if not exchange.is_default
+                for destination, routing_key, arguments in exchange.router.bindings()
+            ),
         ]
 
     def exchanges(self, vhost: str | None = None) -> list[ExchangeInfo]:
@@ -288,6 +367,52 @@ class EngineApi:
             ),
         )
 
+    async def declare_exchange(
+        self,
+        user: str,
+        vhost: str,
+        name: str,
+        type_name: str,
+        *,
+        durable: bool = True,
+        auto_delete: bool = False,
+        internal: bool = False,
+        arguments: FieldTable | None = None,
+    ) -> ExchangeInfo:
+        """Declare an exchange as exchange.declare would."""
+        host = self._vhost(vhost)
+        self._require(
+            user,
+            host,
+            Action.CREATE,
+            ObjectType.EXCHANGE,
+            exchange_declare_properties(name, type_name, durable, auto_delete, arguments),
+        )
+        await self._carry_out(
+            host,
+            lambda: host.declare_exchange(
+                name,
+                type_name,
+                durable=durable,
+                auto_delete=auto_delete,
+                internal=internal,
+                arguments=arguments,
+            ),
+        )
+        return self.exchange(vhost, name)
+
+    async def delete_exchange(
+        self, user: str, vhost: str, name: str, *, if_unused: bool = False
+    ) -> None:
+        """Delete an exchange as exchange.delete would, but ApiError 404 when there is none
+        (exchange.delete succeeds then; RabbitMQ's HTTP API answers 404)."""
+        host = self._vhost(vhost)
+        self.exchange(vhost, name)
+        self._require(
+            user, host, Action.DELETE, ObjectType.EXCHANGE, {Property.NAME: exchange_name(name)}
+        )
+        await self._carry_out(host, lambda: host.delete_exchange(name, if_unused=if_unused))
+
     def purge_queue(self, user: str, vhost: str, name: str) -> int:
         """Remove a queue's ready messages as queue.purge would; how many there were."""
         host = self._vhost(vhost)
@@ -309,17 +434,61 @@ class EngineApi:
     def users(self) -> list[str]:
         return sorted(self.broker.authenticator.users)
 
-    async def put_user(self, name: str, password: str) -> None:
-        """Add a user, or set a user's password: written to the store, then in force for the
-        next login (connections already open stay)."""
+    def user(self, name: str) -> UserInfo:
+        """A user and its tags; ApiError 404 when there is no such user."""
+        if name not in self.broker.authenticator.users:
+            raise ApiError(ReplyCode.NOT_FOUND, f"no user '{name}'")
+        return UserInfo(name, self.broker.user_tags.get(name, ()))
+
+    async def put_user(
+        self, name: str, password: str | None, tags: Iterable[str] | None = None
+    ) -> None:
+        """Add a user, or change a user's password and tags: written to the store, then in
+        force for the next login (connections already open stay). A password of None keeps
+        the user's password (a new user needs one); tags of None keep its tags."""
         if not name:
             raise ApiError(ReplyCode.PRECONDITION_FAILED, "a user needs a name")
-        # scrypt is slow on purpose: off the event loop.
-        credential = await asyncio.to_thread(Credential.from_password, password)
-        self.broker.journal.put_user(StoredUser(name, credential.encode()))
+        authenticator = self.broker.authenticator
+        existing = authenticator.users.get(name)
+        if password is not None:
+            # scrypt is slow on purpose: off the event loop.
+            credential = await asyncio.to_thread(Credential.from_password, password)
+        elif existing is not None:
+            credential = existing
+        else:
+            raise ApiError(ReplyCode.PRECONDITION_FAILED, f"new user '{name}' needs a password")
+        kept_tags = self.broker.user_tags.get(name, ())
+        new_tags = kept_tags if tags is None else tuple(dict.fromkeys(tags))
+        self.broker.journal.put_user(StoredUser(name, credential.encode(), new_tags))
         await self._durable(f"user '{name}'")
-        self.broker.authenticator.set_user(name, credential)
+        if credential is not existing:
+            authenticator.set_user(name, credential)
+        self.broker.user_tags[name] = new_tags
         self.broker.events.publish(EventKind.USER_CHANGED, name)
+
+    async def login(self, name: str, password: str, peer_host: str) -> UserInfo:
+        """Check a user's password as an AMQP PLAIN login is checked (the same throttle and
+        lockout, the same guest rule); ApiError 403 with the refusal when it fails."""
+        decided: asyncio.Future[str | AuthenticationError] = (
+            asyncio.get_running_loop().create_future()
+        )
+        response = b"\0" + name.encode() + b"\0" + password.encode()
+        self.broker.authenticator.authenticate(
+            LoginAttempt("PLAIN", response, peer_host), decided.set_result
+        )
+        outcome = await decided
+        if isinstance(outcome, AuthenticationError):
+            raise ApiError(ReplyCode.ACCESS_REFUSED, outcome.reason)
+        return UserInfo(outcome, self.broker.user_tags.get(outcome, ()))
+
+    def permitted_vhosts(self, user: str) -> list[str]:
+        """The virtual hosts the ACL lets `user` open (all of them without an ACL)."""
+        access = self.broker.access
+        return [
+            name
+            for name in self.vhosts()
+            if not access.enabled or access.check_vhost(user, name) is None
+        ]
 
     async def delete_user(self, name: str) -> None:
         """Delete a user: written to the store, then refused at login, and its connections
@@ -329,6 +498,7 @@ class EngineApi:
         self.broker.journal.delete_user(name)
         await self._durable(f"user '{name}'")
         self.broker.authenticator.remove_user(name)
+        self.broker.user_tags.pop(name, None)
         for session in list(self._sessions()):
             if session.username == name:
                 session.close(HardError(ReplyCode.CONNECTION_FORCED, f"user '{name}' deleted"))

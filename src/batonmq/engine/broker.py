@@ -87,6 +87,8 @@ class Broker:
     vhosts: dict[str, VirtualHost] = field(init=False)
     sessions: set[Session] = field(init=False, default_factory=set)
     authenticator: Authenticator = field(init=False)
+    #: Each user's RabbitMQ tags (what it may do over the management HTTP API), as stored.
+    user_tags: dict[str, tuple[str, ...]] = field(init=False, default_factory=dict)
     #: Who may do what (Qpid manual §2.2); the default has no ACL: whoever logs in may do anything.
     access: AccessControl = field(default_factory=AccessControl)
     connection_settings: ConnectionSettings = field(init=False)

@@ -55,6 +55,7 @@ from batonmq import __version__
 from batonmq.store.backup import MANIFEST, make_empty_directory, write_manifest
 from batonmq.store.base import (
     GUEST_CREDENTIAL,
+    GUEST_TAGS,
     LEVEL_INDEX,
     MESSAGE_ID_BLOCK,
     SCHEMA_VERSION,
@@ -165,6 +166,13 @@ _MIGRATIONS: Final = (
     ALTER TABLE {s}.brokers ADD COLUMN IF NOT EXISTS holder TEXT;
     ALTER TABLE {s}.brokers ADD COLUMN IF NOT EXISTS lease_expires TIMESTAMPTZ;
     """,
+    # Version 8: users carry RabbitMQ's tags; the guest user of a schema being created (no
+    # schema version written yet) is an administrator, as RabbitMQ's default user.
+    f"""
+    ALTER TABLE {{s}}.users ADD COLUMN IF NOT EXISTS tags TEXT NOT NULL DEFAULT '';
+    UPDATE {{s}}.users SET tags = '{GUEST_TAGS}' WHERE name = 'guest'
+        AND NOT EXISTS (SELECT 1 FROM {{s}}.meta WHERE key = 'schema_version');
+    """,
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
@@ -214,10 +222,10 @@ _SQL: Final = {
     },
     "delete_vhost": "DELETE FROM {s}.vhosts WHERE name = $1",
     "put_vhost": "INSERT INTO {s}.vhosts VALUES ($1) ON CONFLICT DO NOTHING",
-    "put_user": "INSERT INTO {s}.users VALUES ($1, $2) ON CONFLICT (name) DO UPDATE "
-    "SET credential = EXCLUDED.credential",
+    "put_user": "INSERT INTO {s}.users (name, credential, tags) VALUES ($1, $2, $3) "
+    "ON CONFLICT (name) DO UPDATE SET credential = EXCLUDED.credential, tags = EXCLUDED.tags",
     "delete_user": "DELETE FROM {s}.users WHERE name = $1",
-    "users": "SELECT name, credential FROM {s}.users ORDER BY name",
+    "users": "SELECT name, credential, tags FROM {s}.users ORDER BY name",
     "vhosts": "SELECT name FROM {s}.vhosts ORDER BY name",
     "put_exchange": "INSERT INTO {s}.exchanges VALUES ($1, $2, $3, $4, $5, $6, $7) "
     "ON CONFLICT (broker_id, vhost, name) DO UPDATE SET type = EXCLUDED.type, "
@@ -422,7 +430,7 @@ class PostgresStore:
                 bindings=[_decode(StoredBinding, row) for row in bindings],
                 backlogs=[QueueBacklog(*row) for row in backlogs],
                 message_id_base=first_message_id,
-                users=[StoredUser(*row) for row in users],
+                users=[_user(row) for row in users],
                 vhosts=[row[0] for row in vhosts],
                 discarded_entries=discarded,
                 unclean_stop=self._unclean_stop,
@@ -513,7 +521,10 @@ class PostgresStore:
             ("put_entry", [_row(broker, item) for item in batch.entries_put]),
             ("update_entry", [(broker, *update) for update in batch.entries_updated]),
             ("delete_entry", [(broker, *entry[:3]) for entry in batch.entries_deleted]),
-            ("put_user", [(user.name, user.credential) for user in batch.users_put]),
+            (
+                "put_user",
+                [(user.name, user.credential, user.tags_text) for user in batch.users_put],
+            ),
             ("delete_user", [(name,) for name in batch.users_deleted]),
         ]
 
@@ -555,7 +566,7 @@ class PostgresStore:
 
     async def users(self) -> list[StoredUser]:
         rows = await self._fetch_all("reading users", "users")
-        return [StoredUser(*row) for row in rows]
+        return [_user(row) for row in rows]
 
     async def vhosts(self) -> list[str]:
         return [row[0] for row in await self._fetch_all("reading virtual hosts", "vhosts")]
@@ -1026,3 +1037,8 @@ def _read_manifest(directory: Path) -> dict[str, object]:
     if not isinstance(manifest, dict):
         raise StoreCorrupt(f"{directory}/manifest.json is not a JSON object")
     return manifest
+
+
+def _user(row: asyncpg.Record) -> StoredUser:
+    name, credential, tags = row
+    return StoredUser(name, credential, StoredUser.parse_tags(tags))

@@ -50,6 +50,7 @@ from batonmq import __version__
 from batonmq.store.backup import MANIFEST, make_empty_directory, write_manifest
 from batonmq.store.base import (
     GUEST_CREDENTIAL,
+    GUEST_TAGS,
     LEVEL_INDEX,
     SCHEMA_VERSION,
     PageRead,
@@ -106,6 +107,19 @@ def _add_broker_holder(conn: sqlite3.Connection) -> None:
     columns = {row[1] for row in conn.execute("PRAGMA table_info(brokers)")}
     if "holder" not in columns:
         conn.execute("ALTER TABLE brokers ADD COLUMN holder TEXT")
+
+
+def _add_user_tags(conn: sqlite3.Connection) -> None:
+    """Version 8: users carry RabbitMQ's tags; the guest user of a store being created (no
+    schema version written yet) is an administrator, as RabbitMQ's default user."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(users)")}
+    if "tags" not in columns:
+        conn.execute("ALTER TABLE users ADD COLUMN tags TEXT NOT NULL DEFAULT ''")
+    conn.execute(
+        "UPDATE users SET tags = ? WHERE name = 'guest'"
+        " AND NOT EXISTS (SELECT 1 FROM meta WHERE key = 'schema_version')",
+        (GUEST_TAGS,),
+    )
 
 
 def _add_message_checksum(conn: sqlite3.Connection) -> None:
@@ -174,6 +188,7 @@ _MIGRATIONS: Final[tuple[tuple[str | Callable[[sqlite3.Connection], None], ...],
         " checksum INTEGER, quarantined_at TEXT NOT NULL)",
     ),
     (_add_broker_holder,),
+    (_add_user_tags,),
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
@@ -866,8 +881,8 @@ def _batch_steps(broker: str, batch: WriteBatch) -> list[tuple[str, Sequence[tup
         (f"UPDATE entries SET delivery_count = ? WHERE {_ENTRY}",
          [(count, broker, v, q, seq) for v, q, seq, count in batch.entries_updated]),
         *_deleted_entries(broker, batch.entries_deleted),
-        ("INSERT OR REPLACE INTO users VALUES (?, ?)",
-         [(user.name, user.credential) for user in batch.users_put]),
+        ("INSERT OR REPLACE INTO users (name, credential, tags) VALUES (?, ?, ?)",
+         [(user.name, user.credential, user.tags_text) for user in batch.users_put]),
         ("DELETE FROM users WHERE name = ?", [(name,) for name in batch.users_deleted]),
         *_many_rows("INSERT OR IGNORE INTO temp.gc_candidates VALUES", candidates),
     ]  # fmt: skip
@@ -920,8 +935,10 @@ def _deleted_entries(
 
 def _users(conn: sqlite3.Connection) -> list[StoredUser]:
     return [
-        StoredUser(name, credential)
-        for name, credential in conn.execute("SELECT name, credential FROM users ORDER BY name")
+        StoredUser(name, credential, StoredUser.parse_tags(tags))
+        for name, credential, tags in conn.execute(
+            "SELECT name, credential, tags FROM users ORDER BY name"
+        )
     ]
 
 

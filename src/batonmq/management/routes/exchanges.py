@@ -1,0 +1,73 @@
+"""/api/exchanges[/{vhost}[/{name}]] and /api/bindings[/{vhost}]."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from batonmq.management import call as calls
+from batonmq.management import problems, render
+from batonmq.management.call import Call, answer, created, listing, no_content
+from batonmq.management.route import Route
+
+
+def _vhosts(call: Call) -> list[str]:
+    """The path's virtual host, or every one the caller sees."""
+    if "vhost" in call.request.match_info:
+        return [call.vhost()]
+    return sorted(call.visible_vhosts())
+
+
+async def list_exchanges(call: Call) -> web.Response:
+    items = [render.exchange(info) for vhost in _vhosts(call) for info in call.api.exchanges(vhost)]
+    return listing(call, items, ["vhost", "name"])
+
+
+async def get_exchange(call: Call) -> web.Response:
+    return answer(render.exchange(call.api.exchange(call.vhost(), call.path("name"))))
+
+
+async def put_exchange(call: Call) -> web.Response:
+    """RabbitMQ's body: type (required), durable, auto_delete, internal, arguments."""
+    vhost, name = call.vhost(), call.path("name")
+    body = await call.body()
+    type_name = calls.text(body, "type")
+    if not type_name:
+        raise problems.bad_request("type is required")
+    existed = name in {info.name for info in call.api.exchanges(vhost)}
+    await call.api.declare_exchange(
+        call.caller.name,
+        vhost,
+        name,
+        type_name,
+        durable=calls.flag(body, "durable", True),
+        auto_delete=calls.flag(body, "auto_delete", False),
+        internal=calls.flag(body, "internal", False),
+        arguments=calls.arguments(body),
+    )
+    return created(existed)
+
+
+async def delete_exchange(call: Call) -> web.Response:
+    await call.api.delete_exchange(
+        call.caller.name,
+        call.vhost(),
+        call.path("name"),
+        if_unused=call.query("if-unused") == "true",
+    )
+    return no_content()
+
+
+async def list_bindings(call: Call) -> web.Response:
+    items = [render.binding(info) for vhost in _vhosts(call) for info in call.api.bindings(vhost)]
+    return listing(call, items, [])
+
+
+ROUTES = (
+    Route("GET", "/api/exchanges", list_exchanges),
+    Route("GET", "/api/exchanges/{vhost}", list_exchanges),
+    Route("GET", "/api/exchanges/{vhost}/{name}", get_exchange),
+    Route("PUT", "/api/exchanges/{vhost}/{name}", put_exchange),
+    Route("DELETE", "/api/exchanges/{vhost}/{name}", delete_exchange),
+    Route("GET", "/api/bindings", list_bindings),
+    Route("GET", "/api/bindings/{vhost}", list_bindings),
+)
