@@ -584,6 +584,7 @@ def test_handshakes_on_both_event_loops(tmp_path: Path, pki: Pki, runner: Runner
                 "listeners.amqps.bind": "127.0.0.1",
                 "listeners.amqps.port": 0,
                 "broker.data_dir": str(tmp_path),
+                "listeners.http.enabled": False,
             },
             environ=tls_environment(pki, verify="required", mechanisms="PLAIN EXTERNAL"),
         )
