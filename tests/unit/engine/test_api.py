@@ -17,6 +17,7 @@ from pamqp import commands
 from batonmq.amqp.constants import ReplyCode
 from batonmq.engine.api import ApiError, EngineApi
 from batonmq.engine.broker import Broker
+from batonmq.engine.recovery import restore
 from batonmq.engine.session import Session
 from batonmq.store.sqlite import SQLiteStore
 from tests.memclient import LOOPBACK_PEER, MemClient, connect
@@ -138,11 +139,12 @@ def test_the_log_level_changes_while_the_broker_runs():
 
 @contextlib.asynccontextmanager
 async def _stored_broker(directory: Path) -> AsyncIterator[tuple[Broker, SQLiteStore]]:
-    """A broker on a real SQLite store, its journal running."""
+    """A broker on a real SQLite store, what it holds restored, its journal running."""
     store = SQLiteStore(directory / "batonmq.sqlite3", broker_id="b1")
     await store.open()
-    await store.recover()
+    recovery = await store.recover()
     broker = Broker(store=store)
+    restore(broker, recovery)
     broker.journal.start()
     try:
         yield broker, store
@@ -235,3 +237,101 @@ def test_a_permission_changed_while_a_client_is_connected_is_in_force_at_its_nex
     with pytest.raises(ApiError) as broken:
         EngineApi(broker).reload_acl()
     assert broken.value.reply_code == ReplyCode.PRECONDITION_FAILED
+
+
+async def test_exchanges_are_declared_and_deleted_as_over_amqp_and_bindings_listed():
+    """exchange.declare and exchange.delete through the virtual host's own checks; the
+    bindings list holds the default exchange's implicit binding to every queue (AMQP 0-9-1:
+    "every queue is automatically bound to it with a routing key equal to the queue name")."""
+    broker = Broker()
+    client, _session = connect(broker)
+    api = EngineApi(broker)
+    declared = await api.declare_exchange("guest", "/", "orders", "topic", durable=False)
+    assert (declared.name, declared.type, declared.durable) == ("orders", "topic", False)
+    client.declare_queue(1, "eu")
+    client.call(
+        1,
+        commands.Queue.Bind(queue="eu", exchange="orders", routing_key="eu.#"),
+        commands.Queue.BindOk,
+    )
+    assert [
+        (binding.source, binding.destination, binding.destination_type, binding.routing_key)
+        for binding in api.bindings("/")
+    ] == [("", "eu", "queue", "eu"), ("orders", "eu", "queue", "eu.#")]
+
+    with pytest.raises(ApiError) as unknown_type:
+        await api.declare_exchange("guest", "/", "odd", "nope")
+    assert unknown_type.value.reply_code == ReplyCode.COMMAND_INVALID
+    with pytest.raises(ApiError) as in_use:
+        await api.delete_exchange("guest", "/", "orders", if_unused=True)
+    assert in_use.value.reply_code == ReplyCode.PRECONDITION_FAILED
+    await api.delete_exchange("guest", "/", "orders")
+    assert "orders" not in {exchange.name for exchange in api.exchanges("/")}
+    with pytest.raises(ApiError) as missing:
+        await api.delete_exchange("guest", "/", "orders")
+    assert missing.value.reply_code == ReplyCode.NOT_FOUND
+
+
+async def test_exchange_changes_are_checked_against_the_same_acl_as_amqp(tmp_path: Path):
+    broker = broker_with_acl(
+        tmp_path,
+        acl(ADMIN_RULE, "ACL DENY bob CREATE EXCHANGE type=fanout", "ACL ALLOW bob ALL"),
+    )
+    api = EngineApi(broker)
+    await api.declare_exchange("bob", "/", "topics", "topic")
+    with pytest.raises(ApiError) as refused:
+        await api.declare_exchange("bob", "/", "fans", "fanout")
+    assert refused.value.reply_code == ReplyCode.ACCESS_REFUSED
+    assert "fans" not in {exchange.name for exchange in api.exchanges("/")}
+
+
+async def test_queues_count_their_unacknowledged_deliveries():
+    broker = Broker()
+    client, _session = connect(broker)
+    client.declare_queue(1, "work")
+    for number in range(3):
+        client.publish(1, f"job {number}".encode(), routing_key="work")
+    client.qos(1, 2)
+    client.consume(1, "work", "c1")
+    client.deliveries(1)
+    queue = EngineApi(broker).queue("/", "work")
+    assert (queue.messages_ready, queue.messages_unacknowledged) == (1, 2)
+
+
+async def test_users_have_tags_and_log_in_as_over_amqp(tmp_path: Path):
+    """RabbitMQ's user tags are kept with the user; a login is checked as an AMQP PLAIN login
+    (a wrong password is refused, and so is guest from another host)."""
+    async with _stored_broker(tmp_path) as (broker, store):
+        api = EngineApi(broker)
+        assert api.user("guest").tags == ("administrator",)
+        await api.put_user("dave", "secret", ["monitoring"])
+        assert api.user("dave").tags == ("monitoring",)
+        await api.put_user("dave", None, ["management"])  # new tags, the same password
+        assert [user.tags for user in await store.users() if user.name == "dave"] == [
+            ("management",)
+        ]
+        assert await api.login("dave", "secret", "127.0.0.1") == api.user("dave")
+        with pytest.raises(ApiError) as wrong:
+            await api.login("dave", "wrong", "127.0.0.1")
+        assert wrong.value.reply_code == ReplyCode.ACCESS_REFUSED
+        with pytest.raises(ApiError) as remote_guest:
+            await api.login("guest", "guest", "192.0.2.1")
+        assert remote_guest.value.reply_code == ReplyCode.ACCESS_REFUSED
+        with pytest.raises(ApiError) as no_password:
+            await api.put_user("erin", None)
+        assert no_password.value.reply_code == ReplyCode.PRECONDITION_FAILED
+        await api.delete_user("dave")
+        with pytest.raises(ApiError) as gone:
+            api.user("dave")
+        assert gone.value.reply_code == ReplyCode.NOT_FOUND
+
+
+def test_the_virtual_hosts_a_user_may_open_follow_the_acl(tmp_path: Path):
+    broker = broker_with_acl(
+        tmp_path,
+        acl(ADMIN_RULE, "ACL DENY bob ACCESS VIRTUALHOST name=hidden", "ACL ALLOW bob ALL"),
+    )
+    broker.add_vhost("hidden")
+    api = EngineApi(broker)
+    assert api.permitted_vhosts("bob") == ["/"]
+    assert api.permitted_vhosts("guest") == ["/", "hidden"]
