@@ -241,6 +241,7 @@ def http_environment(port: int | None) -> dict[str, str]:
     if port is None:
         return {"BATONMQ__LISTENERS__HTTP__ENABLED": "false"}
     return {
+        "BATONMQ__LISTENERS__HTTP__ENABLED": "true",
         "BATONMQ__LISTENERS__HTTP__BIND": "127.0.0.1",
         "BATONMQ__LISTENERS__HTTP__PORT": str(port),
     }

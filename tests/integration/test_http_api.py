@@ -16,7 +16,13 @@ import pika
 import pika.exceptions
 import pytest
 
-from tests.brokerproc import RunningBroker, start_broker, wait_until
+from tests.brokerproc import (
+    RunningBroker,
+    failed_start,
+    http_environment,
+    start_broker,
+    wait_until,
+)
 from tests.httpapi import call
 
 pytestmark = pytest.mark.integration
@@ -300,3 +306,15 @@ def test_the_acl_refuses_over_http_what_it_refuses_over_amqp(
         assert "DELETE" in refused["reason"] and "kept" in refused["reason"]
         assert call(broker, "GET", "/api/queues/%2F/kept", auth=bob)[0] == 200
         assert call(broker, "DELETE", "/api/queues/%2F/kept") == (204, None)
+
+
+def test_a_broker_whose_http_port_is_taken_does_not_start(tmp_path: Path) -> None:
+    """As for the AMQP listeners: a port that cannot be listened on stops the broker at start
+    with exit status 1 and a line naming the listener, its address and the reason."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        output = failed_start(tmp_path, http_environment(port))
+    assert f"cannot listen on 127.0.0.1:{port}" in output
+    assert "listener=http" in output
