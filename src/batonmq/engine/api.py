@@ -14,7 +14,6 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import TypeVar
 
 from pamqp.common import FieldTable
@@ -33,6 +32,16 @@ from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.counters import ChannelCounters, message_totals
 from batonmq.engine.events import EventKind
 from batonmq.engine.session import Session
+from batonmq.engine.snapshots import (
+    BindingInfo,
+    ChannelInfo,
+    ConnectionInfo,
+    ConsumerInfo,
+    ExchangeInfo,
+    Overview,
+    QueueInfo,
+    UserInfo,
+)
 from batonmq.engine.vhost import VirtualHost
 from batonmq.model.destination import DestinationKind
 from batonmq.queues.classic import ClassicQueue
@@ -53,102 +62,6 @@ class ApiError(Exception):
         super().__init__(text)
         self.reply_code = reply_code
         self.text = text
-
-
-@dataclass(frozen=True, slots=True)
-class QueueInfo:
-    vhost: str
-    name: str
-    type: str
-    durable: bool
-    auto_delete: bool
-    exclusive: bool
-    arguments: FieldTable
-    messages_ready: int
-    consumers: int
-    #: Delivered to consumers (or basic.get) and not yet acknowledged.
-    messages_unacknowledged: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ExchangeInfo:
-    vhost: str
-    name: str
-    type: str
-    durable: bool
-    auto_delete: bool
-    internal: bool
-    arguments: FieldTable
-
-
-@dataclass(frozen=True, slots=True)
-class BindingInfo:
-    vhost: str
-    #: The exchange ("" for the default exchange's implicit binding to every queue).
-    source: str
-    destination: str
-    #: "queue" or "exchange".
-    destination_type: str
-    routing_key: str
-    arguments: FieldTable
-
-
-@dataclass(frozen=True, slots=True)
-class UserInfo:
-    name: str
-    #: RabbitMQ's user tags (see batonmq.management.access).
-    tags: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionInfo:
-    id: int
-    name: str
-    peer_host: str
-    peer_port: int
-    user: str
-    vhost: str | None
-    client_properties: FieldTable
-    channels: int
-    recv_oct: int
-    send_oct: int
-
-
-@dataclass(frozen=True, slots=True)
-class ChannelInfo:
-    name: str
-    connection: int
-    number: int
-    user: str
-    vhost: str
-    consumers: int
-    messages_unacknowledged: int
-    prefetch_count: int
-    counters: ChannelCounters
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerInfo:
-    vhost: str
-    queue: str
-    tag: str
-    channel: str
-    ack_required: bool
-    exclusive: bool
-    prefetch_count: int
-    arguments: FieldTable
-
-
-@dataclass(frozen=True, slots=True)
-class Overview:
-    connections: int
-    channels: int
-    queues: int
-    exchanges: int
-    consumers: int
-    messages_ready: int
-    alarms: dict[str, str]
-    message_totals: ChannelCounters = field(default_factory=ChannelCounters)
 
 
 class EngineApi:

@@ -15,7 +15,8 @@ from typing import Final
 from aiohttp import web
 from pamqp.common import FieldTable, FieldValue
 
-from batonmq.engine.api import EngineApi, UserInfo
+from batonmq.engine.api import EngineApi
+from batonmq.engine.snapshots import UserInfo
 from batonmq.management import problems
 from batonmq.management.access import visible_vhosts
 from batonmq.management.listing import InvalidListQuery, Item, Json, answer_list, parse_list_query

@@ -21,7 +21,8 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from batonmq.engine.api import ApiError, EngineApi, UserInfo
+from batonmq.engine.api import ApiError, EngineApi
+from batonmq.engine.snapshots import UserInfo
 from batonmq.management import problems
 from batonmq.management.access import Tag, basic_credentials, may_use_api
 from batonmq.management.call import MAX_BODY, Call, answer

@@ -15,7 +15,8 @@ from dataclasses import dataclass, fields
 from decimal import Decimal
 from typing import Final
 
-from batonmq.engine.api import (
+from batonmq.engine.counters import ChannelCounters
+from batonmq.engine.snapshots import (
     BindingInfo,
     ChannelInfo,
     ConnectionInfo,
@@ -25,7 +26,6 @@ from batonmq.engine.api import (
     QueueInfo,
     UserInfo,
 )
-from batonmq.engine.counters import ChannelCounters
 from batonmq.management.listing import Item, Json
 
 #: The AMQP protocol name RabbitMQ reports for a 0-9-1 connection.

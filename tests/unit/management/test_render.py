@@ -7,7 +7,8 @@ from __future__ import annotations
 import datetime
 from decimal import Decimal
 
-from batonmq.engine.api import (
+from batonmq.engine.counters import ChannelCounters
+from batonmq.engine.snapshots import (
     BindingInfo,
     ChannelInfo,
     ConnectionInfo,
@@ -17,7 +18,6 @@ from batonmq.engine.api import (
     QueueInfo,
     UserInfo,
 )
-from batonmq.engine.counters import ChannelCounters
 from batonmq.management import render
 
 NODE = render.Node("batonmq@host", "0.1.0", 1000.0, [("amqp", "127.0.0.1", 5672)])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from batonmq.engine.api import ConnectionInfo
+from batonmq.engine.snapshots import ConnectionInfo
 from batonmq.management import problems, render
 from batonmq.management.access import may_close_connection, may_see_connection
 from batonmq.management.call import Call, answer, listing, no_content
