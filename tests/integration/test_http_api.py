@@ -154,6 +154,10 @@ def test_exchanges_and_bindings(broker: RunningBroker) -> None:
         ("", "eu", "eu"),
         ("orders", "eu", "eu.#"),
     ]
+    _, default = call(broker, "GET", "/api/exchanges/%2F/amq.default")
+    assert isinstance(default, dict) and (default["name"], default["type"]) == ("", "direct")
+    status, _ = call(broker, "DELETE", "/api/exchanges/%2F/amq.default")
+    assert status == 401  # RabbitMQ: the default exchange cannot be deleted (access refused)
     assert call(broker, "DELETE", "/api/exchanges/%2F/orders") == (204, None)
     assert call(broker, "GET", "/api/exchanges/%2F/orders")[0] == 404
 

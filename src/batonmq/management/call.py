@@ -116,10 +116,17 @@ def tags(body: Mapping[str, Json]) -> list[str] | None:
     if value is None:
         return None
     if isinstance(value, str):
-        return [tag.strip() for tag in value.split(",") if tag.strip()]
-    if isinstance(value, list) and all(isinstance(tag, str) for tag in value):
-        return [tag for tag in value if isinstance(tag, str) and tag]
-    raise problems.bad_request("tags must be a string or a list of strings")
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(tag, str) for tag in value):
+        raise problems.bad_request("tags must be a string or a list of strings")
+    # A tag holds no comma: the users table keeps a user's tags comma-separated.
+    return [
+        tag.strip()
+        for item in value
+        if isinstance(item, str)
+        for tag in item.split(",")
+        if tag.strip()
+    ]
 
 
 # Answers ---------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ def test_tags_are_a_comma_separated_string_or_a_list():
     """RabbitMQ's PUT /api/users/{name}: "tags": "administrator,monitoring", or a list."""
     assert call.tags({"tags": "administrator, monitoring"}) == ["administrator", "monitoring"]
     assert call.tags({"tags": ["management"]}) == ["management"]
+    assert call.tags({"tags": ["a,b", " c "]}) == ["a", "b", "c"]  # stored comma-separated
     assert call.tags({"tags": ""}) == []
     assert call.tags({}) is None
     with pytest.raises(problems.HttpProblem):

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from batonmq.engine.access import DEFAULT_EXCHANGE
 from batonmq.management import call as calls
 from batonmq.management import problems, render
 from batonmq.management.call import Call, answer, created, listing, no_content
 from batonmq.management.route import Route
+
+
+def _name(call: Call) -> str:
+    """The path's exchange: RabbitMQ names the default exchange "amq.default" in paths (its
+    rabbit_mgmt_util:id), since an empty path segment would not do."""
+    name = call.path("name")
+    return "" if name == DEFAULT_EXCHANGE else name
 
 
 def _vhosts(call: Call) -> list[str]:
@@ -23,12 +31,12 @@ async def list_exchanges(call: Call) -> web.Response:
 
 
 async def get_exchange(call: Call) -> web.Response:
-    return answer(render.exchange(call.api.exchange(call.vhost(), call.path("name"))))
+    return answer(render.exchange(call.api.exchange(call.vhost(), _name(call))))
 
 
 async def put_exchange(call: Call) -> web.Response:
     """RabbitMQ's body: type (required), durable, auto_delete, internal, arguments."""
-    vhost, name = call.vhost(), call.path("name")
+    vhost, name = call.vhost(), _name(call)
     body = await call.body()
     type_name = calls.text(body, "type")
     if not type_name:
@@ -51,7 +59,7 @@ async def delete_exchange(call: Call) -> web.Response:
     await call.api.delete_exchange(
         call.caller.name,
         call.vhost(),
-        call.path("name"),
+        _name(call),
         if_unused=call.query("if-unused") == "true",
     )
     return no_content()
