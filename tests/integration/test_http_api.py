@@ -5,6 +5,8 @@ rabbit_mgmt_util / rabbit_web_dispatch_access_control)."""
 
 from __future__ import annotations
 
+import base64
+import json
 import socket
 import tempfile
 import urllib.error
@@ -160,6 +162,46 @@ def test_exchanges_and_bindings(broker: RunningBroker) -> None:
     assert status == 401  # RabbitMQ: the default exchange cannot be deleted (access refused)
     assert call(broker, "DELETE", "/api/exchanges/%2F/orders") == (204, None)
     assert call(broker, "GET", "/api/exchanges/%2F/orders")[0] == 404
+
+
+def test_bindings_are_made_and_removed_over_http(broker: RunningBroker) -> None:
+    """RabbitMQ's POST /api/bindings/{vhost}/e/{exchange}/q/{queue} binds (201, with the new
+    binding's location); DELETE on that location unbinds; a queue's and an exchange's
+    bindings are listed on their own paths."""
+    call(broker, "PUT", "/api/exchanges/%2F/orders", {"type": "topic", "durable": False})
+    call(broker, "PUT", "/api/exchanges/%2F/audit", {"type": "fanout", "durable": False})
+    call(broker, "PUT", "/api/queues/%2F/eu", {"durable": False})
+    between = "/api/bindings/%2F/e/orders/q/eu"
+    assert broker.http_port is not None
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{broker.http_port}{between}",
+        data=json.dumps({"routing_key": "eu.#"}).encode(),
+        method="POST",
+        headers={"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()},
+    )
+    with urllib.request.urlopen(request, timeout=30) as created:
+        assert created.status == 201
+        # RabbitMQ's properties_key is the key quoted as a form value, quoted again in a path.
+        assert created.headers["Location"] == f"{between}/eu.%2523"
+    assert call(broker, "POST", "/api/bindings/%2F/e/orders/e/audit", {})[0] == 201
+    _, listed = call(broker, "GET", between)
+    assert isinstance(listed, list)
+    assert [(b["routing_key"], b["properties_key"]) for b in listed] == [("eu.#", "eu.%23")]
+    status, one = call(broker, "GET", f"{between}/eu.%2523")
+    assert status == 200 and isinstance(one, dict) and one["routing_key"] == "eu.#"
+    _, of_queue = call(broker, "GET", "/api/queues/%2F/eu/bindings")
+    assert isinstance(of_queue, list)
+    assert [b["source"] for b in of_queue] == ["", "orders"]
+    _, of_source = call(broker, "GET", "/api/exchanges/%2F/orders/bindings/source")
+    assert isinstance(of_source, list)
+    assert [b["destination"] for b in of_source] == ["eu", "audit"]
+    _, of_destination = call(broker, "GET", "/api/exchanges/%2F/audit/bindings/destination")
+    assert isinstance(of_destination, list) and len(of_destination) == 1
+
+    assert call(broker, "DELETE", f"{between}/eu.%2523") == (204, None)
+    assert call(broker, "DELETE", f"{between}/eu.%2523")[0] == 404
+    assert call(broker, "GET", between) == (200, [])
+    assert call(broker, "POST", "/api/bindings/%2F/e/orders/q/nowhere", {})[0] == 404
 
 
 def test_logins_need_a_password_and_a_management_tag(broker: RunningBroker) -> None:

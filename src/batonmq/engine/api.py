@@ -21,9 +21,12 @@ from pamqp.common import FieldTable
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import HardError, ProtocolError
 from batonmq.engine.access import (
+    binding_properties,
+    exchange_binding_properties,
     exchange_declare_properties,
     exchange_name,
     flag,
+    is_temporary,
     queue_properties,
 )
 from batonmq.engine.broker import Broker
@@ -43,7 +46,7 @@ from batonmq.engine.snapshots import (
     UserInfo,
 )
 from batonmq.engine.vhost import VirtualHost
-from batonmq.model.destination import DestinationKind
+from batonmq.model.destination import Destination, DestinationKind
 from batonmq.queues.classic import ClassicQueue
 from batonmq.queues.types import declared_type
 from batonmq.security.acl import AclError, Action, ObjectType, Property
@@ -325,6 +328,47 @@ class EngineApi:
             user, host, Action.DELETE, ObjectType.EXCHANGE, {Property.NAME: exchange_name(name)}
         )
         await self._carry_out(host, lambda: host.delete_exchange(name, if_unused=if_unused))
+
+    async def bind(self, user: str, binding: BindingInfo) -> None:
+        """Bind as queue.bind (destination_type "queue") or exchange.bind would."""
+        await self._change_binding(user, binding, Action.BIND)
+
+    async def unbind(self, user: str, binding: BindingInfo) -> None:
+        """Unbind as queue.unbind or exchange.unbind would."""
+        await self._change_binding(user, binding, Action.UNBIND)
+
+    async def _change_binding(self, user: str, binding: BindingInfo, action: Action) -> None:
+        host = self._vhost(binding.vhost)
+        if binding.destination_type == "queue":
+            queue = self._queue(host, binding.destination)
+            try:
+                host.check_owner(queue, self)  # another connection's exclusive queue: 405
+            except ProtocolError as error:
+                raise ApiError(error.reply_code, error.reply_text) from None
+            properties = binding_properties(
+                binding.source,
+                queue.name,
+                binding.routing_key,
+                durable=queue.durable,
+                temporary=is_temporary(queue),
+            )
+            destination = Destination.queue(queue.name)
+        else:
+            properties = exchange_binding_properties(
+                binding.source,
+                binding.destination,
+                binding.routing_key,
+                host.exchanges.get(binding.destination),
+            )
+            destination = Destination.exchange(binding.destination)
+        # Qpid manual Table 2.3: BIND "Applied when queues are bound to exchanges", UNBIND
+        # when they are unbound; an exchange destination is asked about as the queue name.
+        self._require(user, host, action, ObjectType.EXCHANGE, properties)
+        change = host.bind if action is Action.BIND else host.unbind
+        arguments = dict(binding.arguments)
+        await self._carry_out(
+            host, lambda: change(binding.source, destination, binding.routing_key, arguments)
+        )
 
     def purge_queue(self, user: str, vhost: str, name: str) -> int:
         """Remove a queue's ready messages as queue.purge would; how many there were."""

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import base64
 import datetime
+import hashlib
+import json
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from decimal import Decimal
@@ -118,12 +121,15 @@ def binding(info: BindingInfo) -> Item:
 
 
 def properties_key(routing_key: str, arguments: Mapping[str, object]) -> str:
-    """RabbitMQ's name of a binding in URLs: the routing key, "~" and a hash of the arguments
-    when there are any ("~" alone for an empty key without arguments)."""
-    quoted = routing_key.replace("%", "%25").replace("~", "%7E") if routing_key else ""
+    """A binding's name in URLs, in RabbitMQ's form: the routing key quoted as a form value
+    ("~" for an empty key without arguments), then "~" and a digest of the arguments when
+    there are any (BatonMQ's own digest: it names a binding of this broker, as RabbitMQ's
+    does of its own)."""
+    quoted = urllib.parse.quote_plus(routing_key).replace("~", "%7E")
     if not arguments:
         return quoted or "~"
-    digest = base64.urlsafe_b64encode(repr(sorted(arguments.items())).encode()).decode()
+    canonical = json.dumps(table(arguments), sort_keys=True).encode()
+    digest = base64.urlsafe_b64encode(hashlib.sha256(canonical).digest()).decode()
     return f"{quoted}~{digest[:22]}"
 
 

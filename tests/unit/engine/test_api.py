@@ -19,6 +19,7 @@ from batonmq.engine.api import ApiError, EngineApi
 from batonmq.engine.broker import Broker
 from batonmq.engine.recovery import restore
 from batonmq.engine.session import Session
+from batonmq.engine.snapshots import BindingInfo
 from batonmq.store.sqlite import SQLiteStore
 from tests.memclient import LOOPBACK_PEER, MemClient, connect
 from tests.unit.engine.test_access import ADMIN_RULE, acl, broker_with_acl, login
@@ -335,3 +336,33 @@ def test_the_virtual_hosts_a_user_may_open_follow_the_acl(tmp_path: Path):
     api = EngineApi(broker)
     assert api.permitted_vhosts("bob") == ["/"]
     assert api.permitted_vhosts("guest") == ["/", "hidden"]
+
+
+async def test_bindings_are_made_and_removed_as_over_amqp(tmp_path: Path):
+    """queue.bind / exchange.bind and their unbinds, checked with BIND and UNBIND EXCHANGE
+    (Qpid manual Table 2.3) as over AMQP."""
+    broker = broker_with_acl(
+        tmp_path,
+        acl(ADMIN_RULE, "ACL DENY bob BIND EXCHANGE routingkey=secret", "ACL ALLOW bob ALL"),
+    )
+    api = EngineApi(broker)
+    await api.declare_exchange("bob", "/", "orders", "topic", durable=False)
+    await api.declare_exchange("bob", "/", "audit", "fanout", durable=False)
+    await api.declare_queue("bob", "/", "eu", durable=False)
+    to_queue = BindingInfo("/", "orders", "eu", "queue", "eu.#", {})
+    to_exchange = BindingInfo("/", "orders", "audit", "exchange", "#", {})
+    await api.bind("bob", to_queue)
+    await api.bind("bob", to_exchange)
+    assert [binding for binding in api.bindings("/") if binding.source] == [
+        to_queue,
+        to_exchange,
+    ]
+    with pytest.raises(ApiError) as refused:
+        await api.bind("bob", BindingInfo("/", "orders", "eu", "queue", "secret", {}))
+    assert refused.value.reply_code == ReplyCode.ACCESS_REFUSED
+    with pytest.raises(ApiError) as no_queue:
+        await api.bind("bob", BindingInfo("/", "orders", "nowhere", "queue", "k", {}))
+    assert no_queue.value.reply_code == ReplyCode.NOT_FOUND
+    await api.unbind("bob", to_queue)
+    await api.unbind("bob", to_exchange)
+    assert [binding for binding in api.bindings("/") if binding.source] == []

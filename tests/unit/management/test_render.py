@@ -79,14 +79,14 @@ def test_an_exchange_and_a_binding():
         "destination_type": "queue",
         "routing_key": "eu.#",
         "arguments": {},
-        "properties_key": "eu.#",
+        "properties_key": "eu.%23",
     }
 
 
 def test_a_bindings_properties_key_is_tilde_for_an_empty_key_and_marks_arguments():
     """RabbitMQ names a binding without routing key or arguments "~" in its URLs."""
     assert render.properties_key("", {}) == "~"
-    assert render.properties_key("a~b", {}) == "a%7Eb"
+    assert render.properties_key("a~b #", {}) == "a%7Eb+%23"  # quoted as a form value
     assert render.properties_key("k", {"x-match": "all"}).startswith("k~")
 
 

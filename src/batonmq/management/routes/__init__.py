@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from batonmq.management.route import Route
-from batonmq.management.routes import connections, exchanges, node, queues, users
+from batonmq.management.routes import bindings, connections, exchanges, node, queues, users
 
 ROUTES: tuple[Route, ...] = (
     *node.ROUTES,
@@ -11,6 +11,7 @@ ROUTES: tuple[Route, ...] = (
     *connections.ROUTES,
     *exchanges.ROUTES,
     *queues.ROUTES,
+    *bindings.ROUTES,
 )
 
 __all__ = ["ROUTES", "Route"]

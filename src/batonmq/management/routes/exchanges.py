@@ -1,4 +1,4 @@
-"""/api/exchanges[/{vhost}[/{name}]] and /api/bindings[/{vhost}]."""
+"""/api/exchanges[/{vhost}[/{name}]]."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from batonmq.management.call import Call, answer, created, listing, no_content
 from batonmq.management.route import Route
 
 
-def _name(call: Call) -> str:
+def exchange_name(call: Call, key: str = "name") -> str:
     """The path's exchange: RabbitMQ names the default exchange "amq.default" in paths (its
     rabbit_mgmt_util:id), since an empty path segment would not do."""
-    name = call.path("name")
+    name = call.path(key)
     return "" if name == DEFAULT_EXCHANGE else name
 
 
-def _vhosts(call: Call) -> list[str]:
+def vhosts(call: Call) -> list[str]:
     """The path's virtual host, or every one the caller sees."""
     if "vhost" in call.request.match_info:
         return [call.vhost()]
@@ -26,17 +26,17 @@ def _vhosts(call: Call) -> list[str]:
 
 
 async def list_exchanges(call: Call) -> web.Response:
-    items = [render.exchange(info) for vhost in _vhosts(call) for info in call.api.exchanges(vhost)]
+    items = [render.exchange(info) for vhost in vhosts(call) for info in call.api.exchanges(vhost)]
     return listing(call, items, ["vhost", "name"])
 
 
 async def get_exchange(call: Call) -> web.Response:
-    return answer(render.exchange(call.api.exchange(call.vhost(), _name(call))))
+    return answer(render.exchange(call.api.exchange(call.vhost(), exchange_name(call))))
 
 
 async def put_exchange(call: Call) -> web.Response:
     """RabbitMQ's body: type (required), durable, auto_delete, internal, arguments."""
-    vhost, name = call.vhost(), _name(call)
+    vhost, name = call.vhost(), exchange_name(call)
     body = await call.body()
     type_name = calls.text(body, "type")
     if not type_name:
@@ -59,15 +59,10 @@ async def delete_exchange(call: Call) -> web.Response:
     await call.api.delete_exchange(
         call.caller.name,
         call.vhost(),
-        _name(call),
+        exchange_name(call),
         if_unused=call.query("if-unused") == "true",
     )
     return no_content()
-
-
-async def list_bindings(call: Call) -> web.Response:
-    items = [render.binding(info) for vhost in _vhosts(call) for info in call.api.bindings(vhost)]
-    return listing(call, items, [])
 
 
 ROUTES = (
@@ -76,6 +71,4 @@ ROUTES = (
     Route("GET", "/api/exchanges/{vhost}/{name}", get_exchange),
     Route("PUT", "/api/exchanges/{vhost}/{name}", put_exchange),
     Route("DELETE", "/api/exchanges/{vhost}/{name}", delete_exchange),
-    Route("GET", "/api/bindings", list_bindings),
-    Route("GET", "/api/bindings/{vhost}", list_bindings),
 )
