@@ -974,7 +974,10 @@ async def test_a_backup_restored_into_a_fresh_store_has_the_same_contents(
     assert restored.queues == original.queues
     assert restored.bindings == original.bindings
     assert restored.backlogs == original.backlogs
-    users = [StoredUser("alice", "scrypt$alice"), StoredUser("guest", GUEST_CREDENTIAL)]
+    users = [
+        StoredUser("alice", "scrypt$alice"),
+        StoredUser("guest", GUEST_CREDENTIAL, ("administrator",)),
+    ]
     assert restored.users == original.users == users
     assert restored.vhosts == original.vhosts == [VHOST, "other"]
     assert await read_all(fresh, "q") == original_entries
