@@ -364,3 +364,54 @@ def test_a_broker_whose_http_port_is_taken_does_not_start(tmp_path: Path) -> Non
         output = failed_start(tmp_path, http_environment(port))
     assert f"cannot listen on 127.0.0.1:{port}" in output
     assert "listener=http" in output
+
+
+def test_what_each_tag_sees_and_may_close(tmp_path: Path, acl_path: Path) -> None:
+    """RabbitMQ's management reference, "Permissions": `management` sees its own connections
+    and the virtual hosts it may use, and closes only its own connections; `monitoring` sees
+    every connection and virtual host but closes none of another user's; `administrator` may
+    close anyone's."""
+    acl_path.write_text(
+        "ACL ALLOW guest ALL ALL\n"
+        "ACL DENY mia ACCESS VIRTUALHOST name=hidden\n"
+        "ACL ALLOW mia ALL ALL\nACL ALLOW mo ALL ALL\n",
+        encoding="utf-8",
+    )
+    with start_broker(
+        tmp_path, http=True, environment={"BATONMQ__ACL__FILE": str(acl_path)}
+    ) as broker:
+        call(broker, "PUT", "/api/vhosts/hidden")
+        call(broker, "PUT", "/api/users/mia", {"password": PASSWORD, "tags": "management"})
+        call(broker, "PUT", "/api/users/mo", {"password": PASSWORD, "tags": "monitoring"})
+        mia, mo = ("mia", PASSWORD), ("mo", PASSWORD)
+        with connect(broker) as guest_connection, connect(broker, "mia", PASSWORD):
+            _, seen_by_mia = call(broker, "GET", "/api/connections", auth=mia)
+            assert isinstance(seen_by_mia, list)
+            assert [listed["user"] for listed in seen_by_mia] == ["mia"]
+            _, seen_by_mo = call(broker, "GET", "/api/connections", auth=mo)
+            assert isinstance(seen_by_mo, list)
+            assert sorted(listed["user"] for listed in seen_by_mo) == ["guest", "mia"]
+            [guests] = [listed for listed in seen_by_mo if listed["user"] == "guest"]
+            path = "/api/connections/" + urllib.request.quote(guests["name"], safe="")
+            refused = (
+                401,
+                {"error": "not_authorised", "reason": "User not authorised to access object"},
+            )
+            assert call(broker, "GET", path, auth=mia) == refused
+            assert call(broker, "DELETE", path, auth=mo) == refused
+            assert guest_connection.is_open
+
+        _, vhosts_of_mia = call(broker, "GET", "/api/vhosts", auth=mia)
+        assert isinstance(vhosts_of_mia, list)
+        assert [vhost["name"] for vhost in vhosts_of_mia] == ["/"]
+        assert call(broker, "GET", "/api/queues/hidden", auth=mia) == (
+            401,
+            {"error": "not_authorised", "reason": "User not authorised to access virtual host"},
+        )
+        _, vhosts_of_mo = call(broker, "GET", "/api/vhosts", auth=mo)
+        assert isinstance(vhosts_of_mo, list) and len(vhosts_of_mo) == 2
+        assert call(broker, "GET", "/api/nodes", auth=mia) == (
+            401,
+            {"error": "not_authorised", "reason": "Not monitor user"},
+        )
+        assert call(broker, "GET", "/api/nodes", auth=mo)[0] == 200
