@@ -415,3 +415,32 @@ def test_what_each_tag_sees_and_may_close(tmp_path: Path, acl_path: Path) -> Non
             {"error": "not_authorised", "reason": "Not monitor user"},
         )
         assert call(broker, "GET", "/api/nodes", auth=mo)[0] == 200
+
+
+def test_deleting_a_virtual_host_closes_its_connections_and_deletes_it_for_good(
+    tmp_path: Path,
+) -> None:
+    """RabbitMQ's DELETE /api/vhosts/{vhost}: the clients connected to it get 320
+    CONNECTION_FORCED, and it is gone with its queues, also after a restart."""
+    with start_broker(tmp_path, http=True) as broker:
+        assert call(broker, "PUT", "/api/vhosts/orders") == (201, None)
+        assert call(broker, "PUT", "/api/queues/orders/placed", {"durable": True}) == (201, None)
+        connection = pika.BlockingConnection(
+            pika.ConnectionParameters(broker.host, broker.port, "orders", connection_attempts=1)
+        )
+        connection.channel().basic_publish(
+            "", "placed", b"order 1", pika.BasicProperties(delivery_mode=2)
+        )
+        assert call(broker, "DELETE", "/api/vhosts/orders") == (204, None)
+        with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as closed:
+            connection.process_data_events(5)
+        assert (closed.value.reply_code, closed.value.reply_text) == (
+            320,
+            "CONNECTION_FORCED - vhost 'orders' is deleted",
+        )
+        assert call(broker, "GET", "/api/vhosts/orders")[0] == 404
+        assert call(broker, "DELETE", "/api/vhosts/orders")[0] == 404
+    with start_broker(tmp_path, http=True) as broker:
+        _, vhosts = call(broker, "GET", "/api/vhosts")
+        assert isinstance(vhosts, list) and [vhost["name"] for vhost in vhosts] == ["/"]
+        assert call(broker, "GET", "/api/queues") == (200, [])

@@ -11,6 +11,7 @@ of the same request over AMQP would have got.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -45,7 +46,7 @@ from batonmq.engine.snapshots import (
     QueueInfo,
     UserInfo,
 )
-from batonmq.engine.vhost import VirtualHost
+from batonmq.engine.vhost import RESERVED_PREFIX, VirtualHost
 from batonmq.model.destination import Destination, DestinationKind
 from batonmq.queues.classic import ClassicQueue
 from batonmq.queues.types import declared_type
@@ -469,6 +470,45 @@ class EngineApi:
         await self._durable(f"virtual host '{name}'")
         self.broker.add_vhost(name)
         self.broker.events.publish(EventKind.VHOST_CREATED, name, name)
+
+    async def delete_vhost(self, name: str) -> None:
+        """Delete a virtual host as RabbitMQ does: it takes no new connection, its connections
+        are closed (320), its queues and exchanges are deleted as queue.delete and
+        exchange.delete delete them (each written before it goes), then the virtual host
+        itself is written away and goes. ApiError 404 when there is no such virtual host; a
+        failed write leaves the virtual host, less what was deleted before it."""
+        host = self._vhost(name)
+        broker = self.broker
+        broker.vhosts_deleting.add(name)
+        try:
+            deleted = HardError(ReplyCode.CONNECTION_FORCED, f"vhost '{name}' is deleted")
+            for session in list(self._sessions()):
+                if session.vhost_or_none is host:
+                    session.close(deleted)
+            await asyncio.gather(
+                *(
+                    self._carry_out(
+                        host,
+                        functools.partial(
+                            host.delete_queue, queue, owner=self, on_delete=cancel_consumers_of
+                        ),
+                    )
+                    for queue in list(host.queues)
+                )
+            )
+            await asyncio.gather(
+                *(
+                    self._carry_out(host, functools.partial(host.delete_exchange, exchange.name))
+                    for exchange in list(host.exchanges.values())
+                    if not exchange.is_default and not exchange.name.startswith(RESERVED_PREFIX)
+                )
+            )
+            broker.journal.delete_vhost(name)
+            await self._durable(f"the deletion of virtual host '{name}'")
+            del broker.vhosts[name]
+        finally:
+            broker.vhosts_deleting.discard(name)
+        broker.events.publish(EventKind.VHOST_DELETED, name, name)
 
     def reload_acl(self) -> None:
         """Read the ACL files again (as SIGHUP does): in force from the next access check of

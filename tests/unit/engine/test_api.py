@@ -366,3 +366,49 @@ async def test_bindings_are_made_and_removed_as_over_amqp(tmp_path: Path):
     await api.unbind("bob", to_queue)
     await api.unbind("bob", to_exchange)
     assert [binding for binding in api.bindings("/") if binding.source] == []
+
+
+async def test_a_virtual_host_is_deleted_with_everything_in_it_while_the_broker_runs(
+    tmp_path: Path,
+):
+    """RabbitMQ's virtual host deletion: its connections are closed (320), its queues,
+    messages and exchanges go, and the store holds nothing of it afterwards; a new connection
+    to it is refused."""
+    async with _stored_broker(tmp_path) as (broker, store):
+        api = EngineApi(broker)
+        await api.add_vhost("orders")
+        await api.declare_queue("guest", "orders", "placed")
+        await api.declare_exchange("guest", "orders", "events", "fanout")
+        client = MemClient(Session(broker, LOOPBACK_PEER, lambda: None))
+        client.handshake(vhost="orders")
+        client.open_channel(1)
+        client.publish(
+            1,
+            b"order 1",
+            routing_key="placed",
+            properties=commands.Basic.Properties(delivery_mode=2),
+        )
+        await asyncio.sleep(0.1)  # the publish is written
+        assert (await store.stats()).messages == 1
+
+        await api.delete_vhost("orders")
+
+        close = client.expect(commands.Connection.Close, 0)
+        assert (close.reply_code, close.reply_text) == (
+            320,
+            "CONNECTION_FORCED - vhost 'orders' is deleted",
+        )
+        assert api.vhosts() == ["/"]
+        recovery = await store.recover()
+        assert "orders" not in recovery.vhosts
+        assert [queue.vhost for queue in recovery.queues] == []
+        assert [exchange.vhost for exchange in recovery.exchanges] == []
+        assert (await store.stats()).messages == 0
+        late = MemClient(Session(broker, LOOPBACK_PEER, lambda: None))
+        late.start("guest", "guest")
+        late.tune_and_open(late.expect(commands.Connection.Tune, 0), vhost="orders")
+        refused = late.expect(commands.Connection.Close, 0)
+        assert refused.reply_code in (ReplyCode.NOT_ALLOWED, ReplyCode.ACCESS_REFUSED)
+        with pytest.raises(ApiError) as missing:
+            await api.delete_vhost("orders")
+        assert missing.value.reply_code == ReplyCode.NOT_FOUND

@@ -57,6 +57,12 @@ async def put_vhost(call: Call) -> web.Response:
     return created(existed)
 
 
+async def delete_vhost(call: Call) -> web.Response:
+    """RabbitMQ: the virtual host's connections are closed and everything in it deleted."""
+    await call.api.delete_vhost(call.path("name"))
+    return no_content()
+
+
 ROUTES = (
     Route("GET", "/api/users", list_users, Tag.ADMINISTRATOR),
     Route("GET", "/api/users/{name}", get_user, Tag.ADMINISTRATOR),
@@ -65,4 +71,5 @@ ROUTES = (
     Route("GET", "/api/vhosts", list_vhosts),
     Route("GET", "/api/vhosts/{vhost}", get_vhost),
     Route("PUT", "/api/vhosts/{name}", put_vhost, Tag.ADMINISTRATOR),
+    Route("DELETE", "/api/vhosts/{name}", delete_vhost, Tag.ADMINISTRATOR),
 )
