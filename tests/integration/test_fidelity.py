@@ -53,7 +53,7 @@ FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT = 1, 2, 3, 8
 BASIC_CLASS_ID = 60
 #: Small, so that bodies span many frames both ways.
 RAW_FRAME_MAX = 8192
-#: The fewest entries a queue may keep in memory (config.py: persist.page_window >= 16).
+#: The fewest entries a queue may keep in memory (the persist.page_window setting is at least 16).
 PAGE_WINDOW = 16
 ONE_DAY_MS = b"86400000"
 

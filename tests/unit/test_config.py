@@ -220,6 +220,15 @@ def test_settings_table_is_derived_from_the_dataclasses() -> None:
         "message.expiration_interval",
         "log.level",
         "log.format",
+        "cluster.ha",
+        "cluster.clusterid",
+        "cluster.brokerid",
+        "cluster.heartbeat.hostname",
+        "cluster.heartbeat.port",
+        "cluster.heartbeat.interval",
+        "cluster.heartbeat.threshold",
+        "cluster.monitor.interval",
+        "cluster.monitor.threshold",
     }
     assert set(TABLES) == {
         "broker",
@@ -241,6 +250,9 @@ def test_settings_table_is_derived_from_the_dataclasses() -> None:
         "persist.postgres",
         "message",
         "log",
+        "cluster",
+        "cluster.heartbeat",
+        "cluster.monitor",
     }
     assert SETTINGS["listeners.amqp.port"].attribute_path == ("listeners", "amqp", "port")
     assert SETTINGS["broker.name"].attribute_path == ("broker_name",)
@@ -493,7 +505,9 @@ def test_override_data_dir(tmp_path: Path, environ: dict[str, str]) -> None:
             "port: unknown key; did you mean 'listeners.amqp.port'?",
             id="key-at-top-level",
         ),
-        pytest.param("[cluster]\nha = true\n", "cluster: unknown section", id="unknown-section"),
+        pytest.param(
+            "[federation]\nenabled = true\n", "federation: unknown section", id="unknown-section"
+        ),
         pytest.param(
             'log = "debug"\n',
             "log: is a section: expected a table, got string 'debug'",

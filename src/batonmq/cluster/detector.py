@@ -1,0 +1,133 @@
+"""Failure detection in an HA cluster (MQ 4.1 HA guide, "Failure Detection and Takeover
+Properties"):
+
+    "imq.cluster.heartbeat.threshold specifies the number of missed heartbeat intervals after which
+    a broker is considered suspect of failure. When no heartbeat has been detected from a given
+    broker for the specified number of heartbeat intervals, the other brokers in the cluster begin
+    to monitor the suspect broker's state information in the persistent store to confirm whether
+    the broker has indeed failed. [...] If the broker fails to update its state within the number
+    of monitor intervals specified by imq.cluster.monitor.threshold, the broker is considered to
+    have failed."
+
+Two clocks, two jobs. Missed heartbeats are counted on this broker's monotonic clock: they only
+make a peer *suspect*, which costs nothing but store reads. Whether a suspect has *failed* is
+decided by the store's clock alone: a reading gives the age of the peer's last update as the
+database measures it (its `now()` minus the time stamp it wrote), so no broker's clock, however
+wrong, can make another fail. A peer whose heartbeats stopped but whose store updates go on (a
+broken heartbeat link, a slow network) stays suspect and is never failed.
+
+`FailureDetector` is a pure state machine: it is told what happened (a heartbeat, a tick of the
+clock, a store reading, the member list) and returns what to do, as effects; it does no IO.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+class Health(enum.Enum):
+    ALIVE = "alive"
+    #: Heartbeats missed: watched in the store.
+    SUSPECT = "suspect"
+    #: Silent in the store past the monitor threshold: to be taken over.
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Suspected:
+    """Start reading `peer`'s time stamp in the store, every monitor interval."""
+
+    peer: str
+
+
+@dataclass(frozen=True, slots=True)
+class Cleared:
+    """`peer` was heard from again: stop watching it in the store."""
+
+    peer: str
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """`peer` has failed: try to take it over (the store decides who wins)."""
+
+    peer: str
+    #: How long, on the store's clock, it had been silent there.
+    silent_for: float
+
+
+Effect = Suspected | Cleared | Failed
+
+
+@dataclass(slots=True)
+class _Peer:
+    #: When the last heartbeat arrived (or the peer became known), on this broker's clock.
+    heard_at: float
+    health: Health = Health.ALIVE
+
+
+class FailureDetector:
+    def __init__(
+        self,
+        *,
+        heartbeat_interval: float,
+        heartbeat_threshold: int,
+        monitor_interval: float,
+        monitor_threshold: int,
+    ) -> None:
+        #: Seconds without a heartbeat after which a peer is suspect.
+        self.suspect_after = heartbeat_interval * heartbeat_threshold
+        #: Seconds without a store update, on the store's clock, after which a suspect fails.
+        self.fail_after = monitor_interval * monitor_threshold
+        self._peers: dict[str, _Peer] = {}
+
+    def health(self, peer: str) -> Health | None:
+        """What this broker thinks of `peer` (None: not a member it knows)."""
+        known = self._peers.get(peer)
+        return None if known is None else known.health
+
+    def members(self, peers: Iterable[str], now: float) -> list[Effect]:
+        """The other live members, as the store lists them: a new one is given a full heartbeat
+        threshold from `now` before it can be suspect; one no longer listed is forgotten."""
+        listed = set(peers)
+        effects: list[Effect] = [
+            Cleared(peer)
+            for peer, known in self._peers.items()
+            if peer not in listed and known.health is Health.SUSPECT
+        ]
+        self._peers = {peer: self._peers.get(peer) or _Peer(heard_at=now) for peer in listed}
+        return effects
+
+    def heartbeat(self, peer: str, now: float) -> list[Effect]:
+        """A heartbeat from `peer` arrived at `now` (this broker's monotonic clock)."""
+        known = self._peers.get(peer)
+        if known is None or known.health is Health.FAILED:
+            # Not a member (yet), or already judged failed: a failed broker is fenced by its
+            # takeover, and comes back only as a new member.
+            return []
+        known.heard_at = max(known.heard_at, now)
+        if known.health is Health.SUSPECT:
+            known.health = Health.ALIVE
+            return [Cleared(peer)]
+        return []
+
+    def tick(self, now: float) -> list[Effect]:
+        """Time passed: peers silent for the heartbeat threshold become suspect."""
+        effects: list[Effect] = []
+        for peer, known in self._peers.items():
+            if known.health is Health.ALIVE and now - known.heard_at >= self.suspect_after:
+                known.health = Health.SUSPECT
+                effects.append(Suspected(peer))
+        return effects
+
+    def store_reading(self, peer: str, silent_for: float) -> list[Effect]:
+        """A suspect's last store update is `silent_for` seconds old, as the store measures it."""
+        known = self._peers.get(peer)
+        if known is None or known.health is not Health.SUSPECT:
+            return []  # heard from meanwhile: the reading is stale
+        if silent_for < self.fail_after:
+            return []
+        known.health = Health.FAILED
+        return [Failed(peer, silent_for)]

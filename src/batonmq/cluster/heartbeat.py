@@ -1,0 +1,162 @@
+"""Heartbeats between the brokers of an HA cluster (MQ 4.1 HA guide: "Brokers within an HA
+cluster periodically inform each other that they are still in operation by exchanging heartbeat
+packets"; imq.cluster.heartbeat.hostname, .port and .interval).
+
+Each broker listens on its heartbeat address and keeps one connection open to every other
+member's, on which it sends a heartbeat every interval. What it hears is reported, by broker id,
+to `on_heartbeat` (the failure detector's input); silence is the detector's business, not this
+module's.
+
+The wire: lines of JSON, each at most `LINE_MAX` bytes. The connecting side opens with a hello,
+``{"hello": {"cluster": ID, "broker": ID}}``, then sends ``{"beat": N}`` with N counting up. A hello
+from another cluster, a line that is not one of these, or a line too long ends the connection,
+with a warning naming the peer: a stray client can neither pose as a member nor exhaust memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+log = logging.getLogger(__name__)
+
+LINE_MAX: Final = 1024
+
+
+class HeartbeatError(ValueError):
+    """A line that is not a hello or a heartbeat."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    cluster: str
+    broker: str
+
+
+@dataclass(frozen=True, slots=True)
+class Beat:
+    number: int
+
+
+def hello_line(cluster: str, broker: str) -> bytes:
+    return json.dumps({"hello": {"cluster": cluster, "broker": broker}}).encode() + b"\n"
+
+
+def beat_line(number: int) -> bytes:
+    return json.dumps({"beat": number}).encode() + b"\n"
+
+
+def parse_line(line: bytes) -> Hello | Beat:
+    try:
+        frame = json.loads(line)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise HeartbeatError("not JSON") from None
+    if isinstance(frame, dict) and len(frame) == 1:
+        hello = frame.get("hello")
+        if isinstance(hello, dict) and hello.keys() == {"cluster", "broker"}:
+            cluster, broker = hello["cluster"], hello["broker"]
+            if isinstance(cluster, str) and isinstance(broker, str) and broker:
+                return Hello(cluster, broker)
+        beat = frame.get("beat")
+        if isinstance(beat, int) and not isinstance(beat, bool) and beat >= 0:
+            return Beat(beat)
+    raise HeartbeatError(f"not a hello or a heartbeat: {line[:80]!r}")
+
+
+class HeartbeatService:
+    def __init__(
+        self,
+        *,
+        cluster: str,
+        broker: str,
+        interval: float,
+        on_heartbeat: Callable[[str], None],
+    ) -> None:
+        self.cluster = cluster
+        self.broker = broker
+        self.interval = interval
+        self.on_heartbeat = on_heartbeat
+        self._server: asyncio.Server | None = None
+        self._senders: dict[str, tuple[tuple[str, int], asyncio.Task[None]]] = {}
+        self._receivers: set[asyncio.Task[None]] = set()
+
+    async def listen(self, host: str, port: int) -> tuple[str, int]:
+        """Start the heartbeat service; returns the address it listens on."""
+        self._server = await asyncio.start_server(self._receive, host, port, limit=LINE_MAX)
+        address: tuple[str, int] = self._server.sockets[0].getsockname()[:2]
+        return address
+
+    def watch(self, peers: Mapping[str, tuple[str, int]]) -> None:
+        """Send heartbeats to exactly these members (broker id: heartbeat address)."""
+        for broker, (address, task) in list(self._senders.items()):
+            if peers.get(broker) != address:
+                task.cancel()
+                del self._senders[broker]
+        for broker, address in peers.items():
+            if broker != self.broker and broker not in self._senders:
+                task = asyncio.create_task(self._send(address), name=f"heartbeats to {broker}")
+                self._senders[broker] = (address, task)
+
+    async def close(self) -> None:
+        tasks = [task for _, task in self._senders.values()] + list(self._receivers)
+        self._senders.clear()
+        if self._server is not None:
+            self._server.close()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _send(self, address: tuple[str, int]) -> None:
+        beats = iter(range(1 << 62))
+        while True:
+            try:
+                _, writer = await asyncio.wait_for(asyncio.open_connection(*address), self.interval)
+            except (OSError, TimeoutError):
+                await asyncio.sleep(self.interval)  # the member may be down: try again
+                continue
+            try:
+                writer.write(hello_line(self.cluster, self.broker))
+                for number in beats:
+                    writer.write(beat_line(number))
+                    await asyncio.wait_for(writer.drain(), self.interval)
+                    await asyncio.sleep(self.interval)
+            except (OSError, TimeoutError):
+                await asyncio.sleep(self.interval)
+            finally:
+                writer.close()
+
+    async def _receive(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._receivers.add(task)
+        peer = writer.get_extra_info("peername")
+        try:
+            first = parse_line(await reader.readline())
+            if not isinstance(first, Hello):
+                raise HeartbeatError("a heartbeat before the hello")
+            if first.cluster != self.cluster:
+                raise HeartbeatError(
+                    f"broker {first.broker!r} is of cluster {first.cluster!r}, not {self.cluster!r}"
+                )
+            while line := await reader.readline():
+                if isinstance(parse_line(line), Beat):
+                    self.on_heartbeat(first.broker)
+        except (HeartbeatError, ValueError) as error:
+            # ValueError: StreamReader's "separator not found, chunk exceed the limit".
+            log.warning(
+                "heartbeat connection refused", extra={"peer": str(peer), "reason": str(error)}
+            )
+        except OSError:
+            pass  # the member went away; the failure detector notices the silence
+        finally:
+            self._receivers.discard(task)
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()

@@ -1,0 +1,29 @@
+"""The states a broker of an HA cluster is in, as `list bkr` shows them (MQ 4.1 HA guide, Example 1
+and Table 19), and who may move to which."""
+
+from __future__ import annotations
+
+import enum
+
+
+class BrokerState(enum.StrEnum):
+    #: Serving clients.
+    OPERATING = "OPERATING"
+    #: Taking over a failed broker's persistent state (Table 19, value 1).
+    TAKEOVER_STARTED = "TAKEOVER_STARTED"
+    #: Done taking over (Table 19, value 2).
+    TAKEOVER_COMPLETE = "TAKEOVER_COMPLETE"
+    #: A takeover this broker attempted failed (Table 19, value 3).
+    TAKEOVER_FAILED = "TAKEOVER_FAILED"
+    #: Shutting down (`shutdown bkr`).
+    SHUTDOWN_STARTED = "SHUTDOWN_STARTED"
+    #: Refusing new connections, serving existing ones (`quiesce bkr`) ...
+    QUIESCING = "QUIESCING"
+    #: ... and done with what was in flight.
+    QUIESCE_COMPLETE = "QUIESCE_COMPLETE"
+    #: The failed broker's side of a takeover: judged failed, not yet claimed by a survivor ...
+    FAILOVER_PENDING = "FAILOVER_PENDING"
+    #: ... claimed by a survivor, which is taking over its state ...
+    FAILOVER_STARTED = "FAILOVER_STARTED"
+    #: ... and its state now belongs to the survivor.
+    FAILOVER_COMPLETE = "FAILOVER_COMPLETE"

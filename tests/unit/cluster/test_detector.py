@@ -1,0 +1,164 @@
+"""The failure detector: suspicion from missed heartbeats, failure only from the store's clock.
+
+MQ 4.1 HA guide: "imq.cluster.heartbeat.threshold specifies the number of missed heartbeat
+intervals after which a broker is considered suspect of failure. [...] If the broker fails to
+update its state within the number of monitor intervals specified by
+imq.cluster.monitor.threshold, the broker is considered to have failed."
+"""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from batonmq.cluster.detector import Cleared, Failed, FailureDetector, Health, Suspected
+
+
+def detector() -> FailureDetector:
+    """The HA guide's Table 6 defaults: heartbeats every 2 s, 3 missed make a suspect; the store
+    stamp every 30 s, 2 missed make a failure."""
+    return FailureDetector(
+        heartbeat_interval=2, heartbeat_threshold=3, monitor_interval=30, monitor_threshold=2
+    )
+
+
+def test_a_peer_heard_every_interval_is_never_suspect() -> None:
+    watcher = detector()
+    watcher.members(["B"], now=0)
+    for second in range(0, 100, 2):
+        assert watcher.heartbeat("B", now=second) == []
+        assert watcher.tick(now=second + 1) == []
+    assert watcher.health("B") is Health.ALIVE
+
+
+def test_threshold_missed_heartbeats_make_a_suspect_once() -> None:
+    watcher = detector()
+    watcher.members(["B"], now=0)
+    watcher.heartbeat("B", now=10)
+
+    assert watcher.tick(now=15.9) == []
+    assert watcher.tick(now=16) == [Suspected("B")]
+    assert watcher.tick(now=40) == []
+    assert watcher.health("B") is Health.SUSPECT
+
+
+def test_a_heartbeat_clears_a_suspect() -> None:
+    watcher = detector()
+    watcher.members(["B"], now=0)
+    watcher.tick(now=6)
+
+    assert watcher.heartbeat("B", now=7) == [Cleared("B")]
+    assert watcher.health("B") is Health.ALIVE
+    assert watcher.tick(now=12.9) == []
+    assert watcher.tick(now=13) == [Suspected("B")]
+
+
+def test_a_suspect_fails_only_when_the_store_says_it_is_silent_past_the_threshold() -> None:
+    """The store's clock decides: 59 s of silence there is not yet 2 monitor intervals of 30 s."""
+    watcher = detector()
+    watcher.members(["B"], now=0)
+    watcher.tick(now=6)
+
+    assert watcher.store_reading("B", silent_for=59.0) == []
+    assert watcher.health("B") is Health.SUSPECT
+    assert watcher.store_reading("B", silent_for=60.0) == [Failed("B", 60.0)]
+    assert watcher.health("B") is Health.FAILED
+    assert watcher.store_reading("B", silent_for=90.0) == []
+
+
+def test_a_live_store_stamp_keeps_a_silent_peer_from_failing() -> None:
+    """A broken heartbeat link is not a failure while the peer goes on writing in the store."""
+    watcher = detector()
+    watcher.members(["B"], now=0)
+    watcher.tick(now=6)
+    for second in range(6, 3600, 30):
+        assert watcher.tick(now=second) == []
+        assert watcher.store_reading("B", silent_for=12.0) == []
+    assert watcher.health("B") is Health.SUSPECT
+
+
+def test_a_reading_of_a_peer_that_is_not_suspect_is_stale() -> None:
+    watcher = detector()
+    watcher.members(["B"], now=0)
+
+    assert watcher.store_reading("B", silent_for=1000.0) == []
+    assert watcher.store_reading("unknown", silent_for=1000.0) == []
+    assert watcher.health("B") is Health.ALIVE
+
+
+def test_a_failed_peer_is_not_revived_by_a_late_heartbeat() -> None:
+    """A failed broker is fenced by its takeover; it may only come back as a new member."""
+    watcher = detector()
+    watcher.members(["B"], now=0)
+    watcher.tick(now=6)
+    watcher.store_reading("B", silent_for=60.0)
+
+    assert watcher.heartbeat("B", now=70) == []
+    assert watcher.health("B") is Health.FAILED
+
+
+def test_a_new_member_gets_a_full_threshold_from_when_it_is_listed() -> None:
+    watcher = detector()
+    watcher.members(["B"], now=0)
+    watcher.members(["B", "C"], now=100)
+
+    assert watcher.tick(now=105) == [Suspected("B")]
+    assert watcher.tick(now=106) == [Suspected("C")]
+
+
+def test_a_member_no_longer_listed_is_forgotten_and_no_longer_watched() -> None:
+    watcher = detector()
+    watcher.members(["B", "C"], now=0)
+    watcher.tick(now=6)
+
+    assert watcher.members(["C"], now=7) == [Cleared("B")]
+    assert watcher.health("B") is None
+    assert watcher.heartbeat("B", now=8) == []
+
+
+def test_fast_settings_detect_a_failure_within_their_thresholds() -> None:
+    """With heartbeats every second, threshold 2, and the store stamp every second, threshold 2,
+    a broker killed at t=0 is suspect at 2 s and failed at the first reading past 2 s of silence
+    in the store."""
+    watcher = FailureDetector(
+        heartbeat_interval=1, heartbeat_threshold=2, monitor_interval=1, monitor_threshold=2
+    )
+    watcher.members(["B"], now=-5)
+    watcher.heartbeat("B", now=0)
+
+    effects = [effect for t in (0.5, 1.0, 1.5, 2.0, 2.5) for effect in watcher.tick(now=t)]
+    assert effects == [Suspected("B")]
+    assert watcher.store_reading("B", silent_for=2.5) == [Failed("B", 2.5)]
+
+
+events = st.lists(
+    st.one_of(
+        st.tuples(st.just("heartbeat"), st.sampled_from("BC"), st.floats(0, 50)),
+        st.tuples(st.just("tick"), st.just(""), st.floats(0, 50)),
+        st.tuples(st.just("reading"), st.sampled_from("BC"), st.floats(0, 59.99)),
+        st.tuples(st.just("members"), st.sampled_from(["B", "C", "BC", ""]), st.floats(0, 50)),
+    ),
+    max_size=60,
+)
+
+
+@given(events)
+def test_no_peer_fails_while_the_store_shows_it_within_the_threshold(
+    history: list[tuple[str, str, float]],
+) -> None:
+    """Whatever heartbeats are lost and however the members change, a peer whose store stamp is
+    never older than the monitor threshold is never failed: the store's clock decides."""
+    watcher = detector()
+    now = 0.0
+    for kind, peers, value in history:
+        if kind == "heartbeat":
+            now += value
+            effects = watcher.heartbeat(peers, now)
+        elif kind == "tick":
+            now += value
+            effects = watcher.tick(now)
+        elif kind == "reading":
+            effects = watcher.store_reading(peers, silent_for=value)
+        else:
+            effects = watcher.members(list(peers), now)
+        assert not any(isinstance(effect, Failed) for effect in effects)
