@@ -37,6 +37,8 @@ class RunningBroker:
     environment: dict[str, str] = field(default_factory=dict)
     #: The amqps listener's port, when start_broker was asked for one.
     amqps_port: int | None = None
+    #: The management HTTP API's port, when start_broker was asked for it.
+    http_port: int | None = None
     #: The log as it was when this process ended by stop() or kill(): a test may remove the
     #: log's directory (unmount a small disk) before the harness reads the log.
     final_log: str | None = None
@@ -160,6 +162,7 @@ def start_broker(
     environment: dict[str, str] | None = None,
     amqps: bool = False,
     plain: bool = True,
+    http: bool = False,
 ) -> RunningBroker:
     """Run `python -m batonmq` on a free port with its data and log under `workdir` (started
     again with the same `workdir`, it finds its data again); `environment` adds variables
@@ -168,7 +171,9 @@ def start_broker(
     `amqps` also enables the TLS listener on 127.0.0.1 and a free port of its own (`amqps_port`;
     `environment` gives its certificate settings); `plain=False` disables the plain listener
     (sslOnly), whose port is still chosen and passed, so that a test can show nothing listens
-    there. The broker is ready once every enabled listener accepts connections."""
+    there. The management HTTP API is off unless `http`, which puts it on 127.0.0.1 and a free
+    port of its own (`http_port`): parallel brokers never meet on 15672. The broker is ready
+    once every enabled listener accepts connections."""
     port = free_port()
     data_dir = workdir / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -182,6 +187,8 @@ def start_broker(
         env["BATONMQ__LISTENERS__AMQPS__PORT"] = str(amqps_port)
     if not plain:
         env["BATONMQ__LISTENERS__AMQP__ENABLED"] = "false"
+    http_port = free_port() if http else None
+    env.update(http_environment(http_port))
     env.update(environment or {})
     with log_path.open("ab") as log_file:
         process = subprocess.Popen(
@@ -212,6 +219,7 @@ def start_broker(
         extra_args=extra_args,
         environment=dict(environment or {}),
         amqps_port=amqps_port,
+        http_port=http_port,
     )
     _started.append(broker)
     try:
@@ -219,10 +227,24 @@ def start_broker(
             wait_for_port("127.0.0.1", port, process, log_path)
         if amqps_port is not None:
             wait_for_port("127.0.0.1", amqps_port, process, log_path)
+        if http_port is not None:
+            wait_for_port("127.0.0.1", http_port, process, log_path)
     except Exception:
         broker.stop()
         raise
     return broker
+
+
+def http_environment(port: int | None) -> dict[str, str]:
+    """The configuration variables of a test broker's management API: on 127.0.0.1 and
+    `port`, or off (None)."""
+    if port is None:
+        return {"BATONMQ__LISTENERS__HTTP__ENABLED": "false"}
+    return {
+        "BATONMQ__LISTENERS__HTTP__ENABLED": "true",
+        "BATONMQ__LISTENERS__HTTP__BIND": "127.0.0.1",
+        "BATONMQ__LISTENERS__HTTP__PORT": str(port),
+    }
 
 
 class BrokerLife:
@@ -291,7 +313,7 @@ def failed_start(workdir: Path, environment: dict[str, str]) -> str:
             "--data-dir",
             str(workdir / "data"),
         ],
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **environment},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **http_environment(None), **environment},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         timeout=30,

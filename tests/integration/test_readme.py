@@ -29,7 +29,13 @@ from pathlib import Path
 import pika
 import pytest
 
-from tests.brokerproc import RunningBroker, free_port, start_broker, wait_until
+from tests.brokerproc import (
+    RunningBroker,
+    free_port,
+    http_environment,
+    start_broker,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -215,6 +221,7 @@ def _run_install(command: str, sandbox: Sandbox) -> None:
     port = free_port()
     sandbox.environment["BATONMQ__LISTENERS__AMQP__BIND"] = "127.0.0.1"
     sandbox.environment["BATONMQ__LISTENERS__AMQP__PORT"] = str(port)
+    sandbox.environment.update(http_environment(free_port()))
     environment = _environment(sandbox)
     environment["PATH"] = environment["PATH"].removeprefix(f"{BIN}{os.pathsep}")
     environment.pop("VIRTUAL_ENV", None)

@@ -21,6 +21,7 @@ async def test_accepted_sockets_have_nagle_off(tmp_path: Path) -> None:
             "listeners.amqp.bind": "127.0.0.1",
             "listeners.amqp.port": 0,
             "broker.data_dir": str(tmp_path),
+            "listeners.http.enabled": False,
         },
         environ={},
     )

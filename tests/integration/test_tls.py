@@ -12,10 +12,13 @@ listeners), never an --amqp-url broker.
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import signal
 import socket
 import ssl
 import time
+import urllib.request
 import uuid
 import warnings
 from collections.abc import Callable, Coroutine, Iterator
@@ -584,6 +587,7 @@ def test_handshakes_on_both_event_loops(tmp_path: Path, pki: Pki, runner: Runner
                 "listeners.amqps.bind": "127.0.0.1",
                 "listeners.amqps.port": 0,
                 "broker.data_dir": str(tmp_path),
+                "listeners.http.enabled": False,
             },
             environ=tls_environment(pki, verify="required", mechanisms="PLAIN EXTERNAL"),
         )
@@ -631,3 +635,18 @@ def test_handshakes_on_both_event_loops(tmp_path: Path, pki: Pki, runner: Runner
         silent_writer.close()
 
     runner(scenario())
+
+
+def test_the_http_api_over_tls_uses_the_amqps_certificate(tmp_path: Path, pki: Pki) -> None:
+    """`[listeners.http] tls = true`: the management API is served over HTTPS with the amqps
+    listener's certificate and key (as RabbitMQ's management listener takes an ssl_opts)."""
+    environment = {**tls_environment(pki, verify="none"), "BATONMQ__LISTENERS__HTTP__TLS": "true"}
+    with start_broker(tmp_path, environment=environment, http=True) as broker:
+        request = urllib.request.Request(
+            f"https://localhost:{broker.http_port}/api/whoami",
+            headers={"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()},
+        )
+        with urllib.request.urlopen(request, context=client_context(pki), timeout=30) as answer:
+            assert json.loads(answer.read()) == {"name": "guest", "tags": ["administrator"]}
+        listening = [line for line in broker.log().splitlines() if "listener=http" in line]
+        assert listening and "tls=true" in listening[0]

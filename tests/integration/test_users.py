@@ -14,6 +14,7 @@ import pika.exceptions
 import pytest
 
 from tests.brokerproc import RunningBroker, run_batonctl, start_broker
+from tests.httpapi import call
 
 pytestmark = pytest.mark.integration
 
@@ -177,5 +178,38 @@ def test_virtual_hosts_are_added_isolated_and_deleted_with_everything_in_them(
     try:
         with pytest.raises(pika.exceptions.AMQPConnectionError):
             connect(broker, "guest", "guest", "prod")
+    finally:
+        broker.stop()
+
+
+def test_tags_given_with_batonctl_decide_what_the_user_may_do_over_http(
+    workdir: Path, store_environment: dict[str, str]
+):
+    """RabbitMQ's user tags: `batonctl user add --tags`, `user tags` and `user passwd` (which
+    keeps them); a user without a tag may not use the HTTP API ("Not management user")."""
+    batonctl(
+        workdir, store_environment, "user", "add", "mona", "--password", "pw", "--tags",
+        "monitoring",
+    )  # fmt: skip
+    batonctl(workdir, store_environment, "user", "add", "amqp-only", "--password", "pw")
+    batonctl(workdir, store_environment, "user", "tags", "amqp-only", "management")
+    batonctl(workdir, store_environment, "user", "tags", "amqp-only")
+    batonctl(workdir, store_environment, "user", "passwd", "mona", "--password", "pw2")
+    listed = batonctl(workdir, store_environment, "user", "list")
+    assert "mona\tscrypt\t[monitoring]" in listed
+    assert "amqp-only\tscrypt\t[]" in listed
+    assert "guest\tscrypt\t[administrator]" in listed
+    broker = start_broker(workdir, environment=store_environment, http=True)
+    try:
+        assert call(broker, "GET", "/api/whoami", auth=("mona", "pw2")) == (
+            200,
+            {"name": "mona", "tags": ["monitoring"]},
+        )
+        assert call(broker, "GET", "/api/overview", auth=("amqp-only", "pw")) == (
+            401,
+            {"error": "not_authorised", "reason": "Not management user"},
+        )
+        with connect(broker, "amqp-only", "pw") as connection:
+            connection.channel().queue_declare("", exclusive=True)
     finally:
         broker.stop()

@@ -21,3 +21,28 @@ def test_the_broker_batonctl_and_the_engine_api_load_without_asyncpg():
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     )
     assert finished.stdout.strip() == "False", finished.stderr
+
+
+def test_a_broker_without_the_http_api_runs_without_aiohttp():
+    """aiohttp is imported only by the management HTTP listener: a broker started with
+    `[listeners.http] enabled = false` (and batonctl, and the engine API) never loads it."""
+    probe = (
+        "import asyncio, sys, tempfile\n"
+        "import batonmq.cli.broker, batonmq.cli.ctl, batonmq.engine.api\n"
+        "from batonmq.config import load_config\n"
+        "from batonmq.server.app import BrokerServer\n"
+        "async def main(data_dir):\n"
+        "    config = load_config(overrides={'listeners.amqp.bind': '127.0.0.1',\n"
+        "        'listeners.amqp.port': 0, 'listeners.http.enabled': False,\n"
+        "        'broker.data_dir': data_dir}, environ={})\n"
+        "    server = BrokerServer(config)\n"
+        "    await server.start()\n"
+        "    await server.shutdown()\n"
+        "with tempfile.TemporaryDirectory() as data_dir:\n"
+        "    asyncio.run(main(data_dir))\n"
+        "print('aiohttp' in sys.modules)\n"
+    )
+    finished = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert finished.stdout.strip() == "False", finished.stderr

@@ -25,10 +25,14 @@ EXIT_USAGE = 2
 FLAG_KEYS = {
     "--bind": "listeners.amqp.bind",
     "--port": "listeners.amqp.port",
+    "--http-port": "listeners.http.port",
     "--data-dir": "broker.data_dir",
     "--log-level": "log.level",
     "--log-format": "log.format",
 }
+
+
+_PORT_FLAGS = frozenset({"--port", "--http-port"})
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     # the same words as for the file and the environment.
     parser.add_argument("--bind", metavar="ADDR", help="address to listen on for AMQP")
     parser.add_argument("--port", metavar="N", help="AMQP port (0 picks a free port)")
+    parser.add_argument(
+        "--http-port", metavar="N", help="management HTTP API port (0 picks a free port)"
+    )
     parser.add_argument("--data-dir", metavar="DIR", help="where the broker keeps its data")
     parser.add_argument("--log-level", metavar="LEVEL", help="debug, info, warning or error")
     parser.add_argument("--log-format", metavar="text|json", help="log line format")
@@ -64,7 +71,7 @@ def _integer_or_text(text: str) -> int | str:
 
 def _overrides(args: argparse.Namespace) -> dict[str, object]:
     return flag_overrides(
-        args, FLAG_KEYS, lambda flag, text: _integer_or_text(text) if flag == "--port" else text
+        args, FLAG_KEYS, lambda flag, text: _integer_or_text(text) if flag in _PORT_FLAGS else text
     )
 
 

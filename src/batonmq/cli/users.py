@@ -1,7 +1,8 @@
 """``batonctl user``: the users who may log in (Qpid manual §2.1 "Add New Users").
 
-    batonctl user add NAME [--password PW | --password-stdin]
-    batonctl user passwd NAME [--password PW | --password-stdin]
+    batonctl user add NAME [--password PW | --password-stdin] [--tags TAGS]
+    batonctl user passwd NAME [--password PW | --password-stdin] [--tags TAGS]
+    batonctl user tags NAME [TAGS]
     batonctl user delete NAME
     batonctl user list
     batonctl user import FILE --format plain|base64md5
@@ -12,6 +13,10 @@ upgrade` does); a broker reads its users when it starts. `import` reads the pass
 the seed (§2.1.1): plain `user:password` lines, hashed as they are imported, or Base64MD5 ones,
 which are kept as they are (MD5 is weak: each is replaced by scrypt at the user's next login).
 Without --password or --password-stdin the password is asked for on the terminal, twice.
+Tags are RabbitMQ's (administrator, monitoring, policymaker, management; comma- or
+space-separated): they decide what the user may do over the management HTTP API, and a user
+without one may not use it at all. `passwd` without --tags keeps the user's tags; `tags NAME`
+alone removes them.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from batonmq.cli.storecommand import (
     run_on_store,
 )
 from batonmq.config import Config
+from batonmq.management.access import parse_tags
 from batonmq.security.password_files import (
     PasswordFileError,
     PasswordFileFormat,
@@ -42,7 +48,7 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     """Add the ``user`` group and its commands to `groups` (see `batonmq.cli.ctl`)."""
     group = groups.add_parser(
         "user",
-        help="users who may log in: add, passwd, delete, list, import",
+        help="users who may log in: add, passwd, tags, delete, list, import",
         description=__doc__.split("\n\n", 2)[2].strip(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -62,7 +68,21 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         source.add_argument(
             "--password-stdin", action="store_true", help="read the password from stdin"
         )
+        command.add_argument(
+            "--tags",
+            metavar="TAGS",
+            help="management tags, comma-separated: administrator, monitoring, policymaker, "
+            "management",
+        )
         command.set_defaults(handler=handler)
+    tagging = commands.add_parser(
+        "tags",
+        help="set a user's management tags",
+        description="Set a user's management tags (none: the user may not use the HTTP API).",
+    )
+    tagging.add_argument("name", metavar="NAME")
+    tagging.add_argument("tags", metavar="TAGS", nargs="*")
+    tagging.set_defaults(handler=_set_tags)
     delete = commands.add_parser("delete", help="delete a user", description="Delete a user.")
     delete.add_argument("name", metavar="NAME")
     delete.set_defaults(handler=_delete)
@@ -128,6 +148,14 @@ async def _names(store: Store) -> set[str]:
     return {user.name for user in await store.users()}
 
 
+async def _user(store: Store, name: str) -> StoredUser | None:
+    return next((user for user in await store.users() if user.name == name), None)
+
+
+def _tags(text: str | None) -> tuple[str, ...] | None:
+    return None if text is None else tuple(sorted(parse_tags(text)))
+
+
 def _add(args: argparse.Namespace, config: Config) -> int:
     return _set_password(args, config, adding=True)
 
@@ -140,15 +168,18 @@ def _set_password(args: argparse.Namespace, config: Config, *, adding: bool) -> 
     """`user add` (the user must be new) and `user passwd` (the user must exist)."""
     name: str = args.name
     credential = _new_credential(name, args)
+    tags = _tags(args.tags)
 
     async def set_password(store: Store) -> str:
         async with opened(store, create=adding, migrate=True, lock=True):
-            exists = name in await _names(store)
-            if adding and exists:
+            existing = await _user(store, name)
+            if adding and existing is not None:
                 raise CommandFailed(f"user '{name}' exists: use `batonctl user passwd`")
-            if not adding and not exists:
+            if existing is None and not adding:
                 raise CommandFailed(f"there is no user '{name}'")
-            await store.commit(WriteBatch(users_put=[StoredUser(name, credential.encode())]))
+            kept = existing.tags if existing is not None else ()
+            user = StoredUser(name, credential.encode(), kept if tags is None else tags)
+            await store.commit(WriteBatch(users_put=[user]))
         return f"added user '{name}'" if adding else f"changed the password of user '{name}'"
 
     what = f"cannot add user '{name}'" if adding else f"cannot change the password of user '{name}'"
@@ -161,6 +192,22 @@ def _new_credential(name: str, args: argparse.Namespace) -> Credential:
     if not name or name != name.strip() or ":" in name:
         raise CommandFailed(f"invalid user name {name!r}")
     return Credential.from_password(_password(args))
+
+
+def _set_tags(args: argparse.Namespace, config: Config) -> int:
+    name: str = args.name
+    tags = _tags(" ".join(args.tags)) or ()
+
+    async def set_tags(store: Store) -> str:
+        async with opened(store, create=False, migrate=True, lock=True):
+            existing = await _user(store, name)
+            if existing is None:
+                raise CommandFailed(f"there is no user '{name}'")
+            user = StoredUser(name, existing.credential, tags)
+            await store.commit(WriteBatch(users_put=[user]))
+        return f"set the tags of user '{name}' to [{', '.join(tags)}]"
+
+    return run_on_store(config, f"cannot set the tags of user '{name}'", set_tags)
 
 
 def _delete(args: argparse.Namespace, config: Config) -> int:
@@ -181,7 +228,7 @@ def _list(args: argparse.Namespace, config: Config) -> int:
         require_store_file(store, config)
         async with opened(store, create=False, migrate=False, lock=False):
             users = await store.users()
-        return "\n".join(f"{user.name}\t{_kind(user)}" for user in users)
+        return "\n".join(f"{user.name}\t{_kind(user)}\t[{', '.join(user.tags)}]" for user in users)
 
     return run_on_store(config, "cannot list the users", listing)
 
@@ -206,7 +253,8 @@ def _import(args: argparse.Namespace, config: Config) -> int:
 
     async def import_users(store: Store) -> str:
         async with opened(store, create=True, migrate=True, lock=True):
-            existing = await _names(store) & {entry.username for entry in entries}
+            tags = {user.name: user.tags for user in await store.users()}
+            existing = tags.keys() & {entry.username for entry in entries}
             if existing and not replace:
                 raise CommandFailed(
                     f"users exist already: {', '.join(sorted(existing))} (--replace replaces "
@@ -215,7 +263,12 @@ def _import(args: argparse.Namespace, config: Config) -> int:
             await store.commit(
                 WriteBatch(
                     users_put=[
-                        StoredUser(entry.username, entry.credential.encode()) for entry in entries
+                        StoredUser(
+                            entry.username,
+                            entry.credential.encode(),
+                            tags.get(entry.username, ()),
+                        )
+                        for entry in entries
                     ]
                 )
             )

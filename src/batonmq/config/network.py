@@ -65,9 +65,22 @@ class TlsListenerConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class HttpListenerConfig:
+    """The management HTTP API, on RabbitMQ's management port (15672) by default."""
+
+    enabled: bool = setting(True)
+    bind: str = setting("0.0.0.0", check=bind_address)
+    #: 0 asks the operating system for a free port.
+    port: int = setting(15672, check=between(0, 65535))
+    #: HTTPS, with the certificate, key and client-certificate settings of `[listeners.amqps]`.
+    tls: bool = setting(False)
+
+
+@dataclass(frozen=True, slots=True)
 class ListenersConfig:
     amqp: ListenerConfig = field(default_factory=ListenerConfig)
     amqps: TlsListenerConfig = field(default_factory=TlsListenerConfig)
+    http: HttpListenerConfig = field(default_factory=HttpListenerConfig)
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,9 +90,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 from urllib.parse import unquote
 
+from pamqp.common import FieldTable
+
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import amqp_error
 from batonmq.config import AclConfig
+from batonmq.engine.exchange import alternate_exchange_name
 from batonmq.security.acl import AclError, AclRules, Action, Decision, ObjectType, Property
 from batonmq.security.acl_parser import load_acl_file
 
@@ -158,6 +161,28 @@ def exchange_name(name: str) -> str:
     """An exchange's name in a request: the default exchange is "amq.default" ("amq." names
     are reserved, so no other exchange can have it)."""
     return name or DEFAULT_EXCHANGE
+
+
+def exchange_declare_properties(
+    name: str, type_name: str, durable: bool, auto_delete: bool, arguments: FieldTable | None
+) -> dict[Property, str]:
+    """CREATE EXCHANGE (Table 2.3: "Applied when an object is created, such as bindings,
+    queues, exchanges"), with the alternate exchange when the arguments name one."""
+    properties = {
+        Property.NAME: exchange_name(name),
+        Property.TYPE: type_name,
+        Property.DURABLE: flag(durable),
+        Property.AUTO_DELETE: flag(auto_delete),
+        Property.TEMPORARY: flag(auto_delete),
+        Property.PASSIVE: "false",
+    }
+    try:
+        alternate = alternate_exchange_name(arguments or {})
+    except TypeError:
+        alternate = None  # not a name: the virtual host refuses it with 406
+    if alternate is not None:
+        properties[Property.ALTERNATE] = alternate
+    return properties
 
 
 def is_temporary(queue: Queue) -> bool:

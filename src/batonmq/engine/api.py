@@ -11,26 +11,47 @@ of the same request over AMQP would have got.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 from pamqp.common import FieldTable
 
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import HardError, ProtocolError
-from batonmq.engine.access import flag, queue_properties
+from batonmq.engine.access import (
+    binding_properties,
+    exchange_binding_properties,
+    exchange_declare_properties,
+    exchange_name,
+    flag,
+    is_temporary,
+    queue_properties,
+)
 from batonmq.engine.broker import Broker
 from batonmq.engine.change import Change, ChangePending
 from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.counters import ChannelCounters, message_totals
 from batonmq.engine.events import EventKind
 from batonmq.engine.session import Session
-from batonmq.engine.vhost import VirtualHost
+from batonmq.engine.snapshots import (
+    BindingInfo,
+    ChannelInfo,
+    ConnectionInfo,
+    ConsumerInfo,
+    ExchangeInfo,
+    Overview,
+    QueueInfo,
+    UserInfo,
+)
+from batonmq.engine.vhost import RESERVED_PREFIX, VirtualHost
+from batonmq.model.destination import Destination, DestinationKind
 from batonmq.queues.protocol import Queue
 from batonmq.queues.types import declared_type
 from batonmq.security.acl import AclError, Action, ObjectType, Property
+from batonmq.security.authn import AuthenticationError, LoginAttempt
 from batonmq.security.passwords import Credential
 from batonmq.store.base import StoredUser
 
@@ -47,81 +68,6 @@ class ApiError(Exception):
         self.text = text
 
 
-@dataclass(frozen=True, slots=True)
-class QueueInfo:
-    vhost: str
-    name: str
-    type: str
-    durable: bool
-    auto_delete: bool
-    exclusive: bool
-    arguments: FieldTable
-    messages_ready: int
-    consumers: int
-
-
-@dataclass(frozen=True, slots=True)
-class ExchangeInfo:
-    vhost: str
-    name: str
-    type: str
-    durable: bool
-    auto_delete: bool
-    internal: bool
-    arguments: FieldTable
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionInfo:
-    id: int
-    name: str
-    peer_host: str
-    peer_port: int
-    user: str
-    vhost: str | None
-    client_properties: FieldTable
-    channels: int
-    recv_oct: int
-    send_oct: int
-
-
-@dataclass(frozen=True, slots=True)
-class ChannelInfo:
-    name: str
-    connection: int
-    number: int
-    user: str
-    vhost: str
-    consumers: int
-    messages_unacknowledged: int
-    prefetch_count: int
-    counters: ChannelCounters
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerInfo:
-    vhost: str
-    queue: str
-    tag: str
-    channel: str
-    ack_required: bool
-    exclusive: bool
-    prefetch_count: int
-    arguments: FieldTable
-
-
-@dataclass(frozen=True, slots=True)
-class Overview:
-    connections: int
-    channels: int
-    queues: int
-    exchanges: int
-    consumers: int
-    messages_ready: int
-    alarms: dict[str, str]
-    message_totals: ChannelCounters = field(default_factory=ChannelCounters)
-
-
 class EngineApi:
     """The service API of one broker (see the module docstring)."""
 
@@ -134,6 +80,7 @@ class EngineApi:
         return sorted(self.broker.vhosts)
 
     def queues(self, vhost: str | None = None) -> list[QueueInfo]:
+        unacknowledged = self._unacknowledged()
         return [
             QueueInfo(
                 host.name,
@@ -145,9 +92,58 @@ class EngineApi:
                 dict(queue.arguments),
                 queue.message_count,
                 queue.consumer_count,
+                unacknowledged[host.name, queue.name],
             )
             for host in self._vhosts(vhost)
             for queue in host.queues.values()
+        ]
+
+    def _unacknowledged(self) -> Counter[tuple[str, str]]:
+        """Unacknowledged deliveries by (vhost, queue): the channels hold them, not the queues."""
+        return Counter(
+            (session.vhost.name, unsettled.queue.name)
+            for session in self._sessions()
+            if session.vhost_or_none is not None
+            for channel in session.channels.values()
+            for unsettled in channel.unsettled.values()
+        )
+
+    def queue(self, vhost: str, name: str) -> QueueInfo:
+        """One queue; ApiError 404 when the virtual host or the queue does not exist."""
+        self._queue(self._vhost(vhost), name)
+        return next(info for info in self.queues(vhost) if info.name == name)
+
+    def exchange(self, vhost: str, name: str) -> ExchangeInfo:
+        """One exchange ("" is the default exchange); ApiError 404 when there is none."""
+        host = self._vhost(vhost)
+        if name not in host.exchanges:
+            raise ApiError(ReplyCode.NOT_FOUND, f"no exchange '{name}' in vhost '{vhost}'")
+        return next(info for info in self.exchanges(vhost) if info.name == name)
+
+    def bindings(self, vhost: str | None = None) -> list[BindingInfo]:
+        """Every binding, the default exchange's implicit ones to each queue first (as
+        RabbitMQ lists them: AMQP 0-9-1 spec, "The default exchange ... every queue is
+        automatically bound to it with a routing key equal to the queue name")."""
+        return [
+            *(
+                BindingInfo(host.name, "", queue, "queue", queue, {})
+                for host in self._vhosts(vhost)
+                for queue in host.queues
+            ),
+            *(
+                BindingInfo(
+                    host.name,
+                    exchange.name,
+                    destination.name,
+                    "queue" if destination.kind is DestinationKind.QUEUE else "exchange",
+                    routing_key,
+                    dict(arguments),
+                )
+                for host in self._vhosts(vhost)
+                for exchange in host.exchanges.values()
+                if not exchange.is_default
+                for destination, routing_key, arguments in exchange.router.bindings()
+            ),
         ]
 
     def exchanges(self, vhost: str | None = None) -> list[ExchangeInfo]:
@@ -288,6 +284,93 @@ class EngineApi:
             ),
         )
 
+    async def declare_exchange(
+        self,
+        user: str,
+        vhost: str,
+        name: str,
+        type_name: str,
+        *,
+        durable: bool = True,
+        auto_delete: bool = False,
+        internal: bool = False,
+        arguments: FieldTable | None = None,
+    ) -> ExchangeInfo:
+        """Declare an exchange as exchange.declare would."""
+        host = self._vhost(vhost)
+        self._require(
+            user,
+            host,
+            Action.CREATE,
+            ObjectType.EXCHANGE,
+            exchange_declare_properties(name, type_name, durable, auto_delete, arguments),
+        )
+        await self._carry_out(
+            host,
+            lambda: host.declare_exchange(
+                name,
+                type_name,
+                durable=durable,
+                auto_delete=auto_delete,
+                internal=internal,
+                arguments=arguments,
+            ),
+        )
+        return self.exchange(vhost, name)
+
+    async def delete_exchange(
+        self, user: str, vhost: str, name: str, *, if_unused: bool = False
+    ) -> None:
+        """Delete an exchange as exchange.delete would, but ApiError 404 when there is none
+        (exchange.delete succeeds then; RabbitMQ's HTTP API answers 404)."""
+        host = self._vhost(vhost)
+        self.exchange(vhost, name)
+        self._require(
+            user, host, Action.DELETE, ObjectType.EXCHANGE, {Property.NAME: exchange_name(name)}
+        )
+        await self._carry_out(host, lambda: host.delete_exchange(name, if_unused=if_unused))
+
+    async def bind(self, user: str, binding: BindingInfo) -> None:
+        """Bind as queue.bind (destination_type "queue") or exchange.bind would."""
+        await self._change_binding(user, binding, Action.BIND)
+
+    async def unbind(self, user: str, binding: BindingInfo) -> None:
+        """Unbind as queue.unbind or exchange.unbind would."""
+        await self._change_binding(user, binding, Action.UNBIND)
+
+    async def _change_binding(self, user: str, binding: BindingInfo, action: Action) -> None:
+        host = self._vhost(binding.vhost)
+        if binding.destination_type == "queue":
+            queue = self._queue(host, binding.destination)
+            try:
+                host.check_owner(queue, self)  # another connection's exclusive queue: 405
+            except ProtocolError as error:
+                raise ApiError(error.reply_code, error.reply_text) from None
+            properties = binding_properties(
+                binding.source,
+                queue.name,
+                binding.routing_key,
+                durable=queue.durable,
+                temporary=is_temporary(queue),
+            )
+            destination = Destination.queue(queue.name)
+        else:
+            properties = exchange_binding_properties(
+                binding.source,
+                binding.destination,
+                binding.routing_key,
+                host.exchanges.get(binding.destination),
+            )
+            destination = Destination.exchange(binding.destination)
+        # Qpid manual Table 2.3: BIND "Applied when queues are bound to exchanges", UNBIND
+        # when they are unbound; an exchange destination is asked about as the queue name.
+        self._require(user, host, action, ObjectType.EXCHANGE, properties)
+        change = host.bind if action is Action.BIND else host.unbind
+        arguments = dict(binding.arguments)
+        await self._carry_out(
+            host, lambda: change(binding.source, destination, binding.routing_key, arguments)
+        )
+
     def purge_queue(self, user: str, vhost: str, name: str) -> int:
         """Remove a queue's ready messages as queue.purge would; how many there were."""
         host = self._vhost(vhost)
@@ -309,17 +392,61 @@ class EngineApi:
     def users(self) -> list[str]:
         return sorted(self.broker.authenticator.users)
 
-    async def put_user(self, name: str, password: str) -> None:
-        """Add a user, or set a user's password: written to the store, then in force for the
-        next login (connections already open stay)."""
+    def user(self, name: str) -> UserInfo:
+        """A user and its tags; ApiError 404 when there is no such user."""
+        if name not in self.broker.authenticator.users:
+            raise ApiError(ReplyCode.NOT_FOUND, f"no user '{name}'")
+        return UserInfo(name, self.broker.user_tags.get(name, ()))
+
+    async def put_user(
+        self, name: str, password: str | None, tags: Iterable[str] | None = None
+    ) -> None:
+        """Add a user, or change a user's password and tags: written to the store, then in
+        force for the next login (connections already open stay). A password of None keeps
+        the user's password (a new user needs one); tags of None keep its tags."""
         if not name:
             raise ApiError(ReplyCode.PRECONDITION_FAILED, "a user needs a name")
-        # scrypt is slow on purpose: off the event loop.
-        credential = await asyncio.to_thread(Credential.from_password, password)
-        self.broker.journal.put_user(StoredUser(name, credential.encode()))
+        authenticator = self.broker.authenticator
+        existing = authenticator.users.get(name)
+        if password is not None:
+            # scrypt is slow on purpose: off the event loop.
+            credential = await asyncio.to_thread(Credential.from_password, password)
+        elif existing is not None:
+            credential = existing
+        else:
+            raise ApiError(ReplyCode.PRECONDITION_FAILED, f"new user '{name}' needs a password")
+        kept_tags = self.broker.user_tags.get(name, ())
+        new_tags = kept_tags if tags is None else tuple(dict.fromkeys(tags))
+        self.broker.journal.put_user(StoredUser(name, credential.encode(), new_tags))
         await self._durable(f"user '{name}'")
-        self.broker.authenticator.set_user(name, credential)
+        if credential is not existing:
+            authenticator.set_user(name, credential)
+        self.broker.user_tags[name] = new_tags
         self.broker.events.publish(EventKind.USER_CHANGED, name)
+
+    async def login(self, name: str, password: str, peer_host: str) -> UserInfo:
+        """Check a user's password as an AMQP PLAIN login is checked (the same throttle and
+        lockout, the same guest rule); ApiError 403 with the refusal when it fails."""
+        decided: asyncio.Future[str | AuthenticationError] = (
+            asyncio.get_running_loop().create_future()
+        )
+        response = b"\0" + name.encode() + b"\0" + password.encode()
+        self.broker.authenticator.authenticate(
+            LoginAttempt("PLAIN", response, peer_host), decided.set_result
+        )
+        outcome = await decided
+        if isinstance(outcome, AuthenticationError):
+            raise ApiError(ReplyCode.ACCESS_REFUSED, outcome.reason)
+        return UserInfo(outcome, self.broker.user_tags.get(outcome, ()))
+
+    def permitted_vhosts(self, user: str) -> list[str]:
+        """The virtual hosts the ACL lets `user` open (all of them without an ACL)."""
+        access = self.broker.access
+        return [
+            name
+            for name in self.vhosts()
+            if not access.enabled or access.check_vhost(user, name) is None
+        ]
 
     async def delete_user(self, name: str) -> None:
         """Delete a user: written to the store, then refused at login, and its connections
@@ -329,6 +456,7 @@ class EngineApi:
         self.broker.journal.delete_user(name)
         await self._durable(f"user '{name}'")
         self.broker.authenticator.remove_user(name)
+        self.broker.user_tags.pop(name, None)
         for session in list(self._sessions()):
             if session.username == name:
                 session.close(HardError(ReplyCode.CONNECTION_FORCED, f"user '{name}' deleted"))
@@ -342,6 +470,45 @@ class EngineApi:
         await self._durable(f"virtual host '{name}'")
         self.broker.add_vhost(name)
         self.broker.events.publish(EventKind.VHOST_CREATED, name, name)
+
+    async def delete_vhost(self, name: str) -> None:
+        """Delete a virtual host as RabbitMQ does: it takes no new connection, its connections
+        are closed (320), its queues and exchanges are deleted as queue.delete and
+        exchange.delete delete them (each written before it goes), then the virtual host
+        itself is written away and goes. ApiError 404 when there is no such virtual host; a
+        failed write leaves the virtual host, less what was deleted before it."""
+        host = self._vhost(name)
+        broker = self.broker
+        broker.vhosts_deleting.add(name)
+        try:
+            deleted = HardError(ReplyCode.CONNECTION_FORCED, f"vhost '{name}' is deleted")
+            for session in list(self._sessions()):
+                if session.vhost_or_none is host:
+                    session.close(deleted)
+            await asyncio.gather(
+                *(
+                    self._carry_out(
+                        host,
+                        functools.partial(
+                            host.delete_queue, queue, owner=self, on_delete=cancel_consumers_of
+                        ),
+                    )
+                    for queue in list(host.queues)
+                )
+            )
+            await asyncio.gather(
+                *(
+                    self._carry_out(host, functools.partial(host.delete_exchange, exchange.name))
+                    for exchange in list(host.exchanges.values())
+                    if not exchange.is_default and not exchange.name.startswith(RESERVED_PREFIX)
+                )
+            )
+            broker.journal.delete_vhost(name)
+            await self._durable(f"the deletion of virtual host '{name}'")
+            del broker.vhosts[name]
+        finally:
+            broker.vhosts_deleting.discard(name)
+        broker.events.publish(EventKind.VHOST_DELETED, name, name)
 
     def reload_acl(self) -> None:
         """Read the ACL files again (as SIGHUP does): in force from the next access check of

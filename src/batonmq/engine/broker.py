@@ -88,6 +88,10 @@ class Broker:
     vhosts: dict[str, VirtualHost] = field(init=False)
     sessions: set[Session] = field(init=False, default_factory=set)
     authenticator: Authenticator = field(init=False)
+    #: Virtual hosts being deleted: they take no new connection.
+    vhosts_deleting: set[str] = field(init=False, default_factory=set)
+    #: Each user's RabbitMQ tags (what it may do over the management HTTP API), as stored.
+    user_tags: dict[str, tuple[str, ...]] = field(init=False, default_factory=dict)
     #: Who may do what (Qpid manual §2.2); the default has no ACL: whoever logs in may do anything.
     access: AccessControl = field(default_factory=AccessControl)
     connection_settings: ConnectionSettings = field(init=False)
@@ -148,6 +152,8 @@ class Broker:
         The texts are RabbitMQ's (rabbit_reader: "access to vhost '~s' refused for user '~s':
         connection limit (~p) is reached" and "Connection refused for user '~s': user connection
         limit (~p) is reached"), with the configuration key that sets the limit."""
+        if vhost in self.vhosts_deleting:
+            return f"access to vhost '{vhost}' refused for user '{username}': it is being deleted"
         settings = self.settings
         vhost_limit = settings.max_connections_per_vhost
         if vhost_limit and self.connections_by_vhost[vhost] >= vhost_limit:

@@ -33,6 +33,7 @@ class EventKind(enum.StrEnum):
     USER_CHANGED = "user.changed"
     USER_DELETED = "user.deleted"
     VHOST_CREATED = "vhost.created"
+    VHOST_DELETED = "vhost.deleted"
 
 
 @dataclass(frozen=True, slots=True)

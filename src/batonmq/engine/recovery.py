@@ -105,9 +105,10 @@ def _restore_users(broker: Broker, stored: list[StoredUser]) -> None:
             )
     authenticator = broker.authenticator
     authenticator.replace_users(users)
+    broker.user_tags = {user.name: user.tags for user in stored if user.name in users}
     journal = broker.journal
     authenticator.on_upgrade = lambda name, credential: journal.put_user(
-        StoredUser(name, credential.encode())
+        StoredUser(name, credential.encode(), broker.user_tags.get(name, ()))
     )
 
 

@@ -21,15 +21,19 @@ import gc
 import logging
 import os
 import signal
+import socket
+import ssl
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
+from batonmq import __version__
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import HardError
 from batonmq.config import Config, ConfigError
 from batonmq.engine.access import AccessControl
+from batonmq.engine.api import EngineApi
 from batonmq.engine.autocreate import AutocreatePolicy, IdleQueueSweep
 from batonmq.engine.broker import Broker, BrokerSettings
 from batonmq.engine.diskguard import DiskGuard
@@ -38,18 +42,22 @@ from batonmq.engine.monitors import queue_monitors
 from batonmq.engine.recovery import restore
 from batonmq.security.acl import AclError
 from batonmq.security.authn import Authenticator
+from batonmq.security.tls import server_context
 from batonmq.server.listeners import Listener, ListenError, Listening, configured_listeners
 from batonmq.server.pidfile import remove_pid_file, write_pid_file
 from batonmq.server.protocol import AMQPProtocol
 from batonmq.store.base import StoreError, StoreFenced
 from batonmq.store.configured import configured_store
 
+if TYPE_CHECKING:
+    from batonmq.management.http import HttpListener
+
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 
 class BrokerServer:
-    """The broker and its AMQP listeners."""
+    """The broker, its AMQP listeners and its management HTTP API listener."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -88,6 +96,12 @@ class BrokerServer:
         self.broker.access = AccessControl.load(config.acl)
         self.protocols: set[AMQPProtocol] = set()
         self.listening = Listening(self.listeners, self._new_protocol, self.protocols.add)
+        #: The management API's HTTPS context (listeners.amqps's certificate), checked now.
+        http = config.listeners.http
+        self._http_tls: ssl.SSLContext | None = (
+            server_context(config.listeners.amqps) if http.enabled and http.tls else None
+        )
+        self.http: HttpListener | None = None
         #: Each listener's bound addresses, by listener name (after `start`).
         self.addresses: dict[str, list[tuple[str, int]]] = {}
         #: The broker's periodic work (`every`), cancelled at shutdown.
@@ -142,6 +156,12 @@ class BrokerServer:
         name."""
         await self.recover()
         self.addresses = await self.listening.open()
+        if self.config.listeners.http.enabled:
+            try:
+                self.addresses["http"] = await self._open_http()
+            except ListenError:
+                await self.listening.close()
+                raise
         self.every(self.config.message.expiration_interval, self._sweep_expired)
         memory = self.config.memory
         memory_guard = MemoryGuard(
@@ -172,9 +192,35 @@ class BrokerServer:
             for host, port in addresses:
                 log.info(
                     "listening",
-                    extra={"listener": name, "addr": host, "port": port, "tls": name == "amqps"},
+                    extra={"listener": name, "addr": host, "port": port, "tls": self._tls(name)},
                 )
         return [address for addresses in self.addresses.values() for address in addresses]
+
+    def _tls(self, listener: str) -> bool:
+        return listener == "amqps" or (listener == "http" and self._http_tls is not None)
+
+    async def _open_http(self) -> list[tuple[str, int]]:
+        """Start the management API (aiohttp is loaded only here: not when it is disabled)."""
+        from batonmq.management.http import HttpListener
+        from batonmq.management.render import Node
+
+        http = self.config.listeners.http
+        node = Node(
+            f"{self.config.broker_name}@{socket.gethostname()}",
+            __version__,
+            time.time(),
+            [
+                ("amqp/ssl" if name == "amqps" else "amqp", host, port)
+                for name, addresses in self.addresses.items()
+                for host, port in addresses
+            ],
+        )
+        self.http = HttpListener(EngineApi(self.broker), node, http.bind, http.port, self._http_tls)
+        try:
+            return await self.http.start()
+        except OSError as error:
+            self.http = None
+            raise ListenError(Listener("http", http.bind, http.port, ()), error) from error
 
     def every(self, interval: float, work: Callable[[], object]) -> None:
         """Run `work` every `interval` seconds until shutdown; an exception it raises is logged
@@ -200,6 +246,8 @@ class BrokerServer:
     async def shutdown(self) -> None:
         for task in self._periodic:
             task.cancel()
+        if self.http is not None:
+            await self.http.stop()
         await self.listening.close()
         forced = HardError(ReplyCode.CONNECTION_FORCED, "broker shutdown")
         for protocol in list(self.protocols):

@@ -24,7 +24,7 @@ from typing import Final, Protocol
 from pamqp.common import FieldTable
 
 #: The schema version this code writes; `batonctl db upgrade` migrates older ones to it.
-SCHEMA_VERSION: Final = 7
+SCHEMA_VERSION: Final = 8
 #: The index `entries_priority`, that a priority queue reads a level through (schema version 5),
 #: in both stores. Partial: it holds only levels above 0, so it costs nothing for the entries of
 #: plain queues, and it is never a candidate for a statement that names an entry by its key. With
@@ -114,6 +114,23 @@ class StoredUser:
 
     name: str
     credential: str
+    #: RabbitMQ's user tags (administrator, monitoring, policymaker, management), which decide
+    #: what the user may do over the management HTTP API; none: AMQP only.
+    tags: tuple[str, ...] = ()
+
+    @property
+    def tags_text(self) -> str:
+        """The tags as the users table keeps them: comma-separated."""
+        return ",".join(self.tags)
+
+    @staticmethod
+    def parse_tags(text: str) -> tuple[str, ...]:
+        return tuple(tag for tag in text.split(",") if tag)
+
+
+#: Version 8 gives the user `guest` this tag when the migration creates the store (RabbitMQ's
+#: default user is an administrator); users of an older store get no tags.
+GUEST_TAGS: Final = "administrator"
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,6 +82,7 @@ class _Gathering:
     entries_updated: dict[_EntryKey, int] = field(default_factory=dict)
     entries_deleted: dict[_EntryKey, int] = field(default_factory=dict)
     vhosts_put: set[str] = field(default_factory=set)
+    vhosts_deleted: set[str] = field(default_factory=set)
     users_put: dict[str, StoredUser] = field(default_factory=dict)
     users_deleted: set[str] = field(default_factory=set)
     waiting: list[DurableCallback] = field(default_factory=list)
@@ -129,6 +130,7 @@ class _Gathering:
                 (*key, message_id) for key, message_id in self.entries_deleted.items()
             ],
             vhosts_put=sorted(self.vhosts_put),
+            vhosts_deleted=sorted(self.vhosts_deleted),
             users_put=list(self.users_put.values()),
             users_deleted=sorted(self.users_deleted),
         )
@@ -168,6 +170,13 @@ class Journal:
     def put_vhost(self, name: str) -> None:
         if self._changing():
             self._gathering.vhosts_put.add(name)
+
+    def delete_vhost(self, name: str) -> None:
+        """The virtual host and whatever the store still holds in it (the store deletes it
+        all in one write)."""
+        if self._changing():
+            self._gathering.vhosts_put.discard(name)
+            self._gathering.vhosts_deleted.add(name)
 
     def put_user(self, user: StoredUser) -> None:
         """A user's new credential (a new user, a new password, or one upgraded at login)."""

@@ -22,6 +22,7 @@ from pamqp.common import FieldTable
 from batonmq import __version__
 from batonmq.store.base import (
     GUEST_CREDENTIAL,
+    GUEST_TAGS,
     LEVEL_INDEX,
     SCHEMA_VERSION,
     QueueBacklog,
@@ -126,6 +127,14 @@ MIGRATIONS: Final[tuple[tuple[MigrationStep, ...], ...]] = (
         AddColumn("brokers", "holder", "TEXT"),
         AddColumn("brokers", "lease_expires", "{time}", only="postgres"),
     ),
+    # Version 8: users carry RabbitMQ's tags (comma-separated); the guest user of a store being
+    # created (no schema version written yet) is an administrator, as RabbitMQ's default user;
+    # the users of an older store get none.
+    (
+        AddColumn("users", "tags", "TEXT NOT NULL DEFAULT ''"),
+        f"UPDATE {{s}}.users SET tags = '{GUEST_TAGS}' WHERE name = 'guest'"
+        " AND NOT EXISTS (SELECT 1 FROM {s}.meta WHERE key = 'schema_version')",
+    ),
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
@@ -189,7 +198,7 @@ _PUTS: Final = {
         "broker_id, vhost, queue, sequence",
     ),
     # Users: their columns here, `user_row` and `stored_user` (one place for all three).
-    "put_user": _upsert("users", "name, credential", "name"),
+    "put_user": _upsert("users", "name, credential, tags", "name"),
 }
 
 #: The statements both stores run, by name; each store renders them once.
@@ -244,7 +253,7 @@ STATEMENTS: Final = {
     " WHERE q.broker_id = $1 GROUP BY q.vhost, q.name, e.priority"
     " ORDER BY q.vhost, q.name, e.priority",
     # Users and virtual hosts: the store's, shared by the brokers that share it.
-    "users": "SELECT name, credential FROM {s}.users ORDER BY name",  # see `stored_user`
+    "users": "SELECT name, credential, tags FROM {s}.users ORDER BY name",  # see `stored_user`
     "vhosts": "SELECT name FROM {s}.vhosts ORDER BY name",
     # The entry, with a copy of its message as stored, moves to the quarantine ($5: now); then
     # `delete_entry`, and `delete_orphan` for its message.
@@ -421,13 +430,13 @@ def orphan_candidates(batch: WriteBatch) -> list[int]:
 
 def user_row(user: StoredUser) -> Row:
     """A row of `users` (`put_user`) for `user`."""
-    return (user.name, user.credential)
+    return (user.name, user.credential, user.tags_text)
 
 
 def stored_user(row: Iterable[object]) -> StoredUser:
     """A user read back from a row of the `users` statement."""
-    name, credential = row
-    return StoredUser(str(name), str(credential))
+    name, credential, tags = row
+    return StoredUser(str(name), str(credential), StoredUser.parse_tags(str(tags)))
 
 
 def binding_row(broker: str, b: StoredBinding) -> Row:

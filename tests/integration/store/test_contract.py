@@ -644,19 +644,29 @@ async def test_brokers_sharing_a_store_see_only_their_own_rows(
 async def test_a_new_store_has_the_guest_user_and_users_can_be_put_and_deleted(
     store_factory: StoreFactory,
 ) -> None:
-    """Rules (Recovery.users, WriteBatch.users_put/users_deleted, GUEST_CREDENTIAL): a new store
-    starts with guest/guest, as RabbitMQ does; users put replace their credential; a deleted
-    user is gone, guest too."""
+    """Rules (Recovery.users, WriteBatch.users_put/users_deleted, GUEST_CREDENTIAL, GUEST_TAGS):
+    a new store starts with guest/guest, an administrator, as RabbitMQ's default user; users
+    put replace their credential and tags; a deleted user is gone, guest too."""
     store, _ = await start(store_factory)
-    assert await store.users() == [StoredUser("guest", GUEST_CREDENTIAL)]
+    assert await store.users() == [StoredUser("guest", GUEST_CREDENTIAL, ("administrator",))]
 
-    await store.commit(WriteBatch(users_put=[StoredUser("alice", "md5$a"), StoredUser("bob", "x")]))
     await store.commit(
-        WriteBatch(users_put=[StoredUser("alice", "scrypt$new")], users_deleted=["guest"])
+        WriteBatch(
+            users_put=[StoredUser("alice", "md5$a"), StoredUser("bob", "x", ("management",))]
+        )
+    )
+    await store.commit(
+        WriteBatch(
+            users_put=[StoredUser("alice", "scrypt$new", ("monitoring", "policymaker"))],
+            users_deleted=["guest"],
+        )
     )
 
     store, recovery = await restart(store, store_factory)
-    assert recovery.users == [StoredUser("alice", "scrypt$new"), StoredUser("bob", "x")]
+    assert recovery.users == [
+        StoredUser("alice", "scrypt$new", ("monitoring", "policymaker")),
+        StoredUser("bob", "x", ("management",)),
+    ]
     assert await store.users() == recovery.users
 
 
@@ -964,7 +974,10 @@ async def test_a_backup_restored_into_a_fresh_store_has_the_same_contents(
     assert restored.queues == original.queues
     assert restored.bindings == original.bindings
     assert restored.backlogs == original.backlogs
-    users = [StoredUser("alice", "scrypt$alice"), StoredUser("guest", GUEST_CREDENTIAL)]
+    users = [
+        StoredUser("alice", "scrypt$alice"),
+        StoredUser("guest", GUEST_CREDENTIAL, ("administrator",)),
+    ]
     assert restored.users == original.users == users
     assert restored.vhosts == original.vhosts == [VHOST, "other"]
     assert await read_all(fresh, "q") == original_entries

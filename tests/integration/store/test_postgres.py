@@ -271,6 +271,28 @@ async def test_a_version_2_schema_is_migrated_in_place(
     )
 
 
+async def test_users_of_a_version_7_schema_get_no_tags(
+    make_store: MakeStore, postgres_dsn: str
+) -> None:
+    """Rule (schema version 8): users gain RabbitMQ's tags; those of an older schema get none,
+    guest included (only the guest of a schema created at version 8 is an administrator)."""
+    admin = await asyncpg.connect(postgres_dsn)
+    try:
+        for migration in postgres_store._MIGRATIONS[:7]:
+            await admin.execute(migration.replace("{s}", "batonmq_s_b1"))
+        await admin.execute("INSERT INTO batonmq_s_b1.meta VALUES ('schema_version', '7')")
+    finally:
+        await admin.close()
+
+    store = make_store()
+    await store.open()
+    await store.recover()
+
+    assert store.schema_version == SCHEMA_VERSION
+    assert [(user.name, user.tags) for user in await store.users()] == [("guest", ())]
+    await store.close()
+
+
 async def _generic_plan(store: PostgresStore, postgres_dsn: str, name: str, *values: str) -> str:
     """The plan PostgreSQL gives statement `name` as a generic plan: the one asyncpg's prepared
     statements run with once the server stops planning each call apart."""

@@ -28,6 +28,7 @@ from batonmq.store.base import (
     StoredEntry,
     StoredMessage,
     StoredQueue,
+    StoredUser,
     StoreError,
     StoreLocked,
     StoreUnavailable,
@@ -376,6 +377,27 @@ async def test_an_older_schema_is_migrated_at_open(
 
     assert store.schema_version == SCHEMA_VERSION
     assert (await store.stats()).schema_version == SCHEMA_VERSION
+
+
+async def test_users_of_a_version_7_store_get_no_tags(
+    stores: list[SQLiteStore], db_path: Path
+) -> None:
+    """Rule (schema version 8): users gain RabbitMQ's tags; those of an older store get none,
+    guest included (only the guest of a store created at version 8 is an administrator)."""
+    first = await open_store(stores, db_path)
+    await first.recover()
+    await first.commit(WriteBatch(users_put=[StoredUser("alice", "x")]))
+    await first.close()
+    write(db_path, "ALTER TABLE users DROP COLUMN tags")
+    write(db_path, "UPDATE meta SET value = ? WHERE key = 'schema_version'", 7)
+
+    store = await open_store(stores, db_path)
+
+    assert store.schema_version == SCHEMA_VERSION
+    assert [(user.name, user.tags) for user in await store.users()] == [
+        ("alice", ()),
+        ("guest", ()),
+    ]
 
 
 # -- a full disk ------------------------------------------------------------------------------

@@ -92,6 +92,7 @@ def test_flags_set_the_configuration(server: FakeServer, tmp_path: Path) -> None
         [
             "--bind", "127.0.0.1",
             "--port", "5673",
+            "--http-port", "15673",
             "--data-dir", str(data_dir),
             "--log-level", "debug",
             "--log-format", "json",
@@ -101,6 +102,7 @@ def test_flags_set_the_configuration(server: FakeServer, tmp_path: Path) -> None
     assert code == 0
     [config] = server.configs
     assert (config.listeners.amqp.bind, config.listeners.amqp.port) == ("127.0.0.1", 5673)
+    assert config.listeners.http.port == 15673
     assert config.data_dir == data_dir
     assert data_dir.is_dir()  # parents created before the server runs
     assert (config.log.level, config.log.format) == ("debug", "json")
@@ -296,7 +298,8 @@ def test_help(server: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
 
     out = capsys.readouterr().out
-    for flag in ("--config", "--bind", "--port", "--data-dir", "--log-level", "--log-format"):
+    flags = ("--config", "--bind", "--port", "--http-port", "--data-dir", "--log-level")
+    for flag in (*flags, "--log-format"):
         assert flag in out
     assert server.configs == []
 

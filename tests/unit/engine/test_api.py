@@ -17,7 +17,9 @@ from pamqp import commands
 from batonmq.amqp.constants import ReplyCode
 from batonmq.engine.api import ApiError, EngineApi
 from batonmq.engine.broker import Broker
+from batonmq.engine.recovery import restore
 from batonmq.engine.session import Session
+from batonmq.engine.snapshots import BindingInfo
 from batonmq.store.sqlite import SQLiteStore
 from tests.memclient import LOOPBACK_PEER, MemClient, connect
 from tests.unit.engine.test_access import ADMIN_RULE, acl, broker_with_acl, login
@@ -138,11 +140,12 @@ def test_the_log_level_changes_while_the_broker_runs():
 
 @contextlib.asynccontextmanager
 async def _stored_broker(directory: Path) -> AsyncIterator[tuple[Broker, SQLiteStore]]:
-    """A broker on a real SQLite store, its journal running."""
+    """A broker on a real SQLite store, what it holds restored, its journal running."""
     store = SQLiteStore(directory / "batonmq.sqlite3", broker_id="b1")
     await store.open()
-    await store.recover()
+    recovery = await store.recover()
     broker = Broker(store=store)
+    restore(broker, recovery)
     broker.journal.start()
     try:
         yield broker, store
@@ -235,3 +238,177 @@ def test_a_permission_changed_while_a_client_is_connected_is_in_force_at_its_nex
     with pytest.raises(ApiError) as broken:
         EngineApi(broker).reload_acl()
     assert broken.value.reply_code == ReplyCode.PRECONDITION_FAILED
+
+
+async def test_exchanges_are_declared_and_deleted_as_over_amqp_and_bindings_listed():
+    """exchange.declare and exchange.delete through the virtual host's own checks; the
+    bindings list holds the default exchange's implicit binding to every queue (AMQP 0-9-1:
+    "every queue is automatically bound to it with a routing key equal to the queue name")."""
+    broker = Broker()
+    client, _session = connect(broker)
+    api = EngineApi(broker)
+    declared = await api.declare_exchange("guest", "/", "orders", "topic", durable=False)
+    assert (declared.name, declared.type, declared.durable) == ("orders", "topic", False)
+    client.declare_queue(1, "eu")
+    client.call(
+        1,
+        commands.Queue.Bind(queue="eu", exchange="orders", routing_key="eu.#"),
+        commands.Queue.BindOk,
+    )
+    assert [
+        (binding.source, binding.destination, binding.destination_type, binding.routing_key)
+        for binding in api.bindings("/")
+    ] == [("", "eu", "queue", "eu"), ("orders", "eu", "queue", "eu.#")]
+
+    with pytest.raises(ApiError) as unknown_type:
+        await api.declare_exchange("guest", "/", "odd", "nope")
+    assert unknown_type.value.reply_code == ReplyCode.COMMAND_INVALID
+    with pytest.raises(ApiError) as in_use:
+        await api.delete_exchange("guest", "/", "orders", if_unused=True)
+    assert in_use.value.reply_code == ReplyCode.PRECONDITION_FAILED
+    await api.delete_exchange("guest", "/", "orders")
+    assert "orders" not in {exchange.name for exchange in api.exchanges("/")}
+    with pytest.raises(ApiError) as missing:
+        await api.delete_exchange("guest", "/", "orders")
+    assert missing.value.reply_code == ReplyCode.NOT_FOUND
+
+
+async def test_exchange_changes_are_checked_against_the_same_acl_as_amqp(tmp_path: Path):
+    broker = broker_with_acl(
+        tmp_path,
+        acl(ADMIN_RULE, "ACL DENY bob CREATE EXCHANGE type=fanout", "ACL ALLOW bob ALL"),
+    )
+    api = EngineApi(broker)
+    await api.declare_exchange("bob", "/", "topics", "topic")
+    with pytest.raises(ApiError) as refused:
+        await api.declare_exchange("bob", "/", "fans", "fanout")
+    assert refused.value.reply_code == ReplyCode.ACCESS_REFUSED
+    assert "fans" not in {exchange.name for exchange in api.exchanges("/")}
+
+
+async def test_queues_count_their_unacknowledged_deliveries():
+    broker = Broker()
+    client, _session = connect(broker)
+    client.declare_queue(1, "work")
+    for number in range(3):
+        client.publish(1, f"job {number}".encode(), routing_key="work")
+    client.qos(1, 2)
+    client.consume(1, "work", "c1")
+    client.deliveries(1)
+    queue = EngineApi(broker).queue("/", "work")
+    assert (queue.messages_ready, queue.messages_unacknowledged) == (1, 2)
+
+
+async def test_users_have_tags_and_log_in_as_over_amqp(tmp_path: Path):
+    """RabbitMQ's user tags are kept with the user; a login is checked as an AMQP PLAIN login
+    (a wrong password is refused, and so is guest from another host)."""
+    async with _stored_broker(tmp_path) as (broker, store):
+        api = EngineApi(broker)
+        assert api.user("guest").tags == ("administrator",)
+        await api.put_user("dave", "secret", ["monitoring"])
+        assert api.user("dave").tags == ("monitoring",)
+        await api.put_user("dave", None, ["management"])  # new tags, the same password
+        assert [user.tags for user in await store.users() if user.name == "dave"] == [
+            ("management",)
+        ]
+        assert await api.login("dave", "secret", "127.0.0.1") == api.user("dave")
+        with pytest.raises(ApiError) as wrong:
+            await api.login("dave", "wrong", "127.0.0.1")
+        assert wrong.value.reply_code == ReplyCode.ACCESS_REFUSED
+        with pytest.raises(ApiError) as remote_guest:
+            await api.login("guest", "guest", "192.0.2.1")
+        assert remote_guest.value.reply_code == ReplyCode.ACCESS_REFUSED
+        with pytest.raises(ApiError) as no_password:
+            await api.put_user("erin", None)
+        assert no_password.value.reply_code == ReplyCode.PRECONDITION_FAILED
+        await api.delete_user("dave")
+        with pytest.raises(ApiError) as gone:
+            api.user("dave")
+        assert gone.value.reply_code == ReplyCode.NOT_FOUND
+
+
+def test_the_virtual_hosts_a_user_may_open_follow_the_acl(tmp_path: Path):
+    broker = broker_with_acl(
+        tmp_path,
+        acl(ADMIN_RULE, "ACL DENY bob ACCESS VIRTUALHOST name=hidden", "ACL ALLOW bob ALL"),
+    )
+    broker.add_vhost("hidden")
+    api = EngineApi(broker)
+    assert api.permitted_vhosts("bob") == ["/"]
+    assert api.permitted_vhosts("guest") == ["/", "hidden"]
+
+
+async def test_bindings_are_made_and_removed_as_over_amqp(tmp_path: Path):
+    """queue.bind / exchange.bind and their unbinds, checked with BIND and UNBIND EXCHANGE
+    (Qpid manual Table 2.3) as over AMQP."""
+    broker = broker_with_acl(
+        tmp_path,
+        acl(ADMIN_RULE, "ACL DENY bob BIND EXCHANGE routingkey=secret", "ACL ALLOW bob ALL"),
+    )
+    api = EngineApi(broker)
+    await api.declare_exchange("bob", "/", "orders", "topic", durable=False)
+    await api.declare_exchange("bob", "/", "audit", "fanout", durable=False)
+    await api.declare_queue("bob", "/", "eu", durable=False)
+    to_queue = BindingInfo("/", "orders", "eu", "queue", "eu.#", {})
+    to_exchange = BindingInfo("/", "orders", "audit", "exchange", "#", {})
+    await api.bind("bob", to_queue)
+    await api.bind("bob", to_exchange)
+    assert [binding for binding in api.bindings("/") if binding.source] == [
+        to_queue,
+        to_exchange,
+    ]
+    with pytest.raises(ApiError) as refused:
+        await api.bind("bob", BindingInfo("/", "orders", "eu", "queue", "secret", {}))
+    assert refused.value.reply_code == ReplyCode.ACCESS_REFUSED
+    with pytest.raises(ApiError) as no_queue:
+        await api.bind("bob", BindingInfo("/", "orders", "nowhere", "queue", "k", {}))
+    assert no_queue.value.reply_code == ReplyCode.NOT_FOUND
+    await api.unbind("bob", to_queue)
+    await api.unbind("bob", to_exchange)
+    assert [binding for binding in api.bindings("/") if binding.source] == []
+
+
+async def test_a_virtual_host_is_deleted_with_everything_in_it_while_the_broker_runs(
+    tmp_path: Path,
+):
+    """RabbitMQ's virtual host deletion: its connections are closed (320), its queues,
+    messages and exchanges go, and the store holds nothing of it afterwards; a new connection
+    to it is refused."""
+    async with _stored_broker(tmp_path) as (broker, store):
+        api = EngineApi(broker)
+        await api.add_vhost("orders")
+        await api.declare_queue("guest", "orders", "placed")
+        await api.declare_exchange("guest", "orders", "events", "fanout")
+        client = MemClient(Session(broker, LOOPBACK_PEER, lambda: None))
+        client.handshake(vhost="orders")
+        client.open_channel(1)
+        client.publish(
+            1,
+            b"order 1",
+            routing_key="placed",
+            properties=commands.Basic.Properties(delivery_mode=2),
+        )
+        await asyncio.sleep(0.1)  # the publish is written
+        assert (await store.stats()).messages == 1
+
+        await api.delete_vhost("orders")
+
+        close = client.expect(commands.Connection.Close, 0)
+        assert (close.reply_code, close.reply_text) == (
+            320,
+            "CONNECTION_FORCED - vhost 'orders' is deleted",
+        )
+        assert api.vhosts() == ["/"]
+        recovery = await store.recover()
+        assert "orders" not in recovery.vhosts
+        assert [queue.vhost for queue in recovery.queues] == []
+        assert [exchange.vhost for exchange in recovery.exchanges] == []
+        assert (await store.stats()).messages == 0
+        late = MemClient(Session(broker, LOOPBACK_PEER, lambda: None))
+        late.start("guest", "guest")
+        late.tune_and_open(late.expect(commands.Connection.Tune, 0), vhost="orders")
+        refused = late.expect(commands.Connection.Close, 0)
+        assert refused.reply_code in (ReplyCode.NOT_ALLOWED, ReplyCode.ACCESS_REFUSED)
+        with pytest.raises(ApiError) as missing:
+            await api.delete_vhost("orders")
+        assert missing.value.reply_code == ReplyCode.NOT_FOUND

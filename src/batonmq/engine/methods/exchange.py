@@ -9,12 +9,11 @@ from pamqp import base, commands
 from batonmq.engine.access import (
     authorize,
     exchange_binding_properties,
+    exchange_declare_properties,
     exchange_name,
-    flag,
 )
 from batonmq.engine.channel import Channel
 from batonmq.engine.dispatch import handles
-from batonmq.engine.exchange import alternate_exchange_name
 from batonmq.model.destination import Destination
 from batonmq.security.acl import Action, ObjectType, Property
 
@@ -35,22 +34,13 @@ def declare(channel: Channel, method: commands.Exchange.Declare) -> None:
             {Property.NAME: name, Property.PASSIVE: "true"},
         )
     else:
-        properties = {
-            Property.NAME: name,
-            Property.TYPE: method.exchange_type,
-            Property.DURABLE: flag(method.durable),
-            Property.AUTO_DELETE: flag(method.auto_delete),
-            Property.TEMPORARY: flag(method.auto_delete),
-            Property.PASSIVE: "false",
-        }
-        try:
-            alternate = alternate_exchange_name(method.arguments or {})
-        except TypeError:
-            alternate = None  # not a name: the virtual host refuses it with 406
-        if alternate is not None:
-            properties[Property.ALTERNATE] = alternate
-        # Table 2.3: CREATE is "Applied when an object is created, such as bindings, queues,
-        # exchanges".
+        properties = exchange_declare_properties(
+            method.exchange,
+            method.exchange_type,
+            method.durable,
+            method.auto_delete,
+            method.arguments,
+        )
         authorize(session, Action.CREATE, ObjectType.EXCHANGE, properties)
     change = session.vhost.declare_exchange(
         method.exchange,

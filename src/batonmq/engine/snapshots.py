@@ -1,0 +1,107 @@
+"""What the engine's service API (`batonmq.engine.api`) returns when asked what runs: plain,
+frozen snapshots of queues, exchanges, bindings, connections, channels, consumers, users and the
+broker as a whole. Nothing of the engine's live objects leaks out through them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pamqp.common import FieldTable
+
+from batonmq.engine.counters import ChannelCounters
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    vhost: str
+    name: str
+    type: str
+    durable: bool
+    auto_delete: bool
+    exclusive: bool
+    arguments: FieldTable
+    messages_ready: int
+    consumers: int
+    #: Delivered to consumers (or basic.get) and not yet acknowledged.
+    messages_unacknowledged: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeInfo:
+    vhost: str
+    name: str
+    type: str
+    durable: bool
+    auto_delete: bool
+    internal: bool
+    arguments: FieldTable
+
+
+@dataclass(frozen=True, slots=True)
+class BindingInfo:
+    vhost: str
+    #: The exchange ("" for the default exchange's implicit binding to every queue).
+    source: str
+    destination: str
+    #: "queue" or "exchange".
+    destination_type: str
+    routing_key: str
+    arguments: FieldTable
+
+
+@dataclass(frozen=True, slots=True)
+class UserInfo:
+    name: str
+    #: RabbitMQ's user tags (see batonmq.management.access).
+    tags: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionInfo:
+    id: int
+    name: str
+    peer_host: str
+    peer_port: int
+    user: str
+    vhost: str | None
+    client_properties: FieldTable
+    channels: int
+    recv_oct: int
+    send_oct: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelInfo:
+    name: str
+    connection: int
+    number: int
+    user: str
+    vhost: str
+    consumers: int
+    messages_unacknowledged: int
+    prefetch_count: int
+    counters: ChannelCounters
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerInfo:
+    vhost: str
+    queue: str
+    tag: str
+    channel: str
+    ack_required: bool
+    exclusive: bool
+    prefetch_count: int
+    arguments: FieldTable
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    connections: int
+    channels: int
+    queues: int
+    exchanges: int
+    consumers: int
+    messages_ready: int
+    alarms: dict[str, str]
+    message_totals: ChannelCounters = field(default_factory=ChannelCounters)

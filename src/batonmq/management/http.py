@@ -1,0 +1,133 @@
+"""The management HTTP API's listener: the aiohttp application built from the route table
+(`batonmq.management.routes.ROUTES`), HTTP basic authentication, and starting and stopping it
+beside the AMQP listeners in the broker's event loop.
+
+The only module that imports aiohttp besides the routes it serves: a broker with
+`[listeners.http] enabled = false` never loads it.
+
+Each request is authenticated as an AMQP login is (`EngineApi.login`: the same users, password
+check, throttle and guest rule), then needs a management tag, and the tag its route asks for
+(RabbitMQ: "Not management user", "Not administrator user", "Not monitor user"). Anything a
+handler refuses becomes RabbitMQ's JSON error body (`batonmq.management.problems`); a request
+that matches no route is a 404, a method the path does not take a 405, both with such a body.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import ssl
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from batonmq.engine.api import ApiError, EngineApi
+from batonmq.engine.snapshots import UserInfo
+from batonmq.management import problems
+from batonmq.management.access import Tag, basic_credentials, may_use_api
+from batonmq.management.call import MAX_BODY, Call, answer
+from batonmq.management.render import Node
+from batonmq.management.routes import ROUTES, Route
+
+log = logging.getLogger(__name__)
+
+#: The realm RabbitMQ's management API names in its WWW-Authenticate challenge.
+REALM = "RabbitMQ Management"
+_REFUSED_TAG = {
+    Tag.ADMINISTRATOR: "Not administrator user",
+    Tag.MONITORING: "Not monitor user",
+    Tag.MANAGEMENT: "Not management user",
+}
+
+
+def make_app(api: EngineApi, node: Node) -> web.Application:
+    """The API's application: every route of the table, behind authentication."""
+    app = web.Application(client_max_size=MAX_BODY, middlewares=[_problems])
+    for route in ROUTES:
+        app.router.add_route(route.method, route.path, functools.partial(_serve, api, node, route))
+    return app
+
+
+@web.middleware
+async def _problems(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except problems.HttpProblem as problem:
+        return _problem_answer(problem)
+    except web.HTTPNotFound:
+        return _problem_answer(problems.not_found())
+    except web.HTTPMethodNotAllowed as refused:
+        response = _problem_answer(
+            problems.HttpProblem(405, "method_not_allowed", f"{request.method} is not allowed")
+        )
+        response.headers["Allow"] = ",".join(sorted(refused.allowed_methods))
+        return response
+
+
+def _problem_answer(problem: problems.HttpProblem) -> web.Response:
+    response = answer(problem.body(), problem.status)
+    if problem.error == problems.NOT_AUTHORIZED:
+        response.headers["WWW-Authenticate"] = f'Basic realm="{REALM}"'
+    return response
+
+
+async def _serve(api: EngineApi, node: Node, route: Route, request: web.Request) -> web.Response:
+    caller = await _caller(api, request)
+    if not may_use_api(caller.tags):
+        raise problems.not_authorised(_REFUSED_TAG[Tag.MANAGEMENT])
+    if not route.allows(caller.tags):
+        raise problems.not_authorised(_REFUSED_TAG[route.needs])
+    try:
+        return await route.handler(Call(api, node, caller, request))
+    except ApiError as error:
+        problem = problems.of_api_error(error)
+        if problem.status == 401:
+            log.warning("HTTP access refused: %s", error.text, extra={"user": caller.name})
+        raise problem from None
+
+
+async def _caller(api: EngineApi, request: web.Request) -> UserInfo:
+    """The logged-in user, or 401 "Not_Authorized" (RabbitMQ's answer to a missing or wrong
+    password, with a basic-authentication challenge)."""
+    credentials = basic_credentials(request.headers.get("Authorization"))
+    if credentials is None:
+        raise problems.HttpProblem(401, problems.NOT_AUTHORIZED, problems.LOGIN_FAILED)
+    name, password = credentials
+    try:
+        return await api.login(name, password, request.remote or "")
+    except ApiError as error:
+        log.warning("HTTP access denied: %s", error.text, extra={"user": name})
+        raise problems.HttpProblem(401, problems.NOT_AUTHORIZED, problems.LOGIN_FAILED) from None
+
+
+class HttpListener:
+    """The API's listening socket(s)."""
+
+    def __init__(
+        self, api: EngineApi, node: Node, bind: str, port: int, tls: ssl.SSLContext | None
+    ) -> None:
+        self.bind = bind
+        self.port = port
+        self.tls = tls
+        self._runner = web.AppRunner(
+            make_app(api, node), access_log=None, handle_signals=False, shutdown_timeout=5.0
+        )
+
+    async def start(self) -> list[tuple[str, int]]:
+        """Listen; the bound addresses. OSError when the address cannot be used."""
+        await self._runner.setup()
+        site = web.TCPSite(
+            self._runner, self.bind, self.port, ssl_context=self.tls, reuse_address=True
+        )
+        try:
+            await site.start()
+        except OSError:
+            await self._runner.cleanup()
+            raise
+        return [(str(address[0]), int(address[1])) for address in self._runner.addresses]
+
+    async def stop(self) -> None:
+        """Accept no more requests and end those under way (at most 5 s)."""
+        await self._runner.cleanup()

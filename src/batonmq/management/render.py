@@ -1,0 +1,282 @@
+"""The engine's snapshots as RabbitMQ's management API writes them: the same JSON field names,
+so that scripts, dashboards and monitoring written for RabbitMQ read BatonMQ unchanged.
+
+Pure functions from `batonmq.engine.api` snapshots to JSON-shaped dicts; no HTTP here. Figures
+that BatonMQ does not keep (per-queue message rates, memory per process) are left out rather
+than made up: RabbitMQ's own clients treat a missing figure as 0.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import hashlib
+import json
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from decimal import Decimal
+from typing import Final
+
+from batonmq.engine.counters import ChannelCounters
+from batonmq.engine.snapshots import (
+    BindingInfo,
+    ChannelInfo,
+    ConnectionInfo,
+    ConsumerInfo,
+    ExchangeInfo,
+    Overview,
+    QueueInfo,
+    UserInfo,
+)
+from batonmq.management.listing import Item, Json
+
+#: The AMQP protocol name RabbitMQ reports for a 0-9-1 connection.
+PROTOCOL: Final = "AMQP 0-9-1"
+#: BatonMQ's alarms by the resource RabbitMQ names in its alarm reports.
+_ALARM_RESOURCES: Final = {"memory": "memory"}
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """What the API says about this broker: its node name (RabbitMQ's "rabbit@host" form),
+    product, and listeners (protocol, address, port)."""
+
+    name: str
+    product_version: str
+    started_at: float
+    listeners: Sequence[tuple[str, str, int]] = ()
+
+
+def json_value(value: object) -> Json:
+    """A field-table value as JSON: bytes as text when they are UTF-8 (else base64), decimals
+    and times as RabbitMQ's JSON encoder gives them (a number, seconds since the epoch)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, bytes | bytearray | memoryview):
+        raw = bytes(value)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return base64.b64encode(raw).decode("ascii")
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, datetime.datetime):
+        return int(value.timestamp())
+    if isinstance(value, Mapping):
+        return {str(key): json_value(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_value(item) for item in value]
+    return str(value)
+
+
+def table(arguments: Mapping[str, object]) -> dict[str, Json]:
+    return {str(key): json_value(value) for key, value in arguments.items()}
+
+
+def queue(info: QueueInfo, node: Node) -> Item:
+    return {
+        "name": info.name,
+        "vhost": info.vhost,
+        "type": info.type,
+        "durable": info.durable,
+        "auto_delete": info.auto_delete,
+        "exclusive": info.exclusive,
+        "arguments": table(info.arguments),
+        "node": node.name,
+        "state": "running",
+        "consumers": info.consumers,
+        "messages": info.messages_ready + info.messages_unacknowledged,
+        "messages_ready": info.messages_ready,
+        "messages_unacknowledged": info.messages_unacknowledged,
+        "policy": None,
+        "exclusive_consumer_tag": None,
+    }
+
+
+def exchange(info: ExchangeInfo) -> Item:
+    return {
+        "name": info.name,
+        "vhost": info.vhost,
+        "type": info.type,
+        "durable": info.durable,
+        "auto_delete": info.auto_delete,
+        "internal": info.internal,
+        "arguments": table(info.arguments),
+        "policy": None,
+        "user_who_performed_action": "",
+    }
+
+
+def binding(info: BindingInfo) -> Item:
+    return {
+        "source": info.source,
+        "vhost": info.vhost,
+        "destination": info.destination,
+        "destination_type": info.destination_type,
+        "routing_key": info.routing_key,
+        "arguments": table(info.arguments),
+        "properties_key": properties_key(info.routing_key, info.arguments),
+    }
+
+
+def properties_key(routing_key: str, arguments: Mapping[str, object]) -> str:
+    """A binding's name in URLs, in RabbitMQ's form: the routing key quoted as a form value
+    ("~" for an empty key without arguments), then "~" and a digest of the arguments when
+    there are any (BatonMQ's own digest: it names a binding of this broker, as RabbitMQ's
+    does of its own)."""
+    quoted = urllib.parse.quote_plus(routing_key).replace("~", "%7E")
+    if not arguments:
+        return quoted or "~"
+    canonical = json.dumps(table(arguments), sort_keys=True).encode()
+    digest = base64.urlsafe_b64encode(hashlib.sha256(canonical).digest()).decode()
+    return f"{quoted}~{digest[:22]}"
+
+
+def connection(info: ConnectionInfo, node: Node) -> Item:
+    return {
+        "name": info.name,
+        "node": node.name,
+        "type": "network",
+        "state": "running",
+        "protocol": PROTOCOL,
+        "user": info.user,
+        "vhost": info.vhost,
+        "peer_host": info.peer_host,
+        "peer_port": info.peer_port,
+        "channels": info.channels,
+        "client_properties": table(info.client_properties),
+        "recv_oct": info.recv_oct,
+        "send_oct": info.send_oct,
+    }
+
+
+def channel(info: ChannelInfo, owner: ConnectionInfo | None, node: Node) -> Item:
+    return {
+        "name": info.name,
+        "number": info.number,
+        "node": node.name,
+        "state": "running",
+        "user": info.user,
+        "vhost": info.vhost,
+        "consumer_count": info.consumers,
+        "messages_unacknowledged": info.messages_unacknowledged,
+        "prefetch_count": info.prefetch_count,
+        "connection_details": _connection_details(owner),
+        "message_stats": message_stats(info.counters),
+    }
+
+
+def _connection_details(owner: ConnectionInfo | None) -> Item:
+    if owner is None:
+        return {}
+    return {"name": owner.name, "peer_host": owner.peer_host, "peer_port": owner.peer_port}
+
+
+def consumer(info: ConsumerInfo, owner: ChannelInfo | None, connection_name: str) -> Item:
+    return {
+        "consumer_tag": info.tag,
+        "queue": {"name": info.queue, "vhost": info.vhost},
+        "channel_details": {
+            "name": info.channel,
+            "number": owner.number if owner is not None else 0,
+            "connection_name": connection_name,
+            "user": owner.user if owner is not None else "",
+        },
+        "ack_required": info.ack_required,
+        "exclusive": info.exclusive,
+        "prefetch_count": info.prefetch_count,
+        "arguments": table(info.arguments),
+        "active": True,
+        "activity_status": "up",
+    }
+
+
+def message_stats(counters: ChannelCounters) -> Item:
+    """RabbitMQ's message_stats counts (its `deliver_get` is deliveries and gets together)."""
+    stats: Item = {item.name: getattr(counters, item.name) for item in fields(counters)}
+    stats["deliver_get"] = counters.deliver + counters.get
+    return stats
+
+
+def overview(info: Overview, queues: Sequence[QueueInfo], node: Node, user: UserInfo) -> Item:
+    unacknowledged = sum(item.messages_unacknowledged for item in queues)
+    return {
+        "product_name": "BatonMQ",
+        "product_version": node.product_version,
+        "management_version": node.product_version,
+        "rates_mode": "none",
+        "cluster_name": node.name,
+        "node": node.name,
+        "object_totals": {
+            "connections": info.connections,
+            "channels": info.channels,
+            "exchanges": info.exchanges,
+            "queues": info.queues,
+            "consumers": info.consumers,
+        },
+        "queue_totals": {
+            "messages": info.messages_ready + unacknowledged,
+            "messages_ready": info.messages_ready,
+            "messages_unacknowledged": unacknowledged,
+        },
+        "message_stats": message_stats(info.message_totals),
+        "listeners": [
+            {"node": node.name, "protocol": protocol, "ip_address": host, "port": port}
+            for protocol, host, port in node.listeners
+        ],
+        "user": user.name,
+        "user_tags": list(user.tags),
+    }
+
+
+def alarm_resource(name: str) -> str:
+    """RabbitMQ has two resources: memory, and disk (BatonMQ's store quota and free disk)."""
+    return _ALARM_RESOURCES.get(name, "disk")
+
+
+def node(node_info: Node, alarms: Mapping[str, str], now: float) -> Item:
+    resources = {alarm_resource(name) for name in alarms}
+    return {
+        "name": node_info.name,
+        "type": "disc",
+        "running": True,
+        "uptime": max(0, round((now - node_info.started_at) * 1000)),
+        "mem_alarm": "memory" in resources,
+        "disk_free_alarm": "disk" in resources,
+        "partitions": [],
+        "product_version": node_info.product_version,
+    }
+
+
+def alarms_check(alarms: Mapping[str, str], node_info: Node) -> tuple[int, Item]:
+    """GET /api/health/checks/alarms: 200 without alarms, else 503 naming them."""
+    if not alarms:
+        return 200, {"status": "ok"}
+    return 503, {
+        "status": "failed",
+        "reason": "resource alarm(s) in effect in the cluster",
+        "alarms": [
+            {"node": node_info.name, "resource": alarm_resource(name), "reason": reason}
+            for name, reason in sorted(alarms.items())
+        ],
+    }
+
+
+def user(info: UserInfo) -> Item:
+    return {"name": info.name, "tags": list(info.tags), "limits": {}}
+
+
+def vhost(name: str, queues: Sequence[QueueInfo]) -> Item:
+    ready = sum(item.messages_ready for item in queues if item.vhost == name)
+    unacknowledged = sum(item.messages_unacknowledged for item in queues if item.vhost == name)
+    return {
+        "name": name,
+        "description": "",
+        "tags": [],
+        "default_queue_type": "classic",
+        "tracing": False,
+        "messages": ready + unacknowledged,
+        "messages_ready": ready,
+        "messages_unacknowledged": unacknowledged,
+    }

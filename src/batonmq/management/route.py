@@ -1,0 +1,34 @@
+"""A route of the HTTP API: method, path, the tag it needs, and its handler.
+
+The route table (`batonmq.management.routes.ROUTES`) is the one list of what the API serves;
+the OpenAPI document will be derived from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from batonmq.management.access import Tag, is_administrator, may_use_api, sees_everything
+from batonmq.management.call import Call
+
+Handler = Callable[[Call], Awaitable[web.Response]]
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    method: str
+    #: aiohttp's path syntax: "/api/queues/{vhost}/{name}".
+    path: str
+    handler: Handler
+    #: The least tag that may call it (RabbitMQ: management < monitoring < administrator).
+    needs: Tag = Tag.MANAGEMENT
+
+    def allows(self, tags: Collection[str]) -> bool:
+        if self.needs is Tag.ADMINISTRATOR:
+            return is_administrator(tags)
+        if self.needs is Tag.MONITORING:
+            return sees_everything(tags)
+        return may_use_api(tags)

@@ -1,0 +1,58 @@
+"""GET /api/overview, /api/whoami, /api/nodes, /api/health/checks/alarms and
+/api/aliveness-test/{vhost}."""
+
+from __future__ import annotations
+
+import time
+
+from aiohttp import web
+
+from batonmq.management import render
+from batonmq.management.access import Tag
+from batonmq.management.call import Call, answer
+from batonmq.management.route import Route
+
+#: The queue RabbitMQ's aliveness test declares in the virtual host it tests.
+ALIVENESS_QUEUE = "aliveness-test"
+
+
+async def overview(call: Call) -> web.Response:
+    api = call.api
+    return answer(render.overview(api.overview(), api.queues(), call.node, call.caller))
+
+
+async def whoami(call: Call) -> web.Response:
+    return answer({"name": call.caller.name, "tags": list(call.caller.tags)})
+
+
+async def nodes(call: Call) -> web.Response:
+    return answer([render.node(call.node, call.api.overview().alarms, time.time())])
+
+
+async def one_node(call: Call) -> web.Response:
+    if call.path("node") != call.node.name:
+        return answer({"error": "Object Not Found", "reason": "Not Found"}, 404)
+    return answer(render.node(call.node, call.api.overview().alarms, time.time()))
+
+
+async def alarms(call: Call) -> web.Response:
+    status, body = render.alarms_check(call.api.overview().alarms, call.node)
+    return answer(body, status)
+
+
+async def aliveness(call: Call) -> web.Response:
+    """RabbitMQ declares the queue `aliveness-test` in the virtual host (and leaves it there);
+    the answer says the declaration went through the virtual host and its store."""
+    vhost = call.vhost()
+    await call.api.declare_queue(call.caller.name, vhost, ALIVENESS_QUEUE, durable=False)
+    return answer({"status": "ok"})
+
+
+ROUTES = (
+    Route("GET", "/api/overview", overview),
+    Route("GET", "/api/whoami", whoami),
+    Route("GET", "/api/nodes", nodes, Tag.MONITORING),
+    Route("GET", "/api/nodes/{node}", one_node, Tag.MONITORING),
+    Route("GET", "/api/health/checks/alarms", alarms),
+    Route("GET", "/api/aliveness-test/{vhost}", aliveness),
+)

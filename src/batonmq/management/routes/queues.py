@@ -1,0 +1,66 @@
+"""/api/queues[/{vhost}[/{name}]] and DELETE /api/queues/{vhost}/{name}/contents (purge)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from batonmq.management import call as calls
+from batonmq.management import render
+from batonmq.management.call import Call, answer, created, listing, no_content
+from batonmq.management.route import Route
+
+
+async def list_queues(call: Call) -> web.Response:
+    if "vhost" in call.request.match_info:
+        queues = call.api.queues(call.vhost())
+    else:
+        visible = call.visible_vhosts()
+        queues = [info for info in call.api.queues() if info.vhost in visible]
+    return listing(call, [render.queue(info, call.node) for info in queues], ["vhost", "name"])
+
+
+async def get_queue(call: Call) -> web.Response:
+    return answer(render.queue(call.api.queue(call.vhost(), call.path("name")), call.node))
+
+
+async def put_queue(call: Call) -> web.Response:
+    """RabbitMQ's body: durable, auto_delete, arguments (`x-queue-type` among them)."""
+    vhost, name = call.vhost(), call.path("name")
+    body = await call.body()
+    existed = name in {info.name for info in call.api.queues(vhost)}
+    await call.api.declare_queue(
+        call.caller.name,
+        vhost,
+        name,
+        durable=calls.flag(body, "durable", True),
+        auto_delete=calls.flag(body, "auto_delete", False),
+        arguments=calls.arguments(body),
+    )
+    return created(existed)
+
+
+async def delete_queue(call: Call) -> web.Response:
+    """RabbitMQ's query parameters: if-unused, if-empty."""
+    await call.api.delete_queue(
+        call.caller.name,
+        call.vhost(),
+        call.path("name"),
+        if_unused=call.query("if-unused") == "true",
+        if_empty=call.query("if-empty") == "true",
+    )
+    return no_content()
+
+
+async def purge_queue(call: Call) -> web.Response:
+    call.api.purge_queue(call.caller.name, call.vhost(), call.path("name"))
+    return no_content()
+
+
+ROUTES = (
+    Route("GET", "/api/queues", list_queues),
+    Route("GET", "/api/queues/{vhost}", list_queues),
+    Route("GET", "/api/queues/{vhost}/{name}", get_queue),
+    Route("PUT", "/api/queues/{vhost}/{name}", put_queue),
+    Route("DELETE", "/api/queues/{vhost}/{name}", delete_queue),
+    Route("DELETE", "/api/queues/{vhost}/{name}/contents", purge_queue),
+)

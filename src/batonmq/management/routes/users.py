@@ -1,0 +1,75 @@
+"""Users and virtual hosts: /api/users[/{name}] and /api/vhosts[/{vhost}]. Changing them is for
+administrators (RabbitMQ: "Not administrator user")."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from batonmq.management import call as calls
+from batonmq.management import problems, render
+from batonmq.management.access import Tag
+from batonmq.management.call import Call, answer, created, listing, no_content
+from batonmq.management.route import Route
+
+
+async def list_users(call: Call) -> web.Response:
+    api = call.api
+    return listing(call, [render.user(api.user(name)) for name in api.users()], ["name"])
+
+
+async def get_user(call: Call) -> web.Response:
+    return answer(render.user(call.api.user(call.path("name"))))
+
+
+async def put_user(call: Call) -> web.Response:
+    """RabbitMQ: `password` and `tags`; without a password an existing user keeps its own.
+    BatonMQ keeps salted scrypt hashes only, so RabbitMQ's `password_hash` is refused."""
+    name = call.path("name")
+    body = await call.body()
+    if "password_hash" in body:
+        raise problems.bad_request("password_hash is not supported: give the password")
+    existed = name in call.api.users()
+    await call.api.put_user(name, calls.text(body, "password"), calls.tags(body))
+    return created(existed)
+
+
+async def delete_user(call: Call) -> web.Response:
+    await call.api.delete_user(call.path("name"))
+    return no_content()
+
+
+async def list_vhosts(call: Call) -> web.Response:
+    visible = call.visible_vhosts()
+    queues = call.api.queues()
+    items = [render.vhost(name, queues) for name in call.api.vhosts() if name in visible]
+    return listing(call, items, ["name"])
+
+
+async def get_vhost(call: Call) -> web.Response:
+    return answer(render.vhost(call.vhost(), call.api.queues()))
+
+
+async def put_vhost(call: Call) -> web.Response:
+    name = call.path("name")
+    await call.body()  # RabbitMQ takes a description and tags, which BatonMQ does not keep
+    existed = name in call.api.vhosts()
+    await call.api.add_vhost(name)
+    return created(existed)
+
+
+async def delete_vhost(call: Call) -> web.Response:
+    """RabbitMQ: the virtual host's connections are closed and everything in it deleted."""
+    await call.api.delete_vhost(call.path("name"))
+    return no_content()
+
+
+ROUTES = (
+    Route("GET", "/api/users", list_users, Tag.ADMINISTRATOR),
+    Route("GET", "/api/users/{name}", get_user, Tag.ADMINISTRATOR),
+    Route("PUT", "/api/users/{name}", put_user, Tag.ADMINISTRATOR),
+    Route("DELETE", "/api/users/{name}", delete_user, Tag.ADMINISTRATOR),
+    Route("GET", "/api/vhosts", list_vhosts),
+    Route("GET", "/api/vhosts/{vhost}", get_vhost),
+    Route("PUT", "/api/vhosts/{name}", put_vhost, Tag.ADMINISTRATOR),
+    Route("DELETE", "/api/vhosts/{name}", delete_vhost, Tag.ADMINISTRATOR),
+)

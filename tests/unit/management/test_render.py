@@ -1,0 +1,222 @@
+"""The engine's snapshots as RabbitMQ's management API writes them (its HTTP API reference:
+the fields of /api/queues, /api/exchanges, /api/bindings, /api/connections, /api/channels,
+/api/consumers, /api/overview, /api/nodes, /api/health/checks/alarms)."""
+
+from __future__ import annotations
+
+import datetime
+from decimal import Decimal
+
+from batonmq.engine.counters import ChannelCounters
+from batonmq.engine.snapshots import (
+    BindingInfo,
+    ChannelInfo,
+    ConnectionInfo,
+    ConsumerInfo,
+    ExchangeInfo,
+    Overview,
+    QueueInfo,
+    UserInfo,
+)
+from batonmq.management import render
+
+NODE = render.Node("batonmq@host", "0.1.0", 1000.0, [("amqp", "127.0.0.1", 5672)])
+CONNECTION = ConnectionInfo(
+    7,
+    "127.0.0.1:40000 -> 127.0.0.1:5672",
+    "127.0.0.1",
+    40000,
+    "alice",
+    "/",
+    {"product": b"pika", "capabilities": {"publisher_confirms": True}},
+    1,
+    100,
+    200,
+)
+
+
+def test_a_queue_has_rabbitmqs_fields_and_counts_unacknowledged_messages_in_messages():
+    """RabbitMQ: `messages` is `messages_ready` plus `messages_unacknowledged`."""
+    info = QueueInfo("/", "work", "classic", True, False, False, {"x-max-length": 10}, 3, 1, 2)
+
+    assert render.queue(info, NODE) == {
+        "name": "work",
+        "vhost": "/",
+        "type": "classic",
+        "durable": True,
+        "auto_delete": False,
+        "exclusive": False,
+        "arguments": {"x-max-length": 10},
+        "node": "batonmq@host",
+        "state": "running",
+        "consumers": 1,
+        "messages": 5,
+        "messages_ready": 3,
+        "messages_unacknowledged": 2,
+        "policy": None,
+        "exclusive_consumer_tag": None,
+    }
+
+
+def test_an_exchange_and_a_binding():
+    exchange = ExchangeInfo("/", "orders", "topic", True, False, False, {})
+    assert render.exchange(exchange) == {
+        "name": "orders",
+        "vhost": "/",
+        "type": "topic",
+        "durable": True,
+        "auto_delete": False,
+        "internal": False,
+        "arguments": {},
+        "policy": None,
+        "user_who_performed_action": "",
+    }
+    binding = BindingInfo("/", "orders", "work", "queue", "eu.#", {})
+    assert render.binding(binding) == {
+        "source": "orders",
+        "vhost": "/",
+        "destination": "work",
+        "destination_type": "queue",
+        "routing_key": "eu.#",
+        "arguments": {},
+        "properties_key": "eu.%23",
+    }
+
+
+def test_a_bindings_properties_key_is_tilde_for_an_empty_key_and_marks_arguments():
+    """RabbitMQ names a binding without routing key or arguments "~" in its URLs."""
+    assert render.properties_key("", {}) == "~"
+    assert render.properties_key("a~b #", {}) == "a%7Eb+%23"  # quoted as a form value
+    assert render.properties_key("k", {"x-match": "all"}).startswith("k~")
+
+
+def test_a_connection_with_its_client_properties_as_json():
+    """Client properties hold AMQP long strings, which arrive as bytes: JSON has text."""
+    assert render.connection(CONNECTION, NODE) == {
+        "name": "127.0.0.1:40000 -> 127.0.0.1:5672",
+        "node": "batonmq@host",
+        "type": "network",
+        "state": "running",
+        "protocol": "AMQP 0-9-1",
+        "user": "alice",
+        "vhost": "/",
+        "peer_host": "127.0.0.1",
+        "peer_port": 40000,
+        "channels": 1,
+        "client_properties": {"product": "pika", "capabilities": {"publisher_confirms": True}},
+        "recv_oct": 100,
+        "send_oct": 200,
+    }
+
+
+def test_field_values_that_json_lacks():
+    assert render.json_value(b"\xff\x00") == "/wA="  # not UTF-8: base64
+    assert render.json_value(Decimal("1.5")) == 1.5
+    moment = datetime.datetime(2024, 1, 2, tzinfo=datetime.UTC)
+    assert render.json_value(moment) == int(moment.timestamp())
+    assert render.json_value([b"a", (1, None)]) == ["a", [1, None]]
+
+
+def test_a_channel_names_its_connection_and_counts_deliver_get():
+    counters = ChannelCounters(publish=4, deliver=2, get=1, ack=3)
+    info = ChannelInfo(f"{CONNECTION.name} (1)", 7, 1, "alice", "/", 1, 2, 10, counters)
+
+    item = render.channel(info, CONNECTION, NODE)
+
+    assert item["connection_details"] == {
+        "name": CONNECTION.name,
+        "peer_host": "127.0.0.1",
+        "peer_port": 40000,
+    }
+    assert (item["number"], item["consumer_count"], item["prefetch_count"]) == (1, 1, 10)
+    assert item["messages_unacknowledged"] == 2
+    assert item["message_stats"] == {
+        "publish": 4,
+        "confirm": 0,
+        "deliver": 2,
+        "get": 1,
+        "ack": 3,
+        "redeliver": 0,
+        "deliver_get": 3,
+    }
+
+
+def test_a_consumer_names_its_queue_and_channel():
+    channel = ChannelInfo(f"{CONNECTION.name} (1)", 7, 1, "alice", "/", 1, 0, 0, ChannelCounters())
+    info = ConsumerInfo("/", "work", "ctag-1", channel.name, True, False, 5, {})
+
+    item = render.consumer(info, channel, CONNECTION.name)
+
+    assert item["queue"] == {"name": "work", "vhost": "/"}
+    assert item["channel_details"] == {
+        "name": channel.name,
+        "number": 1,
+        "connection_name": CONNECTION.name,
+        "user": "alice",
+    }
+    assert (item["consumer_tag"], item["ack_required"], item["prefetch_count"]) == (
+        "ctag-1",
+        True,
+        5,
+    )
+
+
+def test_the_overview_totals_objects_and_messages():
+    overview = Overview(1, 2, 2, 9, 1, 5, {}, ChannelCounters(publish=8))
+    queues = [
+        QueueInfo("/", "a", "classic", True, False, False, {}, 5, 1, 2),
+        QueueInfo("/", "b", "classic", True, False, False, {}, 0, 0, 1),
+    ]
+
+    item = render.overview(overview, queues, NODE, UserInfo("alice", ("monitoring",)))
+
+    assert item["object_totals"] == {
+        "connections": 1,
+        "channels": 2,
+        "exchanges": 9,
+        "queues": 2,
+        "consumers": 1,
+    }
+    assert item["queue_totals"] == {
+        "messages": 8,
+        "messages_ready": 5,
+        "messages_unacknowledged": 3,
+    }
+    assert item["listeners"] == [
+        {"node": "batonmq@host", "protocol": "amqp", "ip_address": "127.0.0.1", "port": 5672}
+    ]
+    assert (item["node"], item["user"], item["user_tags"]) == (
+        "batonmq@host",
+        "alice",
+        ["monitoring"],
+    )
+
+
+def test_alarms_are_rabbitmqs_memory_and_disk_resources():
+    """RabbitMQ's alarms health check: 200 {"status": "ok"} without alarms, else 503 with
+    "resource alarm(s) in effect in the cluster"."""
+    assert render.alarms_check({}, NODE) == (200, {"status": "ok"})
+    status, body = render.alarms_check({"memory": "red", "free disk": "low"}, NODE)
+    assert status == 503
+    assert body["reason"] == "resource alarm(s) in effect in the cluster"
+    assert body["alarms"] == [
+        {"node": "batonmq@host", "resource": "disk", "reason": "low"},
+        {"node": "batonmq@host", "resource": "memory", "reason": "red"},
+    ]
+    node = render.node(NODE, {"store quota": "full"}, 1002.5)
+    assert (node["mem_alarm"], node["disk_free_alarm"], node["uptime"]) == (False, True, 2500)
+
+
+def test_users_and_virtual_hosts():
+    assert render.user(UserInfo("guest", ("administrator",))) == {
+        "name": "guest",
+        "tags": ["administrator"],
+        "limits": {},
+    }
+    queues = [
+        QueueInfo("/", "a", "classic", True, False, False, {}, 5, 0, 2),
+        QueueInfo("other", "b", "classic", True, False, False, {}, 7, 0, 0),
+    ]
+    vhost = render.vhost("/", queues)
+    assert (vhost["name"], vhost["messages"], vhost["messages_ready"]) == ("/", 7, 5)
+    assert vhost["messages_unacknowledged"] == 2
