@@ -137,9 +137,7 @@ def test_migrations_add_postgres_lease_columns_to_postgres_only() -> None:
     assert len(MIGRATIONS) == SCHEMA_VERSION >= 7
     columns = {
         dialect.name: [
-            step.column
-            for step in Plan(dialect).migration(7)
-            if isinstance(step, AddColumn)
+            step.column for step in Plan(dialect).migration(7) if isinstance(step, AddColumn)
         ]
         for dialect in (SQLITE, POSTGRES)
     }
