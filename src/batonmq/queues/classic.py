@@ -196,7 +196,12 @@ class ClassicQueue:
         paging.holdings.add(1, entry.message.body_size)
         if paging.journal.enabled:
             self._pager.spill()
-        if self.consumers:
+        consumers = self.consumers
+        if consumers and not consumers.saturated:
+            # Saturated: none of them had room at the last hand-out, and whatever gives one
+            # room (an ack, flow, a drained socket, a new consumer) dispatches: a new entry
+            # need not ask every consumer again (that walk was a quarter of the broker's time
+            # with 16 consumers).
             self.dispatch()
         if self._limits.in_force:
             self._limits.taken_in()

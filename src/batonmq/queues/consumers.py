@@ -32,7 +32,9 @@ from batonmq.queues.ready import ReadyEntries
 from batonmq.selectors import jms_values
 
 
-def _takes(consumer: QueueConsumer, entry: QueueEntry) -> bool:
+def _takes(consumer: QueueConsumer, entry: QueueEntry | None) -> bool:
+    """Whether `consumer`'s selector selects `entry` (which a set with selectors always names)."""
+    assert entry is not None
     selector = consumer.selector
     return selector is None or selector.matches(jms_values(entry.message.properties))
 
@@ -54,6 +56,9 @@ class ConsumerSet:
         self._by_priority: list[tuple[int, deque[QueueConsumer]]] | None = None
         #: How many consumers have a selector: while none has, no message is looked at.
         self._selective = 0
+        #: The last hand-out ended because no consumer had room: a new entry need not look
+        #: again (see `offer`); whatever may make room calls `hand_out`, which clears it.
+        self.saturated = False
 
     @property
     def hands_over(self) -> bool:
@@ -62,6 +67,7 @@ class ConsumerSet:
         return self.single_active or self.max_active is not None
 
     def add(self, consumer: QueueConsumer) -> None:
+        self.saturated = False
         if self.max_active is not None and len(self._consumers) >= self.max_active:
             self._backups.append(consumer)
             return
@@ -91,6 +97,7 @@ class ConsumerSet:
         groups.append((consumer.priority, deque([consumer])))
 
     def remove(self, consumer: QueueConsumer) -> None:
+        self.saturated = False
         if consumer in self._backups:
             self._backups.remove(consumer)
             return
@@ -118,6 +125,7 @@ class ConsumerSet:
             self._by_priority = None
 
     def clear(self) -> None:
+        self.saturated = False
         self._consumers = deque()
         self._backups = deque()
         self._by_priority = None
@@ -155,13 +163,41 @@ class ConsumerSet:
     ) -> None:
         """Hand `queue`'s ready entries (`take` gives the next one out) to consumers with room
         until either runs out. An entry no consumer with room will take (a selector) is passed
-        over and keeps its place."""
+        over and keeps its place. Ending for want of room marks the set `saturated`."""
+        self.saturated = False
+        if self._selective:
+            self._hand_out_selected(queue, ready, take)
+            return
+        # No selector: the consumer is chosen before the entry is taken, in one walk.
+        while ready:
+            consumer = self.choose(None)
+            if consumer is None:
+                self.saturated = True
+                return
+            entry = take()
+            if entry is None:
+                return  # the next entries are in the store
+            try:
+                consumer.deliver(queue, entry)
+            except BaseException:
+                ready.put_back(entry)  # never lose a message to a failed hand-over
+                raise
+
+    def _hand_out_selected(
+        self,
+        queue: Queue,
+        ready: ReadyEntries | PriorityReady,
+        take: Callable[[], QueueEntry | None],
+    ) -> None:
         passed_over: list[QueueEntry] = []
         try:
-            while ready and self.any_room():
+            while ready:
+                if not self.any_room():
+                    self.saturated = True
+                    return
                 entry = take()
                 if entry is None:
-                    break  # the next entries are in the store
+                    return  # the next entries are in the store
                 consumer = self.choose(entry)
                 if consumer is None:
                     passed_over.append(entry)
@@ -175,9 +211,10 @@ class ConsumerSet:
             for entry in passed_over:
                 ready.put_back(entry)
 
-    def choose(self, entry: QueueEntry) -> QueueConsumer | None:
+    def choose(self, entry: QueueEntry | None) -> QueueConsumer | None:
         """The consumer to hand `entry` to, moving the round-robin on; None when no consumer
-        that has room will take it."""
+        that has room will take it. Without selectors `entry` is not looked at (None: the
+        next consumer with room)."""
         if self.single_active:
             return self._choose_active(entry)
         groups = self._by_priority
@@ -190,7 +227,7 @@ class ConsumerSet:
         return None
 
     def _next_taker(
-        self, consumers: deque[QueueConsumer], entry: QueueEntry
+        self, consumers: deque[QueueConsumer], entry: QueueEntry | None
     ) -> QueueConsumer | None:
         """The next consumer of `consumers` in round-robin order that has room and takes
         `entry`; each one looked at goes to the back."""
@@ -202,10 +239,10 @@ class ConsumerSet:
                 return consumer
         return None
 
-    def _choose_active(self, entry: QueueEntry) -> QueueConsumer | None:
+    def _choose_active(self, entry: QueueEntry | None) -> QueueConsumer | None:
         if not self._consumers:
             return None
         active = self._consumers[0]
-        if active.has_room() and _takes(active, entry):
+        if active.has_room() and (not self._selective or _takes(active, entry)):
             return active
         return None

@@ -137,3 +137,61 @@ def test_consumer_bookkeeping():
     queue.remove_consumer(consumer)
     assert queue.consumer_count == 0
     assert not queue.has_exclusive_consumer()
+
+
+@dataclass(eq=False)
+class CountingConsumer(StubConsumer):
+    asked: int = 0
+
+    def has_room(self) -> bool:
+        self.asked += 1
+        return super().has_room()
+
+
+def test_messages_published_while_every_consumer_is_full_do_not_ask_them_again():
+    """The cost of a publish does not grow with the consumers when none has room: the queue
+    remembers that the last hand-out found none, and only what gives a consumer room (an ack, flow,
+    a drained socket, a new consumer: each calls dispatch) looks again."""
+    queue = ClassicQueue("q")
+    consumers = [CountingConsumer(str(n), room=1) for n in range(16)]
+    for consumer in consumers:
+        queue.add_consumer(consumer)
+    publish(queue, *(str(n) for n in range(16)))  # one each: all full now
+    publish(queue, "first waiting")
+    asked = sum(consumer.asked for consumer in consumers)
+
+    publish(queue, *(f"waiting {n}" for n in range(100)))
+
+    assert sum(consumer.asked for consumer in consumers) == asked
+    assert queue.message_count == 101
+    consumers[5].room = 2
+    queue.dispatch()  # as an ack of consumer 5 would
+    assert bodies(consumers[5]) == ["5", "first waiting", "waiting 0"]
+    assert queue.message_count == 99
+
+
+def test_a_new_consumer_is_served_though_the_others_were_full():
+    queue = ClassicQueue("q")
+    full = StubConsumer("full", room=0)
+    queue.add_consumer(full)
+    publish(queue, "a", "b")
+    late = StubConsumer("late")
+    queue.add_consumer(late)
+    publish(queue, "c")
+    assert bodies(late) == ["a", "b", "c"]
+
+
+def test_a_hand_out_asks_each_consumer_at_most_once_per_message():
+    """Without selectors, the consumer is chosen before the entry is taken, in one round-robin
+    walk (not a walk to see whether any has room, then another to choose)."""
+    queue = ClassicQueue("q")
+    consumers = [CountingConsumer(str(n), room=0) for n in range(8)]
+    consumers[7].room = 1
+    for consumer in consumers:
+        queue.add_consumer(consumer)
+
+    publish(queue, "only")
+
+    assert bodies(consumers[7]) == ["only"]
+    # One walk found consumer 7 (8 asks); the hand-out then stopped at the empty queue.
+    assert sum(consumer.asked for consumer in consumers) == 8
