@@ -58,6 +58,21 @@ class BatonMQ(Broker):
             self.label += f" @{build.name}"
         self.directory: Path | None = None
 
+    def _knows(self, key: str) -> bool:
+        """Whether the code this broker runs has the setting `key` (an older build may not)."""
+        environment = dict(os.environ)
+        if self.build:
+            environment["PYTHONPATH"] = str(self.build.root / "src")
+        probe = f"from batonmq.config import SETTINGS; print({key!r} in SETTINGS)"
+        finished = subprocess.run(
+            [sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+            env=environment,
+            check=True,
+        )
+        return finished.stdout.strip() == "True"
+
     def start(self) -> None:
         self.directory = Path(tempfile.mkdtemp(prefix=f"batonmq-bench-{self.name}-"))
         self.port = free_port()
@@ -73,6 +88,9 @@ class BatonMQ(Broker):
             "[log]",
             'level = "warning"',
         ]
+        if self._knows("listeners.http.enabled"):
+            # Brokers run side by side: none takes the management port (15672).
+            config += ["[listeners.http]", "enabled = false"]
         if self.postgres:
             database = DATABASE + (f"_{self.build.name}" if self.build else "")
             dsn = self.postgres.create_database(database)
