@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pamqp import commands
 from pamqp.common import FieldTable
 
 from batonmq.engine.counters import ChannelCounters
@@ -105,3 +106,41 @@ class Overview:
     messages_ready: int
     alarms: dict[str, str]
     message_totals: ChannelCounters = field(default_factory=ChannelCounters)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageInfo:
+    """A message as the API shows it: where it was published, its properties and body."""
+
+    message_id: int
+    exchange: str
+    routing_key: str
+    redelivered: bool
+    properties: commands.Basic.Properties
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GotMessage:
+    """A message taken as basic.get takes it, and the queue's ready count after it went
+    (basic.get-ok's message-count)."""
+
+    message: MessageInfo
+    message_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrowsedInfo:
+    """A ready message seen without being consumed: `position` 0 is the next one out."""
+
+    position: int
+    message: MessageInfo
+
+
+@dataclass(frozen=True, slots=True)
+class MessagesChanged:
+    """What a copy, move or removal of chosen messages did: the ids it acted on, and those
+    that were not (or no longer) ready in the queue."""
+
+    done: tuple[int, ...]
+    missing: tuple[int, ...]

@@ -94,6 +94,24 @@ def text(body: Mapping[str, Json], key: str, default: str | None = None) -> str 
     return value
 
 
+def integer(body: Mapping[str, Json], key: str, default: int | None = None) -> int | None:
+    """A whole number of at least 0, in a number or a string (RabbitMQ's parse_int, for its
+    forms)."""
+    value = body.get(key, default)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise problems.bad_request(f"{key} must be a whole number")
+    return value
+
+
+def required(body: Mapping[str, Json], *keys: str) -> None:
+    """RabbitMQ's with_decode: each of `keys` must be in the body."""
+    missing = [key for key in keys if key not in body]
+    if missing:
+        raise problems.bad_request(f"missing fields: {', '.join(missing)}")
+
+
 def arguments(body: Mapping[str, Json]) -> FieldTable:
     """`arguments` as an AMQP field table (JSON's types are all field values)."""
     value = body.get("arguments", {})

@@ -8,7 +8,15 @@ from aiohttp import web
 from batonmq.management.call import Call, answer
 from batonmq.management.openapi import openapi_document
 from batonmq.management.route import Route
-from batonmq.management.routes import bindings, connections, exchanges, node, queues, users
+from batonmq.management.routes import (
+    bindings,
+    connections,
+    exchanges,
+    messages,
+    node,
+    queues,
+    users,
+)
 
 
 async def openapi(call: Call) -> web.Response:
@@ -23,6 +31,7 @@ ROUTES: tuple[Route, ...] = (
     *exchanges.ROUTES,
     *queues.ROUTES,
     *bindings.ROUTES,
+    *messages.ROUTES,
     Route("GET", "/api/openapi.json", openapi),
 )
 
