@@ -53,6 +53,7 @@ from batonmq.engine.snapshots import (
     MessagesChanged,
     Overview,
     QueueInfo,
+    StatisticsReading,
     UserInfo,
 )
 from batonmq.engine.vhost import RESERVED_PREFIX, VirtualHost
@@ -63,6 +64,7 @@ from batonmq.queues.types import declared_type
 from batonmq.security.acl import AclError, Action, ObjectType, Property
 from batonmq.security.authn import AuthenticationError, LoginAttempt
 from batonmq.security.passwords import Credential
+from batonmq.stats import REGISTRY, Scope
 from batonmq.store.base import StoredUser
 
 T = TypeVar("T")
@@ -241,6 +243,40 @@ class EngineApi:
                 broker.closed_channels, (channel.counters for channel in channels)
             ),
         )
+
+    def statistics(self) -> list[StatisticsReading]:
+        """Every statistic of the registry (batonmq.stats), read now: the broker's, then each
+        connection's, channel's and queue's, with labels naming them."""
+        broker = self.broker
+        readings = [StatisticsReading(Scope.BROKER, {}, REGISTRY.scope(Scope.BROKER).read(broker))]
+        connection_statistics = REGISTRY.scope(Scope.CONNECTION)
+        channel_statistics = REGISTRY.scope(Scope.CHANNEL)
+        for session in self._sessions():
+            readings.append(
+                StatisticsReading(
+                    Scope.CONNECTION,
+                    {"connection": session.name},
+                    connection_statistics.read(session),
+                )
+            )
+            vhost = session.vhost_or_none
+            readings.extend(
+                StatisticsReading(
+                    Scope.CHANNEL,
+                    {"vhost": vhost.name if vhost else "", "channel": channel.name},
+                    channel_statistics.read(channel),
+                )
+                for channel in session.channels.values()
+            )
+        queue_statistics = REGISTRY.scope(Scope.QUEUE)
+        readings.extend(
+            StatisticsReading(
+                Scope.QUEUE, {"vhost": host.name, "queue": queue.name}, queue_statistics.read(queue)
+            )
+            for host in self._vhosts(None)
+            for queue in host.queues.values()
+        )
+        return readings
 
     # Changing -----------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from pamqp import commands
 from pamqp.common import FieldTable
 
 from batonmq.engine.counters import ChannelCounters
+from batonmq.stats import Scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,3 +145,13 @@ class MessagesChanged:
 
     done: tuple[int, ...]
     missing: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StatisticsReading:
+    """The statistics of one subject of a scope (batonmq.stats), read now: by key, and the
+    labels that say which subject (vhost and queue; connection; channel; none for the broker)."""
+
+    scope: Scope
+    labels: dict[str, str]
+    values: dict[str, float]

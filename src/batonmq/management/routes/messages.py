@@ -132,11 +132,12 @@ def _changed(done: str, changed: MessagesChanged) -> dict[str, Json]:
     return {done: list(changed.done), "missing": list(changed.missing)}
 
 
+_JSON = ("200", "the answer, as JSON")
 ROUTES = (
-    Route("POST", "/api/queues/{vhost}/{name}/get", get_messages),
-    Route("POST", "/api/exchanges/{vhost}/{name}/publish", publish),
+    Route("POST", "/api/queues/{vhost}/{name}/get", get_messages, answers=_JSON),
+    Route("POST", "/api/exchanges/{vhost}/{name}/publish", publish, answers=_JSON),
     Route("GET", "/api/queues/{vhost}/{name}/messages", browse),
-    Route("POST", "/api/queues/{vhost}/{name}/messages/move", move),
-    Route("POST", "/api/queues/{vhost}/{name}/messages/copy", copy),
-    Route("DELETE", "/api/queues/{vhost}/{name}/messages", delete),
+    Route("POST", "/api/queues/{vhost}/{name}/messages/move", move, answers=_JSON),
+    Route("POST", "/api/queues/{vhost}/{name}/messages/copy", copy, answers=_JSON),
+    Route("DELETE", "/api/queues/{vhost}/{name}/messages", delete, answers=_JSON),
 )

@@ -70,6 +70,7 @@ async def resume_queue(call: Call) -> web.Response:
     return no_content()
 
 
+_DONE = ("204", "done")
 ROUTES = (
     Route("GET", "/api/queues", list_queues),
     Route("GET", "/api/queues/{vhost}", list_queues),
@@ -77,6 +78,6 @@ ROUTES = (
     Route("PUT", "/api/queues/{vhost}/{name}", put_queue),
     Route("DELETE", "/api/queues/{vhost}/{name}", delete_queue),
     Route("DELETE", "/api/queues/{vhost}/{name}/contents", purge_queue),
-    Route("PUT", "/api/queues/{vhost}/{name}/pause", pause_queue),
-    Route("PUT", "/api/queues/{vhost}/{name}/resume", resume_queue),
+    Route("PUT", "/api/queues/{vhost}/{name}/pause", pause_queue, answers=_DONE),
+    Route("PUT", "/api/queues/{vhost}/{name}/resume", resume_queue, answers=_DONE),
 )
