@@ -11,20 +11,15 @@ of the same request over AMQP would have got.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from typing import TypeVar
+from collections.abc import Iterable
 
-from pamqp import commands
 from pamqp.common import FieldTable
 
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import HardError, ProtocolError
-from batonmq.amqp.frames import encode_header_payload
-from batonmq.engine import messages
 from batonmq.engine.access import (
     binding_properties,
     exchange_binding_properties,
@@ -34,32 +29,24 @@ from batonmq.engine.access import (
     is_temporary,
     queue_properties,
 )
-from batonmq.engine.broker import Broker
-from batonmq.engine.change import Change, ChangePending
+from batonmq.engine.apibase import ApiError
 from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.counters import ChannelCounters, message_totals
 from batonmq.engine.events import EventKind
-from batonmq.engine.messages import AckMode
-from batonmq.engine.publish import checked_exchange
-from batonmq.engine.session import Session
+from batonmq.engine.messageapi import MessageApi
 from batonmq.engine.snapshots import (
     BindingInfo,
-    BrowsedInfo,
     ChannelInfo,
     ConnectionInfo,
     ConsumerInfo,
     ExchangeInfo,
-    GotMessage,
-    MessagesChanged,
     Overview,
     QueueInfo,
     StatisticsReading,
     UserInfo,
 )
-from batonmq.engine.vhost import RESERVED_PREFIX, VirtualHost
+from batonmq.engine.vhost import RESERVED_PREFIX
 from batonmq.model.destination import Destination, DestinationKind
-from batonmq.model.message import Message
-from batonmq.queues.protocol import Queue
 from batonmq.queues.types import declared_type
 from batonmq.security.acl import AclError, Action, ObjectType, Property
 from batonmq.security.authn import AuthenticationError, LoginAttempt
@@ -67,24 +54,11 @@ from batonmq.security.passwords import Credential
 from batonmq.stats import REGISTRY, Scope
 from batonmq.store.base import StoredUser
 
-T = TypeVar("T")
+__all__ = ["ApiError", "EngineApi"]
 
 
-class ApiError(Exception):
-    """A request the engine refused: `reply_code` as AMQP would have it (404 not found, 403
-    access refused, 405 locked, 406 precondition failed, 541 for a failed store write)."""
-
-    def __init__(self, reply_code: int, text: str) -> None:
-        super().__init__(text)
-        self.reply_code = reply_code
-        self.text = text
-
-
-class EngineApi:
+class EngineApi(MessageApi):
     """The service API of one broker (see the module docstring)."""
-
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
 
     # Reading ------------------------------------------------------------------------------
 
@@ -424,111 +398,6 @@ class EngineApi:
         self._require(user, host, Action.PURGE, ObjectType.QUEUE, queue_properties(queue))
         return queue.purge()
 
-    # Messages -----------------------------------------------------------------------------
-
-    async def get_messages(
-        self, user: str, vhost: str, name: str, count: int, mode: AckMode
-    ) -> list[GotMessage]:
-        """Take up to `count` messages as basic.get would (the same ACL check: CONSUME QUEUE),
-        settled as `mode` says; returns once their settlement is committed."""
-        host = self._vhost(vhost)
-        queue = self._consumable(user, host, name)
-        with _refusals():
-            return await messages.take(queue, count, mode, self.broker.journal)
-
-    async def publish(
-        self,
-        user: str,
-        vhost: str,
-        exchange: str,
-        routing_key: str,
-        properties: commands.Basic.Properties,
-        body: bytes,
-    ) -> bool:
-        """Publish as basic.publish with confirms would (the same checks, PUBLISH EXCHANGE
-        among them); returns once the message is durable where it must be, with whether any
-        queue took it."""
-        host = self._vhost(vhost)
-        message = Message(exchange, routing_key, encode_header_payload(properties, len(body)), body)
-        with _refusals():
-            target = checked_exchange(self.broker, user, host, exchange, routing_key, message)
-            return await messages.publish(host, target, message, self.broker.journal)
-
-    def browse(
-        self, user: str, vhost: str, name: str, start: int = 0, count: int | None = None
-    ) -> list[BrowsedInfo]:
-        """Ready messages from position `start`, none consumed (the ACL's CONSUME QUEUE: it
-        shows what a consumer would get)."""
-        host = self._vhost(vhost)
-        return messages.browse(self._consumable(user, host, name), start, count)
-
-    async def copy_messages(
-        self, user: str, vhost: str, name: str, target: str, message_ids: Iterable[int]
-    ) -> MessagesChanged:
-        """Publish chosen ready messages of queue `name` to queue `target` too."""
-        host = self._vhost(vhost)
-        source = self._consumable(user, host, name)
-        with _refusals():
-            return await messages.copy(
-                source, self._target(user, host, target), message_ids, self.broker.journal
-            )
-
-    async def move_messages(
-        self, user: str, vhost: str, name: str, target: str, message_ids: Iterable[int]
-    ) -> MessagesChanged:
-        """Move chosen ready messages of queue `name` to queue `target`."""
-        host = self._vhost(vhost)
-        source = self._consumable(user, host, name)
-        with _refusals():
-            return await messages.move(
-                source, self._target(user, host, target), message_ids, self.broker.journal
-            )
-
-    async def remove_messages(
-        self, user: str, vhost: str, name: str, message_ids: Iterable[int]
-    ) -> MessagesChanged:
-        """Remove chosen ready messages, as queue.purge removes them all (PURGE QUEUE)."""
-        host = self._vhost(vhost)
-        queue = self._queue(host, name)
-        self._require(user, host, Action.PURGE, ObjectType.QUEUE, queue_properties(queue))
-        with _refusals():
-            return await messages.remove(queue, message_ids, self.broker.journal)
-
-    def pause_queue(self, user: str, vhost: str, name: str, *, paused: bool) -> None:
-        """Pause (or resume) the delivery of a queue's messages to its consumers, as imqcmd
-        pause dst does: it still takes messages. Needs what consuming from it needs."""
-        host = self._vhost(vhost)
-        queue = self._consumable(user, host, name)
-        if paused:
-            host.paused.add(queue)
-        else:
-            host.paused.discard(queue)
-            queue.dispatch()
-
-    def _consumable(self, user: str, host: VirtualHost, name: str) -> Queue:
-        """Queue `name`, if `user` may consume from it (another connection's exclusive queue:
-        405, as for basic.get)."""
-        queue = self._queue(host, name)
-        with _refusals():
-            host.check_owner(queue, self)
-        self._require(user, host, Action.CONSUME, ObjectType.QUEUE, queue_properties(queue))
-        return queue
-
-    def _target(self, user: str, host: VirtualHost, name: str) -> Queue:
-        """Queue `name`, if `user` may publish to it through the default exchange (PUBLISH
-        EXCHANGE, as a publish of the message to it would be checked)."""
-        queue = self._queue(host, name)
-        with _refusals():
-            host.check_owner(queue, self)
-        self._require(
-            user,
-            host,
-            Action.PUBLISH,
-            ObjectType.EXCHANGE,
-            {Property.NAME: exchange_name(""), Property.ROUTING_KEY: name},
-        )
-        return queue
-
     def close_connection(self, connection_id: int, reason: str) -> None:
         """Close a client's connection with 320 CONNECTION_FORCED and `reason`, as RabbitMQ's
         management does; ApiError 404 when there is no such connection."""
@@ -670,12 +539,6 @@ class EngineApi:
         except AclError as error:
             raise ApiError(ReplyCode.PRECONDITION_FAILED, str(error)) from None
 
-    async def _durable(self, what: str) -> None:
-        written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self.broker.journal.when_durable(written.set_result)
-        if not await written:
-            raise ApiError(ReplyCode.INTERNAL_ERROR, f"the store could not write {what}")
-
     @staticmethod
     def set_log_level(level: str) -> None:
         """Change the broker's log level while it runs (debug, info, warning, error)."""
@@ -683,89 +546,6 @@ class EngineApi:
         if not isinstance(number, int):
             raise ApiError(ReplyCode.PRECONDITION_FAILED, f"unknown log level '{level}'")
         logging.getLogger("batonmq").setLevel(number)
-
-    # Helpers ------------------------------------------------------------------------------
-
-    def _sessions(self) -> Iterator[Session]:
-        return iter(sorted(self.broker.sessions, key=lambda session: session.id))
-
-    def _vhosts(self, name: str | None) -> list[VirtualHost]:
-        if name is None:
-            return [self.broker.vhosts[host] for host in sorted(self.broker.vhosts)]
-        return [self._vhost(name)]
-
-    def _vhost(self, name: str) -> VirtualHost:
-        host = self.broker.vhosts.get(name)
-        if host is None:
-            raise ApiError(ReplyCode.NOT_FOUND, f"no virtual host '{name}'")
-        return host
-
-    @staticmethod
-    def _queue(host: VirtualHost, name: str) -> Queue:
-        queue = host.queues.get(name)
-        if queue is None:
-            raise ApiError(ReplyCode.NOT_FOUND, f"no queue '{name}' in vhost '{host.name}'")
-        return queue
-
-    def _require(
-        self,
-        user: str,
-        host: VirtualHost,
-        action: Action,
-        object_type: ObjectType,
-        properties: dict[Property, str],
-    ) -> None:
-        access = self.broker.access
-        if access.enabled:
-            try:
-                access.require(user, host.name, action, object_type, properties)
-            except ProtocolError as error:
-                raise ApiError(error.reply_code, error.reply_text) from None
-
-    async def _carry_out(self, host: VirtualHost, make: Callable[[], Change[T]]) -> T:
-        """Check and carry out a change as an AMQP method would: waiting for a change of the
-        same object under way first, and returning once this one is committed and applied."""
-        while True:
-            try:
-                change = make()
-            except ChangePending as pending:
-                await _waited_for(pending)
-                continue
-            except ProtocolError as error:
-                raise ApiError(error.reply_code, error.reply_text) from None
-            return await _applied(host, change)
-
-
-@contextlib.contextmanager
-def _refusals() -> Iterator[None]:
-    """An AMQP refusal raised inside, as the ApiError the API raises."""
-    try:
-        yield
-    except ProtocolError as error:
-        raise ApiError(error.reply_code, error.reply_text) from None
-
-
-async def _waited_for(pending: ChangePending) -> None:
-    ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def done() -> None:
-        if not ready.done():
-            ready.set_result(None)
-
-    pending.wait(done)
-    await ready
-
-
-async def _applied(host: VirtualHost, change: Change[T]) -> T:
-    outcome: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-
-    def failed() -> None:
-        outcome.set_exception(
-            ApiError(ReplyCode.INTERNAL_ERROR, "the store could not write the change")
-        )
-
-    host.carry_out(change, outcome.set_result, failed)
-    return await outcome
 
 
 def _fields(counters: ChannelCounters) -> dict[str, int]:

@@ -73,7 +73,7 @@ async def take(queue: Queue, count: int, mode: AckMode, journal: Journal) -> lis
             queue.rejected(entry)
     elif taken:
         queue.requeue(taken)
-    await durable(journal, "the settlement of the messages taken")
+    await _durable(journal, "the settlement of the messages taken")
     return got
 
 
@@ -88,7 +88,7 @@ async def publish(
     batch = held_batch(journal, [(message, queues)])
     outcomes = [queue.publish(message, until_batch=batch) for queue in queues]
     if batch is not None:
-        committed = await _committed(journal)
+        committed = await journal.durable()
         release_held(queues, batch, committed)
         if not committed:
             raise _not_written("the message")
@@ -115,7 +115,7 @@ async def copy(
     batch = held_batch(journal, [(message, [target]) for message in found])
     outcomes = [target.publish(message, until_batch=batch) for message in found]
     if batch is not None:
-        committed = await _committed(journal)
+        committed = await journal.durable()
         release_held([target], batch, committed)
         if not committed:
             raise _not_written("the copies")
@@ -143,7 +143,7 @@ async def remove(queue: Queue, message_ids: Iterable[int], journal: Journal) -> 
     """Remove the ready messages with these ids, as a purge removes them all."""
     found, missing = _ready(queue, message_ids)
     queue.remove(message.id for message in found)
-    await durable(journal, "the removal of the messages")
+    await _durable(journal, "the removal of the messages")
     return MessagesChanged(tuple(message.id for message in found), missing)
 
 
@@ -155,15 +155,9 @@ def _ready(queue: Queue, message_ids: Iterable[int]) -> tuple[list[Message], tup
     return found, tuple(message_id for message_id in wanted if message_id not in present)
 
 
-async def durable(journal: Journal, what: str) -> None:
-    if not await _committed(journal):
+async def _durable(journal: Journal, what: str) -> None:
+    if not await journal.durable():
         raise _not_written(what)
-
-
-async def _committed(journal: Journal) -> bool:
-    written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-    journal.when_durable(written.set_result)
-    return await written
 
 
 async def _paged_in(queue: Queue) -> None:
