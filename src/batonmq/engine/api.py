@@ -43,6 +43,7 @@ from batonmq.engine.snapshots import (
     Overview,
     QueueInfo,
     StatisticsReading,
+    UserCredential,
     UserInfo,
 )
 from batonmq.engine.vhost import RESERVED_PREFIX
@@ -50,7 +51,7 @@ from batonmq.model.destination import Destination, DestinationKind
 from batonmq.queues.types import declared_type
 from batonmq.security.acl import AclError, Action, ObjectType, Property
 from batonmq.security.authn import AuthenticationError, LoginAttempt
-from batonmq.security.passwords import Credential
+from batonmq.security.passwords import Credential, MalformedHashError
 from batonmq.stats import REGISTRY, Scope
 from batonmq.store.base import StoredUser
 
@@ -418,17 +419,43 @@ class EngineApi(MessageApi):
             raise ApiError(ReplyCode.NOT_FOUND, f"no user '{name}'")
         return UserInfo(name, self.broker.user_tags.get(name, ()))
 
+    def user_credentials(self) -> list[UserCredential]:
+        """Every user with its encoded credential (a password hash, never a password) and
+        tags: what a definitions export carries."""
+        authenticator = self.broker.authenticator
+        return [
+            UserCredential(
+                name,
+                authenticator.users[name].encode(),
+                self.broker.user_tags.get(name, ()),
+            )
+            for name in self.users()
+        ]
+
     async def put_user(
-        self, name: str, password: str | None, tags: Iterable[str] | None = None
+        self,
+        name: str,
+        password: str | None,
+        tags: Iterable[str] | None = None,
+        *,
+        credential_hash: str | None = None,
     ) -> None:
         """Add a user, or change a user's password and tags: written to the store, then in
         force for the next login (connections already open stay). A password of None keeps
-        the user's password (a new user needs one); tags of None keep its tags."""
+        the user's password (a new user needs one) unless `credential_hash` gives an encoded
+        credential (as `user_credentials` has it) instead; tags of None keep its tags."""
         if not name:
             raise ApiError(ReplyCode.PRECONDITION_FAILED, "a user needs a name")
         authenticator = self.broker.authenticator
         existing = authenticator.users.get(name)
-        if password is not None:
+        if credential_hash is not None:
+            try:
+                credential = Credential.decode(credential_hash)
+            except MalformedHashError as error:
+                raise ApiError(
+                    ReplyCode.PRECONDITION_FAILED, f"password_hash of user '{name}': {error}"
+                ) from None
+        elif password is not None:
             # scrypt is slow on purpose: off the event loop.
             credential = await asyncio.to_thread(Credential.from_password, password)
         elif existing is not None:

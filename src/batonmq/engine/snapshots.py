@@ -59,6 +59,16 @@ class UserInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class UserCredential:
+    """A user as a definitions export carries it: `credential` is the encoded password hash
+    (batonmq.security.passwords.Credential.encode), never a password."""
+
+    name: str
+    credential: str
+    tags: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ConnectionInfo:
     id: int
     name: str

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from typing import Final
 
 from aiohttp import web
-from pamqp.common import FieldTable, FieldValue
+from pamqp.common import FieldTable
 
 from batonmq.engine.api import EngineApi
 from batonmq.engine.snapshots import UserInfo
 from batonmq.management import problems
 from batonmq.management.access import visible_vhosts
 from batonmq.management.listing import InvalidListQuery, Item, Json, answer_list, parse_list_query
-from batonmq.management.render import Node
+from batonmq.management.render import Node, field_table
 
 #: Largest request body read (bytes); a larger one is a 400, as RabbitMQ's body limit.
 MAX_BODY: Final = 1024 * 1024
@@ -117,15 +117,7 @@ def arguments(body: Mapping[str, Json]) -> FieldTable:
     value = body.get("arguments", {})
     if not isinstance(value, dict):
         raise problems.bad_request("arguments must be a JSON object")
-    return {key: _field_value(item) for key, item in value.items()}
-
-
-def _field_value(value: Json) -> FieldValue:
-    if isinstance(value, dict):
-        return {key: _field_value(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_field_value(item) for item in value]
-    return value
+    return field_table(value)
 
 
 def tags(body: Mapping[str, Json]) -> list[str] | None:

@@ -21,7 +21,7 @@ from pamqp import commands
 
 from batonmq.engine.snapshots import BrowsedInfo, GotMessage, MessageInfo
 from batonmq.management.listing import Item, Json
-from batonmq.management.render import json_value
+from batonmq.management.render import field_table, json_value
 
 #: The basic properties by RabbitMQ's JSON names, and pamqp's attribute for each.
 PROPERTY_NAMES: Final = {
@@ -115,7 +115,7 @@ def to_properties(value: Mapping[str, Json]) -> commands.Basic.Properties:
         if name == "headers":
             if not isinstance(item, dict):
                 raise InvalidMessage("properties.headers must be a JSON object")
-            fields[attribute] = item
+            fields[attribute] = field_table(item)
         elif name in _INTEGER_PROPERTIES:
             if isinstance(item, bool) or not isinstance(item, int):
                 raise InvalidMessage(f"properties.{name} must be an integer")

@@ -11,6 +11,7 @@ from batonmq.management.route import Route
 from batonmq.management.routes import (
     bindings,
     connections,
+    definitions,
     exchanges,
     messages,
     node,
@@ -32,6 +33,7 @@ ROUTES: tuple[Route, ...] = (
     *queues.ROUTES,
     *bindings.ROUTES,
     *messages.ROUTES,
+    *definitions.ROUTES,
     Route("GET", "/api/openapi.json", openapi),
 )
 
