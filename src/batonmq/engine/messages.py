@@ -54,20 +54,28 @@ async def take(queue: Queue, count: int, mode: AckMode, journal: Journal) -> lis
     "because we get always the same message if the messages are requeued"."""
     got: list[GotMessage] = []
     taken: list[QueueEntry] = []
-    while len(got) < count:
-        entry = queue.get()
-        if entry is None:
-            if not queue.waiting_for_page_in:
-                break
-            await _paged_in(queue)
-            continue
-        got.append(GotMessage(message_info(entry.message, entry.redelivered), queue.message_count))
-        if mode is AckMode.ACK_REQUEUE_FALSE:
-            entry.delivery_count += 1
-            queue.settled(entry)
-        else:
-            queue.delivered(entry)
-            taken.append(entry)
+    try:
+        while len(got) < count:
+            entry = queue.get()
+            if entry is None:
+                if not queue.waiting_for_page_in:
+                    break
+                await _paged_in(queue)
+                continue
+            got.append(
+                GotMessage(message_info(entry.message, entry.redelivered), queue.message_count)
+            )
+            if mode is AckMode.ACK_REQUEUE_FALSE:
+                entry.delivery_count += 1
+                queue.settled(entry)
+            else:
+                queue.delivered(entry)
+                taken.append(entry)
+    except BaseException:
+        # Cancelled while waiting for a page-in (the request went): what was taken and not
+        # yet settled goes back, as a closed channel's unsettled deliveries do.
+        queue.requeue(taken)
+        raise
     if mode is AckMode.REJECT_REQUEUE_FALSE:
         for entry in taken:
             queue.rejected(entry)

@@ -17,6 +17,7 @@ from batonmq.engine.messages import AckMode
 from batonmq.stats import Scope
 from tests.memclient import connect
 from tests.unit.engine.test_access import ADMIN_RULE, acl, broker_with_acl
+from tests.unit.engine.test_api import _stored_broker
 
 
 def broker_with(queue: str, *bodies: str, **arguments: object) -> tuple[Broker, EngineApi]:
@@ -167,3 +168,23 @@ def test_statistics_read_every_scope_with_labels():
     assert readings[Scope.CHANNEL].values["publish"] == 1
     [session] = broker.sessions
     assert readings[Scope.CONNECTION].labels == {"connection": session.name}
+
+
+async def test_taken_and_published_messages_are_committed_before_the_call_returns(tmp_path: Path):
+    """State follows the store: a get with ack_requeue_false returns once the removal is
+    committed (as the reply to a basic.ack on a transaction would), a persistent publish once
+    the message is (as a publisher confirm)."""
+    async with _stored_broker(tmp_path) as (_broker, store):
+        api = EngineApi(_broker)
+        await api.declare_queue("guest", "/", "kept")
+        persistent = commands.Basic.Properties(delivery_mode=2)
+        for body in (b"one", b"two"):
+            assert await api.publish("guest", "/", "", "kept", persistent, body)
+        assert (await store.stats()).messages == 2
+        await api.get_messages("guest", "/", "kept", 1, AckMode.ACK_REQUEUE_FALSE)
+        assert (await store.stats()).messages == 1
+        moved_to = await api.declare_queue("guest", "/", "other")
+        [left] = api.browse("guest", "/", "kept")
+        await api.move_messages("guest", "/", "kept", moved_to.name, [left.message.message_id])
+        assert (await store.stats()).messages == 1  # one message, now held by the other queue
+        assert [body for body, _ in bodies(api, "other")] == ["two"]
