@@ -252,7 +252,7 @@ def test_a_paused_queue_takes_messages_but_delivers_none_until_resumed(
         connection.process_data_events(1.0)
         assert received == []
         _, queue = call(broker, "GET", "/api/queues/%2F/q")
-        assert isinstance(queue, dict) and queue["messages_ready"] == 2
+        assert isinstance(queue, dict) and (queue["messages_ready"], queue["paused"]) == (2, True)
         assert call(broker, "PUT", "/api/queues/%2F/q/resume")[0] == 204
         wait_until(lambda: connection.process_data_events(0.1) or len(received) == 2, "deliveries")
     assert received == [b"before", b"during"]

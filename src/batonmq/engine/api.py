@@ -80,6 +80,7 @@ class EngineApi(MessageApi):
                 queue.message_count,
                 queue.consumer_count,
                 unacknowledged[host.name, queue.name],
+                queue in host.paused,
             )
             for host in self._vhosts(vhost)
             for queue in host.queues.values()

@@ -26,6 +26,8 @@ class QueueInfo:
     consumers: int
     #: Delivered to consumers (or basic.get) and not yet acknowledged.
     messages_unacknowledged: int = 0
+    #: Its delivery to consumers is paused (imqcmd pause dst).
+    paused: bool = False
 
 
 @dataclass(frozen=True, slots=True)

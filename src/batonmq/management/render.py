@@ -106,6 +106,8 @@ def queue(info: QueueInfo, node: Node) -> Item:
         "messages_unacknowledged": info.messages_unacknowledged,
         "policy": None,
         "exclusive_consumer_tag": None,
+        # BatonMQ's own: delivery paused (PUT .../pause); RabbitMQ's clients ignore it.
+        "paused": info.paused,
     }
 
 
