@@ -14,8 +14,7 @@ import asyncio
 import functools
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from typing import TypeVar
+from collections.abc import Iterable
 
 from pamqp.common import FieldTable
 
@@ -30,12 +29,11 @@ from batonmq.engine.access import (
     is_temporary,
     queue_properties,
 )
-from batonmq.engine.broker import Broker
-from batonmq.engine.change import Change, ChangePending
+from batonmq.engine.apibase import ApiError
 from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.counters import ChannelCounters, message_totals
 from batonmq.engine.events import EventKind
-from batonmq.engine.session import Session
+from batonmq.engine.messageapi import MessageApi
 from batonmq.engine.snapshots import (
     BindingInfo,
     ChannelInfo,
@@ -44,35 +42,24 @@ from batonmq.engine.snapshots import (
     ExchangeInfo,
     Overview,
     QueueInfo,
+    StatisticsReading,
+    UserCredential,
     UserInfo,
 )
-from batonmq.engine.vhost import RESERVED_PREFIX, VirtualHost
+from batonmq.engine.vhost import RESERVED_PREFIX
 from batonmq.model.destination import Destination, DestinationKind
-from batonmq.queues.protocol import Queue
 from batonmq.queues.types import declared_type
 from batonmq.security.acl import AclError, Action, ObjectType, Property
 from batonmq.security.authn import AuthenticationError, LoginAttempt
-from batonmq.security.passwords import Credential
+from batonmq.security.passwords import Credential, MalformedHashError
+from batonmq.stats import REGISTRY, Scope
 from batonmq.store.base import StoredUser
 
-T = TypeVar("T")
+__all__ = ["ApiError", "EngineApi"]
 
 
-class ApiError(Exception):
-    """A request the engine refused: `reply_code` as AMQP would have it (404 not found, 403
-    access refused, 405 locked, 406 precondition failed, 541 for a failed store write)."""
-
-    def __init__(self, reply_code: int, text: str) -> None:
-        super().__init__(text)
-        self.reply_code = reply_code
-        self.text = text
-
-
-class EngineApi:
+class EngineApi(MessageApi):
     """The service API of one broker (see the module docstring)."""
-
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
 
     # Reading ------------------------------------------------------------------------------
 
@@ -93,6 +80,7 @@ class EngineApi:
                 queue.message_count,
                 queue.consumer_count,
                 unacknowledged[host.name, queue.name],
+                queue in host.paused,
             )
             for host in self._vhosts(vhost)
             for queue in host.queues.values()
@@ -231,6 +219,40 @@ class EngineApi:
                 broker.closed_channels, (channel.counters for channel in channels)
             ),
         )
+
+    def statistics(self) -> list[StatisticsReading]:
+        """Every statistic of the registry (batonmq.stats), read now: the broker's, then each
+        connection's, channel's and queue's, with labels naming them."""
+        broker = self.broker
+        readings = [StatisticsReading(Scope.BROKER, {}, REGISTRY.scope(Scope.BROKER).read(broker))]
+        connection_statistics = REGISTRY.scope(Scope.CONNECTION)
+        channel_statistics = REGISTRY.scope(Scope.CHANNEL)
+        for session in self._sessions():
+            readings.append(
+                StatisticsReading(
+                    Scope.CONNECTION,
+                    {"connection": session.name},
+                    connection_statistics.read(session),
+                )
+            )
+            vhost = session.vhost_or_none
+            readings.extend(
+                StatisticsReading(
+                    Scope.CHANNEL,
+                    {"vhost": vhost.name if vhost else "", "channel": channel.name},
+                    channel_statistics.read(channel),
+                )
+                for channel in session.channels.values()
+            )
+        queue_statistics = REGISTRY.scope(Scope.QUEUE)
+        readings.extend(
+            StatisticsReading(
+                Scope.QUEUE, {"vhost": host.name, "queue": queue.name}, queue_statistics.read(queue)
+            )
+            for host in self._vhosts(None)
+            for queue in host.queues.values()
+        )
+        return readings
 
     # Changing -----------------------------------------------------------------------------
 
@@ -398,17 +420,43 @@ class EngineApi:
             raise ApiError(ReplyCode.NOT_FOUND, f"no user '{name}'")
         return UserInfo(name, self.broker.user_tags.get(name, ()))
 
+    def user_credentials(self) -> list[UserCredential]:
+        """Every user with its encoded credential (a password hash, never a password) and
+        tags: what a definitions export carries."""
+        authenticator = self.broker.authenticator
+        return [
+            UserCredential(
+                name,
+                authenticator.users[name].encode(),
+                self.broker.user_tags.get(name, ()),
+            )
+            for name in self.users()
+        ]
+
     async def put_user(
-        self, name: str, password: str | None, tags: Iterable[str] | None = None
+        self,
+        name: str,
+        password: str | None,
+        tags: Iterable[str] | None = None,
+        *,
+        credential_hash: str | None = None,
     ) -> None:
         """Add a user, or change a user's password and tags: written to the store, then in
         force for the next login (connections already open stay). A password of None keeps
-        the user's password (a new user needs one); tags of None keep its tags."""
+        the user's password (a new user needs one) unless `credential_hash` gives an encoded
+        credential (as `user_credentials` has it) instead; tags of None keep its tags."""
         if not name:
             raise ApiError(ReplyCode.PRECONDITION_FAILED, "a user needs a name")
         authenticator = self.broker.authenticator
         existing = authenticator.users.get(name)
-        if password is not None:
+        if credential_hash is not None:
+            try:
+                credential = Credential.decode(credential_hash)
+            except MalformedHashError as error:
+                raise ApiError(
+                    ReplyCode.PRECONDITION_FAILED, f"password_hash of user '{name}': {error}"
+                ) from None
+        elif password is not None:
             # scrypt is slow on purpose: off the event loop.
             credential = await asyncio.to_thread(Credential.from_password, password)
         elif existing is not None:
@@ -519,12 +567,6 @@ class EngineApi:
         except AclError as error:
             raise ApiError(ReplyCode.PRECONDITION_FAILED, str(error)) from None
 
-    async def _durable(self, what: str) -> None:
-        written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self.broker.journal.when_durable(written.set_result)
-        if not await written:
-            raise ApiError(ReplyCode.INTERNAL_ERROR, f"the store could not write {what}")
-
     @staticmethod
     def set_log_level(level: str) -> None:
         """Change the broker's log level while it runs (debug, info, warning, error)."""
@@ -532,80 +574,6 @@ class EngineApi:
         if not isinstance(number, int):
             raise ApiError(ReplyCode.PRECONDITION_FAILED, f"unknown log level '{level}'")
         logging.getLogger("batonmq").setLevel(number)
-
-    # Helpers ------------------------------------------------------------------------------
-
-    def _sessions(self) -> Iterator[Session]:
-        return iter(sorted(self.broker.sessions, key=lambda session: session.id))
-
-    def _vhosts(self, name: str | None) -> list[VirtualHost]:
-        if name is None:
-            return [self.broker.vhosts[host] for host in sorted(self.broker.vhosts)]
-        return [self._vhost(name)]
-
-    def _vhost(self, name: str) -> VirtualHost:
-        host = self.broker.vhosts.get(name)
-        if host is None:
-            raise ApiError(ReplyCode.NOT_FOUND, f"no virtual host '{name}'")
-        return host
-
-    @staticmethod
-    def _queue(host: VirtualHost, name: str) -> Queue:
-        queue = host.queues.get(name)
-        if queue is None:
-            raise ApiError(ReplyCode.NOT_FOUND, f"no queue '{name}' in vhost '{host.name}'")
-        return queue
-
-    def _require(
-        self,
-        user: str,
-        host: VirtualHost,
-        action: Action,
-        object_type: ObjectType,
-        properties: dict[Property, str],
-    ) -> None:
-        access = self.broker.access
-        if access.enabled:
-            try:
-                access.require(user, host.name, action, object_type, properties)
-            except ProtocolError as error:
-                raise ApiError(error.reply_code, error.reply_text) from None
-
-    async def _carry_out(self, host: VirtualHost, make: Callable[[], Change[T]]) -> T:
-        """Check and carry out a change as an AMQP method would: waiting for a change of the
-        same object under way first, and returning once this one is committed and applied."""
-        while True:
-            try:
-                change = make()
-            except ChangePending as pending:
-                await _waited_for(pending)
-                continue
-            except ProtocolError as error:
-                raise ApiError(error.reply_code, error.reply_text) from None
-            return await _applied(host, change)
-
-
-async def _waited_for(pending: ChangePending) -> None:
-    ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def done() -> None:
-        if not ready.done():
-            ready.set_result(None)
-
-    pending.wait(done)
-    await ready
-
-
-async def _applied(host: VirtualHost, change: Change[T]) -> T:
-    outcome: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-
-    def failed() -> None:
-        outcome.set_exception(
-            ApiError(ReplyCode.INTERNAL_ERROR, "the store could not write the change")
-        )
-
-    host.carry_out(change, outcome.set_result, failed)
-    return await outcome
 
 
 def _fields(counters: ChannelCounters) -> dict[str, int]:

@@ -38,13 +38,14 @@ class Consumer:
     unacked: int = 0
 
     def has_room(self) -> bool:
-        if not self.channel.can_deliver():
+        channel = self.channel
+        if not channel.can_deliver() or self.queue in channel.session.vhost.paused:
             return False
         if self.no_ack:
             return True  # RabbitMQ: prefetch does not apply to automatic-acknowledgement consumers
         if self.prefetch_count and self.unacked >= self.prefetch_count:
             return False
-        return self.channel.global_room()
+        return channel.global_room()
 
     def deliver(self, queue: Queue, entry: QueueEntry) -> None:
         self.channel.deliver(self, queue, entry)

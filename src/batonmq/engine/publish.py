@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pamqp import base, commands
 
 from batonmq.amqp import outgoing
@@ -9,12 +11,17 @@ from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import amqp_error
 from batonmq.engine.access import exchange_name
 from batonmq.engine.channel import Channel
+from batonmq.engine.exchange import Exchange
 from batonmq.engine.transaction import HeldPublish
 from batonmq.model.message import FLAG_EXPIRATION, FLAG_USER_ID, Message
 from batonmq.queues.expiry import InvalidExpiration, parse_expiration
 from batonmq.queues.protocol import Enqueued, Queue
 from batonmq.security.acl import Action, ObjectType, Property
 from batonmq.store.journal import Journal
+
+if TYPE_CHECKING:
+    from batonmq.engine.broker import Broker
+    from batonmq.engine.vhost import VirtualHost
 
 
 def publish(channel: Channel, method: base.Frame, message: Message) -> None:
@@ -24,47 +31,14 @@ def publish(channel: Channel, method: base.Frame, message: Message) -> None:
         raise amqp_error(ReplyCode.NOT_IMPLEMENTED, "immediate=true")
     session = channel.session
     channel.counters.publish += 1
-    access = session.broker.access
-    if access.enabled:  # the one test the hot path pays when there is no ACL
-        # Qpid manual Table 2.3: PUBLISH is "Applied on a per message basis on publish message
-        # transfers"; the issue: "basic.publish (PUBLISH EXCHANGE with the routing key)".
-        access.require(
-            session.username,
-            session.vhost.name,
-            Action.PUBLISH,
-            ObjectType.EXCHANGE,
-            {
-                Property.NAME: exchange_name(method.exchange),
-                Property.ROUTING_KEY: method.routing_key,
-            },
-        )
-    exchange = session.vhost.exchange(method.exchange)
-    if exchange.internal:
-        raise amqp_error(
-            ReplyCode.ACCESS_REFUSED, f"cannot publish to internal exchange '{exchange.name}'"
-        )
-    if message.has_property(FLAG_USER_ID):
-        user_id = message.properties.user_id
-        if user_id != session.username:
-            # RabbitMQ's validated user-id: a publisher cannot claim to be someone else.
-            raise amqp_error(
-                ReplyCode.PRECONDITION_FAILED,
-                f"user_id property set to '{user_id}' but authenticated user was "
-                f"'{session.username}'",
-            )
-    if message.has_property(FLAG_EXPIRATION):
-        try:
-            parse_expiration(message.properties.expiration or "")
-        except InvalidExpiration as error:
-            # RabbitMQ: 406 PRECONDITION_FAILED "invalid expiration ...", closing the channel.
-            raise amqp_error(ReplyCode.PRECONDITION_FAILED, str(error)) from error
-    broker = session.broker
-    if broker.limited:
-        refusal = broker.publish_refusal()
-        if refusal is not None:
-            # MQ 3.5 admin guide Table 2-4: "Additional messages will be rejected"; the issue:
-            # "refused with an AMQP error that names the limit" (406, as for amqp.max_message_size).
-            raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"message refused: {refusal}")
+    exchange = checked_exchange(
+        session.broker,
+        session.username,
+        session.vhost,
+        method.exchange,
+        method.routing_key,
+        message,
+    )
     if channel.transaction is not None:
         channel.transaction.publishes.append(HeldPublish(exchange, message, method.mandatory))
         return
@@ -85,6 +59,56 @@ def publish(channel: Channel, method: base.Frame, message: Message) -> None:
     elif confirms is not None:
         # RabbitMQ (x-overflow reject-publish): a refused message is nacked under confirms.
         confirms.settle(sequence, enqueued is not Enqueued.REFUSED)
+
+
+def checked_exchange(
+    broker: Broker,
+    username: str,
+    vhost: VirtualHost,
+    name: str,
+    routing_key: str,
+    message: Message,
+) -> Exchange:
+    """The exchange `name` of `vhost`, which `username` may publish `message` to, or the
+    ProtocolError that refuses it: the checks of every publish, over AMQP or through the
+    engine's API."""
+    access = broker.access
+    if access.enabled:  # the one test the hot path pays when there is no ACL
+        # Qpid manual Table 2.3: PUBLISH is "Applied on a per message basis on publish message
+        # transfers"; the issue: "basic.publish (PUBLISH EXCHANGE with the routing key)".
+        access.require(
+            username,
+            vhost.name,
+            Action.PUBLISH,
+            ObjectType.EXCHANGE,
+            {Property.NAME: exchange_name(name), Property.ROUTING_KEY: routing_key},
+        )
+    exchange = vhost.exchange(name)
+    if exchange.internal:
+        raise amqp_error(
+            ReplyCode.ACCESS_REFUSED, f"cannot publish to internal exchange '{exchange.name}'"
+        )
+    if message.has_property(FLAG_USER_ID):
+        user_id = message.properties.user_id
+        if user_id != username:
+            # RabbitMQ's validated user-id: a publisher cannot claim to be someone else.
+            raise amqp_error(
+                ReplyCode.PRECONDITION_FAILED,
+                f"user_id property set to '{user_id}' but authenticated user was '{username}'",
+            )
+    if message.has_property(FLAG_EXPIRATION):
+        try:
+            parse_expiration(message.properties.expiration or "")
+        except InvalidExpiration as error:
+            # RabbitMQ: 406 PRECONDITION_FAILED "invalid expiration ...", closing the channel.
+            raise amqp_error(ReplyCode.PRECONDITION_FAILED, str(error)) from error
+    if broker.limited:
+        refusal = broker.publish_refusal()
+        if refusal is not None:
+            # MQ 3.5 admin guide Table 2-4: "Additional messages will be rejected"; the issue:
+            # "refused with an AMQP error that names the limit" (406, as for amqp.max_message_size).
+            raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"message refused: {refusal}")
+    return exchange
 
 
 def held_batch(journal: Journal, routed: list[tuple[Message, list[Queue]]]) -> int | None:

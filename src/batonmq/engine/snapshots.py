@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pamqp import commands
 from pamqp.common import FieldTable
 
 from batonmq.engine.counters import ChannelCounters
+from batonmq.stats import Scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +26,8 @@ class QueueInfo:
     consumers: int
     #: Delivered to consumers (or basic.get) and not yet acknowledged.
     messages_unacknowledged: int = 0
+    #: Its delivery to consumers is paused (imqcmd pause dst).
+    paused: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +57,16 @@ class BindingInfo:
 class UserInfo:
     name: str
     #: RabbitMQ's user tags (see batonmq.management.access).
+    tags: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class UserCredential:
+    """A user as a definitions export carries it: `credential` is the encoded password hash
+    (batonmq.security.passwords.Credential.encode), never a password."""
+
+    name: str
+    credential: str
     tags: tuple[str, ...]
 
 
@@ -105,3 +119,51 @@ class Overview:
     messages_ready: int
     alarms: dict[str, str]
     message_totals: ChannelCounters = field(default_factory=ChannelCounters)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageInfo:
+    """A message as the API shows it: where it was published, its properties and body."""
+
+    message_id: int
+    exchange: str
+    routing_key: str
+    redelivered: bool
+    properties: commands.Basic.Properties
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GotMessage:
+    """A message taken as basic.get takes it, and the queue's ready count after it went
+    (basic.get-ok's message-count)."""
+
+    message: MessageInfo
+    message_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrowsedInfo:
+    """A ready message seen without being consumed: `position` 0 is the next one out."""
+
+    position: int
+    message: MessageInfo
+
+
+@dataclass(frozen=True, slots=True)
+class MessagesChanged:
+    """What a copy, move or removal of chosen messages did: the ids it acted on, and those
+    that were not (or no longer) ready in the queue."""
+
+    done: tuple[int, ...]
+    missing: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StatisticsReading:
+    """The statistics of one subject of a scope (batonmq.stats), read now: by key, and the
+    labels that say which subject (vhost and queue; connection; channel; none for the broker)."""
+
+    scope: Scope
+    labels: dict[str, str]
+    values: dict[str, float]

@@ -86,6 +86,9 @@ class VirtualHost:
         self.autocreate = autocreate or AutocreatePolicy()
         self.exchanges: dict[str, Exchange] = {}
         self.queues: dict[str, Queue] = {}
+        #: Queues whose delivery to consumers is paused (imqcmd pause dst): they take messages
+        #: and answer basic.get, but their consumers have no room until resumed. Not stored.
+        self.paused: set[Queue] = set()
         #: Which exchanges may hold bindings to a destination (a superset; for deletion).
         self._sources: defaultdict[Destination, set[str]] = defaultdict(set)
         #: The objects whose change waits for the store, and who waits for it.
@@ -523,6 +526,7 @@ class VirtualHost:
         if on_delete is not None:
             on_delete(queue)
         del self.queues[queue.name]
+        self.paused.discard(queue)
         count = queue.delete()
         self.events.publish(EventKind.QUEUE_DELETED, queue.name, self.name)
         if written:

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from typing import Final
 
 from aiohttp import web
-from pamqp.common import FieldTable, FieldValue
+from pamqp.common import FieldTable
 
 from batonmq.engine.api import EngineApi
 from batonmq.engine.snapshots import UserInfo
 from batonmq.management import problems
 from batonmq.management.access import visible_vhosts
 from batonmq.management.listing import InvalidListQuery, Item, Json, answer_list, parse_list_query
-from batonmq.management.render import Node
+from batonmq.management.render import Node, field_table
 
 #: Largest request body read (bytes); a larger one is a 400, as RabbitMQ's body limit.
 MAX_BODY: Final = 1024 * 1024
@@ -94,20 +94,30 @@ def text(body: Mapping[str, Json], key: str, default: str | None = None) -> str 
     return value
 
 
+def integer(body: Mapping[str, Json], key: str, default: int | None = None) -> int | None:
+    """A whole number of at least 0, in a number or a string (RabbitMQ's parse_int, for its
+    forms)."""
+    value = body.get(key, default)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise problems.bad_request(f"{key} must be a whole number")
+    return value
+
+
+def required(body: Mapping[str, Json], *keys: str) -> None:
+    """RabbitMQ's with_decode: each of `keys` must be in the body."""
+    missing = [key for key in keys if key not in body]
+    if missing:
+        raise problems.bad_request(f"missing fields: {', '.join(missing)}")
+
+
 def arguments(body: Mapping[str, Json]) -> FieldTable:
     """`arguments` as an AMQP field table (JSON's types are all field values)."""
     value = body.get("arguments", {})
     if not isinstance(value, dict):
         raise problems.bad_request("arguments must be a JSON object")
-    return {key: _field_value(item) for key, item in value.items()}
-
-
-def _field_value(value: Json) -> FieldValue:
-    if isinstance(value, dict):
-        return {key: _field_value(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_field_value(item) for item in value]
-    return value
+    return field_table(value)
 
 
 def tags(body: Mapping[str, Json]) -> list[str] | None:

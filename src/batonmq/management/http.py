@@ -73,7 +73,13 @@ def _problem_answer(problem: problems.HttpProblem) -> web.Response:
     return response
 
 
+#: Who calls a public route (`Route.public`): nobody logged in.
+ANONYMOUS = UserInfo("", ())
+
+
 async def _serve(api: EngineApi, node: Node, route: Route, request: web.Request) -> web.Response:
+    if route.public:
+        return await route.handler(Call(api, node, ANONYMOUS, request))
     caller = await _caller(api, request)
     if not may_use_api(caller.tags):
         raise problems.not_authorised(_REFUSED_TAG[Tag.MANAGEMENT])

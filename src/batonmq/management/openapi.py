@@ -65,20 +65,24 @@ def openapi_document(routes: Sequence[Route], version: str) -> Item:
 
 
 def _operation(route: Route) -> Item:
-    status, meaning = _SUCCESS[route.method]
+    status, meaning = route.answers or _SUCCESS[route.method]
     parameters: list[Json] = []
     for match in _PARAMETER.finditer(route.path):
         schema: Item = {"type": "string"}
         if match["pattern"]:
             schema["pattern"] = f"^({match['pattern']})$"
         parameters.append({"name": match["name"], "in": "path", "required": True, "schema": schema})
-    return {
+    operation: Item = {
         "operationId": f"{route.method.lower()}_{route.handler.__name__}_{len(parameters)}",
         "summary": _summary(route),
         "x-batonmq-needs-tag": route.needs.value,
         "parameters": parameters,
         "responses": {status: {"description": meaning}, "default": _ERROR},
     }
+    if route.public:
+        del operation["x-batonmq-needs-tag"]
+        operation["security"] = []  # OpenAPI: an empty list removes the top-level security
+    return operation
 
 
 def _summary(route: Route) -> str:

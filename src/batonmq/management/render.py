@@ -18,6 +18,8 @@ from dataclasses import dataclass, fields
 from decimal import Decimal
 from typing import Final
 
+from pamqp.common import FieldTable, FieldValue
+
 from batonmq.engine.counters import ChannelCounters
 from batonmq.engine.snapshots import (
     BindingInfo,
@@ -74,6 +76,19 @@ def table(arguments: Mapping[str, object]) -> dict[str, Json]:
     return {str(key): json_value(value) for key, value in arguments.items()}
 
 
+def field_table(value: Mapping[str, Json]) -> FieldTable:
+    """A JSON object as an AMQP field table (JSON's types are all field values)."""
+    return {key: _field_value(item) for key, item in value.items()}
+
+
+def _field_value(value: Json) -> FieldValue:
+    if isinstance(value, dict):
+        return field_table(value)
+    if isinstance(value, list):
+        return [_field_value(item) for item in value]
+    return value
+
+
 def queue(info: QueueInfo, node: Node) -> Item:
     return {
         "name": info.name,
@@ -91,6 +106,8 @@ def queue(info: QueueInfo, node: Node) -> Item:
         "messages_unacknowledged": info.messages_unacknowledged,
         "policy": None,
         "exclusive_consumer_tag": None,
+        # BatonMQ's own: delivery paused (PUT .../pause); RabbitMQ's clients ignore it.
+        "paused": info.paused,
     }
 
 

@@ -25,6 +25,11 @@ class Route:
     handler: Handler
     #: The least tag that may call it (RabbitMQ: management < monitoring < administrator).
     needs: Tag = Tag.MANAGEMENT
+    #: Served without authentication (as RabbitMQ's Prometheus endpoint is); the handler's
+    #: caller is then an anonymous user without tags.
+    public: bool = False
+    #: The success answer (status, meaning) when it is not the method's usual one (OpenAPI).
+    answers: tuple[str, str] | None = None
 
     def allows(self, tags: Collection[str]) -> bool:
         if self.needs is Tag.ADMINISTRATOR:

@@ -330,6 +330,12 @@ class Journal:
         else:
             callback(True)
 
+    async def durable(self) -> bool:
+        """`when_durable` awaited: whether everything recorded so far was committed."""
+        written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.when_durable(written.set_result)
+        return await written
+
     @property
     def dirty(self) -> bool:
         """Whether changes are gathered but not yet handed to the store."""

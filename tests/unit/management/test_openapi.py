@@ -30,3 +30,13 @@ def test_every_route_is_one_operation_with_its_path_parameters():
     ids = [operation["operationId"] for operation in operations.values()]
     assert len(set(ids)) == len(ids)
     assert (document["openapi"], document["info"]["version"]) == ("3.1.0", "1.2.3")
+
+
+def test_metrics_need_no_login_and_message_posts_answer_200():
+    """RabbitMQ's Prometheus endpoint takes no credentials; POST .../get and .../publish answer
+    200 with JSON (RabbitMQ's management reference), not 201."""
+    operations = _operations(openapi_document(ROUTES, "1"))
+    scrape = operations["GET", "/metrics"]
+    assert scrape["security"] == [] and "x-batonmq-needs-tag" not in scrape
+    assert "200" in operations["POST", "/api/queues/{vhost}/{name}/get"]["responses"]
+    assert "204" in operations["PUT", "/api/queues/{vhost}/{name}/pause"]["responses"]

@@ -55,6 +55,7 @@ def test_a_queue_has_rabbitmqs_fields_and_counts_unacknowledged_messages_in_mess
         "messages_unacknowledged": 2,
         "policy": None,
         "exclusive_consumer_tag": None,
+        "paused": False,
     }
 
 

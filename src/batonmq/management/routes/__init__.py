@@ -8,7 +8,16 @@ from aiohttp import web
 from batonmq.management.call import Call, answer
 from batonmq.management.openapi import openapi_document
 from batonmq.management.route import Route
-from batonmq.management.routes import bindings, connections, exchanges, node, queues, users
+from batonmq.management.routes import (
+    bindings,
+    connections,
+    definitions,
+    exchanges,
+    messages,
+    node,
+    queues,
+    users,
+)
 
 
 async def openapi(call: Call) -> web.Response:
@@ -23,6 +32,8 @@ ROUTES: tuple[Route, ...] = (
     *exchanges.ROUTES,
     *queues.ROUTES,
     *bindings.ROUTES,
+    *messages.ROUTES,
+    *definitions.ROUTES,
     Route("GET", "/api/openapi.json", openapi),
 )
 

@@ -1,5 +1,5 @@
-"""GET /api/overview, /api/whoami, /api/nodes, /api/health/checks/alarms and
-/api/aliveness-test/{vhost}."""
+"""GET /api/overview, /api/whoami, /api/nodes, /api/health/checks/alarms,
+/api/aliveness-test/{vhost}, and /metrics (Prometheus)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 from aiohttp import web
 
-from batonmq.management import render
+from batonmq.management import metrics, render
 from batonmq.management.access import Tag
 from batonmq.management.call import Call, answer
 from batonmq.management.route import Route
@@ -48,6 +48,14 @@ async def aliveness(call: Call) -> web.Response:
     return answer({"status": "ok"})
 
 
+async def prometheus_metrics(call: Call) -> web.Response:
+    """Every statistic in Prometheus's text format (no authentication, as RabbitMQ's plugin)."""
+    return web.Response(
+        body=metrics.exposition(call.api.statistics()),
+        headers={"Content-Type": metrics.CONTENT_TYPE},
+    )
+
+
 ROUTES = (
     Route("GET", "/api/overview", overview),
     Route("GET", "/api/whoami", whoami),
@@ -55,4 +63,5 @@ ROUTES = (
     Route("GET", "/api/nodes/{node}", one_node, Tag.MONITORING),
     Route("GET", "/api/health/checks/alarms", alarms),
     Route("GET", "/api/aliveness-test/{vhost}", aliveness),
+    Route("GET", "/metrics", prometheus_metrics, public=True),
 )

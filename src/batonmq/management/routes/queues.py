@@ -1,4 +1,5 @@
-"""/api/queues[/{vhost}[/{name}]] and DELETE /api/queues/{vhost}/{name}/contents (purge)."""
+"""/api/queues[/{vhost}[/{name}]], DELETE /api/queues/{vhost}/{name}/contents (purge), and PUT
+/api/queues/{vhost}/{name}/pause and /resume (imqcmd pause dst, resume dst)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,20 @@ async def purge_queue(call: Call) -> web.Response:
     return no_content()
 
 
+async def pause_queue(call: Call) -> web.Response:
+    """MQ admin guide, imqcmd pause dst: delivery to the queue's consumers stops (the queue
+    still takes messages) until it is resumed."""
+    call.api.pause_queue(call.caller.name, call.vhost(), call.path("name"), paused=True)
+    return no_content()
+
+
+async def resume_queue(call: Call) -> web.Response:
+    """imqcmd resume dst: what waited is delivered."""
+    call.api.pause_queue(call.caller.name, call.vhost(), call.path("name"), paused=False)
+    return no_content()
+
+
+_DONE = ("204", "done")
 ROUTES = (
     Route("GET", "/api/queues", list_queues),
     Route("GET", "/api/queues/{vhost}", list_queues),
@@ -63,4 +78,6 @@ ROUTES = (
     Route("PUT", "/api/queues/{vhost}/{name}", put_queue),
     Route("DELETE", "/api/queues/{vhost}/{name}", delete_queue),
     Route("DELETE", "/api/queues/{vhost}/{name}/contents", purge_queue),
+    Route("PUT", "/api/queues/{vhost}/{name}/pause", pause_queue, answers=_DONE),
+    Route("PUT", "/api/queues/{vhost}/{name}/resume", resume_queue, answers=_DONE),
 )

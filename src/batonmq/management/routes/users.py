@@ -6,7 +6,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from batonmq.management import call as calls
-from batonmq.management import problems, render
+from batonmq.management import definitions, problems, render
 from batonmq.management.access import Tag
 from batonmq.management.call import Call, answer, created, listing, no_content
 from batonmq.management.route import Route
@@ -23,13 +23,24 @@ async def get_user(call: Call) -> web.Response:
 
 async def put_user(call: Call) -> web.Response:
     """RabbitMQ: `password` and `tags`; without a password an existing user keeps its own.
-    BatonMQ keeps salted scrypt hashes only, so RabbitMQ's `password_hash` is refused."""
+    BatonMQ keeps salted scrypt hashes only: a `password_hash` is taken when its
+    `hashing_algorithm` is BatonMQ's own (as GET /api/definitions exports it), else refused."""
     name = call.path("name")
     body = await call.body()
-    if "password_hash" in body:
-        raise problems.bad_request("password_hash is not supported: give the password")
+    credential_hash = calls.text(body, "password_hash")
+    algorithm = calls.text(body, "hashing_algorithm")
+    if credential_hash is not None and algorithm not in (
+        definitions.SCRYPT,
+        definitions.LEGACY_MD5,
+    ):
+        raise problems.bad_request(
+            f"password_hash is taken with hashing_algorithm {definitions.SCRYPT} only: "
+            "give the password"
+        )
     existed = name in call.api.users()
-    await call.api.put_user(name, calls.text(body, "password"), calls.tags(body))
+    await call.api.put_user(
+        name, calls.text(body, "password"), calls.tags(body), credential_hash=credential_hash
+    )
     return created(existed)
 
 

@@ -1,0 +1,130 @@
+"""The message operations of the engine's service API (part of `EngineApi`): messages taken as
+basic.get takes them, published as basic.publish publishes them, browsed, copied, moved and
+removed in place, and a queue's delivery paused; each checked against the same ACL as over
+AMQP, then carried out by `batonmq.engine.messages`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pamqp import commands
+
+from batonmq.amqp.frames import encode_header_payload
+from batonmq.engine import messages
+from batonmq.engine.access import exchange_name, queue_properties
+from batonmq.engine.apibase import ApiBase, refusals
+from batonmq.engine.messages import AckMode
+from batonmq.engine.publish import checked_exchange
+from batonmq.engine.snapshots import BrowsedInfo, GotMessage, MessagesChanged
+from batonmq.engine.vhost import VirtualHost
+from batonmq.model.message import Message
+from batonmq.queues.protocol import Queue
+from batonmq.security.acl import Action, ObjectType, Property
+
+
+class MessageApi(ApiBase):
+    """The message operations (see the module docstring)."""
+
+    async def get_messages(
+        self, user: str, vhost: str, name: str, count: int, mode: AckMode
+    ) -> list[GotMessage]:
+        """Take up to `count` messages as basic.get would (the same ACL check: CONSUME QUEUE),
+        settled as `mode` says; returns once their settlement is committed."""
+        host = self._vhost(vhost)
+        queue = self._consumable(user, host, name)
+        with refusals():
+            return await messages.take(queue, count, mode, self.broker.journal)
+
+    async def publish(
+        self,
+        user: str,
+        vhost: str,
+        exchange: str,
+        routing_key: str,
+        properties: commands.Basic.Properties,
+        body: bytes,
+    ) -> bool:
+        """Publish as basic.publish with confirms would (the same checks, PUBLISH EXCHANGE
+        among them); returns once the message is durable where it must be, with whether any
+        queue took it."""
+        host = self._vhost(vhost)
+        message = Message(exchange, routing_key, encode_header_payload(properties, len(body)), body)
+        with refusals():
+            target = checked_exchange(self.broker, user, host, exchange, routing_key, message)
+            return await messages.publish(host, target, message, self.broker.journal)
+
+    def browse(
+        self, user: str, vhost: str, name: str, start: int = 0, count: int | None = None
+    ) -> list[BrowsedInfo]:
+        """Ready messages from position `start`, none consumed (the ACL's CONSUME QUEUE: it
+        shows what a consumer would get)."""
+        host = self._vhost(vhost)
+        return messages.browse(self._consumable(user, host, name), start, count)
+
+    async def copy_messages(
+        self, user: str, vhost: str, name: str, target: str, message_ids: Iterable[int]
+    ) -> MessagesChanged:
+        """Publish chosen ready messages of queue `name` to queue `target` too."""
+        host = self._vhost(vhost)
+        source = self._consumable(user, host, name)
+        with refusals():
+            return await messages.copy(
+                source, self._target(user, host, target), message_ids, self.broker.journal
+            )
+
+    async def move_messages(
+        self, user: str, vhost: str, name: str, target: str, message_ids: Iterable[int]
+    ) -> MessagesChanged:
+        """Move chosen ready messages of queue `name` to queue `target`."""
+        host = self._vhost(vhost)
+        source = self._consumable(user, host, name)
+        with refusals():
+            return await messages.move(
+                source, self._target(user, host, target), message_ids, self.broker.journal
+            )
+
+    async def remove_messages(
+        self, user: str, vhost: str, name: str, message_ids: Iterable[int]
+    ) -> MessagesChanged:
+        """Remove chosen ready messages, as queue.purge removes them all (PURGE QUEUE)."""
+        host = self._vhost(vhost)
+        queue = self._queue(host, name)
+        self._require(user, host, Action.PURGE, ObjectType.QUEUE, queue_properties(queue))
+        with refusals():
+            return await messages.remove(queue, message_ids, self.broker.journal)
+
+    def pause_queue(self, user: str, vhost: str, name: str, *, paused: bool) -> None:
+        """Pause (or resume) the delivery of a queue's messages to its consumers, as imqcmd
+        pause dst does: it still takes messages. Needs what consuming from it needs."""
+        host = self._vhost(vhost)
+        queue = self._consumable(user, host, name)
+        if paused:
+            host.paused.add(queue)
+        else:
+            host.paused.discard(queue)
+            queue.dispatch()
+
+    def _consumable(self, user: str, host: VirtualHost, name: str) -> Queue:
+        """Queue `name`, if `user` may consume from it (another connection's exclusive queue:
+        405, as for basic.get)."""
+        queue = self._queue(host, name)
+        with refusals():
+            host.check_owner(queue, self)
+        self._require(user, host, Action.CONSUME, ObjectType.QUEUE, queue_properties(queue))
+        return queue
+
+    def _target(self, user: str, host: VirtualHost, name: str) -> Queue:
+        """Queue `name`, if `user` may publish to it through the default exchange (PUBLISH
+        EXCHANGE, as a publish of the message to it would be checked)."""
+        queue = self._queue(host, name)
+        with refusals():
+            host.check_owner(queue, self)
+        self._require(
+            user,
+            host,
+            Action.PUBLISH,
+            ObjectType.EXCHANGE,
+            {Property.NAME: exchange_name(""), Property.ROUTING_KEY: name},
+        )
+        return queue

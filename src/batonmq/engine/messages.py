@@ -1,0 +1,183 @@
+"""Messages handled through the engine's service API (`batonmq.engine.api`): taken as basic.get
+takes them, published as a confirmed basic.publish publishes them, and browsed, copied, moved
+and removed in place, as the management console of the Qpid broker manual lets an operator do.
+
+These are the effects; `EngineApi` checks the ACL before it calls them. Every one returns once
+what it changed is committed to the store (the journal is durable), as a publisher confirm or
+the reply to a basic.ack on a transaction would wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from enum import Enum
+
+from batonmq.amqp.constants import ReplyCode
+from batonmq.amqp.errors import ProtocolError, amqp_error
+from batonmq.engine.exchange import Exchange
+from batonmq.engine.publish import held_batch, release_held
+from batonmq.engine.snapshots import BrowsedInfo, GotMessage, MessageInfo, MessagesChanged
+from batonmq.engine.vhost import VirtualHost
+from batonmq.model.message import Message, QueueEntry
+from batonmq.queues.protocol import Enqueued, Queue
+from batonmq.store.journal import Journal
+
+
+class AckMode(Enum):
+    """How messages taken through the API are settled (RabbitMQ management's `ackmode`)."""
+
+    #: Taken with basic.get, then nacked with requeue: back in place, marked redelivered.
+    ACK_REQUEUE_TRUE = "ack_requeue_true"
+    #: Taken with basic.get no-ack: gone.
+    ACK_REQUEUE_FALSE = "ack_requeue_false"
+    #: Taken, then rejected with requeue: as ACK_REQUEUE_TRUE.
+    REJECT_REQUEUE_TRUE = "reject_requeue_true"
+    #: Taken, then rejected without requeue: dead-lettered where the queue says so.
+    REJECT_REQUEUE_FALSE = "reject_requeue_false"
+
+
+def message_info(message: Message, redelivered: bool) -> MessageInfo:
+    return MessageInfo(
+        message.id,
+        message.exchange,
+        message.routing_key,
+        redelivered,
+        message.properties,
+        message.body,
+    )
+
+
+async def take(queue: Queue, count: int, mode: AckMode, journal: Journal) -> list[GotMessage]:
+    """Up to `count` messages from `queue`, as that many basic.get would take them, then
+    settled by `mode`. RabbitMQ's management plugin takes them all before it returns any,
+    "because we get always the same message if the messages are requeued"."""
+    got: list[GotMessage] = []
+    taken: list[QueueEntry] = []
+    try:
+        while len(got) < count:
+            entry = queue.get()
+            if entry is None:
+                if not queue.waiting_for_page_in:
+                    break
+                await _paged_in(queue)
+                continue
+            got.append(
+                GotMessage(message_info(entry.message, entry.redelivered), queue.message_count)
+            )
+            if mode is AckMode.ACK_REQUEUE_FALSE:
+                entry.delivery_count += 1
+                queue.settled(entry)
+            else:
+                queue.delivered(entry)
+                taken.append(entry)
+    except BaseException:
+        # Cancelled while waiting for a page-in (the request went): what was taken and not
+        # yet settled goes back, as a closed channel's unsettled deliveries do.
+        queue.requeue(taken)
+        raise
+    if mode is AckMode.REJECT_REQUEUE_FALSE:
+        for entry in taken:
+            queue.rejected(entry)
+    elif taken:
+        queue.requeue(taken)
+    await _durable(journal, "the settlement of the messages taken")
+    return got
+
+
+async def publish(
+    host: VirtualHost, exchange: Exchange, message: Message, journal: Journal
+) -> bool:
+    """Publish `message` as basic.publish with confirms would: answered once it is durable
+    where it must be. Whether any queue took it (RabbitMQ's `routed`); a queue that refused it
+    (its limits) is a 406, as the nack RabbitMQ's management turns into "Unable to publish
+    message. Check queue limits."."""
+    queues = host.route(exchange, message)
+    batch = held_batch(journal, [(message, queues)])
+    outcomes = [queue.publish(message, until_batch=batch) for queue in queues]
+    if batch is not None:
+        committed = await journal.durable()
+        release_held(queues, batch, committed)
+        if not committed:
+            raise _not_written("the message")
+    if Enqueued.REFUSED in outcomes:
+        raise amqp_error(
+            ReplyCode.PRECONDITION_FAILED, "Unable to publish message. Check queue limits."
+        )
+    return bool(queues)
+
+
+def browse(queue: Queue, start: int, count: int | None) -> list[BrowsedInfo]:
+    return [
+        BrowsedInfo(seen.position, message_info(seen.message, seen.redelivered))
+        for seen in queue.browse(start, count)
+    ]
+
+
+async def copy(
+    source: Queue, target: Queue, message_ids: Iterable[int], journal: Journal
+) -> MessagesChanged:
+    """Publish the ready messages of `source` with these ids to `target` too (the same
+    message: it is stored once), in the order they are in `source`; durable once it returns."""
+    found, missing = _ready(source, message_ids)
+    batch = held_batch(journal, [(message, [target]) for message in found])
+    outcomes = [target.publish(message, until_batch=batch) for message in found]
+    if batch is not None:
+        committed = await journal.durable()
+        release_held([target], batch, committed)
+        if not committed:
+            raise _not_written("the copies")
+    done = tuple(
+        message.id
+        for message, outcome in zip(found, outcomes, strict=True)
+        if outcome is not Enqueued.REFUSED
+    )
+    refused = tuple(message.id for message in found if message.id not in done)
+    return MessagesChanged(done, (*missing, *refused))
+
+
+async def move(
+    source: Queue, target: Queue, message_ids: Iterable[int], journal: Journal
+) -> MessagesChanged:
+    """Copy, then remove from `source` what was copied: each step committed before the next,
+    so that a failed write leaves the message where it was (at worst in both queues, never in
+    neither). One consumed from `source` between the two steps stays copied."""
+    copied = await copy(source, target, message_ids, journal)
+    removed = await remove(source, copied.done, journal)
+    return MessagesChanged(copied.done, (*copied.missing, *removed.missing))
+
+
+async def remove(queue: Queue, message_ids: Iterable[int], journal: Journal) -> MessagesChanged:
+    """Remove the ready messages with these ids, as a purge removes them all."""
+    found, missing = _ready(queue, message_ids)
+    queue.remove(message.id for message in found)
+    await _durable(journal, "the removal of the messages")
+    return MessagesChanged(tuple(message.id for message in found), missing)
+
+
+def _ready(queue: Queue, message_ids: Iterable[int]) -> tuple[list[Message], tuple[int, ...]]:
+    """The ready messages of `queue` with these ids, in queue order, and the ids not found."""
+    wanted = dict.fromkeys(message_ids)
+    found = [seen.message for seen in queue.browse() if seen.message_id in wanted]
+    present = {message.id for message in found}
+    return found, tuple(message_id for message_id in wanted if message_id not in present)
+
+
+async def _durable(journal: Journal, what: str) -> None:
+    if not await journal.durable():
+        raise _not_written(what)
+
+
+async def _paged_in(queue: Queue) -> None:
+    arrived: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def done() -> None:
+        if not arrived.done():
+            arrived.set_result(None)
+
+    queue.when_paged_in(done)
+    await arrived
+
+
+def _not_written(what: str) -> ProtocolError:
+    return amqp_error(ReplyCode.INTERNAL_ERROR, f"the store could not write {what}")

@@ -1,0 +1,63 @@
+"""GET /metrics: every statistic of the registry (batonmq.stats) in Prometheus's text format,
+written by prometheus-client.
+
+RabbitMQ's Prometheus plugin serves its metrics on a port of its own (15692) without
+authentication; BatonMQ serves them on the management listener, at /metrics, without
+authentication too. One metric family per declared statistic (its exported name, HELP text and
+unit from the declaration), one sample per subject, labelled as `EngineApi.statistics` names it:
+`vhost` and `queue` for a queue, `connection` for a connection, `vhost` and `channel` for a
+channel, none for the broker's totals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from batonmq.engine.snapshots import StatisticsReading
+from batonmq.stats import REGISTRY, Kind, Statistic
+
+#: prometheus-client's text exposition format (version 0.0.4).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def metric_families(readings: Sequence[StatisticsReading]) -> Iterator[Metric]:
+    """A family for each declared statistic, with a sample for each reading of its scope."""
+    for statistic in REGISTRY.statistics():
+        of_scope = [reading for reading in readings if reading.scope is statistic.scope]
+        label_names = sorted({name for reading in of_scope for name in reading.labels})
+        family = _family(statistic, label_names)
+        for reading in of_scope:
+            value = reading.values.get(statistic.key)
+            if value is not None:
+                family.add_metric([reading.labels.get(name, "") for name in label_names], value)
+        yield family
+
+
+def _family(
+    statistic: Statistic, label_names: list[str]
+) -> CounterMetricFamily | GaugeMetricFamily:
+    # prometheus-client adds "_total" to a counter's name itself.
+    name = statistic.exported_name.removesuffix("_total")
+    text = f"{statistic.help} ({statistic.unit})"
+    if statistic.kind is Kind.COUNTER:
+        return CounterMetricFamily(name, text, labels=label_names)
+    return GaugeMetricFamily(name, text, labels=label_names)
+
+
+class _Readings(Collector):
+    def __init__(self, readings: Sequence[StatisticsReading]) -> None:
+        self._readings = readings
+
+    def collect(self) -> Iterable[Metric]:
+        return metric_families(self._readings)
+
+
+def exposition(readings: Sequence[StatisticsReading]) -> bytes:
+    """The text of a scrape of `readings`."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Readings(readings))
+    return generate_latest(registry)

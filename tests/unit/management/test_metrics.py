@@ -1,0 +1,44 @@
+"""/metrics: every statistic of the registry in Prometheus's text format, one family each,
+labelled by subject; read back with prometheus-client's own parser."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from batonmq.engine.snapshots import StatisticsReading
+from batonmq.management.metrics import exposition
+from batonmq.stats import REGISTRY, Scope
+
+
+def scrape(readings: list[StatisticsReading]) -> dict:
+    text = exposition(readings).decode()
+    return {family.name: family for family in text_string_to_metric_families(text)}
+
+
+def test_every_declared_statistic_is_a_family_with_its_help_and_type():
+    families = scrape([])
+    for statistic in REGISTRY.statistics():
+        name = statistic.exported_name.removesuffix("_total")
+        assert families[name].type == statistic.kind.value
+        assert statistic.help in families[name].documentation
+
+
+def test_samples_carry_their_subjects_labels():
+    families = scrape(
+        [
+            StatisticsReading(Scope.BROKER, {}, {"connections": 2, "connections_opened": 5}),
+            StatisticsReading(Scope.QUEUE, {"vhost": "/", "queue": "a"}, {"messages_ready": 3}),
+            StatisticsReading(Scope.QUEUE, {"vhost": "v", "queue": "b"}, {"messages_ready": 1}),
+        ]
+    )
+    [opened] = families["batonmq_broker_connections_opened"].samples
+    assert (opened.name, opened.labels, opened.value) == (
+        "batonmq_broker_connections_opened_total",
+        {},
+        5,
+    )
+    ready = {
+        (sample.labels["vhost"], sample.labels["queue"]): sample.value
+        for sample in families["batonmq_queue_messages_ready"].samples
+    }
+    assert ready == {("/", "a"): 3, ("v", "b"): 1}
