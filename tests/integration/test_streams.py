@@ -1,0 +1,340 @@
+"""Stream queues (`x-queue-type: stream`) with a real broker and pika, as RabbitMQ's streams over
+AMQP 0-9-1 behave ("Streams" guide, "Using Streams with AMQP 0-9-1"; rabbit_stream_queue.erl):
+an append-only log read by offset, each consumer from its own position, nothing removed by
+consuming."""
+
+from __future__ import annotations
+
+import datetime
+import time
+from pathlib import Path
+
+import pika
+import pytest
+from pika.adapters.blocking_connection import BlockingChannel
+from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker
+
+from tests.brokerproc import BrokerLife, RunningBroker
+
+pytestmark = pytest.mark.integration
+
+STREAM = {"x-queue-type": "stream"}
+
+
+def connect(broker: RunningBroker) -> pika.BlockingConnection:
+    return pika.BlockingConnection(pika.URLParameters(broker.url))
+
+
+def declare_stream(channel: BlockingChannel, name: str, **arguments: object) -> None:
+    channel.queue_declare(name, durable=True, arguments={**STREAM, **arguments})
+
+
+def publish(channel: BlockingChannel, queue: str, bodies: list[bytes], **headers: object) -> None:
+    """With confirms: each returns once its message is written."""
+    channel.confirm_delivery()
+    for body in bodies:
+        channel.basic_publish("", queue, body, pika.BasicProperties(headers=headers or None))
+
+
+def consume(
+    channel: BlockingChannel,
+    queue: str,
+    count: int,
+    *,
+    prefetch: int = 10,
+    timeout: float = 10.0,
+    **arguments: object,
+) -> list[tuple[int, bytes]]:
+    """(x-stream-offset, body) of the first `count` messages delivered, each acknowledged."""
+    channel.basic_qos(prefetch_count=prefetch)
+    received: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + timeout
+    for method, properties, body in channel.consume(
+        queue, arguments=arguments or None, inactivity_timeout=0.2
+    ):
+        if method is not None:
+            received.append((properties.headers["x-stream-offset"], body))
+            channel.basic_ack(method.delivery_tag)
+        if len(received) >= count or time.monotonic() > deadline:
+            break
+    channel.cancel()
+    return received
+
+
+def bodies(count: int, prefix: str = "m") -> list[bytes]:
+    return [f"{prefix}{number}".encode() for number in range(count)]
+
+
+def test_publish_with_confirms_then_consume_from_first_with_offsets(batonmq: RunningBroker):
+    """RabbitMQ: "x-stream-offset ... first - start from the first available message"; every
+    delivery carries its offset in the x-stream-offset header; an ack removes nothing (a second
+    consumer from first reads the same messages)."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "events")
+        publish(channel, "events", bodies(5))
+        first = consume(channel, "events", 5, **{"x-stream-offset": "first"})
+        again = consume(channel, "events", 5, **{"x-stream-offset": "first"})
+        declared = channel.queue_declare("events", passive=True)
+    assert first == [(number, f"m{number}".encode()) for number in range(5)]
+    assert again == first
+    assert declared.method.message_count == 5
+
+
+def test_consume_from_an_offset_next_last_and_a_timestamp(batonmq: RunningBroker):
+    """RabbitMQ's x-stream-offset values: an offset; "next" (the default: only what is published
+    after the consumer attached); "last" (the start of the last chunk); a timestamp (from the
+    chunk written at or after it)."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "offsets")
+        publish(channel, "offsets", bodies(4, "a"))
+        time.sleep(1.1)  # a timestamp is in seconds
+        since = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+        time.sleep(0.1)
+        publish(channel, "offsets", [b"b0"])
+        assert consume(channel, "offsets", 3, **{"x-stream-offset": 2}) == [
+            (2, b"a2"),
+            (3, b"a3"),
+            (4, b"b0"),
+        ]
+        assert consume(channel, "offsets", 1, **{"x-stream-offset": "last"}) == [(4, b"b0")]
+        assert consume(channel, "offsets", 1, **{"x-stream-offset": since}) == [(4, b"b0")]
+        channel.basic_qos(prefetch_count=5)
+        tail: list[tuple[int, bytes]] = []
+        channel.basic_consume(
+            "offsets",
+            lambda ch, method, properties, body: tail.append(
+                (properties.headers["x-stream-offset"], body)
+            ),
+        )
+        connection.process_data_events(time_limit=0.5)
+        assert tail == []  # "next": nothing that was there before
+        other = connection.channel()
+        publish(other, "offsets", [b"c0"])
+        deadline = time.monotonic() + 10
+        while not tail and time.monotonic() < deadline:
+            connection.process_data_events(time_limit=0.1)
+    assert tail == [(5, b"c0")]
+
+
+def test_two_consumers_at_different_offsets_each_keep_their_own_position(
+    batonmq: RunningBroker,
+):
+    """RabbitMQ: reading a stream is non-destructive; each consumer has its own offset."""
+    with connect(batonmq) as connection:
+        one, two = connection.channel(), connection.channel()
+        declare_stream(one, "shared")
+        publish(one, "shared", bodies(6))
+        one.basic_qos(prefetch_count=2)
+        two.basic_qos(prefetch_count=2)
+        seen: dict[str, list[int]] = {"one": [], "two": []}
+
+        def taker(name: str, channel: BlockingChannel):
+            def take(ch, method, properties, body) -> None:
+                seen[name].append(properties.headers["x-stream-offset"])
+                channel.basic_ack(method.delivery_tag)
+
+            return take
+
+        one.basic_consume("shared", taker("one", one), arguments={"x-stream-offset": 0})
+        two.basic_consume("shared", taker("two", two), arguments={"x-stream-offset": 4})
+        deadline = time.monotonic() + 10
+        while (len(seen["one"]) < 6 or len(seen["two"]) < 2) and time.monotonic() < deadline:
+            connection.process_data_events(time_limit=0.1)
+    assert seen == {"one": [0, 1, 2, 3, 4, 5], "two": [4, 5]}
+
+
+def test_prefetch_is_the_credit_and_acks_return_it(batonmq: RunningBroker):
+    """RabbitMQ: a stream consumer gets at most its prefetch of unacknowledged messages; an
+    ack only returns credit."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "credit")
+        publish(channel, "credit", bodies(10))
+        channel.basic_qos(prefetch_count=3)
+        tags: list[int] = []
+        channel.basic_consume(
+            "credit",
+            lambda ch, method, properties, body: tags.append(method.delivery_tag),
+            arguments={"x-stream-offset": "first"},
+        )
+        connection.process_data_events(time_limit=1.0)
+        assert len(tags) == 3
+        channel.basic_ack(tags[-1], multiple=True)
+        connection.process_data_events(time_limit=1.0)
+        assert len(tags) == 6
+
+
+@pytest.mark.parametrize(
+    ("durable", "exclusive", "auto_delete", "refused"),
+    [
+        (False, False, False, "non-durable"),
+        (True, True, False, "exclusive-owner"),
+        (True, False, True, "auto-delete"),
+    ],
+)
+def test_a_stream_is_durable_not_exclusive_not_auto_delete(
+    batonmq: RunningBroker, durable: bool, exclusive: bool, auto_delete: bool, refused: str
+):
+    """RabbitMQ (rabbit_queue_type_util): 406 "invalid property 'non-durable' for queue ..."
+    (and 'exclusive-owner', 'auto-delete')."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        with pytest.raises(ChannelClosedByBroker) as closed:
+            channel.queue_declare(
+                "s", durable=durable, exclusive=exclusive, auto_delete=auto_delete, arguments=STREAM
+            )
+    assert closed.value.reply_code == 406
+    assert f"invalid property '{refused}' for queue 's'" in closed.value.reply_text
+
+
+@pytest.mark.parametrize(
+    "argument",
+    [
+        {"x-max-length": 10},
+        {"x-message-ttl": 1000},
+        {"x-dead-letter-exchange": "dlx"},
+        {"x-overflow": "reject-publish"},
+        {"x-max-priority": 5},
+        {"x-single-active-consumer": True},
+        {"x-max-age": "7 days"},
+        {"x-stream-max-segment-size-bytes": 3_000_000_001},
+    ],
+)
+def test_arguments_a_stream_does_not_take_are_refused(batonmq: RunningBroker, argument):
+    """RabbitMQ (rabbit_amqqueue:check_arguments_key): "invalid arg 'x-max-length' for queue
+    ... of queue type stream", 406; a bad x-max-age or too large a segment size is refused too
+    ("Exceeded max value for x-stream-max-segment-size-bytes")."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        with pytest.raises(ChannelClosedByBroker) as closed:
+            declare_stream(channel, "s", **argument)
+    assert closed.value.reply_code == 406
+    assert f"invalid arg '{next(iter(argument))}'" in closed.value.reply_text
+
+
+def test_the_arguments_a_stream_takes_are_accepted(batonmq: RunningBroker):
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(
+            channel,
+            "s",
+            **{
+                "x-max-age": "7D",
+                "x-max-length-bytes": 10_000_000,
+                "x-stream-max-segment-size-bytes": 1_000_000,
+            },
+        )
+
+
+def test_a_consumer_needs_a_prefetch(batonmq: RunningBroker):
+    """rabbit_stream_queue:consume: 406 "consumer prefetch count is not set for stream ..."."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "s")
+        with pytest.raises(ChannelClosedByBroker) as closed:
+            channel.basic_consume("s", lambda *_: None)
+    assert closed.value.reply_code == 406
+    assert "consumer prefetch count is not set for stream queue 's'" in closed.value.reply_text
+
+
+@pytest.mark.parametrize("what", ["no_ack", "get", "global_qos", "purge"])
+def test_what_a_stream_does_not_implement_is_refused_with_540(batonmq: RunningBroker, what: str):
+    """rabbit_stream_queue: 540 NOT_IMPLEMENTED "automatic acknowledgement not supported by
+    stream ...", "basic.get not supported by stream queues ...", "... does not support global
+    qos"; rabbit_channel: "queue.purge not supported by stream queues ..."."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "s")
+        with pytest.raises(ConnectionClosedByBroker) as closed:
+            if what == "no_ack":
+                channel.basic_qos(prefetch_count=10)
+                channel.basic_consume("s", lambda *_: None, auto_ack=True)
+            elif what == "get":
+                channel.basic_get("s")
+            elif what == "global_qos":
+                channel.basic_qos(prefetch_count=10)
+                channel.basic_qos(prefetch_count=10, global_qos=True)
+                channel.basic_consume("s", lambda *_: None)
+            else:
+                channel.queue_purge("s")
+    assert closed.value.reply_code == 540
+
+
+def test_filters_deliver_only_matching_values(batonmq: RunningBroker):
+    """RabbitMQ stream filtering: a message's x-stream-filter-value header is its filter value;
+    a consumer with x-stream-filter gets the messages with one of its values, and with
+    x-stream-match-unfiltered also those without a value."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "filtered")
+        channel.confirm_delivery()
+        for body, value in [(b"r1", "red"), (b"b1", "blue"), (b"n1", None), (b"r2", "red")]:
+            headers = None if value is None else {"x-stream-filter-value": value}
+            channel.basic_publish("", "filtered", body, pika.BasicProperties(headers=headers))
+        red = consume(
+            channel, "filtered", 2, **{"x-stream-offset": "first", "x-stream-filter": "red"}
+        )
+        both = consume(
+            channel,
+            "filtered",
+            3,
+            **{
+                "x-stream-offset": "first",
+                "x-stream-filter": ["red"],
+                "x-stream-match-unfiltered": True,
+            },
+        )
+    assert red == [(0, b"r1"), (3, b"r2")]
+    assert both == [(0, b"r1"), (2, b"n1"), (3, b"r2")]
+
+
+def test_retention_by_size_removes_whole_old_segments(batonmq: RunningBroker):
+    """RabbitMQ: x-max-length-bytes retention removes whole segments (segment size from
+    x-stream-max-segment-size-bytes), oldest first; consumers from "first" start at what is
+    left."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(
+            channel,
+            "small",
+            **{"x-max-length-bytes": 3000, "x-stream-max-segment-size-bytes": 1000},
+        )
+        publish(channel, "small", [bytes(200) for _ in range(40)])
+        declared = channel.queue_declare("small", passive=True)
+        kept = declared.method.message_count
+        assert 0 < kept < 40
+        first = consume(channel, "small", 1, **{"x-stream-offset": "first"})
+    assert first[0][0] == 40 - kept
+
+
+def test_deleting_a_stream_removes_its_log(batonmq: RunningBroker):
+    """The stream's segment files live under the data directory and go with the queue."""
+    streams = Path(batonmq.data_dir) / "streams" / "%2F"
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "gone/soon")
+        publish(channel, "gone/soon", [b"x"])
+        assert list((streams / "gone%2Fsoon").glob("*.segment"))
+        channel.queue_delete("gone/soon")
+        channel.queue_declare("sync-point", durable=True)
+    deadline = time.monotonic() + 5
+    while (streams / "gone%2Fsoon").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not (streams / "gone%2Fsoon").exists()
+
+
+def test_confirmed_messages_survive_sigkill_at_their_offsets(broker_life: BrokerLife):
+    """Confirms mean durable: every confirmed message of a stream is at its offset after a
+    SIGKILL, and the stream goes on from there."""
+    with connect(broker_life.current) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "durable")
+        publish(channel, "durable", bodies(50))
+    broker = broker_life.restart(kill=True)
+    with connect(broker) as connection:
+        channel = connection.channel()
+        publish(channel, "durable", [b"after"])
+        received = consume(channel, "durable", 51, prefetch=100, **{"x-stream-offset": "first"})
+    assert received == [(n, f"m{n}".encode()) for n in range(50)] + [(50, b"after")]
