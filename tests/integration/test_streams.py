@@ -186,7 +186,7 @@ def test_a_stream_is_durable_not_exclusive_not_auto_delete(
                 "s", durable=durable, exclusive=exclusive, auto_delete=auto_delete, arguments=STREAM
             )
     assert closed.value.reply_code == 406
-    assert f"invalid property '{refused}' for queue 's'" in closed.value.reply_text
+    assert f"invalid property '{refused}' for queue 's' in vhost '/'" in closed.value.reply_text
 
 
 @pytest.mark.parametrize(
@@ -236,30 +236,57 @@ def test_a_consumer_needs_a_prefetch(batonmq: RunningBroker):
         with pytest.raises(ChannelClosedByBroker) as closed:
             channel.basic_consume("s", lambda *_: None)
     assert closed.value.reply_code == 406
-    assert "consumer prefetch count is not set for stream queue 's'" in closed.value.reply_text
+    assert (
+        "consumer prefetch count is not set for stream queue 's' in vhost '/'"
+        in closed.value.reply_text
+    )
 
 
-@pytest.mark.parametrize("what", ["no_ack", "get", "global_qos", "purge"])
-def test_what_a_stream_does_not_implement_is_refused_with_540(batonmq: RunningBroker, what: str):
-    """rabbit_stream_queue: 540 NOT_IMPLEMENTED "automatic acknowledgement not supported by
-    stream ...", "basic.get not supported by stream queues ...", "... does not support global
-    qos"; rabbit_channel: "queue.purge not supported by stream queues ..."."""
-    with connect(batonmq) as connection:
+def _refused_with_540(broker: RunningBroker, prepare, refused_call) -> str:
+    with connect(broker) as connection:
         channel = connection.channel()
         declare_stream(channel, "s")
+        prepare(channel)
         with pytest.raises(ConnectionClosedByBroker) as closed:
-            if what == "no_ack":
-                channel.basic_qos(prefetch_count=10)
-                channel.basic_consume("s", lambda *_: None, auto_ack=True)
-            elif what == "get":
-                channel.basic_get("s")
-            elif what == "global_qos":
-                channel.basic_qos(prefetch_count=10)
-                channel.basic_qos(prefetch_count=10, global_qos=True)
-                channel.basic_consume("s", lambda *_: None)
-            else:
-                channel.queue_purge("s")
+            refused_call(channel)
     assert closed.value.reply_code == 540
+    return closed.value.reply_text
+
+
+def _prefetch(channel: BlockingChannel) -> None:
+    channel.basic_qos(prefetch_count=10)
+
+
+def test_automatic_acknowledgement_is_refused(batonmq: RunningBroker):
+    """rabbit_stream_queue:consume: 540 "automatic acknowledgement not supported by stream
+    ..."."""
+    text = _refused_with_540(
+        batonmq, _prefetch, lambda channel: channel.basic_consume("s", print, auto_ack=True)
+    )
+    assert "automatic acknowledgement not supported by stream queue 's' in vhost '/'" in text
+
+
+def test_basic_get_is_refused(batonmq: RunningBroker):
+    """rabbit_stream_queue:dequeue: 540 "basic.get not supported by stream queues ..."."""
+    text = _refused_with_540(batonmq, _prefetch, lambda channel: channel.basic_get("s"))
+    assert "basic.get not supported by stream queues queue 's' in vhost '/'" in text
+
+
+def test_global_qos_is_refused(batonmq: RunningBroker):
+    """rabbit_stream_queue:consume: 540 "... does not support global qos"."""
+
+    def global_qos(channel: BlockingChannel) -> None:
+        channel.basic_qos(prefetch_count=10)
+        channel.basic_qos(prefetch_count=10, global_qos=True)
+
+    text = _refused_with_540(batonmq, global_qos, lambda channel: channel.basic_consume("s", print))
+    assert "queue 's' does not support global qos" in text
+
+
+def test_purge_is_refused(batonmq: RunningBroker):
+    """rabbit_channel (queue.purge): 540 "queue.purge not supported by stream queues ..."."""
+    text = _refused_with_540(batonmq, _prefetch, lambda channel: channel.queue_purge("s"))
+    assert "queue.purge not supported by stream queues queue 's' in vhost '/'" in text
 
 
 def test_filters_deliver_only_matching_values(batonmq: RunningBroker):

@@ -158,6 +158,8 @@ class StreamQueue:
         self.hooks: QueueHooks | None = None
         self.producers: set[object] = set()
         paging = paging or Paging()
+        #: How RabbitMQ names it in errors (rabbit_misc:rs).
+        self._where = f"queue '{name}' in vhost '{paging.vhost}'"
         self.persists = durable and paging.journal.enabled
         self.ever_stored = self.persists
         self.deleted = False
@@ -369,7 +371,7 @@ class StreamQueue:
     ) -> None:
         """RabbitMQ's rules (rabbit_stream_queue:consume): a prefetch is required, automatic
         acknowledgement and global QoS are refused; then the consumer arguments."""
-        where = f"queue '{self.name}'"
+        where = self._where
         if not prefetch_count:
             raise amqp_error(
                 ReplyCode.PRECONDITION_FAILED,
@@ -447,7 +449,7 @@ class StreamQueue:
     def get(self) -> QueueEntry | None:
         raise amqp_error(
             ReplyCode.NOT_IMPLEMENTED,
-            f"basic.get not supported by stream queues queue '{self.name}'",
+            f"basic.get not supported by stream queues {self._where}",
         )
 
     @property
@@ -478,7 +480,7 @@ class StreamQueue:
     def purge(self) -> int:
         raise amqp_error(
             ReplyCode.NOT_IMPLEMENTED,
-            f"queue.purge not supported by stream queues queue '{self.name}'",
+            f"queue.purge not supported by stream queues {self._where}",
         )
 
     def browse(self, start: int = 0, count: int | None = None) -> list[BrowsedMessage]:
