@@ -280,7 +280,7 @@ def test_global_qos_is_refused(batonmq: RunningBroker):
         channel.basic_qos(prefetch_count=10, global_qos=True)
 
     text = _refused_with_540(batonmq, global_qos, lambda channel: channel.basic_consume("s", print))
-    assert "queue 's' does not support global qos" in text
+    assert "queue 's' in vhost '/' does not support global qos" in text
 
 
 def test_purge_is_refused(batonmq: RunningBroker):
