@@ -5,10 +5,12 @@ consuming."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import time
 from pathlib import Path
 
+import aio_pika
 import pika
 import pytest
 from pika.adapters.blocking_connection import BlockingChannel
@@ -365,3 +367,58 @@ def test_confirmed_messages_survive_sigkill_at_their_offsets(broker_life: Broker
         publish(channel, "durable", [b"after"])
         received = consume(channel, "durable", 51, prefetch=100, **{"x-stream-offset": "first"})
     assert received == [(n, f"m{n}".encode()) for n in range(50)] + [(50, b"after")]
+
+
+def test_a_transaction_commits_its_messages_into_the_stream(batonmq: RunningBroker):
+    """Spec (tx.commit): the publishes of a transaction take effect at the commit; tx.commit-ok
+    comes once the stream has written them (they are then read at their offsets)."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "tx")
+        channel.tx_select()
+        for body in bodies(3):
+            channel.basic_publish("", "tx", body)
+        assert channel.queue_declare("tx", passive=True).method.message_count == 0
+        channel.tx_commit()
+        assert channel.queue_declare("tx", passive=True).method.message_count == 3
+        received = consume(channel, "tx", 3, **{"x-stream-offset": "first"})
+    assert received == [(n, f"m{n}".encode()) for n in range(3)]
+
+
+def test_a_redeclaration_must_repeat_the_retention_arguments(batonmq: RunningBroker):
+    """RabbitMQ (rabbit_amqqueue:assert_args_equivalence over declare_args, x-max-age among
+    them): 406 "inequivalent arg 'x-max-age' for queue ..."."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "kept", **{"x-max-age": "7D"})
+        declare_stream(channel, "kept", **{"x-max-age": "7D"})
+        with pytest.raises(ChannelClosedByBroker) as closed:
+            declare_stream(channel, "kept", **{"x-max-age": "1D"})
+    assert closed.value.reply_code == 406
+    assert "inequivalent arg 'x-max-age'" in closed.value.reply_text
+
+
+def test_aio_pika_publishes_and_replays_a_stream(batonmq: RunningBroker):
+    """The same rules with aio-pika: publisher confirms, then a consumer from "first" with a
+    prefetch, each delivery with its x-stream-offset."""
+
+    async def run() -> list[tuple[int, bytes]]:
+        connection = await aio_pika.connect(batonmq.url)
+        async with connection:
+            channel = await connection.channel(publisher_confirms=True)
+            queue = await channel.declare_queue("aio", durable=True, arguments=STREAM)
+            for body in bodies(3):
+                await channel.default_exchange.publish(aio_pika.Message(body), routing_key="aio")
+            await channel.set_qos(prefetch_count=2)
+            received: list[tuple[int, bytes]] = []
+            async with queue.iterator(arguments={"x-stream-offset": "first"}) as messages:
+                async for message in messages:
+                    await message.ack()
+                    offset = message.headers["x-stream-offset"]
+                    assert isinstance(offset, int)
+                    received.append((offset, message.body))
+                    if len(received) == 3:
+                        break
+            return received
+
+    assert asyncio.run(asyncio.wait_for(run(), 20)) == [(n, f"m{n}".encode()) for n in range(3)]

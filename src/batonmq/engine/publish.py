@@ -83,7 +83,7 @@ def publish(channel: Channel, method: base.Frame, message: Message) -> None:
         return
     # Confirms mean durable: the ack waits for the commit that holds the message, and for
     # the queues that write it themselves (streams); a failed write nacks it.
-    written = _all_done(
+    written = all_done(
         len(writers) + (batch is not None),
         lambda ok: (
             channel.settle_publish(sequence, ok and enqueued is not Enqueued.REFUSED)
@@ -102,7 +102,7 @@ def publish(channel: Channel, method: base.Frame, message: Message) -> None:
         queue.when_written(written)
 
 
-def _all_done(count: int, then: Callable[[bool], None]) -> Callable[[bool], None]:
+def all_done(count: int, then: Callable[[bool], None]) -> Callable[[bool], None]:
     """A callback to call `count` times with each write's outcome: `then` gets whether all
     of them succeeded, after the last."""
     outcomes: list[bool] = []

@@ -62,6 +62,10 @@ EQUIVALENT_ARGUMENTS: Final = (
     "x-max-producers",
     "x-max-active-consumers",
     "x-max-backup-consumers",
+    # A stream's (RabbitMQ's declare_args, all compared by assert_args_equivalence).
+    "x-max-age",
+    "x-stream-max-segment-size-bytes",
+    "x-stream-filter-size-bytes",
 )
 MAX_PRIORITY_LIMIT: Final = 255
 #: The queue type argument and its default (see batonmq.queues.types, the registry).
