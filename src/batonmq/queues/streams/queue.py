@@ -442,7 +442,7 @@ class StreamQueue:
 
     def _deliver(self, consumer: QueueConsumer, entry: Entry) -> None:
         record = entry.record
-        header = rewrite_headers(record.header, {OFFSET_ARGUMENT: entry.offset})
+        header = rewrite_headers(record.header, {}, long_fields={OFFSET_ARGUMENT: entry.offset})
         message = Message(record.exchange, record.routing_key, header, record.body)
         consumer.deliver(self, QueueEntry(message, entry.offset))
 
