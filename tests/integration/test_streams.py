@@ -422,3 +422,18 @@ def test_aio_pika_publishes_and_replays_a_stream(batonmq: RunningBroker):
             return received
 
     assert asyncio.run(asyncio.wait_for(run(), 20)) == [(n, f"m{n}".encode()) for n in range(3)]
+
+
+def test_messages_published_together_are_written_as_one_chunk(batonmq: RunningBroker):
+    """BatonMQ architecture: "Never fsync per message": what arrives while an append is on the
+    disk is appended next as one chunk (one fsync). RabbitMQ's x-stream-offset "last" starts at
+    the last chunk, so a consumer from there gets the whole of it."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "burst")
+        for body in bodies(200):
+            channel.basic_publish("", "burst", body)
+        publish(channel, "burst", [b"end"])  # confirmed: everything before it is written
+        last = consume(channel, "burst", 200, timeout=2.0, **{"x-stream-offset": "last"})
+    assert len(last) > 1
+    assert last[-1] == (200, b"end")

@@ -17,6 +17,7 @@ stream requeues nothing and dead-letters nothing).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import shutil
 import time
@@ -174,6 +175,7 @@ class StreamQueue:
         self._held: deque[_Write] = deque()
         self._released_waiters: list[Callable[[], None]] = []
         self._pending: list[_Write] = []
+        #: An append is on the writer thread, or one is to start at the end of this loop turn.
         self._appending = False
         self._last_write: _Write | None = None
         self._storage.run(self._open, self._opened)
@@ -332,20 +334,21 @@ class StreamQueue:
     def _queue(self, write: _Write) -> None:
         self._pending.append(write)
         if not self._appending:
-            self._flush()
+            self._appending = True
+            asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
-        """Append what is pending as one chunk; what is published meanwhile waits for the
-        next (group commit)."""
+        """Append what is pending as one chunk: what was published in the same loop turn, or
+        while the last append was on the disk (group commit)."""
+        if self.deleted:
+            return
         writes, self._pending = self._pending, []
-        self._appending = True
         records = [write.record for write in writes]
         self._storage.run(
             lambda: self._append(records), lambda result: self._appended(writes, result)
         )
 
     def _appended(self, writes: list[_Write], result: _Span | BaseException) -> None:
-        self._appending = False
         ok = not isinstance(result, BaseException)
         if isinstance(result, BaseException):
             log.error(
@@ -360,7 +363,9 @@ class StreamQueue:
         if self.deleted:
             return
         if self._pending:
-            self._flush()
+            self._flush()  # still appending
+        else:
+            self._appending = False
         if ok:
             self.dispatch()
 
