@@ -169,6 +169,8 @@ class StreamQueue:
         self._directory = self._storage.directory(paging.vhost, name)
         #: Set on the writer thread: only the jobs that run there touch it.
         self._log: StreamLog | None = None
+        #: The log is being opened: what reads the queue's state waits (`holds_back`).
+        self._opening = True
         #: The log is open (set on the event loop): consumers can be served.
         self._readable = False
         self._span = _Span(0, 0, 0)
@@ -189,15 +191,18 @@ class StreamQueue:
         return _Span.of(self._log)
 
     def _opened(self, result: _Span | BaseException) -> None:
+        self._opening = False
         if isinstance(result, BaseException):
             log.error(
                 "stream cannot be opened: %s",
                 result,
                 extra={"queue": self.name, "directory": str(self._directory)},
             )
-            return
-        self._span = result
-        self._readable = True
+        else:
+            self._span = result
+            self._readable = True
+        if not self.holds_back:
+            self._call_released()
         self.dispatch()
 
     def _stream_log(self) -> StreamLog:
@@ -310,15 +315,16 @@ class StreamQueue:
                 write.finish(False)
             else:
                 self._queue(write)
-        if not held:
+        if not self.holds_back:
             self._call_released()
 
     @property
     def holds_back(self) -> bool:
-        return bool(self._held)
+        """Also while its log is being opened: its message count is not known yet."""
+        return self._opening or bool(self._held)
 
     def when_released(self, callback: Callable[[], None]) -> None:
-        if self._held:
+        if self.holds_back:
             self._released_waiters.append(callback)
         else:
             callback()
@@ -504,6 +510,7 @@ class StreamQueue:
             write.finish(False)
         self._held.clear()
         self._pending.clear()
+        self._opening = False
         self._call_released()
         self._storage.run(self._remove_log, _ignore)
         return count
