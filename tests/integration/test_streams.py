@@ -339,6 +339,23 @@ def test_retention_by_size_removes_whole_old_segments(batonmq: RunningBroker):
     assert first[0][0] == 40 - kept
 
 
+def test_retention_by_age_removes_segments_older_than_max_age(batonmq: RunningBroker):
+    """RabbitMQ: x-max-age ("1s") removes the segments whose messages are all older than it,
+    checked as the stream is written to (whole segments; the one being written stays)."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(
+            channel, "aged", **{"x-max-age": "1s", "x-stream-max-segment-size-bytes": 1000}
+        )
+        publish(channel, "aged", [bytes(300) for _ in range(10)])
+        time.sleep(1.5)
+        publish(channel, "aged", [b"new"])
+        kept = channel.queue_declare("aged", passive=True).method.message_count
+        first = consume(channel, "aged", 1, **{"x-stream-offset": "first"})
+    assert kept < 11
+    assert first == [(11 - kept, bytes(300) if kept > 1 else b"new")]
+
+
 def test_deleting_a_stream_removes_its_log(batonmq: RunningBroker):
     """The stream's segment files live under the data directory and go with the queue."""
     streams = Path(batonmq.data_dir) / "streams" / "%2F"
