@@ -17,7 +17,8 @@ from pika.adapters.blocking_connection import BlockingChannel
 from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker
 
 from batonmq.queues.streams.log import StreamLog
-from tests.brokerproc import BrokerLife, RunningBroker
+from tests.brokerproc import BrokerLife, RunningBroker, start_broker
+from tests.httpapi import call
 
 pytestmark = pytest.mark.integration
 
@@ -466,3 +467,21 @@ def test_messages_published_together_are_written_as_one_chunk(batonmq: RunningBr
         assert stream_log.chunk_count <= 100
     finally:
         stream_log.close()
+
+
+def test_the_management_api_declares_a_stream_and_refuses_to_purge_it(tmp_path: Path):
+    """RabbitMQ's management API declares a stream with its arguments and lists its type;
+    purging one is refused as queue.purge is ("queue.purge not supported by stream queues")."""
+    with start_broker(tmp_path, http=True) as broker:
+        status, _body = call(
+            broker,
+            "PUT",
+            "/api/queues/%2F/events",
+            {"durable": True, "arguments": {"x-queue-type": "stream"}},
+        )
+        assert status == 201
+        status, listed = call(broker, "GET", "/api/queues/%2F/events")
+        assert (status, listed["type"]) == (200, "stream")
+        status, refused = call(broker, "DELETE", "/api/queues/%2F/events/contents")
+    assert status == 400
+    assert "queue.purge not supported by stream queues" in refused["reason"]
