@@ -2,11 +2,10 @@
 log (`log.py`) that consumers read by offset, each from its own position, without removing
 anything; retention (x-max-age, x-max-length-bytes) removes whole old segments.
 
-Publishing: each message becomes a record of the log. The records published while an append is
-on the disk wait and go together as the next chunk (one fsync for all of them, never one per
-message); a publisher confirm is sent once the chunk holding its message is on the disk
-(`when_written`). Consumers see a message only once it is written, so nothing is delivered that
-a crash could take back.
+Publishing: each message becomes a record of the log, appended in groups (`appends.py`: one
+fsync per chunk, never one per message); a publisher confirm is sent once the chunk holding its
+message is on the disk (`when_written`). Consumers see a message only once it is written, so
+nothing is delivered that a crash could take back.
 
 Consuming: a consumer starts where its x-stream-offset says (`offsets.py`), is sent what it has
 credit for (its prefetch: RabbitMQ requires one) in batches read off the event loop, and waits at
@@ -17,7 +16,6 @@ stream requeues nothing and dead-letters nothing).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import shutil
 import time
@@ -34,6 +32,7 @@ from batonmq.model.message import FLAG_HEADERS, Message, QueueEntry
 from batonmq.queues.arguments import InvalidArgument, QueueArguments
 from batonmq.queues.paging import Paging
 from batonmq.queues.protocol import BrowsedMessage, Enqueued, QueueConsumer, QueueHooks
+from batonmq.queues.streams.appends import Appends, Span
 from batonmq.queues.streams.arguments import (
     StreamArguments,
     parse_consumer_arguments,
@@ -54,37 +53,6 @@ FILTER_VALUE_HEADER = "x-stream-filter-value"
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-@dataclass(slots=True)
-class _Write:
-    """A message on its way into the log, and who waits for it to be on the disk."""
-
-    record: Record
-    #: The journal batch it waits for (a durable queue got the same message), else None.
-    batch: int | None
-    failed: bool = False
-    outcome: bool | None = None
-    waiting: list[Callable[[bool], None]] = field(default_factory=list)
-
-    def finish(self, ok: bool) -> None:
-        self.outcome = ok
-        for callback in self.waiting:
-            callback(ok)
-        self.waiting.clear()
-
-
-@dataclass(frozen=True, slots=True)
-class _Span:
-    """What the log holds, as the writer thread last saw it."""
-
-    first: int
-    next: int
-    size_bytes: int
-
-    @classmethod
-    def of(cls, stream_log: StreamLog) -> _Span:
-        return cls(stream_log.first_offset, stream_log.next_offset, stream_log.size_bytes)
 
 
 @dataclass(slots=True, eq=False)
@@ -173,24 +141,20 @@ class StreamQueue:
         self._opening = True
         #: The log is open (set on the event loop): consumers can be served.
         self._readable = False
-        self._span = _Span(0, 0, 0)
-        self._held: deque[_Write] = deque()
+        self._span = Span(0, 0, 0)
+        self._appends = Appends(self._storage, self._append, self._appended, queue=name)
         self._released_waiters: list[Callable[[], None]] = []
-        self._pending: list[_Write] = []
-        #: An append is on the writer thread, or one is to start at the end of this loop turn.
-        self._appending = False
-        self._last_write: _Write | None = None
         self._storage.run(self._open, self._opened)
 
     # The log, on the writer thread --------------------------------------------------------
 
-    def _open(self) -> _Span:
+    def _open(self) -> Span:
         self._log = StreamLog(
             self._directory, max_segment_bytes=self.stream_options.max_segment_bytes
         )
-        return _Span.of(self._log)
+        return Span.of(self._log)
 
-    def _opened(self, result: _Span | BaseException) -> None:
+    def _opened(self, result: Span | BaseException) -> None:
         self._opening = False
         if isinstance(result, BaseException):
             log.error(
@@ -210,14 +174,14 @@ class StreamQueue:
             raise OSError(f"stream '{self.name}' could not be opened")
         return self._log
 
-    def _append(self, records: list[Record]) -> _Span:
+    def _append(self, records: list[Record]) -> Span:
         stream_log = self._stream_log()
         now = _now_ms()
         stream_log.append(records, now)
         options = self.stream_options
         if options.max_age is not None or options.max_length_bytes is not None:
             stream_log.retain(max_age=options.max_age, max_bytes=options.max_length_bytes, now=now)
-        return _Span.of(stream_log)
+        return Span.of(stream_log)
 
     def _read(self, cursor: _Cursor) -> tuple[int, list[Entry]]:
         """From `cursor`'s position: where it is (its start resolved) and what it is to be
@@ -277,51 +241,28 @@ class StreamQueue:
 
     def publish(self, message: Message, *, until_batch: int | None = None) -> Enqueued:
         """Kept: the stream writes it itself; `when_written` tells when it is on the disk."""
-        write = _Write(
-            Record(
-                message.exchange,
-                message.routing_key,
-                message.header_payload,
-                message.body,
-                _filter_value(message),
-            ),
-            until_batch,
+        record = Record(
+            message.exchange,
+            message.routing_key,
+            message.header_payload,
+            message.body,
+            _filter_value(message),
         )
-        self._last_write = write
-        if until_batch is not None or self._held:
-            self._held.append(write)
-        else:
-            self._queue(write)
+        self._appends.add(record, until_batch)
         return Enqueued.KEPT
 
     def when_written(self, callback: Callable[[bool], None]) -> None:
-        """Call `callback(ok)` once the last message published is on the disk (ok) or will
-        never be (the write failed, the journal batch it waited for failed, the stream went)."""
-        write = self._last_write
-        if write is None or write.outcome is not None:
-            callback(write is None or write.outcome is True)
-        else:
-            write.waiting.append(callback)
+        self._appends.when_written(callback)
 
     def release_held(self, batch: int, committed: bool) -> None:
-        held = self._held
-        for write in held:
-            if write.batch == batch:
-                write.batch = None
-                write.failed = not committed
-        while held and held[0].batch is None:
-            write = held.popleft()
-            if write.failed:
-                write.finish(False)
-            else:
-                self._queue(write)
+        self._appends.release_held(batch, committed)
         if not self.holds_back:
             self._call_released()
 
     @property
     def holds_back(self) -> bool:
         """Also while its log is being opened: its message count is not known yet."""
-        return self._opening or bool(self._held)
+        return self._opening or self._appends.holding
 
     def when_released(self, callback: Callable[[], None]) -> None:
         if self.holds_back:
@@ -337,43 +278,9 @@ class StreamQueue:
     def when_underfull(self, callback: Callable[[], None]) -> None:
         callback()  # a stream is never full: retention makes room
 
-    def _queue(self, write: _Write) -> None:
-        self._pending.append(write)
-        if not self._appending:
-            self._appending = True
-            asyncio.get_running_loop().call_soon(self._flush)
-
-    def _flush(self) -> None:
-        """Append what is pending as one chunk: what was published in the same loop turn, or
-        while the last append was on the disk (group commit)."""
-        if self.deleted:
-            return
-        writes, self._pending = self._pending, []
-        records = [write.record for write in writes]
-        self._storage.run(
-            lambda: self._append(records), lambda result: self._appended(writes, result)
-        )
-
-    def _appended(self, writes: list[_Write], result: _Span | BaseException) -> None:
-        ok = not isinstance(result, BaseException)
-        if isinstance(result, BaseException):
-            log.error(
-                "stream append failed: %s; its publishers are nacked",
-                result,
-                extra={"queue": self.name, "messages": len(writes)},
-            )
-        elif not self.deleted:
-            self._span = result
-        for write in writes:
-            write.finish(ok)
-        if self.deleted:
-            return
-        if self._pending:
-            self._flush()  # still appending
-        else:
-            self._appending = False
-        if ok:
-            self.dispatch()
+    def _appended(self, span: Span) -> None:
+        self._span = span
+        self.dispatch()  # tail readers wake up
 
     # Consuming ----------------------------------------------------------------------------
 
@@ -506,10 +413,7 @@ class StreamQueue:
         count = self.message_count
         self.deleted = True
         self.consumers.clear()
-        for write in [*self._held, *self._pending]:
-            write.finish(False)
-        self._held.clear()
-        self._pending.clear()
+        self._appends.close()
         self._opening = False
         self._call_released()
         self._storage.run(self._remove_log, _ignore)
