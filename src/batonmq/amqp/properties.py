@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Final
 
 from pamqp import commands, encode
@@ -54,6 +54,7 @@ from batonmq.amqp.errors import HardError
 _SHORT_UINT: Final = struct.Struct(">H")
 _LONG_UINT: Final = struct.Struct(">I")
 _LONG_LONG_UINT: Final = struct.Struct(">Q")
+_LONG_LONG: Final = struct.Struct(">q")
 _FLOAT: Final = struct.Struct(">f")
 _DOUBLE: Final = struct.Struct(">d")
 #: class-id, weight, body-size: the property flags start after them.
@@ -344,11 +345,17 @@ def rewrite_headers(
     *,
     remove_fields: Collection[str] = (),
     remove_properties: Collection[str] = (),
+    long_fields: Mapping[str, int] | None = None,
 ) -> bytes:
     """`header_payload` (checked at the edge) with header fields set (in place where the name is
     present, else at the end) or removed, and whole properties (pamqp's names, not "headers")
     removed; every other octet stays as received (BatonMQ architecture: content-header bytes are
-    forwarded unchanged). The values set are encoded as pamqp encodes them."""
+    forwarded unchanged). The values set are encoded as pamqp encodes them (an integer in the
+    fewest octets), those of `long_fields` as a long-long-int ('l', as RabbitMQ sends
+    x-stream-offset, which a client may read as a 64-bit integer whatever its value)."""
+    new_entries = {name: _entry(name, value) for name, value in set_fields.items()}
+    for name, number in (long_fields or {}).items():
+        new_entries[name] = encode.short_string(name) + b"l" + _LONG_LONG.pack(number)
     flags, flags_end = _property_list_start(header_payload)
     offset, end = flags_end, len(header_payload)
     property_list: list[bytes] = []
@@ -358,12 +365,12 @@ def rewrite_headers(
             if flags & mask:
                 after = check(header_payload, offset, end)
                 property_list.append(
-                    _rewritten_table(header_payload, offset, after, set_fields, remove_fields)
+                    _rewritten_table(header_payload, offset, after, new_entries, remove_fields)
                 )
                 offset = after
-            elif set_fields:
+            elif new_entries:
                 flags |= mask
-                property_list.append(_table_octets(_entry(k, v) for k, v in set_fields.items()))
+                property_list.append(_table_octets(new_entries.values()))
         elif flags & mask:
             after = check(header_payload, offset, end)
             if name in remove_properties:
@@ -382,7 +389,7 @@ def rewrite_headers(
 
 
 def _rewritten_table(
-    data: bytes, offset: int, end: int, set_fields: FieldTable, remove: Collection[str]
+    data: bytes, offset: int, end: int, new_entries: dict[str, bytes], remove: Collection[str]
 ) -> bytes:
     entries: list[bytes] = []
     written: set[str] = set()
@@ -392,13 +399,13 @@ def _rewritten_table(
         value_at = position + 1 + data[position]
         name = data[start + 1 : value_at].decode("utf-8")
         position = _field_value(data, value_at, end, 1)
-        if name in set_fields:
+        if name in new_entries:
             if name not in written:
-                entries.append(_entry(name, set_fields[name]))
+                entries.append(new_entries[name])
                 written.add(name)
         elif name not in remove:
             entries.append(data[start:position])
-    entries.extend(_entry(k, v) for k, v in set_fields.items() if k not in written)
+    entries.extend(entry for name, entry in new_entries.items() if name not in written)
     return _table_octets(entries)
 
 

@@ -398,7 +398,10 @@ class EngineApi(MessageApi):
         host = self._vhost(vhost)
         queue = self._queue(host, name)
         self._require(user, host, Action.PURGE, ObjectType.QUEUE, queue_properties(queue))
-        return queue.purge()
+        try:
+            return queue.purge()
+        except ProtocolError as error:  # a queue type that cannot be purged (a stream: 540)
+            raise ApiError(error.reply_code, error.reply_text) from None
 
     def close_connection(self, connection_id: int, reason: str) -> None:
         """Close a client's connection with 320 CONNECTION_FORCED and `reason`, as RabbitMQ's

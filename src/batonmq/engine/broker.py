@@ -8,6 +8,7 @@ import platform
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pamqp.common import FieldTable
@@ -23,6 +24,7 @@ from batonmq.logrepeat import CoalescingLog
 from batonmq.queues.holdings import Holdings
 from batonmq.queues.paging import Paging
 from batonmq.queues.protocol import Queue
+from batonmq.queues.streams.storage import StreamStorage
 from batonmq.security.authn import Authenticator
 from batonmq.store.base import Store
 from batonmq.store.journal import Journal
@@ -77,6 +79,8 @@ class BrokerSettings:
     max_bytes: int = 0
     #: config.AutocreateConfig: the limits of auto-created queues.
     autocreate: AutocreatePolicy = field(default_factory=AutocreatePolicy)
+    #: Where stream queues keep their logs; None: a temporary directory (in-memory brokers).
+    streams_dir: Path | None = None
 
 
 @dataclass(eq=False)
@@ -85,6 +89,7 @@ class Broker:
     #: Where durable state goes; None keeps everything in memory (the engine's unit tests).
     store: Store | None = None
     journal: Journal = field(init=False)
+    streams: StreamStorage = field(init=False)
     vhosts: dict[str, VirtualHost] = field(init=False)
     sessions: set[Session] = field(init=False, default_factory=set)
     authenticator: Authenticator = field(init=False)
@@ -135,6 +140,7 @@ class Broker:
         #: Whether a system-wide limit is set: the one test the publish path pays when none is.
         self.limited = bool(settings.max_messages or settings.max_bytes)
         self.journal = Journal(self.store)
+        self.streams = StreamStorage(settings.streams_dir)
         self.vhosts = {}
         self.add_vhost(settings.default_vhost)
         self.authenticator = Authenticator(guest_loopback_only=settings.guest_loopback_only)
@@ -229,6 +235,7 @@ class Broker:
                 settings.page_window,
                 settings.page_window_bytes,
                 self.holdings,
+                self.streams,
             ),
             settings.autocreate,
             self.events,

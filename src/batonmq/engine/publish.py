@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pamqp import base, commands
@@ -47,18 +48,44 @@ def publish(channel: Channel, method: base.Frame, message: Message) -> None:
     queues = session.vhost.route(exchange, message)
     batch = held_batch(session.broker.journal, [(message, queues)])
     enqueued = enqueue(channel, message, queues, method.mandatory, batch)
+    writers = [queue for queue in queues if queue.writes_itself]
+    if batch is None and not writers:
+        if confirms is not None:
+            # RabbitMQ (x-overflow reject-publish): a refused message is nacked under confirms.
+            confirms.settle(sequence, enqueued is not Enqueued.REFUSED)
+        return
+    # Confirms mean durable: the ack waits for the commit that holds the message, and for
+    # the queues that write it themselves (streams); a failed write nacks it.
+    written = all_done(
+        len(writers) + (batch is not None),
+        lambda ok: (
+            channel.settle_publish(sequence, ok and enqueued is not Enqueued.REFUSED)
+            if confirms is not None
+            else None
+        ),
+    )
     if batch is not None:
-        # Confirms mean durable: the ack waits for the commit that holds the message, and the
-        # queues show it only then; a failed commit nacks it, and it is on no queue.
+        # The queues show the message only after the commit; a failed one leaves it on none.
         def committed(ok: bool) -> None:
             release_held(queues, batch, ok)
-            if confirms is not None:
-                channel.settle_publish(sequence, ok and enqueued is not Enqueued.REFUSED)
+            written(ok)
 
         session.broker.journal.when_durable(committed)
-    elif confirms is not None:
-        # RabbitMQ (x-overflow reject-publish): a refused message is nacked under confirms.
-        confirms.settle(sequence, enqueued is not Enqueued.REFUSED)
+    for queue in writers:
+        queue.when_written(written)
+
+
+def all_done(count: int, then: Callable[[bool], None]) -> Callable[[bool], None]:
+    """A callback to call `count` times with each write's outcome: `then` gets whether all
+    of them succeeded, after the last."""
+    outcomes: list[bool] = []
+
+    def one_done(ok: bool) -> None:
+        outcomes.append(ok)
+        if len(outcomes) == count:
+            then(all(outcomes))
+
+    return one_done
 
 
 def checked_exchange(
@@ -120,7 +147,7 @@ def held_batch(journal: Journal, routed: list[tuple[Message, list[Queue]]]) -> i
         return None
     for message, queues in routed:
         for queue in queues:
-            if queue.persists:
+            if queue.persists and not queue.writes_itself:
                 if message.persistent:
                     return journal.batch
                 break

@@ -427,13 +427,24 @@ class VirtualHost:
         name = name or server_queue_name()
         arguments = dict(arguments or {})
         try:
-            queue_type(arguments).parse_arguments(self.autocreate.arguments_for(name, arguments))
+            kind = queue_type(arguments)
+            kind.parse_arguments(self.autocreate.arguments_for(name, arguments))
         except InvalidArgument as error:
             raise amqp_error(
                 ReplyCode.PRECONDITION_FAILED,
                 f"invalid arg '{error.name}' for queue '{name}' in vhost '{self.name}': "
                 f"{error.problem}",
             ) from error
+        refused = kind.refused_property(
+            durable=durable, exclusive=exclusive, auto_delete=auto_delete
+        )
+        if refused is not None:
+            # RabbitMQ (rabbit_queue_type_util), e.g. a stream: "invalid property 'non-durable'
+            # for queue 'q' in vhost '/'".
+            raise amqp_error(
+                ReplyCode.PRECONDITION_FAILED,
+                f"invalid property '{refused}' for queue '{name}' in vhost '{self.name}'",
+            )
         persists = durable and not exclusive and self._journal.enabled
         if persists:
             self._journal.put_queue(StoredQueue(self.name, name, auto_delete, arguments))

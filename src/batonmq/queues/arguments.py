@@ -62,6 +62,10 @@ EQUIVALENT_ARGUMENTS: Final = (
     "x-max-producers",
     "x-max-active-consumers",
     "x-max-backup-consumers",
+    # A stream's (RabbitMQ's declare_args, all compared by assert_args_equivalence).
+    "x-max-age",
+    "x-stream-max-segment-size-bytes",
+    "x-stream-filter-size-bytes",
 )
 MAX_PRIORITY_LIMIT: Final = 255
 #: The queue type argument and its default (see batonmq.queues.types, the registry).
@@ -104,14 +108,14 @@ class QueueArguments:
     @classmethod
     def parse(cls, arguments: FieldTable) -> QueueArguments:
         """The typed arguments; InvalidArgument for the first one that is not acceptable."""
-        dead_letter_routing_key = _string(arguments, "x-dead-letter-routing-key")
-        dead_letter_exchange = _string(arguments, "x-dead-letter-exchange")
+        dead_letter_routing_key = string_argument(arguments, "x-dead-letter-routing-key")
+        dead_letter_exchange = string_argument(arguments, "x-dead-letter-exchange")
         if dead_letter_routing_key is not None and dead_letter_exchange is None:
             raise InvalidArgument(
                 "x-dead-letter-routing-key", "x-dead-letter-exchange must be set as well"
             )
-        overflow = _string(arguments, "x-overflow")
-        max_priority = _integer(arguments, "x-max-priority", minimum=0)
+        overflow = string_argument(arguments, "x-overflow")
+        max_priority = integer_argument(arguments, "x-max-priority", minimum=0)
         if max_priority is not None and max_priority > MAX_PRIORITY_LIMIT:
             raise InvalidArgument(
                 "x-max-priority", f"{max_priority} is above the maximum of {MAX_PRIORITY_LIMIT}"
@@ -119,9 +123,9 @@ class QueueArguments:
         single_active = arguments.get("x-single-active-consumer", False)
         if not isinstance(single_active, bool):
             raise InvalidArgument("x-single-active-consumer", f"{single_active!r} is not a bool")
-        max_length_bytes = _integer(arguments, "x-max-length-bytes", minimum=0)
-        capacity = _integer(arguments, "x-qpid-capacity", minimum=1)
-        resume = _integer(arguments, "x-qpid-flow-resume-capacity", minimum=0)
+        max_length_bytes = integer_argument(arguments, "x-max-length-bytes", minimum=0)
+        capacity = integer_argument(arguments, "x-qpid-capacity", minimum=1)
+        resume = integer_argument(arguments, "x-qpid-flow-resume-capacity", minimum=0)
         # Qpid: a queue with a capacity is flow controlled.
         behaviour = _overflow(overflow, Overflow.FLOW_CONTROL if capacity else Overflow.DROP_HEAD)
         if capacity is not None and behaviour is not Overflow.FLOW_CONTROL:
@@ -135,27 +139,27 @@ class QueueArguments:
                 raise InvalidArgument(
                     "x-qpid-flow-resume-capacity", f"{resume} is above the capacity {capacity}"
                 )
-        max_active = _integer(arguments, "x-max-active-consumers", minimum=1)
-        max_backup = _integer(arguments, "x-max-backup-consumers", minimum=0)
+        max_active = integer_argument(arguments, "x-max-active-consumers", minimum=1)
+        max_backup = integer_argument(arguments, "x-max-backup-consumers", minimum=0)
         if single_active and max_active is not None:
             raise InvalidArgument(
                 "x-max-active-consumers", "x-single-active-consumer is one active consumer"
             )
         return cls(
-            message_ttl=_integer(arguments, "x-message-ttl", minimum=0),
-            expires=_integer(arguments, "x-expires", minimum=1),
+            message_ttl=integer_argument(arguments, "x-message-ttl", minimum=0),
+            expires=integer_argument(arguments, "x-expires", minimum=1),
             dead_letter_exchange=dead_letter_exchange,
             dead_letter_routing_key=dead_letter_routing_key,
-            max_length=_integer(arguments, "x-max-length", minimum=0),
+            max_length=integer_argument(arguments, "x-max-length", minimum=0),
             max_length_bytes=max_length_bytes,
             overflow=behaviour,
             max_priority=max_priority or 0,
             single_active_consumer=single_active,
-            delivery_limit=_integer(arguments, "x-delivery-limit", minimum=0),
+            delivery_limit=integer_argument(arguments, "x-delivery-limit", minimum=0),
             capacity=capacity,
             flow_resume_capacity=capacity if resume is None else resume,
-            max_message_size=_integer(arguments, "x-max-message-size", minimum=0),
-            max_producers=_integer(arguments, "x-max-producers", minimum=0),
+            max_message_size=integer_argument(arguments, "x-max-message-size", minimum=0),
+            max_producers=integer_argument(arguments, "x-max-producers", minimum=0),
             max_active_consumers=max_active,
             max_backup_consumers=max_backup,
         )
@@ -190,7 +194,7 @@ def _shown(value: FieldValue | None) -> str:
     return "none" if value is None else f"the value {value!r}"
 
 
-def _integer(arguments: FieldTable, name: str, *, minimum: int) -> int | None:
+def integer_argument(arguments: FieldTable, name: str, *, minimum: int) -> int | None:
     value = arguments.get(name)
     if value is None:
         return None
@@ -201,7 +205,7 @@ def _integer(arguments: FieldTable, name: str, *, minimum: int) -> int | None:
     return value
 
 
-def _string(arguments: FieldTable, name: str) -> str | None:
+def string_argument(arguments: FieldTable, name: str) -> str | None:
     value = arguments.get(name)
     if value is None:
         return None

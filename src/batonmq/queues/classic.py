@@ -45,6 +45,13 @@ class ClassicQueue:
     def parse_arguments(arguments: FieldTable) -> QueueArguments:
         return QueueArguments.parse(arguments)
 
+    @staticmethod
+    def refused_property(*, durable: bool, exclusive: bool, auto_delete: bool) -> str | None:
+        return None
+
+    #: Its persistent messages are written through the journal.
+    writes_itself = False
+
     def __init__(
         self,
         name: str,
@@ -170,6 +177,9 @@ class ClassicQueue:
             self._take_in(entry)
         return Enqueued.STORED if stored else Enqueued.KEPT
 
+    def when_written(self, callback: Callable[[bool], None]) -> None:
+        callback(True)  # nothing of its own to write: see `writes_itself`
+
     def release_held(self, batch: int, committed: bool) -> None:
         """What waited behind the entries released goes with them."""
         held = self._held
@@ -215,6 +225,11 @@ class ClassicQueue:
             self._limits.check_under(deleted=self.deleted)
 
     # Consuming ----------------------------------------------------------------------------
+
+    def check_consume(
+        self, *, no_ack: bool, prefetch_count: int, global_prefetch: int, arguments: FieldTable
+    ) -> None:
+        pass  # the engine checks what every queue type shares (batonmq.engine.methods.basic)
 
     def add_consumer(self, consumer: QueueConsumer) -> None:
         self.consumers.add(consumer)

@@ -15,6 +15,7 @@ from batonmq.queues.holdings import Holdings
 from batonmq.queues.priority import PriorityReady
 from batonmq.queues.ready import PagedRange, ReadyEntries
 from batonmq.queues.redelivery import with_delivery_count
+from batonmq.queues.streams.storage import StreamStorage
 from batonmq.store.base import PageRead, QuarantinedEntry, QueueBacklog, StoredEntry
 from batonmq.store.journal import Journal
 
@@ -32,6 +33,8 @@ class Paging:
     window: int = 10_000
     window_bytes: int = 64 * 1024 * 1024
     holdings: Holdings = field(default_factory=Holdings)
+    #: Where stream queues keep their logs (one per broker).
+    streams: StreamStorage = field(default_factory=StreamStorage)
 
 
 class Pager:

@@ -74,6 +74,11 @@ class QueueConsumer(Protocol):
         ...
 
     @property
+    def arguments(self) -> FieldTable:
+        """Its basic.consume arguments (checked by `Queue.check_consume`)."""
+        ...
+
+    @property
     def selector(self) -> Selector | None:
         """x-selector: the messages it takes; None for all of them."""
         ...
@@ -145,6 +150,12 @@ class Queue(Protocol):
         ...
 
     @property
+    def writes_itself(self) -> bool:
+        """Whether it writes its messages itself (a stream's log) rather than through the
+        journal: a publisher confirm waits for `when_written`."""
+        ...
+
+    @property
     def next_sequence(self) -> int:
         """The sequence the next published entry gets (publish order)."""
         ...
@@ -201,6 +212,11 @@ class Queue(Protocol):
         (`release_held`): a durable publish becomes visible only after its write commits."""
         ...
 
+    def when_written(self, callback: Callable[[bool], None]) -> None:
+        """A queue that `writes_itself`: call `callback(ok)` once the last message published
+        to it is durable, or will never be."""
+        ...
+
     def release_held(self, batch: int, committed: bool) -> None:
         """Journal batch `batch` is over: the entries held for it become ready (`committed`)
         or are dropped (the store does not have them, and their publishers were told so)."""
@@ -220,6 +236,13 @@ class Queue(Protocol):
         ...
 
     # Consuming ----------------------------------------------------------------------------
+
+    def check_consume(
+        self, *, no_ack: bool, prefetch_count: int, global_prefetch: int, arguments: FieldTable
+    ) -> None:
+        """Raise the ProtocolError that refuses a basic.consume of this queue type (its
+        acknowledgement mode, prefetch or consumer arguments), before the consumer exists."""
+        ...
 
     def add_consumer(self, consumer: QueueConsumer) -> None: ...
 
@@ -312,6 +335,11 @@ class QueueType(Protocol):
     @staticmethod
     def parse_arguments(arguments: FieldTable) -> QueueArguments:
         """The declare `arguments` checked for this type (InvalidArgument if not valid)."""
+        ...
+
+    @staticmethod
+    def refused_property(*, durable: bool, exclusive: bool, auto_delete: bool) -> str | None:
+        """The queue property (RabbitMQ's name) this type's queues cannot have, or None."""
         ...
 
     def __call__(

@@ -1,5 +1,5 @@
 """The registry of queue types, keyed by the `x-queue-type` declare argument (RabbitMQ's name for
-it): "classic", the default, is the only type yet; a stream type comes next.
+it): "classic", the default, and "stream" (RabbitMQ's streams over AMQP 0-9-1).
 
 RabbitMQ's rules: an unknown type is refused with 406 PRECONDITION_FAILED, "invalid arg
 'x-queue-type' for queue ...: unsupported queue type '...'"; a queue declared without the
@@ -16,9 +16,14 @@ from pamqp.common import FieldTable
 from batonmq.queues.arguments import DEFAULT_QUEUE_TYPE, QUEUE_TYPE_ARGUMENT, InvalidArgument
 from batonmq.queues.classic import ClassicQueue
 from batonmq.queues.protocol import QueueType
+from batonmq.queues.streams.arguments import STREAM_TYPE
+from batonmq.queues.streams.queue import StreamQueue
 
 #: Each queue type's name and the class of its queues: the one place a queue class is named.
-QUEUE_TYPES: Final[dict[str, QueueType]] = {DEFAULT_QUEUE_TYPE: ClassicQueue}
+QUEUE_TYPES: Final[dict[str, QueueType]] = {
+    DEFAULT_QUEUE_TYPE: ClassicQueue,
+    STREAM_TYPE: StreamQueue,
+}
 
 
 def declared_type(arguments: FieldTable) -> str:

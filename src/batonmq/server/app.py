@@ -79,6 +79,7 @@ class BrokerServer:
                 max_messages=config.limits.max_messages,
                 max_bytes=config.limits.max_bytes,
                 autocreate=AutocreatePolicy.from_config(config.autocreate),
+                streams_dir=config.data_dir / "streams",
             ),
             configured_store(config),
         )
@@ -271,6 +272,7 @@ class BrokerServer:
     async def close_store(self) -> None:
         """Commit what the journal holds and close the store."""
         await self.broker.journal.stop()
+        await asyncio.to_thread(self.broker.streams.close)
         if self.broker.store is not None:
             await self.broker.store.close()
 

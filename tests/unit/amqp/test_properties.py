@@ -458,3 +458,17 @@ def test_rewrite_headers_with_nothing_to_do_gives_the_same_octets():
     payload = content_header(1 << 13, table((b"d", b"d" + struct.pack(">d", 0.1))))
     assert rewrite_headers(payload, {}) == payload
     assert rewrite_headers(content_header(0, b""), {}) == content_header(0, b"")
+
+
+def test_rewrite_headers_sets_long_fields_as_long_long_ints():
+    """RabbitMQ sends a stream delivery's x-stream-offset as a long ('l', a signed 64-bit
+    integer) whatever its value, where pamqp would pick the fewest octets ('b' for 1)."""
+    payload = content_header(1 << 13, table((b"a", b"b\x01")))
+    rewritten = rewrite_headers(payload, {}, long_fields={"x-stream-offset": 1, "a": 2})
+    assert rewritten == content_header(
+        1 << 13,
+        table(
+            (b"a", b"l" + struct.pack(">q", 2)), (b"x-stream-offset", b"l" + struct.pack(">q", 1))
+        ),
+    )
+    assert decode_basic_properties(rewritten).headers == {"a": 2, "x-stream-offset": 1}

@@ -15,7 +15,7 @@ def test_classic_is_the_default_and_may_be_named():
     assert declared_type({"x-queue-type": "classic"}) == "classic"
     assert declared_type({"x-queue-type": b"classic"}) == "classic"
     assert queue_type({}) is ClassicQueue
-    assert set(QUEUE_TYPES) == {"classic"}
+    assert set(QUEUE_TYPES) == {"classic", "stream"}
 
 
 @pytest.mark.parametrize(

@@ -79,6 +79,12 @@ def consume(channel: Channel, method: commands.Basic.Consume) -> None:
                 f"{where} has reached its limit of {limit} consumers "
                 "(x-max-active-consumers plus x-max-backup-consumers)",
             )
+    queue.check_consume(
+        no_ack=method.no_ack,
+        prefetch_count=channel.consumer_prefetch,
+        global_prefetch=channel.channel_prefetch,
+        arguments=arguments,
+    )
     consumer = Consumer(
         tag=tag,
         channel=channel,

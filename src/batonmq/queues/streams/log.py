@@ -126,6 +126,10 @@ class StreamLog:
     def segment_count(self) -> int:
         return len(self._segments)
 
+    @property
+    def chunk_count(self) -> int:
+        return len(self._chunks)
+
     def offset_at(self, timestamp: int) -> int:
         """Where a consumer attaching at `timestamp` (ms) starts: the first chunk written at or
         after it; the end of the log when every chunk is older."""

@@ -1,0 +1,545 @@
+"""Stream queues (`x-queue-type: stream`) with a real broker and pika, as RabbitMQ's streams over
+AMQP 0-9-1 behave ("Streams" guide, "Using Streams with AMQP 0-9-1"; rabbit_stream_queue.erl):
+an append-only log read by offset, each consumer from its own position, nothing removed by
+consuming."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import time
+from pathlib import Path
+
+import aio_pika
+import pika
+import pytest
+from pika.adapters.blocking_connection import BlockingChannel
+from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker
+
+from batonmq.queues.streams.log import StreamLog
+from tests.brokerproc import BrokerLife, RunningBroker, start_broker
+from tests.httpapi import call
+
+pytestmark = pytest.mark.integration
+
+STREAM = {"x-queue-type": "stream"}
+
+
+def connect(broker: RunningBroker) -> pika.BlockingConnection:
+    return pika.BlockingConnection(pika.URLParameters(broker.url))
+
+
+def declare_stream(channel: BlockingChannel, name: str, **arguments: object) -> None:
+    channel.queue_declare(name, durable=True, arguments={**STREAM, **arguments})
+
+
+def publish(channel: BlockingChannel, queue: str, bodies: list[bytes], **headers: object) -> None:
+    """With confirms: each returns once its message is written."""
+    channel.confirm_delivery()
+    for body in bodies:
+        channel.basic_publish("", queue, body, pika.BasicProperties(headers=headers or None))
+
+
+def consume(
+    channel: BlockingChannel,
+    queue: str,
+    count: int,
+    *,
+    prefetch: int = 10,
+    timeout: float = 10.0,
+    **arguments: object,
+) -> list[tuple[int, bytes]]:
+    """(x-stream-offset, body) of the first `count` messages delivered, each acknowledged."""
+    channel.basic_qos(prefetch_count=prefetch)
+    received: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + timeout
+    for method, properties, body in channel.consume(
+        queue, arguments=arguments or None, inactivity_timeout=0.2
+    ):
+        if method is not None:
+            received.append((properties.headers["x-stream-offset"], body))
+            channel.basic_ack(method.delivery_tag)
+        if len(received) >= count or time.monotonic() > deadline:
+            break
+    channel.cancel()
+    return received
+
+
+def bodies(count: int, prefix: str = "m") -> list[bytes]:
+    return [f"{prefix}{number}".encode() for number in range(count)]
+
+
+def test_publish_with_confirms_then_consume_from_first_with_offsets(batonmq: RunningBroker):
+    """RabbitMQ: "x-stream-offset ... first - start from the first available message"; every
+    delivery carries its offset in the x-stream-offset header; an ack removes nothing (a second
+    consumer from first reads the same messages)."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "events")
+        publish(channel, "events", bodies(5))
+        first = consume(channel, "events", 5, **{"x-stream-offset": "first"})
+        again = consume(channel, "events", 5, **{"x-stream-offset": "first"})
+        declared = channel.queue_declare("events", passive=True)
+    assert first == [(number, f"m{number}".encode()) for number in range(5)]
+    assert again == first
+    assert declared.method.message_count == 5
+
+
+def test_consume_from_an_offset_next_last_and_a_timestamp(batonmq: RunningBroker):
+    """RabbitMQ's x-stream-offset values: an offset; "next" (the default: only what is published
+    after the consumer attached); "last" (the start of the last chunk); a timestamp (from the
+    chunk written at or after it)."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "offsets")
+        publish(channel, "offsets", bodies(4, "a"))
+        time.sleep(1.1)  # a timestamp is in seconds
+        since = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+        time.sleep(0.1)
+        publish(channel, "offsets", [b"b0"])
+        assert consume(channel, "offsets", 3, **{"x-stream-offset": 2}) == [
+            (2, b"a2"),
+            (3, b"a3"),
+            (4, b"b0"),
+        ]
+        assert consume(channel, "offsets", 1, **{"x-stream-offset": "last"}) == [(4, b"b0")]
+        assert consume(channel, "offsets", 1, **{"x-stream-offset": since}) == [(4, b"b0")]
+        channel.basic_qos(prefetch_count=5)
+        tail: list[tuple[int, bytes]] = []
+        channel.basic_consume(
+            "offsets",
+            lambda ch, method, properties, body: tail.append(
+                (properties.headers["x-stream-offset"], body)
+            ),
+        )
+        connection.process_data_events(time_limit=0.5)
+        assert tail == []  # "next": nothing that was there before
+        other = connection.channel()
+        publish(other, "offsets", [b"c0"])
+        deadline = time.monotonic() + 10
+        while not tail and time.monotonic() < deadline:
+            connection.process_data_events(time_limit=0.1)
+    assert tail == [(5, b"c0")]
+
+
+def test_two_consumers_at_different_offsets_each_keep_their_own_position(
+    batonmq: RunningBroker,
+):
+    """RabbitMQ: reading a stream is non-destructive; each consumer has its own offset."""
+    with connect(batonmq) as connection:
+        one, two = connection.channel(), connection.channel()
+        declare_stream(one, "shared")
+        publish(one, "shared", bodies(6))
+        one.basic_qos(prefetch_count=2)
+        two.basic_qos(prefetch_count=2)
+        seen: dict[str, list[int]] = {"one": [], "two": []}
+
+        def taker(name: str, channel: BlockingChannel):
+            def take(ch, method, properties, body) -> None:
+                seen[name].append(properties.headers["x-stream-offset"])
+                channel.basic_ack(method.delivery_tag)
+
+            return take
+
+        one.basic_consume("shared", taker("one", one), arguments={"x-stream-offset": 0})
+        two.basic_consume("shared", taker("two", two), arguments={"x-stream-offset": 4})
+        deadline = time.monotonic() + 10
+        while (len(seen["one"]) < 6 or len(seen["two"]) < 2) and time.monotonic() < deadline:
+            connection.process_data_events(time_limit=0.1)
+    assert seen == {"one": [0, 1, 2, 3, 4, 5], "two": [4, 5]}
+
+
+def test_prefetch_is_the_credit_and_acks_return_it(batonmq: RunningBroker):
+    """RabbitMQ: a stream consumer gets at most its prefetch of unacknowledged messages; an
+    ack only returns credit."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "credit")
+        publish(channel, "credit", bodies(10))
+        channel.basic_qos(prefetch_count=3)
+        tags: list[int] = []
+        channel.basic_consume(
+            "credit",
+            lambda ch, method, properties, body: tags.append(method.delivery_tag),
+            arguments={"x-stream-offset": "first"},
+        )
+        connection.process_data_events(time_limit=1.0)
+        assert len(tags) == 3
+        channel.basic_ack(tags[-1], multiple=True)
+        connection.process_data_events(time_limit=1.0)
+        assert len(tags) == 6
+
+
+@pytest.mark.parametrize(
+    ("durable", "exclusive", "auto_delete", "refused"),
+    [
+        (False, False, False, "non-durable"),
+        (True, True, False, "exclusive-owner"),
+        (True, False, True, "auto-delete"),
+    ],
+)
+def test_a_stream_is_durable_not_exclusive_not_auto_delete(
+    batonmq: RunningBroker, durable: bool, exclusive: bool, auto_delete: bool, refused: str
+):
+    """RabbitMQ (rabbit_queue_type_util): 406 "invalid property 'non-durable' for queue ..."
+    (and 'exclusive-owner', 'auto-delete')."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        with pytest.raises(ChannelClosedByBroker) as closed:
+            channel.queue_declare(
+                "s", durable=durable, exclusive=exclusive, auto_delete=auto_delete, arguments=STREAM
+            )
+    assert closed.value.reply_code == 406
+    assert f"invalid property '{refused}' for queue 's' in vhost '/'" in closed.value.reply_text
+
+
+@pytest.mark.parametrize(
+    "argument",
+    [
+        {"x-max-length": 10},
+        {"x-message-ttl": 1000},
+        {"x-dead-letter-exchange": "dlx"},
+        {"x-overflow": "reject-publish"},
+        {"x-max-priority": 5},
+        {"x-single-active-consumer": True},
+        {"x-max-age": "7 days"},
+        {"x-stream-max-segment-size-bytes": 3_000_000_001},
+    ],
+)
+def test_arguments_a_stream_does_not_take_are_refused(batonmq: RunningBroker, argument):
+    """RabbitMQ (rabbit_amqqueue:check_arguments_key): "invalid arg 'x-max-length' for queue
+    ... of queue type stream", 406; a bad x-max-age or too large a segment size is refused too
+    ("Exceeded max value for x-stream-max-segment-size-bytes")."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        with pytest.raises(ChannelClosedByBroker) as closed:
+            declare_stream(channel, "s", **argument)
+    assert closed.value.reply_code == 406
+    assert f"invalid arg '{next(iter(argument))}'" in closed.value.reply_text
+
+
+def test_the_arguments_a_stream_takes_are_accepted(batonmq: RunningBroker):
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(
+            channel,
+            "s",
+            **{
+                "x-max-age": "7D",
+                "x-max-length-bytes": 10_000_000,
+                "x-stream-max-segment-size-bytes": 1_000_000,
+            },
+        )
+
+
+def test_a_consumer_needs_a_prefetch(batonmq: RunningBroker):
+    """rabbit_stream_queue:consume: 406 "consumer prefetch count is not set for stream ..."."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "s")
+        with pytest.raises(ChannelClosedByBroker) as closed:
+            channel.basic_consume("s", lambda *_: None)
+    assert closed.value.reply_code == 406
+    assert (
+        "consumer prefetch count is not set for stream queue 's' in vhost '/'"
+        in closed.value.reply_text
+    )
+
+
+def _refused_with_540(broker: RunningBroker, prepare, refused_call) -> str:
+    with connect(broker) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "s")
+        prepare(channel)
+        with pytest.raises(ConnectionClosedByBroker) as closed:
+            refused_call(channel)
+    assert closed.value.reply_code == 540
+    return closed.value.reply_text
+
+
+def _prefetch(channel: BlockingChannel) -> None:
+    channel.basic_qos(prefetch_count=10)
+
+
+def test_automatic_acknowledgement_is_refused(batonmq: RunningBroker):
+    """rabbit_stream_queue:consume: 540 "automatic acknowledgement not supported by stream
+    ..."."""
+    text = _refused_with_540(
+        batonmq, _prefetch, lambda channel: channel.basic_consume("s", print, auto_ack=True)
+    )
+    assert "automatic acknowledgement not supported by stream queue 's' in vhost '/'" in text
+
+
+def test_basic_get_is_refused(batonmq: RunningBroker):
+    """rabbit_stream_queue:dequeue: 540 "basic.get not supported by stream queues ..."."""
+    text = _refused_with_540(batonmq, _prefetch, lambda channel: channel.basic_get("s"))
+    assert "basic.get not supported by stream queues queue 's' in vhost '/'" in text
+
+
+def test_global_qos_is_refused(batonmq: RunningBroker):
+    """rabbit_stream_queue:consume: 540 "... does not support global qos"."""
+
+    def global_qos(channel: BlockingChannel) -> None:
+        channel.basic_qos(prefetch_count=10)
+        channel.basic_qos(prefetch_count=10, global_qos=True)
+
+    text = _refused_with_540(batonmq, global_qos, lambda channel: channel.basic_consume("s", print))
+    assert "queue 's' in vhost '/' does not support global qos" in text
+
+
+def test_purge_is_refused(batonmq: RunningBroker):
+    """rabbit_channel (queue.purge): 540 "queue.purge not supported by stream queues ..."."""
+    text = _refused_with_540(batonmq, _prefetch, lambda channel: channel.queue_purge("s"))
+    assert "queue.purge not supported by stream queues queue 's' in vhost '/'" in text
+
+
+def test_filters_deliver_only_matching_values(batonmq: RunningBroker):
+    """RabbitMQ stream filtering: a message's x-stream-filter-value header is its filter value;
+    a consumer with x-stream-filter gets the messages with one of its values, and with
+    x-stream-match-unfiltered also those without a value."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "filtered")
+        channel.confirm_delivery()
+        for body, value in [(b"r1", "red"), (b"b1", "blue"), (b"n1", None), (b"r2", "red")]:
+            headers = None if value is None else {"x-stream-filter-value": value}
+            channel.basic_publish("", "filtered", body, pika.BasicProperties(headers=headers))
+        red = consume(
+            channel, "filtered", 2, **{"x-stream-offset": "first", "x-stream-filter": "red"}
+        )
+        both = consume(
+            channel,
+            "filtered",
+            3,
+            **{
+                "x-stream-offset": "first",
+                "x-stream-filter": ["red"],
+                "x-stream-match-unfiltered": True,
+            },
+        )
+    assert red == [(0, b"r1"), (3, b"r2")]
+    assert both == [(0, b"r1"), (2, b"n1"), (3, b"r2")]
+
+
+def test_retention_by_size_removes_whole_old_segments(batonmq: RunningBroker):
+    """RabbitMQ: x-max-length-bytes retention removes whole segments (segment size from
+    x-stream-max-segment-size-bytes), oldest first; consumers from "first" start at what is
+    left."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(
+            channel,
+            "small",
+            **{"x-max-length-bytes": 3000, "x-stream-max-segment-size-bytes": 1000},
+        )
+        publish(channel, "small", [bytes(200) for _ in range(40)])
+        declared = channel.queue_declare("small", passive=True)
+        kept = declared.method.message_count
+        assert 0 < kept < 40
+        first = consume(channel, "small", 1, **{"x-stream-offset": "first"})
+    assert first[0][0] == 40 - kept
+
+
+def test_retention_by_age_removes_segments_older_than_max_age(batonmq: RunningBroker):
+    """RabbitMQ: x-max-age ("1s") removes the segments whose messages are all older than it,
+    checked as the stream is written to (whole segments; the one being written stays)."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(
+            channel, "aged", **{"x-max-age": "1s", "x-stream-max-segment-size-bytes": 1000}
+        )
+        publish(channel, "aged", [bytes(300) for _ in range(10)])
+        time.sleep(1.5)
+        publish(channel, "aged", [b"new"])
+        kept = channel.queue_declare("aged", passive=True).method.message_count
+        first = consume(channel, "aged", 1, **{"x-stream-offset": "first"})
+    assert kept < 11
+    assert first == [(11 - kept, bytes(300) if kept > 1 else b"new")]
+
+
+def test_deleting_a_stream_removes_its_log(batonmq: RunningBroker):
+    """The stream's segment files live under the data directory and go with the queue."""
+    streams = Path(batonmq.data_dir) / "streams" / "%2F"
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "gone/soon")
+        publish(channel, "gone/soon", [b"x"])
+        assert list((streams / "gone%2Fsoon").glob("*.segment"))
+        channel.queue_delete("gone/soon")
+        channel.queue_declare("sync-point", durable=True)
+    deadline = time.monotonic() + 5
+    while (streams / "gone%2Fsoon").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not (streams / "gone%2Fsoon").exists()
+
+
+def test_confirmed_messages_survive_sigkill_at_their_offsets(broker_life: BrokerLife):
+    """Confirms mean durable: every confirmed message of a stream is at its offset after a
+    SIGKILL, and the stream goes on from there."""
+    with connect(broker_life.current) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "durable")
+        publish(channel, "durable", bodies(50))
+    broker = broker_life.restart(kill=True)
+    with connect(broker) as connection:
+        channel = connection.channel()
+        # Answered once the log is open again: its count is the span of offsets it holds.
+        assert channel.queue_declare("durable", passive=True).method.message_count == 50
+        publish(channel, "durable", [b"after"])
+        received = consume(channel, "durable", 51, prefetch=100, **{"x-stream-offset": "first"})
+    assert received == [(n, f"m{n}".encode()) for n in range(50)] + [(50, b"after")]
+
+
+def test_a_transaction_commits_its_messages_into_the_stream(batonmq: RunningBroker):
+    """Spec (tx.commit): the publishes of a transaction take effect at the commit; tx.commit-ok
+    comes once the stream has written them (they are then read at their offsets)."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "tx")
+        channel.tx_select()
+        for body in bodies(3):
+            channel.basic_publish("", "tx", body)
+        assert channel.queue_declare("tx", passive=True).method.message_count == 0
+        channel.tx_commit()
+        assert channel.queue_declare("tx", passive=True).method.message_count == 3
+        received = consume(channel, "tx", 3, **{"x-stream-offset": "first"})
+    assert received == [(n, f"m{n}".encode()) for n in range(3)]
+
+
+def test_a_redeclaration_must_repeat_the_retention_arguments(batonmq: RunningBroker):
+    """RabbitMQ (rabbit_amqqueue:assert_args_equivalence over declare_args, x-max-age among
+    them): 406 "inequivalent arg 'x-max-age' for queue ..."."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "kept", **{"x-max-age": "7D"})
+        declare_stream(channel, "kept", **{"x-max-age": "7D"})
+        with pytest.raises(ChannelClosedByBroker) as closed:
+            declare_stream(channel, "kept", **{"x-max-age": "1D"})
+    assert closed.value.reply_code == 406
+    assert "inequivalent arg 'x-max-age'" in closed.value.reply_text
+
+
+def test_aio_pika_publishes_and_replays_a_stream(batonmq: RunningBroker):
+    """The same rules with aio-pika: publisher confirms, then a consumer from "first" with a
+    prefetch, each delivery with its x-stream-offset."""
+
+    async def run() -> list[tuple[int, bytes]]:
+        connection = await aio_pika.connect(batonmq.url)
+        async with connection:
+            channel = await connection.channel(publisher_confirms=True)
+            queue = await channel.declare_queue("aio", durable=True, arguments=STREAM)
+            for body in bodies(3):
+                await channel.default_exchange.publish(aio_pika.Message(body), routing_key="aio")
+            await channel.set_qos(prefetch_count=2)
+            received: list[tuple[int, bytes]] = []
+            async with queue.iterator(arguments={"x-stream-offset": "first"}) as messages:
+                async for message in messages:
+                    await message.ack()
+                    offset = message.headers["x-stream-offset"]
+                    assert isinstance(offset, int)
+                    received.append((offset, message.body))
+                    if len(received) == 3:
+                        break
+            return received
+
+    assert asyncio.run(asyncio.wait_for(run(), 20)) == [(n, f"m{n}".encode()) for n in range(3)]
+
+
+def test_messages_published_together_are_written_as_one_chunk(batonmq: RunningBroker):
+    """BatonMQ architecture: "Never fsync per message": the messages that arrive in one loop
+    turn, or while an append is on the disk, are appended as one chunk (one fsync)."""
+
+    async def burst() -> None:
+        connection = await aio_pika.connect(batonmq.url)
+        async with connection:
+            channel = await connection.channel(publisher_confirms=True)
+            await channel.declare_queue("burst", durable=True, arguments=STREAM)
+            exchange = channel.default_exchange
+            await asyncio.gather(
+                *(exchange.publish(aio_pika.Message(body), "burst") for body in bodies(200))
+            )
+
+    asyncio.run(asyncio.wait_for(burst(), 20))
+    batonmq.stop()
+    stream_log = StreamLog(Path(batonmq.data_dir) / "streams" / "%2F" / "burst")
+    try:
+        assert stream_log.next_offset == 200
+        assert stream_log.chunk_count <= 100
+    finally:
+        stream_log.close()
+
+
+def test_the_management_api_declares_a_stream_and_refuses_to_purge_it(tmp_path: Path):
+    """RabbitMQ's management API declares a stream with its arguments and lists its type;
+    purging one is refused as queue.purge is ("queue.purge not supported by stream queues")."""
+    with start_broker(tmp_path, http=True) as broker:
+        status, _body = call(
+            broker,
+            "PUT",
+            "/api/queues/%2F/events",
+            {"durable": True, "arguments": {"x-queue-type": "stream"}},
+        )
+        assert status == 201
+        status, listed = call(broker, "GET", "/api/queues/%2F/events")
+        assert (status, listed["type"]) == (200, "stream")
+        status, refused = call(broker, "DELETE", "/api/queues/%2F/events/contents")
+    assert status == 400
+    assert "queue.purge not supported by stream queues" in refused["reason"]
+
+
+def test_a_kill_mid_publish_loses_no_confirmed_message(broker_life: BrokerLife):
+    """Confirms mean durable, under SIGKILL while a publisher is publishing: after the restart
+    every confirmed message is in the stream at the offset it was given (one publisher, so its
+    n-th message is at offset n), and the log holds nothing out of order (a torn last chunk was
+    never confirmed and is dropped)."""
+    confirmed: set[int] = set()
+    url = broker_life.current.url
+
+    async def publish_until_killed() -> None:
+        connection = await aio_pika.connect(url)
+        channel = await connection.channel(publisher_confirms=True)
+        await channel.declare_queue("crash", durable=True, arguments=STREAM)
+        killer: asyncio.Task[None] | None = None
+        number = 0
+        try:
+            while True:
+                batch = range(number, number + 50)
+                number += 50
+                outcomes = await asyncio.wait_for(
+                    asyncio.gather(
+                        *(
+                            channel.default_exchange.publish(aio_pika.Message(b"%d" % n), "crash")
+                            for n in batch
+                        ),
+                        return_exceptions=True,
+                    ),
+                    10,
+                )
+                confirmed.update(
+                    n
+                    for n, outcome in zip(batch, outcomes, strict=True)
+                    if outcome is not None and not isinstance(outcome, BaseException)
+                )
+                if all(isinstance(outcome, BaseException) for outcome in outcomes):
+                    break
+                if killer is None and len(confirmed) >= 500:
+                    killer = asyncio.create_task(asyncio.to_thread(broker_life.current.kill))
+        finally:
+            if killer is not None:
+                await killer
+            with contextlib.suppress(Exception):
+                await connection.close()
+
+    asyncio.run(asyncio.wait_for(publish_until_killed(), 60))
+    assert len(confirmed) >= 500
+    broker = broker_life.restart(kill=True)
+    with connect(broker) as connection:
+        channel = connection.channel()
+        held = channel.queue_declare("crash", passive=True).method.message_count
+        received = consume(
+            channel, "crash", held, prefetch=500, timeout=30, **{"x-stream-offset": "first"}
+        )
+    assert len(received) == held
+    assert all(int(body) == offset for offset, body in received)
+    assert confirmed <= {offset for offset, _body in received}
