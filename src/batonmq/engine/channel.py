@@ -265,7 +265,7 @@ class Channel:
             else:
                 self.counters.ack += 1
                 unsettled.queue.settled(unsettled.entry)
-        fields = self.log_fields()
+        fields = self.log_fields
         each(returned.items(), lambda item: item[0].requeue(item[1]), "requeueing", fields)
         each(with_room - returned.keys(), lambda queue: queue.dispatch(), "dispatching", fields)
         if self.channel_prefetch:
@@ -383,7 +383,7 @@ class Channel:
         if self.closed:
             return
         self.closed = True
-        fields = self.log_fields()
+        fields = self.log_fields
         try:
             each(self.consumers, self.remove_consumer, "cancelling a consumer", fields)
             for queue in self.producing_to:

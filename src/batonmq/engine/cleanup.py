@@ -19,12 +19,16 @@ T = TypeVar("T")
 
 
 def each(
-    items: Iterable[T], step: Callable[[T], object], what: str, fields: Mapping[str, object]
+    items: Iterable[T],
+    step: Callable[[T], object],
+    what: str,
+    fields: Callable[[], Mapping[str, object]],
 ) -> None:
-    """Run `step` on every item in turn; one that raises is logged (with `fields`, naming the
-    connection) as a failed `what`, and the rest still run."""
+    """Run `step` on every item in turn; one that raises is logged (with `fields()`, naming the
+    connection: made only then, since settling every ack runs through here) as a failed `what`,
+    and the rest still run."""
     for item in list(items):
         try:
             step(item)
         except Exception:
-            log.exception("%s failed; cleanup goes on", what, extra=dict(fields))
+            log.exception("%s failed; cleanup goes on", what, extra=dict(fields()))

@@ -454,7 +454,7 @@ class Session:
         if self.ended:
             return
         self.ended = True
-        fields = self.log_fields()
+        fields = self.log_fields
         try:
             each(self.channels.values(), self._close_channel, "closing a channel", fields)
             self.channels.clear()
