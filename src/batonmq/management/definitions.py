@@ -23,6 +23,7 @@ from typing import Final
 from pamqp.common import FieldTable
 
 from batonmq.engine.snapshots import BindingInfo, ExchangeInfo, QueueInfo, UserCredential
+from batonmq.management import render
 from batonmq.management.listing import Item, Json
 from batonmq.management.render import field_table, table
 
@@ -31,6 +32,22 @@ LEGACY_MD5: Final = "batonmq_legacy_md5"
 #: How `batonmq.security.passwords.Credential.encode` marks a legacy MD5 credential.
 _LEGACY_MD5_PREFIX: Final = "md5$"
 _RESERVED_EXCHANGE_PREFIX: Final = "amq."
+#: The fields of a queue and of an exchange in a definitions document: those of the management
+#: API's listing (`render`) that describe the object rather than its state.
+_QUEUE_FIELDS: Final = ("name", "vhost", "durable", "auto_delete", "arguments")
+_EXCHANGE_FIELDS: Final = (
+    "name",
+    "vhost",
+    "type",
+    "durable",
+    "auto_delete",
+    "internal",
+    "arguments",
+)
+
+
+def _fields(item: Item, names: Sequence[str]) -> Item:
+    return {name: item[name] for name in names}
 
 
 class InvalidDefinitions(ValueError):
@@ -111,15 +128,7 @@ def export(
             if not info.exclusive
         ],
         "exchanges": [
-            {
-                "name": info.name,
-                "vhost": info.vhost,
-                "type": info.type,
-                "durable": info.durable,
-                "auto_delete": info.auto_delete,
-                "internal": info.internal,
-                "arguments": table(info.arguments),
-            }
+            {key: value for key, value in render.exchange(info).items() if key in _EXCHANGE_FIELDS}
             for info in exchanges
             if info.name and not info.name.startswith(_RESERVED_EXCHANGE_PREFIX)
         ],

@@ -5,7 +5,7 @@ Qpid broker manual offers: browse a queue's messages, move, copy and delete chos
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 from aiohttp import web
 
@@ -80,20 +80,23 @@ async def browse(call: Call) -> web.Response:
 
 async def move(call: Call) -> web.Response:
     """Body: to (a queue of the same virtual host), message_ids."""
-    vhost, name = call.vhost(), call.path("name")
-    body = await call.body()
-    target, ids = _target(body), _message_ids(body)
-    moved = await call.api.move_messages(call.caller.name, vhost, name, target, ids)
-    return answer(_changed("moved", moved))
+    return await _transfer(call, "moved", call.api.move_messages)
 
 
 async def copy(call: Call) -> web.Response:
     """Body: to (a queue of the same virtual host), message_ids."""
-    vhost, name = call.vhost(), call.path("name")
+    return await _transfer(call, "copied", call.api.copy_messages)
+
+
+async def _transfer(
+    call: Call,
+    done: str,
+    carry: Callable[[str, str, str, str, Iterable[int]], Awaitable[MessagesChanged]],
+) -> web.Response:
     body = await call.body()
     target, ids = _target(body), _message_ids(body)
-    copied = await call.api.copy_messages(call.caller.name, vhost, name, target, ids)
-    return answer(_changed("copied", copied))
+    carried = await carry(call.caller.name, call.vhost(), call.path("name"), target, ids)
+    return answer(_changed(done, carried))
 
 
 async def delete(call: Call) -> web.Response:
