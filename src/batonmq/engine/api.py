@@ -19,16 +19,7 @@ from collections.abc import Iterable
 from pamqp.common import FieldTable
 
 from batonmq.amqp.constants import ReplyCode
-from batonmq.amqp.errors import HardError, ProtocolError
-from batonmq.engine.access import (
-    binding_properties,
-    exchange_binding_properties,
-    exchange_declare_properties,
-    exchange_name,
-    flag,
-    is_temporary,
-    queue_properties,
-)
+from batonmq.amqp.errors import HardError
 from batonmq.engine.apibase import ApiError
 from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.counters import ChannelCounters, message_totals
@@ -46,10 +37,11 @@ from batonmq.engine.snapshots import (
     UserCredential,
     UserInfo,
 )
+from batonmq.engine.topology import TopologyApi
 from batonmq.engine.vhost import RESERVED_PREFIX
-from batonmq.model.destination import Destination, DestinationKind
+from batonmq.model.destination import DestinationKind
 from batonmq.queues.types import declared_type
-from batonmq.security.acl import AclError, Action, ObjectType, Property
+from batonmq.security.acl import AclError
 from batonmq.security.authn import AuthenticationError, LoginAttempt
 from batonmq.security.passwords import Credential, MalformedHashError
 from batonmq.stats import REGISTRY, Scope
@@ -58,7 +50,7 @@ from batonmq.store.base import StoredUser
 __all__ = ["ApiError", "EngineApi"]
 
 
-class EngineApi(MessageApi):
+class EngineApi(TopologyApi, MessageApi):
     """The service API of one broker (see the module docstring)."""
 
     # Reading ------------------------------------------------------------------------------
@@ -266,45 +258,36 @@ class EngineApi(MessageApi):
         auto_delete: bool = False,
         arguments: FieldTable | None = None,
     ) -> QueueInfo:
-        """Declare a queue as queue.declare would (non-exclusive: it has no connection)."""
-        host = self._vhost(vhost)
-        self._require(
-            user,
-            host,
-            Action.CREATE,
-            ObjectType.QUEUE,
-            {
-                Property.NAME: name,
-                Property.DURABLE: flag(durable),
-                Property.AUTO_DELETE: flag(auto_delete),
-                Property.EXCLUSIVE: flag(False),
-            },
-        )
+        """Declare a queue as queue.declare would (not exclusive: there is no connection)."""
         await self._carry_out(
-            host,
-            lambda: host.declare_queue(
-                name, owner=self, durable=durable, auto_delete=auto_delete, arguments=arguments
+            self._vhost(vhost),
+            lambda: self.plan_declare_queue(
+                user, vhost, name, durable=durable, auto_delete=auto_delete, arguments=arguments
             ),
         )
-        return next(info for info in self.queues(vhost) if info.name == name)
+        return self.queue(vhost, name)
 
     async def delete_queue(
         self, user: str, vhost: str, name: str, *, if_unused: bool = False, if_empty: bool = False
     ) -> int:
-        """Delete a queue as queue.delete would; the number of messages it held."""
+        """Delete a queue as queue.delete would, but ApiError 404 when there is none
+        (queue.delete succeeds then; RabbitMQ's HTTP API answers 404); the number of messages
+        it held."""
         host = self._vhost(vhost)
-        queue = self._queue(host, name)
-        self._require(user, host, Action.DELETE, ObjectType.QUEUE, queue_properties(queue))
+        self._queue(host, name)
         return await self._carry_out(
             host,
-            lambda: host.delete_queue(
-                name,
-                owner=self,
-                if_unused=if_unused,
-                if_empty=if_empty,
-                on_delete=cancel_consumers_of,
+            lambda: self.plan_delete_queue(
+                user, vhost, name, if_unused=if_unused, if_empty=if_empty
             ),
         )
+
+    async def purge_queue(self, user: str, vhost: str, name: str) -> int:
+        """Remove a queue's ready messages as queue.purge would; how many there were, once
+        their removal is written."""
+        count = await self._checked(lambda: self.purge(user, vhost, name))
+        await self._durable(f"the purge of queue '{name}'")
+        return count
 
     async def declare_exchange(
         self,
@@ -319,17 +302,11 @@ class EngineApi(MessageApi):
         arguments: FieldTable | None = None,
     ) -> ExchangeInfo:
         """Declare an exchange as exchange.declare would."""
-        host = self._vhost(vhost)
-        self._require(
-            user,
-            host,
-            Action.CREATE,
-            ObjectType.EXCHANGE,
-            exchange_declare_properties(name, type_name, durable, auto_delete, arguments),
-        )
         await self._carry_out(
-            host,
-            lambda: host.declare_exchange(
+            self._vhost(vhost),
+            lambda: self.plan_declare_exchange(
+                user,
+                vhost,
                 name,
                 type_name,
                 durable=durable,
@@ -345,63 +322,23 @@ class EngineApi(MessageApi):
     ) -> None:
         """Delete an exchange as exchange.delete would, but ApiError 404 when there is none
         (exchange.delete succeeds then; RabbitMQ's HTTP API answers 404)."""
-        host = self._vhost(vhost)
         self.exchange(vhost, name)
-        self._require(
-            user, host, Action.DELETE, ObjectType.EXCHANGE, {Property.NAME: exchange_name(name)}
+        await self._carry_out(
+            self._vhost(vhost),
+            lambda: self.plan_delete_exchange(user, vhost, name, if_unused=if_unused),
         )
-        await self._carry_out(host, lambda: host.delete_exchange(name, if_unused=if_unused))
 
     async def bind(self, user: str, binding: BindingInfo) -> None:
         """Bind as queue.bind (destination_type "queue") or exchange.bind would."""
-        await self._change_binding(user, binding, Action.BIND)
+        await self._carry_out(self._vhost(binding.vhost), lambda: self.plan_bind(user, binding))
 
     async def unbind(self, user: str, binding: BindingInfo) -> None:
-        """Unbind as queue.unbind or exchange.unbind would."""
-        await self._change_binding(user, binding, Action.UNBIND)
-
-    async def _change_binding(self, user: str, binding: BindingInfo, action: Action) -> None:
+        """Unbind as queue.unbind or exchange.unbind would, but ApiError 404 when the queue
+        is not there (RabbitMQ's HTTP API answers 404)."""
         host = self._vhost(binding.vhost)
         if binding.destination_type == "queue":
-            queue = self._queue(host, binding.destination)
-            try:
-                host.check_owner(queue, self)  # another connection's exclusive queue: 405
-            except ProtocolError as error:
-                raise ApiError(error.reply_code, error.reply_text) from None
-            properties = binding_properties(
-                binding.source,
-                queue.name,
-                binding.routing_key,
-                durable=queue.durable,
-                temporary=is_temporary(queue),
-            )
-            destination = Destination.queue(queue.name)
-        else:
-            properties = exchange_binding_properties(
-                binding.source,
-                binding.destination,
-                binding.routing_key,
-                host.exchanges.get(binding.destination),
-            )
-            destination = Destination.exchange(binding.destination)
-        # Qpid manual Table 2.3: BIND "Applied when queues are bound to exchanges", UNBIND
-        # when they are unbound; an exchange destination is asked about as the queue name.
-        self._require(user, host, action, ObjectType.EXCHANGE, properties)
-        change = host.bind if action is Action.BIND else host.unbind
-        arguments = dict(binding.arguments)
-        await self._carry_out(
-            host, lambda: change(binding.source, destination, binding.routing_key, arguments)
-        )
-
-    def purge_queue(self, user: str, vhost: str, name: str) -> int:
-        """Remove a queue's ready messages as queue.purge would; how many there were."""
-        host = self._vhost(vhost)
-        queue = self._queue(host, name)
-        self._require(user, host, Action.PURGE, ObjectType.QUEUE, queue_properties(queue))
-        try:
-            return queue.purge()
-        except ProtocolError as error:  # a queue type that cannot be purged (a stream: 540)
-            raise ApiError(error.reply_code, error.reply_text) from None
+            self._queue(host, binding.destination)
+        await self._carry_out(host, lambda: self.plan_unbind(user, binding))
 
     def close_connection(self, connection_id: int, reason: str) -> None:
         """Close a client's connection with 320 CONNECTION_FORCED and `reason`, as RabbitMQ's

@@ -8,16 +8,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import ProtocolError
 from batonmq.engine.broker import Broker
 from batonmq.engine.change import Change, ChangePending
-from batonmq.engine.session import Session
 from batonmq.engine.vhost import VirtualHost
 from batonmq.queues.protocol import Queue
 from batonmq.security.acl import Action, ObjectType, Property
+
+if TYPE_CHECKING:
+    from batonmq.engine.session import Session
 
 T = TypeVar("T")
 
@@ -63,6 +65,20 @@ class ApiBase:
             raise ApiError(ReplyCode.NOT_FOUND, f"no queue '{name}' in vhost '{host.name}'")
         return queue
 
+    def _authorize(
+        self,
+        user: str,
+        host: VirtualHost,
+        action: Action,
+        object_type: ObjectType,
+        properties: dict[Property, str],
+    ) -> None:
+        """403 ACCESS_REFUSED (a `ProtocolError`, as AMQP has it) unless the ACL lets `user`
+        do this in `host` (at once when there is no ACL)."""
+        access = self.broker.access
+        if access.enabled:
+            access.require(user, host.name, action, object_type, properties)
+
     def _require(
         self,
         user: str,
@@ -71,23 +87,26 @@ class ApiBase:
         object_type: ObjectType,
         properties: dict[Property, str],
     ) -> None:
-        access = self.broker.access
-        if access.enabled:
-            with refusals():
-                access.require(user, host.name, action, object_type, properties)
+        """`_authorize`, refused as ApiError 403."""
+        with refusals():
+            self._authorize(user, host, action, object_type, properties)
 
-    async def _carry_out(self, host: VirtualHost, make: Callable[[], Change[T]]) -> T:
-        """Check and carry out a change as an AMQP method would: waiting for a change of the
-        same object under way first, and returning once this one is committed and applied."""
+    @staticmethod
+    async def _checked(check: Callable[[], T]) -> T:
+        """Run `check` as an AMQP method runs: again once what it waits for (a change of the
+        same object under way) is done; its AMQP error raised as ApiError."""
         while True:
             try:
-                change = make()
+                return check()
             except ChangePending as pending:
                 await _waited_for(pending)
-                continue
             except ProtocolError as error:
                 raise ApiError(error.reply_code, error.reply_text) from None
-            return await _applied(host, change)
+
+    async def _carry_out(self, host: VirtualHost, plan: Callable[[], Change[T]]) -> T:
+        """Check and carry out a change as an AMQP method would (`_checked`), returning once it
+        is committed and applied."""
+        return await _applied(host, await self._checked(plan))
 
 
 @contextlib.contextmanager

@@ -30,6 +30,7 @@ from batonmq.amqp.connection import (
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import HardError, ProtocolError, amqp_error
 from batonmq.engine import methods  # noqa: F401 - registers the method handlers
+from batonmq.engine.api import EngineApi
 from batonmq.engine.broker import Broker
 from batonmq.engine.change import ChangePending, Waiter
 from batonmq.engine.channel import Channel
@@ -72,6 +73,8 @@ class Session:
         broker's default when None); `peer_certificate`: its verified TLS client certificate;
         `local`: the broker's end of the connection."""
         self.broker = broker
+        #: What the method handlers ask to change the broker (the engine's service API).
+        self.api = EngineApi(broker)
         self.peer = peer
         #: Stable for the broker's life: the id never reused, the name as RabbitMQ's
         #: ("127.0.0.1:54321 -> 127.0.0.1:5672").

@@ -97,12 +97,12 @@ async def test_queues_are_declared_purged_and_deleted_as_over_amqp():
     assert (declared.name, declared.durable) == ("jobs", False)
     for number in range(3):
         client.publish(1, f"job {number}".encode(), routing_key="jobs")
-    assert api.purge_queue("guest", "/", "jobs") == 3
+    assert await api.purge_queue("guest", "/", "jobs") == 3
     client.publish(1, b"left", routing_key="jobs")
     assert await api.delete_queue("guest", "/", "jobs") == 1
     assert api.queues("/") == []
     with pytest.raises(ApiError) as missing:
-        api.purge_queue("guest", "/", "jobs")
+        await api.purge_queue("guest", "/", "jobs")
     assert missing.value.reply_code == ReplyCode.NOT_FOUND
     with pytest.raises(ApiError) as odd:
         await api.declare_queue("guest", "/", "odd", arguments={"x-queue-type": "nope"})

@@ -6,16 +6,9 @@ from collections.abc import Callable
 
 from pamqp import base, commands
 
-from batonmq.engine.access import (
-    authorize,
-    exchange_binding_properties,
-    exchange_declare_properties,
-    exchange_name,
-)
 from batonmq.engine.channel import Channel
 from batonmq.engine.dispatch import handles
-from batonmq.model.destination import Destination
-from batonmq.security.acl import Action, ObjectType, Property
+from batonmq.engine.snapshots import BindingInfo
 
 Exchange = commands.Exchange
 _ExchangeBinding = commands.Exchange.Bind | commands.Exchange.Unbind
@@ -24,25 +17,9 @@ _ExchangeBinding = commands.Exchange.Bind | commands.Exchange.Unbind
 @handles(Exchange.Declare)
 def declare(channel: Channel, method: commands.Exchange.Declare) -> None:
     session = channel.session
-    name = exchange_name(method.exchange)
-    if method.passive:
-        # Qpid manual Table 2.3: ACCESS is "Applied when an object is read or accessed".
-        authorize(
-            session,
-            Action.ACCESS,
-            ObjectType.EXCHANGE,
-            {Property.NAME: name, Property.PASSIVE: "true"},
-        )
-    else:
-        properties = exchange_declare_properties(
-            method.exchange,
-            method.exchange_type,
-            method.durable,
-            method.auto_delete,
-            method.arguments,
-        )
-        authorize(session, Action.CREATE, ObjectType.EXCHANGE, properties)
-    change = session.vhost.declare_exchange(
+    change = session.api.plan_declare_exchange(
+        session.username,
+        session.vhost.name,
         method.exchange,
         method.exchange_type,
         passive=method.passive,
@@ -61,47 +38,32 @@ def _reply(nowait: bool, reply: base.Frame) -> Callable[[object], base.Frame | N
 @handles(Exchange.Delete)
 def delete(channel: Channel, method: commands.Exchange.Delete) -> None:
     session = channel.session
-    # Table 2.3: DELETE is "Applied when objects are deleted".
-    authorize(
-        session, Action.DELETE, ObjectType.EXCHANGE, {Property.NAME: exchange_name(method.exchange)}
+    change = session.api.plan_delete_exchange(
+        session.username, session.vhost.name, method.exchange, if_unused=method.if_unused
     )
-    change = session.vhost.delete_exchange(method.exchange, if_unused=method.if_unused)
     channel.carry_out(change, _reply(method.nowait, Exchange.DeleteOk()), "exchange.delete")
 
 
-def _authorize_binding(channel: Channel, action: Action, method: _ExchangeBinding) -> None:
-    session = channel.session
-    properties = exchange_binding_properties(
+def _binding(channel: Channel, method: _ExchangeBinding) -> BindingInfo:
+    return BindingInfo(
+        channel.session.vhost.name,
         method.source,
         method.destination,
+        "exchange",
         method.routing_key,
-        session.vhost.exchanges.get(method.destination),
+        method.arguments or {},
     )
-    authorize(session, action, ObjectType.EXCHANGE, properties)
 
 
 @handles(Exchange.Bind)
 def bind(channel: Channel, method: commands.Exchange.Bind) -> None:
-    # Table 2.3: BIND is "Applied when queues are bound to exchanges"; an exchange bound to an
-    # exchange is asked about the same way, the destination as queuename.
-    _authorize_binding(channel, Action.BIND, method)
-    change = channel.session.vhost.bind(
-        method.source,
-        Destination.exchange(method.destination),
-        method.routing_key,
-        method.arguments or {},
-    )
+    session = channel.session
+    change = session.api.plan_bind(session.username, _binding(channel, method))
     channel.carry_out(change, _reply(method.nowait, Exchange.BindOk()), "exchange.bind")
 
 
 @handles(Exchange.Unbind)
 def unbind(channel: Channel, method: commands.Exchange.Unbind) -> None:
-    # Table 2.3: UNBIND is "Applied when queues are unbound from exchanges".
-    _authorize_binding(channel, Action.UNBIND, method)
-    change = channel.session.vhost.unbind(
-        method.source,
-        Destination.exchange(method.destination),
-        method.routing_key,
-        method.arguments or {},
-    )
+    session = channel.session
+    change = session.api.plan_unbind(session.username, _binding(channel, method))
     channel.carry_out(change, _reply(method.nowait, Exchange.UnbindOk()), "exchange.unbind")

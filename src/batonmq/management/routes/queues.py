@@ -53,7 +53,7 @@ async def delete_queue(call: Call) -> web.Response:
 
 
 async def purge_queue(call: Call) -> web.Response:
-    call.api.purge_queue(call.caller.name, call.vhost(), call.path("name"))
+    await call.api.purge_queue(call.caller.name, call.vhost(), call.path("name"))
     return no_content()
 
 
