@@ -16,6 +16,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterable
 
+from pamqp.commands import Connection
 from pamqp.common import FieldTable
 
 from batonmq.amqp.constants import ReplyCode
@@ -38,7 +39,7 @@ from batonmq.engine.snapshots import (
     UserInfo,
 )
 from batonmq.engine.topology import TopologyApi
-from batonmq.engine.vhost import RESERVED_PREFIX
+from batonmq.engine.vhost import RESERVED_PREFIX, VirtualHost
 from batonmq.model.destination import DestinationKind
 from batonmq.queues.types import declared_type
 from batonmq.security.acl import AclError
@@ -339,6 +340,38 @@ class EngineApi(TopologyApi, MessageApi):
         if binding.destination_type == "queue":
             self._queue(host, binding.destination)
         await self._carry_out(host, lambda: self.plan_unbind(user, binding))
+
+    # Connections --------------------------------------------------------------------------
+
+    def open_connection(self, user: str, vhost: str, name: str, connection_id: int) -> VirtualHost:
+        """connection.open of connection `name` (`connection_id`) by `user`: the virtual host
+        it may open, with the connection counted against the limits until
+        `connection_ended`; else the HardError that refuses it."""
+        broker = self.broker
+        host = broker.vhosts.get(vhost)
+        if host is None:
+            raise HardError(ReplyCode.NOT_ALLOWED, f"vhost '{vhost}' not found", Connection.Open)
+        # Qpid manual §2.2.4.3: "# Allow client and server to connect to the virtual host."
+        refusal = broker.access.check_vhost(user, vhost)
+        if refusal is not None:
+            raise HardError(ReplyCode.ACCESS_REFUSED, refusal, Connection.Open)
+        # The Overload requirements: "connections per user and per virtual host ... each refusal
+        # names the limit"; 530, as RabbitMQ. Checked after the ACL, so that only a user who may
+        # use the virtual host learns its limits.
+        refusal = broker.connection_refusal(user, vhost)
+        if refusal is not None:
+            raise HardError(ReplyCode.NOT_ALLOWED, refusal, Connection.Open)
+        broker.connection_opened(user, vhost)
+        broker.events.publish(
+            EventKind.CONNECTION_CREATED, name, vhost, id=connection_id, user=user
+        )
+        return host
+
+    def connection_ended(self, user: str, vhost: str, name: str, connection_id: int) -> None:
+        """A connection `open_connection` let in is over."""
+        broker = self.broker
+        broker.events.publish(EventKind.CONNECTION_CLOSED, name, vhost, id=connection_id)
+        broker.connection_ended(user, vhost)
 
     def close_connection(self, connection_id: int, reason: str) -> None:
         """Close a client's connection with 320 CONNECTION_FORCED and `reason`, as RabbitMQ's

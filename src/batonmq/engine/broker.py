@@ -212,14 +212,14 @@ class Broker:
         self.events.publish(EventKind.ALARM_RAISED, name, reason=reason)
         for session in list(self.sessions):
             if session.vhost_or_none is not None:
-                session.hold(name, reason)
+                session.flow.hold(name, reason)
 
     def clear_alarm(self, name: str) -> None:
         if self.alarms.pop(name, None) is None:
             return
         self.events.publish(EventKind.ALARM_CLEARED, name)
         for session in list(self.sessions):
-            session.release(name)
+            session.flow.release(name)
 
     def expire_messages(self) -> int:
         """The periodic expiry sweep over every queue; how many messages expired."""

@@ -88,6 +88,17 @@ class Channel:
         self.held_by: set[Queue] = set()
         self.closed = False
 
+    @classmethod
+    def open(cls, session: Session, number: int) -> Channel:
+        """channel.open: the channel, counted and told to the event feed."""
+        channel = cls(session, number)
+        broker = session.broker
+        broker.counters.channels_opened += 1
+        broker.events.publish(
+            EventKind.CHANNEL_CREATED, channel.name, session.vhost.name, connection=session.id
+        )
+        return channel
+
     def reply(self, method: base.Frame) -> None:
         self.session.send_method(self.number, method)
 
@@ -359,7 +370,7 @@ class Channel:
         if queue in self.held_by:
             return
         self.held_by.add(queue)
-        self.session.hold(queue, f"queue '{queue.name}' is overfull")
+        self.session.flow.hold(queue, f"queue '{queue.name}' is overfull")
         log.info("CHN-1005 : Flow Control Enforced (Queue %s)", queue.name, extra=self.log_fields())
         queue.when_underfull(lambda: self._released_by(queue))
 
@@ -371,7 +382,7 @@ class Channel:
             log.info("CHN-1006 : Flow Control Removed", extra=self.log_fields())
         session = self.session
         if not any(queue in channel.held_by for channel in session.channels.values()):
-            session.release(queue)
+            session.flow.release(queue)
 
     def log_fields(self) -> dict[str, object]:
         return {**self.session.log_fields(), "channel": self.number}
@@ -379,7 +390,8 @@ class Channel:
     # Ending -------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """The channel is gone, however it ended: cancel its consumers and requeue the rest."""
+        """The channel is gone, however it ended: cancel its consumers and requeue the rest;
+        the broker's totals keep what it counted."""
         if self.closed:
             return
         self.closed = True
@@ -391,4 +403,16 @@ class Channel:
             each(self.held_by, self._released_by, "releasing a flow-control hold", fields)
             self.transaction = None
         finally:
-            self.settle(list(self.unsettled), Outcome.REQUEUE)
+            try:
+                self.settle(list(self.unsettled), Outcome.REQUEUE)
+            finally:
+                self._closed()
+
+    def _closed(self) -> None:
+        session = self.session
+        broker = session.broker
+        broker.counters.channels_closed += 1
+        broker.closed_channels.add(self.counters)
+        broker.events.publish(
+            EventKind.CHANNEL_CLOSED, self.name, session.vhost.name, connection=session.id
+        )

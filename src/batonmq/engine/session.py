@@ -38,7 +38,7 @@ from batonmq.engine.cleanup import each
 from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.counters import ConnectionCounters
 from batonmq.engine.dispatch import HANDLERS
-from batonmq.engine.events import EventKind
+from batonmq.engine.flowcontrol import ProducerFlow
 from batonmq.engine.publish import publish
 from batonmq.engine.vhost import VirtualHost
 from batonmq.model.message import Message
@@ -100,14 +100,14 @@ class Session:
         self._close_logged = False
         self._request_flush = request_flush
         self._output_budget = output_budget
+        #: Input waits while twice the budget waits here (`may_read`).
+        self._input_limit = 2 * output_budget
         self._pending_output = 0
         #: Replies waiting for a store commit; input waits with them, to keep replies in order.
         self._awaiting_store = 0
-        #: Producer flow control: why this client's publishing is held back, by what holds it
-        #: (a broker alarm's name, an overfull queue). While any hold is on, the input of a
-        #: client that has published is not read (RabbitMQ blocks publishing connections and
-        #: lets the others consume).
-        self.holds: dict[object, str] = {}
+        #: Producer flow control: while anything holds this client's publishing back, the
+        #: input of a client that has published is not read.
+        self.flow = ProducerFlow(self.connection, request_flush, self.log_fields)
         self.has_published = False
         #: Publishes run since the input was last resumed: at most `broker.publish_batch` before
         #: the input waits for the next loop turn (the memory state's batch, MQ 3.5 admin guide).
@@ -143,9 +143,9 @@ class Session:
         publishes and consumes on one connection with blocking writes."""
         return (
             not self.output_backed_up
-            and self._pending_output < 2 * self._output_budget
+            and self._pending_output < self._input_limit
             and not self._awaiting_store
-            and not (self.holds and self.has_published)
+            and not (self.flow.holds and self.has_published)
         )
 
     def after_durable(self, callback: Callable[[bool], None]) -> None:
@@ -206,15 +206,11 @@ class Session:
         elif isinstance(event, MethodReceived):
             self._run(event.channel, event.method, None)
         elif isinstance(event, ChannelOpened):
-            opened = self.channels[event.channel] = Channel(self, event.channel)
-            self.broker.counters.channels_opened += 1
-            self.broker.events.publish(
-                EventKind.CHANNEL_CREATED, opened.name, self.vhost.name, connection=self.id
-            )
+            self.channels[event.channel] = Channel.open(self, event.channel)
         elif isinstance(event, ChannelClosed | ChannelFailed):
             channel = self.channels.pop(event.channel, None)
             if channel is not None:
-                self._close_channel(channel)
+                channel.close()
         elif isinstance(event, LoginRequested):
             self._login(event)
         elif isinstance(event, OpenRequested):
@@ -250,35 +246,16 @@ class Session:
 
     def _open(self, name: str) -> None:
         self.requested_vhost = name
-        vhost = self.broker.vhosts.get(name)
-        if vhost is None:
-            self.close(
-                HardError(
-                    ReplyCode.NOT_ALLOWED, f"vhost '{name}' not found", commands.Connection.Open
-                )
-            )
+        try:
+            vhost = self.api.open_connection(self.username, name, self.name, self.id)
+        except HardError as refused:
+            self.close(refused)
             return
-        # Qpid manual §2.2.4.3: "# Allow client and server to connect to the virtual host."
-        refusal = self.broker.access.check_vhost(self.username, name)
-        if refusal is not None:
-            self.close(HardError(ReplyCode.ACCESS_REFUSED, refusal, commands.Connection.Open))
-            return
-        # The Overload requirements: "connections per user and per virtual host ... each refusal
-        # names the limit"; 530, as RabbitMQ. Checked after the ACL, so that only a user who may use
-        # the virtual host learns its limits.
-        refusal = self.broker.connection_refusal(self.username, name)
-        if refusal is not None:
-            self.close(HardError(ReplyCode.NOT_ALLOWED, refusal, commands.Connection.Open))
-            return
-        self.broker.connection_opened(self.username, name)
         self.vhost_or_none = vhost
         self.connection.accept_open(name)
-        self.broker.events.publish(
-            EventKind.CONNECTION_CREATED, self.name, name, id=self.id, user=self.username
-        )
         log.info("connection opened", extra=self.log_fields())
         for alarm, reason in self.broker.alarms.items():
-            self.hold(alarm, reason)
+            self.flow.hold(alarm, reason)
 
     def _run(self, number: int, method: base.Frame, content: ContentReceived | None) -> None:
         try:
@@ -386,29 +363,6 @@ class Session:
         for channel in list(self.channels.values()):
             channel.resume()
 
-    # Producer flow control ----------------------------------------------------------------
-
-    def hold(self, source: object, reason: str) -> None:
-        """Hold this client's publishing back for `source` until `release(source)`: the first
-        hold sends connection.blocked with `reason` (to clients that support it), and once the
-        client publishes, its input is not read."""
-        if source in self.holds:
-            return
-        self.holds[source] = reason
-        if len(self.holds) == 1 and self.connection.block(reason):
-            log.info("connection blocked: %s", reason, extra=self.log_fields())
-            self._request_flush()
-
-    def release(self, source: object) -> None:
-        """`source` no longer holds this client back; the last release sends
-        connection.unblocked and the input is read again."""
-        if self.holds.pop(source, None) is None:
-            return
-        if not self.holds:
-            if self.connection.unblock():
-                log.info("connection unblocked", extra=self.log_fields())
-            self._request_flush()  # the server layer goes on with held input after the flush
-
     # Closing ------------------------------------------------------------------------------
 
     def close_channel(self, number: int, error: ProtocolError) -> None:
@@ -425,7 +379,7 @@ class Session:
         if channel is not None:
             # Publishes routed before the error were taken: confirm them before the close.
             self._send_confirms(channel)
-            self._close_channel(channel)
+            channel.close()
         self.connection.close_channel(number, error)
         self._request_flush()
 
@@ -440,17 +394,6 @@ class Session:
         self.exclusive_queues.discard(queue)
         return self.vhost.remove_queue(queue, on_delete=cancel_consumers_of)
 
-    def _close_channel(self, channel: Channel) -> None:
-        """`channel` is over: it closes, and the broker's totals keep what it counted."""
-        try:
-            channel.close()
-        finally:
-            self.broker.counters.channels_closed += 1
-            self.broker.closed_channels.add(channel.counters)
-            self.broker.events.publish(
-                EventKind.CHANNEL_CLOSED, channel.name, self.vhost.name, connection=self.id
-            )
-
     def teardown(self) -> None:
         """The connection is over, however it ended: close every channel (their unsettled
         deliveries go back to their queues) and delete the queues it owned exclusively."""
@@ -459,17 +402,16 @@ class Session:
         self.ended = True
         fields = self.log_fields
         try:
-            each(self.channels.values(), self._close_channel, "closing a channel", fields)
+            each(self.channels.values(), Channel.close, "closing a channel", fields)
             self.channels.clear()
             each(self.exclusive_queues, self.remove_queue, "deleting an exclusive queue", fields)
         finally:
             self.broker.sessions.discard(self)
             self.broker.counters.connections_closed += 1
             if self.vhost_or_none is not None:
-                self.broker.events.publish(
-                    EventKind.CONNECTION_CLOSED, self.name, self.vhost_or_none.name, id=self.id
+                self.api.connection_ended(
+                    self.username, self.vhost_or_none.name, self.name, self.id
                 )
-                self.broker.connection_ended(self.username, self.vhost_or_none.name)
 
     def log_closed(
         self, closed_by: ClosedBy, code: int | None, reason: str, **fields: object

@@ -105,7 +105,7 @@ def test_each_alarm_clears_on_its_own_and_a_new_connection_is_told_at_open() -> 
     assert client.expect(Connection.Blocked, channel=0).reason == "memory is short"
     broker.clear_alarm("memory")
     client.expect_nothing()
-    assert session.holds == {"disk": "disk is short"}
+    assert session.flow.holds == {"disk": "disk is short"}
     broker.clear_alarm("disk")
     client.expect(Connection.Unblocked, channel=0)
 
@@ -177,7 +177,7 @@ def test_the_guard_throttles_then_blocks_then_releases(caplog: pytest.LogCapture
     client.expect(Connection.Unblocked, channel=0)
     assert broker.publish_batch == 5000
     assert paging.window == 1000
-    assert not session.holds
+    assert not session.flow.holds
 
 
 def test_a_connection_runs_at_most_its_batch_of_publishes_per_turn() -> None:
@@ -255,7 +255,7 @@ def test_flow_control_by_message_count_and_the_queue_deleted_releases() -> None:
     assert message_count(admin) == 3
     admin.call(1, Queue.Delete(queue="q"), Queue.DeleteOk)
     publisher.expect(Connection.Unblocked, channel=0)
-    assert not publishing.holds
+    assert not publishing.flow.holds
 
 
 def test_remove_low_priority_drops_the_oldest_of_the_lowest_priority() -> None:
