@@ -1,5 +1,7 @@
 """The engine's public service API: what management, batonctl and the cluster layer use to see
-and change a running broker, without reaching into the engine's internals.
+and change a running broker, without reaching into the engine's internals, and what the AMQP
+method handlers ask (the topology operations of `batonmq.engine.topology`; who may open a
+connection).
 
 Reads return plain dataclasses (a snapshot: nothing of the engine's live objects leaks out).
 Changes go through the same virtual-host methods and the same ACL as AMQP clients' (a user
@@ -286,7 +288,7 @@ class EngineApi(TopologyApi, MessageApi):
     async def purge_queue(self, user: str, vhost: str, name: str) -> int:
         """Remove a queue's ready messages as queue.purge would; how many there were, once
         their removal is written."""
-        count = await self._checked(lambda: self.purge(user, vhost, name))
+        count = await self._checked(lambda: self.purge_now(user, vhost, name))
         await self._durable(f"the purge of queue '{name}'")
         return count
 

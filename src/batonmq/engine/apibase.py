@@ -79,18 +79,6 @@ class ApiBase:
         if access.enabled:
             access.require(user, host.name, action, object_type, properties)
 
-    def _require(
-        self,
-        user: str,
-        host: VirtualHost,
-        action: Action,
-        object_type: ObjectType,
-        properties: dict[Property, str],
-    ) -> None:
-        """`_authorize`, refused as ApiError 403."""
-        with refusals():
-            self._authorize(user, host, action, object_type, properties)
-
     @staticmethod
     async def _checked(check: Callable[[], T]) -> T:
         """Run `check` as an AMQP method runs: again once what it waits for (a change of the

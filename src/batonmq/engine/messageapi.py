@@ -90,8 +90,8 @@ class MessageApi(ApiBase):
         """Remove chosen ready messages, as queue.purge removes them all (PURGE QUEUE)."""
         host = self._vhost(vhost)
         queue = self._queue(host, name)
-        self._require(user, host, Action.PURGE, ObjectType.QUEUE, queue_properties(queue))
         with refusals():
+            self._authorize(user, host, Action.PURGE, ObjectType.QUEUE, queue_properties(queue))
             return await messages.remove(queue, message_ids, self.broker.journal)
 
     def pause_queue(self, user: str, vhost: str, name: str, *, paused: bool) -> None:
@@ -111,20 +111,15 @@ class MessageApi(ApiBase):
         queue = self._queue(host, name)
         with refusals():
             host.check_owner(queue, self)
-        self._require(user, host, Action.CONSUME, ObjectType.QUEUE, queue_properties(queue))
+            self._authorize(user, host, Action.CONSUME, ObjectType.QUEUE, queue_properties(queue))
         return queue
 
     def _target(self, user: str, host: VirtualHost, name: str) -> Queue:
         """Queue `name`, if `user` may publish to it through the default exchange (PUBLISH
         EXCHANGE, as a publish of the message to it would be checked)."""
         queue = self._queue(host, name)
+        published = {Property.NAME: exchange_name(""), Property.ROUTING_KEY: name}
         with refusals():
             host.check_owner(queue, self)
-        self._require(
-            user,
-            host,
-            Action.PUBLISH,
-            ObjectType.EXCHANGE,
-            {Property.NAME: exchange_name(""), Property.ROUTING_KEY: name},
-        )
+            self._authorize(user, host, Action.PUBLISH, ObjectType.EXCHANGE, published)
         return queue

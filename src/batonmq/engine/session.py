@@ -1,5 +1,8 @@
 """The engine side of one client connection: it feeds the protocol state machine, runs each method
-through the dispatch table, and turns errors into channel or connection closes.
+through the dispatch table (whose handlers ask the engine's service API), and turns errors into
+channel or connection closes; it holds the client's input while a reply waits. The decisions are
+made by their owners: who may open a virtual host (`EngineApi.open_connection`), what holds a
+producer back (`ProducerFlow`), what a channel does as it ends (`Channel.close`).
 
 The server layer gives it bytes (`receive_data`) and takes bytes (`flush`); it tells the server
 layer when there is something to send (`request_flush`, coalesced to once per loop turn there).

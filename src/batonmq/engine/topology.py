@@ -7,7 +7,8 @@ carries it out, or raises the AMQP error a client of the same request gets (`Pro
 `ChangePending` when the request names something still waiting for the store: ask again once it
 is done). An AMQP method handler carries the change out on its channel and turns the result into
 its -ok frame; management awaits `EngineApi`'s async form of the same plan, which raises the
-error as `ApiError`.
+error as `ApiError`. A purge is no plan: `purge_now` removes the messages at once, as queue.purge
+always has, and its caller answers once their removal is written.
 
 `user` is whom the ACL judges; `connection` the connection asking, which its exclusive queues
 belong to (None for management, which has none: another connection's exclusive queue is 405
@@ -109,7 +110,9 @@ class TopologyApi(ApiBase):
             name, owner=connection, if_unused=if_unused, if_empty=if_empty, on_delete=on_delete
         )
 
-    def purge(self, user: str, vhost: str, name: str, *, connection: object | None = None) -> int:
+    def purge_now(
+        self, user: str, vhost: str, name: str, *, connection: object | None = None
+    ) -> int:
         """queue.purge: remove the queue's ready messages now; how many there were. Their
         removal is recorded for the store: the caller answers once it is durable."""
         host = self._vhost(vhost)

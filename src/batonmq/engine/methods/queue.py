@@ -93,7 +93,7 @@ def unbind(channel: Channel, method: commands.Queue.Unbind) -> None:
 def purge(channel: Channel, method: commands.Queue.Purge) -> None:
     session = channel.session
     name = queue_name(channel, method.queue)
-    count = session.api.purge(session.username, session.vhost.name, name, connection=session)
+    count = session.api.purge_now(session.username, session.vhost.name, name, connection=session)
     if not method.nowait:
         channel.reply_when_durable(Queue.PurgeOk(count), "queue.purge")
 
