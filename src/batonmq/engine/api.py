@@ -45,7 +45,7 @@ from batonmq.engine.vhost import RESERVED_PREFIX, VirtualHost
 from batonmq.model.destination import DestinationKind
 from batonmq.queues.types import declared_type
 from batonmq.security.acl import AclError
-from batonmq.security.authn import AuthenticationError, LoginAttempt
+from batonmq.security.authn import AuthenticationError, Decided, LoginAttempt
 from batonmq.security.passwords import Credential, MalformedHashError
 from batonmq.stats import REGISTRY, Scope
 from batonmq.store.base import StoredUser
@@ -447,16 +447,20 @@ class EngineApi(TopologyApi, MessageApi):
         self.broker.user_tags[name] = new_tags
         self.broker.events.publish(EventKind.USER_CHANGED, name)
 
+    def authenticate(self, attempt: LoginAttempt, decided: Decided) -> None:
+        """Check a login, an AMQP client's (connection.start-ok) or management's, with the
+        throttle and lockout of failed logins and the guest rule: `decided` gets the user's
+        name or the refusal, once known (a password check runs off the event loop)."""
+        self.broker.authenticator.authenticate(attempt, decided)
+
     async def login(self, name: str, password: str, peer_host: str) -> UserInfo:
-        """Check a user's password as an AMQP PLAIN login is checked (the same throttle and
-        lockout, the same guest rule); ApiError 403 with the refusal when it fails."""
+        """Check a user's password as an AMQP PLAIN login is checked; ApiError 403 with the
+        refusal when it fails."""
         decided: asyncio.Future[str | AuthenticationError] = (
             asyncio.get_running_loop().create_future()
         )
         response = b"\0" + name.encode() + b"\0" + password.encode()
-        self.broker.authenticator.authenticate(
-            LoginAttempt("PLAIN", response, peer_host), decided.set_result
-        )
+        self.authenticate(LoginAttempt("PLAIN", response, peer_host), decided.set_result)
         outcome = await decided
         if isinstance(outcome, AuthenticationError):
             raise ApiError(ReplyCode.ACCESS_REFUSED, outcome.reason)

@@ -90,8 +90,9 @@ class Channel:
 
     @classmethod
     def open(cls, session: Session, number: int) -> Channel:
-        """channel.open: the channel, counted and told to the event feed."""
-        channel = cls(session, number)
+        """channel.open: the channel, one of the session's channels, counted and told to the
+        event feed."""
+        channel = session.channels[number] = cls(session, number)
         broker = session.broker
         broker.counters.channels_opened += 1
         broker.events.publish(

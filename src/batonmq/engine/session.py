@@ -209,7 +209,7 @@ class Session:
         elif isinstance(event, MethodReceived):
             self._run(event.channel, event.method, None)
         elif isinstance(event, ChannelOpened):
-            self.channels[event.channel] = Channel.open(self, event.channel)
+            Channel.open(self, event.channel)
         elif isinstance(event, ChannelClosed | ChannelFailed):
             channel = self.channels.pop(event.channel, None)
             if channel is not None:
@@ -243,7 +243,7 @@ class Session:
                         self.connection.accept_login(outcome)
                 done()
 
-            self.broker.authenticator.authenticate(attempt, decided)
+            self.api.authenticate(attempt, decided)
 
         self.hold_input_until(register)
 
