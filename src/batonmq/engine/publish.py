@@ -1,4 +1,5 @@
-"""basic.publish: check, route, enqueue, return unroutable mandatory messages, confirm."""
+"""basic.publish: check, route, enqueue, return unroutable mandatory messages, confirm; and the
+same for the publishes a transaction held, at tx.commit."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from batonmq.amqp.errors import amqp_error
 from batonmq.engine.access import exchange_name
 from batonmq.engine.channel import Channel
 from batonmq.engine.exchange import Exchange
-from batonmq.engine.transaction import HeldPublish
+from batonmq.engine.transaction import HeldPublish, Transaction
 from batonmq.model.message import FLAG_EXPIRATION, FLAG_USER_ID, Message
 from batonmq.queues.expiry import InvalidExpiration, parse_expiration
 from batonmq.queues.protocol import Enqueued, Queue
@@ -157,6 +158,28 @@ def held_batch(journal: Journal, routed: list[tuple[Message, list[Queue]]]) -> i
 def release_held(queues: list[Queue], batch: int, committed: bool) -> None:
     for queue in queues:
         queue.release_held(batch, committed)
+
+
+def commit_transaction(channel: Channel, transaction: Transaction) -> list[Queue]:
+    """tx.commit: carry out the publishes and settlements `transaction` held, and clear it; the
+    queues that write their messages themselves (streams), which the commit waits for too."""
+    vhost = channel.session.vhost
+    # Route everything before changing anything: routing is where a held publish can still fail
+    # (a headers exchange decoding malformed properties), and a commit is all or nothing.
+    routed = [(held, vhost.route(held.exchange, held.message)) for held in transaction.publishes]
+    journal = channel.session.broker.journal
+    # Nothing of a transaction is visible before its commit: if anything of it is written,
+    # every publish waits for that write, and a failed one leaves none of them behind.
+    batch = held_batch(journal, [(held.message, queues) for held, queues in routed])
+    for held, queues in routed:
+        enqueue(channel, held.message, queues, held.mandatory, batch)
+    if batch is not None:
+        queues_held = [queue for _held, queues in routed for queue in queues]
+        journal.when_durable(lambda ok: release_held(queues_held, batch, ok))
+    for settlement in transaction.settlements:
+        channel.settle(settlement.delivery_tags, settlement.outcome)
+    transaction.clear()
+    return list({queue for _held, queues in routed for queue in queues if queue.writes_itself})
 
 
 def enqueue(

@@ -10,7 +10,7 @@ from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import amqp_error
 from batonmq.engine.channel import Channel
 from batonmq.engine.dispatch import handles
-from batonmq.engine.publish import all_done, enqueue, held_batch, release_held
+from batonmq.engine.publish import all_done, commit_transaction
 from batonmq.engine.transaction import Transaction
 from batonmq.queues.protocol import Queue
 
@@ -37,24 +37,7 @@ def select(channel: Channel, method: commands.Tx.Select) -> None:
 
 @handles(Tx.Commit)
 def commit(channel: Channel, method: commands.Tx.Commit) -> None:
-    transaction = _transaction(channel)
-    vhost = channel.session.vhost
-    # Route everything before changing anything: routing is where a held publish can still fail
-    # (a headers exchange decoding malformed properties), and a commit is all or nothing.
-    routed = [(held, vhost.route(held.exchange, held.message)) for held in transaction.publishes]
-    journal = channel.session.broker.journal
-    # Nothing of a transaction is visible before its commit: if anything of it is written,
-    # every publish waits for that write, and a failed one leaves none of them behind.
-    batch = held_batch(journal, [(held.message, queues) for held, queues in routed])
-    for held, queues in routed:
-        enqueue(channel, held.message, queues, held.mandatory, batch)
-    if batch is not None:
-        queues_held = [queue for _held, queues in routed for queue in queues]
-        journal.when_durable(lambda ok: release_held(queues_held, batch, ok))
-    for settlement in transaction.settlements:
-        channel.settle(settlement.delivery_tags, settlement.outcome)
-    transaction.clear()
-    writers = list({queue for _held, queues in routed for queue in queues if queue.writes_itself})
+    writers = commit_transaction(channel, _transaction(channel))
     if writers:
         _reply_when_written(channel, writers)
     else:
