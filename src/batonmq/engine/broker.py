@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from pamqp.common import FieldTable
 
@@ -31,6 +31,12 @@ from batonmq.store.journal import Journal
 
 if TYPE_CHECKING:
     from batonmq.engine.session import Session
+
+#: The topic exchanges of the default virtual host on which the broker tells about itself: metrics
+#: snapshots (Sun MQ 3.5's metrics topics) and the event feed (RabbitMQ's event exchange).
+METRICS_EXCHANGE: Final = "amq.batonmq.metrics"
+EVENTS_EXCHANGE: Final = "amq.batonmq.events"
+BROKER_TOPICS: Final = (METRICS_EXCHANGE, EVENTS_EXCHANGE)
 
 #: What the server tells clients it can do (connection.start server-properties "capabilities").
 #: Only what works: each is exercised by the integration tests.
@@ -142,7 +148,9 @@ class Broker:
         self.journal = Journal(self.store)
         self.streams = StreamStorage(settings.streams_dir)
         self.vhosts = {}
-        self.add_vhost(settings.default_vhost)
+        default = self.add_vhost(settings.default_vhost)
+        for name in BROKER_TOPICS:
+            default.add_builtin_exchange(name, "topic")
         self.authenticator = Authenticator(guest_loopback_only=settings.guest_loopback_only)
         self.connection_settings = ConnectionSettings(
             server_properties=server_properties(settings.name),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import inspect
 import logging
 import os
 import signal
@@ -40,6 +41,8 @@ from batonmq.engine.diskguard import DiskGuard
 from batonmq.engine.memory import MemoryGuard, Thresholds
 from batonmq.engine.monitors import queue_monitors
 from batonmq.engine.recovery import restore
+from batonmq.management.render import Node
+from batonmq.management.topics import BrokerTopics
 from batonmq.security.acl import AclError
 from batonmq.security.authn import Authenticator
 from batonmq.security.tls import server_context
@@ -103,6 +106,9 @@ class BrokerServer:
             server_context(config.listeners.amqps) if http.enabled and http.tls else None
         )
         self.http: HttpListener | None = None
+        #: The metrics and event topics, from `start` on.
+        self.topics: BrokerTopics | None = None
+        self.started_at = time.time()
         #: Each listener's bound addresses, by listener name (after `start`).
         self.addresses: dict[str, list[tuple[str, int]]] = {}
         #: The broker's periodic work (`every`), cancelled at shutdown.
@@ -189,6 +195,10 @@ class BrokerServer:
         # The Overload requirements: slow consumer disconnect and threshold alerts, when configured.
         for interval, work in queue_monitors(self.broker, self.config):
             self.every(interval, work)
+        topic = self.config.metrics.topic
+        self.topics = BrokerTopics(EngineApi(self.broker), self._node(), topic)
+        if topic.enabled:
+            self.every(topic.interval, self.topics.publish_metrics)
         for name, addresses in self.addresses.items():
             for host, port in addresses:
                 log.info(
@@ -203,35 +213,41 @@ class BrokerServer:
     async def _open_http(self) -> list[tuple[str, int]]:
         """Start the management API (aiohttp is loaded only here: not when it is disabled)."""
         from batonmq.management.http import HttpListener
-        from batonmq.management.render import Node
 
         http = self.config.listeners.http
-        node = Node(
-            f"{self.config.broker_name}@{socket.gethostname()}",
-            __version__,
-            time.time(),
-            [
-                ("amqp/ssl" if name == "amqps" else "amqp", host, port)
-                for name, addresses in self.addresses.items()
-                for host, port in addresses
-            ],
+        self.http = HttpListener(
+            EngineApi(self.broker), self._node(), http.bind, http.port, self._http_tls
         )
-        self.http = HttpListener(EngineApi(self.broker), node, http.bind, http.port, self._http_tls)
         try:
             return await self.http.start()
         except OSError as error:
             self.http = None
             raise ListenError(Listener("http", http.bind, http.port, ()), error) from error
 
+    def _node(self) -> Node:
+        """What the management API and the metrics topic say about this broker."""
+        return Node(
+            f"{self.config.broker_name}@{socket.gethostname()}",
+            __version__,
+            self.started_at,
+            [
+                ("amqp/ssl" if name == "amqps" else "amqp", host, port)
+                for name, addresses in self.addresses.items()
+                for host, port in addresses
+            ],
+        )
+
     def every(self, interval: float, work: Callable[[], object]) -> None:
-        """Run `work` every `interval` seconds until shutdown; an exception it raises is logged
-        and the next run goes ahead."""
+        """Run `work` every `interval` seconds until shutdown (awaited, when it is a coroutine
+        function); an exception it raises is logged and the next run goes ahead."""
 
         async def repeat() -> None:
             while True:
                 await asyncio.sleep(interval)
                 try:
-                    work()
+                    done = work()
+                    if inspect.isawaitable(done):
+                        await done
                 except Exception:
                     log.exception("periodic task %s failed", getattr(work, "__name__", work))
 
@@ -247,6 +263,8 @@ class BrokerServer:
     async def shutdown(self) -> None:
         for task in self._periodic:
             task.cancel()
+        if self.topics is not None:
+            self.topics.close()
         if self.http is not None:
             await self.http.stop()
         await self.listening.close()
