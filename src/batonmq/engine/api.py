@@ -215,10 +215,18 @@ class EngineApi(MessageApi):
             consumers=sum(len(channel.consumers) for channel in channels),
             messages_ready=sum(queue.message_count for queue in queues),
             alarms=dict(broker.alarms),
-            message_totals=message_totals(
-                broker.closed_channels, (channel.counters for channel in channels)
-            ),
+            message_totals=self._message_totals(),
+            message_rates=dict(broker.rates.rates),
         )
+
+    def sample_rates(self) -> None:
+        """Take a sample of the broker's message totals for its message rates."""
+        self.broker.rates.sample(self._message_totals())
+
+    def _message_totals(self) -> ChannelCounters:
+        channels = (session.channels.values() for session in self._sessions())
+        counters = (channel.counters for of_session in channels for channel in of_session)
+        return message_totals(self.broker.closed_channels, counters)
 
     def statistics(self) -> list[StatisticsReading]:
         """Every statistic of the registry (batonmq.stats), read now: the broker's, then each

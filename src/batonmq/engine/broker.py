@@ -19,6 +19,7 @@ from batonmq.engine.access import AccessControl
 from batonmq.engine.autocreate import AutocreatePolicy
 from batonmq.engine.counters import BrokerCounters, ChannelCounters
 from batonmq.engine.events import EventFeed, EventKind
+from batonmq.engine.rates import MessageRates
 from batonmq.engine.vhost import VirtualHost
 from batonmq.logrepeat import CoalescingLog
 from batonmq.queues.holdings import Holdings
@@ -133,6 +134,8 @@ class Broker:
     events: EventFeed = field(init=False, default_factory=EventFeed)
     #: What the channels that closed had counted (the broker's totals add the open ones).
     closed_channels: ChannelCounters = field(init=False, default_factory=ChannelCounters)
+    #: The rates of the broker's message totals, sampled by the server at an interval.
+    rates: MessageRates = field(init=False, default_factory=MessageRates)
     #: Connection ids, stable for the broker's life and never reused.
     _connection_ids: itertools.count[int] = field(
         init=False, default_factory=lambda: itertools.count(1)

@@ -40,6 +40,7 @@ from batonmq.engine.broker import Broker, BrokerSettings
 from batonmq.engine.diskguard import DiskGuard
 from batonmq.engine.memory import MemoryGuard, Thresholds
 from batonmq.engine.monitors import queue_monitors
+from batonmq.engine.rates import SAMPLE_INTERVAL
 from batonmq.engine.recovery import restore
 from batonmq.management.render import Node
 from batonmq.management.topics import BrokerTopics
@@ -195,6 +196,7 @@ class BrokerServer:
         # The Overload requirements: slow consumer disconnect and threshold alerts, when configured.
         for interval, work in queue_monitors(self.broker, self.config):
             self.every(interval, work)
+        self.every(SAMPLE_INTERVAL, EngineApi(self.broker).sample_rates)
         topic = self.config.metrics.topic
         self.topics = BrokerTopics(EngineApi(self.broker), self._node(), topic)
         if topic.enabled:
