@@ -98,6 +98,43 @@ def test_create_publish_browse_move_and_purge(console: Console, broker: RunningB
     assert _messages(broker, "orders") == 0
 
 
+def test_copy_delete_selected_and_get(console: Console, broker: RunningBroker) -> None:
+    """The Qpid broker manual's console: "copy the selected messages to another queue" and
+    "delete the selected messages from the queue after prompting for confirmation"; RabbitMQ's
+    "Get messages" with "Automatic ack" takes the message off the queue."""
+    with connect(broker) as connection:
+        channel = connection.channel()
+        channel.queue_declare("source")
+        channel.queue_declare("copies")
+        for body in (b"keep", b"drop", b"take"):
+            channel.basic_publish("", "source", body)
+    console.login()
+    page = console.page
+    page.goto(f"{console.url}#/queues/%2F/source")
+    messages = page.get_by_role("region", name="Messages")
+    rows = messages.locator("tbody tr")
+    expect(rows).to_have_count(3)
+
+    rows.nth(0).get_by_role("checkbox").check()
+    messages.get_by_role("button", name="Copy").click()
+    expect(page.locator("#status")).to_have_text("1 message copied to copies")
+    assert _bodies(broker, "copies") == [b"keep"]
+
+    rows.nth(1).get_by_role("checkbox").check()
+    page.once("dialog", lambda dialog: dialog.accept())
+    messages.get_by_role("button", name="Delete selected").click()
+    expect(page.locator("#status")).to_have_text("1 message deleted")
+    expect(rows).to_have_count(2)
+
+    got = page.get_by_role("region", name="Get messages")
+    got.get_by_label("Ack mode").select_option("ack_requeue_false")
+    got.get_by_label("Messages", exact=True).fill("1")
+    got.get_by_role("button", name="Get messages").click()
+    expect(got.locator(".got-message")).to_contain_text("keep")
+    console.shot("got")
+    assert _bodies(broker, "source") == [b"take"]
+
+
 def test_close_a_pika_connection(console: Console, broker: RunningBroker) -> None:
     """RabbitMQ's console closes a connection with a reason (DELETE /api/connections/{name},
     X-Reason): the client is closed with 320 CONNECTION_FORCED and that reason."""

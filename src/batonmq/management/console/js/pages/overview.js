@@ -27,8 +27,17 @@ function rate(now, before, key, seconds) {
   return Math.max(0, delta / seconds);
 }
 
-// One poll: the totals, the rates since the last poll, the deepest queues.
-export async function sample() {
+// One poll: the totals, the rates since the last poll, the deepest queues. A call while a
+// poll is under way waits for that poll (two polls a few milliseconds apart would make a rate
+// of next to nothing look like a burst).
+let polling = null;
+
+export function sample() {
+  if (!polling) polling = poll().finally(() => (polling = null));
+  return polling;
+}
+
+async function poll() {
   const [overview, deepest] = await Promise.all([
     api.get("/api/overview"),
     api.get(

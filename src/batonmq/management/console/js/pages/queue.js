@@ -151,6 +151,7 @@ function messagesSection(base, vhost, name, refreshQueue) {
     if (!target.value) throw new Error("There is no other queue in this virtual host");
     const answer = await api.post(`${base}/messages/${kind}`, { to: target.value, message_ids: ids });
     const done = answer[kind === "move" ? "moved" : "copied"];
+    selected.clear();
     await Promise.all([load(), refreshQueue()]);
     return `${done.length} message${done.length === 1 ? "" : "s"} ${kind === "move" ? "moved" : "copied"} to ${target.value}` +
       (answer.missing.length ? ` (${answer.missing.length} no longer in the queue)` : "");
@@ -161,6 +162,7 @@ function messagesSection(base, vhost, name, refreshQueue) {
     if (!ids.length) throw new Error("Select messages first");
     if (!confirm(`Delete ${ids.length} message(s) from queue ${name}?`)) return "Nothing deleted";
     const answer = await api.del(`${base}/messages`, { body: { message_ids: ids } });
+    selected.clear();
     await Promise.all([load(), refreshQueue()]);
     return `${answer.deleted.length} message${answer.deleted.length === 1 ? "" : "s"} deleted`;
   }
