@@ -7,7 +7,8 @@ shell block is run command by command, each by the runner that `_runner` picks f
 words; a command no runner knows fails `test_every_block_is_known`, so a new block cannot go
 untested by accident. `NOT_RUN` names the blocks that are not run, each with the reason. The
 placeholders the README writes for the reader to fill in (DIR, FILE, [--json], a|b) are filled
-in by `_expanded`, and /tmp paths are moved under the test's own directory.
+in by `_expanded`, and /tmp paths are moved under the test's own directory. A ```python block
+is a Spark job, which tests/integration/test_spark.py runs on the local Spark its tests share.
 """
 
 from __future__ import annotations
@@ -285,7 +286,9 @@ def test_every_block_is_known() -> None:
     languages = {f"README.md:{block.line}": block.language for block in BLOCKS}
 
     assert unknown == []
-    assert set(languages.values()) <= {"toml", "sh"}, languages
+    # A ```python block is a Spark job: tests/integration/test_spark.py runs it, on the
+    # local Spark that its tests share.
+    assert set(languages.values()) <= {"toml", "sh", "python"}, languages
     assert set(NOT_RUN) <= {"\n".join(block.commands()) for block in BLOCKS}
 
 

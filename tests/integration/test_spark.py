@@ -23,6 +23,7 @@ import pytest
 
 from tests.brokerproc import BrokerLife, RunningBroker
 from tests.faultproxy import FaultProxy
+from tests.integration.test_readme import readme_blocks
 
 pytestmark = [
     pytest.mark.integration,
@@ -319,3 +320,24 @@ def test_a_stream_copied_to_another_stream_by_a_streaming_query(
     assert sorted((bytes(row.body), row.headers["n"]) for row in rows) == sorted(
         (body, body.decode()) for body in bodies(range(15))
     )
+
+
+@pytest.mark.timeout(300)
+def test_the_readme_spark_job_runs_as_written(spark, broker: RunningBroker, tmp_path: Path):
+    """The README's ```python block, run as it is written, with this test's broker for
+    localhost:5672 and its own directory for /tmp (test_readme.py leaves it to this test)."""
+    (block,) = [block for block in readme_blocks() if block.language == "python"]
+    declare_and_publish(broker.url, "events", bodies(range(150)))
+    declare_and_publish(broker.url, "copy", [])
+    code = block.text.replace("amqp://guest:guest@localhost:5672/%2F", broker.url)
+    code = code.replace("/tmp/", f"{tmp_path}/")
+
+    exec(compile(code, f"README.md:{block.line}", "exec"), {})
+
+    assert written(spark, tmp_path / "events") == list(
+        zip(range(150), bodies(range(150)), strict=True)
+    )
+    copied = (
+        spark.read.format("batonmq").option("url", broker.url).option("queue", "copy").load()
+    ).collect()
+    assert sorted(bytes(row.body) for row in copied) == sorted(bodies(range(100)))
