@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -186,6 +188,59 @@ def test_a_streaming_query_restarted_from_its_checkpoint_reads_each_message_once
 
     run_available_now(frame, sink)
     assert written(spark, out) == list(zip(range(100), bodies(range(100)), strict=True))
+
+
+#: A Spark driver of its own, to be killed: a streaming query of ten messages a micro-batch.
+KILLED_DRIVER = """
+import sys
+from pyspark.sql import SparkSession
+import batonmq.spark
+
+url, out, checkpoint = sys.argv[1:]
+spark = (
+    SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+    .config("spark.sql.shuffle.partitions", "2").getOrCreate()
+)
+batonmq.spark.register(spark)
+(
+    spark.readStream.format("batonmq").option("url", url).option("queue", "events")
+    .option("maxRecordsPerBatch", "10").load().select("offset", "body")
+    .writeStream.format("parquet").option("path", out).option("checkpointLocation", checkpoint)
+    .trigger(processingTime="0 seconds").start().awaitTermination()
+)
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_query_whose_spark_was_killed_mid_way_resumes_from_its_checkpoint_exactly_once(
+    spark, batonmq: RunningBroker, tmp_path: Path
+):
+    """The Spark driver (its JVM and Python workers) killed with SIGKILL once it has committed
+    a micro-batch, not stopped: the query restarted on the same checkpoint reads on from the
+    last committed batch and redoes the one in flight, and the sink holds every message once."""
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    declare_and_publish(batonmq.url, "events", bodies(range(300)))
+    driver = subprocess.Popen(
+        [sys.executable, "-c", KILLED_DRIVER, batonmq.url, str(out), str(checkpoint)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list((checkpoint / "commits").glob("[0-9]*")):
+            assert driver.poll() is None, "the Spark driver ended before it was killed"
+            assert time.monotonic() < deadline, "the Spark driver committed no micro-batch"
+            time.sleep(0.1)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(30)
+    assert 0 < len(written(spark, out)) < 300
+
+    frame, sink = stream_query(spark, batonmq.url, "events", out, checkpoint)
+    run_available_now(frame, sink)
+
+    assert written(spark, out) == list(zip(range(300), bodies(range(300)), strict=True))
 
 
 @pytest.mark.timeout(300)
