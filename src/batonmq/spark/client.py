@@ -36,6 +36,8 @@ from batonmq.spark.rows import OFFSET_HEADER, PROPERTY_FIELDS, Delivery, Publica
 
 #: Messages a range reader may have unacknowledged (the stream consumer's prefetch).
 READ_PREFETCH: Final = 1000
+#: Seconds to wait for the first delivery that tells where a stream starts.
+FIRST_DELIVERY_TIMEOUT: Final = 30.0
 #: Persistent, unless a row's properties say otherwise.
 PERSISTENT: Final = 2
 
@@ -84,7 +86,7 @@ def _first_offset(
     channel.basic_qos(prefetch_count=1)
     try:
         for method, properties, body in channel.consume(
-            queue, arguments={OFFSET_HEADER: spec}, inactivity_timeout=30
+            queue, arguments={OFFSET_HEADER: spec}, inactivity_timeout=FIRST_DELIVERY_TIMEOUT
         ):
             if method is None:
                 raise TimeoutError(f"stream {queue!r} delivered nothing from {spec!r}")
