@@ -18,9 +18,10 @@ RabbitMQ stream as well:
   does not exist yet. (RabbitMQ refreshes a stream's message count every few seconds: there,
   the end seen may lag that much behind.)
 - A range [start, end): a consumer attached at `x-stream-offset` = start, which stops at the
-  delivery of offset end - 1. Deliveries before `start` are skipped (RabbitMQ starts at the
-  chunk that holds the offset asked for); a first offset after `start` means retention removed
-  the messages in between (DataLossError, unless the caller accepts the loss).
+  delivery of offset end - 1. Deliveries before `start` are skipped (a stream may be read from
+  the start of the chunk that holds the offset asked for); a first offset after `start` means
+  that retention removed the messages in between (DataLossError, unless the caller accepts
+  the loss).
 """
 
 from __future__ import annotations
