@@ -286,8 +286,6 @@ def test_every_block_is_known() -> None:
     languages = {f"README.md:{block.line}": block.language for block in BLOCKS}
 
     assert unknown == []
-    # A ```python block is a Spark job: tests/integration/test_spark.py runs it, on the
-    # local Spark that its tests share.
     assert set(languages.values()) <= {"toml", "sh", "python"}, languages
     assert set(NOT_RUN) <= {"\n".join(block.commands()) for block in BLOCKS}
 
