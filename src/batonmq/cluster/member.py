@@ -49,6 +49,7 @@ class ClusterMember:
         self.config = config
         self.broker = broker
         self.store = store
+        broker.cluster = self
         heartbeat, monitor = config.heartbeat, config.monitor
         self.detector = FailureDetector(
             heartbeat_interval=heartbeat.interval,
@@ -98,6 +99,14 @@ class ClusterMember:
             with contextlib.suppress(asyncio.CancelledError):
                 await watching
         await self.heartbeats.close()
+
+    @property
+    def broker_id(self) -> str:
+        return self.store.broker_id
+
+    async def listed_members(self) -> list[Member]:
+        """Every member the store records, with the messages each holds (`list bkr`)."""
+        return await self.store.members(count_messages=True)
 
     def _heard(self, peer: str) -> None:
         self._carry_out(self.detector.heartbeat(peer, time.monotonic()))

@@ -14,12 +14,16 @@ from pathlib import Path
 import pytest
 from pamqp import commands
 
-from batonmq.engine.api import EngineApi
+from batonmq.cluster.member import ClusterMember
+from batonmq.cluster.states import BrokerState
+from batonmq.config.cluster import ClusterConfig
+from batonmq.engine.api import ApiError, EngineApi
 from batonmq.engine.broker import Broker, BrokerSettings
 from batonmq.engine.events import Event, EventKind
 from batonmq.engine.messages import AckMode
 from batonmq.engine.recovery import restore
 from batonmq.engine.takeover import take_over
+from batonmq.store.base import StoreFenced, WriteBatch
 from batonmq.store.postgres import PostgresStore
 
 SCHEMA = "batonmq_c_engine"
@@ -130,3 +134,40 @@ async def test_a_lost_claim_is_a_takeover_fail_event_and_changes_nothing(
         (EventKind.TAKEOVER_FAIL, "brokerA"),
     ]
     assert {m.broker_id: m.state for m in await live_store.members()}["brokerA"] == "running"
+
+
+async def test_the_api_lists_the_members_and_forces_a_takeover_of_a_live_one(
+    start_broker: StartBroker,
+) -> None:
+    """`imqcmd list bkr` (Example 1: id, state, messages in the store, who took it over) and
+    `imqcmd takeover bkr -n ID -f`: "force the takeover to occur unconditionally"; without -f a
+    broker whose lease still runs is not taken over. The forced one is fenced."""
+    live, live_store = await start_broker("brokerA")
+    survivor, survivor_store = await start_broker("brokerB")
+    ClusterMember(
+        ClusterConfig(ha=True, clusterid="test", brokerid="brokerB"), survivor, survivor_store
+    )
+    api = EngineApi(survivor)
+    await EngineApi(live).declare_queue("guest", "/", "q")
+    await _publish(EngineApi(live), "q", b"m0", b"m1")
+
+    before = {member.broker_id: member for member in await api.cluster_members()}
+    refused = await api.take_over_broker("brokerA")
+    forced = await api.take_over_broker("brokerA", force=True)
+    after = {member.broker_id: member for member in await api.cluster_members()}
+
+    assert (before["brokerA"].state, before["brokerA"].messages) == (BrokerState.OPERATING, 2)
+    assert before["brokerB"].local and not before["brokerA"].local
+    assert refused.taken is None
+    assert forced.taken is not None and forced.taken.messages == 2
+    assert (after["brokerA"].state, after["brokerA"].taken_over_by) == (
+        BrokerState.FAILOVER_COMPLETE,
+        "brokerB",
+    )
+    assert (after["brokerA"].messages, after["brokerB"].messages) == (0, 2)
+    with pytest.raises(StoreFenced):
+        await live_store.commit(WriteBatch(vhosts_put=["/fenced"]))
+    with pytest.raises(ApiError):
+        await api.take_over_broker("brokerB")
+    with pytest.raises(ApiError):
+        await EngineApi(live).cluster_members()  # not a member: no ClusterMember runs there
