@@ -116,7 +116,7 @@ def _takeovers(broker: RunningBroker) -> int:
 def test_a_survivor_takes_over_a_killed_broker_and_every_confirmed_message_is_consumed(
     start_member: StartMember,
 ) -> None:
-    """Three brokers; the killed one held 3,000 confirmed persistent messages, 200 of them
+    """Three brokers; the killed one held 10,000 confirmed persistent messages, 200 of them
     delivered to a consumer that never acknowledged them, in a queue that a survivor has too.
     Exactly one survivor takes over, within 10 s of the kill; through it every confirmed message
     is consumed, the survivor's own first, and each one seen before comes flagged redelivered."""
@@ -126,7 +126,7 @@ def test_a_survivor_takes_over_a_killed_broker_and_every_confirmed_message_is_co
         own = _publish(channel, range(100_000, 100_010))
     with _channel(brokers["A"]) as channel:
         channel.queue_declare(QUEUE, durable=True)
-        confirmed = _publish(channel, range(3000))
+        confirmed = _publish(channel, range(10_000))
         channel.basic_qos(prefetch_count=200)
         deliveries = channel.consume(QUEUE, inactivity_timeout=5.0)
         for unacked, (method, _properties, _body) in enumerate(deliveries, start=1):
