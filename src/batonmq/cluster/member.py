@@ -120,6 +120,9 @@ class ClusterMember:
                 # The store is out of reach: nobody can be judged failed meanwhile, and this
                 # broker's own lease decides whether it is.
                 log.warning("cluster members not read: %s", error)
+            except Exception:
+                # A defect: said, and the next round goes ahead (the watch must not stop).
+                log.exception("cluster member check failed")
 
     async def check(self) -> None:
         """One round: read the members, send heartbeats to them, judge them."""
