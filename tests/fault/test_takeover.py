@@ -181,6 +181,9 @@ def test_a_paused_broker_taken_over_writes_nothing_more_and_exits(
     with _channel(paused) as channel:
         channel.queue_declare(QUEUE, durable=True)
         confirmed = _publish(channel, range(500))
+    with _channel(survivor) as channel:
+        channel.queue_declare("takeovers")
+        channel.queue_bind("takeovers", "amq.batonmq.events", "takeover.*")
     time.sleep(3)
     paused.signal(signal.SIGSTOP)
     wait_until(lambda: _takeovers(survivor) == 1, "the survivor took over", timeout=30)
@@ -191,6 +194,14 @@ def test_a_paused_broker_taken_over_writes_nothing_more_and_exits(
     received = _consume_all(survivor, len(confirmed))
     assert sorted(number for number, _ in received) == sorted(confirmed)
     assert all(redelivered for _, redelivered in received)
+    with _channel(survivor) as channel:
+        events = []
+        while (got := channel.basic_get("takeovers", auto_ack=True))[0] is not None:
+            method, properties, _body = got
+            events.append((method.routing_key, properties.headers["name"]))
+    # The issue: takeover events "with the failed broker's id, on the engine's event feed (so
+    # on amq.batonmq.events and in the coded log)".
+    assert events == [("takeover.start", "A"), ("takeover.complete", "A")]
     again = start_member("A")
     with _channel(again) as channel:
         assert channel.queue_declare(QUEUE, passive=False, durable=True).method.message_count == 0
