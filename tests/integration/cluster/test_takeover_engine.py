@@ -33,11 +33,14 @@ StartBroker = Callable[..., Awaitable[tuple[Broker, PostgresStore]]]
 
 @pytest.fixture
 async def start_broker(postgres_dsn: str, tmp_path: Path) -> AsyncIterator[StartBroker]:
-    """`start(broker_id, lease_seconds=15.0)`: a recovered broker on its store in the cluster's
-    schema (a short lease never renewed: a broker that stopped updating the store)."""
+    """`start(broker_id, lease_seconds=15.0, page_window=10_000)`: a recovered broker on its
+    store in the cluster's schema (a short lease never renewed: a broker that stopped updating
+    the store)."""
     started: list[Broker] = []
 
-    async def start(broker_id: str, lease_seconds: float = 15.0) -> tuple[Broker, PostgresStore]:
+    async def start(
+        broker_id: str, lease_seconds: float = 15.0, page_window: int = 10_000
+    ) -> tuple[Broker, PostgresStore]:
         store = PostgresStore(
             postgres_dsn,
             broker_id=broker_id,
@@ -45,7 +48,8 @@ async def start_broker(postgres_dsn: str, tmp_path: Path) -> AsyncIterator[Start
             lease_seconds=lease_seconds,
             renew_every=3600.0,
         )
-        broker = Broker(BrokerSettings(streams_dir=tmp_path / broker_id), store)
+        settings = BrokerSettings(streams_dir=tmp_path / broker_id, page_window=page_window)
+        broker = Broker(settings, store)
         started.append(broker)
         await store.open()
         restore(broker, await store.recover())
@@ -171,3 +175,32 @@ async def test_the_api_lists_the_members_and_forces_a_takeover_of_a_live_one(
         await api.take_over_broker("brokerB")
     with pytest.raises(ApiError):
         await EngineApi(live).cluster_members()  # not a member: no ClusterMember runs there
+
+
+async def test_a_queue_paging_its_backlog_takes_the_failed_brokers_entries_after_it(
+    start_broker: StartBroker,
+) -> None:
+    """A survivor's queue that holds more than its window keeps its backlog in the store (paged);
+    the entries taken over join after that backlog and come out after it, in order."""
+    failed, _ = await start_broker("brokerA", lease_seconds=0.2)
+    survivor, survivor_store = await start_broker("brokerB", page_window=10)
+    failed_api, survivor_api = EngineApi(failed), EngineApi(survivor)
+    for api in (failed_api, survivor_api):
+        await api.declare_queue("guest", "/", "shared")
+    theirs = [f"a{n}".encode() for n in range(30)]
+    ours = [f"b{n}".encode() for n in range(50)]
+    await _publish(failed_api, "shared", *theirs)
+    await _publish(survivor_api, "shared", *ours)
+    seen = await _expired(survivor_store, "brokerA")
+
+    outcome = await take_over(survivor, survivor_store, "brokerA", seen)
+    await _publish(survivor_api, "shared", b"after")
+
+    assert outcome.taken is not None
+    bodies = []
+    while got := await survivor_api.get_messages(
+        "guest", "/", "shared", 7, AckMode.ACK_REQUEUE_FALSE
+    ):
+        bodies += [m.message.body for m in got]
+    assert bodies == [*ours, *theirs, b"after"]
+    assert (await survivor_store.stats()).entries == 0
