@@ -336,6 +336,57 @@ CATALOGUE: Final = (
         "A cluster heartbeat connection came from a broker of another cluster or was malformed.",
         "Check cluster.clusterid and the heartbeat addresses of the members.",
     ),
+    _code(
+        "BMQ-7002",
+        "joined HA cluster",
+        "The broker registered in the cluster's shared store and listens for heartbeats.",
+    ),
+    _code(
+        "BMQ-7003",
+        "cluster member suspect",
+        "No heartbeat came from the member named for cluster.heartbeat.threshold intervals: "
+        "its updates in the store are watched.",
+        "Check the member and the network between the members' heartbeat addresses.",
+    ),
+    _code("BMQ-7004", "cluster member heard from again", "A suspect member's heartbeats resumed."),
+    _code(
+        "BMQ-7005",
+        "cluster member failed: ",
+        "A suspect member did not update the store for cluster.monitor.threshold intervals, by "
+        "the database's clock: it is taken over.",
+        "Find out why the member stopped; restarted, it joins again owning nothing.",
+    ),
+    _code(
+        "BMQ-7006",
+        "cluster members not read: ",
+        "The members could not be read from the shared store: no member is judged meanwhile.",
+        "Check the PostgreSQL server.",
+    ),
+    _code(
+        "BMQ-7007",
+        "cluster member check failed",
+        "A defect stopped one round of the member checks; the next round runs.",
+        "Report it with the traceback.",
+    ),
+    _code(
+        "BMQ-7008",
+        "takeover started",
+        "The broker claims a failed member in the store (mq.broker.takeover.start).",
+    ),
+    _code(
+        "BMQ-7009",
+        "takeover complete: ",
+        "The broker took a failed member's persistent state over and serves it "
+        "(mq.broker.takeover.complete).",
+    ),
+    _code(
+        "BMQ-7010",
+        "takeover failed: ",
+        "A takeover did not happen: another member claimed it first, it updated the store "
+        "again, or the store failed (mq.broker.takeover.fail).",
+        "None if another member took it over; otherwise it is tried again once the member is "
+        "judged failed again.",
+    ),
     # Streams.
     _code(
         "BMQ-8001",

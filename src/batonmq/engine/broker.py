@@ -31,6 +31,7 @@ from batonmq.store.base import Store
 from batonmq.store.journal import Journal
 
 if TYPE_CHECKING:
+    from batonmq.engine.membership import ClusterService
     from batonmq.engine.session import Session
 
 #: The topic exchanges of the default virtual host on which the broker tells about itself: metrics
@@ -132,6 +133,8 @@ class Broker:
     counters: BrokerCounters = field(init=False, default_factory=BrokerCounters)
     #: What happens to connections, channels, consumers, queues, exchanges and alarms.
     events: EventFeed = field(init=False, default_factory=EventFeed)
+    #: This broker as an HA cluster member (cluster.ha), set by the member runtime.
+    cluster: ClusterService | None = field(init=False, default=None)
     #: What the channels that closed had counted (the broker's totals add the open ones).
     closed_channels: ChannelCounters = field(init=False, default_factory=ChannelCounters)
     #: The rates of the broker's message totals, sampled by the server at an interval.

@@ -54,6 +54,7 @@ from batonmq.store.base import StoreError, StoreFenced
 from batonmq.store.configured import configured_store
 
 if TYPE_CHECKING:
+    from batonmq.cluster.member import ClusterMember
     from batonmq.management.http import HttpListener
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,8 @@ class BrokerServer:
         #: The metrics and event topics, from `start` on.
         self.topics: BrokerTopics | None = None
         self.started_at = time.time()
+        #: This broker as a member of its HA cluster (cluster.ha), once started.
+        self.member: ClusterMember | None = None
         #: Each listener's bound addresses, by listener name (after `start`).
         self.addresses: dict[str, list[tuple[str, int]]] = {}
         #: The broker's periodic work (`every`), cancelled at shutdown.
@@ -164,12 +167,16 @@ class BrokerServer:
         name."""
         await self.recover()
         self.addresses = await self.listening.open()
-        if self.config.listeners.http.enabled:
-            try:
+        try:
+            if self.config.cluster.ha:
+                await self._join_cluster()
+            if self.config.listeners.http.enabled:
                 self.addresses["http"] = await self._open_http()
-            except ListenError:
-                await self.listening.close()
-                raise
+        except BaseException:
+            if self.member is not None:
+                await self.member.close()
+            await self.listening.close()
+            raise
         self.every(self.config.message.expiration_interval, self._sweep_expired)
         memory = self.config.memory
         memory_guard = MemoryGuard(
@@ -208,6 +215,25 @@ class BrokerServer:
                     extra={"listener": name, "addr": host, "port": port, "tls": self._tls(name)},
                 )
         return [address for addresses in self.addresses.values() for address in addresses]
+
+    async def _join_cluster(self) -> None:
+        """Register in the cluster's shared store and watch the other members (the HA guide's
+        failure detection and takeover: `batonmq.cluster.member`)."""
+        from batonmq.cluster.member import ClusterMember
+        from batonmq.store.postgres import PostgresStore
+
+        store = self.broker.store
+        assert isinstance(store, PostgresStore)  # cluster.ha requires it (config checks)
+        amqp = self.addresses.get("amqp") or self.addresses["amqps"]
+        self.member = ClusterMember(self.config.cluster, self.broker, store)
+        heartbeat = self.config.cluster.heartbeat
+        try:
+            await self.member.start(amqp[0])
+        except OSError as error:
+            self.member = None
+            raise ListenError(
+                Listener("heartbeat", heartbeat.hostname or amqp[0][0], heartbeat.port, ()), error
+            ) from error
 
     def _tls(self, listener: str) -> bool:
         return listener == "amqps" or (listener == "http" and self._http_tls is not None)
@@ -267,6 +293,8 @@ class BrokerServer:
             task.cancel()
         if self.topics is not None:
             self.topics.close()
+        if self.member is not None:
+            await self.member.close()
         if self.http is not None:
             await self.http.stop()
         await self.listening.close()
