@@ -11,7 +11,6 @@ imq.cluster.monitor.threshold". The HA issue's measure: with heartbeat interval 
 
 from __future__ import annotations
 
-import contextlib
 import re
 import signal
 import time
@@ -24,7 +23,7 @@ import pytest
 from pika.adapters.blocking_connection import BlockingChannel
 
 from batonmq.server.app import EXIT_FENCED
-from tests.brokerproc import RunningBroker, free_port, start_broker, wait_until
+from tests.brokerproc import RunningBroker, confirming_channel, free_port, start_broker, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -69,18 +68,6 @@ def start_member(tmp_path: Path, postgres_dsn: str) -> Iterator[StartMember]:
             broker.stop()
 
 
-@contextlib.contextmanager
-def _channel(broker: RunningBroker) -> Iterator[BlockingChannel]:
-    connection = pika.BlockingConnection(pika.URLParameters(broker.url))
-    try:
-        channel = connection.channel()
-        channel.confirm_delivery()
-        yield channel
-    finally:
-        with contextlib.suppress(pika.exceptions.AMQPError):
-            connection.close()
-
-
 def _publish(channel: BlockingChannel, numbers: range) -> set[int]:
     """Publish `numbers` as persistent messages, each confirmed before the next: the set of
     those the broker confirmed."""
@@ -121,10 +108,10 @@ def test_a_survivor_takes_over_a_killed_broker_and_every_confirmed_message_is_co
     Exactly one survivor takes over, within 10 s of the kill; through it every confirmed message
     is consumed, the survivor's own first, and each one seen before comes flagged redelivered."""
     brokers = {name: start_member(name) for name in ("A", "B", "C")}
-    with _channel(brokers["B"]) as channel:
+    with confirming_channel(brokers["B"]) as channel:
         channel.queue_declare(QUEUE, durable=True)
         own = _publish(channel, range(100_000, 100_010))
-    with _channel(brokers["A"]) as channel:
+    with confirming_channel(brokers["A"]) as channel:
         channel.queue_declare(QUEUE, durable=True)
         confirmed = _publish(channel, range(10_000))
         channel.basic_qos(prefetch_count=200)
@@ -178,10 +165,10 @@ def test_a_paused_broker_taken_over_writes_nothing_more_and_exits(
     it rejoins as a fresh member owning nothing."""
     paused = start_member("A")
     survivor = start_member("B")
-    with _channel(paused) as channel:
+    with confirming_channel(paused) as channel:
         channel.queue_declare(QUEUE, durable=True)
         confirmed = _publish(channel, range(500))
-    with _channel(survivor) as channel:
+    with confirming_channel(survivor) as channel:
         channel.queue_declare("takeovers")
         channel.queue_bind("takeovers", "amq.batonmq.events", "takeover.*")
     time.sleep(3)
@@ -194,7 +181,7 @@ def test_a_paused_broker_taken_over_writes_nothing_more_and_exits(
     received = _consume_all(survivor, len(confirmed))
     assert sorted(number for number, _ in received) == sorted(confirmed)
     assert all(redelivered for _, redelivered in received)
-    with _channel(survivor) as channel:
+    with confirming_channel(survivor) as channel:
         events = []
         while (got := channel.basic_get("takeovers", auto_ack=True))[0] is not None:
             method, properties, _body = got
@@ -203,5 +190,5 @@ def test_a_paused_broker_taken_over_writes_nothing_more_and_exits(
     # on amq.batonmq.events and in the coded log)".
     assert events == [("takeover.start", "A"), ("takeover.complete", "A")]
     again = start_member("A")
-    with _channel(again) as channel:
+    with confirming_channel(again) as channel:
         assert channel.queue_declare(QUEUE, passive=False, durable=True).method.message_count == 0

@@ -7,7 +7,6 @@ it to clients that reconnect to it; it notifies mq.broker.takeover.start and .co
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from batonmq.engine.recovery import restore
 from batonmq.engine.takeover import take_over
 from batonmq.store.base import StoreFenced, WriteBatch
 from batonmq.store.postgres import PostgresStore
+from tests.members import lease_run_out
 
 SCHEMA = "batonmq_c_engine"
 PERSISTENT = commands.Basic.Properties(delivery_mode=2)
@@ -70,15 +70,6 @@ async def _publish(api: EngineApi, queue: str, *bodies: bytes) -> None:
         assert await api.publish("guest", "/", "", queue, PERSISTENT, body)
 
 
-async def _expired(store: PostgresStore, broker_id: str) -> int:
-    for _ in range(200):
-        found = {m.broker_id: m for m in await store.members()}[broker_id]
-        if not found.lease_live:
-            return found.epoch
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"the lease of {broker_id} never ran out")
-
-
 async def test_the_survivor_serves_a_taken_over_queue_after_its_own_messages_redelivered(
     start_broker: StartBroker,
 ) -> None:
@@ -95,7 +86,7 @@ async def test_the_survivor_serves_a_taken_over_queue_after_its_own_messages_red
     await _publish(failed_api, "shared", b"a0", b"a1")
     await _publish(failed_api, "onlyA", b"x0")
     await _publish(survivor_api, "shared", b"b0", b"b1")
-    seen = await _expired(survivor_store, "brokerA")
+    seen = await lease_run_out(survivor_store, "brokerA")
     events: list[Event] = []
     survivor.events.subscribe(events.append)
 
@@ -191,7 +182,7 @@ async def test_a_queue_paging_its_backlog_takes_the_failed_brokers_entries_after
     ours = [f"b{n}".encode() for n in range(50)]
     await _publish(failed_api, "shared", *theirs)
     await _publish(survivor_api, "shared", *ours)
-    seen = await _expired(survivor_store, "brokerA")
+    seen = await lease_run_out(survivor_store, "brokerA")
 
     outcome = await take_over(survivor, survivor_store, "brokerA", seen)
     await _publish(survivor_api, "shared", b"after")

@@ -25,6 +25,7 @@ from batonmq.store.base import (
 )
 from batonmq.store.members import SEQUENCE_GAP
 from batonmq.store.postgres import PostgresStore
+from tests.members import lease_run_out
 
 SCHEMA = "batonmq_c_test"
 MakeMember = Callable[..., PostgresStore]
@@ -76,16 +77,6 @@ def _enqueue(
     )
 
 
-async def _expired(store: PostgresStore, broker_id: str) -> int:
-    """Wait until `broker_id`'s lease has run out on the database's clock; its epoch."""
-    for _ in range(200):
-        found = {m.broker_id: m for m in await store.members()}[broker_id]
-        if not found.lease_live:
-            return found.epoch
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"the lease of {broker_id} never ran out")
-
-
 async def test_a_takeover_merges_a_failed_brokers_queues_after_the_claimants_own(
     make_member: MakeMember,
 ) -> None:
@@ -109,7 +100,7 @@ async def test_a_takeover_merges_a_failed_brokers_queues_after_the_claimants_own
     only_a.entries_put.append(StoredEntry("/", "onlyA", 2, transient.id, transient=True))
     await failed.commit(only_a)
     await survivor.commit(_enqueue(base_b, "shared", [b"b0", b"b1"]))
-    seen = await _expired(survivor, "brokerA")
+    seen = await lease_run_out(survivor, "brokerA")
 
     taken = await survivor.take_over(
         "brokerA", seen, next_sequences={("/", "shared"): 2, ("/", "other"): 7}
@@ -178,7 +169,7 @@ async def test_two_survivors_racing_for_a_failed_broker_exactly_one_wins_every_t
         await failed.open()
         base = (await failed.recover()).message_id_base
         await failed.commit(_enqueue(base, f"q{run}", [b"m0", b"m1", b"m2"]))
-        seen = await _expired(first, f"failed{run}")
+        seen = await lease_run_out(first, f"failed{run}")
 
         results = await asyncio.gather(
             first.take_over(f"failed{run}", seen, next_sequences={}),
@@ -207,7 +198,7 @@ async def test_a_taken_over_broker_restarts_as_a_fresh_member_owning_nothing(
     await survivor.open()
     base = (await failed.recover()).message_id_base
     await failed.commit(_enqueue(base, "q", [b"m"]))
-    seen = await _expired(survivor, "brokerA")
+    seen = await lease_run_out(survivor, "brokerA")
     assert await survivor.take_over("brokerA", seen, next_sequences={}) is not None
     await failed.close()
 
