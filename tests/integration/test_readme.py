@@ -8,7 +8,8 @@ words; a command no runner knows fails `test_every_block_is_known`, so a new blo
 untested by accident. `NOT_RUN` names the blocks that are not run, each with the reason. The
 placeholders the README writes for the reader to fill in (DIR, FILE, [--json], a|b) are filled
 in by `_expanded`, and /tmp paths are moved under the test's own directory. A ```python block
-is a Spark job, which tests/integration/test_spark.py runs on the local Spark its tests share.
+is a Spark job, which tests/integration/test_spark.py runs on the local Spark its tests share, or
+a client of an HA cluster, which tests/fault/test_client_failover.py runs against one.
 """
 
 from __future__ import annotations
@@ -287,6 +288,8 @@ def test_every_block_is_known() -> None:
 
     assert unknown == []
     assert set(languages.values()) <= {"toml", "sh", "python"}, languages
+    python = [block.text for block in BLOCKS if block.language == "python"]
+    assert all("import batonmq.spark" in text or "def consume(" in text for text in python)
     assert set(NOT_RUN) <= {"\n".join(block.commands()) for block in BLOCKS}
 
 

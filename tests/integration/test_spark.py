@@ -381,7 +381,7 @@ def test_a_stream_copied_to_another_stream_by_a_streaming_query(
 def test_the_readme_spark_job_runs_as_written(spark, broker: RunningBroker, tmp_path: Path):
     """The README's ```python block, run as it is written, with this test's broker for
     localhost:5672 and its own directory for /tmp (test_readme.py leaves it to this test)."""
-    (block,) = [block for block in readme_blocks() if block.language == "python"]
+    (block,) = [block for block in readme_blocks() if "import batonmq.spark" in block.text]
     declare_and_publish(broker.url, "events", bodies(range(150)))
     declare_and_publish(broker.url, "copy", [])
     code = block.text.replace("amqp://guest:guest@localhost:5672/%2F", broker.url)
