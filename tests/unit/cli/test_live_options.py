@@ -1,0 +1,183 @@
+"""How batonctl decides between a running broker and a stopped one's data, and whom it logs
+in as (batonmq.cli.ctl.choose, batonmq.cli.live.client): without sockets, on parsed command
+lines. The management issue: "The offline commands that work on a stopped broker's data
+directory (`batonctl --data-dir DIR user …`, `vhost …`, `db …`) keep working as they do
+today; with `--url` (or no `--data-dir`) they go to the running broker"."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import pytest
+
+from batonmq.cli import ctl
+from batonmq.cli.live.client import (
+    DEFAULT_CREDENTIALS,
+    BrokerClient,
+    Credentials,
+    checked_url,
+    credentials,
+    quoted,
+)
+from batonmq.cli.storecommand import CommandFailed
+
+
+def parsed(*argv: str) -> argparse.Namespace:
+    return ctl._parser().parse_args(argv)
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "way"),
+    [
+        pytest.param(["user", "add", "bob"], {}, "live", id="shared-no-data-named"),
+        pytest.param(["--url", "http://h:1", "vhost", "add", "v"], {}, "live", id="shared-url"),
+        pytest.param(["--data-dir", "d", "user", "add", "bob"], {}, "data", id="shared-data-dir"),
+        pytest.param(["--config", "c.toml", "user", "tags", "b"], {}, "data", id="shared-config"),
+        pytest.param(["--store", "sqlite", "vhost", "delete", "v"], {}, "data", id="shared-store"),
+        pytest.param(
+            ["user", "delete", "bob"], {"BATONMQ__BROKER__DATA_DIR": "d"}, "data", id="env-dir"
+        ),
+        pytest.param(
+            ["user", "passwd", "bob"], {"BATONMQ__PERSIST__STORE": "sqlite"}, "data", id="env-store"
+        ),
+        pytest.param(["user", "add", "bob"], {"BATONMQ_CONFIG": "c.toml"}, "data", id="env-file"),
+        pytest.param(
+            ["user", "add", "bob"], {"BATONMQ__LOG__LEVEL": "debug"}, "live", id="env-unrelated"
+        ),
+        pytest.param(["user", "add", "bob"], {"BATONMQ_CONFIG": ""}, "live", id="env-file-empty"),
+        pytest.param(["user", "list"], {}, "data", id="data-only-user-list"),
+        pytest.param(["db", "stats"], {}, "data", id="data-only-db"),
+        pytest.param(["status"], {"BATONMQ__BROKER__DATA_DIR": "d"}, "live", id="live-only"),
+        pytest.param(["list", "queues"], {}, "live", id="live-list"),
+    ],
+)
+def test_which_way_a_command_runs(argv: list[str], environ: dict[str, str], way: str) -> None:
+    assert ctl.choose(parsed(*argv), environ) == way
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        pytest.param(
+            ["--url", "http://h:1", "--data-dir", "d", "user", "add", "b"],
+            "--url names a running broker and --data-dir a stopped one's data: give one",
+            id="both",
+        ),
+        pytest.param(
+            ["--url", "http://h:1", "db", "stats"],
+            "`db stats` works on a stopped broker's data, not over --url",
+            id="url-for-data",
+        ),
+        pytest.param(
+            ["--data-dir", "d", "purge", "queue", "q"],
+            "`purge queue` talks to a running broker (--url), not to its data (--data-dir)",
+            id="data-for-live",
+        ),
+    ],
+)
+def test_options_for_the_other_way_are_a_usage_error(argv: list[str], says: str) -> None:
+    with pytest.raises(CommandFailed) as raised:
+        ctl.choose(parsed(*argv), {})
+
+    assert (str(raised.value), raised.value.status) == (says, 2)
+
+
+def test_the_api_password_is_not_the_new_users_password() -> None:
+    """`--password` before the group logs in; after `user add NAME` it is the new user's."""
+    args = parsed(
+        "--user", "admin", "--password", "login", "user", "add", "bob", "--password", "new"
+    )
+
+    assert (args.api_user, args.api_password, args.password) == ("admin", "login", "new")
+
+
+# --- whom batonctl logs in as ----------------------------------------------------------------
+
+
+def test_credentials_by_precedence(tmp_path: Path) -> None:
+    """Options first, then BATONCTL_USER / BATONCTL_PASSWORD, then RabbitMQ's guest/guest."""
+    secret = tmp_path / "secret"
+    secret.write_text("from-file\nsecond line\n", encoding="utf-8")
+    secret.chmod(0o600)
+    environ = {"BATONCTL_USER": "env-user", "BATONCTL_PASSWORD": "env-pw"}
+
+    assert credentials(None, None, None, {}) == Credentials(*DEFAULT_CREDENTIALS)
+    assert credentials(None, None, None, environ) == Credentials("env-user", "env-pw")
+    assert credentials("me", None, secret, environ) == Credentials("me", "from-file")
+    assert credentials("me", "typed", None, environ) == Credentials("me", "typed")
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660, 0o601])
+def test_a_password_file_others_may_read_is_refused(mode: int, tmp_path: Path) -> None:
+    """As ssh refuses a private key others can read: only its owner may read the file
+    (mode 0600 or stricter)."""
+    secret = tmp_path / "secret"
+    secret.write_text("pw\n", encoding="utf-8")
+    secret.chmod(mode)
+
+    with pytest.raises(CommandFailed) as raised:
+        credentials(None, None, secret, {})
+
+    assert f"others may read it (mode {mode:04o})" in str(raised.value)
+    assert f"chmod 600 {secret}" in str(raised.value)
+    assert raised.value.status == 2
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o400])
+def test_a_password_file_only_its_owner_may_read_is_taken(mode: int, tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("pw\r\n", encoding="utf-8")
+    secret.chmod(mode)
+
+    assert credentials("u", None, secret, {}).password == "pw"
+
+
+def test_a_missing_or_empty_password_file(tmp_path: Path) -> None:
+    with pytest.raises(CommandFailed, match="No such file or directory"):
+        credentials(None, None, tmp_path / "missing", {})
+    empty = tmp_path / "empty"
+    empty.write_text("\n", encoding="utf-8")
+    empty.chmod(0o600)
+    with pytest.raises(CommandFailed, match="the first line is empty"):
+        credentials(None, None, empty, {})
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
+def test_an_unreadable_password_file(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("pw\n", encoding="utf-8")
+    secret.chmod(0o000)
+
+    with pytest.raises(CommandFailed, match="Permission denied"):
+        credentials(None, None, secret, {})
+
+
+# --- the URL ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "base"),
+    [
+        ("http://localhost:15672", "http://localhost:15672"),
+        ("https://mq.example:15671/", "https://mq.example:15671"),
+    ],
+)
+def test_a_url_is_http_or_https(url: str, base: str) -> None:
+    assert checked_url(url) == base
+    assert BrokerClient(url, Credentials("u", "p")).url == base
+
+
+@pytest.mark.parametrize("url", ["localhost:15672", "amqp://localhost", "http://", "ftp://h/"])
+def test_another_url_is_a_usage_error(url: str) -> None:
+    with pytest.raises(CommandFailed, match="expected http://HOST:PORT") as raised:
+        checked_url(url)
+
+    assert raised.value.status == 2
+
+
+def test_path_segments_are_quoted_whole() -> None:
+    """RabbitMQ's API: the virtual host "/" is %2F; a connection's name holds spaces and ">"."""
+    assert quoted("/", "a b") == "%2F/a%20b"
+    assert quoted("127.0.0.1:5 -> 127.0.0.1:6") == "127.0.0.1%3A5%20-%3E%20127.0.0.1%3A6"
