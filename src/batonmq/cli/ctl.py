@@ -41,9 +41,11 @@ from batonmq.cli.live import definitions, node, objects
 from batonmq.cli.live.client import (
     DEFAULT_URL,
     PASSWORD_VARIABLE,
+    URL_VARIABLE,
     USER_VARIABLE,
     ApiRefused,
     BrokerClient,
+    api_url,
     credentials,
 )
 from batonmq.cli.storecommand import PROG, CommandFailed
@@ -114,7 +116,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     live = parser.add_argument_group("a running broker (live commands)")
     live.add_argument(
-        "--url", metavar="URL", help=f"its management HTTP API (default {DEFAULT_URL})"
+        "--url",
+        metavar="URL",
+        help=f"its management HTTP API (else {URL_VARIABLE}, else {DEFAULT_URL})",
     )
     live.add_argument("--user", metavar="USER", dest="api_user", help="who logs in to the API")
     secret = live.add_mutually_exclusive_group()
@@ -174,7 +178,7 @@ def _run_live(args: argparse.Namespace, live: LiveHandler) -> int:
     what = str(args.what).format_map(vars(args))
     try:
         login = credentials(args.api_user, args.api_password, args.password_file, os.environ)
-        return live(args, BrokerClient(args.url or DEFAULT_URL, login))
+        return live(args, BrokerClient(api_url(args.url, os.environ), login))
     except ApiRefused as refusal:
         raise CommandFailed(f"{what}: {refusal}") from None
     except CommandFailed as failure:

@@ -15,8 +15,10 @@ import pytest
 from batonmq.cli import ctl
 from batonmq.cli.live.client import (
     DEFAULT_CREDENTIALS,
+    ApiRefused,
     BrokerClient,
     Credentials,
+    api_url,
     checked_url,
     credentials,
     quoted,
@@ -169,12 +171,31 @@ def test_a_url_is_http_or_https(url: str, base: str) -> None:
     assert BrokerClient(url, Credentials("u", "p")).url == base
 
 
+def test_the_url_by_precedence() -> None:
+    """--url, then BATONCTL_URL, then RabbitMQ's management port on this host."""
+    environ = {"BATONCTL_URL": "http://mq.example:8080/"}
+
+    assert api_url(None, {}) == "http://localhost:15672"
+    assert api_url(None, environ) == "http://mq.example:8080"
+    assert api_url("https://other:15671", environ) == "https://other:15671"
+
+
 @pytest.mark.parametrize("url", ["localhost:15672", "amqp://localhost", "http://", "ftp://h/"])
 def test_another_url_is_a_usage_error(url: str) -> None:
     with pytest.raises(CommandFailed, match="expected http://HOST:PORT") as raised:
         checked_url(url)
 
     assert raised.value.status == 2
+
+
+def test_an_error_answer_is_one_clear_reason() -> None:
+    """RabbitMQ's error body {"error", "reason"}: the reason, with the status and the error
+    where the reason does not already say it."""
+    assert str(ApiRefused(404, "Object Not Found", "Not Found")) == "not found"
+    assert str(ApiRefused(401, "not_authorised", "Not administrator user")) == (
+        "Not administrator user (401 not_authorised)"
+    )
+    assert str(ApiRefused(400, "bad_request", "bad_request")) == "bad_request (400)"
 
 
 def test_path_segments_are_quoted_whole() -> None:

@@ -2,7 +2,8 @@
 standard library's urllib: batonctl loads no HTTP library of its own, and a broker's
 administrator needs nothing installed beyond BatonMQ.
 
-Who logs in, in order: --user, else BATONCTL_USER, else guest; with the password of
+The API is at --url, else BATONCTL_URL, else RabbitMQ's default, http://localhost:15672. Who
+logs in, in order: --user, else BATONCTL_USER, else guest; with the password of
 --password, else the first line of --password-file (refused unless only its owner may read it,
 as ssh refuses a private key others can read), else BATONCTL_PASSWORD, else guest. RabbitMQ's
 guest may log in only from the broker's own host, as over AMQP.
@@ -30,6 +31,7 @@ from batonmq.cli.storecommand import CommandFailed
 from batonmq.management.listing import Json
 
 DEFAULT_URL: Final = "http://localhost:15672"
+URL_VARIABLE: Final = "BATONCTL_URL"
 USER_VARIABLE: Final = "BATONCTL_USER"
 PASSWORD_VARIABLE: Final = "BATONCTL_PASSWORD"
 #: RabbitMQ's default user, which BatonMQ also creates.
@@ -61,6 +63,11 @@ class ApiRefused(Exception):
 class Credentials:
     user: str
     password: str
+
+
+def api_url(url: str | None, environ: Mapping[str, str]) -> str:
+    """The API's URL, from the option and the environment (see the module's text)."""
+    return checked_url(url if url is not None else environ.get(URL_VARIABLE) or DEFAULT_URL)
 
 
 def credentials(
