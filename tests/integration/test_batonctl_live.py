@@ -15,6 +15,7 @@ printing rates at an interval like `imqcmd metrics`, `definitions export|import 
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import pty
@@ -22,6 +23,7 @@ import re
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +35,7 @@ import pytest
 from batonmq.cli.ctl import main
 from tests.brokerproc import RunningBroker, free_port, start_broker, wait_until
 from tests.httpapi import call
+from tests.tlsca import TestCA
 
 pytestmark = pytest.mark.integration
 
@@ -595,3 +598,67 @@ def test_no_broker_answers(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert (status, out) == (1, "")
     assert err == f"batonctl: cannot list queues: no broker answers at {address}\n"
+
+
+def test_an_https_api_is_trusted_through_cacert(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`[listeners.http] tls = true` serves the API over HTTPS with the amqps listener's
+    certificate: batonctl checks it against the system's authorities, or --cacert's; one it
+    cannot trust is refused on one line, before any password is sent."""
+    ca = TestCA(tmp_path / "ca")
+    server = ca.server()
+    environment = {
+        "BATONMQ__LISTENERS__AMQPS__CERTFILE": str(server.certfile),
+        "BATONMQ__LISTENERS__AMQPS__KEYFILE": str(server.keyfile),
+        "BATONMQ__LISTENERS__HTTP__TLS": "true",
+    }
+    with start_broker(tmp_path / "broker", environment=environment, http=True) as broker:
+        address = f"https://localhost:{broker.http_port}"
+
+        trusted = batonctl(capsys, None, "--url", address, "--cacert", str(ca.certfile), "status")
+        untrusted = fails(capsys, None, "--url", address, "status")
+
+    assert trusted[0] == 0 and "Broker" in trusted[1]
+    assert untrusted.startswith(
+        f"batonctl: cannot read the broker's status: cannot trust {address}: "
+    )
+    assert untrusted.endswith("(--cacert names the certificate authority to trust)")
+    assert fails(capsys, None, "--cacert", str(tmp_path / "none.pem"), "status", status=2) == (
+        f"batonctl: cannot read the broker's status: --cacert {tmp_path / 'none.pem'}: "
+        "No such file or directory"
+    )
+
+
+class _NotAnApi(http.server.BaseHTTPRequestHandler):
+    """A web server that is not a management API: every page is HTML."""
+
+    def do_GET(self) -> None:
+        body = b"<html><body>It works!</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_a_url_that_is_not_a_management_api(capsys: pytest.CaptureFixture[str]) -> None:
+    """--url at another web server (a wrong port): one line saying so, not a JSON traceback."""
+    server = http.server.HTTPServer(("127.0.0.1", 0), _NotAnApi)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    address = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        says = fails(capsys, None, "--url", address, "list", "queues")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+    assert says == (
+        f"batonctl: cannot list queues: {address} does not answer as a management HTTP API "
+        "(not JSON)"
+    )

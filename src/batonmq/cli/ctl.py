@@ -1,6 +1,7 @@
 """``batonctl``: administer a BatonMQ broker, running (over its HTTP API) or stopped (its data).
 
-    batonctl [--url URL] [--user USER] [--password PW | --password-file FILE] GROUP COMMAND
+    batonctl [--url URL] [--user USER] [--password PW | --password-file FILE] [--cacert FILE]
+             GROUP COMMAND
     batonctl [--config FILE] [--data-dir DIR] [--store sqlite|postgres] [--dsn DSN] GROUP COMMAND
 
 The live commands (`batonmq.cli.live`: status, list, query, purge, delete, pause, resume,
@@ -47,6 +48,7 @@ from batonmq.cli.live.client import (
     BrokerClient,
     api_url,
     credentials,
+    tls_context,
 )
 from batonmq.cli.storecommand import PROG, CommandFailed
 from batonmq.config import CONFIG_FILE_VARIABLE, ENV_PREFIX, Config, ConfigError, load_config
@@ -128,6 +130,12 @@ def _parser() -> argparse.ArgumentParser:
     secret.add_argument(
         "--password-file", metavar="FILE", type=Path, help="its first line is the password"
     )
+    live.add_argument(
+        "--cacert",
+        metavar="FILE",
+        type=Path,
+        help="for an https URL: the certificate authority to trust (else the system's)",
+    )
     data = parser.add_argument_group("a stopped broker's data")
     data.add_argument("--config", metavar="FILE", type=Path, help="TOML configuration file")
     # Passed to load_config as given, so that it validates them in the words it uses for the
@@ -178,7 +186,8 @@ def _run_live(args: argparse.Namespace, live: LiveHandler) -> int:
     what = str(args.what).format_map(vars(args))
     try:
         login = credentials(args.api_user, args.api_password, args.password_file, os.environ)
-        return live(args, BrokerClient(api_url(args.url, os.environ), login))
+        tls = tls_context(args.cacert)
+        return live(args, BrokerClient(api_url(args.url, os.environ), login, tls))
     except ApiRefused as refusal:
         raise CommandFailed(f"{what}: {refusal}") from None
     except CommandFailed as failure:

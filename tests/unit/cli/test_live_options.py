@@ -202,3 +202,47 @@ def test_path_segments_are_quoted_whole() -> None:
     """RabbitMQ's API: the virtual host "/" is %2F; a connection's name holds spaces and ">"."""
     assert quoted("/", "a b") == "%2F/a%20b"
     assert quoted("127.0.0.1:5 -> 127.0.0.1:6") == "127.0.0.1%3A5%20-%3E%20127.0.0.1%3A6"
+
+
+#: Each live command, and the arguments its `what` names.
+LIVE_COMMANDS = {
+    "status": [],
+    "metrics": [],
+    "log level": [],
+    "list": ["queues"],
+    "query queue": ["q"],
+    "purge queue": ["q"],
+    "delete queue": ["q"],
+    "pause queue": ["q"],
+    "resume queue": ["q"],
+    "close connection": ["c"],
+    "definitions export": ["f"],
+    "definitions import": ["f"],
+    "user add": ["u"],
+    "user passwd": ["u"],
+    "user tags": ["u"],
+    "user delete": ["u"],
+    "vhost add": ["v"],
+    "vhost delete": ["v"],
+}
+
+
+def _live_commands(prefix: str, parser: argparse.ArgumentParser) -> set[str]:
+    """The commands of `parser` that run live (those with a `live` default)."""
+    found = {prefix} if parser.get_default("live") is not None else set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, subparser in action.choices.items():
+                found |= _live_commands(f"{prefix} {name}".strip(), subparser)
+    return found
+
+
+def test_every_live_command_says_what_failed() -> None:
+    """A failure is one line, "batonctl: <what failed>: <reason>": each live command's `what`
+    formats with its own arguments (a name it lacks would be a traceback)."""
+    assert _live_commands("", ctl._parser()) == set(LIVE_COMMANDS)
+    for command, arguments in LIVE_COMMANDS.items():
+        args = parsed(*command.split(), *arguments)
+        what = str(args.what).format_map(vars(args))
+        assert what.startswith("cannot ")
+        assert "{" not in what

@@ -6,7 +6,8 @@ The API is at --url, else BATONCTL_URL, else RabbitMQ's default, http://localhos
 logs in, in order: --user, else BATONCTL_USER, else guest; with the password of
 --password, else the first line of --password-file (refused unless only its owner may read it,
 as ssh refuses a private key others can read), else BATONCTL_PASSWORD, else guest. RabbitMQ's
-guest may log in only from the broker's own host, as over AMQP.
+guest may log in only from the broker's own host, as over AMQP. An https API's certificate is
+checked against the system's certificate authorities, or --cacert's.
 
 Every failure is a `CommandFailed` of one line: an error answer as RabbitMQ's body gives it
 (`{"error", "reason"}`), a broker that does not answer ("no broker answers at URL").
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import stat
 import urllib.error
 import urllib.parse
@@ -115,6 +117,18 @@ def checked_url(url: str) -> str:
     return url.rstrip("/")
 
 
+def tls_context(cafile: Path | None) -> ssl.SSLContext | None:
+    """How an https API's certificate is checked: against `cafile`'s certificate authorities
+    (--cacert), else the system's (None: urllib's default)."""
+    if cafile is None:
+        return None
+    try:
+        return ssl.create_default_context(cafile=cafile)
+    except (OSError, ssl.SSLError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise CommandFailed(f"--cacert {cafile}: {reason}", EXIT_USAGE) from None
+
+
 def quoted(*parts: str) -> str:
     """Path segments, each %-encoded whole (the virtual host "/" is %2F, as RabbitMQ's)."""
     return "/".join(urllib.parse.quote(part, safe="") for part in parts)
@@ -124,9 +138,10 @@ class BrokerClient:
     """Requests to one broker's API as one user; each returns the decoded JSON answer (None
     for an empty one) or raises ApiRefused (an error answer) or CommandFailed (no answer)."""
 
-    def __init__(self, url: str, login: Credentials) -> None:
+    def __init__(self, url: str, login: Credentials, tls: ssl.SSLContext | None = None) -> None:
         self.url = checked_url(url)
         self.user = login.user
+        self._tls = tls
         token = base64.b64encode(f"{login.user}:{login.password}".encode()).decode("ascii")
         self._authorization = f"Basic {token}"
 
@@ -164,7 +179,7 @@ class BrokerClient:
             # http.client sends a str as Latin-1 only; UTF-8 bytes go as they are.
             request.add_header(name, value.encode("utf-8"))  # type: ignore[arg-type]
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+            with urllib.request.urlopen(request, timeout=TIMEOUT, context=self._tls) as response:
                 return response.status, self._decoded(response.read())
         except urllib.error.HTTPError as error:
             with error:
@@ -175,6 +190,11 @@ class BrokerClient:
         except urllib.error.URLError as error:
             if isinstance(error.reason, ConnectionRefusedError):
                 raise CommandFailed(f"no broker answers at {self.url}") from None
+            if isinstance(error.reason, ssl.SSLCertVerificationError):
+                raise CommandFailed(
+                    f"cannot trust {self.url}: {error.reason.verify_message} (--cacert names "
+                    "the certificate authority to trust)"
+                ) from None
             raise CommandFailed(f"cannot reach {self.url}: {error.reason}") from None
         except (OSError, HTTPException) as error:  # reset, timed out, a garbled answer
             raise CommandFailed(
