@@ -11,7 +11,8 @@ which the options of the second form select the same way as for ``batonmq`` (the
 the same BATONMQ__SECTION__KEY variables, flags winning over both): ``db`` (`batonmq.cli.db`,
 the counterpart of imqdbmgr), ``acl`` (`batonmq.cli.acl`), and ``user`` and ``vhost``
 (`batonmq.cli.users`, `batonmq.cli.vhosts`), whose add, delete, passwd and tags are both: they
-go to the data when something names it (`names_data`), else to the running broker (`choose`).
+go to the data when something names it (`names_data`) and no live option is given, else to the
+running broker (`choose`).
 
 Each group of commands lives in a module of its own, which `GROUPS` lists. A group module has
 one function, ``register(groups)``, which adds the group's parser to `groups` and gives each
@@ -32,7 +33,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Final, NoReturn, cast
+from typing import Final, Literal, NoReturn, cast
 
 from batonmq import __version__
 from batonmq.cli import acl, db, users, vhosts
@@ -78,9 +79,23 @@ FLAG_KEYS: Final = {
     "--store": "persist.store",
     "--dsn": "persist.postgres.dsn",
 }
-#: The flags that select a stopped broker's data (and its configuration).
-DATA_FLAGS: Final = ("--config", *FLAG_KEYS)
-#: The variables that do the same: the configuration file, and the keys that place the data.
+#: The options that select a stopped broker's data (and its configuration), by attribute.
+DATA_OPTIONS: Final = {
+    "--config": "config",
+    "--data-dir": "data_dir",
+    "--store": "store",
+    "--dsn": "dsn",
+}
+#: The options of the live commands, by attribute.
+LIVE_OPTIONS: Final = {
+    "--url": "url",
+    "--user": "api_user",
+    "--password": "api_password",
+    "--password-file": "password_file",
+    "--cacert": "cacert",
+}
+#: The variables that name a broker's data: the configuration file, and the keys that place
+#: the data.
 _DATA_VARIABLES: Final = (f"{ENV_PREFIX}BROKER__DATA_DIR", f"{ENV_PREFIX}PERSIST__")
 
 
@@ -100,11 +115,12 @@ def _parser() -> argparse.ArgumentParser:
             "commands marked live), or a stopped one's data (db, acl; user and vhost)."
         ),
         epilog=(
-            "user add|passwd|tags|delete and vhost add|delete work on the running broker at "
-            "--url, unless the broker's data is named: by --data-dir, --store, --dsn or "
-            f"--config, or by {CONFIG_FILE_VARIABLE}, {ENV_PREFIX}BROKER__DATA_DIR or a "
-            f"{ENV_PREFIX}PERSIST__KEY variable; then they work on that data, while no broker "
-            "runs on it. The data options select the broker's configuration as for batonmq: "
+            "user add|passwd|tags|delete and vhost add|delete go to the running broker, "
+            "unless the broker's data is named (by --data-dir, --store, --dsn or --config, or "
+            f"by {CONFIG_FILE_VARIABLE}, {ENV_PREFIX}BROKER__DATA_DIR or a "
+            f"{ENV_PREFIX}PERSIST__KEY variable) and no option of the running broker's (--url, "
+            "--user ...) is given: then they work on that data, while no broker runs on it. "
+            "The data options select the broker's configuration as for batonmq: "
             f"the file may also be named by {CONFIG_FILE_VARIABLE}, and any key set as "
             f"{ENV_PREFIX}SECTION__KEY (for example {ENV_PREFIX}PERSIST__POSTGRES__DSN, which "
             "keeps a password off the command line). Flags win over the environment, which "
@@ -194,47 +210,50 @@ def _run_live(args: argparse.Namespace, live: LiveHandler) -> int:
         raise CommandFailed(f"{what}: {failure}", failure.status) from None
 
 
-def choose(args: argparse.Namespace, environ: Mapping[str, str]) -> str:
-    """ "live" or "data": how to run the parsed command. A command that is only one runs as
-    that one, and the options that ask for the other are a usage error (--url for a data
-    command, --data-dir for a live one, or both at once). A command that is both (user add
-    ...) runs on the data when `names_data`, else on the running broker."""
+def choose(args: argparse.Namespace, environ: Mapping[str, str]) -> Literal["live", "data"]:
+    """How to run the parsed command: "live" or on the "data". A command that is only one runs
+    as that one, and an option of the other kind is a usage error (--url for a data command,
+    --data-dir for a live one, or both at once). A command that is both (user add ...) runs
+    live when a live option is given, else on the data when `names_data`, else live."""
     live, data = hasattr(args, "live"), hasattr(args, "handler")
-    flags = [flag for flag in DATA_FLAGS if _given(args, flag)]
+    live_given, data_given = _given(args, LIVE_OPTIONS), _given(args, DATA_OPTIONS)
     words = ("group", "command", "object", "setting")
     command = " ".join(getattr(args, word) for word in words if hasattr(args, word))
-    if args.url is not None and flags:
+    if live_given and data_given:
         raise CommandFailed(
-            f"--url names a running broker and {flags[0]} a stopped one's data: give one",
+            f"{live_given[0]} is for a running broker and {data_given[0]} for a stopped one's "
+            "data: give one kind",
             EXIT_USAGE,
         )
-    if args.url is not None and not live:
+    if live_given and not live:
         raise CommandFailed(
-            f"`{command}` works on a stopped broker's data, not over --url", EXIT_USAGE
+            f"`{command}` works on a stopped broker's data: {live_given[0]} is for a running one",
+            EXIT_USAGE,
         )
-    if flags and not data:
+    if data_given and not data:
         raise CommandFailed(
-            f"`{command}` talks to a running broker (--url), not to its data ({flags[0]})",
+            f"`{command}` talks to a running broker: {data_given[0]} is for a stopped one's data",
             EXIT_USAGE,
         )
     if not live:
         return "data"
-    if not data or args.url is not None:
+    if not data or live_given:
         return "live"
     return "data" if names_data(args, environ) else "live"
 
 
 def names_data(args: argparse.Namespace, environ: Mapping[str, str]) -> bool:
-    """Whether the options or the environment name a broker's data (see DATA_FLAGS and
-    _DATA_VARIABLES): a command that works both ways then works on it."""
-    return any(_given(args, flag) for flag in DATA_FLAGS) or any(
+    """Whether the options or the environment name a broker's data (DATA_OPTIONS, and the
+    variables that do the same): a command that works both ways then works on it."""
+    return bool(_given(args, DATA_OPTIONS)) or any(
         (name == CONFIG_FILE_VARIABLE and value) or name.startswith(_DATA_VARIABLES)
         for name, value in environ.items()
     )
 
 
-def _given(args: argparse.Namespace, flag: str) -> bool:
-    return getattr(args, flag.removeprefix("--").replace("-", "_")) is not None
+def _given(args: argparse.Namespace, options: Mapping[str, str]) -> list[str]:
+    """Those of `options` (flag: attribute) that the command line gave."""
+    return [flag for flag, name in options.items() if getattr(args, name) is not None]
 
 
 if __name__ == "__main__":

@@ -49,6 +49,12 @@ def parsed(*argv: str) -> argparse.Namespace:
             ["user", "add", "bob"], {"BATONMQ__LOG__LEVEL": "debug"}, "live", id="env-unrelated"
         ),
         pytest.param(["user", "add", "bob"], {"BATONMQ_CONFIG": ""}, "live", id="env-file-empty"),
+        pytest.param(
+            ["--user", "admin", "user", "add", "bob"],
+            {"BATONMQ__BROKER__DATA_DIR": "d"},
+            "live",
+            id="live-option-wins-over-env",
+        ),
         pytest.param(["user", "list"], {}, "data", id="data-only-user-list"),
         pytest.param(["db", "stats"], {}, "data", id="data-only-db"),
         pytest.param(["status"], {"BATONMQ__BROKER__DATA_DIR": "d"}, "live", id="live-only"),
@@ -64,17 +70,28 @@ def test_which_way_a_command_runs(argv: list[str], environ: dict[str, str], way:
     [
         pytest.param(
             ["--url", "http://h:1", "--data-dir", "d", "user", "add", "b"],
-            "--url names a running broker and --data-dir a stopped one's data: give one",
+            "--url is for a running broker and --data-dir for a stopped one's data: give one kind",
             id="both",
         ),
         pytest.param(
             ["--url", "http://h:1", "db", "stats"],
-            "`db stats` works on a stopped broker's data, not over --url",
+            "`db stats` works on a stopped broker's data: --url is for a running one",
             id="url-for-data",
         ),
         pytest.param(
+            ["--password-file", "f", "--config", "c.toml", "user", "add", "b"],
+            "--password-file is for a running broker and --config for a stopped one's data: "
+            "give one kind",
+            id="both-kinds",
+        ),
+        pytest.param(
+            ["--user", "admin", "user", "import", "f", "--format", "plain"],
+            "`user import` works on a stopped broker's data: --user is for a running one",
+            id="live-option-for-data",
+        ),
+        pytest.param(
             ["--data-dir", "d", "purge", "queue", "q"],
-            "`purge queue` talks to a running broker (--url), not to its data (--data-dir)",
+            "`purge queue` talks to a running broker: --data-dir is for a stopped one's data",
             id="data-for-live",
         ),
     ],
