@@ -211,6 +211,22 @@ def test_status_and_every_list_show_what_clients_opened(
     ]
 
 
+def test_status_names_the_alarms_in_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """MQ 3.5 admin guide, memory and disk protection: an operator sees at once why producers
+    are blocked. A free-disk limit no disk meets raises RabbitMQ's "disk" alarm."""
+    environment = {"BATONMQ__DISK__FREE_LIMIT": str(2**62), "BATONMQ__DISK__CHECK_INTERVAL": "0.1"}
+    with start_broker(tmp_path, environment=environment, http=True) as broker:
+        wait_until(
+            lambda: call(broker, "GET", "/api/health/checks/alarms")[0] == 503, "the disk alarm"
+        )
+        status = succeeds(capsys, broker, "status")
+
+    [alarms] = [line for line in status.splitlines() if line.startswith("Alarms")]
+    assert alarms.split(None, 1)[1].startswith("disk: ")
+
+
 def test_json_is_the_apis_own(broker: RunningBroker, capsys: pytest.CaptureFixture[str]) -> None:
     """--json prints what the API answers, for scripts that read RabbitMQ's field names."""
     publish(broker, "work", 2)

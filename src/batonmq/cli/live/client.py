@@ -9,8 +9,10 @@ as ssh refuses a private key others can read), else BATONCTL_PASSWORD, else gues
 guest may log in only from the broker's own host, as over AMQP. An https API's certificate is
 checked against the system's certificate authorities, or --cacert's.
 
-Every failure is a `CommandFailed` of one line: an error answer as RabbitMQ's body gives it
-(`{"error", "reason"}`), a broker that does not answer ("no broker answers at URL").
+An error answer is an `ApiRefused` with what RabbitMQ's body gives (`{"error", "reason"}`), for
+the command to say what it was refusing; anything else is a `CommandFailed` of one line: a
+broker that does not answer ("no broker answers at URL"), a certificate that cannot be trusted,
+an answer that is not the API's JSON.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.client import HTTPException
 from pathlib import Path
 from typing import Final
@@ -64,7 +66,7 @@ class ApiRefused(Exception):
 @dataclass(frozen=True, slots=True)
 class Credentials:
     user: str
-    password: str
+    password: str = field(repr=False)
 
 
 def api_url(url: str | None, environ: Mapping[str, str]) -> str:

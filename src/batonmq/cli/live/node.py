@@ -16,8 +16,7 @@ import time
 
 from batonmq.cli.live import rates
 from batonmq.cli.live.client import BrokerClient
-from batonmq.cli.live.objects import print_json
-from batonmq.cli.live.tables import fields
+from batonmq.cli.live.tables import fields, json_text
 from batonmq.cli.storecommand import CommandFailed
 from batonmq.config.schema import LOG_LEVELS
 from batonmq.management.listing import Json
@@ -100,7 +99,7 @@ def _status(args: argparse.Namespace, client: BrokerClient) -> int:
     overview = _object(client.get("/api/overview"))
     _, alarms = client.request("GET", "/api/health/checks/alarms", accept=(503,))
     if args.json:
-        print_json({"overview": overview, "alarms": alarms})
+        print(json_text({"overview": overview, "alarms": alarms}))
         return 0
     totals = _section(overview, "object_totals")
     queued = _section(overview, "queue_totals")

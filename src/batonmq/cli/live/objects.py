@@ -10,14 +10,13 @@ it is refused.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass
 from typing import Final
 
 from batonmq.cli.broker import EXIT_USAGE
 from batonmq.cli.live.client import BrokerClient, quoted
-from batonmq.cli.live.tables import Column, fields, table
+from batonmq.cli.live.tables import Column, fields, json_text, table
 from batonmq.cli.storecommand import CommandFailed
 from batonmq.management.listing import Json
 
@@ -243,10 +242,6 @@ def _yes_option(command: argparse.ArgumentParser) -> None:
     command.add_argument("-y", "--yes", action="store_true", help="do it without asking")
 
 
-def print_json(value: Json) -> None:
-    print(json.dumps(value, indent=2, ensure_ascii=False))
-
-
 def _items(answer: Json) -> list[dict[str, Json]]:
     if not isinstance(answer, list):
         raise CommandFailed("the broker's answer is not a list")
@@ -268,7 +263,7 @@ def _list(args: argparse.Namespace, client: BrokerClient) -> int:
             items = [item for item in items if item.get("vhost") == vhost]
     if args.json:
         whole: list[Json] = list(items)
-        print_json(whole)
+        print(json_text(whole))
     else:
         print(table(listing.columns, items))
     return 0
@@ -284,7 +279,7 @@ def _queue(client: BrokerClient, args: argparse.Namespace) -> dict[str, Json]:
 def _query(args: argparse.Namespace, client: BrokerClient) -> int:
     queue = _queue(client, args)
     if args.json:
-        print_json(queue)
+        print(json_text(queue))
     else:
         print(fields([(label, queue.get(field)) for label, field in _QUEUE_FIELDS]))
     return 0

@@ -1,6 +1,6 @@
-"""How batonctl shows the API's JSON to a person: tables with a header row and aligned columns
-(as imqcmd's `list dst`), and field: value lists (as its `query dst`). Numbers are aligned to
-the right, everything else to the left; pure functions, no IO."""
+"""How batonctl shows the API's JSON: to a person as tables with a header row and aligned
+columns (as imqcmd's `list dst`) and field: value lists (as its `query dst`), numbers aligned
+to the right and everything else to the left; or as JSON. Pure functions, no IO."""
 
 from __future__ import annotations
 
@@ -74,6 +74,11 @@ def table(columns: Sequence[Column], items: Sequence[Mapping[str, Json]]) -> str
             ).rstrip()
         )
     return "\n".join(lines)
+
+
+def json_text(value: Json) -> str:
+    """The API's JSON as `--json` prints it: indented, non-ASCII as it is."""
+    return json.dumps(value, indent=2, ensure_ascii=False)
 
 
 def fields(pairs: Sequence[tuple[str, Json]]) -> str:
