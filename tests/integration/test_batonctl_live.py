@@ -253,6 +253,9 @@ def test_vhost_narrows_a_list(broker: RunningBroker, capsys: pytest.CaptureFixtu
     assert [row.split()[:2] for row in header_and_rows(only_prod)[1]] == [["prod", "orders"]]
     assert len(header_and_rows(connections)[1]) == 1
     assert " prod " in connections.splitlines()[1]
+    assert fails(capsys, broker, "list", "queues", "--vhost", "nowhere") == (
+        "batonctl: cannot list queues: there is no virtual host 'nowhere'"
+    )
     says = fails(capsys, broker, "list", "users", "--vhost", "prod", status=2)
     assert (
         says

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from batonmq.cli.live.client import ApiRefused, BrokerClient, quoted
+from batonmq.cli.live.client import ApiRefused, BrokerClient, not_found_as, quoted
 from batonmq.cli.passwords import check_user_name, new_password
 from batonmq.cli.storecommand import CommandFailed
 from batonmq.management.access import parse_tags
@@ -62,8 +62,8 @@ def _set_password(args: argparse.Namespace, client: BrokerClient, *, adding: boo
 def set_tags(args: argparse.Namespace, client: BrokerClient) -> int:
     name: str = args.name
     path = f"/api/users/{quoted(name)}"
-    if not _exists(client, path):
-        raise CommandFailed(f"there is no user '{name}'")
+    with not_found_as(f"there is no user '{name}'"):
+        client.get(path)  # else the PUT would be refused as a new user without a password
     tags = _tags(" ".join(args.tags)) or ""
     client.put(path, {"tags": tags})
     print(f"set the tags of user '{name}' to [{tags.replace(',', ', ')}]")
@@ -72,7 +72,8 @@ def set_tags(args: argparse.Namespace, client: BrokerClient) -> int:
 
 def delete_user(args: argparse.Namespace, client: BrokerClient) -> int:
     name: str = args.name
-    _delete(client, f"/api/users/{quoted(name)}", f"there is no user '{name}'")
+    with not_found_as(f"there is no user '{name}'"):
+        client.delete(f"/api/users/{quoted(name)}")
     print(f"deleted user '{name}'")
     return 0
 
@@ -89,15 +90,7 @@ def add_vhost(args: argparse.Namespace, client: BrokerClient) -> int:
 
 def delete_vhost(args: argparse.Namespace, client: BrokerClient) -> int:
     name: str = args.name
-    _delete(client, f"/api/vhosts/{quoted(name)}", f"there is no virtual host '{name}'")
+    with not_found_as(f"there is no virtual host '{name}'"):
+        client.delete(f"/api/vhosts/{quoted(name)}")
     print(f"deleted virtual host '{name}' and everything in it")
     return 0
-
-
-def _delete(client: BrokerClient, path: str, missing: str) -> None:
-    try:
-        client.delete(path)
-    except ApiRefused as refusal:
-        if refusal.status == 404:
-            raise CommandFailed(missing) from None
-        raise

@@ -18,13 +18,14 @@ an answer that is not the API's JSON.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import ssl
 import stat
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from http.client import HTTPException
 from pathlib import Path
@@ -61,6 +62,18 @@ class ApiRefused(Exception):
         if self.error in self.reason or self.reason in self.error:
             return f"{self.reason} ({self.status})"
         return f"{self.reason} ({self.status} {self.error})"
+
+
+@contextlib.contextmanager
+def not_found_as(message: str) -> Iterator[None]:
+    """A 404 answer to a request in the block is CommandFailed(`message`), which names what
+    is missing ("there is no virtual host 'x'") where the API says "Not Found"."""
+    try:
+        yield
+    except ApiRefused as refusal:
+        if refusal.status != 404:
+            raise
+        raise CommandFailed(message) from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from batonmq.cli.broker import EXIT_USAGE
-from batonmq.cli.live.client import BrokerClient, quoted
+from batonmq.cli.live.client import BrokerClient, not_found_as, quoted
 from batonmq.cli.live.tables import Column, fields, json_text, table
 from batonmq.cli.storecommand import CommandFailed
 from batonmq.management.listing import Json
@@ -256,7 +256,8 @@ def _list(args: argparse.Namespace, client: BrokerClient) -> int:
             f"{args.kind} are not in a virtual host: --vhost does not apply", EXIT_USAGE
         )
     if vhost is not None and listing.per_vhost:
-        items = _items(client.get(f"{listing.path}/{quoted(vhost)}"))
+        with not_found_as(f"there is no virtual host '{vhost}'"):
+            items = _items(client.get(f"{listing.path}/{quoted(vhost)}"))
     else:
         items = _items(client.get(listing.path))
         if vhost is not None:
