@@ -10,8 +10,9 @@
 Users live in the broker's store, with salted scrypt password hashes (never the password). With
 a data directory (--data-dir, --config ...), the commands work on the store while no broker runs
 on it (they take its lock, as `batonctl db upgrade` does); a broker reads its users when it
-starts. Without one, or with --url, add, passwd, tags and delete go to the running broker over
-its HTTP API (as an administrator), in force at once. `import` reads the password files of
+starts. Without one, or with an option of the running broker's (--url, --user ...), add, passwd,
+tags and delete go to the running broker over its HTTP API (as an administrator), in force at
+once. `import` reads the password files of
 the seed (§2.1.1): plain `user:password` lines, hashed as they are imported, or Base64MD5 ones,
 which are kept as they are (MD5 is weak: each is replaced by scrypt at the user's next login).
 Without --password or --password-stdin the password is asked for on the terminal, twice.

@@ -5,8 +5,9 @@
     batonctl vhost list
 
 Virtual hosts live in the broker's store. With a data directory (--data-dir, --config ...), the
-commands work on it while no broker runs on it (they take its lock); without one, or with
---url, add and delete go to the running broker over its HTTP API (as an administrator).
+commands work on it while no broker runs on it (they take its lock); without one, or with an
+option of the running broker's (--url, --user ...), add and delete go to the running broker
+over its HTTP API (as an administrator).
 Deleting one deletes everything in it: its exchanges, queues, bindings and messages. The
 configured default virtual host (broker.default_vhost) always exists: a broker
 creates it at start, and it cannot be deleted.
