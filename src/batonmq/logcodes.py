@@ -329,6 +329,13 @@ CATALOGUE: Final = (
         "or the store).",
         "Consume from the queues bound to amq.batonmq.metrics or amq.batonmq.events.",
     ),
+    _code(
+        "BMQ-6004",
+        "log level changed",
+        "An administrator changed the broker's log level over the management API (batonctl "
+        "log level, the console): the level and the user are given. It lasts until the "
+        "broker stops.",
+    ),
     # Clusters.
     _code(
         "BMQ-7001",
