@@ -10,7 +10,6 @@ from batonmq.management.openapi import openapi_document
 from batonmq.management.route import Route
 from batonmq.management.routes import (
     bindings,
-    broker,
     connections,
     definitions,
     exchanges,
@@ -37,7 +36,6 @@ ROUTES: tuple[Route, ...] = (
     *messages.ROUTES,
     *definitions.ROUTES,
     *log.ROUTES,
-    *broker.ROUTES,
     Route("GET", "/api/openapi.json", openapi),
 )
 

@@ -1,11 +1,18 @@
-"""GET /api/broker/log?lines=N: the broker's most recent log records, for the web console's log
-page (the Qpid broker manual's management console shows the broker's logging; RabbitMQ's
-console leaves the log to the node's files).
+"""The broker's log over HTTP, for administrators: its level, and its most recent records.
 
-The records come from a ring buffer on the broker's logger, kept while the HTTP listener runs
-(from just before it listens until it stops): the newest `CAPACITY` records that the logger's
-level lets through, each as the JSON object the broker's `json` log format writes (ts, level,
-logger, msg and the record's fields). Administrators only: the log names users, client
+GET and PUT /api/broker/log-level: BatonMQ's own endpoint (RabbitMQ changes a node's level with
+`rabbitmqctl set_log_level`, not over HTTP; the Qpid manual's management lists
+"LoggingManagement: Dynamically control Qpid logging level"). The body is {"level": LEVEL}, one
+of the levels the `log.level` setting takes; as in the MQ 3.5 admin guide (Table 2-7), the
+broker then logs that level "and all higher categories". The change lasts until the broker
+stops: it starts again at its configured level.
+
+GET /api/broker/log?lines=N: the newest records, for the web console's log page (the Qpid broker
+manual's management console shows the broker's logging; RabbitMQ's console leaves the log to the
+node's files). They come from a ring buffer on the broker's logger, kept while the HTTP listener
+runs (from just before it listens until it stops): the newest `CAPACITY` records that the
+logger's level lets through, each as the JSON object the broker's `json` log format writes (ts,
+level, logger, msg and the record's fields). Administrators only: the log names users, client
 addresses and the objects of every virtual host.
 """
 
@@ -19,11 +26,15 @@ from typing import Final
 
 from aiohttp import web
 
+from batonmq.config.schema import LOG_LEVELS
 from batonmq.log import ROOT_LOGGER, JsonFormatter
+from batonmq.management import call as calls
 from batonmq.management import problems
 from batonmq.management.access import Tag
-from batonmq.management.call import Call, answer
+from batonmq.management.call import Call, answer, no_content
 from batonmq.management.route import Route
+
+log = logging.getLogger(__name__)
 
 #: How many records the ring buffer keeps; also the most `lines` may ask for.
 CAPACITY: Final = 1000
@@ -72,6 +83,28 @@ def keep_recent_log(app: web.Application) -> None:
     app.cleanup_ctx.append(attached)
 
 
+async def get_log_level(call: Call) -> web.Response:
+    """The broker's log level now.
+
+    Read from the broker's logger, which the engine's log-level change sets: the answer is the
+    level in force, whether it came from the configuration or from a change."""
+    threshold = logging.getLogger(ROOT_LOGGER).getEffectiveLevel()
+    return answer({"level": logging.getLevelName(threshold).lower()})
+
+
+async def put_log_level(call: Call) -> web.Response:
+    """Change the broker's log level until it stops."""
+    body = await call.body()
+    calls.required(body, "level")
+    level = calls.text(body, "level")
+    if level is None or level not in LOG_LEVELS:
+        raise problems.bad_request(f"level must be one of {', '.join(LOG_LEVELS)}")
+    call.api.set_log_level(level)
+    # At warning, so that the change shows at any level but error.
+    log.warning("log level changed", extra={"log_level": level, "user": call.caller.name})
+    return no_content()
+
+
 async def recent_log(call: Call) -> web.Response:
     """Query: lines (1 to CAPACITY, default DEFAULT_LINES)."""
     text = call.query("lines") or str(DEFAULT_LINES)
@@ -81,4 +114,14 @@ async def recent_log(call: Call) -> web.Response:
     return answer([json.loads(line) for line in recent.newest(int(text))])
 
 
-ROUTES = (Route("GET", "/api/broker/log", recent_log, Tag.ADMINISTRATOR),)
+ROUTES = (
+    Route("GET", "/api/broker/log-level", get_log_level, Tag.ADMINISTRATOR),
+    Route(
+        "PUT",
+        "/api/broker/log-level",
+        put_log_level,
+        Tag.ADMINISTRATOR,
+        answers=("204", "changed"),
+    ),
+    Route("GET", "/api/broker/log", recent_log, Tag.ADMINISTRATOR),
+)
