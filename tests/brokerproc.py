@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -9,10 +10,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
+
+import pika
+import pika.exceptions
+from pika.adapters.blocking_connection import BlockingChannel
 
 
 def free_port() -> int:
@@ -330,3 +335,17 @@ def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30.0) 
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def confirming_channel(broker: RunningBroker) -> Iterator[BlockingChannel]:
+    """A pika channel in confirm mode on a connection of its own, closed afterwards (quietly:
+    the test may have killed the broker)."""
+    connection = pika.BlockingConnection(pika.URLParameters(broker.url))
+    try:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        yield channel
+    finally:
+        with contextlib.suppress(pika.exceptions.AMQPError):
+            connection.close()

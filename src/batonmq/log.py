@@ -25,6 +25,8 @@ import sys
 from datetime import UTC, datetime
 from typing import TextIO
 
+from batonmq.logcodes import code_of
+
 __all__ = ["FORMATS", "LEVELS", "JsonFormatter", "TextFormatter", "configure_logging"]
 
 #: The broker's loggers all live under this name.
@@ -45,7 +47,7 @@ _STANDARD_ATTRIBUTES = frozenset(
 ) | {"message", "asctime", "taskName"}
 
 # The fields every line starts with; an extra field of the same name is renamed "extra.<name>".
-_FIXED_FIELDS = ("ts", "level", "logger", "msg", "exc", "stack")
+_FIXED_FIELDS = ("ts", "level", "logger", "msg", "logcode", "exc", "stack")
 
 
 def _timestamp(record: logging.LogRecord) -> str:
@@ -54,13 +56,16 @@ def _timestamp(record: logging.LogRecord) -> str:
 
 
 def _fields(formatter: logging.Formatter, record: logging.LogRecord) -> dict[str, object]:
-    """The record as ordered fields: ts, level, logger, msg, the extras, then exc and stack."""
+    """The record as ordered fields: ts, level, logger, msg, its code (`batonmq.logcodes`) for
+    a line of the broker's own, the extras, then exc and stack."""
     fields: dict[str, object] = {
         "ts": _timestamp(record),
         "level": record.levelname.lower(),
         "logger": record.name,
         "msg": record.getMessage(),
     }
+    if record.name.startswith(ROOT_LOGGER) and (code := code_of(str(fields["msg"]))):
+        fields["logcode"] = code
     for name, value in vars(record).items():
         if name not in _STANDARD_ATTRIBUTES:
             fields[f"extra.{name}" if name in _FIXED_FIELDS else name] = value

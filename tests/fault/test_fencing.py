@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
 import pika
 import pika.exceptions
 import pytest
-from pika.adapters.blocking_connection import BlockingChannel
 
 from batonmq.server.app import EXIT_FENCED
-from tests.brokerproc import RunningBroker, failed_start, start_broker, wait_until
+from tests.brokerproc import (
+    confirming_channel,
+    failed_start,
+    start_broker,
+    wait_until,
+)
 from tests.pgserver import ThrowawayServer
 
 pytestmark = pytest.mark.integration
@@ -42,18 +45,6 @@ def _sql(server: ThrowawayServer, statement: str) -> object:
             await connection.close()
 
     return asyncio.run(run())
-
-
-@contextlib.contextmanager
-def _channel(broker: RunningBroker) -> Iterator[BlockingChannel]:
-    connection = pika.BlockingConnection(pika.URLParameters(broker.url))
-    try:
-        channel = connection.channel()
-        channel.confirm_delivery()
-        yield channel
-    finally:
-        with contextlib.suppress(pika.exceptions.AMQPError):
-            connection.close()
 
 
 def _stored_entries(server: ThrowawayServer) -> object:
@@ -76,7 +67,7 @@ def test_one_broker_owns_a_postgres_store_and_a_superseded_one_stops_writing_and
     }
     first = start_broker(tmp_path / "first", environment=environment)
     assert first.process is not None
-    with _channel(first) as channel:
+    with confirming_channel(first) as channel:
         channel.queue_declare("orders", durable=True)
         channel.basic_publish("", "orders", b"before", PERSISTENT)
 
@@ -90,7 +81,7 @@ def test_one_broker_owns_a_postgres_store_and_a_superseded_one_stops_writing_and
     server.start()
     refused = failed_start(tmp_path / "second", environment)
     assert f"pid {first.process.pid}" in refused, refused
-    with _channel(first) as channel:
+    with confirming_channel(first) as channel:
         channel.basic_publish("", "orders", b"after the restart", PERSISTENT)
         assert channel.queue_declare("orders", passive=True).method.message_count == 2
     assert _stored_entries(server) == 2
@@ -98,7 +89,7 @@ def test_one_broker_owns_a_postgres_store_and_a_superseded_one_stops_writing_and
     # A takeover bumps the epoch from outside: the first broker's next write fails, nothing it
     # meant to write gets in, and it logs why and exits non-zero.
     _sql(server, f"UPDATE {SCHEMA}.brokers SET epoch = epoch + 1")
-    with _channel(first) as channel, contextlib.suppress(pika.exceptions.AMQPError):
+    with confirming_channel(first) as channel, contextlib.suppress(pika.exceptions.AMQPError):
         channel.basic_publish("", "orders", b"fenced", PERSISTENT)
         pytest.fail("a publish after the takeover was confirmed")
     assert first.wait(timeout=30) == EXIT_FENCED
@@ -138,10 +129,10 @@ def test_a_broker_restarted_after_a_crash_takes_its_store_back_at_once(
         "BATONMQ__PERSIST__POSTGRES__DSN": postgres_throwaway_server.admin_dsn,
     }
     broker = start_broker(tmp_path, environment=environment)
-    with _channel(broker) as channel:
+    with confirming_channel(broker) as channel:
         channel.queue_declare("orders", durable=True)
         channel.basic_publish("", "orders", b"kept", PERSISTENT)
     broker.kill()
     again = start_broker(tmp_path, environment=environment)
-    with _channel(again) as channel:
+    with confirming_channel(again) as channel:
         assert channel.queue_declare("orders", passive=True).method.message_count == 1

@@ -9,6 +9,7 @@ import base64
 import json
 import socket
 import tempfile
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -107,6 +108,24 @@ def test_lists_show_what_pika_clients_opened(broker: RunningBroker) -> None:
         assert overview["object_totals"]["consumers"] == 1
         assert overview["queue_totals"]["messages"] == 3
         assert {"protocol": "amqp", "port": broker.port}.items() <= overview["listeners"][0].items()
+
+
+def test_the_overview_shows_the_publish_rate(broker: RunningBroker) -> None:
+    """RabbitMQ's /api/overview: message_stats.publish_details.rate, messages per second over
+    the last statistics interval (5 s)."""
+    with connect(broker) as connection:
+        channel = connection.channel()
+        channel.queue_declare("rated")
+        deadline = time.monotonic() + 20
+        rate = 0.0
+        while rate == 0.0 and time.monotonic() < deadline:
+            for _ in range(50):
+                channel.basic_publish("", "rated", b"x")
+            time.sleep(0.5)
+            _, overview = call(broker, "GET", "/api/overview")
+            assert isinstance(overview, dict)
+            rate = overview["message_stats"].get("publish_details", {}).get("rate", 0.0)
+    assert rate > 0
 
 
 def test_queues_are_declared_purged_and_deleted_over_http(broker: RunningBroker) -> None:

@@ -7,7 +7,9 @@ shell block is run command by command, each by the runner that `_runner` picks f
 words; a command no runner knows fails `test_every_block_is_known`, so a new block cannot go
 untested by accident. `NOT_RUN` names the blocks that are not run, each with the reason. The
 placeholders the README writes for the reader to fill in (DIR, FILE, [--json], a|b) are filled
-in by `_expanded`, and /tmp paths are moved under the test's own directory.
+in by `_expanded`, and /tmp paths are moved under the test's own directory. A ```python block
+is a Spark job, which tests/integration/test_spark.py runs on the local Spark its tests share, or
+a client of an HA cluster, which tests/fault/test_client_failover.py runs against one.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from tests.brokerproc import (
     start_broker,
     wait_until,
 )
+from tests.httpapi import call
 
 pytestmark = pytest.mark.integration
 
@@ -183,6 +186,30 @@ def _run_batonctl(tokens: list[str], sandbox: Sandbox) -> None:
         wait_until(lambda: "ACL reloaded" in broker.log(), "the broker to reload its ACL")
 
 
+#: The batonctl command groups that talk to a running broker (the others work on its data).
+LIVE_GROUPS = ("status", "list", "query", "pause", "resume", "purge", "delete", "close",
+               "metrics", "log", "definitions")  # fmt: skip
+
+
+def _run_live_batonctl(tokens: list[str], sandbox: Sandbox) -> None:
+    """A batonctl command for a running broker: the block's broker, started for its first
+    command with its HTTP API on a free port (which BATONCTL_URL names) and the queue `orders`
+    the README's commands name, holding a message."""
+    if sandbox.broker is None:
+        broker = start_broker(sandbox.directory, http=True, environment=sandbox.environment)
+        sandbox.broker = broker
+        sandbox.environment["BATONCTL_URL"] = f"http://127.0.0.1:{broker.http_port}"
+        assert call(broker, "PUT", "/api/queues/%2F/orders", {"durable": True})[0] == 201
+        published = {"routing_key": "orders", "payload": "o1", "payload_encoding": "string",
+                     "properties": {}}  # fmt: skip
+        assert call(broker, "POST", "/api/exchanges/%2F/amq.default/publish", published) == (
+            200,
+            {"routed": True},
+        )
+    for argv in _expanded(tokens, sandbox):
+        _succeeds(argv, sandbox, sandbox.directory)
+
+
 def _clone(sandbox: Sandbox) -> Path:
     """A clone of this repository (with its history: HEAD~1 is named) to run git in."""
     clone = sandbox.path("clone")
@@ -260,6 +287,8 @@ def _runner(command: str) -> Runner | None:
     words = shlex.split(command)
     if words[:1] == ["batonctl"] and words[1:2] in (["db"], ["user"], ["vhost"], ["acl"]):
         return _on_words(_run_batonctl)
+    if words[:1] == ["batonctl"] and words[1:2] and words[1] in LIVE_GROUPS:
+        return _on_words(_run_live_batonctl)
     if words[:2] == ["git", "worktree"]:
         return _on_words(_run_git)
     if words[:3] == ["python", "-m", "benchmarks.compare"]:
@@ -285,7 +314,9 @@ def test_every_block_is_known() -> None:
     languages = {f"README.md:{block.line}": block.language for block in BLOCKS}
 
     assert unknown == []
-    assert set(languages.values()) <= {"toml", "sh"}, languages
+    assert set(languages.values()) <= {"toml", "sh", "python"}, languages
+    python = [block.text for block in BLOCKS if block.language == "python"]
+    assert all("import batonmq.spark" in text or "def consume(" in text for text in python)
     assert set(NOT_RUN) <= {"\n".join(block.commands()) for block in BLOCKS}
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from batonmq.config import ConfigError, load_config
 from batonmq.config.cluster import ClusterConfig, HeartbeatConfig, MonitorConfig
+from batonmq.store.configured import postgres_schema, store_broker_id
 
 HA_MEMBER = {
     "cluster.ha": True,
@@ -88,16 +89,16 @@ def test_an_ha_member_needs_both_identifiers(missing: str, environ: dict[str, st
     assert raised.value.problem == "must be set when cluster.ha is true"
 
 
-def test_a_complete_ha_member_is_refused_until_clusters_are_served(
+def test_a_complete_ha_member_is_accepted_and_owns_the_clusters_shared_schema(
     environ: dict[str, str],
 ) -> None:
-    """A broker never claims to be a cluster member it cannot be: until heartbeats and takeover
-    run, ha = true stops the broker with an error naming the key."""
-    with pytest.raises(ConfigError) as raised:
-        load_config(environ=environ, overrides=HA_MEMBER)
+    """Table 1's required properties make an HA member; its rows are its broker id's, in the
+    cluster's shared store (Table 8: tables suffixed C<clusterID>)."""
+    config = load_config(environ=environ, overrides=HA_MEMBER)
 
-    assert raised.value.key == "cluster.ha"
-    assert "not served by this release yet" in raised.value.problem
+    assert config.cluster.ha
+    assert store_broker_id(config) == config.cluster.brokerid
+    assert postgres_schema(config) == "batonmq_c_" + config.cluster.clusterid.lower()
 
 
 def test_the_heartbeat_settings_are_checked(environ: dict[str, str]) -> None:

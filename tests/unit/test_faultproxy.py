@@ -26,19 +26,37 @@ QUIET = 0.5
 
 @dataclass
 class EchoLog:
-    """What the echo server received, per connection, and which connections it saw end."""
+    """What the echo server received, per connection, and which connections it saw end.
+
+    A connection is logged when its handler thread starts, which may be after the proxy has
+    already forwarded, cut and closed it: `wait_ended` waits for the entry to appear too."""
 
     received: list[bytearray] = field(default_factory=list)
     ended: list[threading.Event] = field(default_factory=list)
+    opened: threading.Condition = field(default_factory=threading.Condition)
+
+    def add(self) -> tuple[bytearray, threading.Event]:
+        entry = bytearray(), threading.Event()
+        with self.opened:
+            self.received.append(entry[0])
+            self.ended.append(entry[1])
+            self.opened.notify_all()
+        return entry
+
+    def wait_ended(self, index: int, timeout: float = 10) -> bool:
+        """Whether connection `index` was seen and ended within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        with self.opened:
+            if not self.opened.wait_for(lambda: len(self.ended) > index, timeout):
+                return False
+        return self.ended[index].wait(max(0.0, deadline - time.monotonic()))
 
 
 class EchoHandler(socketserver.BaseRequestHandler):
     server: EchoServer
 
     def handle(self) -> None:
-        received, ended = bytearray(), threading.Event()
-        self.server.log.received.append(received)
-        self.server.log.ended.append(ended)
+        received, ended = self.server.log.add()
         try:
             while chunk := self.request.recv(65536):
                 received += chunk
@@ -127,7 +145,7 @@ def test_drop_closes_both_sides_of_an_open_connection(
     assert receive(client, 5) == b"hello"
     proxy.set_mode(DropMode())
     assert is_closed(client)
-    assert echo.log.ended[0].wait(10)
+    assert echo.log.wait_ended(0)
 
 
 def test_drop_closes_a_new_connection_at_once(proxy: FaultProxy):
@@ -175,7 +193,7 @@ def test_cut_forwards_k_bytes_then_closes_both_sides(
     assert receive(client, 4) == b"0123"
     proxy.set_mode(Cut(after_bytes=5))
     client.sendall(b"abcdefghij")
-    assert echo.log.ended[0].wait(10)
+    assert echo.log.wait_ended(0)
     assert echo.log.received[0] == b"0123abcde"
     # The client's side is closed as soon as the cut is written: the server's echo of it has
     # no way back, save a part that was quicker than the close.
@@ -189,7 +207,7 @@ def test_cut_counts_a_new_connection_from_its_start(echo: EchoServer, proxy: Fau
     with socket.create_connection((proxy.host, proxy.port), timeout=10) as sock:
         sock.sendall(b"abcdef")
         assert b"abc".startswith(receive(sock, 6))
-    assert echo.log.ended[0].wait(10)
+    assert echo.log.wait_ended(0)
     assert echo.log.received[0] == b"abc"
 
 
@@ -201,5 +219,5 @@ def test_a_cut_to_the_client_counts_the_server_to_client_stream(
     proxy.set_mode(Cut(after_bytes=4, to_client=True))
     client.sendall(b"abcdefgh")
     assert receive(client, 8) == b"abcd"
-    assert echo.log.ended[0].wait(10)
+    assert echo.log.wait_ended(0)
     assert proxy.connections[0].cut_at == 4

@@ -42,7 +42,8 @@ def test_text_line() -> None:
 
     [line] = lines(stream)
     assert re.fullmatch(
-        rf'{TIMESTAMP.pattern} info batonmq\.server msg="listening" addr=0\.0\.0\.0 port=5672',
+        rf'{TIMESTAMP.pattern} info batonmq\.server msg="listening" logcode=BMQ-1002 '
+        r"addr=0\.0\.0\.0 port=5672",
         line,
     )
 
@@ -89,13 +90,14 @@ def test_json_line_has_fixed_fields_then_extras() -> None:
 
     [line] = lines(stream)
     record = json.loads(line)
-    assert list(record)[:4] == ["ts", "level", "logger", "msg"]
+    assert list(record)[:5] == ["ts", "level", "logger", "msg", "logcode"]
     assert TIMESTAMP.fullmatch(record["ts"])
     assert record == {
         "ts": record["ts"],
         "level": "debug",
         "logger": "batonmq.server",
         "msg": "listening",
+        "logcode": "BMQ-1002",
         "addr": "0.0.0.0",
         "port": 5672,
         "tls": False,

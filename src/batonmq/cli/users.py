@@ -7,9 +7,12 @@
     batonctl user list
     batonctl user import FILE --format plain|base64md5
 
-Users live in the broker's store, with salted scrypt password hashes (never the password). The
-commands work on the store while no broker runs on it (they take its lock, as `batonctl db
-upgrade` does); a broker reads its users when it starts. `import` reads the password files of
+Users live in the broker's store, with salted scrypt password hashes (never the password). With
+a data directory (--data-dir, --config ...), the commands work on the store while no broker runs
+on it (they take its lock, as `batonctl db upgrade` does); a broker reads its users when it
+starts. Without one, or with an option of the running broker's (--url, --user ...), add, passwd,
+tags and delete go to the running broker over its HTTP API (as an administrator), in force at
+once. `import` reads the password files of
 the seed (§2.1.1): plain `user:password` lines, hashed as they are imported, or Base64MD5 ones,
 which are kept as they are (MD5 is weak: each is replaced by scrypt at the user's next login).
 Without --password or --password-stdin the password is asked for on the terminal, twice.
@@ -22,10 +25,11 @@ alone removes them.
 from __future__ import annotations
 
 import argparse
-import getpass
 import sys
 from pathlib import Path
 
+from batonmq.cli.live import accounts
+from batonmq.cli.passwords import add_password_options, check_user_name, new_password
 from batonmq.cli.storecommand import (
     PROG,
     CommandFailed,
@@ -55,26 +59,28 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     commands = group.add_subparsers(
         title="commands", dest="command", metavar="COMMAND", required=True
     )
-    for name, help_text, handler in (
-        ("add", "add a user", _add),
-        ("passwd", "set a user's password", _passwd),
+    for name, help_text, handler, live, what in (
+        ("add", "add a user", _add, accounts.add_user, "cannot add user '{name}'"),
+        (
+            "passwd",
+            "set a user's password",
+            _passwd,
+            accounts.change_password,
+            "cannot change the password of user '{name}'",
+        ),
     ):
         command = commands.add_parser(
             name, help=help_text, description=f"{help_text.capitalize()}."
         )
         command.add_argument("name", metavar="NAME")
-        source = command.add_mutually_exclusive_group()
-        source.add_argument("--password", metavar="PW", help="the password (visible to `ps`)")
-        source.add_argument(
-            "--password-stdin", action="store_true", help="read the password from stdin"
-        )
+        add_password_options(command)
         command.add_argument(
             "--tags",
             metavar="TAGS",
             help="management tags, comma-separated: administrator, monitoring, policymaker, "
             "management",
         )
-        command.set_defaults(handler=handler)
+        command.set_defaults(handler=handler, live=live, what=what)
     tagging = commands.add_parser(
         "tags",
         help="set a user's management tags",
@@ -82,10 +88,14 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     tagging.add_argument("name", metavar="NAME")
     tagging.add_argument("tags", metavar="TAGS", nargs="*")
-    tagging.set_defaults(handler=_set_tags)
+    tagging.set_defaults(
+        handler=_set_tags, live=accounts.set_tags, what="cannot set the tags of user '{name}'"
+    )
     delete = commands.add_parser("delete", help="delete a user", description="Delete a user.")
     delete.add_argument("name", metavar="NAME")
-    delete.set_defaults(handler=_delete)
+    delete.set_defaults(
+        handler=_delete, live=accounts.delete_user, what="cannot delete user '{name}'"
+    )
     listing = commands.add_parser("list", help="list the users", description="List the users.")
     listing.set_defaults(handler=_list)
     importing = commands.add_parser(
@@ -104,44 +114,6 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--replace", action="store_true", help="replace the passwords of users that exist"
     )
     importing.set_defaults(handler=_import)
-
-
-def _password(args: argparse.Namespace) -> str:
-    if args.password is not None:
-        password: str = args.password
-    elif args.password_stdin:
-        password = _stdin_line()
-    else:
-        password = _asked(args.name)
-    if not password:
-        raise CommandFailed("the password is empty")
-    return password
-
-
-def _stdin_line() -> str:
-    """The first line of stdin, without its end ("" at the end of input). Decoded strictly:
-    a password is UTF-8 text (sys.stdin would let undecodable bytes in as surrogates)."""
-    if sys.stdin is None:
-        raise CommandFailed("cannot read the password: stdin is closed")
-    try:
-        return sys.stdin.buffer.readline().decode("utf-8").rstrip("\r\n")
-    except (OSError, UnicodeDecodeError) as error:
-        raise CommandFailed(f"cannot read the password from stdin: {error}") from None
-
-
-def _asked(name: str) -> str:
-    """The password typed twice on the terminal. Without one, getpass would read stdin with
-    the echo on, after warnings over several lines: refused instead, naming the way to go."""
-    if sys.stdin is None or not sys.stdin.isatty():
-        raise CommandFailed("no terminal to ask for the password on: give it with --password-stdin")
-    try:
-        password = getpass.getpass(f"Password for {name}: ")
-        again = getpass.getpass("Again: ")
-    except EOFError:  # Ctrl-D at the prompt
-        raise CommandFailed("no password given (end of input)") from None
-    if again != password:
-        raise CommandFailed("the passwords do not match")
-    return password
 
 
 async def _names(store: Store) -> set[str]:
@@ -189,9 +161,8 @@ def _set_password(args: argparse.Namespace, config: Config, *, adding: bool) -> 
 def _new_credential(name: str, args: argparse.Namespace) -> Credential:
     """The scrypt credential of the password given for `name` (CommandFailed when the name or
     the password will not do)."""
-    if not name or name != name.strip() or ":" in name:
-        raise CommandFailed(f"invalid user name {name!r}")
-    return Credential.from_password(_password(args))
+    check_user_name(name)
+    return Credential.from_password(new_password(args))
 
 
 def _set_tags(args: argparse.Namespace, config: Config) -> int:

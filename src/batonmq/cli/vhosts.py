@@ -4,9 +4,12 @@
     batonctl vhost delete NAME
     batonctl vhost list
 
-Virtual hosts live in the broker's store; the commands work on it while no broker runs on it
-(they take its lock). Deleting one deletes everything in it: its exchanges, queues, bindings and
-messages. The configured default virtual host (broker.default_vhost) always exists: a broker
+Virtual hosts live in the broker's store. With a data directory (--data-dir, --config ...), the
+commands work on it while no broker runs on it (they take its lock); without one, or with an
+option of the running broker's (--url, --user ...), add and delete go to the running broker
+over its HTTP API (as an administrator).
+Deleting one deletes everything in it: its exchanges, queues, bindings and messages. The
+configured default virtual host (broker.default_vhost) always exists: a broker
 creates it at start, and it cannot be deleted.
 """
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 
+from batonmq.cli.live import accounts
 from batonmq.cli.storecommand import CommandFailed, opened, require_store_file, run_on_store
 from batonmq.config import Config
 from batonmq.store.base import Store, WriteBatch
@@ -32,14 +36,16 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     add = commands.add_parser("add", help="add a virtual host", description="Add a virtual host.")
     add.add_argument("name", metavar="NAME")
-    add.set_defaults(handler=_add)
+    add.set_defaults(handler=_add, live=accounts.add_vhost, what="cannot add virtual host '{name}'")
     delete = commands.add_parser(
         "delete",
         help="delete a virtual host and everything in it",
         description="Delete a virtual host and its exchanges, queues, bindings and messages.",
     )
     delete.add_argument("name", metavar="NAME")
-    delete.set_defaults(handler=_delete)
+    delete.set_defaults(
+        handler=_delete, live=accounts.delete_vhost, what="cannot delete virtual host '{name}'"
+    )
     listing = commands.add_parser(
         "list", help="list the virtual hosts", description="List the virtual hosts."
     )

@@ -122,6 +122,12 @@ class FailureDetector:
                 effects.append(Suspected(peer))
         return effects
 
+    def claim_lost(self, peer: str, now: float) -> None:
+        """A takeover of the failed `peer` came to nothing (another broker won it, or it updated
+        the store again): it is watched anew from `now`, as a member just listed is."""
+        if peer in self._peers:
+            self._peers[peer] = _Peer(heard_at=now)
+
     def store_reading(self, peer: str, silent_for: float) -> list[Effect]:
         """A suspect's last store update is `silent_for` seconds old, as the store measures it."""
         known = self._peers.get(peer)

@@ -83,7 +83,8 @@ class HeartbeatService:
         self.on_heartbeat = on_heartbeat
         self._server: asyncio.Server | None = None
         self._senders: dict[str, tuple[tuple[str, int], asyncio.Task[None]]] = {}
-        self._receivers: set[asyncio.Task[None]] = set()
+        #: The connections heartbeats arrive on, and the tasks that read them.
+        self._receivers: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
 
     async def listen(self, host: str, port: int) -> tuple[str, int]:
         """Start the heartbeat service; returns the address it listens on."""
@@ -103,13 +104,18 @@ class HeartbeatService:
                 self._senders[broker] = (address, task)
 
     async def close(self) -> None:
-        tasks = [task for _, task in self._senders.values()] + list(self._receivers)
+        senders = [task for _, task in self._senders.values()]
         self._senders.clear()
         if self._server is not None:
             self._server.close()
-        for task in tasks:
+        for task in senders:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        # A receiver ends when its connection does: cancelled, it would be logged by asyncio's
+        # own callback on the server's handler task (Python 3.11 calls task.exception() there).
+        receivers = list(self._receivers)
+        for writer in self._receivers.values():
+            writer.close()
+        await asyncio.gather(*senders, *receivers, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
 
@@ -135,7 +141,7 @@ class HeartbeatService:
     async def _receive(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._receivers.add(task)
+        self._receivers[task] = writer
         peer = writer.get_extra_info("peername")
         try:
             first = parse_line(await reader.readline())
@@ -156,7 +162,7 @@ class HeartbeatService:
         except OSError:
             pass  # the member went away; the failure detector notices the silence
         finally:
-            self._receivers.discard(task)
+            self._receivers.pop(task, None)
             writer.close()
             with contextlib.suppress(OSError):
                 await writer.wait_closed()

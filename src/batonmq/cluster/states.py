@@ -27,3 +27,15 @@ class BrokerState(enum.StrEnum):
     FAILOVER_STARTED = "FAILOVER_STARTED"
     #: ... and its state now belongs to the survivor.
     FAILOVER_COMPLETE = "FAILOVER_COMPLETE"
+    #: Not running, its lease released (the MQ 4.0 JMX guide's BrokerState.BROKER_DOWN).
+    BROKER_DOWN = "BROKER_DOWN"
+
+
+def member_state(stored: str) -> BrokerState:
+    """The state of a member as its store record gives it: the lease's "running" and "stopped",
+    or a failover state (`batonmq.store.members`)."""
+    if stored == "running":
+        return BrokerState.OPERATING
+    if stored == "stopped":
+        return BrokerState.BROKER_DOWN
+    return BrokerState(stored)

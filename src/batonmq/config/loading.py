@@ -367,9 +367,3 @@ def _check_cluster(config: Config, values: Mapping[str, _Value]) -> None:
                 source=_source(values, "cluster.ha"),
                 key=f"cluster.{name}",
             )
-    raise ConfigError(
-        "HA clusters are not served by this release yet (failure detection is built, the "
-        "members' heartbeats and takeover are not): set it to false",
-        source=_source(values, "cluster.ha"),
-        key="cluster.ha",
-    )

@@ -29,6 +29,7 @@ from batonmq.config.protection import (
 )
 from batonmq.config.security import AclConfig, AuthConfig
 from batonmq.config.storage import MessageConfig, PersistConfig
+from batonmq.config.telemetry import MetricsConfig
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -65,6 +66,7 @@ class Config:
     persist: PersistConfig = field(default_factory=PersistConfig)
     message: MessageConfig = field(default_factory=MessageConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
 
 

@@ -27,6 +27,7 @@ from batonmq.engine.apibase import ApiError
 from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.counters import ChannelCounters, message_totals
 from batonmq.engine.events import EventKind
+from batonmq.engine.membership import ClusterService, MemberInfo, member_info
 from batonmq.engine.messageapi import MessageApi
 from batonmq.engine.snapshots import (
     BindingInfo,
@@ -40,6 +41,7 @@ from batonmq.engine.snapshots import (
     UserCredential,
     UserInfo,
 )
+from batonmq.engine.takeover import TakeoverOutcome
 from batonmq.engine.topology import TopologyApi
 from batonmq.engine.vhost import RESERVED_PREFIX, VirtualHost
 from batonmq.model.destination import DestinationKind
@@ -48,7 +50,7 @@ from batonmq.security.acl import AclError
 from batonmq.security.authn import AuthenticationError, Decided, LoginAttempt
 from batonmq.security.passwords import Credential, MalformedHashError
 from batonmq.stats import REGISTRY, Scope
-from batonmq.store.base import StoredUser
+from batonmq.store.base import StoredUser, StoreError
 
 __all__ = ["ApiError", "EngineApi"]
 
@@ -210,10 +212,18 @@ class EngineApi(TopologyApi, MessageApi):
             consumers=sum(len(channel.consumers) for channel in channels),
             messages_ready=sum(queue.message_count for queue in queues),
             alarms=dict(broker.alarms),
-            message_totals=message_totals(
-                broker.closed_channels, (channel.counters for channel in channels)
-            ),
+            message_totals=self._message_totals(),
+            message_rates=dict(broker.rates.rates),
         )
+
+    def sample_rates(self) -> None:
+        """Take a sample of the broker's message totals for its message rates."""
+        self.broker.rates.sample(self._message_totals())
+
+    def _message_totals(self) -> ChannelCounters:
+        channels = (session.channels.values() for session in self._sessions())
+        counters = (channel.counters for of_session in channels for channel in of_session)
+        return message_totals(self.broker.closed_channels, counters)
 
     def statistics(self) -> list[StatisticsReading]:
         """Every statistic of the registry (batonmq.stats), read now: the broker's, then each
@@ -536,6 +546,40 @@ class EngineApi(TopologyApi, MessageApi):
         finally:
             broker.vhosts_deleting.discard(name)
         broker.events.publish(EventKind.VHOST_DELETED, name, name)
+
+    # An HA cluster (`batonctl list bkr`, `query bkr`, `takeover bkr`; /api/nodes) ----------
+
+    def _cluster(self) -> ClusterService:
+        cluster = self.broker.cluster
+        if cluster is None:
+            raise ApiError(
+                ReplyCode.NOT_FOUND, "this broker is not a member of an HA cluster (cluster.ha)"
+            )
+        return cluster
+
+    async def cluster_members(self) -> list[MemberInfo]:
+        """Every member of this broker's HA cluster as the shared store records it, with the
+        messages each holds there (MQ 4.1 HA guide, Example 1); this broker's own state as it
+        is now."""
+        cluster = self._cluster()
+        try:
+            listed = await cluster.listed_members()
+        except StoreError as error:
+            raise ApiError(ReplyCode.INTERNAL_ERROR, str(error)) from error
+        return [member_info(member, cluster) for member in listed]
+
+    async def take_over_broker(self, broker_id: str, *, force: bool = False) -> TakeoverOutcome:
+        """Take member `broker_id` over now (`imqcmd takeover bkr -n ID`): once its store lease
+        has run out, or at once with `force` (`-f`), which fences it if it still runs. The
+        outcome says whether this broker won the claim; 404 for a broker the store does not
+        record; 406 for this broker itself."""
+        cluster = self._cluster()
+        if broker_id == cluster.broker_id:
+            raise ApiError(ReplyCode.PRECONDITION_FAILED, "a broker cannot take itself over")
+        listed = {member.broker_id for member in await self.cluster_members()}
+        if broker_id not in listed:
+            raise ApiError(ReplyCode.NOT_FOUND, f"no broker {broker_id!r} in this cluster")
+        return await cluster.take_over(broker_id, force=force)
 
     def reload_acl(self) -> None:
         """Read the ACL files again (as SIGHUP does): in force from the next access check of

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from pamqp.common import FieldTable
 
@@ -19,6 +19,7 @@ from batonmq.engine.access import AccessControl
 from batonmq.engine.autocreate import AutocreatePolicy
 from batonmq.engine.counters import BrokerCounters, ChannelCounters
 from batonmq.engine.events import EventFeed, EventKind
+from batonmq.engine.rates import MessageRates
 from batonmq.engine.vhost import VirtualHost
 from batonmq.logrepeat import CoalescingLog
 from batonmq.queues.holdings import Holdings
@@ -30,7 +31,14 @@ from batonmq.store.base import Store
 from batonmq.store.journal import Journal
 
 if TYPE_CHECKING:
+    from batonmq.engine.membership import ClusterService
     from batonmq.engine.session import Session
+
+#: The topic exchanges of the default virtual host on which the broker tells about itself: metrics
+#: snapshots (Sun MQ 3.5's metrics topics) and the event feed (RabbitMQ's event exchange).
+METRICS_EXCHANGE: Final = "amq.batonmq.metrics"
+EVENTS_EXCHANGE: Final = "amq.batonmq.events"
+BROKER_TOPICS: Final = (METRICS_EXCHANGE, EVENTS_EXCHANGE)
 
 #: What the server tells clients it can do (connection.start server-properties "capabilities").
 #: Only what works: each is exercised by the integration tests.
@@ -125,8 +133,12 @@ class Broker:
     counters: BrokerCounters = field(init=False, default_factory=BrokerCounters)
     #: What happens to connections, channels, consumers, queues, exchanges and alarms.
     events: EventFeed = field(init=False, default_factory=EventFeed)
+    #: This broker as an HA cluster member (cluster.ha), set by the member runtime.
+    cluster: ClusterService | None = field(init=False, default=None)
     #: What the channels that closed had counted (the broker's totals add the open ones).
     closed_channels: ChannelCounters = field(init=False, default_factory=ChannelCounters)
+    #: The rates of the broker's message totals, sampled by the server at an interval.
+    rates: MessageRates = field(init=False, default_factory=MessageRates)
     #: Connection ids, stable for the broker's life and never reused.
     _connection_ids: itertools.count[int] = field(
         init=False, default_factory=lambda: itertools.count(1)
@@ -142,7 +154,9 @@ class Broker:
         self.journal = Journal(self.store)
         self.streams = StreamStorage(settings.streams_dir)
         self.vhosts = {}
-        self.add_vhost(settings.default_vhost)
+        default = self.add_vhost(settings.default_vhost)
+        for name in BROKER_TOPICS:
+            default.add_builtin_exchange(name, "topic")
         self.authenticator = Authenticator(guest_loopback_only=settings.guest_loopback_only)
         self.connection_settings = ConnectionSettings(
             server_properties=server_properties(settings.name),

@@ -31,4 +31,4 @@ def each(
         try:
             step(item)
         except Exception:
-            log.exception("%s failed; cleanup goes on", what, extra=dict(fields()))
+            log.exception("cleanup step failed: %s; cleanup goes on", what, extra=dict(fields()))

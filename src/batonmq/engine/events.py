@@ -34,6 +34,11 @@ class EventKind(enum.StrEnum):
     USER_DELETED = "user.deleted"
     VHOST_CREATED = "vhost.created"
     VHOST_DELETED = "vhost.deleted"
+    #: An HA cluster member began taking over a failed member (its id is the event's name), and
+    #: finished, or failed to (MQ 4.1 HA guide: mq.broker.takeover.start, .complete, .fail).
+    TAKEOVER_START = "takeover.start"
+    TAKEOVER_COMPLETE = "takeover.complete"
+    TAKEOVER_FAIL = "takeover.fail"
 
 
 @dataclass(frozen=True, slots=True)

@@ -144,7 +144,8 @@ class MemoryGuard:
     def _enter(self, state: MemoryState, used: int) -> None:
         previous, self.state = self.state, state
         worse = list(MemoryState).index(state) > list(MemoryState).index(previous)
-        (log.warning if worse else log.info)(
+        log.log(
+            logging.WARNING if worse else logging.INFO,
             "memory state %s: %d of %d bytes (%.0f%%)",
             state.value,
             used,

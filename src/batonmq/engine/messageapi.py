@@ -54,6 +54,25 @@ class MessageApi(ApiBase):
             target = checked_exchange(self.broker, user, host, exchange, routing_key, message)
             return await messages.publish(host, target, message, self.broker.journal)
 
+    def watched(self, exchange: str) -> bool:
+        """Whether anything is bound to `exchange` of the default virtual host: whether a
+        message the broker publishes there (`publish_as_broker`) would reach anyone."""
+        host = self.broker.vhosts.get(self.broker.settings.default_vhost)
+        target = host.exchanges.get(exchange) if host is not None else None
+        return target is not None and bool(len(target.router))
+
+    async def publish_as_broker(
+        self, exchange: str, routing_key: str, properties: commands.Basic.Properties, body: bytes
+    ) -> bool:
+        """Publish as the broker itself (no user, so no ACL) to `exchange` of the default
+        virtual host, as `publish` does otherwise; whether any queue took it."""
+        host = self._vhost(self.broker.settings.default_vhost)
+        message = Message(exchange, routing_key, encode_header_payload(properties, len(body)), body)
+        with refusals():
+            return await messages.publish(
+                host, host.exchanges[exchange], message, self.broker.journal
+            )
+
     def browse(
         self, user: str, vhost: str, name: str, start: int = 0, count: int | None = None
     ) -> list[BrowsedInfo]:

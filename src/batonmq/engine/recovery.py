@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pamqp.common import FieldTable
@@ -17,7 +18,13 @@ from batonmq.queues.arguments import InvalidArgument
 from batonmq.queues.types import queue_type
 from batonmq.routing.base import BindingArgumentError
 from batonmq.security.passwords import Credential, MalformedHashError
-from batonmq.store.base import Recovery, StoredQueue, StoredUser
+from batonmq.store.base import (
+    Recovery,
+    StoredBinding,
+    StoredExchange,
+    StoredQueue,
+    StoredUser,
+)
 
 log = logging.getLogger(__name__)
 
@@ -40,20 +47,44 @@ def restore(broker: Broker, recovery: Recovery) -> Recovered:
             broker.add_vhost(name)
     if broker.settings.default_vhost not in recovery.vhosts:
         broker.journal.put_vhost(broker.settings.default_vhost)
-    for stored_exchange in recovery.exchanges:
+    bindings = restore_definitions(broker, recovery.exchanges, recovery.queues, recovery.bindings)
+    messages = 0
+    for (vhost, name), backlogs in itertools.groupby(
+        recovery.backlogs, key=lambda backlog: (backlog.vhost, backlog.queue)
+    ):
+        queue = broker.vhosts[vhost].queues.get(name)
+        if queue is not None:
+            levels = list(backlogs)
+            queue.recover(levels)
+            messages += sum(level.count for level in levels)
+    return Recovered(len(recovery.exchanges), len(recovery.queues), bindings, messages)
+
+
+def restore_definitions(
+    broker: Broker,
+    exchanges: Iterable[StoredExchange],
+    queues: Iterable[StoredQueue],
+    bindings: Iterable[StoredBinding],
+) -> int:
+    """Recreate stored exchanges, queues and bindings that the broker does not have (at start,
+    none; after a takeover, those the failed broker alone had), without writing them again;
+    returns the number of bindings restored."""
+    for stored_exchange in exchanges:
         vhost = broker.vhosts.get(stored_exchange.vhost) or broker.add_vhost(stored_exchange.vhost)
         if stored_exchange.name not in vhost.exchanges:
             vhost.restore_exchange(stored_exchange)
-    for stored_queue in recovery.queues:
+    for stored_queue in queues:
         vhost = broker.vhosts.get(stored_queue.vhost) or broker.add_vhost(stored_queue.vhost)
+        if stored_queue.name in vhost.queues:
+            continue
         vhost.add_queue(
             stored_queue.name,
             durable=True,
             auto_delete=stored_queue.auto_delete,
             arguments=_usable_arguments(stored_queue),
         )
-    bindings = 0
-    for binding in recovery.bindings:
+    restored = 0
+    for binding in bindings:
         vhost = broker.vhosts[binding.vhost]
         if binding.destination_kind == DestinationKind.QUEUE.value:
             destination = Destination.queue(binding.destination)
@@ -80,17 +111,8 @@ def restore(broker: Broker, recovery: Recovery) -> Recovered:
                 extra={"source": binding.source, "destination": binding.destination},
             )
             continue
-        bindings += 1
-    messages = 0
-    for (vhost, name), backlogs in itertools.groupby(
-        recovery.backlogs, key=lambda backlog: (backlog.vhost, backlog.queue)
-    ):
-        queue = broker.vhosts[vhost].queues.get(name)
-        if queue is not None:
-            levels = list(backlogs)
-            queue.recover(levels)
-            messages += sum(level.count for level in levels)
-    return Recovered(len(recovery.exchanges), len(recovery.queues), bindings, messages)
+        restored += 1
+    return restored
 
 
 def _restore_users(broker: Broker, stored: list[StoredUser]) -> None:

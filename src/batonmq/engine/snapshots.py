@@ -119,6 +119,8 @@ class Overview:
     messages_ready: int
     alarms: dict[str, str]
     message_totals: ChannelCounters = field(default_factory=ChannelCounters)
+    #: Per second, by counter name, between the last two samples (empty before two).
+    message_rates: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -98,6 +98,11 @@ class VirtualHost:
 
     # Exchanges ----------------------------------------------------------------------------
 
+    def add_builtin_exchange(self, name: str, type_name: str) -> None:
+        """Add an exchange of the broker's own (as the standard ones: durable, made at every
+        start, never stored), before the store's bindings to it are recovered."""
+        self._create_exchange(name, type_name, durable=True)
+
     def declare_exchange(
         self,
         name: str,

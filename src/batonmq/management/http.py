@@ -10,6 +10,9 @@ check, throttle and guest rule), then needs a management tag, and the tag its ro
 (RabbitMQ: "Not management user", "Not administrator user", "Not monitor user"). Anything a
 handler refuses becomes RabbitMQ's JSON error body (`batonmq.management.problems`); a request
 that matches no route is a 404, a method the path does not take a 405, both with such a body.
+
+The web console (`console/`: HTML, CSS and JavaScript modules, no build step) is served at `/`
+and `/console/` without authentication; it logs in to the API as any client does.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import functools
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Final
 
 from aiohttp import web
 
@@ -28,6 +33,7 @@ from batonmq.management.access import Tag, basic_credentials, may_use_api
 from batonmq.management.call import MAX_BODY, Call, answer
 from batonmq.management.render import Node
 from batonmq.management.routes import ROUTES, Route
+from batonmq.management.routes.log import keep_recent_log
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +46,38 @@ _REFUSED_TAG = {
 }
 
 
+#: The console's files, shipped in the package.
+CONSOLE: Final = Path(__file__).with_name("console")
+#: The console page may load nothing but its own files and call nothing but this API: no
+#: inline script, no other site (the console needs no network beyond the broker).
+_CONSOLE_POLICY: Final = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+    "frame-ancestors 'none'"
+)
+
+
 def make_app(api: EngineApi, node: Node) -> web.Application:
-    """The API's application: every route of the table, behind authentication."""
+    """The API's application: every route of the table, behind authentication, and the
+    console's files."""
     app = web.Application(client_max_size=MAX_BODY, middlewares=[_problems])
     for route in ROUTES:
         app.router.add_route(route.method, route.path, functools.partial(_serve, api, node, route))
+    keep_recent_log(app)
+    app.router.add_get("/", _console_page)
+    app.router.add_static("/console/", CONSOLE)
     return app
+
+
+async def _console_page(_request: web.Request) -> web.FileResponse:
+    return web.FileResponse(
+        CONSOLE / "index.html",
+        headers={
+            "Content-Security-Policy": _CONSOLE_POLICY,
+            "X-Content-Type-Options": "nosniff",
+            "Cache-Control": "no-cache",
+        },
+    )
 
 
 @web.middleware

@@ -1,16 +1,19 @@
-"""GET /metrics: every statistic of the registry (batonmq.stats) in Prometheus's text format,
-written by prometheus-client.
+"""GET /metrics and /metrics/per-object: every statistic of the registry (batonmq.stats) in
+Prometheus's text format, written by prometheus-client.
 
 RabbitMQ's Prometheus plugin serves its metrics on a port of its own (15692) without
-authentication; BatonMQ serves them on the management listener, at /metrics, without
-authentication too. One metric family per declared statistic (its exported name, HELP text and
-unit from the declaration), one sample per subject, labelled as `EngineApi.statistics` names it:
-`vhost` and `queue` for a queue, `connection` for a connection, `vhost` and `channel` for a
-channel, none for the broker's totals.
+authentication; BatonMQ serves them on the management listener, without authentication too. One
+metric family per declared statistic (its exported name, HELP text and unit from the
+declaration). As RabbitMQ's plugin does by default, /metrics aggregates: one sample per
+statistic, the sum over its subjects (per-object output at thousands of queues is what makes a
+scrape slow). /metrics/per-object has one sample per subject, labelled as
+`EngineApi.statistics` names it: `vhost` and `queue` for a queue, `connection` for a
+connection, `vhost` and `channel` for a channel, none for the broker's totals.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -18,7 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from batonmq.engine.snapshots import StatisticsReading
-from batonmq.stats import REGISTRY, Kind, Statistic
+from batonmq.stats import REGISTRY, Kind, Scope, Statistic
 
 #: prometheus-client's text exposition format (version 0.0.4).
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -61,3 +64,13 @@ def exposition(readings: Sequence[StatisticsReading]) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Readings(readings))
     return generate_latest(registry)
+
+
+def aggregated(readings: Iterable[StatisticsReading]) -> list[StatisticsReading]:
+    """One unlabelled reading per scope: each statistic summed over the scope's subjects."""
+    sums: defaultdict[Scope, defaultdict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for reading in readings:
+        scope_sums = sums[reading.scope]
+        for key, value in reading.values.items():
+            scope_sums[key] += value
+    return [StatisticsReading(scope, {}, dict(values)) for scope, values in sums.items()]

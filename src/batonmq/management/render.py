@@ -209,10 +209,15 @@ def consumer(info: ConsumerInfo, owner: ChannelInfo | None, connection_name: str
     }
 
 
-def message_stats(counters: ChannelCounters) -> Item:
-    """RabbitMQ's message_stats counts (its `deliver_get` is deliveries and gets together)."""
+def message_stats(counters: ChannelCounters, rates: Mapping[str, float] | None = None) -> Item:
+    """RabbitMQ's message_stats counts (its `deliver_get` is deliveries and gets together), and
+    with `rates` each count's `NAME_details` {"rate": per second}."""
     stats: Item = {item.name: getattr(counters, item.name) for item in fields(counters)}
     stats["deliver_get"] = counters.deliver + counters.get
+    if rates is not None:
+        rates = {**rates, "deliver_get": rates.get("deliver", 0.0) + rates.get("get", 0.0)}
+        for name in list(stats):
+            stats[f"{name}_details"] = {"rate": round(rates.get(name, 0.0), 1)}
     return stats
 
 
@@ -222,7 +227,7 @@ def overview(info: Overview, queues: Sequence[QueueInfo], node: Node, user: User
         "product_name": "BatonMQ",
         "product_version": node.product_version,
         "management_version": node.product_version,
-        "rates_mode": "none",
+        "rates_mode": "basic",
         "cluster_name": node.name,
         "node": node.name,
         "object_totals": {
@@ -237,7 +242,7 @@ def overview(info: Overview, queues: Sequence[QueueInfo], node: Node, user: User
             "messages_ready": info.messages_ready,
             "messages_unacknowledged": unacknowledged,
         },
-        "message_stats": message_stats(info.message_totals),
+        "message_stats": message_stats(info.message_totals, info.message_rates),
         "listeners": [
             {"node": node.name, "protocol": protocol, "ip_address": host, "port": port}
             for protocol, host, port in node.listeners

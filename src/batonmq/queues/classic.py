@@ -32,7 +32,7 @@ from batonmq.queues.priority import PriorityReady
 from batonmq.queues.protocol import BrowsedMessage, Enqueued, QueueConsumer, QueueHooks
 from batonmq.queues.ready import ReadyEntries
 from batonmq.queues.redelivery import requeued
-from batonmq.store.base import QueueBacklog
+from batonmq.store.base import PagedEntry, QueueBacklog
 from batonmq.timers import LoopTimers, Timers
 
 _LOOP_TIMERS = LoopTimers()
@@ -359,6 +359,14 @@ class ClassicQueue:
     def recover(self, backlogs: list[QueueBacklog]) -> None:
         self.next_sequence = max(backlog.last_sequence for backlog in backlogs) + 1
         self._pager.recover(backlogs)
+
+    def adopt(self, entries: list[PagedEntry]) -> None:
+        if self.deleted or not entries:
+            return
+        self.next_sequence = max(self.next_sequence, entries[-1].sequence + 1)
+        self._pager.ever_stored = True
+        for stored in entries:
+            self._take_in(self._pager.entry_of(stored))
 
     def delete(self) -> int:
         count, in_memory = self._pager.clear()

@@ -16,7 +16,13 @@ from batonmq.queues.priority import PriorityReady
 from batonmq.queues.ready import PagedRange, ReadyEntries
 from batonmq.queues.redelivery import with_delivery_count
 from batonmq.queues.streams.storage import StreamStorage
-from batonmq.store.base import PageRead, QuarantinedEntry, QueueBacklog, StoredEntry
+from batonmq.store.base import (
+    PagedEntry,
+    PageRead,
+    QuarantinedEntry,
+    QueueBacklog,
+    StoredEntry,
+)
 from batonmq.store.journal import Journal
 
 #: A journal with no store: what a queue uses when the broker persists nothing.
@@ -192,29 +198,33 @@ class Pager:
         for stored in paged:
             if isinstance(stored, QuarantinedEntry):
                 quarantined.append(stored)
-                continue
-            message = Message(
-                stored.message.exchange,
-                stored.message.routing_key,
-                stored.message.header_payload,
-                stored.message.body,
-                id=stored.message.id,
-            )
-            entry = QueueEntry(
-                message,
-                stored.sequence,
-                redelivered=stored.delivery_count > 0,
-                delivery_count=stored.delivery_count,
-                stored=True,
-                expires_at=stored.expires_at,
-            )
-            if stored.expires_at is not None:
-                self._saw_expiry()
-            if stored.delivery_count and self._delivery_limit is not None:
-                entry.message = with_delivery_count(message, stored.delivery_count)
-            entries.append(entry)
+            else:
+                entries.append(self.entry_of(stored))
         # A quarantined entry (its message failed its checksum) leaves the queue for good.
         self.paging.holdings.remove(*self.ready.paged_in(entries, quarantined))
+
+    def entry_of(self, stored: PagedEntry) -> QueueEntry:
+        """The queue entry of an entry read back from the store."""
+        message = Message(
+            stored.message.exchange,
+            stored.message.routing_key,
+            stored.message.header_payload,
+            stored.message.body,
+            id=stored.message.id,
+        )
+        entry = QueueEntry(
+            message,
+            stored.sequence,
+            redelivered=stored.delivery_count > 0,
+            delivery_count=stored.delivery_count,
+            stored=True,
+            expires_at=stored.expires_at,
+        )
+        if stored.expires_at is not None:
+            self._saw_expiry()
+        if stored.delivery_count and self._delivery_limit is not None:
+            entry.message = with_delivery_count(message, stored.delivery_count)
+        return entry
 
     def recover(self, backlogs: list[QueueBacklog]) -> None:
         """Come back from the store holding `backlogs` (one per priority level), all paged;

@@ -24,7 +24,7 @@ from batonmq.queues.arguments import QueueArguments
 from batonmq.queues.deadletter import Reason
 from batonmq.queues.paging import Paging
 from batonmq.selectors import Selector
-from batonmq.store.base import QueueBacklog
+from batonmq.store.base import PagedEntry, QueueBacklog
 from batonmq.timers import Timers
 
 
@@ -324,6 +324,13 @@ class Queue(Protocol):
 
     def recover(self, backlogs: list[QueueBacklog]) -> None:
         """Come back from the store holding `backlogs` (one per priority level)."""
+        ...
+
+    def adopt(self, entries: list[PagedEntry]) -> None:
+        """Take in, as ready messages, entries that a takeover moved to this queue in the store
+        from a failed broker's queue of the same name (`batonmq.engine.takeover`): stored
+        already, in order, numbered after every entry this queue has numbered; the queue
+        numbers on after them."""
         ...
 
     def stop_timers(self) -> None: ...

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import inspect
 import logging
 import os
 import signal
@@ -39,7 +40,10 @@ from batonmq.engine.broker import Broker, BrokerSettings
 from batonmq.engine.diskguard import DiskGuard
 from batonmq.engine.memory import MemoryGuard, Thresholds
 from batonmq.engine.monitors import queue_monitors
+from batonmq.engine.rates import SAMPLE_INTERVAL
 from batonmq.engine.recovery import restore
+from batonmq.management.render import Node
+from batonmq.management.topics import BrokerTopics
 from batonmq.security.acl import AclError
 from batonmq.security.authn import Authenticator
 from batonmq.security.tls import server_context
@@ -50,6 +54,7 @@ from batonmq.store.base import StoreError, StoreFenced
 from batonmq.store.configured import configured_store
 
 if TYPE_CHECKING:
+    from batonmq.cluster.member import ClusterMember
     from batonmq.management.http import HttpListener
 
 log = logging.getLogger(__name__)
@@ -103,6 +108,11 @@ class BrokerServer:
             server_context(config.listeners.amqps) if http.enabled and http.tls else None
         )
         self.http: HttpListener | None = None
+        #: The metrics and event topics, from `start` on.
+        self.topics: BrokerTopics | None = None
+        self.started_at = time.time()
+        #: This broker as a member of its HA cluster (cluster.ha), once started.
+        self.member: ClusterMember | None = None
         #: Each listener's bound addresses, by listener name (after `start`).
         self.addresses: dict[str, list[tuple[str, int]]] = {}
         #: The broker's periodic work (`every`), cancelled at shutdown.
@@ -157,12 +167,16 @@ class BrokerServer:
         name."""
         await self.recover()
         self.addresses = await self.listening.open()
-        if self.config.listeners.http.enabled:
-            try:
+        try:
+            if self.config.cluster.ha:
+                await self._join_cluster()
+            if self.config.listeners.http.enabled:
                 self.addresses["http"] = await self._open_http()
-            except ListenError:
-                await self.listening.close()
-                raise
+        except BaseException:
+            if self.member is not None:
+                await self.member.close()
+            await self.listening.close()
+            raise
         self.every(self.config.message.expiration_interval, self._sweep_expired)
         memory = self.config.memory
         memory_guard = MemoryGuard(
@@ -189,6 +203,11 @@ class BrokerServer:
         # The Overload requirements: slow consumer disconnect and threshold alerts, when configured.
         for interval, work in queue_monitors(self.broker, self.config):
             self.every(interval, work)
+        self.every(SAMPLE_INTERVAL, EngineApi(self.broker).sample_rates)
+        topic = self.config.metrics.topic
+        self.topics = BrokerTopics(EngineApi(self.broker), self._node(), topic)
+        if topic.enabled:
+            self.every(topic.interval, self.topics.publish_metrics)
         for name, addresses in self.addresses.items():
             for host, port in addresses:
                 log.info(
@@ -197,41 +216,66 @@ class BrokerServer:
                 )
         return [address for addresses in self.addresses.values() for address in addresses]
 
+    async def _join_cluster(self) -> None:
+        """Register in the cluster's shared store and watch the other members (the HA guide's
+        failure detection and takeover: `batonmq.cluster.member`)."""
+        from batonmq.cluster.member import ClusterMember
+        from batonmq.store.postgres import PostgresStore
+
+        store = self.broker.store
+        assert isinstance(store, PostgresStore)  # cluster.ha requires it (config checks)
+        amqp = self.addresses.get("amqp") or self.addresses["amqps"]
+        self.member = ClusterMember(self.config.cluster, self.broker, store)
+        heartbeat = self.config.cluster.heartbeat
+        try:
+            await self.member.start(amqp[0])
+        except OSError as error:
+            self.member = None
+            raise ListenError(
+                Listener("heartbeat", heartbeat.hostname or amqp[0][0], heartbeat.port, ()), error
+            ) from error
+
     def _tls(self, listener: str) -> bool:
         return listener == "amqps" or (listener == "http" and self._http_tls is not None)
 
     async def _open_http(self) -> list[tuple[str, int]]:
         """Start the management API (aiohttp is loaded only here: not when it is disabled)."""
         from batonmq.management.http import HttpListener
-        from batonmq.management.render import Node
 
         http = self.config.listeners.http
-        node = Node(
-            f"{self.config.broker_name}@{socket.gethostname()}",
-            __version__,
-            time.time(),
-            [
-                ("amqp/ssl" if name == "amqps" else "amqp", host, port)
-                for name, addresses in self.addresses.items()
-                for host, port in addresses
-            ],
+        self.http = HttpListener(
+            EngineApi(self.broker), self._node(), http.bind, http.port, self._http_tls
         )
-        self.http = HttpListener(EngineApi(self.broker), node, http.bind, http.port, self._http_tls)
         try:
             return await self.http.start()
         except OSError as error:
             self.http = None
             raise ListenError(Listener("http", http.bind, http.port, ()), error) from error
 
+    def _node(self) -> Node:
+        """What the management API and the metrics topic say about this broker."""
+        return Node(
+            f"{self.config.broker_name}@{socket.gethostname()}",
+            __version__,
+            self.started_at,
+            [
+                ("amqp/ssl" if name == "amqps" else "amqp", host, port)
+                for name, addresses in self.addresses.items()
+                for host, port in addresses
+            ],
+        )
+
     def every(self, interval: float, work: Callable[[], object]) -> None:
-        """Run `work` every `interval` seconds until shutdown; an exception it raises is logged
-        and the next run goes ahead."""
+        """Run `work` every `interval` seconds until shutdown (awaited, when it is a coroutine
+        function); an exception it raises is logged and the next run goes ahead."""
 
         async def repeat() -> None:
             while True:
                 await asyncio.sleep(interval)
                 try:
-                    work()
+                    done = work()
+                    if inspect.isawaitable(done):
+                        await done
                 except Exception:
                     log.exception("periodic task %s failed", getattr(work, "__name__", work))
 
@@ -247,6 +291,10 @@ class BrokerServer:
     async def shutdown(self) -> None:
         for task in self._periodic:
             task.cancel()
+        if self.topics is not None:
+            self.topics.close()
+        if self.member is not None:
+            await self.member.close()
         if self.http is not None:
             await self.http.stop()
         await self.listening.close()

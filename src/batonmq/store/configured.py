@@ -20,24 +20,38 @@ def sqlite_path(data_dir: Path) -> Path:
 
 def postgres_schema(config: Config) -> str:
     """persist.postgres.schema, or "batonmq_s_<broker name>" (MQ 4.1 HA guide Table 8: a standalone
-    broker's tables carry the suffix S<brokerID>; a cluster's shared store will use
-    C<clusterID>)."""
+    broker's tables carry the suffix S<brokerID>), or in an HA cluster "batonmq_c_<cluster id>"
+    (a cluster's shared store: C<clusterID>)."""
     schema = config.persist.postgres.schema
     if schema:
         return schema
+    if config.cluster.ha:
+        return "batonmq_c_" + config.cluster.clusterid.lower()
     return "batonmq_s_" + re.sub(r"[^a-z0-9_]", "_", config.broker_name.lower())
+
+
+def store_broker_id(config: Config) -> str:
+    """Whose rows the broker owns: cluster.brokerid in an HA cluster, else broker.name."""
+    return config.cluster.brokerid if config.cluster.ha else config.broker_name
 
 
 def configured_store(config: Config) -> Store:
     persist = config.persist
     if persist.store == "postgres":
-        from batonmq.store.postgres import PostgresStore
+        from batonmq.store.postgres import LEASE_SECONDS, PostgresStore
 
+        monitor = config.cluster.monitor
+        # An HA member's lease renewal is its update in the store, which the other members
+        # watch (MQ 4.1 HA guide: "fails to update its state within the number of monitor
+        # intervals specified by imq.cluster.monitor.threshold"); renewed at least twice a lease.
+        lease = monitor.interval * monitor.threshold if config.cluster.ha else LEASE_SECONDS
         return PostgresStore(
             persist.postgres.dsn,
-            broker_id=config.broker_name,
+            broker_id=store_broker_id(config),
             schema=postgres_schema(config),
             sync=persist.sync,
+            lease_seconds=lease,
+            renew_every=min(monitor.interval, lease / 2) if config.cluster.ha else None,
         )
     from batonmq.store.sqlite import SQLiteStore
 

@@ -135,6 +135,17 @@ MIGRATIONS: Final[tuple[tuple[MigrationStep, ...], ...]] = (
         f"UPDATE {{s}}.users SET tags = '{GUEST_TAGS}' WHERE name = 'guest'"
         " AND NOT EXISTS (SELECT 1 FROM {s}.meta WHERE key = 'schema_version')",
     ),
+    # Version 9: the broker record is an HA cluster member's registration (MQ 4.1 HA guide,
+    # `list bkr`, Example 1): the addresses of its AMQP listener and heartbeat service, its
+    # version, who took it over; in PostgreSQL the time of its last update in the store (the
+    # lease renewal, on the database's clock), which the failure detector reads.
+    (
+        AddColumn("brokers", "address", "TEXT"),
+        AddColumn("brokers", "heartbeat_address", "TEXT"),
+        AddColumn("brokers", "version", "TEXT"),
+        AddColumn("brokers", "taken_over_by", "TEXT"),
+        AddColumn("brokers", "heartbeat_at", "{time}", only="postgres"),
+    ),
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
 

@@ -44,7 +44,7 @@ import os
 import re
 import secrets
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Final, TypeAlias, TypeVar
 
@@ -54,6 +54,7 @@ from batonmq.store.backup import checked_manifest, make_empty_directory, write_m
 from batonmq.store.base import (
     MESSAGE_ID_BLOCK,
     SCHEMA_VERSION,
+    ObjectKey,
     PageRead,
     QuarantinedEntry,
     Recovery,
@@ -73,6 +74,7 @@ from batonmq.store.base import (
 from batonmq.store.dialect import POSTGRES
 from batonmq.store.dsn import parse_dsn
 from batonmq.store.integrity import checked_entry, checksum, report_quarantined
+from batonmq.store.members import Member, TakenOver
 from batonmq.store.plan import (
     RECOVERY_READS,
     STORE_WIDE_READS,
@@ -82,6 +84,8 @@ from batonmq.store.plan import (
     recovery,
     stored_user,
 )
+from batonmq.store.takeover import SQL as TAKEOVER_SQL
+from batonmq.store.takeover import member, take_over
 
 log = logging.getLogger(__name__)
 
@@ -161,10 +165,11 @@ _SQL: Final = {
     "lease": "SELECT state, holder, lease_expires, lease_expires > now() FROM {s}.brokers "
     "WHERE broker_id = $1 FOR UPDATE",
     "claim": "UPDATE {s}.brokers SET epoch = epoch + 1, state = 'running', started_at = now(), "
-    "holder = $2, lease_expires = now() + $3::float8 * interval '1 second' WHERE broker_id = $1 "
-    "RETURNING epoch",
-    "renew": "UPDATE {s}.brokers SET lease_expires = now() + $3::float8 * interval '1 second' "
-    "WHERE broker_id = $1 AND epoch = $2",
+    "holder = $2, lease_expires = now() + $3::float8 * interval '1 second', heartbeat_at = now() "
+    "WHERE broker_id = $1 RETURNING epoch",
+    "renew": "UPDATE {s}.brokers SET lease_expires = now() + $3::float8 * interval '1 second', "
+    "heartbeat_at = now() WHERE broker_id = $1 AND epoch = $2",
+    **TAKEOVER_SQL,
     "epoch": "SELECT epoch FROM {s}.brokers WHERE broker_id = $1 FOR SHARE",
     "stop": "UPDATE {s}.brokers SET state = 'stopped', holder = NULL, lease_expires = NULL "
     "WHERE broker_id = $1 AND epoch = $2",
@@ -191,7 +196,20 @@ _SHARED_SNAPSHOT: Final = ("users", "vhosts")
 class PostgresStore:
     """A broker's store in one schema of a PostgreSQL database (see the module docstring)."""
 
-    def __init__(self, dsn: str, *, broker_id: str, schema: str, sync: bool = True) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        broker_id: str,
+        schema: str,
+        sync: bool = True,
+        lease_seconds: float = LEASE_SECONDS,
+        renew_every: float | None = None,
+    ) -> None:
+        """`lease_seconds`: how long the lease lasts unless renewed, every `renew_every` seconds
+        (a third of it by default). An HA member renews it every monitor interval and for the
+        monitor threshold's worth of them (`batonmq.store.configured`): its renewal is its
+        update in the store, which the other members watch."""
         if not _SCHEMA_NAME.fullmatch(schema) or schema.startswith("pg_"):
             raise StoreError(
                 f"invalid PostgreSQL schema name {schema!r}: use 1 to 63 of a-z, 0-9 and _, "
@@ -199,6 +217,8 @@ class PostgresStore:
             )
         self._dsn, safe_dsn, self._secrets = parse_dsn(dsn)
         self._broker_id, self._schema, self._sync = broker_id, schema, sync
+        self._lease_seconds = lease_seconds
+        self._renew_every = lease_seconds / 3 if renew_every is None else renew_every
         self._location = f"{safe_dsn} schema {schema}"
         self._plan = Plan(POSTGRES, schema)
         self._sql = {
@@ -574,6 +594,73 @@ class PostgresStore:
     def on_fenced(self, handler: Callable[[StoreFenced], None]) -> None:
         self._fenced_handler = handler
 
+    # The members of an HA cluster (see `batonmq.store.takeover`) ----------------------------
+
+    @property
+    def broker_id(self) -> str:
+        return self._broker_id
+
+    async def register(self, address: str, heartbeat_address: str, version: str) -> None:
+        """Record where this member serves AMQP and heartbeats, and its version; StoreFenced if
+        it no longer owns its record."""
+
+        async def work(connection: _Connection) -> None:
+            self._require_current(write=True)
+            status = await connection.execute(
+                self._sql["register"],
+                self._broker_id,
+                self._epoch,
+                address,
+                heartbeat_address,
+                version,
+            )
+            if _row_count(status) == 0:
+                raise self._fence("its broker record has a newer epoch")
+
+        await self._call("registering in", work, write=True)
+
+    async def members(self, *, count_messages: bool = False) -> list[Member]:
+        """Every broker recorded in the store, by id; with `count_messages`, what each holds
+        (a scan of the messages: for an operator, not for the failure detector)."""
+
+        async def work(connection: _Connection) -> list[Member]:
+            self._require_current(write=False)
+            query = "members_counted" if count_messages else "members"
+            return [member(row) for row in await connection.fetch(self._sql[query])]
+
+        return await self._call("reading the members of", work, write=False)
+
+    async def take_over(
+        self,
+        failed: str,
+        seen_epoch: int,
+        *,
+        force: bool = False,
+        next_sequences: Mapping[ObjectKey, int],
+    ) -> TakenOver | None:
+        """Claim broker `failed` (seen at `seen_epoch`) and take its rows over, in one
+        transaction (`batonmq.store.takeover.take_over`); None when another broker won the claim,
+        or `failed` renewed its lease meanwhile (and `force` is off)."""
+
+        async def work(connection: _Connection) -> TakenOver | None:
+            self._require_current(write=True)
+            async with connection.transaction():
+                await self._check_epoch(connection)
+                taken = await take_over(
+                    connection,
+                    self._sql,
+                    claimant=self._broker_id,
+                    failed=failed,
+                    seen_epoch=seen_epoch,
+                    force=force,
+                    next_sequences=next_sequences,
+                )
+                if taken is not None:
+                    self._message_bytes = None
+            return taken
+
+        return await self._call(f"takeover of {failed!r} in", work, write=True)
+
     # The lease ------------------------------------------------------------------------------
 
     async def _claim(self, connection: _Connection) -> None:
@@ -588,7 +675,7 @@ class PostgresStore:
                 )
                 if not (live and state == "running" and holder != self._holder) or _gone(holder):
                     self._epoch = await connection.fetchval(
-                        self._sql["claim"], self._broker_id, self._holder, LEASE_SECONDS
+                        self._sql["claim"], self._broker_id, self._holder, self._lease_seconds
                     )
                     self._unclean_stop = state == "running"
                     break
@@ -611,12 +698,12 @@ class PostgresStore:
         connection: _Connection | None = None
         try:
             while self._fenced is None:
-                await asyncio.sleep(LEASE_SECONDS / 3)
+                await asyncio.sleep(self._renew_every)
                 try:
                     if connection is None or connection.is_closed():
                         connection = await self._connect()
                     renewed = await connection.execute(
-                        self._sql["renew"], self._broker_id, self._epoch, LEASE_SECONDS
+                        self._sql["renew"], self._broker_id, self._epoch, self._lease_seconds
                     )
                 except (StoreError, *_DATABASE_ERRORS) as error:
                     # The next commit reports an outage; the lease is renewed once it is over.

@@ -162,3 +162,20 @@ def test_no_peer_fails_while_the_store_shows_it_within_the_threshold(
         else:
             effects = watcher.members(list(peers), now)
         assert not any(isinstance(effect, Failed) for effect in effects)
+
+
+def test_a_failed_peer_whose_claim_was_lost_is_watched_anew() -> None:
+    """A takeover that another survivor won, or that the peer's own store update beat (the
+    store decides), leaves the peer to be judged again from the start: a full heartbeat
+    threshold before it is suspect, and a store reading before it fails."""
+    watcher = detector()
+    watcher.members(["B"], now=0)
+    watcher.tick(now=6)
+    assert watcher.store_reading("B", silent_for=60) == [Failed("B", 60)]
+
+    watcher.claim_lost("B", now=100)
+
+    assert watcher.health("B") is Health.ALIVE
+    assert watcher.tick(now=105.9) == []
+    assert watcher.tick(now=106) == [Suspected("B")]
+    assert watcher.store_reading("B", silent_for=60) == [Failed("B", 60)]

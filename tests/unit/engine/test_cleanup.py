@@ -49,7 +49,7 @@ def test_a_consumer_whose_cleanup_raises_leaves_the_others_requeued_on_channel_c
     client.call(1, commands.Channel.Close(200, "bye", 0, 0), commands.Channel.CloseOk)
     assert queues["second"].message_count == 1
     assert queues["first"].message_count == 1
-    assert "cancelling a consumer failed; cleanup goes on" in caplog.text
+    assert "cleanup step failed: cancelling a consumer; cleanup goes on" in caplog.text
 
 
 def test_a_connection_whose_channel_cleanup_raises_still_requeues_and_ends(
@@ -65,7 +65,7 @@ def test_a_connection_whose_channel_cleanup_raises_still_requeues_and_ends(
     assert queues["second"].message_count == 1
     assert queues["first"].message_count == 1
     assert not broker.sessions
-    assert "failed; cleanup goes on" in caplog.text
+    assert "cleanup step failed: " in caplog.text
 
 
 class HungStore:

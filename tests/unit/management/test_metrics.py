@@ -6,7 +6,7 @@ from __future__ import annotations
 from prometheus_client.parser import text_string_to_metric_families
 
 from batonmq.engine.snapshots import StatisticsReading
-from batonmq.management.metrics import exposition
+from batonmq.management.metrics import aggregated, exposition
 from batonmq.stats import REGISTRY, Scope
 
 
@@ -42,3 +42,20 @@ def test_samples_carry_their_subjects_labels():
         for sample in families["batonmq_queue_messages_ready"].samples
     }
     assert ready == {("/", "a"): 3, ("v", "b"): 1}
+
+
+def test_the_aggregated_scrape_sums_each_statistic_over_its_subjects():
+    """RabbitMQ's Prometheus plugin, by default: metrics aggregated over objects, no labels."""
+    families = scrape(
+        aggregated(
+            [
+                StatisticsReading(Scope.BROKER, {}, {"connections": 2}),
+                StatisticsReading(Scope.QUEUE, {"vhost": "/", "queue": "a"}, {"messages_ready": 3}),
+                StatisticsReading(Scope.QUEUE, {"vhost": "v", "queue": "b"}, {"messages_ready": 1}),
+            ]
+        )
+    )
+    [ready] = families["batonmq_queue_messages_ready"].samples
+    assert (ready.labels, ready.value) == ({}, 4)
+    [connections] = families["batonmq_broker_connections"].samples
+    assert (connections.labels, connections.value) == ({}, 2)

@@ -221,3 +221,16 @@ def test_users_and_virtual_hosts():
     vhost = render.vhost("/", queues)
     assert (vhost["name"], vhost["messages"], vhost["messages_ready"]) == ("/", 7, 5)
     assert vhost["messages_unacknowledged"] == 2
+
+
+def test_the_overview_has_rabbitmqs_rate_details_for_each_count():
+    """RabbitMQ's overview: message_stats.publish_details.rate and so on for each count, per
+    second; deliver_get's rate is deliveries' and gets' together."""
+    rates = {"publish": 12.34, "deliver": 3.0, "get": 1.0}
+    overview = Overview(0, 0, 0, 0, 0, 0, {}, ChannelCounters(publish=8), rates)
+
+    stats = render.overview(overview, [], NODE, UserInfo("alice", ()))["message_stats"]
+
+    assert (stats["publish"], stats["publish_details"]) == (8, {"rate": 12.3})
+    assert stats["deliver_get_details"] == {"rate": 4.0}
+    assert stats["ack_details"] == {"rate": 0.0}

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from batonmq.model.message import Message, QueueEntry
 from batonmq.queues.classic import ClassicQueue
 from batonmq.selectors import Selector
+from batonmq.store.base import PagedEntry, StoredMessage
 
 
 @dataclass(eq=False)
@@ -195,3 +196,30 @@ def test_a_hand_out_asks_each_consumer_at_most_once_per_message():
     assert bodies(consumers[7]) == ["only"]
     # One walk found consumer 7 (8 asks); the hand-out then stopped at the empty queue.
     assert sum(consumer.asked for consumer in consumers) == 8
+
+
+def _taken_over(sequence: int, body: str, delivery_count: int = 1) -> PagedEntry:
+    stored = StoredMessage(0, "", "q", b"\x00" * 14, body.encode())
+    return PagedEntry(sequence, delivery_count, stored)
+
+
+def test_entries_taken_over_follow_the_queues_own_and_what_comes_after_follows_them():
+    """MQ 4.1 HA guide: the takeover broker serves the failed broker's messages; a queue both
+    brokers had (destinations are cluster-wide) serves its own first, then those taken over in
+    their order, each flagged redelivered (AMQP 0-9-1: "previously delivered to this or another
+    client"), then what is published after."""
+    queue = ClassicQueue("q")
+    publish(queue, "own0", "own1")
+    consumer = StubConsumer("c", room=1)
+    queue.add_consumer(consumer)
+
+    queue.adopt([_taken_over(1 << 32, "x0"), _taken_over((1 << 32) + 1, "x1", delivery_count=0)])
+    publish(queue, "after")
+
+    assert queue.next_sequence == (1 << 32) + 3
+    assert queue.message_count == 4
+    consumer.room = 10
+    queue.dispatch()
+    assert bodies(consumer) == ["own0", "own1", "x0", "x1", "after"]
+    assert [entry.redelivered for entry in consumer.received] == [False, False, True, False, False]
+    assert all(entry.stored for entry in consumer.received[2:4])

@@ -13,6 +13,7 @@ from batonmq.management.routes import (
     connections,
     definitions,
     exchanges,
+    log,
     messages,
     node,
     queues,
@@ -34,6 +35,7 @@ ROUTES: tuple[Route, ...] = (
     *bindings.ROUTES,
     *messages.ROUTES,
     *definitions.ROUTES,
+    *log.ROUTES,
     Route("GET", "/api/openapi.json", openapi),
 )
 

@@ -1,5 +1,5 @@
 """GET /api/overview, /api/whoami, /api/nodes, /api/health/checks/alarms,
-/api/aliveness-test/{vhost}, and /metrics (Prometheus)."""
+/api/aliveness-test/{vhost}, and /metrics and /metrics/per-object (Prometheus)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import time
 
 from aiohttp import web
 
+from batonmq.engine.snapshots import StatisticsReading
 from batonmq.management import metrics, render
 from batonmq.management.access import Tag
 from batonmq.management.call import Call, answer
@@ -49,10 +50,19 @@ async def aliveness(call: Call) -> web.Response:
 
 
 async def prometheus_metrics(call: Call) -> web.Response:
-    """Every statistic in Prometheus's text format (no authentication, as RabbitMQ's plugin)."""
+    """Every statistic in Prometheus's text format, summed over its subjects (no
+    authentication, as RabbitMQ's plugin)."""
+    return _scrape(metrics.aggregated(call.api.statistics()))
+
+
+async def prometheus_metrics_per_object(call: Call) -> web.Response:
+    """Every statistic in Prometheus's text format, a sample per queue, connection, channel."""
+    return _scrape(call.api.statistics())
+
+
+def _scrape(readings: list[StatisticsReading]) -> web.Response:
     return web.Response(
-        body=metrics.exposition(call.api.statistics()),
-        headers={"Content-Type": metrics.CONTENT_TYPE},
+        body=metrics.exposition(readings), headers={"Content-Type": metrics.CONTENT_TYPE}
     )
 
 
@@ -64,4 +74,5 @@ ROUTES = (
     Route("GET", "/api/health/checks/alarms", alarms),
     Route("GET", "/api/aliveness-test/{vhost}", aliveness),
     Route("GET", "/metrics", prometheus_metrics, public=True),
+    Route("GET", "/metrics/per-object", prometheus_metrics_per_object, public=True),
 )

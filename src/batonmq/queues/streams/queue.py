@@ -41,7 +41,7 @@ from batonmq.queues.streams.arguments import (
 from batonmq.queues.streams.chunk import FILTER_VALUE_MAX, Record
 from batonmq.queues.streams.log import Entry, Filter, StreamLog
 from batonmq.queues.streams.offsets import OFFSET_ARGUMENT, OffsetSpec, start
-from batonmq.store.base import QueueBacklog
+from batonmq.store.base import PagedEntry, QueueBacklog
 from batonmq.timers import Timers
 
 log = logging.getLogger(__name__)
@@ -428,6 +428,10 @@ class StreamQueue:
     def recover(self, backlogs: list[QueueBacklog]) -> None:
         """A stream's messages are in its log, opened when it was created: the store holds
         none of them."""
+
+    def adopt(self, entries: list[PagedEntry]) -> None:
+        """Nothing to take: the store holds none of a stream's messages (its log is on the
+        disk of the broker that wrote it)."""
 
     def stop_timers(self) -> None:
         pass

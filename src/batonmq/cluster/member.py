@@ -1,0 +1,180 @@
+"""An HA cluster member's runtime: the thin part that carries out what the failure detector
+decides (MQ 4.1 HA guide, "Failure Detection and Takeover").
+
+At start the member registers in the shared store (where its AMQP listener and heartbeat
+service are, its version) and opens its heartbeat service. Every heartbeat interval (or monitor
+interval, whichever is shorter) it reads the members from the store, sends heartbeats to those
+that are not taken over, and feeds the detector the clock, what it heard and, for suspects, how
+long each has been silent in the store by the database's clock. A member the detector fails is
+taken over (`batonmq.engine.takeover`): the store's claim decides which survivor wins; a lost
+claim puts the member back under watch. Its own lease renewal (`batonmq.store.postgres`) is its
+update in the store that the others watch; a member fenced by a takeover exits (server.app).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+
+from batonmq import __version__
+from batonmq.cluster.detector import Cleared, Effect, Failed, FailureDetector, Health, Suspected
+from batonmq.cluster.heartbeat import HeartbeatService
+from batonmq.cluster.states import BrokerState
+from batonmq.config.cluster import ClusterConfig
+from batonmq.engine.broker import Broker
+from batonmq.engine.takeover import TakeoverOutcome, take_over
+from batonmq.store.base import StoreError
+from batonmq.store.members import Member, SharedStore
+
+log = logging.getLogger(__name__)
+
+_WILDCARDS = frozenset({"", "0.0.0.0", "::"})
+
+
+def advertised(host: str, port: int) -> str:
+    """host:port as another member reaches it: a wildcard bind is this machine's name."""
+    return f"{socket.gethostname() if host in _WILDCARDS else host}:{port}"
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+class ClusterMember:
+    def __init__(self, config: ClusterConfig, broker: Broker, store: SharedStore) -> None:
+        self.config = config
+        self.broker = broker
+        self.store = store
+        broker.cluster = self
+        heartbeat, monitor = config.heartbeat, config.monitor
+        self.detector = FailureDetector(
+            heartbeat_interval=heartbeat.interval,
+            heartbeat_threshold=heartbeat.threshold,
+            monitor_interval=monitor.interval,
+            monitor_threshold=monitor.threshold,
+        )
+        self.heartbeats = HeartbeatService(
+            cluster=config.clusterid,
+            broker=store.broker_id,
+            interval=heartbeat.interval,
+            on_heartbeat=self._heard,
+        )
+        #: This broker's state (Table 19): OPERATING, or TAKEOVER_STARTED while it takes over.
+        self.state = BrokerState.OPERATING
+        #: The members as last read from the store, by id.
+        self.members: dict[str, Member] = {}
+        self._period = min(heartbeat.interval, monitor.interval)
+        self._takeovers = asyncio.Lock()
+        self._watching: asyncio.Task[None] | None = None
+
+    async def start(self, amqp_address: tuple[str, int]) -> tuple[str, int]:
+        """Open the heartbeat service (on heartbeat.hostname, else the AMQP listener's address),
+        register, and start watching the other members; returns the heartbeat address."""
+        host = self.config.heartbeat.hostname or amqp_address[0]
+        bound = await self.heartbeats.listen(host, self.config.heartbeat.port)
+        try:
+            await self.store.register(
+                advertised(*amqp_address), advertised(host, bound[1]), __version__
+            )
+        except BaseException:
+            await self.heartbeats.close()
+            raise
+        self._watching = asyncio.get_running_loop().create_task(
+            self._watch(), name="cluster members"
+        )
+        log.info(
+            "joined HA cluster",
+            extra={"cluster": self.config.clusterid, "heartbeat_port": bound[1]},
+        )
+        return bound
+
+    async def close(self) -> None:
+        watching, self._watching = self._watching, None
+        if watching is not None:
+            watching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watching
+        await self.heartbeats.close()
+
+    @property
+    def broker_id(self) -> str:
+        return self.store.broker_id
+
+    async def listed_members(self) -> list[Member]:
+        """Every member the store records, with the messages each holds (`list bkr`)."""
+        return await self.store.members(count_messages=True)
+
+    def _heard(self, peer: str) -> None:
+        self._carry_out(self.detector.heartbeat(peer, time.monotonic()))
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(self._period)
+            try:
+                await self.check()
+            except StoreError as error:
+                # The store is out of reach: nobody can be judged failed meanwhile, and this
+                # broker's own lease decides whether it is.
+                log.warning("cluster members not read: %s", error)
+            except Exception:
+                # A defect: said, and the next round goes ahead (the watch must not stop).
+                log.exception("cluster member check failed")
+
+    async def check(self) -> None:
+        """One round: read the members, send heartbeats to them, judge them."""
+        members = await self.store.members()
+        self.members = {member.broker_id: member for member in members}
+        peers = [
+            member
+            for member in members
+            if member.broker_id != self.store.broker_id and not member.taken_over
+        ]
+        now = time.monotonic()
+        effects = self.detector.members([peer.broker_id for peer in peers], now)
+        self.heartbeats.watch(
+            {
+                peer.broker_id: parse_address(peer.heartbeat_address)
+                for peer in peers
+                if peer.heartbeat_address
+            }
+        )
+        effects += self.detector.tick(now)
+        for peer in peers:
+            if self.detector.health(peer.broker_id) is Health.SUSPECT:
+                effects += self.detector.store_reading(peer.broker_id, peer.silent_for)
+        self._carry_out(effects)
+        for effect in effects:
+            if isinstance(effect, Failed):
+                await self.take_over(effect.peer)
+
+    def _carry_out(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, Suspected):
+                log.warning("cluster member suspect: no heartbeat", extra={"peer": effect.peer})
+            elif isinstance(effect, Cleared):
+                log.info("cluster member heard from again", extra={"peer": effect.peer})
+            elif isinstance(effect, Failed):
+                log.warning(
+                    "cluster member failed: silent in the store for %.1f s",
+                    effect.silent_for,
+                    extra={"peer": effect.peer},
+                )
+
+    async def take_over(self, failed: str, *, force: bool = False) -> TakeoverOutcome:
+        """Take broker `failed` over (`takeover bkr -n ID`, with `force`: `-f`)."""
+        async with self._takeovers:
+            found = {m.broker_id: m for m in await self.store.members()}.get(failed)
+            # An unknown broker, or one taken over already: the store's claim refuses it.
+            seen = -1 if found is None or found.taken_over else found.epoch
+            self.state = BrokerState.TAKEOVER_STARTED
+            try:
+                outcome = await take_over(self.broker, self.store, failed, seen, force=force)
+            finally:
+                self.state = BrokerState.OPERATING
+            if outcome.taken is None:
+                self.detector.claim_lost(failed, time.monotonic())
+            return outcome

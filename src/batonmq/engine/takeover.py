@@ -1,0 +1,123 @@
+"""Take a failed broker of an HA cluster over, into this running broker (MQ 4.1 HA guide: the
+takeover broker "takes over the failed broker's persistent data ... and serves them to clients
+that reconnect to it").
+
+The store claims the failed broker and moves its rows in one transaction
+(`batonmq.store.takeover`); then the broker serves them, as a recovery would, without writing
+them again: the exchanges, queues and bindings only the failed broker had are created; a queue
+that only it had comes back with its entries paged in the store; a queue this broker has too
+gets the taken-over entries after its own, in their order, all redelivered.
+
+The engine's event feed tells `takeover.start`, then `takeover.complete` or `takeover.fail`,
+each naming the failed broker (the HA guide's mq.broker.takeover.start, .complete and .fail
+notifications); each is logged too.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from dataclasses import dataclass
+
+from batonmq.engine.broker import Broker
+from batonmq.engine.events import EventKind
+from batonmq.engine.recovery import restore_definitions
+from batonmq.store.base import ObjectKey, PagedEntry, StoreError
+from batonmq.store.members import SharedStore, TakenOver
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TakeoverOutcome:
+    """What a takeover attempt came to."""
+
+    failed: str
+    #: What moved, or None when the claim was lost (another broker won, or the failed one
+    #: renewed its lease) or the store failed (`error`).
+    taken: TakenOver | None
+    seconds: float
+    error: str | None = None
+
+
+def next_sequences(broker: Broker) -> dict[ObjectKey, int]:
+    """The next sequence of each of the broker's queues: entries taken over into a queue of the
+    same name are numbered after it (`batonmq.store.members.SEQUENCE_GAP`)."""
+    return {
+        (vhost.name, name): queue.next_sequence
+        for vhost in broker.vhosts.values()
+        for name, queue in vhost.queues.items()
+    }
+
+
+async def take_over(
+    broker: Broker, store: SharedStore, failed: str, seen_epoch: int, *, force: bool = False
+) -> TakeoverOutcome:
+    """Claim broker `failed` (as the store last saw it, at `seen_epoch`), move its persistent
+    state to this broker and serve it; tell the event feed and the log how it went."""
+    started = time.monotonic()
+    me = store.broker_id
+    broker.events.publish(EventKind.TAKEOVER_START, failed, by=me, forced=force)
+    log.info("takeover started", extra={"failed_broker": failed, "forced": force})
+    error: str | None = None
+    try:
+        taken = await store.take_over(
+            failed, seen_epoch, force=force, next_sequences=next_sequences(broker)
+        )
+        if taken is not None:
+            await _serve(broker, store, taken)
+    except StoreError as failure:
+        taken, error = None, str(failure)
+    seconds = time.monotonic() - started
+    if taken is None:
+        reason = error or "another broker claimed it first, or it updated the store meanwhile"
+        broker.events.publish(EventKind.TAKEOVER_FAIL, failed, by=me, reason=reason)
+        log.warning("takeover failed: %s", reason, extra={"failed_broker": failed})
+        return TakeoverOutcome(failed, None, seconds, error)
+    broker.events.publish(
+        EventKind.TAKEOVER_COMPLETE,
+        failed,
+        by=me,
+        messages=taken.messages,
+        queues=len({(b.vhost, b.queue) for b in taken.backlogs}),
+        seconds=round(seconds, 3),
+    )
+    log.info(
+        "takeover complete: %d messages in %.3f s",
+        taken.messages,
+        seconds,
+        extra={"failed_broker": failed, "epoch": taken.epoch},
+    )
+    return TakeoverOutcome(failed, taken, seconds)
+
+
+async def _serve(broker: Broker, store: SharedStore, taken: TakenOver) -> None:
+    """Serve what the store moved to this broker (see the module docstring)."""
+    for name in taken.vhosts:
+        if name not in broker.vhosts:
+            broker.add_vhost(name)
+    new_queues = {
+        (stored.vhost, stored.name)
+        for stored in taken.queues
+        if stored.name not in broker.vhosts[stored.vhost].queues
+    }
+    restore_definitions(broker, taken.exchanges, taken.queues, taken.bindings)
+    merged: list[tuple[ObjectKey, int]] = []
+    for key, backlogs in itertools.groupby(taken.backlogs, key=lambda b: (b.vhost, b.queue)):
+        levels = list(backlogs)
+        queue = broker.vhosts[key[0]].queues.get(key[1])
+        if queue is None:
+            # Deleted here while the takeover committed: its entries went with it.
+            continue
+        if key in new_queues:
+            queue.recover(levels)
+        else:
+            merged.append((key, sum(level.count for level in levels)))
+    for (vhost, name), count in merged:
+        first = taken.first_sequences[vhost, name]
+        paged = await store.read_entries(vhost, name, first - 1, count)
+        queue = broker.vhosts[vhost].queues.get(name)
+        if queue is not None:
+            # A quarantined entry (its message failed its checksum) left for good.
+            queue.adopt([entry for entry in paged if isinstance(entry, PagedEntry)])

@@ -1,0 +1,127 @@
+"""The broker's log over HTTP, for administrators: its level, and its most recent records.
+
+GET and PUT /api/broker/log-level: BatonMQ's own endpoint (RabbitMQ changes a node's level with
+`rabbitmqctl set_log_level`, not over HTTP; the Qpid manual's management lists
+"LoggingManagement: Dynamically control Qpid logging level"). The body is {"level": LEVEL}, one
+of the levels the `log.level` setting takes; as in the MQ 3.5 admin guide (Table 2-7), the
+broker then logs that level "and all higher categories". The change lasts until the broker
+stops: it starts again at its configured level.
+
+GET /api/broker/log?lines=N: the newest records, for the web console's log page (the Qpid broker
+manual's management console shows the broker's logging; RabbitMQ's console leaves the log to the
+node's files). They come from a ring buffer on the broker's logger, kept while the HTTP listener
+runs (from just before it listens until it stops): the newest `CAPACITY` records that the
+logger's level lets through, each as the JSON object the broker's `json` log format writes (ts,
+level, logger, msg and the record's fields). Administrators only: the log names users, client
+addresses and the objects of every virtual host.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import Final
+
+from aiohttp import web
+
+from batonmq.config.schema import LOG_LEVELS
+from batonmq.log import ROOT_LOGGER, JsonFormatter
+from batonmq.management import call as calls
+from batonmq.management import problems
+from batonmq.management.access import Tag
+from batonmq.management.call import Call, answer, no_content
+from batonmq.management.route import Route
+
+log = logging.getLogger(__name__)
+
+#: How many records the ring buffer keeps; also the most `lines` may ask for.
+CAPACITY: Final = 1000
+#: The records answered when `lines` is not given.
+DEFAULT_LINES: Final = 100
+
+
+class RecentLog(logging.Handler):
+    """The newest `capacity` records of the broker's loggers, each formatted when it is logged
+    (a record's arguments may change after it), as one line of the json log format."""
+
+    def __init__(self, capacity: int = CAPACITY) -> None:
+        super().__init__()
+        self.setFormatter(JsonFormatter())
+        self._lines: deque[str] = deque(maxlen=capacity)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self._lines.append(self.format(record))
+        except Exception:
+            self.handleError(record)
+
+    def newest(self, count: int) -> list[str]:
+        """The last `count` lines, oldest first."""
+        lines = list(self._lines)
+        return lines[len(lines) - count :] if count < len(lines) else lines
+
+
+#: The application's ring buffer (http.make_app puts it there with `keep_recent_log`).
+RECENT_LOG: Final = web.AppKey("recent_log", RecentLog)
+
+
+def keep_recent_log(app: web.Application) -> None:
+    """Give `app` a ring buffer that holds the broker's log records while the app runs."""
+    recent = RecentLog()
+    app[RECENT_LOG] = recent
+
+    async def attached(_app: web.Application) -> AsyncIterator[None]:
+        logger = logging.getLogger(ROOT_LOGGER)
+        logger.addHandler(recent)
+        try:
+            yield
+        finally:
+            logger.removeHandler(recent)
+
+    app.cleanup_ctx.append(attached)
+
+
+async def get_log_level(call: Call) -> web.Response:
+    """The broker's log level now.
+
+    Read from the broker's logger, which the engine's log-level change sets: the answer is the
+    level in force, whether it came from the configuration or from a change."""
+    threshold = logging.getLogger(ROOT_LOGGER).getEffectiveLevel()
+    return answer({"level": logging.getLevelName(threshold).lower()})
+
+
+async def put_log_level(call: Call) -> web.Response:
+    """Change the broker's log level until it stops."""
+    body = await call.body()
+    calls.required(body, "level")
+    level = calls.text(body, "level")
+    if level is None or level not in LOG_LEVELS:
+        raise problems.bad_request(f"level must be one of {', '.join(LOG_LEVELS)}")
+    call.api.set_log_level(level)
+    # At warning, so that the change shows at any level but error.
+    log.warning("log level changed", extra={"log_level": level, "user": call.caller.name})
+    return no_content()
+
+
+async def recent_log(call: Call) -> web.Response:
+    """Query: lines (1 to CAPACITY, default DEFAULT_LINES)."""
+    text = call.query("lines") or str(DEFAULT_LINES)
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= CAPACITY):
+        raise problems.bad_request(f"lines must be a whole number from 1 to {CAPACITY}")
+    recent = call.request.app[RECENT_LOG]
+    return answer([json.loads(line) for line in recent.newest(int(text))])
+
+
+ROUTES = (
+    Route("GET", "/api/broker/log-level", get_log_level, Tag.ADMINISTRATOR),
+    Route(
+        "PUT",
+        "/api/broker/log-level",
+        put_log_level,
+        Tag.ADMINISTRATOR,
+        answers=("204", "changed"),
+    ),
+    Route("GET", "/api/broker/log", recent_log, Tag.ADMINISTRATOR),
+)

@@ -1,0 +1,184 @@
+"""The AMQP 0-9-1 a Spark job needs, over pika's blocking connection: where a stream ends, a
+range of it read exactly, rows published with confirms.
+
+pika, because Spark calls a data source synchronously (an iterator of rows per partition on an
+executor, one call at a time on the driver): a blocking client needs no event loop per task,
+and pika is pure Python with no dependencies of its own. Every call opens its own connection
+and closes it, so that a broker restarted between two calls is simply connected to again (the
+URL's `connection_attempts` and `retry_delay` say how patiently).
+
+Only what RabbitMQ's streams also do over AMQP 0-9-1 is used, so the data source reads a
+RabbitMQ stream as well:
+
+- Where a stream starts: the `x-stream-offset` of the first delivery to a consumer attached at
+  `first` (or `last`).
+- Where it ends (the next offset): that first offset plus the stream's message count from a
+  passive queue.declare, read in that order: retention that runs in between can only make the
+  end seen smaller than the real one, never larger, so a range never asks for an offset that
+  does not exist yet. (RabbitMQ refreshes a stream's message count every few seconds: there,
+  the end seen may lag that much behind.)
+- A range [start, end): a consumer attached at `x-stream-offset` = start, which stops at the
+  delivery of offset end - 1. Deliveries before `start` are skipped (a stream may be read from
+  the start of the chunk that holds the offset asked for); a first offset after `start` means
+  that retention removed the messages in between (DataLossError, unless the caller accepts
+  the loss).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from typing import Final, Literal
+
+import pika  # type: ignore[import-untyped]
+
+from batonmq.spark.ranges import OffsetRange
+from batonmq.spark.rows import OFFSET_HEADER, PROPERTY_FIELDS, Delivery, Publication
+
+#: Messages a range reader may have unacknowledged (the stream consumer's prefetch).
+READ_PREFETCH: Final = 1000
+#: Seconds to wait for the first delivery that tells where a stream starts.
+FIRST_DELIVERY_TIMEOUT: Final = 30.0
+#: Persistent, unless a row's properties say otherwise.
+PERSISTENT: Final = 2
+
+
+class DataLossError(RuntimeError):
+    """Offsets of a range that the stream no longer holds (retention removed them)."""
+
+
+class NotAStreamError(RuntimeError):
+    """The queue delivered a message without an x-stream-offset: it is not a stream."""
+
+
+@contextlib.contextmanager
+def _channel(url: str) -> Iterator[pika.adapters.blocking_connection.BlockingChannel]:
+    connection = pika.BlockingConnection(pika.URLParameters(url))
+    try:
+        yield connection.channel()
+    finally:
+        if connection.is_open:
+            connection.close()
+
+
+def resolve(url: str, queue: str, position: Literal["first", "last", "next"] | int) -> int:
+    """The offset `position` stands for in `queue` now; 0 in a stream that holds nothing."""
+    if isinstance(position, int):
+        return position
+    with _channel(url) as channel:
+        if _message_count(channel, queue) == 0:
+            return 0
+        if position == "next":
+            first = _first_offset(channel, queue, "first")
+            return first + _message_count(channel, queue)
+        return _first_offset(channel, queue, position)
+
+
+def _message_count(channel: pika.adapters.blocking_connection.BlockingChannel, queue: str) -> int:
+    declared = channel.queue_declare(queue, passive=True)
+    count: int = declared.method.message_count
+    return count
+
+
+def _first_offset(
+    channel: pika.adapters.blocking_connection.BlockingChannel, queue: str, spec: str
+) -> int:
+    """The offset of the first message a consumer attached at `spec` is given."""
+    channel.basic_qos(prefetch_count=1)
+    try:
+        for method, properties, body in channel.consume(
+            queue, arguments={OFFSET_HEADER: spec}, inactivity_timeout=FIRST_DELIVERY_TIMEOUT
+        ):
+            if method is None:
+                raise TimeoutError(f"stream {queue!r} delivered nothing from {spec!r}")
+            return _delivery(queue, method, properties, body).offset
+    finally:
+        channel.cancel()
+    raise AssertionError("a consumer's generator ended without a delivery or a timeout")
+
+
+def read_range(
+    url: str, queue: str, part: OffsetRange, *, timeout: float, fail_on_data_loss: bool
+) -> Iterator[Delivery]:
+    """The messages of `queue` at the offsets of `part`, in offset order (see the module
+    docstring). DataLossError for offsets the stream no longer holds if `fail_on_data_loss`;
+    TimeoutError when no message comes for `timeout` seconds."""
+    if not len(part):
+        return
+    with _channel(url) as channel:
+        prefetch = min(READ_PREFETCH, len(part))
+        channel.basic_qos(prefetch_count=prefetch)
+        expected = part.start
+        unacked = 0
+        for method, properties, body in channel.consume(
+            queue, arguments={OFFSET_HEADER: part.start}, inactivity_timeout=timeout
+        ):
+            if method is None:
+                raise TimeoutError(
+                    f"stream {queue!r}: no message for {timeout:g} s while offset {expected} "
+                    f"of [{part.start}, {part.end}) was awaited"
+                )
+            unacked += 1
+            if unacked * 2 >= prefetch:  # the credit back, a few acknowledgements at a time
+                channel.basic_ack(method.delivery_tag, multiple=True)
+                unacked = 0
+            delivery = _delivery(queue, method, properties, body)
+            if delivery.offset < expected:
+                continue
+            if delivery.offset > expected and fail_on_data_loss:
+                raise DataLossError(
+                    f"stream {queue!r} no longer holds offsets {expected} to "
+                    f"{min(delivery.offset, part.end) - 1} (removed by retention); set "
+                    "failOnDataLoss to false to read what is left"
+                )
+            if delivery.offset < part.end:
+                yield delivery
+            if delivery.offset >= part.end - 1:
+                break
+            expected = delivery.offset + 1
+        channel.cancel()
+
+
+def _delivery(
+    queue: str,
+    method: pika.spec.Basic.Deliver,
+    properties: pika.spec.BasicProperties,
+    body: bytes,
+) -> Delivery:
+    headers: dict[str, object] = dict(properties.headers or {})
+    offset = headers.get(OFFSET_HEADER)
+    if not isinstance(offset, int):
+        raise NotAStreamError(f"queue {queue!r} is not a stream: its deliveries carry no offset")
+    return Delivery(
+        offset=offset,
+        exchange=method.exchange,
+        routing_key=method.routing_key,
+        body=body,
+        headers=headers,
+        properties={
+            name: value
+            for name, _kind in PROPERTY_FIELDS
+            if (value := getattr(properties, name)) is not None
+        },
+        timestamp=properties.timestamp,
+    )
+
+
+def publish_confirmed(url: str, publications: Iterable[Publication]) -> int:
+    """Publish each of `publications` with a publisher confirm, as mandatory messages; the
+    count, once every one is confirmed. A message the broker nacks or returns (routed to no
+    queue) raises pika's NackError or UnroutableError."""
+    count = 0
+    with _channel(url) as channel:
+        channel.confirm_delivery()
+        for publication in publications:
+            properties = {"delivery_mode": PERSISTENT, **publication.properties}
+            channel.basic_publish(
+                publication.exchange,
+                publication.routing_key,
+                publication.body,
+                pika.BasicProperties(headers=publication.headers, **properties),
+                mandatory=True,
+            )
+            count += 1
+    return count

@@ -1,0 +1,138 @@
+"""The options of the `batonmq` Spark data source, checked once where Spark hands them over.
+
+Reading (`spark.read` and `spark.readStream`):
+
+- `url` (required): the broker as an AMQP URI, `amqp://user:password@host:port/vhost`; pika's
+  query parameters such as `connection_attempts` and `retry_delay` apply.
+- `queue` (required): the stream queue to read.
+- `startingOffset`: `first` (the default), `last` or `next`, as the x-stream-offset consume
+  argument means them (the first message the stream keeps, the start of its last chunk, only
+  what comes after), or an offset.
+- `endingOffset`, batch reads only: `next` (the default: the end of the stream when the query
+  is planned) or an offset.
+- `maxRecordsPerBatch`, streaming only: at most this many messages per micro-batch.
+- `recordsPerPartition` (10000): a range is split into partitions of at most this many
+  messages, read in parallel.
+- `readTimeout` (30): seconds a partition waits for its next message before it fails.
+- `failOnDataLoss` (`true`): a range that retention removed, in part, before it was read fails
+  the query; with `false`, what is left of it is read.
+
+Writing (`df.write` and `df.writeStream`):
+
+- `url` (required), as above.
+- `exchange` (`""`, the default exchange): where rows without an `exchange` (or with a null
+  one) are published.
+- `routingKey`: the routing key of rows without a `routing_key`; required unless every row has
+  one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, Literal
+
+#: Where a read starts or ends: a name of the x-stream-offset argument, or an offset.
+Position = Literal["first", "last", "next"] | int
+
+DEFAULT_RECORDS_PER_PARTITION: Final = 10_000
+DEFAULT_READ_TIMEOUT: Final = 30.0
+
+
+class OptionError(ValueError):
+    """An option the data source cannot use; the message names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOptions:
+    url: str
+    queue: str
+    starting: Position
+    ending: Position
+    max_records_per_batch: int | None
+    records_per_partition: int
+    read_timeout: float
+    fail_on_data_loss: bool
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> ReadOptions:
+        """Spark's option map (case-insensitive keys, as Spark gives them); OptionError."""
+        given = _lowercased(options)
+        max_records = given.get("maxrecordsperbatch")
+        return cls(
+            url=_required(given, "url"),
+            queue=_required(given, "queue"),
+            starting=_position(given, "startingOffset", ("first", "last", "next"), "first"),
+            ending=_position(given, "endingOffset", ("next",), "next"),
+            max_records_per_batch=(
+                None if max_records is None else _positive("maxRecordsPerBatch", max_records)
+            ),
+            records_per_partition=_positive(
+                "recordsPerPartition",
+                given.get("recordsperpartition", str(DEFAULT_RECORDS_PER_PARTITION)),
+            ),
+            read_timeout=_seconds(given.get("readtimeout", str(DEFAULT_READ_TIMEOUT))),
+            fail_on_data_loss=_boolean(given, "failOnDataLoss", default=True),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOptions:
+    url: str
+    exchange: str
+    routing_key: str | None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> WriteOptions:
+        given = _lowercased(options)
+        return cls(
+            url=_required(given, "url"),
+            exchange=given.get("exchange", ""),
+            routing_key=given.get("routingkey"),
+        )
+
+
+def _lowercased(options: Mapping[str, str]) -> dict[str, str]:
+    return {key.lower(): value for key, value in options.items()}
+
+
+def _required(given: dict[str, str], name: str) -> str:
+    value = given.get(name.lower(), "")
+    if not value:
+        raise OptionError(f"option {name!r} is required")
+    return value
+
+
+def _position(given: dict[str, str], name: str, names: tuple[str, ...], default: str) -> Position:
+    text = given.get(name.lower(), default).strip()
+    for known in ("first", "last", "next"):
+        if text == known and known in names:
+            return known
+    if text.isdigit():
+        return int(text)
+    raise OptionError(f"option {name!r}: {text!r} is not {', '.join(names)} or an offset")
+
+
+def _positive(name: str, text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise OptionError(f"option {name!r}: {text!r} is not a positive number")
+    return int(text)
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise OptionError(f"option 'readTimeout': {text!r} is not a positive number of seconds")
+    return seconds
+
+
+def _boolean(given: dict[str, str], name: str, *, default: bool) -> bool:
+    text = given.get(name.lower())
+    if text is None:
+        return default
+    if text.strip().lower() in ("true", "false"):
+        return text.strip().lower() == "true"
+    raise OptionError(f"option {name!r}: {text!r} is not true or false")

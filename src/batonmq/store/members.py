@@ -1,0 +1,108 @@
+"""The members of an HA cluster as the shared store records them (`list bkr`, MQ 4.1 HA guide
+Example 1), what a takeover moved from a failed member to its claimant, and what a store shared
+by a cluster offers beyond `Store` (the PostgreSQL store: `batonmq.store.takeover`)."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final, Protocol
+
+from batonmq.store.base import (
+    ObjectKey,
+    PageRead,
+    QueueBacklog,
+    StoredBinding,
+    StoredExchange,
+    StoredQueue,
+)
+
+#: How far after a queue's next sequence the entries taken over into it start: a live queue
+#: numbers what arrives while the takeover commits, and must never reach them.
+SEQUENCE_GAP: Final = 1 << 32
+
+#: The states a broker record can hold besides the lease's "running" and "stopped" (see
+#: `batonmq.cluster.states.BrokerState`, which names them all).
+FAILOVER_STARTED: Final = "FAILOVER_STARTED"
+FAILOVER_COMPLETE: Final = "FAILOVER_COMPLETE"
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """A broker registered in the shared store (`list bkr`, Example 1)."""
+
+    broker_id: str
+    #: As stored: "running" (it holds its lease), "stopped" (released it), FAILOVER_STARTED or
+    #: FAILOVER_COMPLETE (taken over); `batonmq.cluster.states.member_state` names it.
+    state: str
+    #: The AMQP listener's host:port, and the heartbeat service's (None: not an HA member).
+    address: str | None
+    heartbeat_address: str | None
+    version: str | None
+    epoch: int
+    taken_over_by: str | None
+    #: Its last update in the store (the lease renewal), on the database's clock.
+    last_heartbeat: datetime.datetime | None
+    #: Seconds since then, measured by the database.
+    silent_for: float
+    #: Whether its lease is still running.
+    lease_live: bool
+    #: Messages it holds in the store (None: not counted).
+    messages: int | None = None
+
+    @property
+    def taken_over(self) -> bool:
+        return self.state in (FAILOVER_STARTED, FAILOVER_COMPLETE)
+
+
+@dataclass(frozen=True, slots=True)
+class TakenOver:
+    """What a takeover moved to the claimant: the objects it did not have, and the entries."""
+
+    failed: str
+    #: The failed broker's epoch after the claim.
+    epoch: int
+    exchanges: list[StoredExchange]
+    queues: list[StoredQueue]
+    bindings: list[StoredBinding]
+    #: Per queue and priority level, the entries moved, renumbered (`last_sequence`), and
+    #: where they start (`first_sequences`).
+    backlogs: list[QueueBacklog]
+    first_sequences: dict[ObjectKey, int] = field(default_factory=dict)
+    #: Every virtual host of the store (the failed broker's among them).
+    vhosts: list[str] = field(default_factory=list)
+
+    @property
+    def messages(self) -> int:
+        return sum(backlog.count for backlog in self.backlogs)
+
+
+class SharedStore(Protocol):
+    """The store of an HA cluster's member."""
+
+    @property
+    def broker_id(self) -> str: ...
+
+    async def register(self, address: str, heartbeat_address: str, version: str) -> None:
+        """Record where this member serves AMQP and heartbeats, and its version."""
+        ...
+
+    async def members(self, *, count_messages: bool = False) -> list[Member]:
+        """Every broker recorded in the store, by id."""
+        ...
+
+    async def take_over(
+        self,
+        failed: str,
+        seen_epoch: int,
+        *,
+        force: bool = False,
+        next_sequences: Mapping[ObjectKey, int],
+    ) -> TakenOver | None:
+        """Claim `failed` and take its rows over; None when the claim was lost."""
+        ...
+
+    async def read_entries(
+        self, vhost: str, queue: str, after_sequence: int, limit: int, priority: int | None = None
+    ) -> PageRead: ...

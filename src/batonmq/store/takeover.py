@@ -1,0 +1,161 @@
+"""The members of an HA cluster as the shared store records them, and the takeover of a failed
+member's persistent state, in one PostgreSQL transaction (MQ 4.1 HA guide: "When a broker fails,
+another broker in the cluster takes over its persistent data ... The takeover broker ... acquires
+a lock on the failed broker's data in the persistent store").
+
+The lock is the failed broker's fencing epoch. The claim bumps it, naming the epoch the claimant
+read, and only while the failed broker's lease has run out on the database's clock (or when an
+operator forces it): of two survivors claiming at once, the second finds the epoch changed and
+claims nothing; the failed broker, if it was only paused, finds its epoch superseded in its next
+write and stops (`StoreFenced`). In the same transaction the failed broker's rows become the
+claimant's:
+
+- exchanges, queues and bindings it alone had become the claimant's; those both had (a Sun MQ
+  cluster's destinations are cluster-wide) stay the claimant's;
+- its persistent messages and their queue entries move over. A queue's entries keep their order:
+  they are renumbered to follow everything the claimant has numbered in the queue of that name
+  (its next sequence plus `SEQUENCE_GAP`, which leaves room for what it numbers meanwhile);
+- every entry comes back redelivered: whether the failed broker delivered it before it stopped
+  is unknown (a pending acknowledgement becomes a ready message, delivered again);
+- its transient entries and the messages no entry holds any more go, as in a recovery.
+
+The failed broker's record says FAILOVER_STARTED, then FAILOVER_COMPLETE, with the claimant's id.
+What a takeover returns, and the members' records, are in `batonmq.store.members`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final, TypeAlias
+
+import asyncpg
+
+from batonmq.store.base import (
+    ObjectKey,
+    QueueBacklog,
+    StoredBinding,
+    StoredExchange,
+    StoredQueue,
+)
+from batonmq.store.fields import decode_table
+from batonmq.store.members import SEQUENCE_GAP, Member, TakenOver
+
+_Connection: TypeAlias = (
+    "asyncpg.Connection[asyncpg.Record] | asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
+)
+
+_MEMBER_COLUMNS: Final = (
+    "b.broker_id, b.state, b.address, b.heartbeat_address, b.version, b.epoch, b.taken_over_by,"
+    " b.heartbeat_at, EXTRACT(EPOCH FROM now() - COALESCE(b.heartbeat_at, b.started_at))::float8,"
+    " COALESCE(b.lease_expires > now(), false)"
+)
+
+#: Statements, "{s}" standing for the quoted schema.
+SQL: Final = {
+    "members": f"SELECT {_MEMBER_COLUMNS}, NULL FROM {{s}}.brokers AS b ORDER BY b.broker_id",
+    "members_counted": f"SELECT {_MEMBER_COLUMNS}, (SELECT count(*) FROM {{s}}.messages AS m"
+    " WHERE m.broker_id = b.broker_id) FROM {s}.brokers AS b ORDER BY b.broker_id",
+    "register": "UPDATE {s}.brokers SET address = $3, heartbeat_address = $4, version = $5,"
+    " taken_over_by = NULL WHERE broker_id = $1 AND epoch = $2",
+    "claim_failed": "UPDATE {s}.brokers SET epoch = epoch + 1, state = 'FAILOVER_STARTED',"
+    " taken_over_by = $1, holder = NULL, lease_expires = NULL WHERE broker_id = $2"
+    " AND broker_id <> $1 AND epoch = $3"
+    " AND ($4 OR lease_expires IS NULL OR lease_expires < now()) RETURNING epoch",
+    "levels": "SELECT e.vhost, e.queue, e.priority, count(*),"
+    " COALESCE(sum(length(m.body)), 0), min(e.sequence), max(e.sequence) FROM {s}.entries AS e"
+    " LEFT JOIN {s}.messages AS m ON m.id = e.message_id WHERE e.broker_id = $1"
+    " GROUP BY e.vhost, e.queue, e.priority ORDER BY e.vhost, e.queue, e.priority",
+    "move_exchanges": "INSERT INTO {s}.exchanges (broker_id, vhost, name, type, auto_delete,"
+    " internal, arguments) SELECT $1, vhost, name, type, auto_delete, internal, arguments"
+    " FROM {s}.exchanges WHERE broker_id = $2 ON CONFLICT DO NOTHING"
+    " RETURNING vhost, name, type, auto_delete, internal, arguments",
+    "move_queues": "INSERT INTO {s}.queues (broker_id, vhost, name, auto_delete, arguments)"
+    " SELECT $1, vhost, name, auto_delete, arguments FROM {s}.queues WHERE broker_id = $2"
+    " ON CONFLICT DO NOTHING RETURNING vhost, name, auto_delete, arguments",
+    "move_bindings": "INSERT INTO {s}.bindings (broker_id, vhost, source, destination_kind,"
+    " destination, routing_key, arguments) SELECT $1, vhost, source, destination_kind,"
+    " destination, routing_key, arguments FROM {s}.bindings WHERE broker_id = $2"
+    " ON CONFLICT DO NOTHING"
+    " RETURNING vhost, source, destination_kind, destination, routing_key, arguments",
+    **{
+        f"drop_{table}": f"DELETE FROM {{s}}.{table} WHERE broker_id = $1"
+        for table in ("exchanges", "queues", "bindings")
+    },
+    "move_messages": "UPDATE {s}.messages SET broker_id = $1 WHERE broker_id = $2",
+    "move_quarantined": "UPDATE {s}.quarantined_messages SET broker_id = $1 WHERE broker_id = $2",
+    "move_entries": "UPDATE {s}.entries AS e SET broker_id = $1, sequence = e.sequence + o.shift,"
+    " delivery_count = GREATEST(e.delivery_count, 1)"
+    " FROM unnest($3::text[], $4::text[], $5::bigint[]) AS o(vhost, queue, shift)"
+    " WHERE e.broker_id = $2 AND e.vhost = o.vhost AND e.queue = o.queue",
+    "failover_complete": "UPDATE {s}.brokers SET state = 'FAILOVER_COMPLETE' WHERE broker_id = $1",
+}
+
+
+def member(row: asyncpg.Record) -> Member:
+    return Member(*row)
+
+
+async def take_over(
+    connection: _Connection,
+    sql: Mapping[str, str],
+    *,
+    claimant: str,
+    failed: str,
+    seen_epoch: int,
+    force: bool,
+    next_sequences: Mapping[ObjectKey, int],
+) -> TakenOver | None:
+    """Claim `failed` and move its rows to `claimant`, inside the transaction under way on
+    `connection` (whose caller has checked the claimant's own epoch); None when the claim found
+    the epoch changed or the lease running (another broker won, or the failed one came back).
+    `sql`: SQL and the plan's recovery statements, rendered for the schema.
+    `next_sequences`: the next sequence of each of the claimant's queues."""
+    epoch = await connection.fetchval(sql["claim_failed"], claimant, failed, seen_epoch, force)
+    if epoch is None:
+        return None
+    # As a recovery does: transient entries and entries of no queue go, then orphaned messages.
+    await connection.execute(sql["discard_entries"], failed)
+    await connection.execute(sql["discard_messages"], failed)
+    levels = await connection.fetch(sql["levels"], failed)
+    first: dict[ObjectKey, int] = {}
+    for vhost, queue, _priority, _count, _bytes, lowest, _highest in levels:
+        key = (vhost, queue)
+        first[key] = min(first.get(key, lowest), lowest)
+    shifts = {
+        key: next_sequences.get(key, 0) + SEQUENCE_GAP - lowest for key, lowest in first.items()
+    }
+    exchanges = await connection.fetch(sql["move_exchanges"], claimant, failed)
+    queues = await connection.fetch(sql["move_queues"], claimant, failed)
+    bindings = await connection.fetch(sql["move_bindings"], claimant, failed)
+    for table in ("bindings", "queues", "exchanges"):
+        await connection.execute(sql[f"drop_{table}"], failed)
+    await connection.execute(sql["move_messages"], claimant, failed)
+    await connection.execute(sql["move_quarantined"], claimant, failed)
+    await connection.execute(
+        sql["move_entries"],
+        claimant,
+        failed,
+        [key[0] for key in shifts],
+        [key[1] for key in shifts],
+        list(shifts.values()),
+    )
+    await connection.execute(sql["failover_complete"], failed)
+    vhosts = await connection.fetch(sql["vhosts"])
+    return TakenOver(
+        failed=failed,
+        epoch=epoch,
+        exchanges=[
+            StoredExchange(v, n, t, auto, internal, decode_table(a))
+            for v, n, t, auto, internal, a in exchanges
+        ],
+        queues=[StoredQueue(v, n, auto, decode_table(a)) for v, n, auto, a in queues],
+        bindings=[
+            StoredBinding(v, s, kind, d, k, decode_table(a)) for v, s, kind, d, k, a in bindings
+        ],
+        backlogs=[
+            QueueBacklog(vhost, queue, count, size, highest + shifts[vhost, queue], priority)
+            for vhost, queue, priority, count, size, _lowest, highest in levels
+        ],
+        first_sequences={key: lowest + shifts[key] for key, lowest in first.items()},
+        vhosts=[name for (name,) in vhosts],
+    )

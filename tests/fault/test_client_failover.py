@@ -1,0 +1,86 @@
+"""The README's HA clients, run as written against a real two-broker HA cluster: a consumer
+connected to the first member sees it SIGKILLed, connects to the survivor and gets every message
+the killed broker held, once the survivor has taken it over.
+
+MQ 4.1 HA guide: "Message Queue clients ... are automatically reconnected to the takeover
+broker"; over AMQP 0-9-1 the client's own multi-host failover does the reconnecting, as with
+RabbitMQ: pika's BlockingConnection takes a list of parameters, kombu a ";"-separated URL with a
+failover strategy.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+from collections.abc import Callable
+
+import pika
+import pytest
+
+from tests.brokerproc import RunningBroker, confirming_channel
+from tests.fault.conftest import StartMember
+from tests.integration.test_readme import readme_blocks
+
+pytestmark = pytest.mark.integration
+
+QUEUE = "orders"
+MESSAGES = 60
+#: Messages consumed from the first member before it is killed.
+BEFORE_THE_KILL = 10
+PERSISTENT = pika.BasicProperties(delivery_mode=2)
+
+
+class Done(Exception):
+    """Every message was consumed: ends the README's consume loop."""
+
+
+def readme_consume(client: str, first: RunningBroker, second: RunningBroker) -> Callable[..., None]:
+    """The `consume` function of the README's block for `client`, with the cluster's members
+    where the README names mq1 and mq2 (and the tests' guest for app:secret)."""
+    (block,) = [
+        block
+        for block in readme_blocks()
+        if block.language == "python" and re.search(rf"^(from|import) {client}\b", block.text, re.M)
+    ]
+    code = block.text
+    for name, broker in (("mq1", first), ("mq2", second)):
+        code = code.replace(
+            f"app:secret@{name}.example.com:5672", f"guest:guest@127.0.0.1:{broker.port}"
+        )
+    namespace: dict[str, object] = {}
+    exec(compile(code, f"README.md:{block.line}", "exec"), namespace)
+    consume = namespace["consume"]
+    assert callable(consume)
+    return consume
+
+
+@pytest.mark.parametrize("client", ["pika", "kombu"])
+def test_a_consumer_fails_over_to_the_survivor_and_gets_every_message(
+    start_member: StartMember, client: str
+) -> None:
+    first, second = start_member("brokerA"), start_member("brokerB")
+    with confirming_channel(first) as channel:
+        channel.queue_declare(QUEUE, durable=True)
+        for number in range(MESSAGES):
+            channel.basic_publish("", QUEUE, str(number).encode(), PERSISTENT, mandatory=True)
+    consume = readme_consume(client, first, second)
+    seen: set[bytes] = set()
+    killed = threading.Event()
+
+    def handle(body: bytes) -> None:
+        seen.add(body)
+        if len(seen) == BEFORE_THE_KILL and not killed.is_set():
+            assert first.process is not None
+            os.kill(first.process.pid, signal.SIGKILL)
+            killed.set()
+        if len(seen) == MESSAGES:
+            raise Done
+
+    with pytest.raises(Done):
+        consume(QUEUE, handle)
+
+    assert killed.is_set()
+    assert seen == {str(number).encode() for number in range(MESSAGES)}
+    first.process.wait(10)  # type: ignore[union-attr]

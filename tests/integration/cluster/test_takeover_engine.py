@@ -1,0 +1,197 @@
+"""A running broker takes a failed member over and serves what it held: two brokers of one HA
+cluster in this process, each on its own PostgreSQL store of the cluster's schema.
+
+MQ 4.1 HA guide: the takeover broker "takes over the failed broker's persistent data" and serves
+it to clients that reconnect to it; it notifies mq.broker.takeover.start and .complete (or .fail).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from pamqp import commands
+
+from batonmq.cluster.member import ClusterMember
+from batonmq.cluster.states import BrokerState
+from batonmq.config.cluster import ClusterConfig
+from batonmq.engine.api import ApiError, EngineApi
+from batonmq.engine.broker import Broker, BrokerSettings
+from batonmq.engine.events import Event, EventKind
+from batonmq.engine.messages import AckMode
+from batonmq.engine.recovery import restore
+from batonmq.engine.takeover import take_over
+from batonmq.store.base import StoreFenced, WriteBatch
+from batonmq.store.postgres import PostgresStore
+from tests.members import lease_run_out
+
+SCHEMA = "batonmq_c_engine"
+PERSISTENT = commands.Basic.Properties(delivery_mode=2)
+StartBroker = Callable[..., Awaitable[tuple[Broker, PostgresStore]]]
+
+
+@pytest.fixture
+async def start_broker(postgres_dsn: str, tmp_path: Path) -> AsyncIterator[StartBroker]:
+    """`start(broker_id, lease_seconds=15.0, page_window=10_000)`: a recovered broker on its
+    store in the cluster's schema (a short lease never renewed: a broker that stopped updating
+    the store)."""
+    started: list[Broker] = []
+
+    async def start(
+        broker_id: str, lease_seconds: float = 15.0, page_window: int = 10_000
+    ) -> tuple[Broker, PostgresStore]:
+        store = PostgresStore(
+            postgres_dsn,
+            broker_id=broker_id,
+            schema=SCHEMA,
+            lease_seconds=lease_seconds,
+            renew_every=3600.0,
+        )
+        settings = BrokerSettings(streams_dir=tmp_path / broker_id, page_window=page_window)
+        broker = Broker(settings, store)
+        started.append(broker)
+        await store.open()
+        restore(broker, await store.recover())
+        broker.journal.start()
+        return broker, store
+
+    try:
+        yield start
+    finally:
+        for broker in started:
+            await broker.journal.stop()
+            assert broker.store is not None
+            await broker.store.close()
+
+
+async def _publish(api: EngineApi, queue: str, *bodies: bytes) -> None:
+    for body in bodies:
+        assert await api.publish("guest", "/", "", queue, PERSISTENT, body)
+
+
+async def test_the_survivor_serves_a_taken_over_queue_after_its_own_messages_redelivered(
+    start_broker: StartBroker,
+) -> None:
+    """A queue both brokers had gets the failed broker's messages after the survivor's own, in
+    order, flagged redelivered (AMQP 0-9-1: "this indicates that the message has been previously
+    delivered"); a queue only the failed broker had appears with its messages; the event feed
+    says takeover.start and takeover.complete, naming the failed broker."""
+    failed, _failed_store = await start_broker("brokerA", lease_seconds=0.2)
+    survivor, survivor_store = await start_broker("brokerB")
+    failed_api, survivor_api = EngineApi(failed), EngineApi(survivor)
+    for api in (failed_api, survivor_api):
+        await api.declare_queue("guest", "/", "shared")
+    await failed_api.declare_queue("guest", "/", "onlyA")
+    await _publish(failed_api, "shared", b"a0", b"a1")
+    await _publish(failed_api, "onlyA", b"x0")
+    await _publish(survivor_api, "shared", b"b0", b"b1")
+    seen = await lease_run_out(survivor_store, "brokerA")
+    events: list[Event] = []
+    survivor.events.subscribe(events.append)
+
+    outcome = await take_over(survivor, survivor_store, "brokerA", seen)
+    await _publish(survivor_api, "shared", b"b2")  # after the takeover: after what it took
+
+    assert outcome.taken is not None and outcome.taken.messages == 3
+    got = await survivor_api.get_messages("guest", "/", "shared", 10, AckMode.ACK_REQUEUE_FALSE)
+    assert [(m.message.body, m.message.redelivered) for m in got] == [
+        (b"b0", False),
+        (b"b1", False),
+        (b"a0", True),
+        (b"a1", True),
+        (b"b2", False),
+    ]
+    got = await survivor_api.get_messages("guest", "/", "onlyA", 10, AckMode.ACK_REQUEUE_FALSE)
+    assert [(m.message.body, m.message.redelivered) for m in got] == [(b"x0", True)]
+    assert [(e.kind, e.name) for e in events if e.kind.value.startswith("takeover.")] == [
+        (EventKind.TAKEOVER_START, "brokerA"),
+        (EventKind.TAKEOVER_COMPLETE, "brokerA"),
+    ]
+    assert (await survivor_store.stats()).entries == 0  # acked: gone from the store too
+
+
+async def test_a_lost_claim_is_a_takeover_fail_event_and_changes_nothing(
+    start_broker: StartBroker,
+) -> None:
+    """A claim of a broker whose lease still runs is refused by the store: takeover.fail."""
+    _live, live_store = await start_broker("brokerA")
+    survivor, survivor_store = await start_broker("brokerB")
+    epoch = {m.broker_id: m for m in await survivor_store.members()}["brokerA"].epoch
+    events: list[Event] = []
+    survivor.events.subscribe(events.append)
+
+    outcome = await take_over(survivor, survivor_store, "brokerA", epoch)
+
+    assert outcome.taken is None
+    assert [(e.kind, e.name) for e in events] == [
+        (EventKind.TAKEOVER_START, "brokerA"),
+        (EventKind.TAKEOVER_FAIL, "brokerA"),
+    ]
+    assert {m.broker_id: m.state for m in await live_store.members()}["brokerA"] == "running"
+
+
+async def test_the_api_lists_the_members_and_forces_a_takeover_of_a_live_one(
+    start_broker: StartBroker,
+) -> None:
+    """`imqcmd list bkr` (Example 1: id, state, messages in the store, who took it over) and
+    `imqcmd takeover bkr -n ID -f`: "force the takeover to occur unconditionally"; without -f a
+    broker whose lease still runs is not taken over. The forced one is fenced."""
+    live, live_store = await start_broker("brokerA")
+    survivor, survivor_store = await start_broker("brokerB")
+    ClusterMember(
+        ClusterConfig(ha=True, clusterid="test", brokerid="brokerB"), survivor, survivor_store
+    )
+    api = EngineApi(survivor)
+    await EngineApi(live).declare_queue("guest", "/", "q")
+    await _publish(EngineApi(live), "q", b"m0", b"m1")
+
+    before = {member.broker_id: member for member in await api.cluster_members()}
+    refused = await api.take_over_broker("brokerA")
+    forced = await api.take_over_broker("brokerA", force=True)
+    after = {member.broker_id: member for member in await api.cluster_members()}
+
+    assert (before["brokerA"].state, before["brokerA"].messages) == (BrokerState.OPERATING, 2)
+    assert before["brokerB"].local and not before["brokerA"].local
+    assert refused.taken is None
+    assert forced.taken is not None and forced.taken.messages == 2
+    assert (after["brokerA"].state, after["brokerA"].taken_over_by) == (
+        BrokerState.FAILOVER_COMPLETE,
+        "brokerB",
+    )
+    assert (after["brokerA"].messages, after["brokerB"].messages) == (0, 2)
+    with pytest.raises(StoreFenced):
+        await live_store.commit(WriteBatch(vhosts_put=["/fenced"]))
+    with pytest.raises(ApiError):
+        await api.take_over_broker("brokerB")
+    with pytest.raises(ApiError):
+        await EngineApi(live).cluster_members()  # not a member: no ClusterMember runs there
+
+
+async def test_a_queue_paging_its_backlog_takes_the_failed_brokers_entries_after_it(
+    start_broker: StartBroker,
+) -> None:
+    """A survivor's queue that holds more than its window keeps its backlog in the store (paged);
+    the entries taken over join after that backlog and come out after it, in order."""
+    failed, _ = await start_broker("brokerA", lease_seconds=0.2)
+    survivor, survivor_store = await start_broker("brokerB", page_window=10)
+    failed_api, survivor_api = EngineApi(failed), EngineApi(survivor)
+    for api in (failed_api, survivor_api):
+        await api.declare_queue("guest", "/", "shared")
+    theirs = [f"a{n}".encode() for n in range(30)]
+    ours = [f"b{n}".encode() for n in range(50)]
+    await _publish(failed_api, "shared", *theirs)
+    await _publish(survivor_api, "shared", *ours)
+    seen = await lease_run_out(survivor_store, "brokerA")
+
+    outcome = await take_over(survivor, survivor_store, "brokerA", seen)
+    await _publish(survivor_api, "shared", b"after")
+
+    assert outcome.taken is not None
+    bodies = []
+    while got := await survivor_api.get_messages(
+        "guest", "/", "shared", 7, AckMode.ACK_REQUEUE_FALSE
+    ):
+        bodies += [m.message.body for m in got]
+    assert bodies == [*ours, *theirs, b"after"]
+    assert (await survivor_store.stats()).entries == 0

@@ -1,0 +1,398 @@
+"""The `batonmq` PySpark data source with a real broker and a real local Spark (`local[2]`):
+stream queues read by offset as a batch and as a stream, exactly once across query restarts and
+broker restarts, and rows published with confirms.
+
+Spark's contract for a streaming source ("DataSourceStreamReader"): a micro-batch is the range
+between two offsets that Spark checkpoints before it runs; after a failure "Spark will restart
+from the check-pointed offset", so a source that reads the same rows for the same range gives
+exactly-once output into an idempotent sink (the file sink, whose own log drops a batch
+written twice). All the tests share one SparkSession: its JVM takes seconds to start.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pika
+import pytest
+
+from tests.brokerproc import BrokerLife, RunningBroker
+from tests.faultproxy import FaultProxy
+from tests.integration.test_readme import readme_blocks
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        shutil.which("java") is None and not os.environ.get("CI"),
+        reason="PySpark needs a Java runtime (CI installs one; there this test must run)",
+    ),
+]
+
+if not os.environ.get("CI"):
+    pytest.importorskip(
+        "pyspark", reason="the spark extra is not installed: pip install -e '.[spark]'"
+    )
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql.streaming import StreamingQuery  # noqa: E402
+
+import batonmq.spark  # noqa: E402
+
+STREAM = {"x-queue-type": "stream"}
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One local Spark for every test: two cores, no web UI, two shuffle partitions, and this
+    Python (with BatonMQ installed) for its workers: PySpark starts them with the `python3` on
+    PATH unless PYSPARK_PYTHON says otherwise, and its Python data sources' planners ignore
+    spark.pyspark.python."""
+    before = os.environ.get("PYSPARK_PYTHON")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("batonmq-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    batonmq.spark.register(session)
+    yield session
+    session.stop()
+    if before is None:
+        del os.environ["PYSPARK_PYTHON"]
+    else:
+        os.environ["PYSPARK_PYTHON"] = before
+
+
+def declare_and_publish(url: str, queue: str, bodies: list[bytes], **arguments: object) -> None:
+    """Declare the stream `queue` (if need be) and publish `bodies` to it with confirms."""
+    with pika.BlockingConnection(pika.URLParameters(url)) as connection:
+        channel = connection.channel()
+        channel.queue_declare(queue, durable=True, arguments={**STREAM, **arguments})
+        channel.confirm_delivery()
+        for body in bodies:
+            channel.basic_publish(
+                "",
+                queue,
+                body,
+                pika.BasicProperties(
+                    headers={"n": body.decode()}, message_id=body.decode(), timestamp=1_700_000_000
+                ),
+            )
+
+
+def bodies(numbers: range) -> list[bytes]:
+    return [f"m{number}".encode() for number in numbers]
+
+
+def stream_query(
+    spark: SparkSession, url: str, queue: str, out: Path, checkpoint: Path, **options: str
+) -> tuple[DataFrame, dict[str, str]]:
+    source = spark.readStream.format("batonmq").option("url", url).option("queue", queue)
+    for name, value in options.items():
+        source = source.option(name, value)
+    return source.load().select("offset", "body"), {
+        "path": str(out),
+        "checkpointLocation": str(checkpoint),
+    }
+
+
+def written(spark: SparkSession, out: Path) -> list[tuple[int, bytes]]:
+    """(offset, body) of every row the file sink committed, in offset order."""
+    rows = spark.read.parquet(str(out)).collect()
+    return sorted((row.offset, bytes(row.body)) for row in rows)
+
+
+def run_available_now(frame: DataFrame, sink: dict[str, str]) -> StreamingQuery:
+    query = frame.writeStream.format("parquet").options(**sink).trigger(availableNow=True).start()
+    query.awaitTermination(120)
+    return query
+
+
+def test_a_batch_read_returns_exactly_the_range_asked_for(spark, broker: RunningBroker):
+    """startingOffset and endingOffset are stream offsets, the end excluded; the rows carry each
+    message's offset, headers, properties and body, split over several partitions."""
+    declare_and_publish(broker.url, "events", bodies(range(30)))
+
+    frame = (
+        spark.read.format("batonmq")
+        .option("url", broker.url)
+        .option("queue", "events")
+        .option("startingOffset", "5")
+        .option("endingOffset", "17")
+        .option("recordsPerPartition", "5")
+        .load()
+    )
+    rows = sorted(frame.collect(), key=lambda row: row.offset)
+
+    assert frame.rdd.getNumPartitions() == 3
+    assert [(row.offset, bytes(row.body)) for row in rows] == list(
+        zip(range(5, 17), bodies(range(5, 17)), strict=True)
+    )
+    assert rows[0].headers == {"n": "m5"}
+    assert rows[0].properties.message_id == "m5"
+    assert (rows[0].routing_key, rows[0].exchange, rows[0].queue) == ("events", "", "events")
+    assert rows[0].timestamp.timestamp() == 1_700_000_000
+
+
+def test_a_batch_read_from_first_to_next_reads_the_whole_stream(spark, broker: RunningBroker):
+    """The defaults: from the first message the stream keeps to its end when the query is
+    planned."""
+    declare_and_publish(broker.url, "events", bodies(range(12)))
+
+    rows = spark.read.format("batonmq").option("url", broker.url).option("queue", "events").load()
+
+    assert sorted(row.offset for row in rows.collect()) == list(range(12))
+
+
+@pytest.mark.timeout(300)
+def test_a_streaming_query_restarted_from_its_checkpoint_reads_each_message_once(
+    spark, batonmq: RunningBroker, tmp_path: Path
+):
+    """Exactly once across restarts: a query run with Trigger.AvailableNow and
+    maxRecordsPerBatch (Spark: "The source must always respect the given readLimit"), then one
+    stopped in the middle of its micro-batches, then one that finishes, all on the same
+    checkpoint: every offset is in the sink once."""
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    declare_and_publish(batonmq.url, "events", bodies(range(40)))
+    frame, sink = stream_query(
+        spark, batonmq.url, "events", out, checkpoint, maxRecordsPerBatch="15"
+    )
+
+    first = run_available_now(frame, sink)
+    sizes = [progress["numInputRows"] for progress in first.recentProgress]
+    assert written(spark, out) == list(zip(range(40), bodies(range(40)), strict=True))
+    assert sorted(sizes, reverse=True)[:3] == [15, 15, 10]
+
+    declare_and_publish(batonmq.url, "events", bodies(range(40, 100)))
+    frame, sink = stream_query(
+        spark, batonmq.url, "events", out, checkpoint, maxRecordsPerBatch="5"
+    )
+    stopped = (
+        frame.writeStream.format("parquet").options(**sink).trigger(processingTime="0 seconds")
+    ).start()
+    while not any(progress["numInputRows"] for progress in stopped.recentProgress):
+        time.sleep(0.05)
+    stopped.stop()
+    assert len(written(spark, out)) < 100
+
+    run_available_now(frame, sink)
+    assert written(spark, out) == list(zip(range(100), bodies(range(100)), strict=True))
+
+
+#: A Spark driver of its own, to be killed: a streaming query of ten messages a micro-batch.
+KILLED_DRIVER = """
+import sys
+from pyspark.sql import SparkSession
+import batonmq.spark
+
+url, out, checkpoint = sys.argv[1:]
+spark = (
+    SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+    .config("spark.sql.shuffle.partitions", "2").getOrCreate()
+)
+batonmq.spark.register(spark)
+(
+    spark.readStream.format("batonmq").option("url", url).option("queue", "events")
+    .option("maxRecordsPerBatch", "10").load().select("offset", "body")
+    .writeStream.format("parquet").option("path", out).option("checkpointLocation", checkpoint)
+    .trigger(processingTime="0 seconds").start().awaitTermination()
+)
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_query_whose_spark_was_killed_mid_way_resumes_from_its_checkpoint_exactly_once(
+    spark, batonmq: RunningBroker, tmp_path: Path
+):
+    """The Spark driver (its JVM and Python workers) killed with SIGKILL once it has committed
+    a micro-batch, not stopped: the query restarted on the same checkpoint reads on from the
+    last committed batch and redoes the one in flight, and the sink holds every message once."""
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    declare_and_publish(batonmq.url, "events", bodies(range(300)))
+    driver = subprocess.Popen(
+        [sys.executable, "-c", KILLED_DRIVER, batonmq.url, str(out), str(checkpoint)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list((checkpoint / "commits").glob("[0-9]*")):
+            assert driver.poll() is None, "the Spark driver ended before it was killed"
+            assert time.monotonic() < deadline, "the Spark driver committed no micro-batch"
+            time.sleep(0.1)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(30)
+    assert 0 < len(written(spark, out)) < 300
+
+    frame, sink = stream_query(spark, batonmq.url, "events", out, checkpoint)
+    run_available_now(frame, sink)
+
+    assert written(spark, out) == list(zip(range(300), bodies(range(300)), strict=True))
+
+
+@pytest.mark.timeout(300)
+def test_a_streaming_query_goes_on_across_a_broker_restart_between_micro_batches(
+    spark, tmp_path: Path
+):
+    """A broker restarted between two micro-batches (clean stop, then started on the same
+    data) is connected to again (pika's connection_attempts and retry_delay, from the URL), and
+    the query reads what was published before and after, each message once."""
+    life = BrokerLife(tmp_path / "broker", {})
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    try:
+        with FaultProxy(life.current.host, life.current.port) as proxy:
+            url = proxy.url(life.current, "connection_attempts=60&retry_delay=0.5")
+            declare_and_publish(url, "events", bodies(range(10)))
+            frame, sink = stream_query(spark, url, "events", out, checkpoint)
+            query = (
+                frame.writeStream.format("parquet")
+                .options(**sink)
+                .trigger(processingTime="200 milliseconds")
+                .start()
+            )
+            try:
+                query.processAllAvailable()
+                assert len(written(spark, out)) == 10
+
+                restarted = life.restart(kill=False)
+                proxy.target = (restarted.host, restarted.port)
+                declare_and_publish(url, "events", bodies(range(10, 25)))
+                query.processAllAvailable()
+            finally:
+                query.stop()
+            assert query.exception() is None
+    finally:
+        life.stop()
+
+    assert written(spark, out) == list(zip(range(25), bodies(range(25)), strict=True))
+
+
+def test_a_range_that_retention_removed_fails_the_read_unless_loss_is_accepted(
+    spark, batonmq: RunningBroker
+):
+    """A stream keeps what retention leaves (x-max-length-bytes, whole segments): reading
+    offsets it removed fails with a data-loss error that names them, or, with failOnDataLoss
+    false, reads what is left."""
+    declare_and_publish(
+        batonmq.url,
+        "small",
+        [bytes(200) for _ in range(40)],
+        **{"x-max-length-bytes": 3000, "x-stream-max-segment-size-bytes": 1000},
+    )
+
+    def read(fail_on_data_loss: str) -> list[int]:
+        frame = (
+            spark.read.format("batonmq")
+            .option("url", batonmq.url)
+            .option("queue", "small")
+            .option("startingOffset", "0")
+            .option("failOnDataLoss", fail_on_data_loss)
+            .load()
+        )
+        return sorted(row.offset for row in frame.collect())
+
+    with pytest.raises(Exception, match=r"no longer holds offsets 0 to \d+") as raised:
+        read("true")
+    assert "failOnDataLoss" in str(raised.value)
+    kept = read("false")
+    assert kept[0] > 0 and kept == list(range(kept[0], 40))
+
+
+def test_a_dataframe_written_to_the_broker_is_published_with_confirms(spark, broker: RunningBroker):
+    """df.write publishes each row (body, routing_key, headers, properties) with a publisher
+    confirm: once the write returns, every row is in the stream."""
+    declare_and_publish(broker.url, "sunk", [])
+    frame = spark.createDataFrame(
+        [(f"r{number}".encode(), {"n": str(number)}, (f"id-{number}",)) for number in range(20)],
+        "body binary, headers map<string,string>, properties struct<message_id: string>",
+    ).repartition(2)
+
+    frame.write.format("batonmq").option("url", broker.url).option("routingKey", "sunk").mode(
+        "append"
+    ).save()
+
+    rows = (
+        spark.read.format("batonmq").option("url", broker.url).option("queue", "sunk").load()
+    ).collect()
+    assert sorted(bytes(row.body) for row in rows) == sorted(
+        f"r{number}".encode() for number in range(20)
+    )
+    assert {row.properties.message_id: row.headers["n"] for row in rows} == {
+        f"id-{number}": str(number) for number in range(20)
+    }
+
+
+def test_a_row_that_no_queue_takes_fails_the_write(spark, broker: RunningBroker):
+    """Rows are published as mandatory messages: one that is routed nowhere comes back
+    (basic.return) and fails its task, rather than vanishing."""
+    frame = spark.createDataFrame([(b"lost", "nowhere")], "body binary, routing_key string")
+
+    with pytest.raises(Exception, match="UnroutableError"):
+        frame.write.format("batonmq").option("url", broker.url).mode("append").save()
+
+
+@pytest.mark.timeout(300)
+def test_a_stream_copied_to_another_stream_by_a_streaming_query(
+    spark, broker: RunningBroker, tmp_path: Path
+):
+    """df.writeStream.format("batonmq"): each micro-batch published with confirms."""
+    declare_and_publish(broker.url, "events", bodies(range(15)))
+    declare_and_publish(broker.url, "copy", [])
+    frame = (
+        spark.readStream.format("batonmq")
+        .option("url", broker.url)
+        .option("queue", "events")
+        .load()
+        .select("body", "headers")
+    )
+
+    query = (
+        frame.writeStream.format("batonmq")
+        .option("url", broker.url)
+        .option("routingKey", "copy")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+
+    rows = (
+        spark.read.format("batonmq").option("url", broker.url).option("queue", "copy").load()
+    ).collect()
+    assert sorted((bytes(row.body), row.headers["n"]) for row in rows) == sorted(
+        (body, body.decode()) for body in bodies(range(15))
+    )
+
+
+@pytest.mark.timeout(300)
+def test_the_readme_spark_job_runs_as_written(spark, broker: RunningBroker, tmp_path: Path):
+    """The README's ```python block, run as it is written, with this test's broker for
+    localhost:5672 and its own directory for /tmp (test_readme.py leaves it to this test)."""
+    (block,) = [block for block in readme_blocks() if "import batonmq.spark" in block.text]
+    declare_and_publish(broker.url, "events", bodies(range(150)))
+    declare_and_publish(broker.url, "copy", [])
+    code = block.text.replace("amqp://guest:guest@localhost:5672/%2F", broker.url)
+    code = code.replace("/tmp/", f"{tmp_path}/")
+
+    exec(compile(code, f"README.md:{block.line}", "exec"), {})
+
+    assert written(spark, tmp_path / "events") == list(
+        zip(range(150), bodies(range(150)), strict=True)
+    )
+    copied = (
+        spark.read.format("batonmq").option("url", broker.url).option("queue", "copy").load()
+    ).collect()
+    assert sorted(bytes(row.body) for row in copied) == sorted(bodies(range(100)))

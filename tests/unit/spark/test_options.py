@@ -1,0 +1,78 @@
+"""The Spark data source's options, checked once where Spark hands them over (BatonMQ style,
+"Validate at the edge"): Spark passes option names case-insensitively."""
+
+from __future__ import annotations
+
+import pytest
+
+from batonmq.spark.options import OptionError, ReadOptions, WriteOptions
+
+URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+
+
+def test_reading_needs_only_a_url_and_a_queue():
+    options = ReadOptions.parse({"url": URL, "queue": "events"})
+
+    assert options == ReadOptions(
+        url=URL,
+        queue="events",
+        starting="first",
+        ending="next",
+        max_records_per_batch=None,
+        records_per_partition=10_000,
+        read_timeout=30.0,
+        fail_on_data_loss=True,
+    )
+
+
+def test_option_names_are_case_insensitive_and_offsets_are_numbers_or_names():
+    options = ReadOptions.parse(
+        {
+            "URL": URL,
+            "queue": "events",
+            "startingoffset": "last",
+            "EndingOffset": "120",
+            "maxRecordsPerBatch": "50",
+            "recordsPerPartition": "7",
+            "readTimeout": "2.5",
+            "failOnDataLoss": "False",
+        }
+    )
+
+    assert (options.starting, options.ending) == ("last", 120)
+    assert options.max_records_per_batch == 50
+    assert options.records_per_partition == 7
+    assert options.read_timeout == 2.5
+    assert options.fail_on_data_loss is False
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        ({"url": ""}, "'url' is required"),
+        ({"queue": ""}, "'queue' is required"),
+        ({"startingOffset": "earliest"}, "'startingOffset': 'earliest' is not first, last, next"),
+        ({"startingOffset": "-1"}, "'startingOffset'"),
+        ({"endingOffset": "first"}, "'endingOffset': 'first' is not next or an offset"),
+        ({"maxRecordsPerBatch": "0"}, "'maxRecordsPerBatch': '0' is not a positive number"),
+        ({"recordsPerPartition": "many"}, "'recordsPerPartition'"),
+        ({"readTimeout": "0"}, "'readTimeout'"),
+        ({"failOnDataLoss": "maybe"}, "'failOnDataLoss': 'maybe' is not true or false"),
+    ],
+)
+def test_an_option_the_source_cannot_use_is_named(given, named):
+    options = {"url": URL, "queue": "events", **given}
+
+    with pytest.raises(OptionError) as raised:
+        ReadOptions.parse(options)
+
+    assert named in str(raised.value)
+
+
+def test_writing_needs_a_url_and_defaults_to_the_default_exchange():
+    assert WriteOptions.parse({"url": URL}) == WriteOptions(URL, "", None)
+    assert WriteOptions.parse({"url": URL, "exchange": "x", "ROUTINGKEY": "k"}) == (
+        WriteOptions(URL, "x", "k")
+    )
+    with pytest.raises(OptionError, match="'url' is required"):
+        WriteOptions.parse({})
