@@ -120,7 +120,7 @@ def exchange(info: ExchangeInfo) -> Item:
         "auto_delete": info.auto_delete,
         "internal": info.internal,
         "arguments": table(info.arguments),
-        "policy": None,
+        # RabbitMQ writes "policy" on an exchange only when a policy applies: never here.
         "user_who_performed_action": "",
     }
 

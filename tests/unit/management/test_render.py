@@ -69,7 +69,6 @@ def test_an_exchange_and_a_binding():
         "auto_delete": False,
         "internal": False,
         "arguments": {},
-        "policy": None,
         "user_who_performed_action": "",
     }
     binding = BindingInfo("/", "orders", "work", "queue", "eu.#", {})
