@@ -84,6 +84,8 @@ class RabbitMQ(Broker):
         self.scripts = rabbitmq_scripts()
         self.label = "RabbitMQ"
         self.management_port = free_port() if management else None
+        #: Its Prometheus plugin's port, beside management (RabbitMQ serves /metrics there).
+        self.prometheus_port = free_port() if management else None
         self.directory: Path | None = None
         self.node = f"bench{os.getpid()}@localhost"
         self._started_epmd = False
@@ -117,7 +119,8 @@ class RabbitMQ(Broker):
         config, plugins = _CONFIG, ""
         if self.management_port is not None:
             config += f"management.tcp.ip = {HOST}\nmanagement.tcp.port = {self.management_port}\n"
-            plugins = "rabbitmq_management"
+            config += f"prometheus.tcp.ip = {HOST}\nprometheus.tcp.port = {self.prometheus_port}\n"
+            plugins = "rabbitmq_management,rabbitmq_prometheus"
         (directory / "rabbitmq.conf").write_text(config)
         (directory / "rabbitmq-env.conf").write_text("")
         (directory / "enabled_plugins").write_text(f"[{plugins}].\n")
