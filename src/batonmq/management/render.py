@@ -221,8 +221,8 @@ def message_stats(counters: ChannelCounters, rates: Mapping[str, float] | None =
     return stats
 
 
-def overview(info: Overview, queues: Sequence[QueueInfo], node: Node, user: UserInfo) -> Item:
-    unacknowledged = sum(item.messages_unacknowledged for item in queues)
+def overview(info: Overview, node: Node, user: UserInfo) -> Item:
+    unacknowledged = info.messages_unacknowledged
     return {
         "product_name": "BatonMQ",
         "product_version": node.product_version,
