@@ -48,9 +48,17 @@ class BatonMQ(Broker):
     its own. With PostgreSQL, the server's processes are measured with the broker's: they do the
     store's work. With a `build`, the broker runs that source tree's code."""
 
-    def __init__(self, postgres: BenchPostgres | None = None, build: Build | None = None) -> None:
+    def __init__(
+        self,
+        postgres: BenchPostgres | None = None,
+        build: Build | None = None,
+        *,
+        management: bool = False,
+    ) -> None:
+        """`management`: with the management HTTP API on `management_port` (else off)."""
         self.postgres = postgres
         self.build = build
+        self.management_port = free_port() if management else None
         store = "batonmq-pg" if postgres else "batonmq"
         self.name = target_name(store, build.name if build else None)
         self.label = "BatonMQ (postgres)" if postgres else "BatonMQ (sqlite)"
@@ -88,7 +96,9 @@ class BatonMQ(Broker):
             "[log]",
             'level = "warning"',
         ]
-        if self._knows("listeners.http.enabled"):
+        if self.management_port is not None:
+            config += ["[listeners.http]", f'bind = "{HOST}"', f"port = {self.management_port}"]
+        elif self._knows("listeners.http.enabled"):
             # Brokers run side by side: none takes the management port (15672).
             config += ["[listeners.http]", "enabled = false"]
         if self.postgres:

@@ -6,7 +6,8 @@ in a temporary directory, so that it cannot clash with a RabbitMQ already on the
 Debian's /usr/sbin/rabbitmq-server switches to the rabbitmq user and drops the environment, so
 the harness runs the script it wraps (/usr/lib/rabbitmq/bin/rabbitmq-server) directly, with HOME
 set to the temporary directory where the Erlang cookie is. Defaults are RabbitMQ's, except that
-no plugin is enabled and the log is quiet. Missing, the package is installed with apt-get (as root).
+no plugin is enabled (but management, when asked for) and the log is quiet. Missing, the package
+is installed with apt-get (as root).
 """
 
 from __future__ import annotations
@@ -77,9 +78,14 @@ def _listening(port: int) -> bool:
 class RabbitMQ(Broker):
     name = "rabbitmq"
 
-    def __init__(self) -> None:
+    def __init__(self, *, management: bool = False) -> None:
+        """`management`: with the management plugin, on `management_port` (to record its
+        answers: benchmarks/record_management.py)."""
         self.scripts = rabbitmq_scripts()
         self.label = "RabbitMQ"
+        self.management_port = free_port() if management else None
+        #: Its Prometheus plugin's port, beside management (RabbitMQ serves /metrics there).
+        self.prometheus_port = free_port() if management else None
         self.directory: Path | None = None
         self.node = f"bench{os.getpid()}@localhost"
         self._started_epmd = False
@@ -110,9 +116,14 @@ class RabbitMQ(Broker):
         directory = self.directory = Path(tempfile.mkdtemp(prefix="batonmq-bench-rabbitmq-"))
         self.port = free_port()
         dist_port = free_port()
-        (directory / "rabbitmq.conf").write_text(_CONFIG)
+        config, plugins = _CONFIG, ""
+        if self.management_port is not None:
+            config += f"management.tcp.ip = {HOST}\nmanagement.tcp.port = {self.management_port}\n"
+            config += f"prometheus.tcp.ip = {HOST}\nprometheus.tcp.port = {self.prometheus_port}\n"
+            plugins = "rabbitmq_management,rabbitmq_prometheus"
+        (directory / "rabbitmq.conf").write_text(config)
         (directory / "rabbitmq-env.conf").write_text("")
-        (directory / "enabled_plugins").write_text("[].\n")
+        (directory / "enabled_plugins").write_text(f"[{plugins}].\n")
         cookie = directory / ".erlang.cookie"
         cookie.write_text(os.urandom(16).hex().upper())
         cookie.chmod(0o600)

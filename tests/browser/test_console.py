@@ -267,8 +267,7 @@ def test_queues_sort_and_filter(console: Console, broker: RunningBroker) -> None
 def test_every_page_shows_without_a_script_error(
     console: Console, broker: RunningBroker, link: str, heading: str
 ) -> None:
-    """The other pages load their lists from the API and draw them. (The log page is left
-    out here: its log level needs GET /api/broker/log-level, which another change adds.)"""
+    """The other pages load their lists from the API and draw them."""
     with connect(broker) as connection:
         connection.channel().queue_declare("shown")
         console.login()
@@ -277,3 +276,20 @@ def test_every_page_shows_without_a_script_error(
         expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible()
         expect(page.locator("main table").first).to_be_visible()
         console.shot(link.lower().replace(" ", "-"))
+
+
+def test_the_log_page_changes_the_level_and_shows_recent_records(
+    console: Console, broker: RunningBroker
+) -> None:
+    """The Qpid broker manual's management console: "LoggingManagement: Dynamically control
+    Qpid logging level"; the recent log shows the broker's own records."""
+    console.login()
+    console.go("Log")
+    page = console.page
+    expect(page.get_by_role("heading", name="Log level", exact=True)).to_be_visible()
+    page.locator("select[name=level]").select_option("debug")
+    page.get_by_role("button", name="Set level").click()
+    expect(page.get_by_text("Log level set to debug")).to_be_visible()
+    assert call(broker, "GET", "/api/broker/log-level") == (200, {"level": "debug"})
+    expect(page.locator("main table").first).to_be_visible()
+    console.shot("log")

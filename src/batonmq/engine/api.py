@@ -45,6 +45,7 @@ from batonmq.engine.takeover import TakeoverOutcome
 from batonmq.engine.topology import TopologyApi
 from batonmq.engine.vhost import RESERVED_PREFIX, VirtualHost
 from batonmq.model.destination import DestinationKind
+from batonmq.queues.protocol import Queue
 from batonmq.queues.types import declared_type
 from batonmq.security.acl import AclError
 from batonmq.security.authn import AuthenticationError, Decided, LoginAttempt
@@ -66,19 +67,7 @@ class EngineApi(TopologyApi, MessageApi):
     def queues(self, vhost: str | None = None) -> list[QueueInfo]:
         unacknowledged = self._unacknowledged()
         return [
-            QueueInfo(
-                host.name,
-                queue.name,
-                declared_type(queue.arguments),
-                queue.durable,
-                queue.auto_delete,
-                queue.exclusive,
-                dict(queue.arguments),
-                queue.message_count,
-                queue.consumer_count,
-                unacknowledged[host.name, queue.name],
-                queue in host.paused,
-            )
+            _queue_info(host, queue, unacknowledged[host.name, queue.name])
             for host in self._vhosts(vhost)
             for queue in host.queues.values()
         ]
@@ -95,8 +84,9 @@ class EngineApi(TopologyApi, MessageApi):
 
     def queue(self, vhost: str, name: str) -> QueueInfo:
         """One queue; ApiError 404 when the virtual host or the queue does not exist."""
-        self._queue(self._vhost(vhost), name)
-        return next(info for info in self.queues(vhost) if info.name == name)
+        host = self._vhost(vhost)
+        queue = self._queue(host, name)
+        return _queue_info(host, queue, self._unacknowledged()[host.name, name])
 
     def exchange(self, vhost: str, name: str) -> ExchangeInfo:
         """One exchange ("" is the default exchange); ApiError 404 when there is none."""
@@ -211,6 +201,7 @@ class EngineApi(TopologyApi, MessageApi):
             exchanges=sum(len(host.exchanges) for host in broker.vhosts.values()),
             consumers=sum(len(channel.consumers) for channel in channels),
             messages_ready=sum(queue.message_count for queue in queues),
+            messages_unacknowledged=sum(len(channel.unsettled) for channel in channels),
             alarms=dict(broker.alarms),
             message_totals=self._message_totals(),
             message_rates=dict(broker.rates.rates),
@@ -601,3 +592,19 @@ class EngineApi(TopologyApi, MessageApi):
 
 def _fields(counters: ChannelCounters) -> dict[str, int]:
     return {name: getattr(counters, name) for name in ChannelCounters.__dataclass_fields__}
+
+
+def _queue_info(host: VirtualHost, queue: Queue, unacknowledged: int) -> QueueInfo:
+    return QueueInfo(
+        host.name,
+        queue.name,
+        declared_type(queue.arguments),
+        queue.durable,
+        queue.auto_delete,
+        queue.exclusive,
+        dict(queue.arguments),
+        queue.message_count,
+        queue.consumer_count,
+        unacknowledged,
+        queue in host.paused,
+    )

@@ -117,6 +117,7 @@ class Overview:
     exchanges: int
     consumers: int
     messages_ready: int
+    messages_unacknowledged: int
     alarms: dict[str, str]
     message_totals: ChannelCounters = field(default_factory=ChannelCounters)
     #: Per second, by counter name, between the last two samples (empty before two).

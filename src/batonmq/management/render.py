@@ -120,7 +120,7 @@ def exchange(info: ExchangeInfo) -> Item:
         "auto_delete": info.auto_delete,
         "internal": info.internal,
         "arguments": table(info.arguments),
-        "policy": None,
+        # RabbitMQ writes "policy" on an exchange only when a policy applies: never here.
         "user_who_performed_action": "",
     }
 
@@ -221,8 +221,8 @@ def message_stats(counters: ChannelCounters, rates: Mapping[str, float] | None =
     return stats
 
 
-def overview(info: Overview, queues: Sequence[QueueInfo], node: Node, user: UserInfo) -> Item:
-    unacknowledged = sum(item.messages_unacknowledged for item in queues)
+def overview(info: Overview, node: Node, user: UserInfo) -> Item:
+    unacknowledged = info.messages_unacknowledged
     return {
         "product_name": "BatonMQ",
         "product_version": node.product_version,

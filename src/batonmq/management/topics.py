@@ -72,7 +72,7 @@ class BrokerTopics:
                     "exchanges": overview.exchanges,
                     "consumers": overview.consumers,
                     "messages_ready": overview.messages_ready,
-                    "messages_unacknowledged": sum(q.messages_unacknowledged for q in queues),
+                    "messages_unacknowledged": overview.messages_unacknowledged,
                     "message_stats": render.message_stats(overview.message_totals),
                     "alarms": [name for name in sorted(overview.alarms)],
                 },

@@ -69,7 +69,6 @@ def test_an_exchange_and_a_binding():
         "auto_delete": False,
         "internal": False,
         "arguments": {},
-        "policy": None,
         "user_who_performed_action": "",
     }
     binding = BindingInfo("/", "orders", "work", "queue", "eu.#", {})
@@ -163,13 +162,9 @@ def test_a_consumer_names_its_queue_and_channel():
 
 
 def test_the_overview_totals_objects_and_messages():
-    overview = Overview(1, 2, 2, 9, 1, 5, {}, ChannelCounters(publish=8))
-    queues = [
-        QueueInfo("/", "a", "classic", True, False, False, {}, 5, 1, 2),
-        QueueInfo("/", "b", "classic", True, False, False, {}, 0, 0, 1),
-    ]
+    overview = Overview(1, 2, 2, 9, 1, 5, 3, {}, ChannelCounters(publish=8))
 
-    item = render.overview(overview, queues, NODE, UserInfo("alice", ("monitoring",)))
+    item = render.overview(overview, NODE, UserInfo("alice", ("monitoring",)))
 
     assert item["object_totals"] == {
         "connections": 1,
@@ -227,9 +222,9 @@ def test_the_overview_has_rabbitmqs_rate_details_for_each_count():
     """RabbitMQ's overview: message_stats.publish_details.rate and so on for each count, per
     second; deliver_get's rate is deliveries' and gets' together."""
     rates = {"publish": 12.34, "deliver": 3.0, "get": 1.0}
-    overview = Overview(0, 0, 0, 0, 0, 0, {}, ChannelCounters(publish=8), rates)
+    overview = Overview(0, 0, 0, 0, 0, 0, 0, {}, ChannelCounters(publish=8), rates)
 
-    stats = render.overview(overview, [], NODE, UserInfo("alice", ()))["message_stats"]
+    stats = render.overview(overview, NODE, UserInfo("alice", ()))["message_stats"]
 
     assert (stats["publish"], stats["publish_details"]) == (8, {"rate": 12.3})
     assert stats["deliver_get_details"] == {"rate": 4.0}

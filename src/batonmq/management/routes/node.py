@@ -19,7 +19,7 @@ ALIVENESS_QUEUE = "aliveness-test"
 
 async def overview(call: Call) -> web.Response:
     api = call.api
-    return answer(render.overview(api.overview(), api.queues(), call.node, call.caller))
+    return answer(render.overview(api.overview(), call.node, call.caller))
 
 
 async def whoami(call: Call) -> web.Response:
