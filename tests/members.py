@@ -1,10 +1,38 @@
-"""Waiting on the members of an HA cluster as the shared store records them."""
+"""Members of an HA cluster in tests: starting one as a broker process, and waiting on them as
+the shared store records them."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from batonmq.store.postgres import PostgresStore
+from tests.brokerproc import RunningBroker, free_port, start_broker, wait_until
+
+
+def start_member(
+    workdir: Path, postgres_dsn: str, broker_id: str, *, http: bool = False
+) -> RunningBroker:
+    """A member of cluster "test" with heartbeats every second and thresholds 2 (its data
+    under workdir/broker_id), once it has joined; with `http`, its management API on."""
+    broker = start_broker(
+        workdir / broker_id,
+        http=http,
+        environment={
+            "BATONMQ__PERSIST__STORE": "postgres",
+            "BATONMQ__PERSIST__POSTGRES__DSN": postgres_dsn,
+            "BATONMQ__CLUSTER__HA": "true",
+            "BATONMQ__CLUSTER__CLUSTERID": "test",
+            "BATONMQ__CLUSTER__BROKERID": broker_id,
+            "BATONMQ__CLUSTER__HEARTBEAT__PORT": str(free_port()),
+            "BATONMQ__CLUSTER__HEARTBEAT__INTERVAL": "1",
+            "BATONMQ__CLUSTER__HEARTBEAT__THRESHOLD": "2",
+            "BATONMQ__CLUSTER__MONITOR__INTERVAL": "1",
+            "BATONMQ__CLUSTER__MONITOR__THRESHOLD": "2",
+        },
+    )
+    wait_until(lambda: "joined HA cluster" in broker.log(), f"{broker_id} joined")
+    return broker
 
 
 async def lease_run_out(store: PostgresStore, broker_id: str) -> int:

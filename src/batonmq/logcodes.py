@@ -89,6 +89,13 @@ CATALOGUE: Final = (
         "Correct the file at the line named and send SIGHUP again.",
     ),
     _code("BMQ-1015", "ACL ", "An ACL decision the rules ask to log (audit log).", "Review it."),
+    _code(
+        "BMQ-1016",
+        "quiesced: ",
+        "quiesce bkr: new client connections are refused, the open ones (counted) are served.",
+        "Unquiesce the broker, or shut it down once its clients have gone.",
+    ),
+    _code("BMQ-1017", "unquiesced: ", "unquiesce bkr: new client connections are accepted again."),
     # Connections and clients.
     _code("BMQ-2001", "connection opened", "A client logged in and opened a virtual host."),
     _code(
@@ -393,6 +400,13 @@ CATALOGUE: Final = (
         "again, or the store failed (mq.broker.takeover.fail).",
         "None if another member took it over; otherwise it is tried again once the member is "
         "judged failed again.",
+    ),
+    _code(
+        "BMQ-7011",
+        "no failover: ",
+        "shutdown bkr -nofailover: the broker's record in the shared store says that no member "
+        "is to take it over; the broker then shuts down.",
+        "Start it again to serve its messages, or take it over with takeover bkr -f.",
     ),
     # Streams.
     _code(

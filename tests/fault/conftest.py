@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.brokerproc import RunningBroker, free_port, start_broker, wait_until
+from tests.brokerproc import RunningBroker
+from tests.members import start_member as start_ha_member
 
 StartMember = Callable[[str], RunningBroker]
 
@@ -20,23 +21,8 @@ def start_member(tmp_path: Path, postgres_dsn: str) -> Iterator[StartMember]:
     started: list[RunningBroker] = []
 
     def start(broker_id: str) -> RunningBroker:
-        broker = start_broker(
-            tmp_path / broker_id,
-            environment={
-                "BATONMQ__PERSIST__STORE": "postgres",
-                "BATONMQ__PERSIST__POSTGRES__DSN": postgres_dsn,
-                "BATONMQ__CLUSTER__HA": "true",
-                "BATONMQ__CLUSTER__CLUSTERID": "test",
-                "BATONMQ__CLUSTER__BROKERID": broker_id,
-                "BATONMQ__CLUSTER__HEARTBEAT__PORT": str(free_port()),
-                "BATONMQ__CLUSTER__HEARTBEAT__INTERVAL": "1",
-                "BATONMQ__CLUSTER__HEARTBEAT__THRESHOLD": "2",
-                "BATONMQ__CLUSTER__MONITOR__INTERVAL": "1",
-                "BATONMQ__CLUSTER__MONITOR__THRESHOLD": "2",
-            },
-        )
+        broker = start_ha_member(tmp_path, postgres_dsn, broker_id)
         started.append(broker)
-        wait_until(lambda: "joined HA cluster" in broker.log(), f"{broker_id} joined")
         return broker
 
     try:

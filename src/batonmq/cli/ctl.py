@@ -5,7 +5,8 @@
     batonctl [--config FILE] [--data-dir DIR] [--store sqlite|postgres] [--dsn DSN] GROUP COMMAND
 
 The live commands (`batonmq.cli.live`: status, list, query, purge, delete, pause, resume,
-close, metrics, log, definitions; the counterparts of Open MQ's imqcmd) talk to a running
+close, metrics, log, definitions, and takeover, quiesce, unquiesce, shutdown for an HA cluster's
+brokers; the counterparts of Open MQ's imqcmd) talk to a running
 broker's management HTTP API at --url. The data commands work on a stopped broker's data,
 which the options of the second form select the same way as for ``batonmq`` (the same file,
 the same BATONMQ__SECTION__KEY variables, flags winning over both): ``db`` (`batonmq.cli.db`,
@@ -39,7 +40,7 @@ from batonmq import __version__
 from batonmq.cli import acl, db, users, vhosts
 from batonmq.cli.broker import EXIT_USAGE
 from batonmq.cli.flags import flag_error, flag_overrides
-from batonmq.cli.live import definitions, node, objects
+from batonmq.cli.live import cluster, definitions, node, objects
 from batonmq.cli.live.client import (
     DEFAULT_URL,
     PASSWORD_VARIABLE,
@@ -66,6 +67,7 @@ LiveHandler = Callable[[argparse.Namespace, BrokerClient], int]
 GROUPS: Final[tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...]] = (
     node.register,
     objects.register,
+    cluster.register,
     definitions.register,
     users.register,
     vhosts.register,

@@ -63,8 +63,8 @@ class ClusterMember:
             interval=heartbeat.interval,
             on_heartbeat=self._heard,
         )
-        #: This broker's state (Table 19): OPERATING, or TAKEOVER_STARTED while it takes over.
-        self.state = BrokerState.OPERATING
+        #: Whether it is taking a member over (TAKEOVER_STARTED, Table 19).
+        self._taking_over = False
         #: The members as last read from the store, by id.
         self.members: dict[str, Member] = {}
         self._period = min(heartbeat.interval, monitor.interval)
@@ -104,6 +104,21 @@ class ClusterMember:
     def broker_id(self) -> str:
         return self.store.broker_id
 
+    @property
+    def state(self) -> BrokerState:
+        """TAKEOVER_STARTED while it takes a member over; else as the server says (OPERATING,
+        QUIESCING, QUIESCE_COMPLETE, SHUTDOWN_STARTED)."""
+        if self._taking_over:
+            return BrokerState.TAKEOVER_STARTED
+        control = self.broker.control
+        return BrokerState.OPERATING if control is None else control.state
+
+    async def refuse_failover(self) -> None:
+        """Mark this member in the store so that no survivor takes it over once it stops, until
+        it starts again (`shutdown bkr -nofailover`)."""
+        await self.store.refuse_failover()
+        log.info("no failover: no member will take this broker over once it stops")
+
     async def listed_members(self) -> list[Member]:
         """Every member the store records, with the messages each holds (`list bkr`)."""
         return await self.store.members(count_messages=True)
@@ -131,7 +146,11 @@ class ClusterMember:
         peers = [
             member
             for member in members
-            if member.broker_id != self.store.broker_id and not member.taken_over
+            # A member shut down with no failover is nobody's to take over (the claim in the
+            # store refuses it too): it is not watched.
+            if member.broker_id != self.store.broker_id
+            and not member.taken_over
+            and not member.no_failover
         ]
         now = time.monotonic()
         effects = self.detector.members([peer.broker_id for peer in peers], now)
@@ -170,11 +189,11 @@ class ClusterMember:
             found = {m.broker_id: m for m in await self.store.members()}.get(failed)
             # An unknown broker, or one taken over already: the store's claim refuses it.
             seen = -1 if found is None or found.taken_over else found.epoch
-            self.state = BrokerState.TAKEOVER_STARTED
+            self._taking_over = True
             try:
                 outcome = await take_over(self.broker, self.store, failed, seen, force=force)
             finally:
-                self.state = BrokerState.OPERATING
+                self._taking_over = False
             if outcome.taken is None:
                 self.detector.claim_lost(failed, time.monotonic())
             return outcome

@@ -25,6 +25,7 @@ from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import HardError
 from batonmq.engine.apibase import ApiError
 from batonmq.engine.consumer import cancel_consumers_of
+from batonmq.engine.control import ServerControl
 from batonmq.engine.counters import ChannelCounters, message_totals
 from batonmq.engine.events import EventKind
 from batonmq.engine.membership import ClusterService, MemberInfo, member_info
@@ -571,6 +572,52 @@ class EngineApi(TopologyApi, MessageApi):
         if broker_id not in listed:
             raise ApiError(ReplyCode.NOT_FOUND, f"no broker {broker_id!r} in this cluster")
         return await cluster.take_over(broker_id, force=force)
+
+    def in_cluster(self) -> bool:
+        """Whether this broker is a member of an HA cluster (cluster.ha)."""
+        return self.broker.cluster is not None
+
+    async def cluster_member(self, broker_id: str) -> MemberInfo:
+        """One member of this broker's HA cluster (`imqcmd query bkr`); 404 for a broker the
+        store does not record."""
+        for member in await self.cluster_members():
+            if member.broker_id == broker_id:
+                return member
+        raise ApiError(ReplyCode.NOT_FOUND, f"no broker {broker_id!r} in this cluster")
+
+    def _control(self) -> ServerControl:
+        control = self.broker.control
+        if control is None:
+            raise ApiError(ReplyCode.PRECONDITION_FAILED, "this broker runs without a server")
+        return control
+
+    def quiesce(self) -> None:
+        """Refuse new client connections and keep serving the open ones (`imqcmd quiesce bkr`;
+        MQ 4.1 HA guide, Table 7), "allowing the broker's operation to wind down normally
+        without triggering a takeover by another broker"."""
+        self._control().quiesce()
+
+    def unquiesce(self) -> None:
+        """Accept new client connections again (`imqcmd unquiesce bkr`)."""
+        self._control().unquiesce()
+
+    async def shut_down(self, *, nofailover: bool = False) -> None:
+        """Stop the broker as SIGTERM does (`imqcmd shutdown bkr`). With `nofailover` (HA
+        members only, 406 otherwise), its record in the shared store says so first, and no other
+        member takes its persistent state over (Table 7: "no other broker is to take over the
+        persistent data of the one being shut down") until it starts again."""
+        control = self._control()
+        if nofailover:
+            cluster = self.broker.cluster
+            if cluster is None:
+                raise ApiError(
+                    ReplyCode.PRECONDITION_FAILED, "nofailover applies to HA cluster members only"
+                )
+            try:
+                await cluster.refuse_failover()
+            except StoreError as error:
+                raise ApiError(ReplyCode.INTERNAL_ERROR, str(error)) from error
+        control.shut_down()
 
     def reload_acl(self) -> None:
         """Read the ACL files again (as SIGHUP does): in force from the next access check of

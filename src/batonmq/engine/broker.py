@@ -31,6 +31,7 @@ from batonmq.store.base import Store
 from batonmq.store.journal import Journal
 
 if TYPE_CHECKING:
+    from batonmq.engine.control import ServerControl
     from batonmq.engine.membership import ClusterService
     from batonmq.engine.session import Session
 
@@ -135,6 +136,8 @@ class Broker:
     events: EventFeed = field(init=False, default_factory=EventFeed)
     #: This broker as an HA cluster member (cluster.ha), set by the member runtime.
     cluster: ClusterService | None = field(init=False, default=None)
+    #: The server running the broker (quiesce, shutdown), set by it.
+    control: ServerControl | None = field(init=False, default=None)
     #: What the channels that closed had counted (the broker's totals add the open ones).
     closed_channels: ChannelCounters = field(init=False, default_factory=ChannelCounters)
     #: The rates of the broker's message totals, sampled by the server at an interval.

@@ -22,7 +22,7 @@ class ClusterService(Protocol):
 
     @property
     def state(self) -> BrokerState:
-        """OPERATING, or TAKEOVER_STARTED while it takes a member over."""
+        """TAKEOVER_STARTED while it takes a member over, else the server's state."""
         ...
 
     async def listed_members(self) -> list[Member]:
@@ -30,6 +30,10 @@ class ClusterService(Protocol):
         ...
 
     async def take_over(self, failed: str, *, force: bool = False) -> TakeoverOutcome: ...
+
+    async def refuse_failover(self) -> None:
+        """Mark this member so that no survivor takes it over once it stops."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +52,9 @@ class MemberInfo:
     silent_for: float
     #: Whether its store lease still runs (a takeover without -f waits for it to end).
     lease_live: bool
+    #: Whether it was shut down with no failover (`shutdown bkr -nofailover`): no survivor
+    #: takes it over unless forced.
+    no_failover: bool
     version: str | None
     epoch: int
     heartbeat_address: str | None
@@ -67,6 +74,7 @@ def member_info(member: Member, cluster: ClusterService) -> MemberInfo:
         last_heartbeat=member.last_heartbeat,
         silent_for=member.silent_for,
         lease_live=member.lease_live,
+        no_failover=member.no_failover,
         version=member.version,
         epoch=member.epoch,
         heartbeat_address=member.heartbeat_address,

@@ -21,6 +21,7 @@ from typing import Final
 from pamqp.common import FieldTable, FieldValue
 
 from batonmq.engine.counters import ChannelCounters
+from batonmq.engine.membership import MemberInfo
 from batonmq.engine.snapshots import (
     BindingInfo,
     ChannelInfo,
@@ -31,6 +32,7 @@ from batonmq.engine.snapshots import (
     QueueInfo,
     UserInfo,
 )
+from batonmq.engine.takeover import TakeoverOutcome
 from batonmq.management.listing import Item, Json
 
 #: The AMQP protocol name RabbitMQ reports for a 0-9-1 connection.
@@ -268,6 +270,60 @@ def node(node_info: Node, alarms: Mapping[str, str], now: float) -> Item:
         "disk_free_alarm": "disk" in resources,
         "partitions": [],
         "product_version": node_info.product_version,
+    }
+
+
+def cluster_member(info: MemberInfo) -> Item:
+    """A row of `list bkr` (MQ 4.1 HA guide, Example 1), with what `query bkr` adds."""
+    heartbeat = info.last_heartbeat
+    return {
+        "broker_id": info.broker_id,
+        "address": info.address,
+        "state": str(info.state),
+        "messages": info.messages,
+        "taken_over_by": info.taken_over_by,
+        "last_heartbeat": None if heartbeat is None else heartbeat.isoformat(),
+        "silent_for": round(info.silent_for, 3),
+        "lease_live": info.lease_live,
+        "no_failover": info.no_failover,
+        "version": info.version,
+        "epoch": info.epoch,
+        "heartbeat_address": info.heartbeat_address,
+        "local": info.local,
+    }
+
+
+def member_node(info: MemberInfo, node_info: Node, alarms: Mapping[str, str], now: float) -> Item:
+    """A member of this broker's HA cluster as a RabbitMQ node object: this broker's own with
+    its figures, another's named "<broker id>@<host>" and running while its store lease runs."""
+    if info.local:
+        own = node(node_info, alarms, now)
+        return {**own, **cluster_member(info)}
+    host = (info.address or "").rpartition(":")[0].strip("[]") or "unknown"
+    return {
+        "name": f"{info.broker_id}@{host}",
+        "type": "disc",
+        "running": info.lease_live,
+        "partitions": [],
+        "product_version": info.version,
+        **cluster_member(info),
+    }
+
+
+def takeover(outcome: TakeoverOutcome) -> Item:
+    """What `takeover bkr` came to: whether this broker won the claim, and what it moved."""
+    taken = outcome.taken
+    return {
+        "broker_id": outcome.failed,
+        "taken_over": taken is not None,
+        "messages": 0 if taken is None else taken.messages,
+        "queues": 0 if taken is None else len({(b.vhost, b.queue) for b in taken.backlogs}),
+        "seconds": round(outcome.seconds, 3),
+        "reason": None
+        if taken is not None
+        else outcome.error
+        or "the broker's store lease still runs, it was shut down with no failover, or "
+        "another broker claimed it first",
     }
 
 

@@ -4,10 +4,10 @@ cleanly on a signal.
 Everything that can be checked before the store is opened is checked first: an error in the
 listener, TLS or ACL settings stops the broker at start-up with exit status 1.
 
-SIGTERM and SIGINT stop accepting connections, close every client connection with 320
-CONNECTION_FORCED (spec: "the server ... is being shut down"), wait for them to go (at most
-`server.shutdown_timeout`), commit what the journal holds, close the store, and exit 0. SIGHUP
-reloads the ACL files.
+SIGTERM and SIGINT (and `shutdown bkr` over the API) stop accepting connections, close every client
+connection with 320 CONNECTION_FORCED (spec: "the server ... is being shut down"), wait for them to
+go (at most `server.shutdown_timeout`), commit what the journal holds, close the store, and exit 0.
+SIGHUP reloads the ACL files.
 
 A broker whose store another broker has taken over (StoreFenced: its fencing epoch superseded)
 stops serving at once, as on SIGTERM but writing nothing more, logs why, and exits with status
@@ -47,6 +47,7 @@ from batonmq.management.topics import BrokerTopics
 from batonmq.security.acl import AclError
 from batonmq.security.authn import Authenticator
 from batonmq.security.tls import server_context
+from batonmq.server.control import Administration
 from batonmq.server.listeners import Listener, ListenError, Listening, configured_listeners
 from batonmq.server.pidfile import remove_pid_file, write_pid_file
 from batonmq.server.protocol import AMQPProtocol
@@ -102,6 +103,9 @@ class BrokerServer:
         self.broker.access = AccessControl.load(config.acl)
         self.protocols: set[AMQPProtocol] = set()
         self.listening = Listening(self.listeners, self._new_protocol, self.protocols.add)
+        #: Quiesce and shutdown, for the engine's API (`quiesce bkr`, `shutdown bkr`).
+        self.control = Administration(self.listening, self.protocols)
+        self.broker.control = self.control
         #: The management API's HTTPS context (listeners.amqps's certificate), checked now.
         http = config.listeners.http
         self._http_tls: ssl.SSLContext | None = (
@@ -326,9 +330,10 @@ class BrokerServer:
 
 
 async def serve(config: Config, started: Callable[[BrokerServer], None] | None = None) -> None:
-    """Run until SIGTERM or SIGINT, or until another broker takes the store over."""
+    """Run until SIGTERM or SIGINT, a shutdown asked for over the API (`shutdown bkr`), or until
+    another broker takes the store over."""
     server = BrokerServer(config)
-    stop = asyncio.Event()
+    stop = server.control.stop
     fenced: list[StoreFenced] = []
 
     def fence(error: StoreFenced) -> None:

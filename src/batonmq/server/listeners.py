@@ -9,6 +9,13 @@ error in them (`TlsConfigError`) stops the broker at start-up.
 The amqps sockets are accepted here, not by `create_server(ssl=...)`: with asyncio and uvloop a
 handshake that fails there is silent and leaves the protocol behind, while `accept_tls` logs it
 with the client's address and hands over a protocol only once the handshake is done.
+
+While the broker is quiesced (`quiesce bkr`) a new client's socket is closed as soon as it is
+accepted, before any AMQP byte is read or written: the client had no connection, as if the
+port had refused it, so a client with several hosts (pika's list of parameters, aio-pika's
+`connect_robust`, kombu's failover) goes on to the next one, and no AMQP reply code could tell it
+more (connection.close needs a connection, which it never opened). The listening sockets stay
+open, so that unquiesce needs no port that another process might have taken meanwhile.
 """
 
 from __future__ import annotations
@@ -108,6 +115,8 @@ class Listening:
         self._acceptors: list[asyncio.Task[None]] = []
         #: TLS handshakes under way.
         self._handshakes: set[asyncio.Task[None]] = set()
+        #: Whether new clients are refused (`quiesce bkr`); open connections are served.
+        self.quiesced = False
 
     @property
     def handshakes(self) -> int:
@@ -142,7 +151,9 @@ class Listening:
         for server in self._servers:
             await server.wait_closed()
 
-    def _serving(self, listener: Listener) -> AMQPProtocol:
+    def _serving(self, listener: Listener) -> asyncio.Protocol:
+        if self.quiesced:
+            return _Refused()
         protocol = self._new_protocol(listener)
         self._accepted(protocol)
         return protocol
@@ -179,6 +190,9 @@ class Listening:
                 )
                 await asyncio.sleep(ACCEPT_RETRY_DELAY)
                 continue
+            if self.quiesced:
+                client.close()
+                continue
             handshake = asyncio.create_task(self._tls_handshake(client, listener))
             self._handshakes.add(handshake)
             handshake.add_done_callback(functools.partial(self._tls_handshake_done, client))
@@ -201,6 +215,13 @@ class Listening:
         elif (error := handshake.exception()) is not None:
             log.error("TLS handshake failed", exc_info=error)
             client.close()
+
+
+class _Refused(asyncio.Protocol):
+    """A client accepted while the broker is quiesced: its socket is closed at once."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.close()
 
 
 def _listening_sockets(bind: str, port: int) -> list[socket.socket]:

@@ -48,6 +48,8 @@ class Member:
     silent_for: float
     #: Whether its lease is still running.
     lease_live: bool
+    #: Whether it was shut down with no failover: no survivor takes it over unless forced.
+    no_failover: bool
     #: Messages it holds in the store (None: not counted).
     messages: int | None = None
 
@@ -86,6 +88,11 @@ class SharedStore(Protocol):
 
     async def register(self, address: str, heartbeat_address: str, version: str) -> None:
         """Record where this member serves AMQP and heartbeats, and its version."""
+        ...
+
+    async def refuse_failover(self) -> None:
+        """Mark this member so that no survivor takes it over once it stops, until it starts
+        again (`shutdown bkr -nofailover`)."""
         ...
 
     async def members(self, *, count_messages: bool = False) -> list[Member]:

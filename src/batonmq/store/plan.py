@@ -146,6 +146,10 @@ MIGRATIONS: Final[tuple[tuple[MigrationStep, ...], ...]] = (
         AddColumn("brokers", "taken_over_by", "TEXT"),
         AddColumn("brokers", "heartbeat_at", "{time}", only="postgres"),
     ),
+    # Version 10: a member shut down with `shutdown bkr -nofailover` says so in its record, and
+    # no survivor claims it (MQ 4.1 HA guide, Table 7: "no other broker is to take over the
+    # persistent data of the one being shut down") until it starts again.
+    (AddColumn("brokers", "no_failover", "BOOLEAN NOT NULL DEFAULT false", only="postgres"),),
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
 

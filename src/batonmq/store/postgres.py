@@ -165,8 +165,8 @@ _SQL: Final = {
     "lease": "SELECT state, holder, lease_expires, lease_expires > now() FROM {s}.brokers "
     "WHERE broker_id = $1 FOR UPDATE",
     "claim": "UPDATE {s}.brokers SET epoch = epoch + 1, state = 'running', started_at = now(), "
-    "holder = $2, lease_expires = now() + $3::float8 * interval '1 second', heartbeat_at = now() "
-    "WHERE broker_id = $1 RETURNING epoch",
+    "holder = $2, lease_expires = now() + $3::float8 * interval '1 second', heartbeat_at = now(), "
+    "no_failover = false WHERE broker_id = $1 RETURNING epoch",
     "renew": "UPDATE {s}.brokers SET lease_expires = now() + $3::float8 * interval '1 second', "
     "heartbeat_at = now() WHERE broker_id = $1 AND epoch = $2",
     **TAKEOVER_SQL,
@@ -618,6 +618,20 @@ class PostgresStore:
                 raise self._fence("its broker record has a newer epoch")
 
         await self._call("registering in", work, write=True)
+
+    async def refuse_failover(self) -> None:
+        """Mark this member's record so that no survivor takes it over once it stops (`shutdown
+        bkr -nofailover`) until it starts again; StoreFenced if it no longer owns its record."""
+
+        async def work(connection: _Connection) -> None:
+            self._require_current(write=True)
+            status = await connection.execute(
+                self._sql["no_failover"], self._broker_id, self._epoch
+            )
+            if _row_count(status) == 0:
+                raise self._fence("its broker record has a newer epoch")
+
+        await self._call("marking no failover in", work, write=True)
 
     async def members(self, *, count_messages: bool = False) -> list[Member]:
         """Every broker recorded in the store, by id; with `count_messages`, what each holds

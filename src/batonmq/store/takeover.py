@@ -4,11 +4,11 @@ another broker in the cluster takes over its persistent data ... The takeover br
 a lock on the failed broker's data in the persistent store").
 
 The lock is the failed broker's fencing epoch. The claim bumps it, naming the epoch the claimant
-read, and only while the failed broker's lease has run out on the database's clock (or when an
-operator forces it): of two survivors claiming at once, the second finds the epoch changed and
-claims nothing; the failed broker, if it was only paused, finds its epoch superseded in its next
-write and stops (`StoreFenced`). In the same transaction the failed broker's rows become the
-claimant's:
+read, and only while the failed broker's lease has run out on the database's clock and it was not
+shut down with no failover (`shutdown bkr -nofailover`), or when an operator forces it: of two
+survivors claiming at once, the second finds the epoch changed and claims nothing; the failed
+broker, if it was only paused, finds its epoch superseded in its next write and stops
+(`StoreFenced`). In the same transaction the failed broker's rows become the claimant's:
 
 - exchanges, queues and bindings it alone had become the claimant's; those both had (a Sun MQ
   cluster's destinations are cluster-wide) stay the claimant's;
@@ -47,7 +47,7 @@ _Connection: TypeAlias = (
 _MEMBER_COLUMNS: Final = (
     "b.broker_id, b.state, b.address, b.heartbeat_address, b.version, b.epoch, b.taken_over_by,"
     " b.heartbeat_at, EXTRACT(EPOCH FROM now() - COALESCE(b.heartbeat_at, b.started_at))::float8,"
-    " COALESCE(b.lease_expires > now(), false)"
+    " COALESCE(b.lease_expires > now(), false), b.no_failover"
 )
 
 #: Statements, "{s}" standing for the quoted schema.
@@ -60,7 +60,9 @@ SQL: Final = {
     "claim_failed": "UPDATE {s}.brokers SET epoch = epoch + 1, state = 'FAILOVER_STARTED',"
     " taken_over_by = $1, holder = NULL, lease_expires = NULL WHERE broker_id = $2"
     " AND broker_id <> $1 AND epoch = $3"
-    " AND ($4 OR lease_expires IS NULL OR lease_expires < now()) RETURNING epoch",
+    " AND ($4 OR lease_expires IS NULL OR lease_expires < now()) AND ($4 OR NOT no_failover)"
+    " RETURNING epoch",
+    "no_failover": "UPDATE {s}.brokers SET no_failover = true WHERE broker_id = $1 AND epoch = $2",
     "levels": "SELECT e.vhost, e.queue, e.priority, count(*),"
     " COALESCE(sum(length(m.body)), 0), min(e.sequence), max(e.sequence) FROM {s}.entries AS e"
     " LEFT JOIN {s}.messages AS m ON m.id = e.message_id WHERE e.broker_id = $1"

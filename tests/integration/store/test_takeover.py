@@ -209,3 +209,34 @@ async def test_a_taken_over_broker_restarts_as_a_fresh_member_owning_nothing(
     assert (recovered.queues, recovered.backlogs, recovered.unclean_stop) == ([], [], False)
     member = {m.broker_id: m for m in await survivor.members()}["brokerA"]
     assert (member.state, member.epoch, member.lease_live) == ("running", seen + 2, True)
+
+
+async def test_a_member_stopped_with_no_failover_is_claimed_only_by_force_until_it_restarts(
+    make_member: MakeMember,
+) -> None:
+    """MQ 4.1 HA guide, Table 7: "The new -nofailover option indicates that no other broker is
+    to take over the persistent data of the one being shut down." Its record says so; the claim
+    in the store refuses it, once its lease has run out too, unless forced (`takeover bkr -f`);
+    started again, it is an ordinary member."""
+    stopping = make_member("brokerA", lease_seconds=0.2)
+    survivor = make_member("brokerB")
+    await stopping.open()
+    await survivor.open()
+    await stopping.recover()
+    await survivor.recover()
+    await stopping.refuse_failover()
+    await stopping.close()
+    seen = await lease_run_out(survivor, "brokerA")
+    found = {m.broker_id: m for m in await survivor.members()}["brokerA"]
+    assert (found.state, found.no_failover) == ("stopped", True)
+
+    assert await survivor.take_over("brokerA", seen, next_sequences={}) is None
+    assert await survivor.take_over("brokerA", seen, force=True, next_sequences={}) is not None
+
+    restarted = make_member("brokerA", lease_seconds=0.2)
+    await restarted.open()
+    await restarted.recover()
+    await restarted.close()
+    seen = await lease_run_out(survivor, "brokerA")
+    assert not {m.broker_id: m for m in await survivor.members()}["brokerA"].no_failover
+    assert await survivor.take_over("brokerA", seen, next_sequences={}) is not None

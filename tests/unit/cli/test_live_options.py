@@ -240,6 +240,11 @@ LIVE_COMMANDS = {
     "user delete": ["u"],
     "vhost add": ["v"],
     "vhost delete": ["v"],
+    "query bkr": [],
+    "takeover bkr": ["-n", "B"],
+    "quiesce bkr": [],
+    "unquiesce bkr": [],
+    "shutdown bkr": [],
 }
 
 

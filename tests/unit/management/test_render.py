@@ -7,7 +7,9 @@ from __future__ import annotations
 import datetime
 from decimal import Decimal
 
+from batonmq.cluster.states import BrokerState
 from batonmq.engine.counters import ChannelCounters
+from batonmq.engine.membership import MemberInfo
 from batonmq.engine.snapshots import (
     BindingInfo,
     ChannelInfo,
@@ -18,6 +20,7 @@ from batonmq.engine.snapshots import (
     QueueInfo,
     UserInfo,
 )
+from batonmq.engine.takeover import TakeoverOutcome
 from batonmq.management import render
 
 NODE = render.Node("batonmq@host", "0.1.0", 1000.0, [("amqp", "127.0.0.1", 5672)])
@@ -229,3 +232,59 @@ def test_the_overview_has_rabbitmqs_rate_details_for_each_count():
     assert (stats["publish"], stats["publish_details"]) == (8, {"rate": 12.3})
     assert stats["deliver_get_details"] == {"rate": 4.0}
     assert stats["ack_details"] == {"rate": 0.0}
+
+
+def _member(broker_id: str, *, local: bool, state: BrokerState, **changes: object) -> MemberInfo:
+    fields: dict[str, object] = {
+        "broker_id": broker_id,
+        "address": f"host{broker_id}:5672",
+        "state": state,
+        "messages": 12,
+        "taken_over_by": None,
+        "last_heartbeat": datetime.datetime(2026, 11, 25, 12, 0, tzinfo=datetime.UTC),
+        "silent_for": 1.23456,
+        "lease_live": True,
+        "no_failover": False,
+        "version": "0.1.0",
+        "epoch": 3,
+        "heartbeat_address": f"host{broker_id}:7676",
+        "local": local,
+    }
+    fields.update(changes)
+    return MemberInfo(**fields)  # type: ignore[arg-type]
+
+
+def test_a_cluster_member_has_the_columns_of_list_bkr():
+    """MQ 4.1 HA guide, Example 1: broker id, address, state, messages in the store, id of the
+    broker performing a takeover, and the time since the last heartbeat."""
+    item = render.cluster_member(
+        _member("B", local=False, state=BrokerState.TAKEOVER_COMPLETE, taken_over_by="A")
+    )
+    assert item["broker_id"] == "B"
+    assert item["address"] == "hostB:5672"
+    assert item["state"] == "TAKEOVER_COMPLETE"
+    assert item["messages"] == 12
+    assert item["taken_over_by"] == "A"
+    assert item["last_heartbeat"] == "2026-11-25T12:00:00+00:00"
+    assert item["silent_for"] == 1.235
+    assert item["no_failover"] is False
+
+
+def test_every_member_is_a_rabbitmq_node_object_running_while_its_lease_runs():
+    """/api/nodes (RabbitMQ's node objects: name, running) lists the whole HA cluster: this
+    broker with its own figures, another member as "<broker id>@<host>"."""
+    own = render.member_node(_member("A", local=True, state=BrokerState.QUIESCING), NODE, {}, 2000)
+    assert (own["name"], own["running"], own["uptime"]) == ("batonmq@host", True, 1_000_000)
+    assert (own["broker_id"], own["state"]) == ("A", "QUIESCING")
+    other = render.member_node(
+        _member("B", local=False, state=BrokerState.BROKER_DOWN, lease_live=False), NODE, {}, 2000
+    )
+    assert (other["name"], other["running"], other["state"]) == ("B@hostB", False, "BROKER_DOWN")
+
+
+def test_a_takeover_outcome_says_whether_this_broker_won_and_why_not():
+    lost = render.takeover(TakeoverOutcome("B", None, 0.01234))
+    assert (lost["taken_over"], lost["messages"], lost["seconds"]) == (False, 0, 0.012)
+    assert "lease" in str(lost["reason"])
+    failed = render.takeover(TakeoverOutcome("B", None, 0.5, "the store is out of reach"))
+    assert failed["reason"] == "the store is out of reach"

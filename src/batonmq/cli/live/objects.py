@@ -10,12 +10,13 @@ it is refused.
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass
 from typing import Final
 
 from batonmq.cli.broker import EXIT_USAGE
+from batonmq.cli.live import cluster
 from batonmq.cli.live.client import BrokerClient, not_found_as, quoted
+from batonmq.cli.live.confirm import confirm
 from batonmq.cli.live.tables import Column, fields, json_text, table
 from batonmq.cli.storecommand import CommandFailed
 from batonmq.management.listing import Json
@@ -124,6 +125,20 @@ LISTINGS: Final = {
         ),
         in_vhosts=False,
     ),
+    # imqcmd list bkr (MQ 4.1 HA guide, Example 1): the members of the broker's HA cluster.
+    "bkr": Listing(
+        cluster.PATH,
+        (
+            Column("BROKER_ID", "broker_id"),
+            Column("ADDRESS", "address"),
+            Column("STATE", "state"),
+            Column("MSGS_IN_STORE", "messages"),
+            Column("TAKEN_OVER_BY", "taken_over_by"),
+            Column("SECONDS_SINCE_HEARTBEAT", "silent_for"),
+            Column("NO_FAILOVER", "no_failover"),
+        ),
+        in_vhosts=False,
+    ),
 }
 
 #: `query queue`'s lines: label, field.
@@ -144,11 +159,12 @@ _QUEUE_FIELDS: Final = (
 
 
 def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `list`, `query`, `purge`, `delete`, `pause`, `resume` and `close` to `groups`."""
+    """Add `list`, `query`, `purge`, `delete`, `pause`, `resume` and `close` to `groups`
+    (`query bkr`: `batonmq.cli.live.cluster`)."""
     listing = groups.add_parser(
         "list",
         help="(live) list queues, exchanges, bindings, connections, channels, consumers, "
-        "users or virtual hosts",
+        "users, virtual hosts or the brokers of an HA cluster",
         description="List objects of the running broker as a table (imqcmd list dst).",
     )
     listing.add_argument("kind", metavar="|".join(LISTINGS), choices=list(LISTINGS))
@@ -156,13 +172,14 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     _json_option(listing)
     listing.set_defaults(live=_list, what="cannot list {kind}")
 
-    query = _queue_command(
-        groups, "query", "(live) show a queue", "Show a queue (imqcmd query dst)."
+    query_objects, query = _queue_command(
+        groups, "query", "(live) show a queue or a broker", "Show a queue (imqcmd query dst)."
     )
     _json_option(query)
     query.set_defaults(live=_query, what="cannot query queue '{name}' in virtual host '{vhost}'")
+    cluster.add_query(query_objects)
 
-    purge = _queue_command(
+    _, purge = _queue_command(
         groups,
         "purge",
         "(live) remove a queue's ready messages",
@@ -171,7 +188,7 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     _yes_option(purge)
     purge.set_defaults(live=_purge, what="cannot purge queue '{name}' in virtual host '{vhost}'")
 
-    delete = _queue_command(
+    _, delete = _queue_command(
         groups,
         "delete",
         "(live) delete a queue and its messages",
@@ -186,7 +203,7 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         ("pause", True, "stop delivery to a queue's consumers (imqcmd pause dst)"),
         ("resume", False, "resume delivery to a queue's consumers (imqcmd resume dst)"),
     ):
-        command = _queue_command(
+        _, command = _queue_command(
             groups,
             verb,
             f"(live) {help_text.split(' (')[0]}",
@@ -222,8 +239,8 @@ def _queue_command(
     verb: str,
     help_text: str,
     description: str,
-) -> argparse.ArgumentParser:
-    """`batonctl VERB queue NAME [--vhost VHOST]`; the parser of its `queue`."""
+) -> tuple[argparse._SubParsersAction[argparse.ArgumentParser], argparse.ArgumentParser]:
+    """`batonctl VERB queue NAME [--vhost VHOST]`; its objects, and the parser of `queue`."""
     group = groups.add_parser(verb, help=help_text, description=description)
     objects = group.add_subparsers(title="objects", dest="object", metavar="OBJECT", required=True)
     command = objects.add_parser("queue", help="a queue", description=description)
@@ -231,7 +248,7 @@ def _queue_command(
     command.add_argument(
         "--vhost", metavar="VHOST", default=DEFAULT_VHOST, help="its virtual host (default: /)"
     )
-    return command
+    return objects, command
 
 
 def _json_option(command: argparse.ArgumentParser) -> None:
@@ -289,7 +306,7 @@ def _query(args: argparse.Namespace, client: BrokerClient) -> int:
 def _purge(args: argparse.Namespace, client: BrokerClient) -> int:
     where = f"queue '{args.name}' in virtual host '{args.vhost}'"
     ready = _queue(client, args).get("messages_ready")
-    _confirm(f"Purge the {ready} ready messages of {where}?", args.yes)
+    confirm(f"Purge the {ready} ready messages of {where}?", args.yes)
     client.delete(f"/api/queues/{quoted(args.vhost, args.name)}/contents")
     print(f"purged {where}")
     return 0
@@ -298,7 +315,7 @@ def _purge(args: argparse.Namespace, client: BrokerClient) -> int:
 def _delete(args: argparse.Namespace, client: BrokerClient) -> int:
     where = f"queue '{args.name}' in virtual host '{args.vhost}'"
     messages = _queue(client, args).get("messages")
-    _confirm(f"Delete {where} and its {messages} messages?", args.yes)
+    confirm(f"Delete {where} and its {messages} messages?", args.yes)
     conditions = [
         f"{name}=true"
         for name, wanted in (("if-empty", args.if_empty), ("if-unused", args.if_unused))
@@ -322,17 +339,3 @@ def _close(args: argparse.Namespace, client: BrokerClient) -> int:
     client.delete(f"/api/connections/{quoted(args.name)}", headers={"X-Reason": args.reason})
     print(f"closed connection '{args.name}'")
     return 0
-
-
-def _confirm(question: str, assume_yes: bool) -> None:
-    """Ask `question` on the terminal (imqcmd: "Are you sure ...? (y/n)"); CommandFailed
-    unless the answer is yes. -y answers yes; without a terminal to ask on (a script, a pipe)
-    the command is refused rather than run unasked."""
-    if assume_yes:
-        return
-    if sys.stdin is None or not sys.stdin.isatty():
-        raise CommandFailed("no terminal to ask for confirmation on: give -y to do it unasked")
-    print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
-    answer = sys.stdin.readline().strip().lower()
-    if answer not in ("y", "yes"):
-        raise CommandFailed("not confirmed")

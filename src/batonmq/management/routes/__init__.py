@@ -10,6 +10,7 @@ from batonmq.management.openapi import openapi_document
 from batonmq.management.route import Route
 from batonmq.management.routes import (
     bindings,
+    cluster,
     connections,
     definitions,
     exchanges,
@@ -36,6 +37,7 @@ ROUTES: tuple[Route, ...] = (
     *messages.ROUTES,
     *definitions.ROUTES,
     *log.ROUTES,
+    *cluster.ROUTES,
     Route("GET", "/api/openapi.json", openapi),
 )
 

@@ -1,5 +1,6 @@
-"""GET /api/overview, /api/whoami, /api/nodes, /api/health/checks/alarms,
-/api/aliveness-test/{vhost}, and /metrics and /metrics/per-object (Prometheus)."""
+"""GET /api/overview, /api/whoami, /api/nodes (every member of an HA cluster),
+/api/health/checks/alarms, /api/aliveness-test/{vhost}, and /metrics and /metrics/per-object
+(Prometheus)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from batonmq.engine.snapshots import StatisticsReading
 from batonmq.management import metrics, render
 from batonmq.management.access import Tag
 from batonmq.management.call import Call, answer
+from batonmq.management.listing import Item, Json
 from batonmq.management.route import Route
 
 #: The queue RabbitMQ's aliveness test declares in the virtual host it tests.
@@ -26,14 +28,26 @@ async def whoami(call: Call) -> web.Response:
     return answer({"name": call.caller.name, "tags": list(call.caller.tags)})
 
 
+async def _nodes(call: Call) -> list[Item]:
+    """This broker, or every member of its HA cluster (the store's `list bkr`)."""
+    alarms, now = call.api.overview().alarms, time.time()
+    if not call.api.in_cluster():
+        return [render.node(call.node, alarms, now)]
+    members = await call.api.cluster_members()
+    return [render.member_node(info, call.node, alarms, now) for info in members]
+
+
 async def nodes(call: Call) -> web.Response:
-    return answer([render.node(call.node, call.api.overview().alarms, time.time())])
+    listed: list[Json] = list(await _nodes(call))
+    return answer(listed)
 
 
 async def one_node(call: Call) -> web.Response:
-    if call.path("node") != call.node.name:
+    name = call.path("node")
+    found = next((item for item in await _nodes(call) if item["name"] == name), None)
+    if found is None:
         return answer({"error": "Object Not Found", "reason": "Not Found"}, 404)
-    return answer(render.node(call.node, call.api.overview().alarms, time.time()))
+    return answer(found)
 
 
 async def alarms(call: Call) -> web.Response:

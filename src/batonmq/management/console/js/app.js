@@ -11,6 +11,7 @@ import * as exchanges from "./pages/exchanges.js";
 import * as connections from "./pages/connections.js";
 import * as admin from "./pages/admin.js";
 import * as alarms from "./pages/alarms.js";
+import * as cluster from "./pages/cluster.js";
 import * as log from "./pages/log.js";
 
 // [pattern of the path after "#", page, navigation link it belongs to]
@@ -22,6 +23,7 @@ const PAGES = [
   [/^\/connections$/, connections, "#/connections"],
   [/^\/admin$/, admin, "#/admin"],
   [/^\/alarms$/, alarms, "#/alarms"],
+  [/^\/cluster$/, cluster, "#/cluster"],
   [/^\/log$/, log, "#/log"],
 ];
 
