@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import socket
 import time
 
 from batonmq import __version__
+from batonmq.cluster.agreement import disagreement, shared_settings
 from batonmq.cluster.detector import Cleared, Effect, Failed, FailureDetector, Health, Suspected
 from batonmq.cluster.heartbeat import HeartbeatService
 from batonmq.cluster.states import BrokerState
@@ -72,13 +74,22 @@ class ClusterMember:
         self._watching: asyncio.Task[None] | None = None
 
     async def start(self, amqp_address: tuple[str, int]) -> tuple[str, int]:
-        """Open the heartbeat service (on heartbeat.hostname, else the AMQP listener's address),
-        register, and start watching the other members; returns the heartbeat address."""
+        """Check that this broker's shared settings agree with the running members' (else a
+        ConfigError naming the setting), open the heartbeat service (on heartbeat.hostname,
+        else the AMQP listener's address), register, and start watching the other members;
+        returns the heartbeat address."""
+        settings = shared_settings(self.config)
+        refused = disagreement(settings, await self.store.members(), self.broker_id)
+        if refused is not None:
+            raise refused
         host = self.config.heartbeat.hostname or amqp_address[0]
         bound = await self.heartbeats.listen(host, self.config.heartbeat.port)
         try:
             await self.store.register(
-                advertised(*amqp_address), advertised(host, bound[1]), __version__
+                advertised(*amqp_address),
+                advertised(host, bound[1]),
+                __version__,
+                json.dumps(settings, sort_keys=True),
             )
         except BaseException:
             await self.heartbeats.close()

@@ -50,6 +50,8 @@ class Member:
     lease_live: bool
     #: Whether it was shut down with no failover: no survivor takes it over unless forced.
     no_failover: bool
+    #: The settings every member must share, as it registered them (JSON; None: not yet).
+    settings: str | None
     #: Messages it holds in the store (None: not counted).
     messages: int | None = None
 
@@ -86,8 +88,11 @@ class SharedStore(Protocol):
     @property
     def broker_id(self) -> str: ...
 
-    async def register(self, address: str, heartbeat_address: str, version: str) -> None:
-        """Record where this member serves AMQP and heartbeats, and its version."""
+    async def register(
+        self, address: str, heartbeat_address: str, version: str, settings: str
+    ) -> None:
+        """Record where this member serves AMQP and heartbeats, its version, and the settings
+        every member must share (JSON)."""
         ...
 
     async def refuse_failover(self) -> None:

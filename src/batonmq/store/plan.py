@@ -150,6 +150,10 @@ MIGRATIONS: Final[tuple[tuple[MigrationStep, ...], ...]] = (
     # no survivor claims it (MQ 4.1 HA guide, Table 7: "no other broker is to take over the
     # persistent data of the one being shut down") until it starts again.
     (AddColumn("brokers", "no_failover", "BOOLEAN NOT NULL DEFAULT false", only="postgres"),),
+    # Version 11: a member records the settings every member of the cluster must share (MQ 4.1
+    # HA guide, Table 6: "Must have the same value for all brokers in a cluster"), which a broker
+    # joining checks its own against.
+    (AddColumn("brokers", "settings", "TEXT", only="postgres"),),
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
 

@@ -600,9 +600,11 @@ class PostgresStore:
     def broker_id(self) -> str:
         return self._broker_id
 
-    async def register(self, address: str, heartbeat_address: str, version: str) -> None:
-        """Record where this member serves AMQP and heartbeats, and its version; StoreFenced if
-        it no longer owns its record."""
+    async def register(
+        self, address: str, heartbeat_address: str, version: str, settings: str
+    ) -> None:
+        """Record where this member serves AMQP and heartbeats, its version and the settings
+        every member must share (JSON); StoreFenced if it no longer owns its record."""
 
         async def work(connection: _Connection) -> None:
             self._require_current(write=True)
@@ -613,6 +615,7 @@ class PostgresStore:
                 address,
                 heartbeat_address,
                 version,
+                settings,
             )
             if _row_count(status) == 0:
                 raise self._fence("its broker record has a newer epoch")

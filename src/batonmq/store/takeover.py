@@ -47,7 +47,7 @@ _Connection: TypeAlias = (
 _MEMBER_COLUMNS: Final = (
     "b.broker_id, b.state, b.address, b.heartbeat_address, b.version, b.epoch, b.taken_over_by,"
     " b.heartbeat_at, EXTRACT(EPOCH FROM now() - COALESCE(b.heartbeat_at, b.started_at))::float8,"
-    " COALESCE(b.lease_expires > now(), false), b.no_failover"
+    " COALESCE(b.lease_expires > now(), false), b.no_failover, b.settings"
 )
 
 #: Statements, "{s}" standing for the quoted schema.
@@ -56,7 +56,7 @@ SQL: Final = {
     "members_counted": f"SELECT {_MEMBER_COLUMNS}, (SELECT count(*) FROM {{s}}.messages AS m"
     " WHERE m.broker_id = b.broker_id) FROM {s}.brokers AS b ORDER BY b.broker_id",
     "register": "UPDATE {s}.brokers SET address = $3, heartbeat_address = $4, version = $5,"
-    " taken_over_by = NULL WHERE broker_id = $1 AND epoch = $2",
+    " settings = $6, taken_over_by = NULL WHERE broker_id = $1 AND epoch = $2",
     "claim_failed": "UPDATE {s}.brokers SET epoch = epoch + 1, state = 'FAILOVER_STARTED',"
     " taken_over_by = $1, holder = NULL, lease_expires = NULL WHERE broker_id = $2"
     " AND broker_id <> $1 AND epoch = $3"

@@ -90,7 +90,7 @@ async def test_a_takeover_merges_a_failed_brokers_queues_after_the_claimants_own
     await survivor.open()
     base_a = (await failed.recover()).message_id_base
     base_b = (await survivor.recover()).message_id_base
-    await failed.register("hostA:5672", "hostA:7676", "test")
+    await failed.register("hostA:5672", "hostA:7676", "test", "{}")
     await failed.commit(_enqueue(base_a, "shared", [b"a0", b"a1", b"a2"], delivered=2))
     only_a = _enqueue(base_a + 10, "onlyA", [b"x0", b"x1"])
     only_a.exchanges_put = [StoredExchange("/", "ex", "direct", False, False, {})]
