@@ -349,3 +349,18 @@ def confirming_channel(broker: RunningBroker) -> Iterator[BlockingChannel]:
     finally:
         with contextlib.suppress(pika.exceptions.AMQPError):
             connection.close()
+
+
+def connect(
+    broker: RunningBroker, user: str = "guest", password: str = "guest", vhost: str = "/"
+) -> pika.BlockingConnection:
+    """A pika connection to `broker` as `user`, one attempt only (a refusal is the answer)."""
+    return pika.BlockingConnection(
+        pika.ConnectionParameters(
+            broker.host,
+            broker.port,
+            vhost,
+            pika.PlainCredentials(user, password),
+            connection_attempts=1,
+        )
+    )

@@ -33,7 +33,7 @@ import pika.exceptions
 import pytest
 
 from batonmq.cli.ctl import main
-from tests.brokerproc import RunningBroker, free_port, start_broker, wait_until
+from tests.brokerproc import RunningBroker, connect, free_port, start_broker, wait_until
 from tests.httpapi import call
 from tests.tlsca import TestCA
 
@@ -101,20 +101,6 @@ def installed(
         capture_output=True, text=True, env={**env, **(environment or {})}, timeout=60,
         check=False,
     )  # fmt: skip
-
-
-def connect(
-    broker: RunningBroker, user: str = "guest", password: str = "guest", vhost: str = "/"
-) -> pika.BlockingConnection:
-    return pika.BlockingConnection(
-        pika.ConnectionParameters(
-            broker.host,
-            broker.port,
-            vhost,
-            pika.PlainCredentials(user, password),
-            connection_attempts=1,
-        )
-    )
 
 
 def publish(broker: RunningBroker, queue: str, count: int) -> None:

@@ -13,7 +13,7 @@ import pika
 import pika.exceptions
 import pytest
 
-from tests.brokerproc import RunningBroker, run_batonctl, start_broker
+from tests.brokerproc import connect, run_batonctl, start_broker
 from tests.httpapi import call
 
 pytestmark = pytest.mark.integration
@@ -24,20 +24,6 @@ def batonctl(workdir: Path, environment: dict[str, str], *args: str, stdin: str 
     done = run_batonctl(workdir, *args, environment=environment, stdin=stdin)
     assert done.returncode == 0, done.stderr
     return done.stdout
-
-
-def connect(
-    broker: RunningBroker, username: str, password: str, vhost: str = "/"
-) -> pika.BlockingConnection:
-    return pika.BlockingConnection(
-        pika.ConnectionParameters(
-            broker.host,
-            broker.port,
-            vhost,
-            pika.PlainCredentials(username, password),
-            connection_attempts=1,
-        )
-    )
 
 
 @pytest.fixture

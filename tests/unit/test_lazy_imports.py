@@ -1,11 +1,21 @@
-"""asyncpg is imported only when the PostgreSQL store is chosen (the foundation requirements:
-"asyncpg stays the driver but is imported only when the PostgreSQL store is chosen"): a broker
-on SQLite, batonctl and the engine API load without it."""
+"""What the broker imports only when it needs it, each probed in a fresh interpreter: asyncpg
+only when the PostgreSQL store is chosen (the foundation requirements: "asyncpg stays the driver
+but is imported only when the PostgreSQL store is chosen"), aiohttp only for the HTTP listener,
+and never the Spark extra (BatonMQ architecture: `spark/` is an optional extra, not imported by
+the broker)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+
+
+def probed(probe: str) -> str:
+    """What the Python code `probe` prints, run in a fresh interpreter."""
+    finished = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    return finished.stdout.strip()
 
 
 def test_the_broker_batonctl_and_the_engine_api_load_without_asyncpg():
@@ -17,10 +27,7 @@ def test_the_broker_batonctl_and_the_engine_api_load_without_asyncpg():
         "configured_store(Config())\n"
         "print('asyncpg' in sys.modules)\n"
     )
-    finished = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
-    )
-    assert finished.stdout.strip() == "False", finished.stderr
+    assert probed(probe) == "False"
 
 
 def test_a_broker_without_the_http_api_runs_without_aiohttp():
@@ -42,7 +49,14 @@ def test_a_broker_without_the_http_api_runs_without_aiohttp():
         "    asyncio.run(main(data_dir))\n"
         "print('aiohttp' in sys.modules)\n"
     )
-    finished = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    assert probed(probe) == "False"
+
+
+def test_the_broker_batonctl_and_the_engine_api_load_no_spark():
+    probe = (
+        "import sys\n"
+        "import batonmq.server.app, batonmq.cli.broker, batonmq.cli.ctl, batonmq.engine.api\n"
+        "spark = ('pyspark', 'pyarrow', 'batonmq.spark')\n"
+        "print(sorted(name for name in sys.modules if name.startswith(spark)))\n"
     )
-    assert finished.stdout.strip() == "False", finished.stderr
+    assert probed(probe) == "[]"
