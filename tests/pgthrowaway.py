@@ -10,11 +10,12 @@ import glob
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from tests.ports import free_port
 
 _INSTALL_HINT = (
     "PostgreSQL server binaries (initdb, pg_ctl) were not found on PATH or under "
@@ -88,7 +89,7 @@ class ThrowawayServer:
         connections. Without `fsync` (the tests': they kill brokers, never the machine) a
         crash of the machine may lose commits; a benchmark of durable stores wants it on."""
         if not self.port:
-            self.port = _free_port()
+            self.port = free_port()
         options = (
             f"-c port={self.port} -c listen_addresses=127.0.0.1 "
             f"-c unix_socket_directories={self.directory} -c fsync={'on' if fsync else 'off'}"
@@ -167,10 +168,3 @@ def find_postgres_binaries() -> Path:
     if versions:
         return Path(versions[-1]).parent
     raise PostgresUnavailable(_INSTALL_HINT)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port

@@ -6,7 +6,6 @@ import abc
 import asyncio
 import contextlib
 import os
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -19,13 +18,6 @@ HOST = "127.0.0.1"
 
 class BrokerError(RuntimeError):
     """A broker could not be started (the message says why, with its log's tail)."""
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((HOST, 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def log_tail(path: Path, lines: int = 30) -> str:

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.brokerproc import log_problems
+from tests.ports import free_port
 
-from benchmarks.brokers.base import HOST, Broker, free_port, wait_for_amqp
+from benchmarks.brokers.base import HOST, Broker, wait_for_amqp
 from benchmarks.brokers.postgres import DATABASE, BenchPostgres
 from benchmarks.procstats import process_tree
 from benchmarks.workloads import target_name

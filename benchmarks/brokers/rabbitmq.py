@@ -24,7 +24,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.brokers.base import HOST, Broker, BrokerError, free_port, probe, wait_for_amqp
+from tests.ports import free_port
+
+from benchmarks.brokers.base import HOST, Broker, BrokerError, probe, wait_for_amqp
 from benchmarks.loadgen.client import BrokerClosed, Endpoint
 from benchmarks.procstats import listening_pids, process_tree
 

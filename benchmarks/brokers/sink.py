@@ -8,7 +8,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.brokers.base import Broker, free_port, wait_for_amqp
+from tests.ports import free_port
+
+from benchmarks.brokers.base import Broker, wait_for_amqp
 
 #: The directory `python -m benchmarks...` must run in.
 REPO_ROOT = Path(__file__).resolve().parents[2]
