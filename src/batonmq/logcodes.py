@@ -288,6 +288,14 @@ CATALOGUE: Final = (
         "A waiter for a commit failed; later commits go on.",
         "A defect: report it with the traceback.",
     ),
+    _code(
+        "BMQ-4006",
+        "persist.postgres.durability ",
+        "The durability policy asks for replica acknowledgements, but PostgreSQL names no "
+        "synchronous standby, so commits wait for the primary alone.",
+        "Set synchronous_standby_names on the PostgreSQL primary (README: Durability policies), "
+        "or use a policy ending in NONE.",
+    ),
     # Memory and disk.
     _code(
         "BMQ-5001",

@@ -217,6 +217,8 @@ def test_settings_table_is_derived_from_the_dataclasses() -> None:
         "persist.page_window",
         "persist.postgres.dsn",
         "persist.postgres.schema",
+        "persist.postgres.durability",
+        "persist.postgres.coalescing_sync",
         "message.expiration_interval",
         "log.level",
         "log.format",

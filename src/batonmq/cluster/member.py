@@ -25,7 +25,7 @@ from batonmq.cluster.agreement import disagreement, shared_settings
 from batonmq.cluster.detector import Cleared, Effect, Failed, FailureDetector, Health, Suspected
 from batonmq.cluster.heartbeat import HeartbeatService
 from batonmq.cluster.states import BrokerState
-from batonmq.config.cluster import ClusterConfig
+from batonmq.config.schema import Config
 from batonmq.engine.broker import Broker
 from batonmq.engine.takeover import TakeoverOutcome, take_over
 from batonmq.store.base import StoreError
@@ -47,12 +47,13 @@ def parse_address(text: str) -> tuple[str, int]:
 
 
 class ClusterMember:
-    def __init__(self, config: ClusterConfig, broker: Broker, store: SharedStore) -> None:
-        self.config = config
+    def __init__(self, config: Config, broker: Broker, store: SharedStore) -> None:
+        self.config = config.cluster
+        self.shared_settings = shared_settings(config)
         self.broker = broker
         self.store = store
         broker.cluster = self
-        heartbeat, monitor = config.heartbeat, config.monitor
+        heartbeat, monitor = self.config.heartbeat, self.config.monitor
         self.detector = FailureDetector(
             heartbeat_interval=heartbeat.interval,
             heartbeat_threshold=heartbeat.threshold,
@@ -60,7 +61,7 @@ class ClusterMember:
             monitor_threshold=monitor.threshold,
         )
         self.heartbeats = HeartbeatService(
-            cluster=config.clusterid,
+            cluster=self.config.clusterid,
             broker=store.broker_id,
             interval=heartbeat.interval,
             on_heartbeat=self._heard,
@@ -78,7 +79,7 @@ class ClusterMember:
         ConfigError naming the setting), open the heartbeat service (on heartbeat.hostname,
         else the AMQP listener's address), register, and start watching the other members;
         returns the heartbeat address."""
-        settings = shared_settings(self.config)
+        settings = self.shared_settings
         refused = disagreement(settings, await self.store.members(), self.broker_id)
         if refused is not None:
             raise refused

@@ -344,7 +344,33 @@ def _check_together(config: Config, values: Mapping[str, _Value]) -> None:
             source=_source(values, "persist.store"),
             key="persist.postgres.dsn",
         )
+    _check_durability(config, values)
     _check_cluster(config, values)
+
+
+def _check_durability(config: Config, values: Mapping[str, _Value]) -> None:
+    """persist.postgres.durability beside persist.sync and coalescing_sync (Qpid broker manual
+    §1.6.6: "the combination of a master sync policy of SYNC and coalescing-sync true ... cannot
+    be used")."""
+    persist = config.persist
+    durability = persist.postgres.durability
+    if not durability:
+        return
+    if not persist.sync:
+        raise ConfigError(
+            "must be true when persist.postgres.durability is set (the durability policy says "
+            "what a commit waits for): set one or the other",
+            source=_source(values, "persist.sync"),
+            key="persist.sync",
+        )
+    if durability.startswith("SYNC,") and persist.postgres.coalescing_sync:
+        raise ConfigError(
+            "must be false with a master sync policy of SYNC: the primary flushes every commit "
+            "anyway, and coalescing would only delay them (Qpid broker manual, Durability "
+            "Guarantees)",
+            source=_source(values, "persist.postgres.durability"),
+            key="persist.postgres.coalescing_sync",
+        )
 
 
 def _check_cluster(config: Config, values: Mapping[str, _Value]) -> None:

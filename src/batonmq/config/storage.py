@@ -4,9 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from batonmq.config.checks import between, one_of, positive_finite, setting
+from batonmq.config.checks import Invalid, between, one_of, positive_finite, setting
+from batonmq.config.durability import parse_durability, synchronous_commit
 
 STORE_KINDS = ("sqlite", "postgres")
+
+
+def _durability(value: object) -> object:
+    assert isinstance(value, str)
+    if not value:
+        return value
+    try:
+        return str(parse_durability(value))
+    except ValueError as error:
+        raise Invalid(str(error)) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,6 +27,14 @@ class PostgresConfig:
     #: PostgreSQL schema holding this broker's tables; empty means "batonmq_s_<broker id>"
     #: (MQ 4.1 HA guide Table 8: a standalone store's tables are suffixed S<brokerID>).
     schema: str = setting("")
+    #: The Qpid broker manual's durability triplet (§1.6.6), "<master sync policy>,<replica sync
+    #: policy>,<replica acknowledgement policy>", e.g. "NO_SYNC,NO_SYNC,SIMPLE_MAJORITY": how far
+    #: a commit reaches (the primary, its streaming standbys) before messages are confirmed. Empty:
+    #: persist.sync decides (flushed on the primary, or not waited for).
+    durability: str = setting("", check=_durability)
+    #: Qpid's coalescing-sync: the primary flushes once for the commits that arrive together, so a
+    #: master policy of NO_SYNC or WRITE_NO_SYNC is still flushed before the confirm.
+    coalescing_sync: bool = setting(True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +49,15 @@ class PersistConfig:
     #: Entries a queue keeps in memory; a longer backlog waits in the store (paging).
     page_window: int = setting(10_000, check=between(16))
     postgres: PostgresConfig = field(default_factory=PostgresConfig)
+
+    def synchronous_commit(self) -> str:
+        """PostgreSQL's synchronous_commit for this broker's write transactions."""
+        postgres = self.postgres
+        if postgres.durability:
+            return synchronous_commit(
+                parse_durability(postgres.durability), postgres.coalescing_sync
+            )
+        return "on" if self.sync else "off"
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,7 +52,7 @@ from batonmq.server.listeners import Listener, ListenError, Listening, configure
 from batonmq.server.pidfile import remove_pid_file, write_pid_file
 from batonmq.server.protocol import AMQPProtocol
 from batonmq.store.base import StoreError, StoreFenced
-from batonmq.store.configured import configured_store
+from batonmq.store.configured import configured_store, waits_for_no_standby
 
 if TYPE_CHECKING:
     from batonmq.cluster.member import ClusterMember
@@ -144,11 +144,20 @@ class BrokerServer:
         await store.open()
         try:
             recovery = await store.recover()
+            settings = await store.connection_settings()
         except BaseException:
             await store.close()
             raise
         recovered = restore(self.broker, recovery)
         self.broker.journal.start()
+        if waits_for_no_standby(self.config, settings):
+            log.warning(
+                "persist.postgres.durability %s asks for replica acknowledgements, but the "
+                "PostgreSQL server's synchronous_standby_names is empty: commits wait for no "
+                "standby until the server names its synchronous standbys",
+                self.config.persist.postgres.durability,
+                extra={"location": store.location},
+            )
         log.info(
             "recovered %d messages in %.3f s",
             recovered.messages,
@@ -157,7 +166,7 @@ class BrokerServer:
                 "queues": recovered.queues,
                 "store": store.kind,
                 "location": store.location,
-                "sync": self.config.persist.sync,
+                **settings,
                 "exchanges": recovered.exchanges,
                 "bindings": recovered.bindings,
                 "discarded_transient": recovery.discarded_entries,
@@ -229,7 +238,7 @@ class BrokerServer:
         store = self.broker.store
         assert isinstance(store, PostgresStore)  # cluster.ha requires it (config checks)
         amqp = self.addresses.get("amqp") or self.addresses["amqps"]
-        self.member = ClusterMember(self.config.cluster, self.broker, store)
+        self.member = ClusterMember(self.config, self.broker, store)
         heartbeat = self.config.cluster.heartbeat
         try:
             await self.member.start(amqp[0])

@@ -388,6 +388,11 @@ class Store(Protocol):
         """Migrate the schema to SCHEMA_VERSION; returns (from, to)."""
         ...
 
+    async def connection_settings(self) -> dict[str, str]:
+        """How far a commit reaches before it returns, as the database says (SQLite's journal
+        mode and synchronous level; PostgreSQL's synchronous_commit and standbys)."""
+        ...
+
     async def close(self) -> None:
         """Release the lock and the connection; safe to call twice."""
         ...

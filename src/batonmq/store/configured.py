@@ -49,7 +49,7 @@ def configured_store(config: Config) -> Store:
             persist.postgres.dsn,
             broker_id=store_broker_id(config),
             schema=postgres_schema(config),
-            sync=persist.sync,
+            synchronous_commit=persist.synchronous_commit(),
             lease_seconds=lease,
             renew_every=min(monitor.interval, lease / 2) if config.cluster.ha else None,
         )
@@ -57,4 +57,17 @@ def configured_store(config: Config) -> Store:
 
     return SQLiteStore(
         sqlite_path(config.data_dir), broker_id=config.broker_name, sync=persist.sync
+    )
+
+
+def waits_for_no_standby(config: Config, settings: dict[str, str]) -> bool:
+    """Whether the durability policy asks for replica acknowledgements while the PostgreSQL
+    server (`settings`, the store's connection_settings) names no synchronous standby:
+    PostgreSQL then waits for none, whatever synchronous_commit says."""
+    durability = config.persist.postgres.durability
+    return (
+        config.persist.store == "postgres"
+        and bool(durability)
+        and not durability.endswith(",NONE")
+        and not settings.get("synchronous_standby_names", "").strip()
     )

@@ -25,9 +25,11 @@ a commit sees it. A connection lost with PostgreSQL (restarted) fails the call u
 StoreError; the pool connects again for the next call, and its first write checks the epoch again.
 The lease is renewed on a connection of its own, outside the pool.
 
-`sync` maps onto synchronous_commit: off returns from a commit before PostgreSQL has flushed its
-write-ahead log, so a crash of PostgreSQL (or of its machine) may lose the last commits, while a
-crash of the broker loses nothing; the database stays consistent either way.
+Every session of the store runs with the `synchronous_commit` it is given (the configuration's
+durability policy, `batonmq.config.durability`): "off" returns from a commit before PostgreSQL has
+flushed its write-ahead log, so a crash of PostgreSQL (or of its machine) may lose the last
+commits, while a crash of the broker loses nothing; "on" and "remote_write" also wait for the
+synchronous standbys. The database stays consistent either way.
 
 Puts go through executemany (pipelined): COPY into a staging table, then an upsert from it, was
 measured no faster for batches of 100 to 5,000 messages of 1 KiB.
@@ -202,7 +204,7 @@ class PostgresStore:
         *,
         broker_id: str,
         schema: str,
-        sync: bool = True,
+        synchronous_commit: str = "on",
         lease_seconds: float = LEASE_SECONDS,
         renew_every: float | None = None,
     ) -> None:
@@ -216,7 +218,8 @@ class PostgresStore:
                 "not starting with pg_"
             )
         self._dsn, safe_dsn, self._secrets = parse_dsn(dsn)
-        self._broker_id, self._schema, self._sync = broker_id, schema, sync
+        self._broker_id, self._schema = broker_id, schema
+        self._synchronous_commit = synchronous_commit
         self._lease_seconds = lease_seconds
         self._renew_every = lease_seconds / 3 if renew_every is None else renew_every
         self._location = f"{safe_dsn} schema {schema}"
@@ -439,6 +442,18 @@ class PostgresStore:
             return StoreStats("postgres", self._location, self._version, self._broker_id, *counts)
 
         return await self._call("reading statistics", work, write=False)
+
+    async def connection_settings(self) -> dict[str, str]:
+        """The sessions' synchronous_commit and the server's synchronous_standby_names (which
+        standbys a commit waits for), for the startup log."""
+
+        async def work(connection: _Connection) -> dict[str, str]:
+            return {
+                name: str(await connection.fetchval(f"SHOW {name}"))
+                for name in ("synchronous_commit", "synchronous_standby_names")
+            }
+
+        return await self._call("reading the settings", work, write=False)
 
     async def used_bytes(self) -> int:
         """The bytes of this broker's stored messages (content header and body, as received):
@@ -786,7 +801,7 @@ class PostgresStore:
     def _server_settings(self) -> dict[str, str]:
         return {
             "application_name": f"batonmq {self._broker_id}"[:63],
-            "synchronous_commit": "on" if self._sync else "off",
+            "synchronous_commit": self._synchronous_commit,
         }
 
     async def _connect(self) -> _Connection:

@@ -16,6 +16,7 @@ from pamqp import commands
 from batonmq.cluster.member import ClusterMember
 from batonmq.cluster.states import BrokerState
 from batonmq.config.cluster import ClusterConfig
+from batonmq.config.schema import Config
 from batonmq.engine.api import ApiError, EngineApi
 from batonmq.engine.broker import Broker, BrokerSettings
 from batonmq.engine.events import Event, EventKind
@@ -140,7 +141,9 @@ async def test_the_api_lists_the_members_and_forces_a_takeover_of_a_live_one(
     live, live_store = await start_broker("brokerA")
     survivor, survivor_store = await start_broker("brokerB")
     ClusterMember(
-        ClusterConfig(ha=True, clusterid="test", brokerid="brokerB"), survivor, survivor_store
+        Config(cluster=ClusterConfig(ha=True, clusterid="test", brokerid="brokerB")),
+        survivor,
+        survivor_store,
     )
     api = EngineApi(survivor)
     await EngineApi(live).declare_queue("guest", "/", "q")

@@ -47,7 +47,10 @@ def store_builder(request: pytest.FixtureRequest, tmp_path: Path) -> StoreBuilde
 
     def build_postgres(broker_id: str, sync: bool, name: str) -> Store:
         store: Store = PostgresStore(
-            dsn, broker_id=broker_id, schema=f"batonmq_s_{name}", sync=sync
+            dsn,
+            broker_id=broker_id,
+            schema=f"batonmq_s_{name}",
+            synchronous_commit="on" if sync else "off",
         )
         return store
 

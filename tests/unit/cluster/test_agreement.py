@@ -8,23 +8,32 @@ import json
 
 from batonmq.cluster.agreement import disagreement, shared_settings
 from batonmq.config.cluster import ClusterConfig, HeartbeatConfig
+from batonmq.config.schema import Config
+from batonmq.config.storage import PersistConfig, PostgresConfig
 from batonmq.store.members import Member
 
-MINE = shared_settings(ClusterConfig())
+MINE = shared_settings(Config())
 
 
-def member(broker_id: str, *, live: bool = True, **settings: int) -> Member:
+def member(broker_id: str, *, live: bool = True, **settings: object) -> Member:
     recorded = json.dumps({**MINE, **{k.replace("_", "."): v for k, v in settings.items()}})
     return Member(broker_id, "running", None, None, None, 1, None, None, 0.0, live, False, recorded)
 
 
-def test_the_shared_settings_are_the_heartbeat_and_monitor_ones():
-    config = ClusterConfig(heartbeat=HeartbeatConfig(interval=5))
+def test_the_shared_settings_are_the_heartbeat_monitor_and_durability_ones():
+    """Qpid broker manual, HA configuration: durability and coalescingSync — "It is important
+    that all nodes use the same value for this property"."""
+    config = Config(
+        cluster=ClusterConfig(heartbeat=HeartbeatConfig(interval=5)),
+        persist=PersistConfig(postgres=PostgresConfig(durability="NO_SYNC,SYNC,ALL")),
+    )
     assert shared_settings(config) == {
         "cluster.heartbeat.interval": 5,
         "cluster.heartbeat.threshold": 3,
         "cluster.monitor.interval": 30,
         "cluster.monitor.threshold": 2,
+        "persist.postgres.durability": "NO_SYNC,SYNC,ALL",
+        "persist.postgres.coalescing_sync": True,
     }
 
 
@@ -33,6 +42,13 @@ def test_a_running_member_with_another_value_refuses_the_join_naming_the_setting
     assert refused is not None
     assert refused.key == "cluster.monitor.threshold"
     assert "is 2 here but 4 on the running member B" in str(refused)
+
+
+def test_a_running_member_with_another_durability_policy_refuses_the_join():
+    refused = disagreement(MINE, [member("B", persist_postgres_durability="NO_SYNC,SYNC,ALL")], "C")
+    assert refused is not None
+    assert refused.key == "persist.postgres.durability"
+    assert "is '' here but 'NO_SYNC,SYNC,ALL' on the running member B" in str(refused)
 
 
 def test_members_that_agree_stopped_ones_and_this_broker_itself_do_not():
