@@ -6,6 +6,7 @@ run it.
 
 from __future__ import annotations
 
+import asyncio
 import glob
 import os
 import secrets
@@ -14,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import asyncpg
 
 from tests.ports import free_port
 
@@ -33,15 +36,18 @@ class ThrowawayServer:
     """A PostgreSQL server in a temporary directory, on a free loopback port, with the unix
     socket in that directory. Run as the `postgres` system user when the tests run as root
     (PostgreSQL refuses to run as root). A watchdog process stops it and removes the directory
-    if the process that made it dies without tearing down (killed, or out of time)."""
+    if the process that made it dies without tearing down (killed, or out of time).
 
-    def __init__(self, bin_dir: Path) -> None:
+    Given a running `primary`, it is that server's streaming standby instead: a base backup of
+    it (pg_basebackup -R), read-only until promoted, with the primary's users and password."""
+
+    def __init__(self, bin_dir: Path, *, primary: ThrowawayServer | None = None) -> None:
         self.bin_dir = bin_dir
         # Not under pytest's tmp_path (private to root): the server may not run as root.
         self.directory = Path(tempfile.mkdtemp(prefix="batonmq-pg-"))
         self.data_dir = self.directory / "data"
         self.log_file = self.directory / "server.log"
-        self.password = secrets.token_urlsafe(16)
+        self.password = primary.password if primary else secrets.token_urlsafe(16)
         self.port = 0
         self.running = False
         self._as_postgres = os.geteuid() == 0
@@ -54,7 +60,10 @@ class ThrowawayServer:
             start_new_session=True,  # outlives a Ctrl-C to pytest's process group
         )
         try:
-            self._initdb()
+            if primary is None:
+                self._initdb()
+            else:
+                self._base_backup(primary)
         except BaseException:
             self.remove()
             raise
@@ -79,6 +88,31 @@ class ThrowawayServer:
             "--no-sync",
         )
         password_file.unlink()
+
+    def _base_backup(self, primary: ThrowawayServer) -> None:
+        if self._as_postgres:
+            shutil.chown(self.directory, "postgres", "postgres")
+        # -R writes standby.signal and a primary_conninfo with these settings (password too).
+        self._run(
+            "pg_basebackup",
+            "--pgdata",
+            str(self.data_dir),
+            "--write-recovery-conf",
+            "--wal-method=stream",
+            "--no-sync",
+            f"--dbname=host=127.0.0.1 port={primary.port} user=postgres "
+            f"password={primary.password} application_name=standby",
+        )
+
+    def promote(self) -> None:
+        """Make a standby a primary (pg_ctl promote), waiting until it takes writes."""
+        self._run("pg_ctl", "--pgdata", str(self.data_dir), "--wait", "promote")
+
+    def kill(self) -> None:
+        """Stop at once, as a crash would: no checkpoint, sessions cut (immediate shutdown)."""
+        if self.running:
+            self._run("pg_ctl", "--pgdata", str(self.data_dir), "-m", "immediate", "stop")
+            self.running = False
 
     @property
     def admin_dsn(self) -> str:
@@ -107,6 +141,18 @@ class ThrowawayServer:
             "start",
         )
         self.running = True
+
+    def query(self, statement: str) -> object:
+        """The first value `statement` returns, run as the server's superuser."""
+
+        async def run() -> object:
+            connection = await asyncpg.connect(self.admin_dsn)
+            try:
+                return await connection.fetchval(statement)
+            finally:
+                await connection.close()
+
+        return asyncio.run(run())
 
     def stop(self) -> None:
         """Fast shutdown: sessions are ended, data is written out."""

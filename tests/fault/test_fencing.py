@@ -12,11 +12,9 @@ an error naming the owner and when its lease expires."
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from pathlib import Path
 
-import asyncpg
 import pika
 import pika.exceptions
 import pytest
@@ -36,19 +34,8 @@ SCHEMA = "batonmq_s_batonmq"  # the default broker name's standalone schema
 PERSISTENT = pika.BasicProperties(delivery_mode=2)
 
 
-def _sql(server: ThrowawayServer, statement: str) -> object:
-    async def run() -> object:
-        connection = await asyncpg.connect(server.admin_dsn)
-        try:
-            return await connection.fetchval(statement)
-        finally:
-            await connection.close()
-
-    return asyncio.run(run())
-
-
 def _stored_entries(server: ThrowawayServer) -> object:
-    return _sql(server, f"SELECT count(*) FROM {SCHEMA}.entries WHERE queue = 'orders'")
+    return server.query(f"SELECT count(*) FROM {SCHEMA}.entries WHERE queue = 'orders'")
 
 
 @pytest.mark.expected_log_errors(
@@ -88,7 +75,7 @@ def test_one_broker_owns_a_postgres_store_and_a_superseded_one_stops_writing_and
 
     # A takeover bumps the epoch from outside: the first broker's next write fails, nothing it
     # meant to write gets in, and it logs why and exits non-zero.
-    _sql(server, f"UPDATE {SCHEMA}.brokers SET epoch = epoch + 1")
+    server.query(f"UPDATE {SCHEMA}.brokers SET epoch = epoch + 1")
     with confirming_channel(first) as channel, contextlib.suppress(pika.exceptions.AMQPError):
         channel.basic_publish("", "orders", b"fenced", PERSISTENT)
         pytest.fail("a publish after the takeover was confirmed")
@@ -114,7 +101,7 @@ def test_an_idle_broker_finds_out_from_its_lease_renewal_that_it_was_taken_over(
             "BATONMQ__PERSIST__POSTGRES__DSN": server.admin_dsn,
         },
     )
-    _sql(server, f"UPDATE {SCHEMA}.brokers SET epoch = epoch + 1")
+    server.query(f"UPDATE {SCHEMA}.brokers SET epoch = epoch + 1")
     assert broker.wait(timeout=30) == EXIT_FENCED
     wait_until(lambda: "lease could not be renewed" in broker.log(), "the fencing logged")
 

@@ -105,8 +105,16 @@ _LOCK_WAIT: Final = 5.0
 _LOCK_RETRY: Final = 0.1
 #: Seconds a lease lasts unless renewed; it is renewed every third of that.
 LEASE_SECONDS: Final = 15.0
-#: What a refused or lost connection raises, besides the server's own errors.
-_DATABASE_ERRORS: Final = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
+#: What a refused or lost connection raises, besides the server's own errors; and a session
+#: that a cancelled or timed-out statement left mid-operation (asyncpg's InternalClientError,
+#: seen at close while a commit waited for a synchronous standby that had gone).
+_DATABASE_ERRORS: Final = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    OSError,
+    TimeoutError,
+)
 
 _PLAN: Final = Plan(POSTGRES)
 
