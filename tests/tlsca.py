@@ -96,7 +96,7 @@ class TestCA:
         self,
         stem: str,
         common_name: str,
-        usage: x509.ObjectIdentifier,
+        usages: list[x509.ObjectIdentifier],
         alternative_names: list[x509.GeneralName],
         key_password: bytes | None = None,
     ) -> KeyPair:
@@ -111,7 +111,7 @@ class TestCA:
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + VALIDITY)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
             .add_extension(
                 x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False
             )
@@ -135,7 +135,7 @@ class TestCA:
         return self._issue(
             stem,
             "localhost",
-            ExtendedKeyUsageOID.SERVER_AUTH,
+            [ExtendedKeyUsageOID.SERVER_AUTH],
             [
                 x509.DNSName("localhost"),
                 x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
@@ -148,5 +148,15 @@ class TestCA:
         """A client certificate whose subject CN is `common_name` (the user EXTERNAL logs in
         as)."""
         return self._issue(
-            stem or f"client-{common_name}", common_name, ExtendedKeyUsageOID.CLIENT_AUTH, []
+            stem or f"client-{common_name}", common_name, [ExtendedKeyUsageOID.CLIENT_AUTH], []
+        )
+
+    def member(self, broker: str) -> KeyPair:
+        """A cluster member's certificate (CN `broker`): it serves heartbeats and sends them, so
+        it is both a server and a client certificate."""
+        return self._issue(
+            f"member-{broker}",
+            broker,
+            [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH],
+            [],
         )

@@ -359,6 +359,15 @@ CATALOGUE: Final = (
         "Check cluster.clusterid and the heartbeat addresses of the members.",
     ),
     _code(
+        "BMQ-7019",
+        "heartbeats refused: the TLS handshake",
+        "With cluster.heartbeat.tls, the TLS handshake with a member's heartbeat service failed "
+        "(its certificate is not from this broker's CA bundle, or this one not from its); logged "
+        "once until heartbeats get through again.",
+        "Give every member a certificate from the CA bundle the others trust "
+        "(listeners.amqps.certfile, cafile).",
+    ),
+    _code(
         "BMQ-7002",
         "joined HA cluster",
         "The broker registered in the cluster's shared store and listens for heartbeats.",

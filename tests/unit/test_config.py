@@ -233,6 +233,7 @@ def test_settings_table_is_derived_from_the_dataclasses() -> None:
         "cluster.heartbeat.port",
         "cluster.heartbeat.interval",
         "cluster.heartbeat.threshold",
+        "cluster.heartbeat.tls",
         "cluster.monitor.interval",
         "cluster.monitor.threshold",
     }

@@ -106,3 +106,27 @@ def test_the_heartbeat_settings_are_checked(environ: dict[str, str]) -> None:
         load_config(environ=environ, overrides={"cluster.heartbeat.interval": 0})
 
     assert raised.value.key == "cluster.heartbeat.interval"
+
+
+def test_tls_heartbeats_need_a_certificate_a_key_and_a_ca_bundle(
+    environ: dict[str, str], tmp_path: Path
+) -> None:
+    """[cluster.heartbeat] tls: mutual TLS with the [listeners.amqps] files, so a member that
+    lacks one does not start, and the error names the missing setting."""
+    overrides = {
+        **HA_MEMBER,
+        "cluster.heartbeat.tls": True,
+        "listeners.amqps.certfile": str(tmp_path / "member.crt"),
+        "listeners.amqps.keyfile": str(tmp_path / "member.key"),
+    }
+
+    with pytest.raises(ConfigError) as raised:
+        load_config(environ=environ, overrides=overrides)
+
+    assert raised.value.key == "listeners.amqps.cafile"
+    assert "cluster.heartbeat.tls" in raised.value.problem
+    config = load_config(
+        environ=environ,
+        overrides={**overrides, "listeners.amqps.cafile": str(tmp_path / "ca.crt")},
+    )
+    assert config.cluster.heartbeat.tls

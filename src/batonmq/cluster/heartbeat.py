@@ -11,6 +11,13 @@ The wire: lines of JSON, each at most `LINE_MAX` bytes. The connecting side open
 ``{"hello": {"cluster": ID, "broker": ID}}``, then sends ``{"beat": N}`` with N counting up. A hello
 from another cluster, a line that is not one of these, or a line too long ends the connection,
 with a warning naming the peer: a stray client can neither pose as a member nor exhaust memory.
+
+With `tls` (`[cluster.heartbeat] tls`, MQ 4.1 HA guide: the cluster connection service may be
+secured with SSL) both ends speak mutual TLS before the first line, each requiring a certificate
+from the cluster's CA bundle. A connection whose handshake fails or does not finish within a
+heartbeat interval is dropped by asyncio's TLS server without a word on the receiving side (it
+logs handshake failures in debug mode only), so it is the sending side that tells: a member
+whose TLS handshakes with a peer fail says so once, until its heartbeats get through again.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -76,11 +84,14 @@ class HeartbeatService:
         broker: str,
         interval: float,
         on_heartbeat: Callable[[str], None],
+        tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None,
     ) -> None:
+        """`tls`: the server and client contexts of mutual TLS (`batonmq.security.tls`)."""
         self.cluster = cluster
         self.broker = broker
         self.interval = interval
         self.on_heartbeat = on_heartbeat
+        self.tls = tls
         self._server: asyncio.Server | None = None
         self._senders: dict[str, tuple[tuple[str, int], asyncio.Task[None]]] = {}
         #: The connections heartbeats arrive on, and the tasks that read them.
@@ -88,7 +99,14 @@ class HeartbeatService:
 
     async def listen(self, host: str, port: int) -> tuple[str, int]:
         """Start the heartbeat service; returns the address it listens on."""
-        self._server = await asyncio.start_server(self._receive, host, port, limit=LINE_MAX)
+        self._server = await asyncio.start_server(
+            self._receive,
+            host,
+            port,
+            limit=LINE_MAX,
+            ssl=self.tls[0] if self.tls else None,
+            ssl_handshake_timeout=self.interval if self.tls else None,
+        )
         address: tuple[str, int] = self._server.sockets[0].getsockname()[:2]
         return address
 
@@ -121,12 +139,26 @@ class HeartbeatService:
 
     async def _send(self, address: tuple[str, int]) -> None:
         beats = iter(range(1 << 62))
+        refused = False
+        client = self.tls[1] if self.tls else None
         while True:
             try:
-                _, writer = await asyncio.wait_for(asyncio.open_connection(*address), self.interval)
+                _, writer = await asyncio.wait_for(
+                    asyncio.open_connection(*address, ssl=client), self.interval
+                )
+            except ssl.SSLError as error:
+                if not refused:
+                    log.warning(
+                        "heartbeats refused: the TLS handshake with the member failed",
+                        extra={"peer": f"{address[0]}:{address[1]}", "reason": str(error)},
+                    )
+                refused = True
+                await asyncio.sleep(self.interval)
+                continue
             except (OSError, TimeoutError):
                 await asyncio.sleep(self.interval)  # the member may be down: try again
                 continue
+            refused = False
             try:
                 writer.write(hello_line(self.cluster, self.broker))
                 for number in beats:

@@ -28,6 +28,7 @@ from batonmq.cluster.states import BrokerState
 from batonmq.config.schema import Config
 from batonmq.engine.broker import Broker
 from batonmq.engine.takeover import TakeoverOutcome, take_over
+from batonmq.security.tls import mutual_contexts
 from batonmq.store.base import StoreError
 from batonmq.store.members import Member, SharedStore
 
@@ -65,6 +66,7 @@ class ClusterMember:
             broker=store.broker_id,
             interval=heartbeat.interval,
             on_heartbeat=self._heard,
+            tls=mutual_contexts(config.listeners.amqps) if heartbeat.tls else None,
         )
         #: Whether it is taking a member over (TAKEOVER_STARTED, Table 19).
         self._taking_over = False

@@ -44,6 +44,9 @@ class HeartbeatConfig:
     #: Missed heartbeat intervals after which a broker is suspect of failure and watched in the
     #: store (imq.cluster.heartbeat.threshold).
     threshold: int = setting(3, check=between(1, 1000))
+    #: Mutual TLS on the heartbeat connections, with `[listeners.amqps]` certfile, keyfile, cafile
+    #: and ciphers: each member presents its certificate and requires one from the CA bundle.
+    tls: bool = setting(False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -393,3 +393,13 @@ def _check_cluster(config: Config, values: Mapping[str, _Value]) -> None:
                 source=_source(values, "cluster.ha"),
                 key=f"cluster.{name}",
             )
+    if cluster.heartbeat.tls:
+        amqps = config.listeners.amqps
+        for name in ("certfile", "keyfile", "cafile"):
+            if getattr(amqps, name) is None:
+                raise ConfigError(
+                    "must be set when cluster.heartbeat.tls is true: the members present "
+                    "their certificates to each other and check them against the CA bundle",
+                    source=_source(values, "cluster.heartbeat.tls"),
+                    key=f"listeners.amqps.{name}",
+                )

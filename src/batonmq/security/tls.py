@@ -10,13 +10,14 @@ broker opens its store or any socket; OpenSSL's own words ("PEM lib") name neith
 
 from __future__ import annotations
 
+import dataclasses
 import ssl
 from pathlib import Path
 from typing import Final
 
 from batonmq.config import ConfigError, TlsListenerConfig
 
-__all__ = ["KEY_PREFIX", "TlsConfigError", "server_context"]
+__all__ = ["KEY_PREFIX", "TlsConfigError", "mutual_contexts", "server_context"]
 
 #: Where these settings live in the configuration, for the messages.
 KEY_PREFIX: Final = "listeners.amqps"
@@ -136,3 +137,28 @@ def server_context(config: TlsListenerConfig) -> ssl.SSLContext:
                 "(see `openssl ciphers -v`)",
             ) from None
     return context
+
+
+def mutual_contexts(config: TlsListenerConfig) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """The server and client sides of mutual TLS between the members of a cluster (the heartbeat
+    connections): each end presents `config`'s certificate and requires one that `config`'s CA
+    bundle vouches for. A member is known by its CA, not by a host name: its address in the store
+    may be an IP address or a name its certificate does not carry, so host names go unchecked."""
+    if config.cafile is None:
+        raise TlsConfigError(
+            "cafile",
+            "must be set when cluster.heartbeat.tls is true: the members check each other's "
+            "certificates against it",
+        )
+    server = server_context(dataclasses.replace(config, verify="required"))
+    client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client.minimum_version = ssl.TLSVersion.TLSv1_2
+    client.check_hostname = False
+    client.verify_mode = ssl.CERT_REQUIRED
+    # The files were read and checked by server_context above.
+    assert config.certfile is not None
+    client.load_cert_chain(config.certfile, config.keyfile, password=_no_passphrase)
+    client.load_verify_locations(cafile=config.cafile)
+    if config.ciphers:
+        client.set_ciphers(config.ciphers)
+    return server, client

@@ -18,6 +18,7 @@ from batonmq.cluster.heartbeat import (
     HeartbeatService,
     hello_line,
 )
+from tests.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -125,10 +126,7 @@ async def test_junk_and_overlong_lines_end_the_connection(caplog: pytest.LogCapt
 async def test_a_sender_keeps_trying_until_the_member_listens() -> None:
     heard: list[str] = []
     late = service("B", heard)
-    probe = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
-    port = probe.sockets[0].getsockname()[1]
-    probe.close()
-    await probe.wait_closed()
+    port = free_port()
     early = service("A", [])
     try:
         early.watch({"B": ("127.0.0.1", port)})
