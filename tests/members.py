@@ -4,6 +4,7 @@ the shared store records them."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
 
 from batonmq.store.postgres import PostgresStore
@@ -11,10 +12,16 @@ from tests.brokerproc import RunningBroker, free_port, start_broker, wait_until
 
 
 def start_member(
-    workdir: Path, postgres_dsn: str, broker_id: str, *, http: bool = False
+    workdir: Path,
+    postgres_dsn: str,
+    broker_id: str,
+    *,
+    http: bool = False,
+    environment: Mapping[str, str] | None = None,
 ) -> RunningBroker:
     """A member of cluster "test" with heartbeats every second and thresholds 2 (its data
-    under workdir/broker_id), once it has joined; with `http`, its management API on."""
+    under workdir/broker_id), once it has joined; with `http`, its management API on;
+    `environment` adds settings."""
     broker = start_broker(
         workdir / broker_id,
         http=http,
@@ -29,6 +36,7 @@ def start_member(
             "BATONMQ__CLUSTER__HEARTBEAT__THRESHOLD": "2",
             "BATONMQ__CLUSTER__MONITOR__INTERVAL": "1",
             "BATONMQ__CLUSTER__MONITOR__THRESHOLD": "2",
+            **(environment or {}),
         },
     )
     wait_until(lambda: "joined HA cluster" in broker.log(), f"{broker_id} joined")

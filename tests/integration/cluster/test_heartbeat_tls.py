@@ -18,8 +18,10 @@ import pytest
 from batonmq.cluster.heartbeat import HeartbeatService
 from batonmq.config import TlsListenerConfig
 from batonmq.security.tls import TlsConfigError, mutual_contexts
+from tests.brokerproc import RunningBroker, wait_until
 from tests.integration.cluster.test_heartbeat import until
-from tests.tlsca import TestCA
+from tests.members import start_member
+from tests.tlsca import KeyPair, TestCA
 
 pytestmark = pytest.mark.integration
 
@@ -122,3 +124,43 @@ def test_tls_heartbeats_need_the_ca_bundle_that_vouches_for_members(tmp_path: Pa
         mutual_contexts(TlsListenerConfig(certfile=pair.certfile, keyfile=pair.keyfile))
     assert refused.value.key == "listeners.amqps.cafile"
     assert "cluster.heartbeat.tls" in str(refused.value)
+
+
+def test_members_of_one_ca_hear_each_other_and_a_member_of_another_is_suspect(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    """Real members on one shared store, [cluster.heartbeat] tls = true: A and B (certificates of
+    the cluster's CA) keep hearing each other; C (another CA's certificate) is heard by no one,
+    so both suspect it, and C says its handshakes fail."""
+    ca, other = TestCA(tmp_path / "cluster"), TestCA(tmp_path / "other", name="Other CA")
+
+    def settings(pair: KeyPair, bundle: TestCA) -> dict[str, str]:
+        return {
+            "BATONMQ__CLUSTER__HEARTBEAT__TLS": "true",
+            "BATONMQ__LISTENERS__AMQPS__CERTFILE": str(pair.certfile),
+            "BATONMQ__LISTENERS__AMQPS__KEYFILE": str(pair.keyfile),
+            "BATONMQ__LISTENERS__AMQPS__CAFILE": str(bundle.certfile),
+        }
+
+    members: list[RunningBroker] = []
+    try:
+        for broker_id, issuer in (("A", ca), ("B", ca), ("C", other)):
+            pair = issuer.member(broker_id)
+            members.append(
+                start_member(tmp_path, postgres_dsn, broker_id, environment=settings(pair, issuer))
+            )
+        a, b, c = members
+        wait_until(
+            lambda: "heartbeats refused: the TLS handshake" in c.log(), "C's refused heartbeats"
+        )
+        for member in (a, b):
+            wait_until(
+                lambda member=member: (
+                    "cluster member suspect" in member.log() and "peer=C" in member.log()
+                ),
+                "C suspected",
+            )
+        assert "peer=A" not in b.log() and "peer=B" not in a.log()
+    finally:
+        for member in members:
+            member.stop()
