@@ -11,10 +11,10 @@
 All brokers are started at the beginning (RabbitMQ, BatonMQ with SQLite, and BatonMQ with
 PostgreSQL when a row needs it; batonmq-x2, two BatonMQ processes sharing nothing, each owning
 one of the queues, for the row that measures what spreading queues over cores buys), each on
-free loopback ports with temporary directories, and
-stopped at the end. They stay up together, but only one is loaded at a time: a row runs on each
-broker in turn (alternating which goes first, so that drift in the machine's load does not favour
-one side), and the CPU and memory reported are those of the loaded broker's processes only.
+free loopback ports with temporary directories, and stopped at the end. They stay up together,
+but only one is loaded at a time: a row runs on each broker in turn (alternating which goes
+first, so that drift in the machine's load does not favour one side), and the CPU and memory
+reported are those of the loaded broker's processes only.
 
 --rabbitmq-url compares with a RabbitMQ that is already running instead of one of the harness's
 own (installed from Debian's packages if missing, started, stopped after). Its CPU and peak RSS
