@@ -6,7 +6,7 @@ import pytest
 from benchmarks.brokers.base import BrokerError
 from benchmarks.brokers.shards import BatonMQShards
 from benchmarks.brokers.sink import Sink
-from benchmarks.runner import RunSettings, worker_specs
+from benchmarks.runner import RowFailed, RunSettings, worker_specs
 from benchmarks.workloads import (
     HEADLINES,
     QUICK,
@@ -204,3 +204,18 @@ def test_shards_refuse_a_row_that_routes_through_an_exchange():
     (fanout,) = select(["fanout10-128B"], quick=False)
     with pytest.raises(BrokerError, match="cannot route through an exchange"):
         BatonMQShards(2).place(fanout.topology("f"))
+
+
+def test_clients_sharing_a_process_cannot_span_shards():
+    """One load-generator process has one endpoint: a row whose shared processes hold clients of
+    queues in different shards fails, rather than send some of them to the wrong process."""
+    (row,) = select(["clients-4x4-1KiB-2q"], quick=False)
+    shared = replace(row, process_per_client=False)
+    shards = BatonMQShards(2)
+    for port, shard in enumerate(shards.shards, start=1001):
+        shard.port = port
+    topology = shared.topology("t")
+    shards.place(topology)
+
+    with pytest.raises(RowFailed, match="use 2 brokers"):
+        worker_specs(shared, topology, shards, RunSettings())
