@@ -9,10 +9,12 @@
     python -m benchmarks.compare --rabbitmq-url amqp://user:pass@host:5672/vhost
 
 All brokers are started at the beginning (RabbitMQ, BatonMQ with SQLite, and BatonMQ with
-PostgreSQL when a row needs it), each on free loopback ports with temporary directories, and
-stopped at the end. They stay up together, but only one is loaded at a time: a row runs on each
-broker in turn (alternating which goes first, so that drift in the machine's load does not favour
-one side), and the CPU and memory reported are those of the loaded broker's processes only.
+PostgreSQL when a row needs it; batonmq-x2, two BatonMQ processes sharing nothing, each owning
+one of the queues, for the row that measures what spreading queues over cores buys), each on
+free loopback ports with temporary directories, and stopped at the end. They stay up together,
+but only one is loaded at a time: a row runs on each broker in turn (alternating which goes
+first, so that drift in the machine's load does not favour one side), and the CPU and memory
+reported are those of the loaded broker's processes only.
 
 --rabbitmq-url compares with a RabbitMQ that is already running instead of one of the harness's
 own (installed from Debian's packages if missing, started, stopped after). Its CPU and peak RSS
@@ -57,12 +59,13 @@ from benchmarks.brokers.base import Broker, BrokerError
 from benchmarks.brokers.batonmq import BatonMQ, Build
 from benchmarks.brokers.postgres import BenchPostgres, start_postgres
 from benchmarks.brokers.rabbitmq import RabbitMQ, RunningRabbitMQ
+from benchmarks.brokers.shards import BatonMQShards
 from benchmarks.brokers.sink import Sink
 from benchmarks.loadgen.client import Endpoint
 from benchmarks.report import first_line, headline_summary, results_table, sweep_tables
 from benchmarks.results import COMPARED_METRICS, Measurement, metric_value, ratio
 from benchmarks.runner import UNMEASURED, RunSettings, run_row
-from benchmarks.workloads import Kind, Workload, select, target_name
+from benchmarks.workloads import SHARDS_PREFIX, Kind, Workload, select, target_name
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -90,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
         "--skip",
         action="append",
         default=[],
-        choices=("rabbitmq", "batonmq", "batonmq-pg"),
+        choices=("rabbitmq", "batonmq", "batonmq-pg", f"{SHARDS_PREFIX}2"),
         help="do not run on this broker (repeatable)",
     )
     parser.add_argument(
@@ -189,6 +192,9 @@ class Brokers(contextlib.ExitStack):
     def start(self) -> None:
         if "rabbitmq" in self.needed:
             self._start(rabbitmq_broker(self.rabbitmq_url))
+        for target in sorted(self.needed):
+            if target.startswith(SHARDS_PREFIX):
+                self._start(BatonMQShards(int(target.removeprefix(SHARDS_PREFIX))))
         for build in (None, *self.builds):
             name = build.name if build else None
             if target_name("batonmq", name) in self.needed:

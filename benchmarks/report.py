@@ -176,48 +176,54 @@ def sweep_tables(
     measurements: Mapping[tuple[str, str], Measurement],
     labels: Mapping[str, str],
 ) -> list[str]:
-    """Table 1.6 for each producers/consumers sweep (same body, same persistence) in the run:
-    msgs/s and % difference from RabbitMQ."""
+    """Table 1.6 for each producers/consumers sweep (one queue, same body, same persistence, and
+    clients in shared or in their own processes) in the run: msgs/s and % difference from
+    RabbitMQ. Rows that differ in more than their producers and consumers are in no sweep."""
     tables = []
     for persistent in (False, True):
         for body in sorted({workload.body_size for workload in workloads}):
-            sweep = [
-                workload
-                for workload in workloads
-                if workload.kind is Kind.THROUGHPUT
-                and not workload.exchange_type
-                and workload.persistent == persistent
-                and workload.body_size == body
-            ]
-            if len(sweep) < 2:
-                continue
-            targets = sweep[0].targets
-            row_names = {
-                workload.name: (
-                    f"{PAIRS.index(workload.producers) + 1} "
-                    f"({workload.producers}/{workload.consumers})"
+            for own_processes in (False, True):
+                sweep = [
+                    workload
+                    for workload in workloads
+                    if workload.kind is Kind.THROUGHPUT
+                    and not workload.exchange_type
+                    and workload.queues == 1
+                    and workload.persistent == persistent
+                    and workload.body_size == body
+                    and workload.process_per_client == own_processes
+                ]
+                if len(sweep) < 2:
+                    continue
+                targets = sweep[0].targets
+                row_names = {
+                    workload.name: (
+                        f"{PAIRS.index(workload.producers) + 1} "
+                        f"({workload.producers}/{workload.consumers})"
+                    )
+                    for workload in sweep
+                }
+                values = {
+                    (row_names[workload.name], labels.get(target, target)): _rate(
+                        measurements.get((workload.name, target))
+                    )
+                    for workload in sweep
+                    for target in targets
+                }
+                kind = "persistent with confirms" if persistent else "transient"
+                if own_processes:
+                    kind += ", each client its own process"
+                tables.append(
+                    f"Table 1.6 format: msgs/s, {kind}, {size_label(body)}, "
+                    f"% difference from {labels.get('rabbitmq', 'rabbitmq')}\n"
+                    + comparison_table(
+                        list(row_names.values()),
+                        [labels.get(target, target) for target in targets],
+                        values,
+                        labels.get("rabbitmq", "rabbitmq"),
+                        value_format=lambda value: f"{value:,.0f}",
+                    )
                 )
-                for workload in sweep
-            }
-            values = {
-                (row_names[workload.name], labels.get(target, target)): _rate(
-                    measurements.get((workload.name, target))
-                )
-                for workload in sweep
-                for target in targets
-            }
-            kind = "persistent with confirms" if persistent else "transient"
-            tables.append(
-                f"Table 1.6 format: msgs/s, {kind}, {size_label(body)}, "
-                f"% difference from {labels.get('rabbitmq', 'rabbitmq')}\n"
-                + comparison_table(
-                    list(row_names.values()),
-                    [labels.get(target, target) for target in targets],
-                    values,
-                    labels.get("rabbitmq", "rabbitmq"),
-                    value_format=lambda value: f"{value:,.0f}",
-                )
-            )
     return tables
 
 

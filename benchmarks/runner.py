@@ -25,7 +25,7 @@ from typing import TypeVar
 from benchmarks.brokers.base import Broker
 from benchmarks.histogram import LatencyHistogram
 from benchmarks.loadgen.backlog import Counters
-from benchmarks.loadgen.client import connect
+from benchmarks.loadgen.client import Endpoint, connect
 from benchmarks.loadgen.publisher import PublisherPlan
 from benchmarks.loadgen.worker import Go, WorkerReport, WorkerSpec, worker_main
 from benchmarks.procstats import RssSampler, cpu_seconds, machine_busy_seconds, steady_rss
@@ -153,7 +153,7 @@ def worker_specs(
     bounded = workload.kind is Kind.THROUGHPUT
     specs = [
         WorkerSpec(
-            endpoint=broker.endpoint,
+            endpoint=_endpoint(broker, consumer_queues, publishers),
             slot=slot,
             publishers=publishers,
             consumer_queues=consumer_queues,
@@ -172,8 +172,22 @@ def worker_specs(
     return specs
 
 
-async def _with_admin(broker: Broker, topology: Topology, action: str) -> int:
-    client = await connect(broker.endpoint)
+def _endpoint(
+    broker: Broker, consumer_queues: Sequence[str], publishers: Sequence[PublisherPlan]
+) -> Endpoint:
+    """Where one load-generator process connects: the broker's process that owns the queues its
+    clients consume from and publish to (through the default exchange)."""
+    queues = {*consumer_queues}
+    queues.update(key for plan in publishers for exchange, key in plan.routes if not exchange)
+    endpoints = {broker.endpoint_for(queue) for queue in queues} or {broker.endpoint}
+    if len(endpoints) > 1:
+        raise RowFailed(f"the clients of one load-generator process use {len(endpoints)} brokers")
+    (endpoint,) = endpoints
+    return endpoint
+
+
+async def _with_admin(endpoint: Endpoint, topology: Topology, action: str) -> int:
+    client = await connect(endpoint)
     try:
         if action == "declare":
             await declare(client, topology)
@@ -192,12 +206,15 @@ def _topology(broker: Broker, workload: Workload, prefix: str) -> Iterator[Topol
     if broker.name == "sink":
         yield topology
         return
-    asyncio.run(_with_admin(broker, topology, "declare"))
+    parts = broker.place(topology)
+    for endpoint, part in parts:
+        asyncio.run(_with_admin(endpoint, part, "declare"))
     try:
         yield topology
     finally:
         if broker.alive():
-            asyncio.run(_with_admin(broker, topology, "delete"))
+            for endpoint, part in parts:
+                asyncio.run(_with_admin(endpoint, part, "delete"))
 
 
 def _sleep_until(when_ns: int) -> None:
@@ -309,7 +326,9 @@ def _run_memory(
             reports = workers.reports(timeout=settings.memory_timeout + 30)
             queued = 0
             while queued < workload.messages and time.monotonic_ns() < deadline:
-                queued = asyncio.run(_with_admin(broker, topology, "count"))
+                queued = asyncio.run(
+                    _with_admin(broker.endpoint_for(topology.queues[0]), topology, "count")
+                )
                 if queued < workload.messages:
                     time.sleep(0.5)
             settled = time.monotonic_ns()

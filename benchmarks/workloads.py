@@ -29,6 +29,8 @@ from benchmarks.topology import Topology
 PAIRS = (1, 2, 4, 8, 16, 32, 64)
 BODIES = (128, 1024, 65536)
 TOPIC_KEYS = 100
+#: How results name N BatonMQ processes sharing nothing (brokers/shards.py): this + N.
+SHARDS_PREFIX = "batonmq-x"
 
 
 class Kind(StrEnum):
@@ -88,6 +90,9 @@ class Workload:
     idle_connections: int = 0
     #: Other BatonMQ source trees to run beside this one (compare.py --build NAME=PATH).
     builds: tuple[str, ...] = ()
+    #: Also run on this many BatonMQ processes sharing nothing, each owning some of the queues
+    #: (brokers/shards.py); 0: not.
+    shards: int = 0
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -97,7 +102,8 @@ class Workload:
             return ("sink",)
         batonmq = ("batonmq", "batonmq-pg") if self.persistent else ("batonmq",)
         built = tuple(target_name(target, build) for build in self.builds for target in batonmq)
-        return ("rabbitmq", *batonmq, *built)
+        sharded = (f"{SHARDS_PREFIX}{self.shards}",) if self.shards else ()
+        return ("rabbitmq", *batonmq, *sharded, *built)
 
     @property
     def deliveries_per_publish(self) -> int:
@@ -122,21 +128,25 @@ class Workload:
 
     def publisher_plans(self, topology: Topology, confirm_window: int) -> list[PublisherPlan]:
         if not topology.exchange:
-            routes: tuple[tuple[str, str], ...] = (("", topology.queues[0]),)
+            # Through the default exchange, publisher i feeds queue i (mod the queues), as
+            # consumer i reads queue i: each queue has its own producers and consumers.
+            routes: list[tuple[tuple[str, str], ...]] = [
+                (("", queue),) for queue in topology.queues
+            ]
         elif self.exchange_type == "topic":
-            routes = tuple((topology.exchange, key) for key in topic_routing_keys())
+            routes = [tuple((topology.exchange, key) for key in topic_routing_keys())]
         else:
-            routes = ((topology.exchange, ""),)
+            routes = [((topology.exchange, ""),)]
         return [
             PublisherPlan(
-                routes=routes,
+                routes=routes[index % len(routes)],
                 body_size=self.body_size,
                 persistent=self.persistent,
                 confirm_window=confirm_window if self.persistent else 0,
                 rate=self.rate / self.producers,
                 count=self.messages // self.producers,
             )
-            for _ in range(self.producers)
+            for index in range(self.producers)
         ]
 
     def consumer_queues(self, topology: Topology) -> list[str]:
@@ -322,6 +332,20 @@ def many_clients() -> list[Workload]:
         )
         for pairs in (4, 16)
     ]
+    rows.append(
+        Workload(
+            "clients-4x4-1KiB-2q",
+            "two queues, each with 2/2 of the 4/4 producers/consumers, each its own process, "
+            "1KiB, transient, no confirms: a load that more than one core can share by queue",
+            Kind.THROUGHPUT,
+            4,
+            4,
+            1024,
+            queues=2,
+            process_per_client=True,
+            shards=2,
+        )
+    )
     rows.append(
         Workload(
             "latency-100pub",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from benchmarks.loadgen.client import BrokerClosed, Endpoint, connect
 from benchmarks.procstats import process_tree
+from benchmarks.topology import Topology
 
 HOST = "127.0.0.1"
 
@@ -76,6 +77,16 @@ class Broker(abc.ABC):
     def endpoint(self) -> Endpoint:
         """Where the load generator connects, and as whom (guest, on a broker of our own)."""
         return Endpoint(self.host, self.port)
+
+    def place(self, topology: Topology) -> list[tuple[Endpoint, Topology]]:
+        """Where each part of `topology` is declared; a broker of one process holds all of it.
+        A broker of several processes (brokers/shards.py) gives each its part."""
+        return [(self.endpoint, topology)]
+
+    def endpoint_for(self, queue: str) -> Endpoint:
+        """Where a client of `queue` (its publisher, through the default exchange, or its
+        consumer) connects, once `place` has placed it."""
+        return self.endpoint
 
     def measured_pids(self) -> list[int]:
         """The processes whose CPU and memory are the broker's; [] when they are unknown (the

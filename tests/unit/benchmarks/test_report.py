@@ -1,7 +1,9 @@
 """The Qpid manual Table 1.6 formatter and the percent differences it shows."""
 
 import pytest
-from benchmarks.report import comparison_table, format_percent, percent_difference
+from benchmarks.report import comparison_table, format_percent, percent_difference, sweep_tables
+from benchmarks.results import Measurement
+from benchmarks.workloads import select
 
 
 def test_percent_difference_from_the_baseline():
@@ -57,3 +59,33 @@ def test_without_a_baseline_value_a_row_reads_n_a():
 def test_the_baseline_must_be_a_configuration():
     with pytest.raises(ValueError, match="baseline"):
         comparison_table(["row"], ["a", "b"], {}, "c")
+
+
+def test_a_sweep_holds_only_rows_that_differ_in_their_producers_and_consumers():
+    """Qpid manual Table 1.6 varies one thing, the producers and consumers. A row whose clients
+    each have a process of their own, or that spreads over two queues, is not one more column
+    of the shared-process sweep (it used to replace the transient 4/4 1 KiB figure)."""
+    rows = select(["transient-*-1KiB", "clients-*-1KiB", "clients-4x4-1KiB-2q"], quick=False)
+    rates = {
+        "transient-4x4-1KiB": 1000.0,
+        "clients-4x4-1KiB": 2000.0,
+        "clients-4x4-1KiB-2q": 3000.0,
+    }
+    measurements = {
+        (row.name, target): Measurement(row.name, target, deliver_rate=rates.get(row.name, 1.0))
+        for row in rows
+        for target in row.targets
+    }
+
+    shared, own = sweep_tables(rows, measurements, {"rabbitmq": "RabbitMQ"})
+
+    assert shared.startswith("Table 1.6 format: msgs/s, transient, 1KiB,")
+    assert _line("3 (4/4)", shared).split()[2:] == ["1,000", "(0.0%)", "1,000", "(0.0%)"]
+    assert own.startswith("Table 1.6 format: msgs/s, transient, each client its own process, 1KiB")
+    assert _line("3 (4/4)", own).split()[2:] == ["2,000", "(0.0%)", "2,000", "(0.0%)"]
+    assert "3,000" not in shared + own
+
+
+def _line(start: str, table: str) -> str:
+    (line,) = [line for line in table.splitlines() if line.startswith(start)]
+    return line

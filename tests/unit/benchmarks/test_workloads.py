@@ -3,8 +3,10 @@
 from dataclasses import replace
 
 import pytest
+from benchmarks.brokers.base import BrokerError
+from benchmarks.brokers.shards import BatonMQShards
 from benchmarks.brokers.sink import Sink
-from benchmarks.runner import RunSettings, worker_specs
+from benchmarks.runner import RowFailed, RunSettings, worker_specs
 from benchmarks.workloads import (
     HEADLINES,
     QUICK,
@@ -160,3 +162,60 @@ def test_many_clients_rows_give_every_client_a_process_and_open_idle_connections
     transient = rows["transient-4x4-1KiB"]
     shared = worker_specs(transient, transient.topology("t"), Sink("publish", 128), settings)
     assert len(shared) == 2, "the other rows keep their clients in one process each way"
+
+
+def test_the_two_queue_row_gives_each_queue_its_own_producers_and_consumers():
+    """The many-clients requirements ask for the 4 x 4 row on more than one core: a load that a
+    broker can spread over cores by queue needs more than one queue, each with producers and
+    consumers of its own."""
+    (row,) = select(["clients-4x4-1KiB-2q"], quick=False)
+    topology = row.topology("t")
+    assert topology.queues == ("t.q0", "t.q1")
+    plans = row.publisher_plans(topology, confirm_window=1000)
+    assert [plan.routes for plan in plans] == [(("", "t.q0"),), (("", "t.q1"),)] * 2
+    assert row.consumer_queues(topology) == ["t.q0", "t.q1"] * 2
+    assert row.targets == ("rabbitmq", "batonmq", "batonmq-x2")
+
+
+def test_on_shards_each_client_connects_to_the_process_that_owns_its_queue():
+    """Queues are placed round-robin over the shards, and a load-generator process goes to its
+    queue's owner: no message crosses from one shard to another."""
+    (row,) = select(["clients-4x4-1KiB-2q"], quick=False)
+    shards = BatonMQShards(2)
+    for port, shard in enumerate(shards.shards, start=1001):
+        shard.port = port  # never started: no process, only where it would listen
+    topology = row.topology("t")
+
+    parts = shards.place(topology)
+
+    assert [(endpoint.port, part.queues) for endpoint, part in parts] == [
+        (1001, ("t.q0",)),
+        (1002, ("t.q1",)),
+    ]
+    specs = worker_specs(row, topology, shards, RunSettings())
+    ports: dict[str, set[int]] = {}
+    for spec in specs:
+        (queue,) = spec.consumer_queues or tuple(plan.routes[0][1] for plan in spec.publishers)
+        ports.setdefault(queue, set()).add(spec.endpoint.port)
+    assert ports == {"t.q0": {1001}, "t.q1": {1002}}
+
+
+def test_shards_refuse_a_row_that_routes_through_an_exchange():
+    (fanout,) = select(["fanout10-128B"], quick=False)
+    with pytest.raises(BrokerError, match="cannot route through an exchange"):
+        BatonMQShards(2).place(fanout.topology("f"))
+
+
+def test_clients_sharing_a_process_cannot_span_shards():
+    """One load-generator process has one endpoint: a row whose shared processes hold clients of
+    queues in different shards fails, rather than send some of them to the wrong process."""
+    (row,) = select(["clients-4x4-1KiB-2q"], quick=False)
+    shared = replace(row, process_per_client=False)
+    shards = BatonMQShards(2)
+    for port, shard in enumerate(shards.shards, start=1001):
+        shard.port = port
+    topology = shared.topology("t")
+    shards.place(topology)
+
+    with pytest.raises(RowFailed, match="use 2 brokers"):
+        worker_specs(shared, topology, shards, RunSettings())
