@@ -812,7 +812,16 @@ class PostgresStore:
                 init=self._prepare_session if self._locking else None,
                 reset=_keep_session,
                 timeout=_CONNECT_TIMEOUT,
-                server_settings=self._server_settings(),
+                server_settings={
+                    **self._server_settings(),
+                    # A broker stalled inside a write (paused, SIGSTOP) holds the share lock of
+                    # its epoch check on its record, which a takeover's claim must update: once
+                    # it has been idle in the transaction for a whole lease, the time after which
+                    # it may be taken over, PostgreSQL ends its session and the claim goes on.
+                    "idle_in_transaction_session_timeout": str(
+                        max(1, round(self._lease_seconds * 1000))
+                    ),
+                },
             )
         except (*_DATABASE_ERRORS, ValueError) as error:
             raise StoreUnavailable(self._failure("cannot connect to", error)) from error
