@@ -14,7 +14,11 @@ def start_member(
     workdir: Path, postgres_dsn: str, broker_id: str, *, http: bool = False
 ) -> RunningBroker:
     """A member of cluster "test" with heartbeats every second and thresholds 2 (its data
-    under workdir/broker_id), once it has joined; with `http`, its management API on."""
+    under workdir/broker_id), once it has joined; with `http`, its management API on. Started
+    again with the same `broker_id`, it is that member restarted (its log goes on in the same
+    file: it has joined once the file says so once more)."""
+    log_path = workdir / broker_id / "broker.log"
+    joined_before = _joined(log_path.read_text(errors="replace") if log_path.exists() else "")
     broker = start_broker(
         workdir / broker_id,
         http=http,
@@ -31,8 +35,12 @@ def start_member(
             "BATONMQ__CLUSTER__MONITOR__THRESHOLD": "2",
         },
     )
-    wait_until(lambda: "joined HA cluster" in broker.log(), f"{broker_id} joined")
+    wait_until(lambda: _joined(broker.log()) > joined_before, f"{broker_id} joined")
     return broker
+
+
+def _joined(log: str) -> int:
+    return log.count("joined HA cluster")
 
 
 async def lease_run_out(store: PostgresStore, broker_id: str) -> int:
