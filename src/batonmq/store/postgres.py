@@ -73,6 +73,7 @@ from batonmq.store.base import (
 )
 from batonmq.store.dialect import POSTGRES
 from batonmq.store.dsn import parse_dsn
+from batonmq.store.hastore import OWNED_TABLES
 from batonmq.store.integrity import checked_entry, checksum, report_quarantined
 from batonmq.store.members import Member, TakenOver
 from batonmq.store.plan import (
@@ -181,14 +182,7 @@ _SQL: Final = {
 #: Pool connections: one writer at a time, and reads beside it.
 _POOL_SIZE: Final = 4
 #: A snapshot's tables, in the order a restore fills them.
-_SNAPSHOT: Final = (
-    "exchanges",
-    "queues",
-    "bindings",
-    "messages",
-    "entries",
-    "quarantined_messages",
-)
+_SNAPSHOT: Final = OWNED_TABLES
 #: The tables the brokers sharing the store share, restored whole.
 _SHARED_SNAPSHOT: Final = ("users", "vhosts")
 
