@@ -69,9 +69,7 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "is left as it is). Refused while a broker runs on the store."
         ),
     )
-    create.add_argument(
-        "object", nargs="?", choices=["tbl"], help="imqdbmgr's spelling: create tbl"
-    )
+    create.add_argument("tbl", nargs="?", choices=["tbl"], help="imqdbmgr's spelling: create tbl")
     create.set_defaults(handler=_create)
     upgrade = commands.add_parser(
         "upgrade",
@@ -84,7 +82,7 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         ),
     )
     upgrade.add_argument(
-        "object",
+        "hastore",
         nargs="?",
         choices=["hastore"],
         help="hastore: make the standalone store the HA cluster's shared store",
@@ -158,7 +156,7 @@ def _create(args: argparse.Namespace, config: Config) -> int:
 
 
 def _upgrade(args: argparse.Namespace, config: Config) -> int:
-    if args.object == "hastore":
+    if args.hastore:
         return _upgrade_hastore(config)
 
     async def upgrade(store: Store) -> str:
