@@ -29,6 +29,7 @@ import argparse
 import dataclasses
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from batonmq.cli.live.confirm import confirm
 from batonmq.cli.storecommand import (
@@ -45,7 +46,9 @@ from batonmq.store.base import (
     Store,
 )
 from batonmq.store.configured import postgres_schema, standalone_postgres_schema
-from batonmq.store.hastore import SharedStoreAdmin
+
+if TYPE_CHECKING:
+    from batonmq.store.hastore import SharedStoreAdmin
 
 
 def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -274,6 +277,9 @@ def _shared_store_admin(store: Store, config: Config, command: str) -> SharedSto
             f"{command} works on an HA cluster's shared store, which is PostgreSQL "
             f"(persist.store = postgres); this broker's store is {store.kind}, one broker's own"
         )
+    # Here, not at the top: batonctl loads without asyncpg (`batonmq.store.configured`).
+    from batonmq.store.hastore import SharedStoreAdmin
+
     return SharedStoreAdmin(config.persist.postgres.dsn)
 
 
