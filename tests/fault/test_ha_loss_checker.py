@@ -31,9 +31,9 @@ from tests.losscheck import Workload, analyse, check
 
 pytestmark = pytest.mark.integration
 
-#: Seconds of faults: each takes 6-10 s (a takeover with thresholds 2 at 1 s intervals, and a
-#: restart), so at least one of each kind runs.
-DURATION = 14.0
+#: Seconds of faults: each takes 4-10 s (a takeover with thresholds 2 at 1 s intervals, and a
+#: restart), so at least one of each kind runs, with room for a slow machine; about 35 s a run.
+DURATION = 20.0
 
 
 class Cluster:
