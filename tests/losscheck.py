@@ -11,6 +11,9 @@ What the broker promises, and what `Report.problems` holds it to:
 - nacked and delivered: a nacked publish is on no queue (a nack means the broker did not take it).
 Messages published but never confirmed (the connection broke first) may or may not arrive: those
 that do are counted as recovered.
+
+The clients reach the broker at one URL, or at a list of them tried in order at each reconnect:
+the multi-host failover of an HA cluster's clients (the README's pika list of URLParameters).
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ from pamqp import commands
 WINDOW = 50
 #: Seconds any one client operation may take before the client gives up on the connection.
 PATIENCE = 20.0
+
+#: Where the clients connect: one URL, or several tried in order (a list of hosts to fail over
+#: to). Asked again at each reconnect: a restarted broker may listen elsewhere.
+Addresses = Callable[[], str | Sequence[str]]
 
 
 @dataclass
@@ -114,7 +121,7 @@ Fault = Callable[[], str]
 
 
 async def check(
-    url: Callable[[], str],
+    url: Addresses,
     faults: Sequence[Fault],
     *,
     duration: float,
@@ -122,10 +129,10 @@ async def check(
     seed: int,
     drain_timeout: float = 120.0,
 ) -> History:
-    """Run the clients against `url()` (asked again at each reconnect: a restarted broker may
-    listen elsewhere) for `duration` seconds while the nemesis runs one of `faults` at a time,
-    chosen with `seed`; then stop publishing, let the consumer drain the queue, and return
-    what happened. Each fault runs in a thread, blocks until it is over, and names itself."""
+    """Run the clients against `url()` (see `Addresses`) for `duration` seconds while the
+    nemesis runs one of `faults` at a time, chosen with `seed`; then stop publishing, let the
+    consumer drain the queue, and return what happened. Each fault runs in a thread, blocks
+    until it is over, and names itself."""
     history = History()
     stop_publishing = asyncio.Event()
     drained = asyncio.Event()
@@ -160,7 +167,7 @@ async def _nemesis(
 
 
 async def _publish(
-    url: Callable[[], str], workload: Workload, history: History, stop: asyncio.Event
+    url: Addresses, workload: Workload, history: History, stop: asyncio.Event
 ) -> None:
     number = 0
     while not stop.is_set():
@@ -198,7 +205,7 @@ async def _publish(
 
 
 async def _consume(
-    url: Callable[[], str],
+    url: Addresses,
     workload: Workload,
     history: History,
     done: asyncio.Event,
@@ -234,7 +241,7 @@ async def _consume(
 
 
 async def _wait_for_drain(
-    url: Callable[[], str], workload: Workload, last_delivery: list[float], timeout: float
+    url: Addresses, workload: Workload, last_delivery: list[float], timeout: float
 ) -> None:
     """Until the queue is empty and nothing was delivered for a second (every delivery
     acknowledged, none redelivered in flight)."""
@@ -256,12 +263,24 @@ async def _wait_for_drain(
 
 
 @contextlib.asynccontextmanager
-async def _connection(url: Callable[[], str]):  # type: ignore[no-untyped-def]
-    """A connection, or None when the broker cannot be reached now; errors inside the block
-    that mean "the connection broke" end the block quietly (the caller reconnects)."""
-    try:
-        connection = await _patiently(aiormq.connect(url()))
-    except (TimeoutError, OSError, aiormq.exceptions.AMQPError):
+async def _connection(url: Addresses):  # type: ignore[no-untyped-def]
+    """A connection to the first of `url()` that answers, or None when none can be reached now;
+    errors inside the block that mean "the connection broke" end the block quietly (the caller
+    reconnects)."""
+    found = url()
+    candidates = [found] if isinstance(found, str) else list(found)
+    connection = None
+    for candidate in candidates:
+        try:
+            # A paused broker accepts the TCP connection and never answers: the next host is
+            # tried within the patience that one operation has.
+            connection = await asyncio.wait_for(
+                aiormq.connect(candidate), PATIENCE / len(candidates)
+            )
+            break
+        except (TimeoutError, OSError, aiormq.exceptions.AMQPError):
+            continue
+    if connection is None:
         yield None
         return
     try:

@@ -21,7 +21,11 @@ def start_member(
 ) -> RunningBroker:
     """A member of cluster "test" with heartbeats every second and thresholds 2 (its data
     under workdir/broker_id), once it has joined; with `http`, its management API on;
-    `environment` adds settings."""
+    `environment` adds settings. Started again with the same `broker_id`, it is that member
+    restarted (its log goes on in the same file: it has joined once the file says so once
+    more)."""
+    log_path = workdir / broker_id / "broker.log"
+    joined_before = _joined(log_path.read_text(errors="replace") if log_path.exists() else "")
     broker = start_broker(
         workdir / broker_id,
         http=http,
@@ -39,8 +43,12 @@ def start_member(
             **(environment or {}),
         },
     )
-    wait_until(lambda: "joined HA cluster" in broker.log(), f"{broker_id} joined")
+    wait_until(lambda: _joined(broker.log()) > joined_before, f"{broker_id} joined")
     return broker
+
+
+def _joined(log: str) -> int:
+    return log.count("joined HA cluster")
 
 
 async def lease_run_out(store: PostgresStore, broker_id: str) -> int:

@@ -96,6 +96,20 @@ CATALOGUE: Final = (
         "Unquiesce the broker, or shut it down once its clients have gone.",
     ),
     _code("BMQ-1017", "unquiesced: ", "unquiesce bkr: new client connections are accepted again."),
+    _code(
+        "BMQ-1018",
+        "shutdown in ",
+        "shutdown bkr --time N: the broker serves on for the seconds given, then shuts down "
+        "(at the time given; with no failover if nofailover is true).",
+        "None; to keep it running, restart it before then.",
+    ),
+    _code(
+        "BMQ-1019",
+        "shutdown after ",
+        "A shutdown asked for with --time and --nofailover was not done: the broker's record in "
+        "the shared store could not say no failover, so it goes on serving.",
+        "Check the store named in the line, then ask for the shutdown again.",
+    ),
     # Connections and clients.
     _code("BMQ-2001", "connection opened", "A client logged in and opened a virtual host."),
     _code(

@@ -1,8 +1,10 @@
 """``batonctl db``: the store's schema, backups and statistics.
 
-The counterpart of Open MQ's Database Manager, imqdbmgr (MQ 4.1 HA guide Tables 8 and 9): ``create``
-is its ``create tbl`` (the schema in an empty store), ``upgrade`` its ``upgrade``, ``backup
---dir`` and ``restore --dir`` its ``backup -dir`` and ``restore -dir``; ``stats`` is new.
+The counterpart of Open MQ's Database Manager, imqdbmgr (MQ 4.1 HA guide Tables 8 and 9): ``create
+[tbl]`` is its ``create tbl`` (the schema in an empty store), ``upgrade`` its ``upgrade``, ``backup
+--dir`` and ``restore --dir`` its ``backup -dir`` and ``restore -dir``; ``stats`` is new. For an HA
+cluster's shared store (`batonmq.store.hastore`), ``remove bkr -n ID`` is its ``remove bkr -n
+brokerID`` and ``upgrade hastore`` its ``upgrade hastore``.
 
 How each command opens the store (`Store.open`):
 
@@ -12,7 +14,9 @@ How each command opens the store (`Store.open`):
   start anyway);
 - create and restore make a new store where one was lost (`Store.open`'s `replace_lost`: a
   broker refuses to start on it), which is what an operator runs them for there;
-- backup and stats open without the lock and only read, so they work while a broker runs.
+- backup and stats open without the lock and only read, so they work while a broker runs;
+- remove bkr and upgrade hastore lock the broker's record in the store for their transaction and
+  refuse while its lease runs.
 
 A failure is one line on stderr, "batonctl: <what failed>: <reason>", and exit status 1; the
 reason is the store's own text (which never holds a DSN's password), with a hint when the store
@@ -25,7 +29,9 @@ import argparse
 import dataclasses
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from batonmq.cli.live.confirm import confirm
 from batonmq.cli.storecommand import (
     CommandFailed,
     missing_store_file,
@@ -39,6 +45,10 @@ from batonmq.store.base import (
     SCHEMA_VERSION,
     Store,
 )
+from batonmq.store.configured import postgres_schema, standalone_postgres_schema
+
+if TYPE_CHECKING:
+    from batonmq.store.hastore import SharedStoreAdmin
 
 
 def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -62,16 +72,38 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "is left as it is). Refused while a broker runs on the store."
         ),
     )
+    create.add_argument("tbl", nargs="?", choices=["tbl"], help="imqdbmgr's spelling: create tbl")
     create.set_defaults(handler=_create)
     upgrade = commands.add_parser(
         "upgrade",
         help="migrate the schema to this BatonMQ's version",
         description=(
             f"Migrate the store's schema to version {SCHEMA_VERSION}, the one this BatonMQ "
-            "writes. Refused while a broker runs on the store."
+            "writes. Refused while a broker runs on the store. `upgrade hastore` turns this "
+            "broker's standalone PostgreSQL store into the shared store of the HA cluster that "
+            "cluster.clusterid names, owned by cluster.brokerid: the other members join it empty."
         ),
     )
+    upgrade.add_argument(
+        "hastore",
+        nargs="?",
+        choices=["hastore"],
+        help="hastore: make the standalone store the HA cluster's shared store",
+    )
     upgrade.set_defaults(handler=_upgrade)
+    remove = commands.add_parser(
+        "remove",
+        help="remove a broker from an HA cluster's shared store",
+        description=(
+            "Remove a broker's record from the HA cluster's shared store (imqdbmgr remove bkr). "
+            "Refused while the broker runs (its lease in the store runs) or still owns records."
+        ),
+    )
+    objects = remove.add_subparsers(title="objects", dest="object", metavar="OBJECT", required=True)
+    remove_broker = objects.add_parser("bkr", help="a broker", description=remove.description)
+    remove_broker.add_argument("-n", dest="broker", metavar="ID", required=True, help="its id")
+    remove_broker.add_argument("-y", "--yes", action="store_true", help="do it without asking")
+    remove_broker.set_defaults(handler=_remove_broker)
     backup = commands.add_parser(
         "backup",
         help="write a consistent snapshot to a directory",
@@ -127,6 +159,9 @@ def _create(args: argparse.Namespace, config: Config) -> int:
 
 
 def _upgrade(args: argparse.Namespace, config: Config) -> int:
+    if args.hastore:
+        return _upgrade_hastore(config)
+
     async def upgrade(store: Store) -> str:
         require_store_file(store, config)
         async with opened(store, create=False, migrate=False, lock=True):
@@ -141,6 +176,46 @@ def _upgrade(args: argparse.Namespace, config: Config) -> int:
         return f"schema upgraded from {found} to {current}"
 
     return run_on_store(config, "cannot upgrade the schema", upgrade)
+
+
+def _upgrade_hastore(config: Config) -> int:
+    async def upgrade(store: Store) -> str:
+        admin = _shared_store_admin(store, config, "upgrade hastore")
+        if not config.cluster.ha:
+            raise CommandFailed(
+                "upgrade hastore makes this broker's store the shared store of its HA cluster: "
+                "set cluster.ha = true, cluster.clusterid and cluster.brokerid first"
+            )
+        standalone, shared = standalone_postgres_schema(config), postgres_schema(config)
+        brokerid = config.cluster.brokerid
+        moved = await admin.upgrade_to_shared(standalone, config.broker_name, shared, brokerid)
+        return (
+            f"upgraded the standalone store of broker '{config.broker_name}' (schema "
+            f"{standalone}) to the shared store of HA cluster '{config.cluster.clusterid}' "
+            f"(schema {shared}): {moved} records now owned by member '{brokerid}'"
+        )
+
+    return run_on_store(config, "cannot upgrade to the HA shared store", upgrade)
+
+
+def _remove_broker(args: argparse.Namespace, config: Config) -> int:
+    broker_id: str = args.broker
+
+    async def remove(store: Store) -> str:
+        admin = _shared_store_admin(store, config, "remove bkr")
+        schema = postgres_schema(config)
+        found = await admin.removable(schema, broker_id)
+        # The guide's question before a takeover, asked of a removal.
+        confirm(
+            f"The broker associated with {broker_id} last accessed the database "
+            f"{found.silent_for:.0f} seconds ago. Do you want to remove this broker from the "
+            "shared store?",
+            args.yes,
+        )
+        await admin.remove(schema, broker_id)
+        return f"removed broker '{broker_id}' from the shared store (it was {found.state})"
+
+    return run_on_store(config, f"cannot remove broker '{broker_id}'", remove)
 
 
 def _backup(args: argparse.Namespace, config: Config) -> int:
@@ -192,6 +267,20 @@ def _stats(args: argparse.Namespace, config: Config) -> int:
 
 
 # -- helpers -----------------------------------------------------------------------------------
+
+
+def _shared_store_admin(store: Store, config: Config, command: str) -> SharedStoreAdmin:
+    """The administration of the PostgreSQL database an HA cluster shares; CommandFailed on
+    SQLite, which no two brokers can share."""
+    if store.kind != "postgres":
+        raise CommandFailed(
+            f"{command} works on an HA cluster's shared store, which is PostgreSQL "
+            f"(persist.store = postgres); this broker's store is {store.kind}, one broker's own"
+        )
+    # Here, not at the top: batonctl loads without asyncpg (`batonmq.store.configured`).
+    from batonmq.store.hastore import SharedStoreAdmin
+
+    return SharedStoreAdmin(config.persist.postgres.dsn)
 
 
 def _require_empty_directory(directory: Path) -> None:

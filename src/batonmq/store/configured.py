@@ -22,12 +22,16 @@ def postgres_schema(config: Config) -> str:
     """persist.postgres.schema, or "batonmq_s_<broker name>" (MQ 4.1 HA guide Table 8: a standalone
     broker's tables carry the suffix S<brokerID>), or in an HA cluster "batonmq_c_<cluster id>"
     (a cluster's shared store: C<clusterID>)."""
-    schema = config.persist.postgres.schema
-    if schema:
-        return schema
-    if config.cluster.ha:
+    if config.cluster.ha and not config.persist.postgres.schema:
         return "batonmq_c_" + config.cluster.clusterid.lower()
-    return "batonmq_s_" + re.sub(r"[^a-z0-9_]", "_", config.broker_name.lower())
+    return standalone_postgres_schema(config)
+
+
+def standalone_postgres_schema(config: Config) -> str:
+    """The schema of the broker's store were it not an HA member (`batonctl db upgrade
+    hastore` turns it into the cluster's)."""
+    schema = config.persist.postgres.schema
+    return schema or "batonmq_s_" + re.sub(r"[^a-z0-9_]", "_", config.broker_name.lower())
 
 
 def store_broker_id(config: Config) -> str:

@@ -75,6 +75,7 @@ from batonmq.store.base import (
 )
 from batonmq.store.dialect import POSTGRES
 from batonmq.store.dsn import parse_dsn
+from batonmq.store.hastore import OWNED_TABLES
 from batonmq.store.integrity import checked_entry, checksum, report_quarantined
 from batonmq.store.members import Member, TakenOver
 from batonmq.store.plan import (
@@ -191,14 +192,7 @@ _SQL: Final = {
 #: Pool connections: one writer at a time, and reads beside it.
 _POOL_SIZE: Final = 4
 #: A snapshot's tables, in the order a restore fills them.
-_SNAPSHOT: Final = (
-    "exchanges",
-    "queues",
-    "bindings",
-    "messages",
-    "entries",
-    "quarantined_messages",
-)
+_SNAPSHOT: Final = OWNED_TABLES
 #: The tables the brokers sharing the store share, restored whole.
 _SHARED_SNAPSHOT: Final = ("users", "vhosts")
 
@@ -835,7 +829,16 @@ class PostgresStore:
                 init=self._prepare_session if self._locking else None,
                 reset=_keep_session,
                 timeout=_CONNECT_TIMEOUT,
-                server_settings=self._server_settings(),
+                server_settings={
+                    **self._server_settings(),
+                    # A broker stalled inside a write (paused, SIGSTOP) holds the share lock of
+                    # its epoch check on its record, which a takeover's claim must update: once
+                    # it has been idle in the transaction for a whole lease, the time after which
+                    # it may be taken over, PostgreSQL ends its session and the claim goes on.
+                    "idle_in_transaction_session_timeout": str(
+                        max(1, round(self._lease_seconds * 1000))
+                    ),
+                },
             )
         except (*_DATABASE_ERRORS, ValueError) as error:
             raise StoreUnavailable(self._failure("cannot connect to", error)) from error

@@ -11,8 +11,10 @@ and initiates the takeover unconditionally."), `quiesce bkr`, `unquiesce bkr`, `
 
 from __future__ import annotations
 
+import datetime
 import os
 import pty
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -136,3 +138,34 @@ def test_quiesce_unquiesce_and_shutdown_nofailover(
     status, listed, _err = batonctl(capsys, a, "list", "bkr")
     row = listed.splitlines()[2].split()
     assert (status, row[0], row[2], row[-1]) == (0, "B", "BROKER_DOWN", "yes")
+
+
+def test_shutdown_time_waits_the_seconds_given_and_says_when(
+    members: dict[str, RunningBroker], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Table 7: "[-time nSeconds] ... The new -time option specifies the interval, in seconds, to
+    wait before shutting down the broker." `shutdown bkr --time 3 --nofailover -y` says when the
+    broker stops; until then it serves new clients and its record says nothing of no failover
+    (failing meanwhile, it would be taken over); then it stops, with no failover."""
+    b = members["B"]
+    asked = time.monotonic()
+    out = succeeds(capsys, b, "shutdown", "bkr", "--time", "3", "--nofailover", "-y")
+
+    prefix = "broker 'B' will shut down in 3 s, at "
+    assert out.startswith(prefix), out
+    at, _, rest = out.removeprefix(prefix).partition(";")
+    assert rest == " no other broker will take it over\n"
+    when = datetime.datetime.fromisoformat(at)
+    assert abs((when - datetime.datetime.now(datetime.UTC)).total_seconds() - 3) < 2
+    pika.BlockingConnection(pika.URLParameters(b.url)).close()
+    row = succeeds(capsys, members["A"], "list", "bkr").splitlines()[2].split()
+    assert (row[0], row[2], row[-1]) == ("B", "OPERATING", "no")
+    assert "shutdown in 3 s" in b.log()
+
+    assert b.wait(15) == 0
+
+    assert time.monotonic() - asked >= 3
+    row = succeeds(capsys, members["A"], "list", "bkr").splitlines()[2].split()
+    assert (row[0], row[2], row[-1]) == ("B", "BROKER_DOWN", "yes")
+    refused = fails(capsys, members["A"], "shutdown", "bkr", "--time", "soon", "-y", status=2)
+    assert "not a whole number of seconds: 'soon'" in refused

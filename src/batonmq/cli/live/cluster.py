@@ -8,7 +8,9 @@ lease runs): "The broker associated with ID last accessed the database # seconds
 to take over for this broker?"; answered yes (or with -f, which "suppresses this message and
 initiates the takeover unconditionally"), the takeover is forced, which fences that member.
 `quiesce`, `unquiesce` and `shutdown` act on the broker at --url, as imqcmd's on the broker at
--b; `shutdown` asks first, unless -y.
+-b; `shutdown` asks first, unless -y, and with `--time N` the broker shuts down N seconds later
+("The new -time option specifies the interval, in seconds, to wait before shutting down the
+broker"), which the output says, with the time.
 """
 
 from __future__ import annotations
@@ -90,8 +92,21 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         action="store_true",
         help="no other member of its HA cluster is to take its persistent state over",
     )
+    shutdown.add_argument(
+        "--time",
+        type=_seconds,
+        default=0,
+        metavar="N",
+        help="the seconds to wait before shutting down (imqcmd -time)",
+    )
     shutdown.add_argument("-y", "--yes", action="store_true", help="do it without asking")
     shutdown.set_defaults(live=_shut_down, what="cannot shut the broker down")
+
+
+def _seconds(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"not a whole number of seconds: {text!r}")
+    return int(text)
 
 
 def _bkr_command(
@@ -174,8 +189,21 @@ def _quiesce(args: argparse.Namespace, client: BrokerClient) -> int:
 
 def _shut_down(args: argparse.Namespace, client: BrokerClient) -> int:
     broker_id = str(_member(client, None).get("broker_id"))
+    seconds: int = args.time
     failover = "; no other broker will take it over" if args.nofailover else ""
-    confirm(f"Shut broker '{broker_id}' down{failover}?", args.yes)
-    client.post(f"{PATH}/{quoted(broker_id)}/shutdown", {"nofailover": bool(args.nofailover)})
-    print(f"broker '{broker_id}' is shutting down{failover}")
+    later = f" in {seconds} s" if seconds else ""
+    confirm(f"Shut broker '{broker_id}' down{later}{failover}?", args.yes)
+    outcome = _object(
+        client.post(
+            f"{PATH}/{quoted(broker_id)}/shutdown",
+            {"nofailover": bool(args.nofailover), "time": seconds},
+        )
+    )
+    if seconds:
+        print(
+            f"broker '{broker_id}' will shut down in {seconds} s, at "
+            f"{outcome.get('shutdown_at')}{failover}"
+        )
+    else:
+        print(f"broker '{broker_id}' is shutting down{failover}")
     return 0

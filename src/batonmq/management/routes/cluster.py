@@ -1,7 +1,8 @@
 """/api/cluster/brokers[/{id}]: the members of this broker's HA cluster (`imqcmd list bkr`,
 `query bkr`; MQ 4.1 HA guide, Example 1 and Table 7), and what an administrator asks of them:
 `takeover` (`takeover bkr -n ID [-f]`), `quiesce` and `unquiesce` (PUT), `shutdown`
-(`shutdown bkr [-nofailover]`).
+(`shutdown bkr [-time nSeconds] [-nofailover]`: "The new -time option specifies the interval, in
+seconds, to wait before shutting down the broker").
 
 Quiesce, unquiesce and shutdown act on the broker answering, as `imqcmd ... -b host:port` does:
 the path names it by its broker id, and another member's id is a 400 that says to ask that
@@ -10,13 +11,24 @@ member at its own address. A broker that is not a member of an HA cluster answer
 
 from __future__ import annotations
 
+import asyncio
+import datetime
+import logging
+
 from aiohttp import web
 
+from batonmq.engine.api import ApiError, EngineApi
 from batonmq.engine.membership import MemberInfo
 from batonmq.management import problems, render
 from batonmq.management.access import Tag
-from batonmq.management.call import Call, answer, flag
+from batonmq.management.call import Call, answer, flag, integer
 from batonmq.management.route import Route
+
+log = logging.getLogger(__name__)
+
+#: Shutdowns asked for after a time (`shutdown bkr -time`), held until they run: the event loop
+#: keeps only a weak reference to a task.
+_later: set[asyncio.Task[None]] = set()
 
 NOT_IN_CLUSTER = "this broker is not a member of an HA cluster (cluster.ha)"
 
@@ -70,11 +82,48 @@ async def unquiesce(call: Call) -> web.Response:
 
 
 async def shut_down(call: Call) -> web.Response:
-    """Stop this broker; with `"nofailover": true` no other member takes it over."""
-    nofailover = flag(await call.body(), "nofailover", False)
+    """Stop this broker; with `"nofailover": true` no other member takes it over; with
+    `"time": N` (seconds) it goes on serving for N seconds first, and the answer says when it
+    stops (`shutdown_at`). Its record says no failover only when it stops: should it fail
+    meanwhile, it is taken over as any other."""
+    body = await call.body()
+    nofailover = flag(body, "nofailover", False)
+    seconds = integer(body, "time", 0) or 0
     await _this_broker(call)
-    await call.api.shut_down(nofailover=nofailover)
-    return answer({"broker_id": call.path("id"), "state": "SHUTDOWN_STARTED"})
+    broker_id = call.path("id")
+    if seconds == 0:
+        await call.api.shut_down(nofailover=nofailover)
+        return answer({"broker_id": broker_id, "state": "SHUTDOWN_STARTED"})
+    at = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=seconds)
+    task = asyncio.get_running_loop().create_task(
+        _shut_down_later(call.api, seconds, nofailover), name="shutdown bkr -time"
+    )
+    _later.add(task)
+    task.add_done_callback(_later.discard)
+    log.info(
+        "shutdown in %d s",
+        seconds,
+        extra={"at": at.isoformat(timespec="seconds"), "nofailover": nofailover},
+    )
+    info = await _named(call)
+    return answer(
+        {
+            "broker_id": broker_id,
+            "state": str(info.state),
+            "shutdown_at": at.isoformat(timespec="seconds"),
+            "time": seconds,
+        }
+    )
+
+
+async def _shut_down_later(api: EngineApi, seconds: int, nofailover: bool) -> None:
+    await asyncio.sleep(seconds)
+    try:
+        await api.shut_down(nofailover=nofailover)
+    except ApiError as error:
+        # Its record in the store could not say no failover: it goes on serving rather than
+        # stop to be taken over against the administrator's word.
+        log.error("shutdown after %d s not done: %s", seconds, error)
 
 
 ROUTES = (
