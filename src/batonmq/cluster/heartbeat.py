@@ -14,8 +14,8 @@ with a warning naming the peer: a stray client can neither pose as a member nor 
 
 With `tls` (`[cluster.heartbeat] tls`, MQ 4.1 HA guide: the cluster connection service may be
 secured with SSL) both ends speak mutual TLS before the first line, each requiring a certificate
-from the cluster's CA bundle. A connection whose handshake fails or does not finish within a
-heartbeat interval is dropped by asyncio's TLS server without a word on the receiving side (it
+from the cluster's CA bundle. A connection whose handshake fails or does not finish within
+TLS_HANDSHAKE_TIMEOUT is dropped by asyncio's TLS server without a word on the receiving side (it
 logs handshake failures in debug mode only), so it is the sending side that tells: a member
 whose TLS handshakes with a peer fail says so once, until its heartbeats get through again.
 """
@@ -34,6 +34,10 @@ from typing import Final
 log = logging.getLogger(__name__)
 
 LINE_MAX: Final = 1024
+#: Seconds a TLS handshake may take (asyncio's default is 60): on a loaded machine one takes
+#: longer than a heartbeat interval, and a member that cannot finish one in this long is as good
+#: as silent.
+TLS_HANDSHAKE_TIMEOUT: Final = 10.0
 
 
 class HeartbeatError(ValueError):
@@ -105,7 +109,7 @@ class HeartbeatService:
             port,
             limit=LINE_MAX,
             ssl=self.tls[0] if self.tls else None,
-            ssl_handshake_timeout=self.interval if self.tls else None,
+            ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT if self.tls else None,
         )
         address: tuple[str, int] = self._server.sockets[0].getsockname()[:2]
         return address
@@ -132,7 +136,7 @@ class HeartbeatService:
         # own callback on the server's handler task (Python 3.11 calls task.exception() there).
         receivers = list(self._receivers)
         for writer in self._receivers.values():
-            writer.close()
+            _drop(writer)
         await asyncio.gather(*senders, *receivers, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
@@ -140,12 +144,9 @@ class HeartbeatService:
     async def _send(self, address: tuple[str, int]) -> None:
         beats = iter(range(1 << 62))
         refused = False
-        client = self.tls[1] if self.tls else None
         while True:
             try:
-                _, writer = await asyncio.wait_for(
-                    asyncio.open_connection(*address, ssl=client), self.interval
-                )
+                writer = await self._connect(address)
             except ssl.SSLError as error:
                 if not refused:
                     log.warning(
@@ -168,7 +169,25 @@ class HeartbeatService:
             except (OSError, TimeoutError):
                 await asyncio.sleep(self.interval)
             finally:
-                writer.close()
+                _drop(writer)
+
+    async def _connect(self, address: tuple[str, int]) -> asyncio.StreamWriter:
+        """A connection to a member's heartbeat service, within an interval; with `tls`, then
+        its handshake, bounded by TLS_HANDSHAKE_TIMEOUT. The handshake runs on the open
+        connection rather than inside open_connection: cancelled there by a timeout, asyncio
+        leaves the socket unclosed."""
+        _, writer = await asyncio.wait_for(asyncio.open_connection(*address), self.interval)
+        if self.tls is not None:
+            try:
+                await writer.start_tls(
+                    self.tls[1],
+                    server_hostname=address[0],
+                    ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT,
+                )
+            except BaseException:
+                _drop(writer)
+                raise
+        return writer
 
     async def _receive(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -195,6 +214,16 @@ class HeartbeatService:
             pass  # the member went away; the failure detector notices the silence
         finally:
             self._receivers.pop(task, None)
-            writer.close()
+            _drop(writer)
             with contextlib.suppress(OSError):
                 await writer.wait_closed()
+
+
+def _drop(writer: asyncio.StreamWriter) -> None:
+    """End a heartbeat connection at once. A TLS connection is aborted, not closed: a graceful
+    close waits for the peer's close_notify (up to 30 s), which a heartbeat, whose every line
+    was sent or is worthless, need not wait for."""
+    if writer.get_extra_info("sslcontext") is not None:
+        writer.transport.abort()
+    else:
+        writer.close()
