@@ -98,6 +98,7 @@ from batonmq.config import AclConfig
 from batonmq.engine.exchange import alternate_exchange_name
 from batonmq.security.acl import AclError, AclRules, Action, Decision, ObjectType, Property
 from batonmq.security.acl_parser import load_acl_file
+from batonmq.security.permissions import Permission, Permissions, ResourceKind
 
 if TYPE_CHECKING:
     from batonmq.engine.exchange import Exchange
@@ -346,6 +347,31 @@ def authorize(
     access = session.broker.access
     if access.enabled:
         access.require(session.username, session.vhost.name, action, object_type, properties)
+
+
+def permit(session: Session, permission: Permission, kind: ResourceKind, name: str) -> None:
+    """What a method handler calls beside `authorize`: 403 unless the session's user's
+    permissions in its virtual host allow it."""
+    broker = session.broker
+    require_permission(
+        broker.permissions, session.username, session.vhost.name, permission, kind, name
+    )
+
+
+def require_permission(
+    permissions: Permissions,
+    user: str,
+    vhost: str,
+    permission: Permission,
+    kind: ResourceKind,
+    name: str,
+) -> None:
+    """403 ACCESS_REFUSED (a channel error, as RabbitMQ's) unless `user`'s permissions in
+    `vhost` give it `permission` on the resource: asked beside the ACL, which must allow the
+    operation too."""
+    refusal = permissions.refusal(user, vhost, permission, kind, name)
+    if refusal is not None:
+        raise amqp_error(ReplyCode.ACCESS_REFUSED, refusal)
 
 
 # Texts --------------------------------------------------------------------------------------
