@@ -31,6 +31,8 @@ from tests.httpapi import call
 pytestmark = pytest.mark.integration
 
 PASSWORD = "s3cret-http"
+#: RabbitMQ's permissions of a user who may do everything in a virtual host.
+EVERYTHING = {"configure": ".*", "write": ".*", "read": ".*"}
 
 
 def connect(broker: RunningBroker, user: str = "guest", password: str = "guest"):
@@ -252,9 +254,15 @@ def test_logins_need_a_password_and_a_management_tag(broker: RunningBroker) -> N
 
 
 def test_a_user_added_over_http_logs_in_over_amqp(broker: RunningBroker) -> None:
+    """RabbitMQ: a user added has no permissions; connection.open is refused (530 NOT_ALLOWED
+    "access to vhost '/' refused for user 'carol'") until PUT /api/permissions gives some."""
     assert call(
         broker, "PUT", "/api/users/carol", {"password": PASSWORD, "tags": ["monitoring"]}
     ) == (201, None)
+    with pytest.raises(pika.exceptions.ProbableAccessDeniedError) as refused:
+        connect(broker, "carol", PASSWORD)
+    assert "access to vhost '/' refused for user 'carol'" in str(refused.value)
+    assert call(broker, "PUT", "/api/permissions/%2F/carol", EVERYTHING) == (201, None)
     with connect(broker, "carol", PASSWORD) as connection:
         connection.channel().queue_declare("", exclusive=True)
         _, connections = call(broker, "GET", "/api/connections", auth=("carol", PASSWORD))
@@ -359,6 +367,7 @@ def test_the_acl_refuses_over_http_what_it_refuses_over_amqp(
     ) as broker:
         body = {"password": PASSWORD, "tags": "management"}
         assert call(broker, "PUT", "/api/users/bob", body) == (201, None)
+        assert call(broker, "PUT", "/api/permissions/%2F/bob", EVERYTHING) == (201, None)
         bob = ("bob", PASSWORD)
         assert call(broker, "PUT", "/api/queues/%2F/kept", {"durable": False}, auth=bob) == (
             201,
@@ -405,6 +414,7 @@ def test_what_each_tag_sees_and_may_close(tmp_path: Path, acl_path: Path) -> Non
         call(broker, "PUT", "/api/vhosts/hidden")
         call(broker, "PUT", "/api/users/mia", {"password": PASSWORD, "tags": "management"})
         call(broker, "PUT", "/api/users/mo", {"password": PASSWORD, "tags": "monitoring"})
+        call(broker, "PUT", "/api/permissions/%2F/mia", EVERYTHING)
         mia, mo = ("mia", PASSWORD), ("mo", PASSWORD)
         with connect(broker) as guest_connection, connect(broker, "mia", PASSWORD):
             _, seen_by_mia = call(broker, "GET", "/api/connections", auth=mia)

@@ -26,6 +26,12 @@ def batonctl(workdir: Path, environment: dict[str, str], *args: str, stdin: str 
     return done.stdout
 
 
+def grant(workdir: Path, environment: dict[str, str], user: str, vhost: str = "/") -> None:
+    """RabbitMQ: a user added has no permissions until given some (`rabbitmqctl
+    set_permissions`)."""
+    batonctl(workdir, environment, "permissions", "set", user, ".*", ".*", ".*", "--vhost", vhost)
+
+
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     (tmp_path / "data").mkdir()
@@ -41,6 +47,7 @@ def test_a_user_added_with_batonctl_logs_in_and_a_wrong_password_is_refused_and_
         workdir, store_environment, "user", "add", "alice", "--password-stdin", stdin="s3cret\n"
     )
     assert "alice\tscrypt" in batonctl(workdir, store_environment, "user", "list")
+    grant(workdir, store_environment, "alice")
     broker = start_broker(workdir, environment=store_environment)
     try:
         with connect(broker, "alice", "s3cret") as connection:
@@ -65,6 +72,7 @@ def test_guest_can_be_deleted_and_a_changed_password_applies_at_the_next_start(
     batonctl(workdir, store_environment, "user", "add", "admin", "--password", "one")
     batonctl(workdir, store_environment, "user", "passwd", "admin", "--password", "two")
     batonctl(workdir, store_environment, "user", "delete", "guest")
+    grant(workdir, store_environment, "admin")
     broker = start_broker(workdir, environment=store_environment)
     try:
         with pytest.raises(pika.exceptions.ProbableAuthenticationError):
@@ -91,6 +99,7 @@ def test_a_qpid_base64md5_password_file_is_imported_and_upgraded_at_login(
     assert done.returncode == 0, done.stderr
     assert "MD5 password hashes are weak" in done.stderr
     assert "qpid\tmd5" in batonctl(workdir, environment, "user", "list")
+    grant(workdir, environment, "qpid")
     broker = start_broker(workdir, environment=environment)
     try:
         connect(broker, "qpid", "password").close()
@@ -137,6 +146,7 @@ def test_virtual_hosts_are_added_isolated_and_deleted_with_everything_in_them(
     connection.open of a virtual host that does not exist is refused."""
     batonctl(workdir, store_environment, "vhost", "add", "prod")
     assert batonctl(workdir, store_environment, "vhost", "list").split() == ["/", "prod"]
+    grant(workdir, store_environment, "guest", "prod")
     broker = start_broker(workdir, environment=store_environment)
     try:
         with connect(broker, "guest", "guest", "prod") as connection:
@@ -181,6 +191,7 @@ def test_tags_given_with_batonctl_decide_what_the_user_may_do_over_http(
     batonctl(workdir, store_environment, "user", "tags", "amqp-only", "management")
     batonctl(workdir, store_environment, "user", "tags", "amqp-only")
     batonctl(workdir, store_environment, "user", "passwd", "mona", "--password", "pw2")
+    grant(workdir, store_environment, "amqp-only")
     listed = batonctl(workdir, store_environment, "user", "list")
     assert "mona\tscrypt\t[monitoring]" in listed
     assert "amqp-only\tscrypt\t[]" in listed

@@ -26,7 +26,12 @@ from batonmq.cli.live import accounts
 from batonmq.cli.live.objects import DEFAULT_VHOST
 from batonmq.cli.storecommand import CommandFailed, opened, require_store_file, run_on_store
 from batonmq.config import Config
-from batonmq.security.permissions import InvalidPattern, UserPermission, validate
+from batonmq.security.permissions import (
+    InvalidPattern,
+    UserPermission,
+    default_grants,
+    validate,
+)
 from batonmq.store.base import Store, WriteBatch
 
 
@@ -114,14 +119,19 @@ def _set(args: argparse.Namespace, config: Config) -> int:
         except InvalidPattern as error:
             raise CommandFailed(str(error)) from None
         async with opened(store, create=True, migrate=True, lock=True):
-            if record.user not in {user.name for user in await store.users()}:
+            users = {user.name for user in await store.users()}
+            if record.user not in users:
                 raise CommandFailed(f"there is no user '{record.user}'")
             vhosts = await store.vhosts()
-            # The default virtual host always exists: a broker creates it at its first start.
+            # The default virtual host always exists: a broker creates it at its first start,
+            # with the default user's permissions, as it is created here then.
             if record.vhost not in vhosts and record.vhost != config.default_vhost:
                 raise CommandFailed(f"there is no virtual host '{record.vhost}'")
-            created = [] if record.vhost in vhosts else [record.vhost]
-            await store.commit(WriteBatch(vhosts_put=created, permissions_put=[record]))
+            batch = WriteBatch(permissions_put=[record])
+            if record.vhost not in vhosts:
+                batch.vhosts_put.append(record.vhost)
+                batch.permissions_put[:0] = default_grants(record.vhost, users)
+            await store.commit(batch)
         return f"set the permissions of user '{record.user}' in virtual host '{record.vhost}'"
 
     return run_on_store(config, what, setting)

@@ -17,9 +17,8 @@ from batonmq.model.message import set_message_id_base
 from batonmq.queues.arguments import InvalidArgument
 from batonmq.queues.types import queue_type
 from batonmq.routing.base import BindingArgumentError
-from batonmq.security.authn import GUEST
 from batonmq.security.passwords import Credential, MalformedHashError
-from batonmq.security.permissions import UserPermission
+from batonmq.security.permissions import default_grants
 from batonmq.store.base import (
     Recovery,
     StoredBinding,
@@ -50,11 +49,9 @@ def restore(broker: Broker, recovery: Recovery) -> Recovered:
     broker.permissions.replace(recovery.permissions)
     default_vhost = broker.settings.default_vhost
     if default_vhost not in recovery.vhosts:
-        # Created now, in a new store: RabbitMQ's default user gets "full access to the /
-        # virtual host" (access control guide, Default Virtual Host and User).
+        # Created now, in a new store, with the default user's permissions.
         broker.journal.put_vhost(default_vhost)
-        if GUEST in broker.authenticator.users:
-            granted = UserPermission.full(GUEST, default_vhost)
+        for granted in default_grants(default_vhost, broker.authenticator.users):
             broker.journal.put_permission(granted)
             broker.permissions.set(granted)
     bindings = restore_definitions(broker, recovery.exchanges, recovery.queues, recovery.bindings)

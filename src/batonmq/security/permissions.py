@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -34,6 +35,17 @@ from typing import Final
 EVERYTHING: Final = ".*"
 #: Answers a grant remembers before it forgets them all and starts again.
 DECIDED_PER_GRANT: Final = 4096
+
+
+#: RabbitMQ's default user, who may do everything in the default virtual host of a new store.
+DEFAULT_USER: Final = "guest"
+
+
+def default_grants(vhost: str, users: Iterable[str]) -> list[UserPermission]:
+    """What the default virtual host `vhost` starts with when it is created in a store whose
+    users are `users`: RabbitMQ's default user gets "full access to the / virtual host" (access
+    control guide, Default Virtual Host and User), if the store has it."""
+    return [UserPermission.full(DEFAULT_USER, vhost)] if DEFAULT_USER in users else []
 
 
 class Permission(enum.StrEnum):

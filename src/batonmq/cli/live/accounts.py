@@ -20,6 +20,7 @@ from batonmq.cli.passwords import check_user_name, new_password
 from batonmq.cli.storecommand import CommandFailed
 from batonmq.management.access import parse_tags
 from batonmq.management.listing import Json
+from batonmq.security.permissions import InvalidPattern, UserPermission, validate
 
 
 def _exists(client: BrokerClient, path: str) -> bool:
@@ -122,6 +123,10 @@ def list_permissions(args: argparse.Namespace, client: BrokerClient) -> int:
 def set_permissions(args: argparse.Namespace, client: BrokerClient) -> int:
     user: str = args.user
     vhost: str = args.vhost
+    try:  # checked here too, for a one-line answer without the HTTP status
+        validate(UserPermission(user, vhost, args.configure, args.write, args.read))
+    except InvalidPattern as error:
+        raise CommandFailed(str(error)) from None
     body: dict[str, Json] = {"configure": args.configure, "write": args.write, "read": args.read}
     client.put(f"/api/permissions/{quoted(vhost, user)}", body)
     print(f"set the permissions of user '{user}' in virtual host '{vhost}'")
