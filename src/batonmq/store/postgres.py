@@ -192,7 +192,7 @@ _SNAPSHOT: Final = (
     "quarantined_messages",
 )
 #: The tables the brokers sharing the store share, restored whole.
-_SHARED_SNAPSHOT: Final = ("users", "vhosts")
+_SHARED_SNAPSHOT: Final = ("users", "vhosts", "permissions")
 
 
 class PostgresStore:
