@@ -236,8 +236,8 @@ class Recovery:
 class WriteBatch:
     """Changes to apply in one transaction. The order they are written in is the write plan's
     (`batonmq.store.plan.Plan.write_steps`): deletions, then puts, then entry updates and
-    deletions, then users, then permissions; last, the messages no entry refers to any more.
-    A user's or a virtual host's deletion takes its permissions with it.
+    deletions, then users (deleted, then put), then permissions; last, the messages no entry
+    refers to any more. A user's or a virtual host's deletion takes its permissions with it.
 
     The journal that fills a batch resolves conflicts inside it (an entry put and deleted in the
     same batch is in neither list), so that order is always right.

@@ -197,7 +197,8 @@ class Journal:
     def put_user(self, user: StoredUser) -> None:
         """A user's new credential (a new user, a new password, or one upgraded at login)."""
         if self._changing():
-            self._gathering.users_deleted.discard(user.name)
+            # A deletion recorded before stays: it is written first, with the user's
+            # permissions (RabbitMQ's), and this user is put after it.
             self._gathering.users_put[user.name] = user
 
     def delete_user(self, name: str) -> None:

@@ -372,7 +372,8 @@ class Plan:
         exchanges, queues, bindings and entries in them), of exchanges (their bindings go too),
         of queues (their entries and bindings go too) and of bindings; purges; then puts of
         virtual hosts, exchanges, queues, bindings, messages and entries; then entry updates and
-        entry deletions; then users put and deleted (with their permissions); then permissions
+        entry deletions; then users deleted (with their permissions) and put (a user deleted and
+        added again in one batch comes back without its old permissions); then permissions
         put and deleted. A deleted virtual host's permissions go with it. Entries that go with
         their virtual host, queue or range leave their message ids in `{candidates}` first, for
         the garbage collection that follows (see the module docstring)."""
@@ -413,9 +414,9 @@ class Plan:
                  e.transient, e.expires_at, e.priority) for e in batch.entries_put]),
             (sql["update_entry"], [(broker, *update) for update in batch.entries_updated]),
             *self._deleted_entries(broker, batch.entries_deleted),
-            *self._puts("put_user", [user_row(user) for user in batch.users_put]),
             (sql["delete_user"], [(name,) for name in batch.users_deleted]),
             (sql["delete_user_permissions"], [(name,) for name in batch.users_deleted]),
+            *self._puts("put_user", [user_row(user) for user in batch.users_put]),
             *self._puts("put_permission", [permission_row(p) for p in batch.permissions_put]),
             (sql["delete_permission"], batch.permissions_deleted),
         ]  # fmt: skip

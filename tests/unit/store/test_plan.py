@@ -69,9 +69,9 @@ def test_a_batch_is_written_in_the_order_write_batch_states(dialect: Dialect) ->
     """Rule (WriteBatch): deletions of virtual hosts, queues, exchanges and bindings, and purges
     come first, each collecting the message ids of the entries it deletes; then puts of virtual
     hosts, exchanges, queues, bindings, messages and entries; then entry updates and deletions;
-    then users (a deleted user's permissions with it); then permissions; a deleted virtual host
-    takes its permissions with it; the garbage collection of messages follows the plan's
-    steps."""
+    then users deleted (their permissions with them) and put; then permissions; a deleted
+    virtual host takes its permissions with it; the garbage collection of messages follows the
+    plan's steps."""
     table = '"s".' if dialect is POSTGRES else ""
     candidates = dialect.candidates
     assert verbs(dialect) == [
@@ -99,9 +99,9 @@ def test_a_batch_is_written_in_the_order_write_batch_states(dialect: Dialect) ->
         f"INSERT {table}entries",
         f"UPDATE {table}entries",
         f"DELETE {table}entries",
-        f"INSERT {table}users",
         f"DELETE {table}users",
         f"DELETE {table}permissions",
+        f"INSERT {table}users",
         f"INSERT {table}permissions",
         f"DELETE {table}permissions",
     ]
