@@ -17,10 +17,11 @@ import pytest
 from pamqp import base, commands
 
 from batonmq.amqp.constants import ReplyCode
-from batonmq.engine.api import EngineApi
+from batonmq.engine.api import ApiError, EngineApi
 from batonmq.engine.broker import Broker
 from batonmq.engine.session import Session
 from batonmq.security.permissions import UserPermission
+from batonmq.store.base import StoreError
 from tests.memclient import LOOPBACK_PEER, MemClient
 from tests.unit.engine.test_access import (
     PASSWORD,
@@ -200,3 +201,51 @@ async def test_a_permission_changed_while_bob_publishes_is_in_force_at_his_next_
         ("permission.created", "bob", "/"),
         ("permission.deleted", "bob", "/"),
     ]
+
+
+class FailingStore:
+    """A store whose every write fails (a database that refuses it)."""
+
+    location = "failing"
+
+    async def commit(self, _batch: object) -> None:
+        raise StoreError("the disk is full")
+
+
+async def test_a_failed_write_changes_no_permission():
+    """State follows the store: a change whose write failed is an ApiError 541 and leaves
+    memory as it was (the user keeps what it had)."""
+    broker = Broker(store=FailingStore())  # type: ignore[arg-type]
+    broker.authenticator.users["bob"] = user_credential()
+    before = UserPermission("bob", "/", ".*", "", "")
+    broker.permissions.set(before)
+    api = EngineApi(broker)
+    broker.journal.start()
+    try:
+        with pytest.raises(ApiError) as failed:
+            await api.set_permissions(UserPermission.full("bob", "/"))
+        assert failed.value.reply_code == ReplyCode.INTERNAL_ERROR
+        with pytest.raises(ApiError):
+            await api.clear_permissions("bob", "/")
+        assert api.permissions() == [before, UserPermission.full("guest", "/")]
+    finally:
+        await broker.journal.stop()
+
+
+async def test_a_permission_names_a_user_and_virtual_host_that_exist_and_patterns_that_compile():
+    """RabbitMQ refuses permissions for a user or virtual host it does not have (404 over HTTP)
+    and a pattern that is not a regular expression (400)."""
+    api = EngineApi(Broker())
+    refused = {
+        UserPermission.full("nobody", "/"): ReplyCode.NOT_FOUND,
+        UserPermission.full("guest", "nowhere"): ReplyCode.NOT_FOUND,
+        UserPermission("guest", "/", "[", ".*", ".*"): ReplyCode.PRECONDITION_FAILED,
+    }
+    for record, code in refused.items():
+        with pytest.raises(ApiError) as error:
+            await api.set_permissions(record)
+        assert error.value.reply_code == code, record
+    with pytest.raises(ApiError) as missing:
+        await api.clear_permissions("guest", "nowhere")
+    assert missing.value.reply_code == ReplyCode.NOT_FOUND
+    assert api.permissions() == [UserPermission.full("guest", "/")]
