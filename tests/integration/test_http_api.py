@@ -35,12 +35,14 @@ PASSWORD = "s3cret-http"
 EVERYTHING = {"configure": ".*", "write": ".*", "read": ".*"}
 
 
-def connect(broker: RunningBroker, user: str = "guest", password: str = "guest"):
+def connect(
+    broker: RunningBroker, user: str = "guest", password: str = "guest", vhost: str = "/"
+) -> pika.BlockingConnection:
     return pika.BlockingConnection(
         pika.ConnectionParameters(
             broker.host,
             broker.port,
-            "/",
+            vhost,
             pika.PlainCredentials(user, password),
             connection_attempts=1,
         )
@@ -271,6 +273,60 @@ def test_a_user_added_over_http_logs_in_over_amqp(broker: RunningBroker) -> None
     assert call(broker, "DELETE", "/api/users/carol") == (204, None)
     with pytest.raises(pika.exceptions.ProbableAuthenticationError):
         connect(broker, "carol", PASSWORD)
+
+
+def test_permissions_over_http_as_rabbitmq_has_them(broker: RunningBroker) -> None:
+    """RabbitMQ's management HTTP API reference: /api/permissions lists every record (user,
+    vhost, configure, write, read); PUT /api/permissions/{vhost}/{user} answers 201 for a new
+    record and 204 for a changed one, 400 for a missing field or a pattern that is not a regular
+    expression, 404 for a user or virtual host that does not exist; DELETE 204, then 404;
+    administrators only. A `management` user sees the virtual hosts it has permissions on."""
+    assert call(broker, "PUT", "/api/vhosts/shop") == (201, None)
+    body = {"password": PASSWORD, "tags": "management"}
+    assert call(broker, "PUT", "/api/users/dora", body) == (201, None)
+    dora = ("dora", PASSWORD)
+    shop = {"configure": "^dora-", "write": "^dora-", "read": ".*"}
+    assert call(broker, "PUT", "/api/permissions/shop/dora", shop) == (201, None)
+    assert call(broker, "PUT", "/api/permissions/shop/dora", shop) == (204, None)
+    record = {"user": "dora", "vhost": "shop", **shop}
+    assert call(broker, "GET", "/api/permissions/shop/dora") == (200, record)
+    assert call(broker, "GET", "/api/users/dora/permissions") == (200, [record])
+    _, in_shop = call(broker, "GET", "/api/vhosts/shop/permissions")
+    assert in_shop == [record, {"user": "guest", "vhost": "shop", **EVERYTHING}]  # its creator
+    _, every = call(broker, "GET", "/api/permissions")
+    assert isinstance(every, list) and record in every and len(every) == 3
+    _, visible = call(broker, "GET", "/api/vhosts", auth=dora)
+    assert isinstance(visible, list) and [vhost["name"] for vhost in visible] == ["shop"]
+    assert call(broker, "GET", "/api/permissions", auth=dora) == (
+        401,
+        {"error": "not_authorised", "reason": "Not administrator user"},
+    )
+
+    with connect(broker, "dora", PASSWORD, vhost="shop") as connection:
+        channel = connection.channel()
+        channel.queue_declare("dora-jobs")
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as refused:
+            channel.queue_declare("jobs")
+        assert (refused.value.reply_code, refused.value.reply_text) == (
+            403,
+            "ACCESS_REFUSED - configure access to queue 'jobs' in vhost 'shop' refused for user "
+            "'dora'",
+        )
+
+    missing = call(broker, "PUT", "/api/permissions/shop/dora", {"configure": ".*"})
+    assert missing == (400, {"error": "bad_request", "reason": "missing fields: write, read"})
+    status, bad = call(broker, "PUT", "/api/permissions/shop/dora", {**shop, "read": "("})
+    assert status == 400 and isinstance(bad, dict) and "read pattern '('" in bad["reason"]
+    assert call(broker, "PUT", "/api/permissions/nowhere/dora", shop)[0] == 404
+    assert call(broker, "PUT", "/api/permissions/shop/nobody", shop)[0] == 404
+    assert call(broker, "DELETE", "/api/permissions/shop/dora") == (204, None)
+    assert call(broker, "DELETE", "/api/permissions/shop/dora")[0] == 404
+    assert call(broker, "GET", "/api/permissions/shop/dora")[0] == 404
+    with pytest.raises(pika.exceptions.ProbableAccessDeniedError):
+        connect(broker, "dora", PASSWORD, vhost="shop")
+    _, document = call(broker, "GET", "/api/openapi.json")
+    assert isinstance(document, dict)
+    assert set(document["paths"]["/api/permissions/{vhost}/{user}"]) == {"get", "put", "delete"}
 
 
 def test_closing_a_connection_sends_320_with_the_x_reason(broker: RunningBroker) -> None:
