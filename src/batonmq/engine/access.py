@@ -4,7 +4,9 @@ operation that touches a virtual host, an exchange or a queue.
 Which files apply:
 
 - No ACL at all (neither `[acl] file` nor a file in `[acl] vhost_dir`): every user who logged in
-  may do everything. `enabled` is then false, and a handler's check is that one attribute test.
+  may do whatever its RabbitMQ permissions allow (`batonmq.security.permissions`, asked beside
+  the ACL by `permit` and `require_permission`: an operation needs both). `enabled` is then
+  false, and a handler's ACL check is that one attribute test.
 - Otherwise an operation in virtual host V must be allowed by the broker-wide file (when one is
   configured) AND by V's own file (when `vhost_dir` holds one, named
   `urllib.parse.quote(V, safe="") + ".acl"`: "%2F.acl" for "/"). The broker-wide file is asked
