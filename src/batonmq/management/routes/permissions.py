@@ -22,10 +22,12 @@ _ORDER = ["vhost", "user"]
 
 
 async def list_permissions(call: Call) -> web.Response:
+    """Every user's permissions in every virtual host."""
     return listing(call, [render.permission(p) for p in call.api.permissions()], _ORDER)
 
 
 async def user_permissions(call: Call) -> web.Response:
+    """A user's permissions, in each virtual host."""
     name = call.path("user")
     call.api.user(name)  # 404 for a user that does not exist
     items = [render.permission(p) for p in call.api.permissions(user=name)]
@@ -33,16 +35,19 @@ async def user_permissions(call: Call) -> web.Response:
 
 
 async def vhost_permissions(call: Call) -> web.Response:
+    """The permissions of each user in a virtual host."""
     vhost = call.vhost()
     items = [render.permission(p) for p in call.api.permissions(vhost=vhost)]
     return listing(call, items, _ORDER)
 
 
 async def get_permission(call: Call) -> web.Response:
+    """A user's configure, write and read patterns in a virtual host."""
     return answer(render.permission(call.api.permission(call.path("user"), call.path("vhost"))))
 
 
 async def put_permission(call: Call) -> web.Response:
+    """Set a user's configure, write and read patterns in a virtual host."""
     user, vhost = call.path("user"), call.path("vhost")
     body = await call.body()
     calls.required(body, "configure", "write", "read")
@@ -54,6 +59,7 @@ async def put_permission(call: Call) -> web.Response:
 
 
 async def delete_permission(call: Call) -> web.Response:
+    """Take all of a user's permissions in a virtual host away."""
     await call.api.clear_permissions(call.path("user"), call.path("vhost"))
     return no_content()
 
