@@ -114,12 +114,15 @@ def checked_exchange(
             ObjectType.EXCHANGE,
             {Property.NAME: exchange_name(name), Property.ROUTING_KEY: routing_key},
         )
-    # RabbitMQ's access control guide: basic.publish needs write on the exchange.
-    refusal = (permits or PermitCache()).refusal(
-        broker.permissions, username, vhost.name, Permission.WRITE, ResourceKind.EXCHANGE, name
-    )
-    if refusal is not None:
-        raise amqp_error(ReplyCode.ACCESS_REFUSED, refusal)
+    # RabbitMQ's access control guide: basic.publish needs write on the exchange; a channel
+    # asks once per exchange (while the permissions do not change), as RabbitMQ's does.
+    permissions = broker.permissions
+    if permits is None or permits.generation != permissions.generation or name not in permits.names:
+        refusal = (permits or PermitCache()).refusal(
+            permissions, username, vhost.name, Permission.WRITE, ResourceKind.EXCHANGE, name
+        )
+        if refusal is not None:
+            raise amqp_error(ReplyCode.ACCESS_REFUSED, refusal)
     exchange = vhost.exchange(name)
     if exchange.internal:
         raise amqp_error(

@@ -188,11 +188,14 @@ class PermitCache:
     does not change: RabbitMQ's channel remembers the exchanges it may write to, so that a
     publish pays a set lookup, not a match."""
 
-    __slots__ = ("_generation", "_names")
+    __slots__ = ("generation", "names")
 
     def __init__(self) -> None:
-        self._names: set[str] = set()
-        self._generation = -1
+        #: The names found allowed while the table had this generation (public, so that the
+        #: publish path can test them inline: `permits.generation == table.generation and
+        #: name in permits.names` is all a publish to a known exchange costs).
+        self.names: set[str] = set()
+        self.generation = -1
 
     def refusal(
         self,
@@ -203,14 +206,14 @@ class PermitCache:
         kind: ResourceKind,
         name: str,
     ) -> str | None:
-        if self._generation != permissions.generation:
-            self._names.clear()
-            self._generation = permissions.generation
-        if name in self._names:
+        if self.generation != permissions.generation:
+            self.names.clear()
+            self.generation = permissions.generation
+        if name in self.names:
             return None
         refusal = permissions.refusal(user, vhost, permission, kind, name)
         if refusal is None:
-            self._names.add(name)
+            self.names.add(name)
         return refusal
 
 
