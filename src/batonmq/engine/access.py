@@ -100,7 +100,7 @@ from batonmq.config import AclConfig
 from batonmq.engine.exchange import alternate_exchange_name
 from batonmq.security.acl import AclError, AclRules, Action, Decision, ObjectType, Property
 from batonmq.security.acl_parser import load_acl_file
-from batonmq.security.permissions import Permission, Permissions, ResourceKind
+from batonmq.security.permissions import Permission, Permissions, PermitCache, ResourceKind
 
 if TYPE_CHECKING:
     from batonmq.engine.exchange import Exchange
@@ -351,13 +351,21 @@ def authorize(
         access.require(session.username, session.vhost.name, action, object_type, properties)
 
 
-def permit(session: Session, permission: Permission, kind: ResourceKind, name: str) -> None:
+def permit(
+    session: Session,
+    permission: Permission,
+    kind: ResourceKind,
+    name: str,
+    permits: PermitCache | None = None,
+) -> None:
     """What a method handler calls beside `authorize`: 403 unless the session's user's
-    permissions in its virtual host allow it."""
-    broker = session.broker
-    require_permission(
-        broker.permissions, session.username, session.vhost.name, permission, kind, name
+    permissions in its virtual host allow it; `permits`, a channel's, remembers what was
+    allowed (RabbitMQ's channels cache their checks too)."""
+    refusal = (permits or PermitCache()).refusal(
+        session.broker.permissions, session.username, session.vhost.name, permission, kind, name
     )
+    if refusal is not None:
+        raise amqp_error(ReplyCode.ACCESS_REFUSED, refusal)
 
 
 def require_permission(

@@ -121,7 +121,7 @@ def get(channel: Channel, method: commands.Basic.Get) -> None:
     # basic.get takes messages from the queue as a consumer does: CONSUME QUEUE.
     authorize(session, Action.CONSUME, ObjectType.QUEUE, queue_properties(queue))
     # RabbitMQ's access control guide: basic.get needs read on the queue.
-    permit(session, Permission.READ, ResourceKind.QUEUE, queue.name)
+    permit(session, Permission.READ, ResourceKind.QUEUE, queue.name, channel.read_permits)
     session.vhost.wait_for_held(queue)  # what this channel published first is found
     entry = queue.get()
     if entry is None and queue.waiting_for_page_in:
