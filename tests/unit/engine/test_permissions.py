@@ -11,6 +11,7 @@ on that exchange and read on what is declared.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
@@ -53,7 +54,7 @@ class Needs:
     """An operation on the scene, what an allowed one gets (None: nothing), and each
     permission it needs: (the pattern left empty, the refusal's resource)."""
 
-    send: object
+    send: Callable[[MemClient], None]
     reply: type[base.Frame] | None
     refused: tuple[tuple[str, str], ...]
     #: Whether the reply carries content (a delivery follows basic.consume-ok, too).
@@ -131,7 +132,7 @@ OPERATIONS = {
 def test_each_operation_needs_its_permissions(name: str):
     operation = OPERATIONS[name]
     allowed = login(broker_with_bob(), "bob")
-    operation.send(allowed)  # type: ignore[operator]
+    operation.send(allowed)
     if operation.content:
         received = [item.method for item in allowed.receive()]
         assert operation.reply is not None and isinstance(received[0], operation.reply)
@@ -142,7 +143,7 @@ def test_each_operation_needs_its_permissions(name: str):
     for permission, resource in operation.refused:
         patterns = {"configure": ".*", "write": ".*", "read": ".*", permission: ""}
         bob = login(broker_with_bob(**patterns), "bob")
-        operation.send(bob)  # type: ignore[operator]
+        operation.send(bob)
         assert refusal(bob) == (
             f"{permission} access to {resource} in vhost '/' refused for user 'bob'"
         )
