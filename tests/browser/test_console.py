@@ -293,3 +293,31 @@ def test_the_log_page_changes_the_level_and_shows_recent_records(
     assert call(broker, "GET", "/api/broker/log-level") == (200, {"level": "debug"})
     expect(page.locator("main table").first).to_be_visible()
     console.shot("log")
+
+
+def test_permissions_are_set_and_cleared_on_the_users_page(
+    console: Console, broker: RunningBroker
+) -> None:
+    """RabbitMQ's Admin tab: a user's configure, write and read patterns in a virtual host are
+    set from the user page and cleared there; the API answers with what the page set."""
+    assert call(broker, "PUT", "/api/users/perm-user", {"password": "pw", "tags": ""})[0] == 201
+    console.login()
+    console.go("Users and virtual hosts")
+    page = console.page
+    form = page.locator("form", has=page.get_by_role("button", name="Set permissions"))
+    form.get_by_label("User").fill("perm-user")
+    form.get_by_label("Write").fill("^orders$")
+    form.get_by_label("Read").fill("")
+    form.get_by_role("button", name="Set permissions").click()
+    row = page.locator("#permissions tr", has_text="perm-user")
+    expect(row).to_contain_text("^orders$")
+    assert call(broker, "GET", "/api/permissions/%2F/perm-user") == (
+        200,
+        {"user": "perm-user", "vhost": "/", "configure": ".*", "write": "^orders$", "read": ""},
+    )
+    console.shot("permissions-set")
+    page.once("dialog", lambda dialog: dialog.accept())
+    row.get_by_role("button", name="Clear").click()
+    expect(row).to_have_count(0)
+    assert call(broker, "GET", "/api/permissions/%2F/perm-user")[0] == 404
+    assert call(broker, "DELETE", "/api/users/perm-user")[0] == 204

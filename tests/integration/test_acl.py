@@ -50,13 +50,15 @@ def acl_path() -> Iterator[Path]:
 @pytest.fixture
 def start(tmp_path: Path, acl_path: Path) -> Iterator[Callable[..., RunningBroker]]:
     """start(acl_text, *users): a broker with `acl_text` as its broker-wide ACL file and `users`
-    (password PASSWORD) added with batonctl before it starts; stopped at the end of the test."""
+    (password PASSWORD, and RabbitMQ's permissions to do everything in "/", so that the ACL
+    alone decides) added with batonctl before it starts; stopped at the end of the test."""
     started: list[RunningBroker] = []
 
     def start_with(acl_text: str, *users: str) -> RunningBroker:
         (tmp_path / "data").mkdir(exist_ok=True)
         for user in users:
             batonctl(tmp_path, "user", "add", user, "--password", PASSWORD)
+            batonctl(tmp_path, "permissions", "set", user, ".*", ".*", ".*")
         acl_path.write_text(acl_text, encoding="utf-8")
         broker = start_broker(tmp_path, environment={"BATONMQ__ACL__FILE": str(acl_path)})
         started.append(broker)

@@ -391,6 +391,12 @@ def test_users_and_vhosts_change_on_the_running_broker(
     assert succeeds(
         capsys, broker, "user", "add", "bob", "--password", PASSWORD, "--tags", "monitoring"
     ) == ("added user 'bob'\n")
+    # RabbitMQ: a new user may use no virtual host until given permissions there.
+    with pytest.raises(pika.exceptions.ProbableAccessDeniedError):
+        connect(broker, "bob", PASSWORD)
+    assert succeeds(capsys, broker, "permissions", "set", "bob", ".*", ".*", ".*") == (
+        "set the permissions of user 'bob' in virtual host '/'\n"
+    )
     with connect(broker, "bob", PASSWORD):
         pass
     assert fails(capsys, broker, "user", "add", "bob", "--password", "x") == (
@@ -427,7 +433,7 @@ def test_users_and_vhosts_change_on_the_running_broker(
     )
 
     assert succeeds(capsys, broker, "vhost", "add", "prod") == "added virtual host 'prod'\n"
-    with connect(broker, vhost="prod"):
+    with connect(broker, vhost="prod"):  # as its creator, guest may do everything there
         pass
     assert fails(capsys, broker, "vhost", "add", "prod") == (
         "batonctl: cannot add virtual host 'prod': virtual host 'prod' exists"
@@ -438,6 +444,43 @@ def test_users_and_vhosts_change_on_the_running_broker(
     assert fails(capsys, broker, "vhost", "delete", "prod") == (
         "batonctl: cannot delete virtual host 'prod': there is no virtual host 'prod'"
     )
+
+
+def test_permissions_are_listed_set_and_cleared_on_the_running_broker(
+    broker: RunningBroker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`batonctl permissions` as `rabbitmqctl set_permissions`, `clear_permissions` and
+    `list_permissions`: in force at the next access check of a connected client."""
+    assert (
+        succeeds(capsys, broker, "user", "add", "pat", "--password", PASSWORD)
+        == "added user 'pat'\n"
+    )
+    succeeds(capsys, broker, "permissions", "set", "pat", "", "^pat-out$", "^pat-in$")
+    listed = succeeds(capsys, broker, "permissions", "list", "--vhost", "/").splitlines()
+    assert listed[0].split() == ["USER", "VHOST", "CONFIGURE", "WRITE", "READ"]
+    assert ["pat", "/", "^pat-out$", "^pat-in$"] in [line.split() for line in listed]
+    assert "pat" in succeeds(capsys, broker, "list", "permissions")
+    with connect(broker, "pat", PASSWORD) as connection:
+        channel = connection.channel()
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as refused:
+            channel.queue_declare("pat-in")
+        assert (refused.value.reply_code, refused.value.reply_text) == (
+            403,
+            "ACCESS_REFUSED - configure access to queue 'pat-in' in vhost '/' refused for user "
+            "'pat'",
+        )
+    assert succeeds(capsys, broker, "permissions", "clear", "pat") == (
+        "cleared the permissions of user 'pat' in virtual host '/'\n"
+    )
+    assert fails(capsys, broker, "permissions", "clear", "pat") == (
+        "batonctl: cannot clear the permissions of user 'pat' in virtual host '/': user 'pat' "
+        "has no permissions in virtual host '/'"
+    )
+    assert fails(capsys, broker, "permissions", "set", "pat", "(", "", "") == (
+        "batonctl: cannot set the permissions of user 'pat' in virtual host '/': configure "
+        "pattern '(': missing ), unterminated subpattern at position 0"
+    )
+    succeeds(capsys, broker, "user", "delete", "pat")
 
 
 def test_a_user_without_the_administrator_tag_is_refused_changes(

@@ -31,14 +31,18 @@ from tests.httpapi import call
 pytestmark = pytest.mark.integration
 
 PASSWORD = "s3cret-http"
+#: RabbitMQ's permissions of a user who may do everything in a virtual host.
+EVERYTHING = {"configure": ".*", "write": ".*", "read": ".*"}
 
 
-def connect(broker: RunningBroker, user: str = "guest", password: str = "guest"):
+def connect(
+    broker: RunningBroker, user: str = "guest", password: str = "guest", vhost: str = "/"
+) -> pika.BlockingConnection:
     return pika.BlockingConnection(
         pika.ConnectionParameters(
             broker.host,
             broker.port,
-            "/",
+            vhost,
             pika.PlainCredentials(user, password),
             connection_attempts=1,
         )
@@ -252,9 +256,15 @@ def test_logins_need_a_password_and_a_management_tag(broker: RunningBroker) -> N
 
 
 def test_a_user_added_over_http_logs_in_over_amqp(broker: RunningBroker) -> None:
+    """RabbitMQ: a user added has no permissions; connection.open is refused (530 NOT_ALLOWED
+    "access to vhost '/' refused for user 'carol'") until PUT /api/permissions gives some."""
     assert call(
         broker, "PUT", "/api/users/carol", {"password": PASSWORD, "tags": ["monitoring"]}
     ) == (201, None)
+    with pytest.raises(pika.exceptions.ProbableAccessDeniedError) as refused:
+        connect(broker, "carol", PASSWORD)
+    assert "access to vhost '/' refused for user 'carol'" in str(refused.value)
+    assert call(broker, "PUT", "/api/permissions/%2F/carol", EVERYTHING) == (201, None)
     with connect(broker, "carol", PASSWORD) as connection:
         connection.channel().queue_declare("", exclusive=True)
         _, connections = call(broker, "GET", "/api/connections", auth=("carol", PASSWORD))
@@ -263,6 +273,60 @@ def test_a_user_added_over_http_logs_in_over_amqp(broker: RunningBroker) -> None
     assert call(broker, "DELETE", "/api/users/carol") == (204, None)
     with pytest.raises(pika.exceptions.ProbableAuthenticationError):
         connect(broker, "carol", PASSWORD)
+
+
+def test_permissions_over_http_as_rabbitmq_has_them(broker: RunningBroker) -> None:
+    """RabbitMQ's management HTTP API reference: /api/permissions lists every record (user,
+    vhost, configure, write, read); PUT /api/permissions/{vhost}/{user} answers 201 for a new
+    record and 204 for a changed one, 400 for a missing field or a pattern that is not a regular
+    expression, 404 for a user or virtual host that does not exist; DELETE 204, then 404;
+    administrators only. A `management` user sees the virtual hosts it has permissions on."""
+    assert call(broker, "PUT", "/api/vhosts/shop") == (201, None)
+    body = {"password": PASSWORD, "tags": "management"}
+    assert call(broker, "PUT", "/api/users/dora", body) == (201, None)
+    dora = ("dora", PASSWORD)
+    shop = {"configure": "^dora-", "write": "^dora-", "read": ".*"}
+    assert call(broker, "PUT", "/api/permissions/shop/dora", shop) == (201, None)
+    assert call(broker, "PUT", "/api/permissions/shop/dora", shop) == (204, None)
+    record = {"user": "dora", "vhost": "shop", **shop}
+    assert call(broker, "GET", "/api/permissions/shop/dora") == (200, record)
+    assert call(broker, "GET", "/api/users/dora/permissions") == (200, [record])
+    _, in_shop = call(broker, "GET", "/api/vhosts/shop/permissions")
+    assert in_shop == [record, {"user": "guest", "vhost": "shop", **EVERYTHING}]  # its creator
+    _, every = call(broker, "GET", "/api/permissions")
+    assert isinstance(every, list) and record in every and len(every) == 3
+    _, visible = call(broker, "GET", "/api/vhosts", auth=dora)
+    assert isinstance(visible, list) and [vhost["name"] for vhost in visible] == ["shop"]
+    assert call(broker, "GET", "/api/permissions", auth=dora) == (
+        401,
+        {"error": "not_authorised", "reason": "Not administrator user"},
+    )
+
+    with connect(broker, "dora", PASSWORD, vhost="shop") as connection:
+        channel = connection.channel()
+        channel.queue_declare("dora-jobs")
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as refused:
+            channel.queue_declare("jobs")
+        assert (refused.value.reply_code, refused.value.reply_text) == (
+            403,
+            "ACCESS_REFUSED - configure access to queue 'jobs' in vhost 'shop' refused for user "
+            "'dora'",
+        )
+
+    missing = call(broker, "PUT", "/api/permissions/shop/dora", {"configure": ".*"})
+    assert missing == (400, {"error": "bad_request", "reason": "missing fields: write, read"})
+    status, bad = call(broker, "PUT", "/api/permissions/shop/dora", {**shop, "read": "("})
+    assert status == 400 and isinstance(bad, dict) and "read pattern '('" in bad["reason"]
+    assert call(broker, "PUT", "/api/permissions/nowhere/dora", shop)[0] == 404
+    assert call(broker, "PUT", "/api/permissions/shop/nobody", shop)[0] == 404
+    assert call(broker, "DELETE", "/api/permissions/shop/dora") == (204, None)
+    assert call(broker, "DELETE", "/api/permissions/shop/dora")[0] == 404
+    assert call(broker, "GET", "/api/permissions/shop/dora")[0] == 404
+    with pytest.raises(pika.exceptions.ProbableAccessDeniedError):
+        connect(broker, "dora", PASSWORD, vhost="shop")
+    _, document = call(broker, "GET", "/api/openapi.json")
+    assert isinstance(document, dict)
+    assert set(document["paths"]["/api/permissions/{vhost}/{user}"]) == {"get", "put", "delete"}
 
 
 def test_closing_a_connection_sends_320_with_the_x_reason(broker: RunningBroker) -> None:
@@ -359,6 +423,7 @@ def test_the_acl_refuses_over_http_what_it_refuses_over_amqp(
     ) as broker:
         body = {"password": PASSWORD, "tags": "management"}
         assert call(broker, "PUT", "/api/users/bob", body) == (201, None)
+        assert call(broker, "PUT", "/api/permissions/%2F/bob", EVERYTHING) == (201, None)
         bob = ("bob", PASSWORD)
         assert call(broker, "PUT", "/api/queues/%2F/kept", {"durable": False}, auth=bob) == (
             201,
@@ -405,6 +470,7 @@ def test_what_each_tag_sees_and_may_close(tmp_path: Path, acl_path: Path) -> Non
         call(broker, "PUT", "/api/vhosts/hidden")
         call(broker, "PUT", "/api/users/mia", {"password": PASSWORD, "tags": "management"})
         call(broker, "PUT", "/api/users/mo", {"password": PASSWORD, "tags": "monitoring"})
+        call(broker, "PUT", "/api/permissions/%2F/mia", EVERYTHING)
         mia, mo = ("mia", PASSWORD), ("mo", PASSWORD)
         with connect(broker) as guest_connection, connect(broker, "mia", PASSWORD):
             _, seen_by_mia = call(broker, "GET", "/api/connections", auth=mia)

@@ -18,10 +18,18 @@ pytestmark = pytest.mark.integration
 PASSWORD = "s3cret-defs"
 
 
+#: Carol's permissions in "shop": she may declare nothing, publish to "orders", read "eu".
+CAROLS = {"configure": "", "write": "^orders$", "read": "^eu$"}
+EVERYTHING = {"configure": ".*", "write": ".*", "read": ".*"}
+
+
 def test_an_export_imported_elsewhere_serves_the_same_users_and_routes(tmp_path: Path) -> None:
+    """RabbitMQ's definitions: users, virtual hosts, permissions, exchanges, queues and bindings
+    exported by one broker and imported by another serve the same clients."""
     with start_broker(tmp_path / "a", http=True) as source:
         assert call(source, "PUT", "/api/vhosts/shop")[0] == 201
         assert call(source, "PUT", "/api/users/carol", {"password": PASSWORD, "tags": ""})[0] == 201
+        assert call(source, "PUT", "/api/permissions/shop/carol", CAROLS)[0] == 201
         assert call(source, "PUT", "/api/exchanges/shop/orders", {"type": "topic"})[0] == 201
         call(source, "PUT", "/api/queues/shop/eu", {"arguments": {"x-max-length": 100}})
         call(source, "POST", "/api/bindings/shop/e/orders/q/eu", {"routing_key": "eu.#"})
@@ -29,6 +37,9 @@ def test_an_export_imported_elsewhere_serves_the_same_users_and_routes(tmp_path:
     assert status == 200 and isinstance(document, dict)
     [carol] = [user for user in document["users"] if user["name"] == "carol"]
     assert carol["hashing_algorithm"] == "batonmq_scrypt" and PASSWORD not in str(document)
+    # RabbitMQ's export: each permission record, and the creator's of the vhost it made.
+    assert {"user": "carol", "vhost": "shop", **CAROLS} in document["permissions"]
+    assert {"user": "guest", "vhost": "shop", **EVERYTHING} in document["permissions"]
 
     with start_broker(tmp_path / "b", http=True) as target:
         call(target, "PUT", "/api/vhosts/shop")
@@ -50,6 +61,8 @@ def test_an_export_imported_elsewhere_serves_the_same_users_and_routes(tmp_path:
             channel.basic_publish("orders", "eu.de", b"order 1")
             method, _properties, body = channel.basic_get("eu", auto_ack=True)
         assert method is not None and body == b"order 1"
+        _, imported = call(target, "GET", "/api/permissions/shop/carol")
+        assert imported == {"user": "carol", "vhost": "shop", **CAROLS}
         bad = {"users": [{"name": "r", "password_hash": "x", "hashing_algorithm": "sha256"}]}
         status, refused = call(target, "POST", "/api/definitions", bad)
         assert status == 400 and isinstance(refused, dict) and "sha256" in refused["reason"]

@@ -25,13 +25,18 @@ PASSWORD = "s3cret"
 @pytest.fixture
 def start(tmp_path: Path) -> Iterator[Callable[..., RunningBroker]]:
     """start(**limits): a broker with [limits] keys set from the environment and user alice
-    (password PASSWORD) besides guest; stopped at the end of the test."""
+    (password PASSWORD, permissions to do everything in "/") besides guest; stopped at the end
+    of the test."""
     started: list[RunningBroker] = []
 
     def start_with(**limits: int) -> RunningBroker:
         (tmp_path / "data").mkdir(exist_ok=True)
-        done = run_batonctl(tmp_path, "user", "add", "alice", "--password", PASSWORD)
-        assert done.returncode == 0, done.stderr
+        for command in (
+            ("user", "add", "alice", "--password", PASSWORD),
+            ("permissions", "set", "alice", ".*", ".*", ".*"),
+        ):
+            done = run_batonctl(tmp_path, *command)
+            assert done.returncode == 0, done.stderr
         environment = {
             f"BATONMQ__LIMITS__{key.upper()}": str(value) for key, value in limits.items()
         }

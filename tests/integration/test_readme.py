@@ -285,7 +285,8 @@ def _on_words(run: Callable[[list[str], Sandbox], None]) -> Runner:
 def _runner(command: str) -> Runner | None:
     """The runner for a README command, by its first words; None for a command none knows."""
     words = shlex.split(command)
-    if words[:1] == ["batonctl"] and words[1:2] in (["db"], ["user"], ["vhost"], ["acl"]):
+    data_groups = (["db"], ["user"], ["vhost"], ["permissions"], ["acl"])
+    if words[:1] == ["batonctl"] and words[1:2] in data_groups:
         return _on_words(_run_batonctl)
     if words[:1] == ["batonctl"] and words[1:2] and words[1] in LIVE_GROUPS:
         return _on_words(_run_live_batonctl)

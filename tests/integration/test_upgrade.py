@@ -39,6 +39,8 @@ pytestmark = pytest.mark.integration
 
 FIXTURES = Path(__file__).parent.parent / "data" / "previous_release"
 PREVIOUS_SCHEMA_VERSION = 6
+#: The permissions the upgrade gives the old store's one user in its one virtual host.
+GUEST_EVERYWHERE = ("guest", "/", ".*", ".*", ".*")
 
 #: What each queue held when the previous release stopped: the two unacknowledged messages of
 #: "plain" come back first and redelivered; "urgent" in priority order.
@@ -101,6 +103,11 @@ def test_a_sqlite_store_of_the_previous_release_is_upgraded_and_keeps_everything
     connection = sqlite3.connect(data / "batonmq.sqlite3")
     try:
         assert _version(connection) == SCHEMA_VERSION
+        # No one is locked out by the upgrade (schema 12, RabbitMQ's permissions): every user
+        # of the old store may do everything in every virtual host it had.
+        assert connection.execute(
+            "SELECT username, vhost, configure, write, read FROM permissions"
+        ).fetchall() == [GUEST_EVERYWHERE]
     finally:
         connection.close()
 
@@ -128,6 +135,7 @@ def test_a_postgres_schema_of_the_previous_release_is_upgraded_and_keeps_everyth
         assert _find_everything(broker.url) == EXPECTED
 
     assert asyncio.run(_schema_version(postgres_dsn)) == SCHEMA_VERSION
+    assert asyncio.run(_permissions(postgres_dsn)) == [GUEST_EVERYWHERE]
 
 
 def _version(conn: sqlite3.Connection) -> int:
@@ -140,6 +148,17 @@ async def _execute(dsn: str, sql: str) -> None:
         await connection.execute(sql)
     finally:
         await connection.close()
+
+
+async def _permissions(dsn: str) -> list[tuple[str, ...]]:
+    connection = await asyncpg.connect(dsn)
+    try:
+        rows = await connection.fetch(
+            "SELECT username, vhost, configure, write, read FROM batonmq_s_batonmq.permissions"
+        )
+    finally:
+        await connection.close()
+    return [tuple(row) for row in rows]
 
 
 async def _schema_version(dsn: str) -> int:

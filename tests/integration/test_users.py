@@ -26,6 +26,12 @@ def batonctl(workdir: Path, environment: dict[str, str], *args: str, stdin: str 
     return done.stdout
 
 
+def grant(workdir: Path, environment: dict[str, str], user: str, vhost: str = "/") -> None:
+    """RabbitMQ: a user added has no permissions until given some (`rabbitmqctl
+    set_permissions`)."""
+    batonctl(workdir, environment, "permissions", "set", user, ".*", ".*", ".*", "--vhost", vhost)
+
+
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     (tmp_path / "data").mkdir()
@@ -41,10 +47,15 @@ def test_a_user_added_with_batonctl_logs_in_and_a_wrong_password_is_refused_and_
         workdir, store_environment, "user", "add", "alice", "--password-stdin", stdin="s3cret\n"
     )
     assert "alice\tscrypt" in batonctl(workdir, store_environment, "user", "list")
+    grant(workdir, store_environment, "alice")
     broker = start_broker(workdir, environment=store_environment)
     try:
         with connect(broker, "alice", "s3cret") as connection:
             connection.channel().queue_declare("alice-was-here")
+        # `permissions set` made the default virtual host before the broker's first start, with
+        # the default user's permissions there, as the broker makes it.
+        with connect(broker, "guest", "guest") as connection:
+            connection.channel().queue_declare("guest-was-here")
         with pytest.raises(pika.exceptions.ProbableAuthenticationError) as refused:
             connect(broker, "alice", "wrong")
         assert "403" in str(refused.value) or "ACCESS_REFUSED" in str(refused.value)
@@ -65,6 +76,7 @@ def test_guest_can_be_deleted_and_a_changed_password_applies_at_the_next_start(
     batonctl(workdir, store_environment, "user", "add", "admin", "--password", "one")
     batonctl(workdir, store_environment, "user", "passwd", "admin", "--password", "two")
     batonctl(workdir, store_environment, "user", "delete", "guest")
+    grant(workdir, store_environment, "admin")
     broker = start_broker(workdir, environment=store_environment)
     try:
         with pytest.raises(pika.exceptions.ProbableAuthenticationError):
@@ -91,6 +103,7 @@ def test_a_qpid_base64md5_password_file_is_imported_and_upgraded_at_login(
     assert done.returncode == 0, done.stderr
     assert "MD5 password hashes are weak" in done.stderr
     assert "qpid\tmd5" in batonctl(workdir, environment, "user", "list")
+    grant(workdir, environment, "qpid")
     broker = start_broker(workdir, environment=environment)
     try:
         connect(broker, "qpid", "password").close()
@@ -137,6 +150,7 @@ def test_virtual_hosts_are_added_isolated_and_deleted_with_everything_in_them(
     connection.open of a virtual host that does not exist is refused."""
     batonctl(workdir, store_environment, "vhost", "add", "prod")
     assert batonctl(workdir, store_environment, "vhost", "list").split() == ["/", "prod"]
+    grant(workdir, store_environment, "guest", "prod")
     broker = start_broker(workdir, environment=store_environment)
     try:
         with connect(broker, "guest", "guest", "prod") as connection:
@@ -181,6 +195,7 @@ def test_tags_given_with_batonctl_decide_what_the_user_may_do_over_http(
     batonctl(workdir, store_environment, "user", "tags", "amqp-only", "management")
     batonctl(workdir, store_environment, "user", "tags", "amqp-only")
     batonctl(workdir, store_environment, "user", "passwd", "mona", "--password", "pw2")
+    grant(workdir, store_environment, "amqp-only")
     listed = batonctl(workdir, store_environment, "user", "list")
     assert "mona\tscrypt\t[monitoring]" in listed
     assert "amqp-only\tscrypt\t[]" in listed
@@ -199,3 +214,54 @@ def test_tags_given_with_batonctl_decide_what_the_user_may_do_over_http(
             connection.channel().queue_declare("", exclusive=True)
     finally:
         broker.stop()
+
+
+def test_permissions_set_on_the_data_are_in_force_when_the_broker_starts(
+    workdir: Path, store_environment: dict[str, str]
+):
+    """RabbitMQ's `set_permissions`, `clear_permissions` and `list_permissions` on a stopped
+    broker's store: a user added has none (connection.open refused, 530, with the command that
+    grants access); the ones given are in force at the next start; errors are one line."""
+    batonctl(workdir, store_environment, "user", "add", "eve", "--password", "pw")
+    broker = start_broker(workdir, environment=store_environment)
+    try:
+        with pytest.raises(pika.exceptions.ProbableAccessDeniedError) as refused:
+            connect(broker, "eve", "pw")
+        assert (
+            "access to vhost '/' refused for user 'eve': it has no permissions there (batonctl "
+            "permissions set eve '.*' '.*' '.*' --vhost /)"
+        ) in str(refused.value)
+    finally:
+        broker.stop()
+    batonctl(workdir, store_environment, "permissions", "set", "eve", "", "^eve$", "^eve$")
+    listed = batonctl(workdir, store_environment, "permissions", "list").splitlines()
+    assert [line.split() for line in listed] == [
+        ["USER", "VHOST", "CONFIGURE", "WRITE", "READ"],
+        ["eve", "/", "^eve$", "^eve$"],
+        ["guest", "/", ".*", ".*", ".*"],
+    ]
+    for argv, error in (
+        (("set", "nobody", "", "", ""), "there is no user 'nobody'"),
+        (("set", "eve", "", "", "", "--vhost", "nowhere"), "there is no virtual host 'nowhere'"),
+        (("set", "eve", "*", "", ""), "configure pattern '*': nothing to repeat at position 0"),
+        (("clear", "eve", "--vhost", "nowhere"), "user 'eve' has no permissions in"),
+    ):
+        done = run_batonctl(workdir, "permissions", *argv, environment=store_environment)
+        assert done.returncode == 1 and error in done.stderr, done.stderr
+        assert len(done.stderr.splitlines()) == 1
+    broker = start_broker(workdir, environment=store_environment)
+    try:
+        with connect(broker, "eve", "pw") as connection:
+            channel = connection.channel()
+            with pytest.raises(pika.exceptions.ChannelClosedByBroker) as denied:
+                channel.queue_declare("eve")
+            assert denied.value.reply_text == (
+                "ACCESS_REFUSED - configure access to queue 'eve' in vhost '/' refused for user "
+                "'eve'"
+            )
+        with connect(broker, "guest", "guest") as connection:
+            connection.channel().queue_declare("eve")
+    finally:
+        broker.stop()
+    batonctl(workdir, store_environment, "permissions", "clear", "eve")
+    assert "eve" not in batonctl(workdir, store_environment, "permissions", "list")

@@ -10,8 +10,9 @@ brokers; the counterparts of Open MQ's imqcmd) talk to a running
 broker's management HTTP API at --url. The data commands work on a stopped broker's data,
 which the options of the second form select the same way as for ``batonmq`` (the same file,
 the same BATONMQ__SECTION__KEY variables, flags winning over both): ``db`` (`batonmq.cli.db`,
-the counterpart of imqdbmgr), ``acl`` (`batonmq.cli.acl`), and ``user`` and ``vhost``
-(`batonmq.cli.users`, `batonmq.cli.vhosts`), whose add, delete, passwd and tags are both: they
+the counterpart of imqdbmgr), ``acl`` (`batonmq.cli.acl`), and ``user``, ``vhost`` and
+``permissions`` (`batonmq.cli.users`, `batonmq.cli.vhosts`, `batonmq.cli.permissions`), whose
+add, delete, passwd, tags, list, set and clear are both: they
 go to the data when something names it (`names_data`) and no live option is given, else to the
 running broker (`choose`).
 
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Final, Literal, NoReturn, cast
 
 from batonmq import __version__
-from batonmq.cli import acl, db, users, vhosts
+from batonmq.cli import acl, db, permissions, users, vhosts
 from batonmq.cli.broker import EXIT_USAGE
 from batonmq.cli.flags import flag_error, flag_overrides
 from batonmq.cli.live import cluster, definitions, node, objects
@@ -71,6 +72,7 @@ GROUPS: Final[tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser
     definitions.register,
     users.register,
     vhosts.register,
+    permissions.register,
     db.register,
     acl.register,
 )
@@ -117,7 +119,8 @@ def _parser() -> argparse.ArgumentParser:
             "commands marked live), or a stopped one's data (db, acl; user and vhost)."
         ),
         epilog=(
-            "user add|passwd|tags|delete and vhost add|delete go to the running broker, "
+            "user add|passwd|tags|delete, vhost add|delete and permissions list|set|clear go "
+            "to the running broker, "
             "unless the broker's data is named (by --data-dir, --store, --dsn or --config, or "
             f"by {CONFIG_FILE_VARIABLE}, {ENV_PREFIX}BROKER__DATA_DIR or a "
             f"{ENV_PREFIX}PERSIST__KEY variable) and no option of the running broker's (--url, "
@@ -129,9 +132,9 @@ def _parser() -> argparse.ArgumentParser:
             f"wins over the file. The live commands log in as --user (else {USER_VARIABLE}, "
             "else guest) with --password, the first line of --password-file (which only its "
             f"owner may read: chmod 600), {PASSWORD_VARIABLE} or guest; the user needs a "
-            "management tag, and administrator for users, virtual hosts, definitions and the "
-            "log level. Exit status: 0 done, 1 the command failed, 2 a usage or configuration "
-            "error."
+            "management tag, and administrator for users, virtual hosts, permissions, "
+            "definitions and the log level. Exit status: 0 done, 1 the command failed, 2 a "
+            "usage or configuration error."
         ),
     )
     live = parser.add_argument_group("a running broker (live commands)")

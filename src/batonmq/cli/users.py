@@ -19,7 +19,8 @@ Without --password or --password-stdin the password is asked for on the terminal
 Tags are RabbitMQ's (administrator, monitoring, policymaker, management; comma- or
 space-separated): they decide what the user may do over the management HTTP API, and a user
 without one may not use it at all. `passwd` without --tags keeps the user's tags; `tags NAME`
-alone removes them.
+alone removes them. A user added may use no virtual host until given permissions there
+(`batonctl permissions set`), as in RabbitMQ.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``batonctl vhost``: virtual hosts, each with its own exchanges, queues and ACL.
+"""``batonctl vhost``: virtual hosts, each with its own exchanges, queues, ACL and permissions.
 
     batonctl vhost add NAME
     batonctl vhost delete NAME
@@ -7,7 +7,9 @@
 Virtual hosts live in the broker's store. With a data directory (--data-dir, --config ...), the
 commands work on it while no broker runs on it (they take its lock); without one, or with an
 option of the running broker's (--url, --user ...), add and delete go to the running broker
-over its HTTP API (as an administrator).
+over its HTTP API (as an administrator). A virtual host added on the data has no user with
+permissions there (as `rabbitmqctl add_vhost`); one added on the running broker gives the user
+batonctl logs in as full permissions there (as RabbitMQ's management).
 Deleting one deletes everything in it: its exchanges, queues, bindings and messages. The
 configured default virtual host (broker.default_vhost) always exists: a broker
 creates it at start, and it cannot be deleted.
@@ -20,6 +22,7 @@ import argparse
 from batonmq.cli.live import accounts
 from batonmq.cli.storecommand import CommandFailed, opened, require_store_file, run_on_store
 from batonmq.config import Config
+from batonmq.security.permissions import default_grants
 from batonmq.store.base import Store, WriteBatch
 
 
@@ -61,8 +64,15 @@ def _add(args: argparse.Namespace, config: Config) -> int:
         async with opened(store, create=True, migrate=True, lock=True):
             if name in await store.vhosts():
                 raise CommandFailed(f"virtual host '{name}' exists")
-            await store.commit(WriteBatch(vhosts_put=[name]))
-        return f"added virtual host '{name}'"
+            granted = []
+            if name == config.default_vhost:  # created early: as a broker would create it
+                granted = default_grants(name, {user.name for user in await store.users()})
+            await store.commit(WriteBatch(vhosts_put=[name], permissions_put=granted))
+        # As `rabbitmqctl add_vhost`: no one may use it until given permissions there.
+        return (
+            f"added virtual host '{name}' (no user has permissions there yet: "
+            f"`batonctl permissions set USER '.*' '.*' '.*' --vhost {name}`)"
+        )
 
     return run_on_store(config, f"cannot add virtual host '{name}'", add)
 

@@ -4,7 +4,9 @@ operation that touches a virtual host, an exchange or a queue.
 Which files apply:
 
 - No ACL at all (neither `[acl] file` nor a file in `[acl] vhost_dir`): every user who logged in
-  may do everything. `enabled` is then false, and a handler's check is that one attribute test.
+  may do whatever its RabbitMQ permissions allow (`batonmq.security.permissions`, asked beside
+  the ACL by `permit` and `require_permission`: an operation needs both). `enabled` is then
+  false, and a handler's ACL check is that one attribute test.
 - Otherwise an operation in virtual host V must be allowed by the broker-wide file (when one is
   configured) AND by V's own file (when `vhost_dir` holds one, named
   `urllib.parse.quote(V, safe="") + ".acl"`: "%2F.acl" for "/"). The broker-wide file is asked
@@ -98,6 +100,7 @@ from batonmq.config import AclConfig
 from batonmq.engine.exchange import alternate_exchange_name
 from batonmq.security.acl import AclError, AclRules, Action, Decision, ObjectType, Property
 from batonmq.security.acl_parser import load_acl_file
+from batonmq.security.permissions import Permission, Permissions, PermitCache, ResourceKind
 
 if TYPE_CHECKING:
     from batonmq.engine.exchange import Exchange
@@ -346,6 +349,39 @@ def authorize(
     access = session.broker.access
     if access.enabled:
         access.require(session.username, session.vhost.name, action, object_type, properties)
+
+
+def permit(
+    session: Session,
+    permission: Permission,
+    kind: ResourceKind,
+    name: str,
+    permits: PermitCache | None = None,
+) -> None:
+    """What a method handler calls beside `authorize`: 403 unless the session's user's
+    permissions in its virtual host allow it; `permits`, a channel's, remembers what was
+    allowed (RabbitMQ's channels cache their checks too)."""
+    refusal = (permits or PermitCache()).refusal(
+        session.broker.permissions, session.username, session.vhost.name, permission, kind, name
+    )
+    if refusal is not None:
+        raise amqp_error(ReplyCode.ACCESS_REFUSED, refusal)
+
+
+def require_permission(
+    permissions: Permissions,
+    user: str,
+    vhost: str,
+    permission: Permission,
+    kind: ResourceKind,
+    name: str,
+) -> None:
+    """403 ACCESS_REFUSED (a channel error, as RabbitMQ's) unless `user`'s permissions in
+    `vhost` give it `permission` on the resource: asked beside the ACL, which must allow the
+    operation too."""
+    refusal = permissions.refusal(user, vhost, permission, kind, name)
+    if refusal is not None:
+        raise amqp_error(ReplyCode.ACCESS_REFUSED, refusal)
 
 
 # Texts --------------------------------------------------------------------------------------

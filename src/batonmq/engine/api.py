@@ -30,6 +30,7 @@ from batonmq.engine.counters import ChannelCounters, message_totals
 from batonmq.engine.events import EventKind
 from batonmq.engine.membership import ClusterService, MemberInfo, member_info
 from batonmq.engine.messageapi import MessageApi
+from batonmq.engine.permissionapi import PermissionApi
 from batonmq.engine.snapshots import (
     BindingInfo,
     ChannelInfo,
@@ -51,13 +52,14 @@ from batonmq.queues.types import declared_type
 from batonmq.security.acl import AclError
 from batonmq.security.authn import AuthenticationError, Decided, LoginAttempt
 from batonmq.security.passwords import Credential, MalformedHashError
+from batonmq.security.permissions import UserPermission, vhost_refusal
 from batonmq.stats import REGISTRY, Scope
 from batonmq.store.base import StoredUser, StoreError
 
 __all__ = ["ApiError", "EngineApi"]
 
 
-class EngineApi(TopologyApi, MessageApi):
+class EngineApi(TopologyApi, MessageApi, PermissionApi):
     """The service API of one broker (see the module docstring)."""
 
     # Reading ------------------------------------------------------------------------------
@@ -359,6 +361,11 @@ class EngineApi(TopologyApi, MessageApi):
         refusal = broker.access.check_vhost(user, vhost)
         if refusal is not None:
             raise HardError(ReplyCode.ACCESS_REFUSED, refusal, Connection.Open)
+        # RabbitMQ's access control guide: "A first level of access control is enforced at this
+        # point, with the server checking whether the user has any permissions to access the
+        # virtual hosts"; rabbit_access_control refuses with 530 NOT_ALLOWED.
+        if not broker.permissions.may_access(user, vhost):
+            raise HardError(ReplyCode.NOT_ALLOWED, vhost_refusal(user, vhost), Connection.Open)
         # The Overload requirements: "connections per user and per virtual host ... each refusal
         # names the limit"; 530, as RabbitMQ. Checked after the ACL, so that only a user who may
         # use the virtual host learns its limits.
@@ -469,12 +476,15 @@ class EngineApi(TopologyApi, MessageApi):
         return UserInfo(outcome, self.broker.user_tags.get(outcome, ()))
 
     def permitted_vhosts(self, user: str) -> list[str]:
-        """The virtual hosts the ACL lets `user` open (all of them without an ACL)."""
+        """The virtual hosts `user` may open: it has permissions there, and the ACL (when
+        there is one) lets it in."""
         access = self.broker.access
+        permissions = self.broker.permissions
         return [
             name
             for name in self.vhosts()
-            if not access.enabled or access.check_vhost(user, name) is None
+            if permissions.may_access(user, name)
+            and (not access.enabled or access.check_vhost(user, name) is None)
         ]
 
     async def delete_user(self, name: str) -> None:
@@ -482,23 +492,36 @@ class EngineApi(TopologyApi, MessageApi):
         closed (as RabbitMQ closes a deleted user's connections)."""
         if name not in self.broker.authenticator.users:
             raise ApiError(ReplyCode.NOT_FOUND, f"no user '{name}'")
-        self.broker.journal.delete_user(name)
+        self.broker.journal.delete_user(name)  # its permissions go with it
         await self._durable(f"user '{name}'")
         self.broker.authenticator.remove_user(name)
         self.broker.user_tags.pop(name, None)
+        self._forget_permissions(self.permissions(user=name))
         for session in list(self._sessions()):
             if session.username == name:
                 session.close(HardError(ReplyCode.CONNECTION_FORCED, f"user '{name}' deleted"))
         self.broker.events.publish(EventKind.USER_DELETED, name)
 
-    async def add_vhost(self, name: str) -> None:
-        """Create a virtual host (nothing to do when it exists): written, then usable."""
-        if name in self.broker.vhosts:
+    async def add_vhost(self, name: str, creator: str | None = None) -> None:
+        """Create a virtual host (nothing to do when it exists): written, then usable. The user
+        `creator` who asked for it (when it is a user) may do everything in it, as RabbitMQ's
+        management grants the creating user full permissions; no one else may use it until
+        given permissions."""
+        broker = self.broker
+        if name in broker.vhosts:
             return
-        self.broker.journal.put_vhost(name)
+        granted = None
+        if creator is not None and creator in broker.authenticator.users:
+            granted = UserPermission.full(creator, name)
+        broker.journal.put_vhost(name)
+        if granted is not None:
+            broker.journal.put_permission(granted)
         await self._durable(f"virtual host '{name}'")
-        self.broker.add_vhost(name)
-        self.broker.events.publish(EventKind.VHOST_CREATED, name, name)
+        broker.add_vhost(name)
+        broker.events.publish(EventKind.VHOST_CREATED, name, name)
+        if granted is not None:
+            broker.permissions.set(granted)
+            broker.events.publish(EventKind.PERMISSION_CREATED, granted.user, name)
 
     async def delete_vhost(self, name: str) -> None:
         """Delete a virtual host as RabbitMQ does: it takes no new connection, its connections
@@ -532,9 +555,10 @@ class EngineApi(TopologyApi, MessageApi):
                     if not exchange.is_default and not exchange.name.startswith(RESERVED_PREFIX)
                 )
             )
-            broker.journal.delete_vhost(name)
+            broker.journal.delete_vhost(name)  # its permissions go with it
             await self._durable(f"the deletion of virtual host '{name}'")
             del broker.vhosts[name]
+            self._forget_permissions(self.permissions(vhost=name))
         finally:
             broker.vhosts_deleting.discard(name)
         broker.events.publish(EventKind.VHOST_DELETED, name, name)

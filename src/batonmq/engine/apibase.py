@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, TypeVar
 
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import ProtocolError
+from batonmq.engine.access import require_permission
 from batonmq.engine.broker import Broker
 from batonmq.engine.change import Change, ChangePending
 from batonmq.engine.vhost import VirtualHost
 from batonmq.queues.protocol import Queue
 from batonmq.security.acl import Action, ObjectType, Property
+from batonmq.security.permissions import Permission, ResourceKind
 
 if TYPE_CHECKING:
     from batonmq.engine.session import Session
@@ -78,6 +80,13 @@ class ApiBase:
         access = self.broker.access
         if access.enabled:
             access.require(user, host.name, action, object_type, properties)
+
+    def _permit(
+        self, user: str, host: VirtualHost, permission: Permission, kind: ResourceKind, name: str
+    ) -> None:
+        """403 ACCESS_REFUSED (a `ProtocolError`) unless `user`'s permissions in `host` give it
+        `permission` on the exchange or queue `name` (RabbitMQ's access control guide)."""
+        require_permission(self.broker.permissions, user, host.name, permission, kind, name)
 
     @staticmethod
     async def _checked(check: Callable[[], T]) -> T:

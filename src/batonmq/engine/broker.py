@@ -26,7 +26,8 @@ from batonmq.queues.holdings import Holdings
 from batonmq.queues.paging import Paging
 from batonmq.queues.protocol import Queue
 from batonmq.queues.streams.storage import StreamStorage
-from batonmq.security.authn import Authenticator
+from batonmq.security.authn import GUEST, Authenticator
+from batonmq.security.permissions import Permissions, UserPermission
 from batonmq.store.base import Store
 from batonmq.store.journal import Journal
 
@@ -108,6 +109,10 @@ class Broker:
     user_tags: dict[str, tuple[str, ...]] = field(init=False, default_factory=dict)
     #: Who may do what (Qpid manual §2.2); the default has no ACL: whoever logs in may do anything.
     access: AccessControl = field(default_factory=AccessControl)
+    #: RabbitMQ's permissions of each user in each virtual host, asked beside the ACL; as a new
+    #: store has them until the store's are restored: the default user may do everything in
+    #: the default virtual host.
+    permissions: Permissions = field(init=False)
     connection_settings: ConnectionSettings = field(init=False)
     #: Open connections (connection.open accepted, not yet ended) by user and by virtual host,
     #: kept as they open and end so that checking a limit is not a walk over all sessions.
@@ -161,6 +166,7 @@ class Broker:
         for name in BROKER_TOPICS:
             default.add_builtin_exchange(name, "topic")
         self.authenticator = Authenticator(guest_loopback_only=settings.guest_loopback_only)
+        self.permissions = Permissions([UserPermission.full(GUEST, settings.default_vhost)])
         self.connection_settings = ConnectionSettings(
             server_properties=server_properties(settings.name),
             frame_max=settings.frame_max,

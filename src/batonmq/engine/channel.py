@@ -31,6 +31,7 @@ from batonmq.engine.outcome import Outcome
 from batonmq.engine.transaction import Transaction
 from batonmq.model.message import QueueEntry
 from batonmq.queues.protocol import Queue
+from batonmq.security.permissions import PermitCache
 
 if TYPE_CHECKING:
     from batonmq.engine.session import Session
@@ -86,6 +87,10 @@ class Channel:
         self.producing_to: set[Queue] = set()
         #: Overfull queues (x-overflow flow-control) holding this channel's publishing back.
         self.held_by: set[Queue] = set()
+        #: The exchanges this channel's user may publish to, and the queues it may get from,
+        #: checked once each while the permissions do not change.
+        self.write_permits = PermitCache()
+        self.read_permits = PermitCache()
         self.closed = False
 
     @classmethod

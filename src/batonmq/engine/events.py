@@ -34,6 +34,10 @@ class EventKind(enum.StrEnum):
     USER_DELETED = "user.deleted"
     VHOST_CREATED = "vhost.created"
     VHOST_DELETED = "vhost.deleted"
+    #: A user's permissions in a virtual host set or cleared (RabbitMQ's event names; the
+    #: event's name is the user, its vhost the virtual host).
+    PERMISSION_CREATED = "permission.created"
+    PERMISSION_DELETED = "permission.deleted"
     #: An HA cluster member began taking over a failed member (its id is the event's name), and
     #: finished, or failed to (MQ 4.1 HA guide: mq.broker.takeover.start, .complete, .fail).
     TAKEOVER_START = "takeover.start"

@@ -21,6 +21,7 @@ from batonmq.engine.vhost import VirtualHost
 from batonmq.model.message import Message
 from batonmq.queues.protocol import Queue
 from batonmq.security.acl import Action, ObjectType, Property
+from batonmq.security.permissions import Permission, ResourceKind
 
 
 class MessageApi(ApiBase):
@@ -111,6 +112,7 @@ class MessageApi(ApiBase):
         queue = self._queue(host, name)
         with refusals():
             self._authorize(user, host, Action.PURGE, ObjectType.QUEUE, queue_properties(queue))
+            self._permit(user, host, Permission.READ, ResourceKind.QUEUE, queue.name)
             return await messages.remove(queue, message_ids, self.broker.journal)
 
     def pause_queue(self, user: str, vhost: str, name: str, *, paused: bool) -> None:
@@ -131,6 +133,7 @@ class MessageApi(ApiBase):
         with refusals():
             host.check_owner(queue, self)
             self._authorize(user, host, Action.CONSUME, ObjectType.QUEUE, queue_properties(queue))
+            self._permit(user, host, Permission.READ, ResourceKind.QUEUE, queue.name)
         return queue
 
     def _target(self, user: str, host: VirtualHost, name: str) -> Queue:
@@ -141,4 +144,5 @@ class MessageApi(ApiBase):
         with refusals():
             host.check_owner(queue, self)
             self._authorize(user, host, Action.PUBLISH, ObjectType.EXCHANGE, published)
+            self._permit(user, host, Permission.WRITE, ResourceKind.EXCHANGE, "")
         return queue

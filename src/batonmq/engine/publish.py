@@ -19,6 +19,7 @@ from batonmq.model.message import FLAG_EXPIRATION, FLAG_USER_ID, Message
 from batonmq.queues.expiry import InvalidExpiration, parse_expiration
 from batonmq.queues.protocol import Enqueued, Queue
 from batonmq.security.acl import Action, ObjectType, Property
+from batonmq.security.permissions import Permission, PermitCache, ResourceKind
 from batonmq.store.journal import Journal
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ def publish(channel: Channel, method: base.Frame, message: Message) -> None:
         method.exchange,
         method.routing_key,
         message,
+        channel.write_permits,
     )
     if channel.transaction is not None:
         channel.transaction.publishes.append(HeldPublish(exchange, message, method.mandatory))
@@ -96,10 +98,11 @@ def checked_exchange(
     name: str,
     routing_key: str,
     message: Message,
+    permits: PermitCache | None = None,
 ) -> Exchange:
     """The exchange `name` of `vhost`, which `username` may publish `message` to, or the
     ProtocolError that refuses it: the checks of every publish, over AMQP or through the
-    engine's API."""
+    engine's API. `permits` remembers the exchanges a channel may write to."""
     access = broker.access
     if access.enabled:  # the one test the hot path pays when there is no ACL
         # Qpid manual Table 2.3: PUBLISH is "Applied on a per message basis on publish message
@@ -111,6 +114,15 @@ def checked_exchange(
             ObjectType.EXCHANGE,
             {Property.NAME: exchange_name(name), Property.ROUTING_KEY: routing_key},
         )
+    # RabbitMQ's access control guide: basic.publish needs write on the exchange; a channel
+    # asks once per exchange (while the permissions do not change), as RabbitMQ's does.
+    permissions = broker.permissions
+    if permits is None or permits.generation != permissions.generation or name not in permits.names:
+        refusal = (permits or PermitCache()).refusal(
+            permissions, username, vhost.name, Permission.WRITE, ResourceKind.EXCHANGE, name
+        )
+        if refusal is not None:
+            raise amqp_error(ReplyCode.ACCESS_REFUSED, refusal)
     exchange = vhost.exchange(name)
     if exchange.internal:
         raise amqp_error(

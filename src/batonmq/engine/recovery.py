@@ -18,6 +18,7 @@ from batonmq.queues.arguments import InvalidArgument
 from batonmq.queues.types import queue_type
 from batonmq.routing.base import BindingArgumentError
 from batonmq.security.passwords import Credential, MalformedHashError
+from batonmq.security.permissions import default_grants
 from batonmq.store.base import (
     Recovery,
     StoredBinding,
@@ -45,8 +46,14 @@ def restore(broker: Broker, recovery: Recovery) -> Recovered:
     for name in recovery.vhosts:
         if name not in broker.vhosts:
             broker.add_vhost(name)
-    if broker.settings.default_vhost not in recovery.vhosts:
-        broker.journal.put_vhost(broker.settings.default_vhost)
+    broker.permissions.replace(recovery.permissions)
+    default_vhost = broker.settings.default_vhost
+    if default_vhost not in recovery.vhosts:
+        # Created now, in a new store, with the default user's permissions.
+        broker.journal.put_vhost(default_vhost)
+        for granted in default_grants(default_vhost, broker.authenticator.users):
+            broker.journal.put_permission(granted)
+            broker.permissions.set(granted)
     bindings = restore_definitions(broker, recovery.exchanges, recovery.queues, recovery.bindings)
     messages = 0
     for (vhost, name), backlogs in itertools.groupby(

@@ -10,9 +10,31 @@ its -ok frame; management awaits `EngineApi`'s async form of the same plan, whic
 error as `ApiError`. A purge is no plan: `purge_now` removes the messages at once, as queue.purge
 always has, and its caller answers once their removal is written.
 
-`user` is whom the ACL judges; `connection` the connection asking, which its exclusive queues
-belong to (None for management, which has none: another connection's exclusive queue is 405
-to it, as to any other connection).
+Beside the ACL, RabbitMQ's permissions (its access control guide, "which permissions are needed
+for which AMQP 0-9-1 operations"; the default exchange is named "amq.default"):
+
+==========================  =====================  ====================  ==================
+operation                   configure              write                 read
+==========================  =====================  ====================  ==================
+exchange.declare            exchange               exchange (AE)         exchange (with AE)
+exchange.declare passive    -                      -                     -
+exchange.delete             exchange               -                     -
+queue.declare               queue                  exchange (DLX)        queue (with DLX)
+queue.declare passive       -                      -                     -
+queue.delete                queue                  -                     -
+exchange.bind / unbind      -                      exchange (dest.)      exchange (source)
+queue.bind / unbind         -                      queue                 exchange
+queue.purge                 -                      -                     queue
+basic.publish               -                      exchange              -
+basic.consume / get         -                      -                     queue
+==========================  =====================  ====================  ==================
+
+A server-named queue is judged by the name it will have ("amq.gen-..."), as RabbitMQ names it
+before asking.
+
+`user` is whom the ACL and the permissions judge; `connection` the connection asking, which its
+exclusive queues belong to (None for management, which has none: another connection's exclusive
+queue is 405 to it, as to any other connection).
 """
 
 from __future__ import annotations
@@ -33,10 +55,11 @@ from batonmq.engine.change import Change
 from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.exchange import Exchange
 from batonmq.engine.snapshots import BindingInfo
-from batonmq.engine.vhost import QueueDeletedHook, VirtualHost
+from batonmq.engine.vhost import QueueDeletedHook, VirtualHost, server_queue_name
 from batonmq.model.destination import Destination
 from batonmq.queues.protocol import Queue
 from batonmq.security.acl import Action, ObjectType, Property
+from batonmq.security.permissions import Permission, ResourceKind
 
 
 class TopologyApi(ApiBase):
@@ -60,6 +83,7 @@ class TopologyApi(ApiBase):
         """queue.declare; an exclusive queue belongs to `connection`, which it needs."""
         assert connection is not None or not exclusive, "an exclusive queue needs a connection"
         host = self._vhost(vhost)
+        generated = None if name or passive else server_queue_name()
         if passive:
             # Qpid manual Table 2.3: ACCESS is "Applied when an object is read or accessed".
             accessed = {Property.NAME: name, Property.PASSIVE: "true"}
@@ -76,8 +100,13 @@ class TopologyApi(ApiBase):
                 Property.PASSIVE: "false",
             }
             self._authorize(user, host, Action.CREATE, ObjectType.QUEUE, created)
+            self._permit_declare(
+                user, host, ResourceKind.QUEUE, name or generated or "", arguments,
+                "x-dead-letter-exchange",
+            )  # fmt: skip
         return host.declare_queue(
             name,
+            generated_name=generated,
             owner=connection,
             passive=passive,
             durable=durable,
@@ -106,6 +135,7 @@ class TopologyApi(ApiBase):
         # only its name to be judged by.
         properties = queue_properties(queue) if queue is not None else {Property.NAME: name}
         self._authorize(user, host, Action.DELETE, ObjectType.QUEUE, properties)
+        self._permit(user, host, Permission.CONFIGURE, ResourceKind.QUEUE, name)
         return host.delete_queue(
             name, owner=connection, if_unused=if_unused, if_empty=if_empty, on_delete=on_delete
         )
@@ -119,6 +149,7 @@ class TopologyApi(ApiBase):
         queue = host.queue(name, connection)
         # Table 2.3: PURGE is "Applied when purge the contents of a queue".
         self._authorize(user, host, Action.PURGE, ObjectType.QUEUE, queue_properties(queue))
+        self._permit(user, host, Permission.READ, ResourceKind.QUEUE, queue.name)
         host.wait_for_held(queue)  # what the caller published to it first is purged too
         return queue.purge()
 
@@ -146,6 +177,9 @@ class TopologyApi(ApiBase):
         else:
             created = exchange_declare_properties(name, type_name, durable, auto_delete, arguments)
             self._authorize(user, host, Action.CREATE, ObjectType.EXCHANGE, created)
+            self._permit_declare(
+                user, host, ResourceKind.EXCHANGE, name, arguments, "alternate-exchange"
+            )
         return host.declare_exchange(
             name,
             type_name,
@@ -164,7 +198,25 @@ class TopologyApi(ApiBase):
         # Table 2.3: DELETE is "Applied when objects are deleted".
         deleted = {Property.NAME: exchange_name(name)}
         self._authorize(user, host, Action.DELETE, ObjectType.EXCHANGE, deleted)
+        self._permit(user, host, Permission.CONFIGURE, ResourceKind.EXCHANGE, name)
         return host.delete_exchange(name, if_unused=if_unused)
+
+    def _permit_declare(
+        self,
+        user: str,
+        host: VirtualHost,
+        kind: ResourceKind,
+        name: str,
+        arguments: FieldTable | None,
+        target_argument: str,
+    ) -> None:
+        """configure on what is declared; with an alternate (or dead-letter) exchange, write on
+        that exchange and read on what is declared, which sends messages there."""
+        self._permit(user, host, Permission.CONFIGURE, kind, name)
+        target = (arguments or {}).get(target_argument)
+        if isinstance(target, str):  # anything else: the virtual host refuses it with 406
+            self._permit(user, host, Permission.WRITE, ResourceKind.EXCHANGE, target)
+            self._permit(user, host, Permission.READ, kind, name)
 
     # Bindings -----------------------------------------------------------------------------
 
@@ -203,6 +255,7 @@ class TopologyApi(ApiBase):
                 binding.source, name, binding.routing_key, host.exchanges.get(name)
             )
             self._authorize(user, host, action, ObjectType.EXCHANGE, properties)
+            self._permit_binding(user, host, ResourceKind.EXCHANGE, binding)
             return Destination.exchange(name)
         queue: Queue | None
         if action is Action.BIND:
@@ -221,4 +274,12 @@ class TopologyApi(ApiBase):
             temporary=queue is not None and is_temporary(queue),
         )
         self._authorize(user, host, action, ObjectType.EXCHANGE, properties)
+        self._permit_binding(user, host, ResourceKind.QUEUE, binding)
         return Destination.queue(name)
+
+    def _permit_binding(
+        self, user: str, host: VirtualHost, kind: ResourceKind, binding: BindingInfo
+    ) -> None:
+        """write on the destination (queue or exchange), read on the source exchange."""
+        self._permit(user, host, Permission.WRITE, kind, binding.destination)
+        self._permit(user, host, Permission.READ, ResourceKind.EXCHANGE, binding.source)

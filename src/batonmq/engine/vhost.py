@@ -379,6 +379,7 @@ class VirtualHost:
         self,
         name: str,
         *,
+        generated_name: str | None = None,
         owner: object,
         passive: bool = False,
         durable: bool = False,
@@ -429,7 +430,8 @@ class VirtualHost:
                 ReplyCode.ACCESS_REFUSED,
                 f"queue name '{name}' contains reserved prefix '{RESERVED_PREFIX}*'",
             )
-        name = name or server_queue_name()
+        # A server-named queue: the name its declarer's permissions were checked against.
+        name = name or generated_name or server_queue_name()
         arguments = dict(arguments or {})
         try:
             kind = queue_type(arguments)

@@ -44,7 +44,7 @@ class Call:
 
     def visible_vhosts(self) -> set[str]:
         """The virtual hosts the caller sees: all for monitoring and administrator users, else
-        those the ACL lets it open (RabbitMQ: those it has permissions on)."""
+        those it has permissions on (RabbitMQ) and the ACL, when there is one, lets it open."""
         return visible_vhosts(
             self.caller.tags, self.api.permitted_vhosts(self.caller.name), self.api.vhosts()
         )

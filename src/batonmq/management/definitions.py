@@ -6,8 +6,9 @@ Users are exported with their password hash, never a password, as RabbitMQ expor
 hash is BatonMQ's own (salted scrypt), so its `hashing_algorithm` says so ("batonmq_scrypt";
 "batonmq_legacy_md5" for a user imported from a Qpid password file and not yet logged in
 since). An import takes only those: RabbitMQ's SHA-256 hashes cannot be checked here, and a
-user may instead carry its `password`. BatonMQ's permissions are its ACL files, so the
-document's `permissions` are exported empty and ignored on import.
+user may instead carry its `password`. Permissions are RabbitMQ's (user, vhost, configure,
+write, read); an import sets each one the document gives, as RabbitMQ's import does (its ACL
+files are BatonMQ's own and stay out of the document).
 
 Queues, exchanges and bindings are exported as RabbitMQ does: not the exclusive queues (they
 end with their connection), not the default exchange nor the amq.* ones (every virtual host
@@ -26,6 +27,7 @@ from batonmq.engine.snapshots import BindingInfo, ExchangeInfo, QueueInfo, UserC
 from batonmq.management import render
 from batonmq.management.listing import Item, Json
 from batonmq.management.render import field_table, table
+from batonmq.security.permissions import InvalidPattern, UserPermission, validate
 
 SCRYPT: Final = "batonmq_scrypt"
 LEGACY_MD5: Final = "batonmq_legacy_md5"
@@ -78,6 +80,7 @@ class Definitions:
 
     vhosts: list[str] = field(default_factory=list)
     users: list[UserDefinition] = field(default_factory=list)
+    permissions: list[UserPermission] = field(default_factory=list)
     exchanges: list[ExchangeInfo] = field(default_factory=list)
     queues: list[QueueDefinition] = field(default_factory=list)
     bindings: list[BindingInfo] = field(default_factory=list)
@@ -90,6 +93,7 @@ def export(
     product_version: str,
     vhosts: Sequence[str],
     users: Sequence[UserCredential],
+    permissions: Sequence[UserPermission],
     queues: Sequence[QueueInfo],
     exchanges: Sequence[ExchangeInfo],
     bindings: Sequence[BindingInfo],
@@ -111,7 +115,7 @@ def export(
             for user in users
         ],
         "vhosts": [{"name": name} for name in vhosts],
-        "permissions": [],
+        "permissions": [render.permission(record) for record in permissions],
         "topic_permissions": [],
         "parameters": [],
         "global_parameters": [],
@@ -161,6 +165,16 @@ def parse(document: Mapping[str, Json]) -> Definitions:
         definitions.vhosts.append(_text(item, "name", "vhosts"))
     for item in _objects(document, "users"):
         definitions.users.append(_user(item))
+    for item in _objects(document, "permissions"):
+        record = UserPermission(
+            *(_text(item, key, "permissions") for key in ("user", "vhost")),
+            *(_text(item, key, "permissions", "") for key in ("configure", "write", "read")),
+        )
+        try:
+            validate(record)
+        except InvalidPattern as error:
+            raise InvalidDefinitions(f"permissions of user '{record.user}': {error}") from None
+        definitions.permissions.append(record)
     for item in _objects(document, "exchanges"):
         definitions.exchanges.append(
             ExchangeInfo(

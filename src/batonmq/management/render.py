@@ -34,6 +34,7 @@ from batonmq.engine.snapshots import (
 )
 from batonmq.engine.takeover import TakeoverOutcome
 from batonmq.management.listing import Item, Json
+from batonmq.security.permissions import UserPermission
 
 #: The AMQP protocol name RabbitMQ reports for a 0-9-1 connection.
 PROTOCOL: Final = "AMQP 0-9-1"
@@ -343,6 +344,17 @@ def alarms_check(alarms: Mapping[str, str], node_info: Node) -> tuple[int, Item]
 
 def user(info: UserInfo) -> Item:
     return {"name": info.name, "tags": list(info.tags), "limits": {}}
+
+
+def permission(record: UserPermission) -> Item:
+    """RabbitMQ's permission object."""
+    return {
+        "user": record.user,
+        "vhost": record.vhost,
+        "configure": record.configure,
+        "write": record.write,
+        "read": record.read,
+    }
 
 
 def vhost(name: str, queues: Sequence[QueueInfo]) -> Item:

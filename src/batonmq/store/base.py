@@ -23,8 +23,10 @@ from typing import Final, Protocol
 
 from pamqp.common import FieldTable
 
+from batonmq.security.permissions import UserPermission
+
 #: The schema version this code writes; `batonctl db upgrade` migrates older ones to it.
-SCHEMA_VERSION: Final = 11
+SCHEMA_VERSION: Final = 12
 #: The index `entries_priority`, that a priority queue reads a level through (schema version 5),
 #: in both stores. Partial: it holds only levels above 0, so it costs nothing for the entries of
 #: plain queues, and it is never a candidate for a statement that names an entry by its key. With
@@ -221,6 +223,8 @@ class Recovery:
     users: list[StoredUser] = field(default_factory=list)
     #: The virtual hosts created (the configured default one may not be among them yet).
     vhosts: list[str] = field(default_factory=list)
+    #: Each user's permissions in each virtual host (RabbitMQ's), by user then virtual host.
+    permissions: list[UserPermission] = field(default_factory=list)
     #: Transient entries and orphaned messages removed at open.
     discarded_entries: int = 0
     #: Whether the broker that held the store before did not stop cleanly (it crashed, or was
@@ -232,7 +236,8 @@ class Recovery:
 class WriteBatch:
     """Changes to apply in one transaction. The order they are written in is the write plan's
     (`batonmq.store.plan.Plan.write_steps`): deletions, then puts, then entry updates and
-    deletions, then users; last, the messages no entry refers to any more.
+    deletions, then users (deleted, then put), then permissions; last, the messages no entry
+    refers to any more. A user's or a virtual host's deletion takes its permissions with it.
 
     The journal that fills a batch resolves conflicts inside it (an entry put and deleted in the
     same batch is in neither list), so that order is always right.
@@ -257,6 +262,9 @@ class WriteBatch:
     entries_deleted: list[tuple[str, str, int, int]] = field(default_factory=list)
     users_put: list[StoredUser] = field(default_factory=list)
     users_deleted: list[str] = field(default_factory=list)
+    permissions_put: list[UserPermission] = field(default_factory=list)
+    #: (user, vhost)
+    permissions_deleted: list[tuple[str, str]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return any(
@@ -265,6 +273,8 @@ class WriteBatch:
                 self.vhosts_put,
                 self.users_put,
                 self.users_deleted,
+                self.permissions_put,
+                self.permissions_deleted,
                 self.exchanges_deleted,
                 self.queues_deleted,
                 self.bindings_deleted,
@@ -362,6 +372,10 @@ class Store(Protocol):
 
     async def vhosts(self) -> list[str]:
         """Every virtual host created, by name."""
+        ...
+
+    async def permissions(self) -> list[UserPermission]:
+        """Every user's permissions in every virtual host, by user then virtual host."""
         ...
 
     async def stats(self) -> StoreStats: ...

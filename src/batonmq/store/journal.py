@@ -25,6 +25,7 @@ from typing import TypeVar
 
 from batonmq.logrepeat import CoalescingLog
 from batonmq.model.message import Message
+from batonmq.security.permissions import UserPermission
 from batonmq.store.base import (
     ObjectKey,
     PageRead,
@@ -85,6 +86,8 @@ class _Gathering:
     vhosts_deleted: set[str] = field(default_factory=set)
     users_put: dict[str, StoredUser] = field(default_factory=dict)
     users_deleted: set[str] = field(default_factory=set)
+    #: A permission's last change by (user, vhost): the record put, or None for a deletion.
+    permissions: dict[tuple[str, str], UserPermission | None] = field(default_factory=dict)
     waiting: list[DurableCallback] = field(default_factory=list)
     reads: list[_Read] = field(default_factory=list)
     changed: bool = False
@@ -133,7 +136,19 @@ class _Gathering:
             vhosts_deleted=sorted(self.vhosts_deleted),
             users_put=list(self.users_put.values()),
             users_deleted=sorted(self.users_deleted),
+            permissions_put=[record for record in self.permissions.values() if record],
+            permissions_deleted=sorted(
+                key for key, record in self.permissions.items() if record is None
+            ),
         )
+
+
+def _drop_permissions(gathering: _Gathering, belongs: Callable[[tuple[str, str]], bool]) -> None:
+    """Permissions recorded for a user or virtual host being deleted are written as deletions
+    (the deletion's own statement removes them already; one put after it must not undo it)."""
+    for key in gathering.permissions:
+        if belongs(key):
+            gathering.permissions[key] = None
 
 
 class Journal:
@@ -177,17 +192,28 @@ class Journal:
         if self._changing():
             self._gathering.vhosts_put.discard(name)
             self._gathering.vhosts_deleted.add(name)
+            _drop_permissions(self._gathering, lambda key: key[1] == name)
 
     def put_user(self, user: StoredUser) -> None:
         """A user's new credential (a new user, a new password, or one upgraded at login)."""
         if self._changing():
-            self._gathering.users_deleted.discard(user.name)
+            # A deletion recorded before stays: it is written first, with the user's
+            # permissions (RabbitMQ's), and this user is put after it.
             self._gathering.users_put[user.name] = user
 
     def delete_user(self, name: str) -> None:
         if self._changing():
             self._gathering.users_put.pop(name, None)
             self._gathering.users_deleted.add(name)
+            _drop_permissions(self._gathering, lambda key: key[0] == name)
+
+    def put_permission(self, permission: UserPermission) -> None:
+        if self._changing():
+            self._gathering.permissions[permission.user, permission.vhost] = permission
+
+    def delete_permission(self, user: str, vhost: str) -> None:
+        if self._changing():
+            self._gathering.permissions[user, vhost] = None
 
     def put_exchange(self, exchange: StoredExchange) -> None:
         if self._changing():

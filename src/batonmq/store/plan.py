@@ -20,6 +20,7 @@ from typing import Final, TypeVar
 from pamqp.common import FieldTable
 
 from batonmq import __version__
+from batonmq.security.permissions import UserPermission
 from batonmq.store.base import (
     GUEST_CREDENTIAL,
     GUEST_TAGS,
@@ -154,6 +155,18 @@ MIGRATIONS: Final[tuple[tuple[MigrationStep, ...], ...]] = (
     # HA guide, Table 6: "Must have the same value for all brokers in a cluster"), which a broker
     # joining checks its own against.
     (AddColumn("brokers", "settings", "TEXT", only="postgres"),),
+    # Version 12: RabbitMQ's permissions, per user and virtual host (configure, write and read
+    # patterns). No one is locked out by the upgrade: every user of an older store may do
+    # everything in every virtual host it has, as it could before permissions existed.
+    (
+        "CREATE TABLE IF NOT EXISTS {s}.permissions (username TEXT NOT NULL,"
+        " vhost TEXT NOT NULL, configure TEXT NOT NULL, write TEXT NOT NULL,"
+        " read TEXT NOT NULL, PRIMARY KEY (username, vhost)){clustered}",
+        # WHERE true: as in version 4, for SQLite's reading of ON CONFLICT.
+        "INSERT INTO {s}.permissions (username, vhost, configure, write, read)"
+        " SELECT u.name, v.name, '.*', '.*', '.*' FROM {s}.users AS u CROSS JOIN {s}.vhosts AS v"
+        " WHERE true ON CONFLICT DO NOTHING",
+    ),
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
@@ -218,6 +231,10 @@ _PUTS: Final = {
     ),
     # Users: their columns here, `user_row` and `stored_user` (one place for all three).
     "put_user": _upsert("users", "name, credential, tags", "name"),
+    # Permissions: their columns here, `permission_row` and `stored_permission`.
+    "put_permission": _upsert(
+        "permissions", "username, vhost, configure, write, read", "username, vhost"
+    ),
 }
 
 #: The statements both stores run, by name; each store renders them once.
@@ -229,6 +246,7 @@ STATEMENTS: Final = {
         for table in ("entries", "bindings", "queues", "exchanges")
     },
     "delete_vhost": "DELETE FROM {s}.vhosts WHERE name = $1",
+    "delete_vhost_permissions": "DELETE FROM {s}.permissions WHERE vhost = $1",
     "delete_exchange_bindings": f"DELETE FROM {{s}}.bindings WHERE {_KEY}"
     " AND (source = $3 OR (destination_kind = 'exchange' AND destination = $3))",
     "delete_exchange": f"DELETE FROM {{s}}.exchanges WHERE {_KEY} AND name = $3",
@@ -245,6 +263,8 @@ STATEMENTS: Final = {
     "update_entry": f"UPDATE {{s}}.entries SET delivery_count = $5 WHERE {_ENTRY}",
     "delete_entry": f"DELETE FROM {{s}}.entries WHERE {_ENTRY}",
     "delete_user": "DELETE FROM {s}.users WHERE name = $1",
+    "delete_user_permissions": "DELETE FROM {s}.permissions WHERE username = $1",
+    "delete_permission": "DELETE FROM {s}.permissions WHERE username = $1 AND vhost = $2",
     # Recovery, in this order, in one transaction.
     "discard_entries": "DELETE FROM {s}.entries WHERE broker_id = $1 AND (transient OR NOT"
     " EXISTS (SELECT 1 FROM {s}.queues AS q WHERE q.broker_id = $1"
@@ -274,6 +294,8 @@ STATEMENTS: Final = {
     # Users and virtual hosts: the store's, shared by the brokers that share it.
     "users": "SELECT name, credential, tags FROM {s}.users ORDER BY name",  # see `stored_user`
     "vhosts": "SELECT name FROM {s}.vhosts ORDER BY name",
+    "permissions": "SELECT username, vhost, configure, write, read FROM {s}.permissions"
+    " ORDER BY username, vhost",  # see `stored_permission`
     # The entry, with a copy of its message as stored, moves to the quarantine ($5: now); then
     # `delete_entry`, and `delete_orphan` for its message.
     "quarantine_entry": "INSERT INTO {s}.quarantined_messages (broker_id, vhost, queue,"
@@ -350,9 +372,11 @@ class Plan:
         exchanges, queues, bindings and entries in them), of exchanges (their bindings go too),
         of queues (their entries and bindings go too) and of bindings; purges; then puts of
         virtual hosts, exchanges, queues, bindings, messages and entries; then entry updates and
-        entry deletions; then users put and deleted. Entries that go with their virtual host,
-        queue or range leave their message ids in `{candidates}` first, for the garbage
-        collection that follows (see the module docstring)."""
+        entry deletions; then users deleted (with their permissions) and put (a user deleted and
+        added again in one batch comes back without its old permissions); then permissions
+        put and deleted. A deleted virtual host's permissions go with it. Entries that go with
+        their virtual host, queue or range leave their message ids in `{candidates}` first, for
+        the garbage collection that follows (see the module docstring)."""
         sql = self.sql
         vhosts = [(broker, vhost) for vhost in batch.vhosts_deleted]
         exchanges = [(broker, *key) for key in batch.exchanges_deleted]
@@ -364,6 +388,7 @@ class Plan:
             *((sql[f"delete_vhost_{table}"], vhosts)
               for table in ("entries", "bindings", "queues", "exchanges")),
             (sql["delete_vhost"], [(vhost,) for vhost in batch.vhosts_deleted]),
+            (sql["delete_vhost_permissions"], [(vhost,) for vhost in batch.vhosts_deleted]),
             (sql["delete_exchange_bindings"], exchanges),
             (sql["delete_exchange"], exchanges),
             (sql["collect_queue"], queues),
@@ -389,8 +414,11 @@ class Plan:
                  e.transient, e.expires_at, e.priority) for e in batch.entries_put]),
             (sql["update_entry"], [(broker, *update) for update in batch.entries_updated]),
             *self._deleted_entries(broker, batch.entries_deleted),
-            *self._puts("put_user", [user_row(user) for user in batch.users_put]),
             (sql["delete_user"], [(name,) for name in batch.users_deleted]),
+            (sql["delete_user_permissions"], [(name,) for name in batch.users_deleted]),
+            *self._puts("put_user", [user_row(user) for user in batch.users_put]),
+            *self._puts("put_permission", [permission_row(p) for p in batch.permissions_put]),
+            (sql["delete_permission"], batch.permissions_deleted),
         ]  # fmt: skip
         return [(statement, rows) for statement, rows in steps if rows]
 
@@ -458,6 +486,18 @@ def stored_user(row: Iterable[object]) -> StoredUser:
     return StoredUser(str(name), str(credential), StoredUser.parse_tags(str(tags)))
 
 
+def permission_row(permission: UserPermission) -> Row:
+    """A row of `permissions` (`put_permission`)."""
+    p = permission
+    return (p.user, p.vhost, p.configure, p.write, p.read)
+
+
+def stored_permission(row: Iterable[object]) -> UserPermission:
+    """A permission read back from a row of the `permissions` statement."""
+    user, vhost, configure, write, read = (str(value) for value in row)
+    return UserPermission(user, vhost, configure, write, read)
+
+
 def binding_row(broker: str, b: StoredBinding) -> Row:
     return (
         broker, b.vhost, b.source, b.destination_kind, b.destination, b.routing_key,
@@ -466,9 +506,11 @@ def binding_row(broker: str, b: StoredBinding) -> Row:
 
 
 #: The reads of a recovery, after its deletions and the message-id block (see STATEMENTS).
-RECOVERY_READS: Final = ("exchanges", "queues", "bindings", "backlogs", "users", "vhosts")
+RECOVERY_READS: Final = (
+    "exchanges", "queues", "bindings", "backlogs", "users", "vhosts", "permissions"
+)  # fmt: skip
 #: Those of them that read the store's own rows, shared by its brokers: they take no broker id.
-STORE_WIDE_READS: Final = frozenset({"users", "vhosts"})
+STORE_WIDE_READS: Final = frozenset({"users", "vhosts", "permissions"})
 
 
 def recovery(
@@ -495,6 +537,7 @@ def recovery(
         message_id_base=message_id_base,
         users=[stored_user(row) for row in rows["users"]],
         vhosts=[str(name) for (name,) in rows["vhosts"]],
+        permissions=[stored_permission(row) for row in rows["permissions"]],
         discarded_entries=discarded_entries,
         unclean_stop=unclean_stop,
     )

@@ -52,6 +52,7 @@ from typing import Final, TypeAlias, TypeVar
 
 import asyncpg
 
+from batonmq.security.permissions import UserPermission
 from batonmq.store.backup import checked_manifest, make_empty_directory, write_manifest
 from batonmq.store.base import (
     MESSAGE_ID_BLOCK,
@@ -85,6 +86,7 @@ from batonmq.store.plan import (
     migrated_meta,
     orphan_candidates,
     recovery,
+    stored_permission,
     stored_user,
 )
 from batonmq.store.takeover import SQL as TAKEOVER_SQL
@@ -194,7 +196,7 @@ _POOL_SIZE: Final = 4
 #: A snapshot's tables, in the order a restore fills them.
 _SNAPSHOT: Final = OWNED_TABLES
 #: The tables the brokers sharing the store share, restored whole.
-_SHARED_SNAPSHOT: Final = ("users", "vhosts")
+_SHARED_SNAPSHOT: Final = ("users", "vhosts", "permissions")
 
 
 class PostgresStore:
@@ -429,6 +431,10 @@ class PostgresStore:
 
     async def vhosts(self) -> list[str]:
         return [row[0] for row in await self._fetch_all("reading virtual hosts", "vhosts")]
+
+    async def permissions(self) -> list[UserPermission]:
+        rows = await self._fetch_all("reading permissions", "permissions")
+        return [stored_permission(row) for row in rows]
 
     async def _fetch_all(self, what: str, query: str) -> list[asyncpg.Record]:
         async def work(connection: _Connection) -> list[asyncpg.Record]:

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from batonmq import __version__
+from batonmq.security.permissions import UserPermission
 from batonmq.store.backup import checked_manifest, make_empty_directory, write_manifest
 from batonmq.store.base import (
     SCHEMA_VERSION,
@@ -76,6 +77,7 @@ from batonmq.store.plan import (
     migrated_meta,
     orphan_candidates,
     recovery,
+    stored_permission,
     stored_user,
 )
 
@@ -218,6 +220,9 @@ class SQLiteStore:
 
     async def vhosts(self) -> list[str]:
         return await self._submit(partial(self._read, _vhosts))
+
+    async def permissions(self) -> list[UserPermission]:
+        return await self._submit(partial(self._read, _permissions))
 
     async def stats(self) -> StoreStats:
         return await self._submit(self._stats_sync)
@@ -673,6 +678,10 @@ def _users(conn: sqlite3.Connection) -> list[StoredUser]:
 
 def _vhosts(conn: sqlite3.Connection) -> list[str]:
     return [name for (name,) in conn.execute(_SQL["vhosts"])]
+
+
+def _permissions(conn: sqlite3.Connection) -> list[UserPermission]:
+    return [stored_permission(row) for row in conn.execute(_SQL["permissions"])]
 
 
 def _count_rows(conn: sqlite3.Connection, broker: str) -> tuple[int, int, int, int, int, int, int]:

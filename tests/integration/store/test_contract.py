@@ -18,6 +18,7 @@ import asyncpg
 import pytest
 from pamqp.common import FieldTable
 
+from batonmq.security.permissions import UserPermission
 from batonmq.store.base import (
     GUEST_CREDENTIAL,
     MESSAGE_ID_BLOCK,
@@ -670,6 +671,40 @@ async def test_a_new_store_has_the_guest_user_and_users_can_be_put_and_deleted(
     assert await store.users() == recovery.users
 
 
+async def test_permissions_are_put_replaced_and_go_with_their_user_or_virtual_host(
+    store_factory: StoreFactory,
+) -> None:
+    """Rules (Recovery.permissions, WriteBatch.permissions_put/permissions_deleted): a new store
+    has none (a broker grants the default user its virtual host when it creates it); a put
+    replaces the user's patterns in that virtual host; a deleted user or virtual host takes its
+    permissions with it (RabbitMQ deletes them too)."""
+    store, _ = await start(store_factory)
+    assert await store.permissions() == []
+    await store.commit(
+        WriteBatch(
+            vhosts_put=["a", "b"],
+            users_put=[StoredUser("ann", "x"), StoredUser("bo", "y")],
+            permissions_put=[
+                UserPermission("ann", "a", ".*", ".*", ".*"),
+                UserPermission("ann", "b", ".*", ".*", ".*"),
+                UserPermission("bo", "a", "", "", ""),
+                UserPermission("bo", "b", "", "", ""),
+            ],
+        )
+    )
+    await store.commit(
+        WriteBatch(
+            permissions_put=[UserPermission("ann", "a", "^q$", "", "")],
+            permissions_deleted=[("ann", "b")],
+        )
+    )
+    await store.commit(WriteBatch(vhosts_deleted=["b"], users_deleted=["bo"]))
+
+    store, recovery = await restart(store, store_factory)
+    assert recovery.permissions == [UserPermission("ann", "a", "^q$", "", "")]
+    assert await store.permissions() == recovery.permissions
+
+
 async def test_deleting_a_virtual_host_deletes_everything_in_it(
     store_factory: StoreFactory,
 ) -> None:
@@ -957,6 +992,7 @@ async def test_a_backup_restored_into_a_fresh_store_has_the_same_contents(
             entries_put=[entry("q", n, base + n, delivery_count=n % 2) for n in range(1, 6)],
             users_put=[StoredUser("alice", "scrypt$alice")],
             vhosts_put=[VHOST, "other"],
+            permissions_put=[UserPermission("alice", "other", "", "^a$", ".*")],
         )
     )
     original_stats = await store.stats()
@@ -980,6 +1016,8 @@ async def test_a_backup_restored_into_a_fresh_store_has_the_same_contents(
     ]
     assert restored.users == original.users == users
     assert restored.vhosts == original.vhosts == [VHOST, "other"]
+    assert restored.permissions == original.permissions
+    assert restored.permissions == [UserPermission("alice", "other", "", "^a$", ".*")]
     assert await read_all(fresh, "q") == original_entries
     restored_stats = await fresh.stats()
     assert (restored_stats.messages, restored_stats.entries) == (

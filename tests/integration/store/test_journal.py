@@ -12,7 +12,8 @@ from batonmq.amqp.frames import encode_header_payload
 from batonmq.model.message import Message
 from batonmq.queues.classic import ClassicQueue
 from batonmq.queues.paging import Paging
-from batonmq.store.base import StoredEntry, StoredQueue, WriteBatch
+from batonmq.security.permissions import UserPermission
+from batonmq.store.base import StoredEntry, StoredQueue, StoredUser, WriteBatch
 from batonmq.store.journal import Journal
 from tests.integration.store.conftest import StoreFactory
 
@@ -85,6 +86,31 @@ async def test_deleting_a_queue_drops_what_was_gathered_for_it(store_factory: St
     await journal.stop()
     read = await recovery_store.read_entries("/", "q", -1, 10)
     assert [(paged.sequence, paged.message.body) for paged in read] == [(0, b"body 0")]
+
+
+async def test_a_user_deleted_and_added_again_in_one_batch_loses_its_old_permissions(
+    store_factory: StoreFactory,
+):
+    """RabbitMQ deletes a user's permissions with it: a user deleted and added again before the
+    batch went out comes back with none of the old ones, and only what was granted after."""
+    store = await store_factory()
+    await store.recover()
+    await store.commit(
+        WriteBatch(
+            vhosts_put=["/", "v"],
+            users_put=[StoredUser("ann", "x")],
+            permissions_put=[UserPermission.full("ann", "/"), UserPermission.full("ann", "v")],
+        )
+    )
+    journal = Journal(store)
+    journal.start()
+    journal.put_permission(UserPermission("ann", "v", "", "", ""))
+    journal.delete_user("ann")
+    journal.put_user(StoredUser("ann", "y"))
+    journal.put_permission(UserPermission("ann", "/", "^new$", "", ""))
+    assert await settle(journal)
+    assert await store.permissions() == [UserPermission("ann", "/", "^new$", "", "")]
+    await journal.stop()
 
 
 async def test_reads_see_everything_recorded_before_them(store_factory: StoreFactory):

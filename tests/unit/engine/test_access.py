@@ -27,6 +27,7 @@ from batonmq.engine.broker import Broker
 from batonmq.engine.session import Session
 from batonmq.security.acl import AclFileError, AclSyntaxError
 from batonmq.security.passwords import Credential
+from batonmq.security.permissions import UserPermission
 from tests.memclient import LOOPBACK_PEER, MemClient
 from tests.unit.security.test_acl import EXAMPLE_3
 
@@ -76,7 +77,16 @@ def broker_with_acl(
             if vhost not in broker.vhosts:
                 broker.add_vhost(vhost)
     broker.access = AccessControl.load(AclConfig(file=file, vhost_dir=vhost_dir))
+    grant_everything(broker)
     return broker
+
+
+def grant_everything(broker: Broker) -> None:
+    """RabbitMQ's permissions out of the way: every user may do everything in every virtual
+    host, so that the ACL alone decides."""
+    for user in ("guest", *USERS):
+        for vhost in broker.vhosts:
+            broker.permissions.set(UserPermission.full(user, vhost))
 
 
 def acl(*rules: str) -> str:
@@ -340,10 +350,12 @@ def test_connection_open_needs_access_virtualhost(acl_dir: Path):
 
 
 def test_without_an_acl_everyone_may_do_everything():
-    """The lead's rule: with no ACL configured at all, every logged-in user may do everything."""
+    """The lead's rule: with no ACL configured at all, every logged-in user may do everything
+    (its RabbitMQ permissions allowing)."""
     broker = Broker()
     assert not broker.access.enabled
     broker.authenticator.users["bob"] = user_credential()
+    grant_everything(broker)
     bob = login(broker)
     set_the_scene(bob)
     bob.call(1, Queue.Purge(queue="q"), Queue.PurgeOk)
@@ -518,6 +530,7 @@ def test_a_vhost_file_alone_governs_its_vhost_only(acl_dir: Path):
     broker = broker_with_acl(acl_dir, None, vhost_files={"/": acl(BOB_CONNECTS), "other": ""})
     assert (acl_dir / "vhosts" / "%2F.acl").exists()
     broker.add_vhost("free")
+    grant_everything(broker)
     login(broker, vhost="free").declare_queue(1, "q")
     bob = login(broker, vhost="/")
     bob.send(1, Queue.Declare(queue="q"))

@@ -20,9 +20,16 @@ from batonmq.engine.broker import Broker
 from batonmq.engine.recovery import restore
 from batonmq.engine.session import Session
 from batonmq.engine.snapshots import BindingInfo
+from batonmq.security.permissions import UserPermission
 from batonmq.store.sqlite import SQLiteStore
 from tests.memclient import LOOPBACK_PEER, MemClient, connect
-from tests.unit.engine.test_access import ADMIN_RULE, acl, broker_with_acl, login
+from tests.unit.engine.test_access import (
+    ADMIN_RULE,
+    acl,
+    broker_with_acl,
+    grant_everything,
+    login,
+)
 
 
 def test_snapshots_of_what_runs():
@@ -208,10 +215,12 @@ async def test_users_are_added_changed_and_deleted_while_the_broker_runs(tmp_pat
 
 
 async def test_a_virtual_host_added_at_runtime_takes_connections():
+    """RabbitMQ's management gives the user who creates a virtual host full permissions in it."""
     broker = Broker()
     api = EngineApi(broker)
-    await api.add_vhost("orders")
+    await api.add_vhost("orders", creator="guest")
     assert api.vhosts() == ["/", "orders"]
+    assert api.permission("guest", "orders") == UserPermission.full("guest", "orders")
     client = MemClient(Session(broker, LOOPBACK_PEER, lambda: None))
     client.handshake(vhost="orders")
     client.open_channel(1)
@@ -333,6 +342,7 @@ def test_the_virtual_hosts_a_user_may_open_follow_the_acl(tmp_path: Path):
         acl(ADMIN_RULE, "ACL DENY bob ACCESS VIRTUALHOST name=hidden", "ACL ALLOW bob ALL"),
     )
     broker.add_vhost("hidden")
+    grant_everything(broker)
     api = EngineApi(broker)
     assert api.permitted_vhosts("bob") == ["/"]
     assert api.permitted_vhosts("guest") == ["/", "hidden"]
@@ -376,7 +386,8 @@ async def test_a_virtual_host_is_deleted_with_everything_in_it_while_the_broker_
     to it is refused."""
     async with _stored_broker(tmp_path) as (broker, store):
         api = EngineApi(broker)
-        await api.add_vhost("orders")
+        await api.add_vhost("orders", creator="guest")
+        assert [p.user for p in await store.permissions() if p.vhost == "orders"] == ["guest"]
         await api.declare_queue("guest", "orders", "placed")
         await api.declare_exchange("guest", "orders", "events", "fanout")
         client = MemClient(Session(broker, LOOPBACK_PEER, lambda: None))
@@ -403,6 +414,8 @@ async def test_a_virtual_host_is_deleted_with_everything_in_it_while_the_broker_
         assert "orders" not in recovery.vhosts
         assert [queue.vhost for queue in recovery.queues] == []
         assert [exchange.vhost for exchange in recovery.exchanges] == []
+        assert [p.vhost for p in recovery.permissions] == ["/"]
+        assert api.permissions(vhost="orders") == []
         assert (await store.stats()).messages == 0
         late = MemClient(Session(broker, LOOPBACK_PEER, lambda: None))
         late.start("guest", "guest")

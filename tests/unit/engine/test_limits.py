@@ -18,6 +18,7 @@ from batonmq.amqp.constants import ReplyCode
 from batonmq.engine.broker import Broker, BrokerSettings
 from batonmq.engine.session import Session
 from batonmq.security.passwords import Credential
+from batonmq.security.permissions import UserPermission
 from tests.memclient import LOOPBACK_PEER, MemClient
 
 Basic = commands.Basic
@@ -40,6 +41,9 @@ def limited_broker(**limits: int) -> Broker:
     for user in USERS:
         broker.authenticator.users[user] = user_credential()
     broker.add_vhost("other")
+    for user in ("guest", *USERS):
+        for vhost in broker.vhosts:
+            broker.permissions.set(UserPermission.full(user, vhost))
     return broker
 
 

@@ -9,6 +9,7 @@ import sqlite3
 
 import pytest
 
+from batonmq.security.permissions import UserPermission
 from batonmq.store.base import (
     SCHEMA_VERSION,
     StoredBinding,
@@ -49,6 +50,8 @@ def everything() -> WriteBatch:
         entries_deleted=[("/", "q", 8, 7)],
         users_put=[StoredUser("ann", "cred")],
         users_deleted=["bob"],
+        permissions_put=[UserPermission("ann", "/", ".*", "", "^q$")],
+        permissions_deleted=[("carl", "/")],
     )
 
 
@@ -66,7 +69,9 @@ def test_a_batch_is_written_in_the_order_write_batch_states(dialect: Dialect) ->
     """Rule (WriteBatch): deletions of virtual hosts, queues, exchanges and bindings, and purges
     come first, each collecting the message ids of the entries it deletes; then puts of virtual
     hosts, exchanges, queues, bindings, messages and entries; then entry updates and deletions;
-    then users; the garbage collection of messages follows the plan's steps."""
+    then users deleted (their permissions with them) and put; then permissions; a deleted
+    virtual host takes its permissions with it; the garbage collection of messages follows the
+    plan's steps."""
     table = '"s".' if dialect is POSTGRES else ""
     candidates = dialect.candidates
     assert verbs(dialect) == [
@@ -76,6 +81,7 @@ def test_a_batch_is_written_in_the_order_write_batch_states(dialect: Dialect) ->
         f"DELETE {table}queues",
         f"DELETE {table}exchanges",
         f"DELETE {table}vhosts",
+        f"DELETE {table}permissions",
         f"DELETE {table}bindings",
         f"DELETE {table}exchanges",
         f"INSERT {candidates}",
@@ -93,8 +99,11 @@ def test_a_batch_is_written_in_the_order_write_batch_states(dialect: Dialect) ->
         f"INSERT {table}entries",
         f"UPDATE {table}entries",
         f"DELETE {table}entries",
-        f"INSERT {table}users",
         f"DELETE {table}users",
+        f"DELETE {table}permissions",
+        f"INSERT {table}users",
+        f"INSERT {table}permissions",
+        f"DELETE {table}permissions",
     ]
     assert orphan_candidates(everything()) == [7, 11]
 

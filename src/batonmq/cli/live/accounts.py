@@ -1,8 +1,12 @@
-"""``batonctl user add|passwd|tags|delete`` and ``vhost add|delete`` on a running broker, over
-/api/users and /api/vhosts (for administrators): the same commands, arguments and answers as
-on a stopped broker's store (`batonmq.cli.users`, `batonmq.cli.vhosts`), which
+"""``batonctl user add|passwd|tags|delete``, ``vhost add|delete`` and ``permissions
+list|set|clear`` on a running broker, over /api/users, /api/vhosts and /api/permissions (for
+administrators): the same commands, arguments and answers as
+on a stopped broker's store (`batonmq.cli.users`, `batonmq.cli.vhosts`,
+`batonmq.cli.permissions`), which
 `batonmq.cli.ctl` chooses between. The broker writes each change to its store before it is in
-force: a user added can log in at once, a user deleted is refused and its connections closed.
+force: a user added can log in at once (to the virtual hosts it has permissions on), a user
+deleted is refused and its connections closed. A virtual host added here gives the user
+batonctl logs in as full permissions in it, as RabbitMQ's management does.
 """
 
 from __future__ import annotations
@@ -10,10 +14,13 @@ from __future__ import annotations
 import argparse
 
 from batonmq.cli.live.client import ApiRefused, BrokerClient, not_found_as, quoted
+from batonmq.cli.live.objects import LISTINGS
+from batonmq.cli.live.tables import json_text, table
 from batonmq.cli.passwords import check_user_name, new_password
 from batonmq.cli.storecommand import CommandFailed
 from batonmq.management.access import parse_tags
 from batonmq.management.listing import Json
+from batonmq.security.permissions import InvalidPattern, UserPermission, validate
 
 
 def _exists(client: BrokerClient, path: str) -> bool:
@@ -93,4 +100,43 @@ def delete_vhost(args: argparse.Namespace, client: BrokerClient) -> int:
     with not_found_as(f"there is no virtual host '{name}'"):
         client.delete(f"/api/vhosts/{quoted(name)}")
     print(f"deleted virtual host '{name}' and everything in it")
+    return 0
+
+
+def list_permissions(args: argparse.Namespace, client: BrokerClient) -> int:
+    """`permissions list` over /api/permissions (/api/vhosts/{vhost}/permissions)."""
+    vhost: str | None = args.vhost
+    if vhost is None:
+        answer = client.get("/api/permissions")
+    else:
+        with not_found_as(f"there is no virtual host '{vhost}'"):
+            answer = client.get(f"/api/vhosts/{quoted(vhost)}/permissions")
+    items = [item for item in answer if isinstance(item, dict)] if isinstance(answer, list) else []
+    if args.json:
+        whole: list[Json] = list(items)
+        print(json_text(whole))
+    else:
+        print(table(LISTINGS["permissions"].columns, items))
+    return 0
+
+
+def set_permissions(args: argparse.Namespace, client: BrokerClient) -> int:
+    user: str = args.user
+    vhost: str = args.vhost
+    try:  # checked here too, for a one-line answer without the HTTP status
+        validate(UserPermission(user, vhost, args.configure, args.write, args.read))
+    except InvalidPattern as error:
+        raise CommandFailed(str(error)) from None
+    body: dict[str, Json] = {"configure": args.configure, "write": args.write, "read": args.read}
+    client.put(f"/api/permissions/{quoted(vhost, user)}", body)
+    print(f"set the permissions of user '{user}' in virtual host '{vhost}'")
+    return 0
+
+
+def clear_permissions(args: argparse.Namespace, client: BrokerClient) -> int:
+    user: str = args.user
+    vhost: str = args.vhost
+    with not_found_as(f"user '{user}' has no permissions in virtual host '{vhost}'"):
+        client.delete(f"/api/permissions/{quoted(vhost, user)}")
+    print(f"cleared the permissions of user '{user}' in virtual host '{vhost}'")
     return 0

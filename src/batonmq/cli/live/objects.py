@@ -115,6 +115,16 @@ LISTINGS: Final = {
     "users": Listing(
         "/api/users", (Column("NAME", "name"), Column("TAGS", "tags")), in_vhosts=False
     ),
+    "permissions": Listing(
+        "/api/permissions",
+        (
+            Column("USER", "user"),
+            _VHOST,
+            Column("CONFIGURE", "configure"),
+            Column("WRITE", "write"),
+            Column("READ", "read"),
+        ),
+    ),
     "vhosts": Listing(
         "/api/vhosts",
         (
@@ -164,7 +174,7 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     listing = groups.add_parser(
         "list",
         help="(live) list queues, exchanges, bindings, connections, channels, consumers, "
-        "users, virtual hosts or the brokers of an HA cluster",
+        "users, permissions, virtual hosts or the brokers of an HA cluster",
         description="List objects of the running broker as a table (imqcmd list dst).",
     )
     listing.add_argument("kind", metavar="|".join(LISTINGS), choices=list(LISTINGS))

@@ -9,13 +9,14 @@ from pamqp import commands
 
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import amqp_error
-from batonmq.engine.access import authorize, queue_properties
+from batonmq.engine.access import authorize, permit, queue_properties
 from batonmq.engine.channel import Channel
 from batonmq.engine.consumer import Consumer, consumer_priority, consumer_selector
 from batonmq.engine.dispatch import handles
 from batonmq.engine.methods.queue import queue_name
 from batonmq.engine.outcome import Outcome
 from batonmq.security.acl import Action, ObjectType
+from batonmq.security.permissions import Permission, ResourceKind
 
 Basic = commands.Basic
 
@@ -46,6 +47,8 @@ def consume(channel: Channel, method: commands.Basic.Consume) -> None:
     queue = session.vhost.queue(queue_name(channel, method.queue), session)
     # Qpid manual Table 2.3: CONSUME is "Applied when subscriptions are created".
     authorize(session, Action.CONSUME, ObjectType.QUEUE, queue_properties(queue))
+    # RabbitMQ's access control guide: basic.consume needs read on the queue.
+    permit(session, Permission.READ, ResourceKind.QUEUE, queue.name)
     tag = method.consumer_tag or consumer_tag()
     if tag in channel.consumers:
         # Spec (basic.consume consumer-tag): reusing a tag on the channel is 530 NOT_ALLOWED.
@@ -117,6 +120,8 @@ def get(channel: Channel, method: commands.Basic.Get) -> None:
     queue = session.vhost.queue(queue_name(channel, method.queue), session)
     # basic.get takes messages from the queue as a consumer does: CONSUME QUEUE.
     authorize(session, Action.CONSUME, ObjectType.QUEUE, queue_properties(queue))
+    # RabbitMQ's access control guide: basic.get needs read on the queue.
+    permit(session, Permission.READ, ResourceKind.QUEUE, queue.name, channel.read_permits)
     session.vhost.wait_for_held(queue)  # what this channel published first is found
     entry = queue.get()
     if entry is None and queue.waiting_for_page_in:

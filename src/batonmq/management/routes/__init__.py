@@ -17,6 +17,7 @@ from batonmq.management.routes import (
     log,
     messages,
     node,
+    permissions,
     queues,
     users,
 )
@@ -30,6 +31,7 @@ async def openapi(call: Call) -> web.Response:
 ROUTES: tuple[Route, ...] = (
     *node.ROUTES,
     *users.ROUTES,
+    *permissions.ROUTES,
     *connections.ROUTES,
     *exchanges.ROUTES,
     *queues.ROUTES,

@@ -19,6 +19,7 @@ async def export_definitions(call: Call) -> web.Response:
             call.node.product_version,
             api.vhosts(),
             api.user_credentials(),
+            api.permissions(),
             api.queues(),
             api.exchanges(),
             api.bindings(),
@@ -28,20 +29,24 @@ async def export_definitions(call: Call) -> web.Response:
 
 async def import_definitions(call: Call) -> web.Response:
     """Merge a definitions document: what is missing is declared, what exists is left as it
-    is (a user keeps its password, a queue its arguments)."""
+    is (a user keeps its password, a queue its arguments); permissions are set as the document
+    gives them (RabbitMQ's import). A virtual host it creates gives the importing user full
+    permissions (as PUT /api/vhosts does) before the document's are set."""
     try:
         wanted = definitions.parse(await call.body())
     except definitions.InvalidDefinitions as error:
         raise problems.bad_request(str(error)) from None
     api, user = call.api, call.caller.name
     for vhost in wanted.vhosts:
-        await api.add_vhost(vhost)
+        await api.add_vhost(vhost, creator=user)
     known_users = set(api.users())
     for account in wanted.users:
         if account.name not in known_users:
             await api.put_user(
                 account.name, account.password, account.tags, credential_hash=account.credential
             )
+    for permission in wanted.permissions:
+        await api.set_permissions(permission)
     for exchange in wanted.exchanges:
         if exchange.name not in {info.name for info in api.exchanges(exchange.vhost)}:
             await api.declare_exchange(

@@ -64,7 +64,8 @@ async def put_vhost(call: Call) -> web.Response:
     name = call.path("name")
     await call.body()  # RabbitMQ takes a description and tags, which BatonMQ does not keep
     existed = name in call.api.vhosts()
-    await call.api.add_vhost(name)
+    # As RabbitMQ's management: the user who creates a virtual host may do everything in it.
+    await call.api.add_vhost(name, creator=call.caller.name)
     return created(existed)
 
 

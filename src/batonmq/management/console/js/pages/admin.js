@@ -1,5 +1,6 @@
-// Users and virtual hosts (administrators: the Qpid management console's UserManagement and
-// RabbitMQ's Admin tab). Other users see the virtual hosts they may use.
+// Users, virtual hosts and permissions (administrators: the Qpid management console's
+// UserManagement and RabbitMQ's Admin tab, whose user page sets "configure", "write" and "read"
+// regular expressions per virtual host). Other users see the virtual hosts they may use.
 
 import * as api from "../api.js";
 import { act, field, h, replace, select, table } from "../dom.js";
@@ -10,12 +11,39 @@ export async function show(container, _params, { user }) {
   const administrator = user.tags.includes("administrator");
   const usersList = h("div");
   const vhostsList = h("div");
+  const permissionsList = h("div", { id: "permissions" });
 
   async function refresh() {
-    const [users, vhosts] = await Promise.all([
+    const [users, vhosts, permissions] = await Promise.all([
       administrator ? api.get("/api/users") : Promise.resolve(null),
       api.get("/api/vhosts"),
+      administrator ? api.get("/api/permissions") : Promise.resolve(null),
     ]);
+    if (permissions) {
+      replace(
+        permissionsList,
+        table({
+          columns: [
+            { key: "user", label: "User" },
+            { key: "vhost", label: "Virtual host" },
+            { key: "configure", label: "Configure" },
+            { key: "write", label: "Write" },
+            { key: "read", label: "Read" },
+            {
+              key: "clear",
+              label: "",
+              render: (row) =>
+                h(
+                  "button",
+                  { type: "button", class: "danger", onclick: () => clearPermissions(row.vhost, row.user) },
+                  "Clear",
+                ),
+            },
+          ],
+          rows: permissions,
+        }),
+      );
+    }
     if (users) {
       replace(
         usersList,
@@ -64,6 +92,14 @@ export async function show(container, _params, { user }) {
       await api.del(api.path`/api/users/${name}`);
       await refresh();
     }, `User ${name} deleted`);
+  }
+
+  function clearPermissions(vhost, name) {
+    if (!confirm(`Take all permissions of ${name} in ${vhost} away?`)) return;
+    act(async () => {
+      await api.del(api.path`/api/permissions/${vhost}/${name}`);
+      await refresh();
+    }, `Permissions of ${name} in ${vhost} cleared`);
   }
 
   function removeVhost(name) {
@@ -123,6 +159,34 @@ export async function show(container, _params, { user }) {
     ),
   );
 
+  const permissionsForm = h(
+    "form",
+    {
+      onsubmit: (event) => {
+        event.preventDefault();
+        const values = event.target.elements;
+        const name = values.user.value;
+        const vhost = values.vhost.value;
+        const body = { configure: values.configure.value, write: values.write.value, read: values.read.value };
+        act(async () => {
+          await api.put(api.path`/api/permissions/${vhost}/${name}`, body);
+          await refresh();
+        }, `Permissions of ${name} in ${vhost} set`);
+      },
+    },
+    h(
+      "fieldset",
+      {},
+      h("legend", {}, "Set a user's permissions (regular expressions; '' allows nothing)"),
+      field("User", h("input", { name: "user", required: true })),
+      field("Virtual host", h("input", { name: "vhost", required: true, value: "/" })),
+      field("Configure", h("input", { name: "configure", value: ".*" })),
+      field("Write", h("input", { name: "write", value: ".*" })),
+      field("Read", h("input", { name: "read", value: ".*" })),
+      h("button", { type: "submit" }, "Set permissions"),
+    ),
+  );
+
   replace(
     container,
     h("h2", {}, "Users"),
@@ -130,6 +194,7 @@ export async function show(container, _params, { user }) {
     h("h2", {}, "Virtual hosts"),
     vhostsList,
     administrator ? vhostForm : null,
+    administrator ? [h("h2", {}, "Permissions"), permissionsList, permissionsForm] : null,
   );
   await refresh();
   return { refresh };
