@@ -11,6 +11,7 @@ written twice). All the tests share one SparkSession: its JVM takes seconds to s
 
 from __future__ import annotations
 
+import datetime
 import os
 import shutil
 import signal
@@ -153,6 +154,42 @@ def test_a_batch_read_from_first_to_next_reads_the_whole_stream(spark, broker: R
     rows = spark.read.format("batonmq").option("url", broker.url).option("queue", "events").load()
 
     assert sorted(row.offset for row in rows.collect()) == list(range(12))
+
+
+def test_a_read_between_two_timestamps_reads_what_was_written_between_them(
+    spark, broker: RunningBroker
+):
+    """The issue's `startingOffsets`: "earliest | latest | an offset | a timestamp". A timestamp
+    is RabbitMQ's x-stream-offset timestamp ("the consumer starts at the chunk written then");
+    AMQP timestamps are whole seconds, so the moments here fall on whole seconds between the
+    publishes. A moment after the newest message stands for the end of the stream."""
+
+    def second_boundary() -> datetime.datetime:
+        time.sleep(1.1)
+        moment = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+        time.sleep(0.1)
+        return moment
+
+    def read(**options: str) -> list[int]:
+        frame = spark.read.format("batonmq").option("url", broker.url).option("queue", "events")
+        for name, value in options.items():
+            frame = frame.option(name, value)
+        return sorted(row.offset for row in frame.load().collect())
+
+    declare_and_publish(broker.url, "events", bodies(range(5)))
+    after_five = second_boundary()
+    declare_and_publish(broker.url, "events", bodies(range(5, 12)))
+    after_twelve = second_boundary()
+    declare_and_publish(broker.url, "events", bodies(range(12, 15)))
+    later = second_boundary()
+
+    assert read(startingOffset=after_five.isoformat()) == list(range(5, 15))
+    assert read(
+        startingOffset=after_five.isoformat(),
+        endingOffset=after_twelve.strftime("%Y-%m-%d %H:%M:%S"),
+    ) == list(range(5, 12))
+    assert read(startingOffset=later.isoformat()) == []
+    assert read(endingOffset=after_five.isoformat()) == list(range(5))
 
 
 @pytest.mark.timeout(300)

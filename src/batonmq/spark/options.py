@@ -7,9 +7,12 @@ Reading (`spark.read` and `spark.readStream`):
 - `queue` (required): the stream queue to read.
 - `startingOffset`: `first` (the default), `last` or `next`, as the x-stream-offset consume
   argument means them (the first message the stream keeps, the start of its last chunk, only
-  what comes after), or an offset.
+  what comes after), an offset, or an ISO-8601 timestamp such as `2026-11-26T01:00:00Z` (no
+  zone: UTC): the first message the stream wrote at or after it, as an x-stream-offset
+  timestamp means it (see `client.resolve`). A timestamp is ISO-8601 text, not epoch
+  milliseconds, because a bare number already is an offset.
 - `endingOffset`, batch reads only: `next` (the default: the end of the stream when the query
-  is planned) or an offset.
+  is planned), an offset, or a timestamp (the messages written before it).
 - `maxRecordsPerBatch`, streaming only: at most this many messages per micro-batch.
 - `recordsPerPartition` (10000): a range is split into partitions of at most this many
   messages, read in parallel.
@@ -28,12 +31,14 @@ Writing (`df.write` and `df.writeStream`):
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
-#: Where a read starts or ends: a name of the x-stream-offset argument, or an offset.
-Position = Literal["first", "last", "next"] | int
+#: Where a read starts or ends: a name of the x-stream-offset argument, an offset, or a moment
+#: (timezone-aware, UTC).
+Position = Literal["first", "last", "next"] | int | datetime.datetime
 
 DEFAULT_RECORDS_PER_PARTITION: Final = 10_000
 DEFAULT_READ_TIMEOUT: Final = 30.0
@@ -110,7 +115,16 @@ def _position(given: dict[str, str], name: str, names: tuple[str, ...], default:
             return known
     if text.isdigit():
         return int(text)
-    raise OptionError(f"option {name!r}: {text!r} is not {', '.join(names)} or an offset")
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise OptionError(
+            f"option {name!r}: {text!r} is not {', '.join(names)}, an offset or an ISO-8601 "
+            "timestamp"
+        ) from None
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=datetime.UTC)
+    return moment.astimezone(datetime.UTC)
 
 
 def _positive(name: str, text: str) -> int:
