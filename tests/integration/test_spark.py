@@ -415,6 +415,54 @@ def test_a_stream_copied_to_another_stream_by_a_streaming_query(
 
 
 @pytest.mark.timeout(300)
+def test_a_micro_batch_replayed_into_a_stream_is_stored_once(
+    spark, broker: RunningBroker, tmp_path: Path
+):
+    """The issue: "into a stream, idempotent per batch (message ids derived from batch id and
+    row position and deduplicated by the stream)". A micro-batch whose rows were all published
+    but whose commit Spark did not record (its driver died in between: here the commit file is
+    removed) is run again with the same batch id on restart; the stream drops every row it
+    already holds (RabbitMQ's deduplication), so the copy holds each message once."""
+    declare_and_publish(broker.url, "events", bodies(range(30)))
+    declare_and_publish(broker.url, "copy", [])
+    checkpoint = tmp_path / "checkpoint"
+
+    def copy() -> StreamingQuery:
+        frame = (
+            spark.readStream.format("batonmq")
+            .option("url", broker.url)
+            .option("queue", "events")
+            .option("maxRecordsPerBatch", "10")
+            .option("recordsPerPartition", "4")
+            .load()
+            .select("body", "headers")
+        )
+        query = (
+            frame.writeStream.format("batonmq")
+            .option("url", broker.url)
+            .option("routingKey", "copy")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(120)
+        return query
+
+    copy()
+    last = max(int(path.name) for path in (checkpoint / "commits").glob("[0-9]*"))
+    (checkpoint / "commits" / str(last)).unlink()
+    (checkpoint / "commits" / f".{last}.crc").unlink()  # Hadoop's checksum of it
+    replayed = copy()
+
+    assert [(p["batchId"], p["numInputRows"]) for p in replayed.recentProgress][:1] == [(last, 10)]
+    rows = (
+        spark.read.format("batonmq").option("url", broker.url).option("queue", "copy").load()
+    ).collect()
+    assert sorted(bytes(row.body) for row in rows) == sorted(bodies(range(30)))
+    assert sorted(row.offset for row in rows) == list(range(30))
+
+
+@pytest.mark.timeout(300)
 def test_the_readme_spark_job_runs_as_written(spark, broker: RunningBroker, tmp_path: Path):
     """The README's ```python block, run as it is written, with this test's broker for
     localhost:5672 and its own directory for /tmp (test_readme.py leaves it to this test)."""
