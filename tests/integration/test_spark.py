@@ -280,6 +280,84 @@ def test_a_query_whose_spark_was_killed_mid_way_resumes_from_its_checkpoint_exac
     assert written(spark, out) == list(zip(range(300), bodies(range(300)), strict=True))
 
 
+#: A Spark driver of its own, to be killed: a classic queue read ten messages a micro-batch.
+KILLED_CLASSIC_DRIVER = KILLED_DRIVER.replace(
+    '.option("queue", "events")', '.option("queue", "jobs").option("queueType", "classic")'
+).replace('.select("offset", "body")', '.select("body")')
+
+
+def publish_to_classic(url: str, queue: str, bodies: list[bytes]) -> None:
+    with pika.BlockingConnection(pika.URLParameters(url)) as connection:
+        channel = connection.channel()
+        channel.queue_declare(queue, durable=True)
+        channel.confirm_delivery()
+        for body in bodies:
+            channel.basic_publish("", queue, body, pika.BasicProperties(delivery_mode=2))
+
+
+@pytest.mark.timeout(300)
+def test_a_classic_queue_read_by_a_killed_query_loses_no_message(
+    spark, batonmq: RunningBroker, tmp_path: Path
+):
+    """The issue: "On a classic queue: at-least-once, documented as such (messages are
+    acknowledged only after the batch that holds them has been committed)". The Spark driver is
+    killed with SIGKILL once it has committed a micro-batch: the messages it had taken and not
+    acknowledged go back to the queue (AMQP 0-9-1: a closed channel's unacknowledged messages
+    are requeued), so the query restarted on its checkpoint writes every message at least once,
+    and acknowledges them all."""
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    publish_to_classic(batonmq.url, "jobs", bodies(range(300)))
+    driver = subprocess.Popen(
+        [sys.executable, "-c", KILLED_CLASSIC_DRIVER, batonmq.url, str(out), str(checkpoint)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list((checkpoint / "commits").glob("[0-9]*")):
+            assert driver.poll() is None, "the Spark driver ended before it was killed"
+            assert time.monotonic() < deadline, "the Spark driver committed no micro-batch"
+            time.sleep(0.1)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(30)
+    before = spark.read.parquet(str(out)).count()
+    assert 0 < before < 300
+
+    frame = (
+        spark.readStream.format("batonmq")
+        .option("url", batonmq.url)
+        .option("queue", "jobs")
+        .option("queueType", "classic")
+        .load()
+        .select("body")
+    )
+    run_available_now(frame, {"path": str(out), "checkpointLocation": str(checkpoint)})
+
+    rows = [bytes(row.body) for row in spark.read.parquet(str(out)).collect()]
+    assert set(rows) == set(bodies(range(300)))
+    with pika.BlockingConnection(pika.URLParameters(batonmq.url)) as connection:
+        declared = connection.channel().queue_declare("jobs", passive=True)
+    assert declared.method.message_count == 0
+
+
+def test_a_classic_queue_is_not_read_as_a_batch(spark, broker: RunningBroker):
+    """A batch read would take the messages away for good: only readStream reads one."""
+    publish_to_classic(broker.url, "jobs", [b"kept"])
+    frame = (
+        spark.read.format("batonmq")
+        .option("url", broker.url)
+        .option("queue", "jobs")
+        .option("queueType", "classic")
+    )
+
+    with pytest.raises(Exception, match=r"read with spark\.readStream only"):
+        frame.load().collect()
+    with pika.BlockingConnection(pika.URLParameters(broker.url)) as connection:
+        assert connection.channel().queue_declare("jobs", passive=True).method.message_count == 1
+
+
 @pytest.mark.timeout(300)
 def test_a_streaming_query_goes_on_across_a_broker_restart_between_micro_batches(
     spark, tmp_path: Path

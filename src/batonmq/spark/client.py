@@ -168,10 +168,20 @@ def _delivery(
     properties: pika.spec.BasicProperties,
     body: bytes,
 ) -> Delivery:
-    headers: dict[str, object] = dict(properties.headers or {})
-    offset = headers.get(OFFSET_HEADER)
+    offset = (properties.headers or {}).get(OFFSET_HEADER)
     if not isinstance(offset, int):
         raise NotAStreamError(f"queue {queue!r} is not a stream: its deliveries carry no offset")
+    return delivery_of(method, properties, body, offset)
+
+
+def delivery_of(
+    method: pika.spec.Basic.Deliver,
+    properties: pika.spec.BasicProperties,
+    body: bytes,
+    offset: int,
+) -> Delivery:
+    """A delivered message as the rows want it, at `offset`."""
+    headers: dict[str, object] = dict(properties.headers or {})
     return Delivery(
         offset=offset,
         exchange=method.exchange,

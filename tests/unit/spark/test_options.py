@@ -18,6 +18,7 @@ def test_reading_needs_only_a_url_and_a_queue():
     assert options == ReadOptions(
         url=URL,
         queue="events",
+        queue_type="stream",
         starting="first",
         ending="next",
         max_records_per_batch=None,
@@ -38,9 +39,11 @@ def test_option_names_are_case_insensitive_and_offsets_are_numbers_or_names():
             "recordsPerPartition": "7",
             "readTimeout": "2.5",
             "failOnDataLoss": "False",
+            "QueueType": "classic",
         }
     )
 
+    assert options.queue_type == "classic"
     assert (options.starting, options.ending) == ("last", 120)
     assert options.max_records_per_batch == 50
     assert options.records_per_partition == 7
@@ -60,6 +63,7 @@ def test_option_names_are_case_insensitive_and_offsets_are_numbers_or_names():
             {"endingOffset": "first"},
             "'endingOffset': 'first' is not next, an offset or an ISO-8601",
         ),
+        ({"queueType": "quorum"}, "'queueType': 'quorum' is not stream or classic"),
         ({"maxRecordsPerBatch": "0"}, "'maxRecordsPerBatch': '0' is not a positive number"),
         ({"recordsPerPartition": "many"}, "'recordsPerPartition'"),
         ({"readTimeout": "0"}, "'readTimeout'"),
