@@ -253,19 +253,12 @@ class StreamLog:
             return
         for number, (first_offset, path) in enumerate(paths):
             newest = number == len(paths) - 1
+            if newest:  # the ids it began with; `_load` adds those of its messages
+                try:
+                    self.producers = load_snapshot(snapshot_path(path))
+                except ValueError as error:
+                    raise StreamCorrupt(str(error)) from None
             self._load(path, first_offset, newest=newest)
-        self._recover_producers()
-
-    def _recover_producers(self) -> None:
-        """The ids the newest segment began with, and those of its messages."""
-        newest = self._segments[-1]
-        try:
-            self.producers = load_snapshot(snapshot_path(newest.path))
-        except ValueError as error:
-            raise StreamCorrupt(str(error)) from None
-        for chunk in self._chunks:
-            if chunk.segment is newest:
-                self.producers.replay(self._records(chunk))
 
     def _create(self, first_offset: int) -> _Segment:
         path = self.directory / _segment_name(first_offset)
@@ -299,7 +292,7 @@ class StreamLog:
         position = len(FILE_HEADER)
         while position < segment.size:
             try:
-                chunk = self._scan(segment, position, expected, verify=newest)
+                chunk, records = self._scan(segment, position, expected, verify=newest)
             except ChunkError as error:
                 if not (newest and self._torn(segment, position)):
                     raise StreamCorrupt(f"{path}: at byte {position}: {error}") from None
@@ -312,24 +305,28 @@ class StreamLog:
                 segment.size = position
                 break
             self._index(chunk)
+            self.producers.replay(records)
             segment.newest = chunk.header.timestamp
             expected = chunk.header.next_offset
             position += chunk.header.size
 
-    def _scan(self, segment: _Segment, position: int, expected: int, *, verify: bool) -> _Chunk:
-        """The chunk at `position`: ChunkError if its header is not where the last one ended, or
-        (with `verify`, for the segment being written, where a crash can tear a chunk) if its
-        payload fails its CRC. Older segments' payloads are checked when they are read."""
+    def _scan(
+        self, segment: _Segment, position: int, expected: int, *, verify: bool
+    ) -> tuple[_Chunk, list[Record]]:
+        """The chunk at `position`, and its records if `verify`: ChunkError if its header is not
+        where the last one ended, or (with `verify`, for the segment being written, where a
+        crash can tear a chunk) if its payload fails its CRC. Older segments' payloads are
+        checked when they are read."""
         header = decode_header(os.pread(segment.fd, HEADER_SIZE, position))
         if header.first_offset != expected:
             raise ChunkError(f"chunk starts at offset {header.first_offset}, expected {expected}")
         if position + header.size > segment.size:
             raise ChunkError("chunk runs past the end of the file")
+        records: list[Record] = []
         if verify:
             payload = os.pread(segment.fd, header.payload_length, position + HEADER_SIZE)
-            for _ in decode_records(header, payload):
-                pass
-        return _Chunk(segment, position, header)
+            records = list(decode_records(header, payload))
+        return _Chunk(segment, position, header), records
 
     @staticmethod
     def _torn(segment: _Segment, position: int) -> bool:
