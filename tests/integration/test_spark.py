@@ -342,6 +342,50 @@ def test_a_classic_queue_read_by_a_killed_query_loses_no_message(
     assert declared.method.message_count == 0
 
 
+@pytest.mark.timeout(300)
+def test_a_classic_queue_query_goes_on_across_a_broker_restart(spark, tmp_path: Path):
+    """A broker restarted between two micro-batches breaks the driver's consumer: it connects
+    again (pika's connection_attempts and retry_delay, from the URL) and takes what the queue
+    holds, so every message published before and after reaches the sink."""
+    life = BrokerLife(tmp_path / "broker", {})
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    try:
+        with FaultProxy(life.current.host, life.current.port) as proxy:
+            url = proxy.url(life.current, "connection_attempts=60&retry_delay=0.5")
+            publish_to_classic(url, "jobs", bodies(range(10)))
+            frame = (
+                spark.readStream.format("batonmq")
+                .option("url", url)
+                .option("queue", "jobs")
+                .option("queueType", "classic")
+                .load()
+                .select("body")
+            )
+            query = (
+                frame.writeStream.format("parquet")
+                .option("path", str(out))
+                .option("checkpointLocation", str(checkpoint))
+                .trigger(processingTime="200 milliseconds")
+                .start()
+            )
+            try:
+                query.processAllAvailable()
+                assert spark.read.parquet(str(out)).count() >= 10
+
+                restarted = life.restart(kill=False)
+                proxy.target = (restarted.host, restarted.port)
+                publish_to_classic(url, "jobs", bodies(range(10, 25)))
+                query.processAllAvailable()
+            finally:
+                query.stop()
+            assert query.exception() is None
+    finally:
+        life.stop()
+
+    rows = {bytes(row.body) for row in spark.read.parquet(str(out)).collect()}
+    assert rows == set(bodies(range(25)))
+
+
 def test_a_classic_queue_is_not_read_as_a_batch(spark, broker: RunningBroker):
     """A batch read would take the messages away for good: only readStream reads one."""
     publish_to_classic(broker.url, "jobs", [b"kept"])

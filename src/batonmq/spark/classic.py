@@ -130,16 +130,18 @@ class ClassicQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _take(self, want: int) -> None:
         """Number up to `want` messages: those delivered already, and those the queue has
-        ready, waited for up to readTimeout seconds."""
+        ready, waited for up to readTimeout seconds. A connection that broke (a broker
+        restarted) is opened again once (the URL's connection_attempts and retry_delay say
+        how patiently); what it held went back to the queue and is taken again."""
         try:
-            want = min(want, self._available())
-            deadline = time.monotonic() + self.options.read_timeout
-            while len(self._arrived) < want and time.monotonic() < deadline:
-                assert self._connection is not None
-                self._connection.process_data_events(time_limit=0.05)
+            want = self._await(want)
         except pika.exceptions.AMQPError:
             self._disconnect()
-            raise
+            try:
+                want = self._await(want)
+            except pika.exceptions.AMQPError:
+                self._disconnect()
+                raise
         while self._arrived and want > 0:
             method, properties, body = self._arrived.popleft()
             number = self.held.next_number
@@ -147,6 +149,16 @@ class ClassicQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 method.delivery_tag, client.delivery_of(method, properties, body, number)
             )
             want -= 1
+
+    def _await(self, want: int) -> int:
+        """How many of `want` messages can be had; once they are delivered, or readTimeout
+        seconds passed."""
+        want = min(want, self._available())
+        deadline = time.monotonic() + self.options.read_timeout
+        while len(self._arrived) < want and time.monotonic() < deadline:
+            assert self._connection is not None
+            self._connection.process_data_events(time_limit=0.05)
+        return want
 
     def _available(self) -> int:
         """The messages delivered to this consumer and not numbered yet, and those ready in
