@@ -11,6 +11,7 @@ written twice). All the tests share one SparkSession: its JVM takes seconds to s
 
 from __future__ import annotations
 
+import datetime
 import os
 import shutil
 import signal
@@ -155,6 +156,42 @@ def test_a_batch_read_from_first_to_next_reads_the_whole_stream(spark, broker: R
     assert sorted(row.offset for row in rows.collect()) == list(range(12))
 
 
+def test_a_read_between_two_timestamps_reads_what_was_written_between_them(
+    spark, broker: RunningBroker
+):
+    """The issue's `startingOffsets`: "earliest | latest | an offset | a timestamp". A timestamp
+    is RabbitMQ's x-stream-offset timestamp ("the consumer starts at the chunk written then");
+    AMQP timestamps are whole seconds, so the moments here fall on whole seconds between the
+    publishes. A moment after the newest message stands for the end of the stream."""
+
+    def second_boundary() -> datetime.datetime:
+        time.sleep(1.1)
+        moment = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+        time.sleep(0.1)
+        return moment
+
+    def read(**options: str) -> list[int]:
+        frame = spark.read.format("batonmq").option("url", broker.url).option("queue", "events")
+        for name, value in options.items():
+            frame = frame.option(name, value)
+        return sorted(row.offset for row in frame.load().collect())
+
+    declare_and_publish(broker.url, "events", bodies(range(5)))
+    after_five = second_boundary()
+    declare_and_publish(broker.url, "events", bodies(range(5, 12)))
+    after_twelve = second_boundary()
+    declare_and_publish(broker.url, "events", bodies(range(12, 15)))
+    later = second_boundary()
+
+    assert read(startingOffset=after_five.isoformat()) == list(range(5, 15))
+    assert read(
+        startingOffset=after_five.isoformat(),
+        endingOffset=after_twelve.strftime("%Y-%m-%d %H:%M:%S"),
+    ) == list(range(5, 12))
+    assert read(startingOffset=later.isoformat()) == []
+    assert read(endingOffset=after_five.isoformat()) == list(range(5))
+
+
 @pytest.mark.timeout(300)
 def test_a_streaming_query_restarted_from_its_checkpoint_reads_each_message_once(
     spark, batonmq: RunningBroker, tmp_path: Path
@@ -241,6 +278,128 @@ def test_a_query_whose_spark_was_killed_mid_way_resumes_from_its_checkpoint_exac
     run_available_now(frame, sink)
 
     assert written(spark, out) == list(zip(range(300), bodies(range(300)), strict=True))
+
+
+#: A Spark driver of its own, to be killed: a classic queue read ten messages a micro-batch.
+KILLED_CLASSIC_DRIVER = KILLED_DRIVER.replace(
+    '.option("queue", "events")', '.option("queue", "jobs").option("queueType", "classic")'
+).replace('.select("offset", "body")', '.select("body")')
+
+
+def publish_to_classic(url: str, queue: str, bodies: list[bytes]) -> None:
+    with pika.BlockingConnection(pika.URLParameters(url)) as connection:
+        channel = connection.channel()
+        channel.queue_declare(queue, durable=True)
+        channel.confirm_delivery()
+        for body in bodies:
+            channel.basic_publish("", queue, body, pika.BasicProperties(delivery_mode=2))
+
+
+@pytest.mark.timeout(300)
+def test_a_classic_queue_read_by_a_killed_query_loses_no_message(
+    spark, batonmq: RunningBroker, tmp_path: Path
+):
+    """The issue: "On a classic queue: at-least-once, documented as such (messages are
+    acknowledged only after the batch that holds them has been committed)". The Spark driver is
+    killed with SIGKILL once it has committed a micro-batch: the messages it had taken and not
+    acknowledged go back to the queue (AMQP 0-9-1: a closed channel's unacknowledged messages
+    are requeued), so the query restarted on its checkpoint writes every message at least once,
+    and acknowledges them all."""
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    publish_to_classic(batonmq.url, "jobs", bodies(range(300)))
+    driver = subprocess.Popen(
+        [sys.executable, "-c", KILLED_CLASSIC_DRIVER, batonmq.url, str(out), str(checkpoint)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list((checkpoint / "commits").glob("[0-9]*")):
+            assert driver.poll() is None, "the Spark driver ended before it was killed"
+            assert time.monotonic() < deadline, "the Spark driver committed no micro-batch"
+            time.sleep(0.1)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(30)
+    before = spark.read.parquet(str(out)).count()
+    assert 0 < before < 300
+
+    frame = (
+        spark.readStream.format("batonmq")
+        .option("url", batonmq.url)
+        .option("queue", "jobs")
+        .option("queueType", "classic")
+        .load()
+        .select("body")
+    )
+    run_available_now(frame, {"path": str(out), "checkpointLocation": str(checkpoint)})
+
+    rows = [bytes(row.body) for row in spark.read.parquet(str(out)).collect()]
+    assert set(rows) == set(bodies(range(300)))
+    with pika.BlockingConnection(pika.URLParameters(batonmq.url)) as connection:
+        declared = connection.channel().queue_declare("jobs", passive=True)
+    assert declared.method.message_count == 0
+
+
+@pytest.mark.timeout(300)
+def test_a_classic_queue_query_goes_on_across_a_broker_restart(spark, tmp_path: Path):
+    """A broker restarted between two micro-batches breaks the driver's consumer: it connects
+    again (pika's connection_attempts and retry_delay, from the URL) and takes what the queue
+    holds, so every message published before and after reaches the sink."""
+    life = BrokerLife(tmp_path / "broker", {})
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    try:
+        with FaultProxy(life.current.host, life.current.port) as proxy:
+            url = proxy.url(life.current, "connection_attempts=60&retry_delay=0.5")
+            publish_to_classic(url, "jobs", bodies(range(10)))
+            frame = (
+                spark.readStream.format("batonmq")
+                .option("url", url)
+                .option("queue", "jobs")
+                .option("queueType", "classic")
+                .load()
+                .select("body")
+            )
+            query = (
+                frame.writeStream.format("parquet")
+                .option("path", str(out))
+                .option("checkpointLocation", str(checkpoint))
+                .trigger(processingTime="200 milliseconds")
+                .start()
+            )
+            try:
+                query.processAllAvailable()
+                assert spark.read.parquet(str(out)).count() >= 10
+
+                restarted = life.restart(kill=False)
+                proxy.target = (restarted.host, restarted.port)
+                publish_to_classic(url, "jobs", bodies(range(10, 25)))
+                query.processAllAvailable()
+            finally:
+                query.stop()
+            assert query.exception() is None
+    finally:
+        life.stop()
+
+    rows = {bytes(row.body) for row in spark.read.parquet(str(out)).collect()}
+    assert rows == set(bodies(range(25)))
+
+
+def test_a_classic_queue_is_not_read_as_a_batch(spark, broker: RunningBroker):
+    """A batch read would take the messages away for good: only readStream reads one."""
+    publish_to_classic(broker.url, "jobs", [b"kept"])
+    frame = (
+        spark.read.format("batonmq")
+        .option("url", broker.url)
+        .option("queue", "jobs")
+        .option("queueType", "classic")
+    )
+
+    with pytest.raises(Exception, match=r"read with spark\.readStream only"):
+        frame.load().collect()
+    with pika.BlockingConnection(pika.URLParameters(broker.url)) as connection:
+        assert connection.channel().queue_declare("jobs", passive=True).method.message_count == 1
 
 
 @pytest.mark.timeout(300)
@@ -375,6 +534,54 @@ def test_a_stream_copied_to_another_stream_by_a_streaming_query(
     assert sorted((bytes(row.body), row.headers["n"]) for row in rows) == sorted(
         (body, body.decode()) for body in bodies(range(15))
     )
+
+
+@pytest.mark.timeout(300)
+def test_a_micro_batch_replayed_into_a_stream_is_stored_once(
+    spark, broker: RunningBroker, tmp_path: Path
+):
+    """The issue: "into a stream, idempotent per batch (message ids derived from batch id and
+    row position and deduplicated by the stream)". A micro-batch whose rows were all published
+    but whose commit Spark did not record (its driver died in between: here the commit file is
+    removed) is run again with the same batch id on restart; the stream drops every row it
+    already holds (RabbitMQ's deduplication), so the copy holds each message once."""
+    declare_and_publish(broker.url, "events", bodies(range(30)))
+    declare_and_publish(broker.url, "copy", [])
+    checkpoint = tmp_path / "checkpoint"
+
+    def copy() -> StreamingQuery:
+        frame = (
+            spark.readStream.format("batonmq")
+            .option("url", broker.url)
+            .option("queue", "events")
+            .option("maxRecordsPerBatch", "10")
+            .option("recordsPerPartition", "4")
+            .load()
+            .select("body", "headers")
+        )
+        query = (
+            frame.writeStream.format("batonmq")
+            .option("url", broker.url)
+            .option("routingKey", "copy")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(120)
+        return query
+
+    copy()
+    last = max(int(path.name) for path in (checkpoint / "commits").glob("[0-9]*"))
+    (checkpoint / "commits" / str(last)).unlink()
+    (checkpoint / "commits" / f".{last}.crc").unlink()  # Hadoop's checksum of it
+    replayed = copy()
+
+    assert [(p["batchId"], p["numInputRows"]) for p in replayed.recentProgress][:1] == [(last, 10)]
+    rows = (
+        spark.read.format("batonmq").option("url", broker.url).option("queue", "copy").load()
+    ).collect()
+    assert sorted(bytes(row.body) for row in rows) == sorted(bodies(range(30)))
+    assert sorted(row.offset for row in rows) == list(range(30))
 
 
 @pytest.mark.timeout(300)

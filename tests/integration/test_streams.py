@@ -391,6 +391,55 @@ def test_confirmed_messages_survive_sigkill_at_their_offsets(broker_life: Broker
     assert received == [(n, f"m{n}".encode()) for n in range(50)] + [(50, b"after")]
 
 
+def test_a_producer_s_repeated_publishing_ids_are_confirmed_and_stored_once(
+    broker_life: BrokerLife,
+):
+    """RabbitMQ's stream deduplication (its stream clients' documentation, Deduplication): a
+    named producer's message whose publishing id is not above the last one stored is not
+    stored, and it is confirmed all the same. Over AMQP 0-9-1: the x-batonmq-producer and
+    x-batonmq-sequence headers; a message without them is kept as ever. The last ids are kept
+    with the segments, so a replay after a SIGKILL and restart stores nothing twice."""
+
+    def publish_ids(channel: BlockingChannel, producer: str, ids: range) -> None:
+        channel.confirm_delivery()
+        for number in ids:
+            # pika raises NackError for a nacked message: each of these is acked.
+            channel.basic_publish(
+                "",
+                "deduplicated",
+                f"{producer}{number}".encode(),
+                pika.BasicProperties(
+                    headers={"x-batonmq-producer": producer, "x-batonmq-sequence": number}
+                ),
+            )
+
+    with connect(broker_life.current) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "deduplicated", **{"x-stream-max-segment-size-bytes": 2000})
+        publish_ids(channel, "a", range(0, 30))
+        publish_ids(channel, "a", range(20, 40))  # 20 to 29 again
+        publish_ids(channel, "b", range(0, 5))
+        publish(channel, "deduplicated", [b"plain", b"plain"])
+        publish_ids(channel, "a", range(10, 15))  # behind the last id
+    broker = broker_life.restart(kill=True)
+    with connect(broker) as connection:
+        channel = connection.channel()
+        publish_ids(channel, "a", range(35, 45))  # 35 to 39 again
+        publish_ids(channel, "b", range(0, 6))
+        received = consume(
+            channel, "deduplicated", 100, prefetch=100, timeout=3, **{"x-stream-offset": "first"}
+        )
+    expected = (
+        [f"a{n}".encode() for n in range(40)]
+        + [f"b{n}".encode() for n in range(5)]
+        + [b"plain", b"plain"]
+        + [f"a{n}".encode() for n in range(40, 45)]
+        + [b"b5"]
+    )
+    assert [body for _offset, body in received] == expected
+    assert [offset for offset, _body in received] == list(range(len(expected)))
+
+
 def test_a_transaction_commits_its_messages_into_the_stream(batonmq: RunningBroker):
     """Spec (tx.commit): the publishes of a transaction take effect at the commit; tx.commit-ok
     comes once the stream has written them (they are then read at their offsets)."""

@@ -17,6 +17,13 @@ RabbitMQ stream as well:
   end seen smaller than the real one, never larger, so a range never asks for an offset that
   does not exist yet. (RabbitMQ refreshes a stream's message count every few seconds: there,
   the end seen may lag that much behind.)
+- Where a moment falls (a timestamp position): the `x-stream-offset` of the first delivery
+  to a consumer attached at that AMQP timestamp (whole seconds: a moment is rounded down to its
+  second, so a few messages written earlier in that second may be read too, never one after
+  it missed). AMQP has no "nothing there" answer: a consumer attached after the newest message
+  just waits, so when none comes for TIMESTAMP_SETTLE seconds the moment is after everything
+  the stream holds and stands for the end the stream had before the consumer attached (what
+  RabbitMQ's consumer attached at a later timestamp starts from, too).
 - A range [start, end): a consumer attached at `x-stream-offset` = start, which stops at the
   delivery of offset end - 1. Deliveries before `start` are skipped (a stream may be read from
   the start of the chunk that holds the offset asked for); a first offset after `start` means
@@ -27,11 +34,13 @@ RabbitMQ stream as well:
 from __future__ import annotations
 
 import contextlib
+import datetime
 from collections.abc import Iterable, Iterator
-from typing import Final, Literal
+from typing import Final
 
 import pika  # type: ignore[import-untyped]
 
+from batonmq.spark.options import Position
 from batonmq.spark.ranges import OffsetRange
 from batonmq.spark.rows import OFFSET_HEADER, PROPERTY_FIELDS, Delivery, Publication
 
@@ -39,6 +48,9 @@ from batonmq.spark.rows import OFFSET_HEADER, PROPERTY_FIELDS, Delivery, Publica
 READ_PREFETCH: Final = 1000
 #: Seconds to wait for the first delivery that tells where a stream starts.
 FIRST_DELIVERY_TIMEOUT: Final = 30.0
+#: Seconds without a delivery after which a consumer attached at a timestamp is taken to be
+#: waiting at the end of the stream.
+TIMESTAMP_SETTLE: Final = 3.0
 #: Persistent, unless a row's properties say otherwise.
 PERSISTENT: Final = 2
 
@@ -61,13 +73,16 @@ def _channel(url: str) -> Iterator[pika.adapters.blocking_connection.BlockingCha
             connection.close()
 
 
-def resolve(url: str, queue: str, position: Literal["first", "last", "next"] | int) -> int:
+def resolve(url: str, queue: str, position: Position) -> int:
     """The offset `position` stands for in `queue` now; 0 in a stream that holds nothing."""
     if isinstance(position, int):
         return position
     with _channel(url) as channel:
         if _message_count(channel, queue) == 0:
             return 0
+        if isinstance(position, datetime.datetime):
+            end = _first_offset(channel, queue, "first") + _message_count(channel, queue)
+            return _first_offset(channel, queue, position, settle=TIMESTAMP_SETTLE, end=end)
         if position == "next":
             first = _first_offset(channel, queue, "first")
             return first + _message_count(channel, queue)
@@ -81,15 +96,23 @@ def _message_count(channel: pika.adapters.blocking_connection.BlockingChannel, q
 
 
 def _first_offset(
-    channel: pika.adapters.blocking_connection.BlockingChannel, queue: str, spec: str
+    channel: pika.adapters.blocking_connection.BlockingChannel,
+    queue: str,
+    spec: str | datetime.datetime,
+    *,
+    settle: float = FIRST_DELIVERY_TIMEOUT,
+    end: int | None = None,
 ) -> int:
-    """The offset of the first message a consumer attached at `spec` is given."""
+    """The offset of the first message a consumer attached at `spec` is given; `end` if there
+    is none for `settle` seconds (TimeoutError when `end` is None)."""
     channel.basic_qos(prefetch_count=1)
     try:
         for method, properties, body in channel.consume(
-            queue, arguments={OFFSET_HEADER: spec}, inactivity_timeout=FIRST_DELIVERY_TIMEOUT
+            queue, arguments={OFFSET_HEADER: spec}, inactivity_timeout=settle
         ):
             if method is None:
+                if end is not None:
+                    return end
                 raise TimeoutError(f"stream {queue!r} delivered nothing from {spec!r}")
             return _delivery(queue, method, properties, body).offset
     finally:
@@ -145,10 +168,20 @@ def _delivery(
     properties: pika.spec.BasicProperties,
     body: bytes,
 ) -> Delivery:
-    headers: dict[str, object] = dict(properties.headers or {})
-    offset = headers.get(OFFSET_HEADER)
+    offset = (properties.headers or {}).get(OFFSET_HEADER)
     if not isinstance(offset, int):
         raise NotAStreamError(f"queue {queue!r} is not a stream: its deliveries carry no offset")
+    return delivery_of(method, properties, body, offset)
+
+
+def delivery_of(
+    method: pika.spec.Basic.Deliver,
+    properties: pika.spec.BasicProperties,
+    body: bytes,
+    offset: int,
+) -> Delivery:
+    """A delivered message as the rows want it, at `offset`."""
+    headers: dict[str, object] = dict(properties.headers or {})
     return Delivery(
         offset=offset,
         exchange=method.exchange,

@@ -1,5 +1,6 @@
-"""The `batonmq` PySpark data source: stream queues read by offset (batch and streaming), and
-rows published with confirms (batch and streaming). Its options are in `options.py`, its
+"""The `batonmq` PySpark data source: stream queues read by offset (batch and streaming),
+classic queues read at least once (streaming), and rows published with confirms (batch and
+streaming). Its options are in `options.py`, its
 schema in `rows.py`."""
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from batonmq.spark.options import ReadOptions, WriteOptions
+from batonmq.spark.classic import ClassicQueueReader
+from batonmq.spark.options import OptionError, ReadOptions, WriteOptions
 from batonmq.spark.readers import StreamOffsetReader, StreamRangeReader
 from batonmq.spark.rows import SCHEMA
 from batonmq.spark.writers import ConfirmedStreamWriter, ConfirmedWriter
@@ -31,10 +33,19 @@ class BatonMQDataSource(DataSource):
         return SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return StreamRangeReader(ReadOptions.parse(self.options))
+        options = ReadOptions.parse(self.options)
+        if options.queue_type == "classic":
+            raise OptionError(
+                "a classic queue is read with spark.readStream only: a batch read would take "
+                "its messages away"
+            )
+        return StreamRangeReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return StreamOffsetReader(ReadOptions.parse(self.options))
+        options = ReadOptions.parse(self.options)
+        if options.queue_type == "classic":
+            return ClassicQueueReader(options)
+        return StreamOffsetReader(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return ConfirmedWriter(WriteOptions.parse(self.options))

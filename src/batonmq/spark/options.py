@@ -4,16 +4,25 @@ Reading (`spark.read` and `spark.readStream`):
 
 - `url` (required): the broker as an AMQP URI, `amqp://user:password@host:port/vhost`; pika's
   query parameters such as `connection_attempts` and `retry_delay` apply.
-- `queue` (required): the stream queue to read.
+- `queue` (required): the queue to read.
+- `queueType`: `stream` (the default: read by offset, exactly once, see `readers.py`) or
+  `classic` (`spark.readStream` only: messages taken and acknowledged once their micro-batch is
+  committed, at least once, see `classic.py`; `startingOffset` and `failOnDataLoss` do not
+  apply).
 - `startingOffset`: `first` (the default), `last` or `next`, as the x-stream-offset consume
   argument means them (the first message the stream keeps, the start of its last chunk, only
-  what comes after), or an offset.
+  what comes after), an offset, or an ISO-8601 timestamp such as `2026-11-26T01:00:00Z` (no
+  zone: UTC): the first message the stream wrote at or after it, as an x-stream-offset
+  timestamp means it (see `client.resolve`). A timestamp is ISO-8601 text, not epoch
+  milliseconds, because a bare number already is an offset.
 - `endingOffset`, batch reads only: `next` (the default: the end of the stream when the query
-  is planned) or an offset.
-- `maxRecordsPerBatch`, streaming only: at most this many messages per micro-batch.
+  is planned), an offset, or a timestamp (the messages written before it).
+- `maxRecordsPerBatch`, streaming only: at most this many messages per micro-batch (from a
+  classic queue, 10000 unless given: a micro-batch is held in the driver's memory).
 - `recordsPerPartition` (10000): a range is split into partitions of at most this many
   messages, read in parallel.
-- `readTimeout` (30): seconds a partition waits for its next message before it fails.
+- `readTimeout` (30): seconds a partition waits for its next message before it fails (from a
+  classic queue: the longest the driver waits for messages the queue has ready).
 - `failOnDataLoss` (`true`): a range that retention removed, in part, before it was read fails
   the query; with `false`, what is left of it is read.
 
@@ -28,12 +37,16 @@ Writing (`df.write` and `df.writeStream`):
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
-#: Where a read starts or ends: a name of the x-stream-offset argument, or an offset.
-Position = Literal["first", "last", "next"] | int
+#: Where a read starts or ends: a name of the x-stream-offset argument, an offset, or a moment
+#: (timezone-aware, UTC).
+Position = Literal["first", "last", "next"] | int | datetime.datetime
+#: The queue types the source reads.
+QueueType = Literal["stream", "classic"]
 
 DEFAULT_RECORDS_PER_PARTITION: Final = 10_000
 DEFAULT_READ_TIMEOUT: Final = 30.0
@@ -47,6 +60,7 @@ class OptionError(ValueError):
 class ReadOptions:
     url: str
     queue: str
+    queue_type: QueueType
     starting: Position
     ending: Position
     max_records_per_batch: int | None
@@ -62,6 +76,7 @@ class ReadOptions:
         return cls(
             url=_required(given, "url"),
             queue=_required(given, "queue"),
+            queue_type=_queue_type(given.get("queuetype", "stream")),
             starting=_position(given, "startingOffset", ("first", "last", "next"), "first"),
             ending=_position(given, "endingOffset", ("next",), "next"),
             max_records_per_batch=(
@@ -110,7 +125,24 @@ def _position(given: dict[str, str], name: str, names: tuple[str, ...], default:
             return known
     if text.isdigit():
         return int(text)
-    raise OptionError(f"option {name!r}: {text!r} is not {', '.join(names)} or an offset")
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise OptionError(
+            f"option {name!r}: {text!r} is not {', '.join(names)}, an offset or an ISO-8601 "
+            "timestamp"
+        ) from None
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=datetime.UTC)
+    return moment.astimezone(datetime.UTC)
+
+
+def _queue_type(text: str) -> QueueType:
+    if text.strip() == "stream":
+        return "stream"
+    if text.strip() == "classic":
+        return "classic"
+    raise OptionError(f"option 'queueType': {text!r} is not stream or classic")
 
 
 def _positive(name: str, text: str) -> int:

@@ -43,7 +43,10 @@ class RangePartition(InputPartition):
 
 
 def _partitions(options: ReadOptions, whole: OffsetRange) -> list[RangePartition]:
-    return [RangePartition(part) for part in split(whole, options.records_per_partition)]
+    """An empty range still has one (empty) partition: given none, Spark reads one partition
+    that is not a RangePartition."""
+    parts = split(whole, options.records_per_partition) or [whole]
+    return [RangePartition(part) for part in parts]
 
 
 def _rows(options: ReadOptions, partition: InputPartition) -> Iterator[Row]:

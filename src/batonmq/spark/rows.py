@@ -82,7 +82,7 @@ class Publication:
     exchange: str
     routing_key: str
     body: bytes
-    headers: dict[str, str] | None
+    headers: dict[str, str | int] | None
     #: PROPERTY_FIELDS that the row set (not null).
     properties: dict[str, object]
 

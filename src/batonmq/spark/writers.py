@@ -2,8 +2,13 @@
 with a publisher confirm (see `rows.publication_of` for the columns), and a task succeeds only
 once every message it published is confirmed; a nacked or unroutable message fails it.
 
-At least once: Spark retries a failed task and replays a failed micro-batch, whose messages
-that were confirmed before the failure are then published again.
+`df.write`: at least once. Spark retries a failed task, whose messages that were confirmed
+before the failure are then published again.
+
+`df.writeStream`: into a BatonMQ stream, exactly once per micro-batch: each row carries a
+producer and publishing id derived from the query, its partition, the batch id and its position
+(`idempotence.py`), so the stream stores nothing twice when Spark replays the batch. Into
+anything else, at least once.
 """
 
 from __future__ import annotations
@@ -11,10 +16,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from pyspark import TaskContext
 from pyspark.sql import Row
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 
 from batonmq.spark import client
+from batonmq.spark.idempotence import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY, BatchTask, batch_task
 from batonmq.spark.options import WriteOptions
 from batonmq.spark.rows import Publication, publication_of
 
@@ -26,16 +33,32 @@ class Published(WriterCommitMessage):
     count: int
 
 
-def _publish(options: WriteOptions, rows: Iterator[Row]) -> Published:
-    publications: Iterator[Publication] = (
-        publication_of(
+def _publications(options: WriteOptions, rows: Iterator[Row]) -> Iterator[Publication]:
+    for row in rows:
+        yield publication_of(
             row.asDict(recursive=True),
             exchange=options.exchange,
             routing_key=options.routing_key,
         )
-        for row in rows
+
+
+def _numbered(publications: Iterator[Publication], task: BatchTask) -> Iterator[Publication]:
+    for position, publication in enumerate(publications):
+        yield task.numbered(publication, position)
+
+
+def _current_batch_task() -> BatchTask:
+    context = TaskContext.get()
+    if context is None:
+        raise RuntimeError("a stream writer runs in a Spark task")
+    task = batch_task(
+        context.getLocalProperty(QUERY_ID_PROPERTY),
+        context.getLocalProperty(BATCH_ID_PROPERTY),
+        context.partitionId(),
     )
-    return Published(client.publish_confirmed(options.url, publications))
+    if task is None:
+        raise RuntimeError("Spark gave a streaming write no query id or batch id")
+    return task
 
 
 class ConfirmedWriter(DataSourceWriter):
@@ -45,14 +68,17 @@ class ConfirmedWriter(DataSourceWriter):
         self.options = options
 
     def write(self, iterator: Iterator[Row]) -> Published:
-        return _publish(self.options, iterator)
+        publications = _publications(self.options, iterator)
+        return Published(client.publish_confirmed(self.options.url, publications))
 
 
 class ConfirmedStreamWriter(DataSourceStreamWriter):
-    """`df.writeStream.format("batonmq")`: each micro-batch as `ConfirmedWriter` writes."""
+    """`df.writeStream.format("batonmq")`: each micro-batch as `ConfirmedWriter` writes, its
+    rows numbered for the stream's deduplication."""
 
     def __init__(self, options: WriteOptions) -> None:
         self.options = options
 
     def write(self, iterator: Iterator[Row]) -> Published:
-        return _publish(self.options, iterator)
+        publications = _numbered(_publications(self.options, iterator), _current_batch_task())
+        return Published(client.publish_confirmed(self.options.url, publications))

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 
 from batonmq.spark.options import OptionError, ReadOptions, WriteOptions
@@ -16,6 +18,7 @@ def test_reading_needs_only_a_url_and_a_queue():
     assert options == ReadOptions(
         url=URL,
         queue="events",
+        queue_type="stream",
         starting="first",
         ending="next",
         max_records_per_batch=None,
@@ -36,9 +39,11 @@ def test_option_names_are_case_insensitive_and_offsets_are_numbers_or_names():
             "recordsPerPartition": "7",
             "readTimeout": "2.5",
             "failOnDataLoss": "False",
+            "QueueType": "classic",
         }
     )
 
+    assert options.queue_type == "classic"
     assert (options.starting, options.ending) == ("last", 120)
     assert options.max_records_per_batch == 50
     assert options.records_per_partition == 7
@@ -53,7 +58,12 @@ def test_option_names_are_case_insensitive_and_offsets_are_numbers_or_names():
         ({"queue": ""}, "'queue' is required"),
         ({"startingOffset": "earliest"}, "'startingOffset': 'earliest' is not first, last, next"),
         ({"startingOffset": "-1"}, "'startingOffset'"),
-        ({"endingOffset": "first"}, "'endingOffset': 'first' is not next or an offset"),
+        ({"startingOffset": "2026-13-01"}, "'startingOffset': '2026-13-01' is not first"),
+        (
+            {"endingOffset": "first"},
+            "'endingOffset': 'first' is not next, an offset or an ISO-8601",
+        ),
+        ({"queueType": "quorum"}, "'queueType': 'quorum' is not stream or classic"),
         ({"maxRecordsPerBatch": "0"}, "'maxRecordsPerBatch': '0' is not a positive number"),
         ({"recordsPerPartition": "many"}, "'recordsPerPartition'"),
         ({"readTimeout": "0"}, "'readTimeout'"),
@@ -67,6 +77,31 @@ def test_an_option_the_source_cannot_use_is_named(given, named):
         ReadOptions.parse(options)
 
     assert named in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "moment"),
+    [
+        ("2026-11-26T01:02:03Z", datetime.datetime(2026, 11, 26, 1, 2, 3, tzinfo=datetime.UTC)),
+        (
+            "2026-11-26T02:02:03+01:00",
+            datetime.datetime(2026, 11, 26, 1, 2, 3, tzinfo=datetime.UTC),
+        ),
+        ("2026-11-26 01:02:03", datetime.datetime(2026, 11, 26, 1, 2, 3, tzinfo=datetime.UTC)),
+        ("2026-11-26", datetime.datetime(2026, 11, 26, tzinfo=datetime.UTC)),
+    ],
+)
+def test_a_position_may_be_an_iso_8601_timestamp_in_utc(text, moment):
+    """The issue's startingOffsets: "earliest | latest | an offset | a timestamp". ISO-8601 text
+    (no zone: UTC), never epoch milliseconds: a bare number is an offset."""
+    options = ReadOptions.parse(
+        {"url": URL, "queue": "events", "startingOffset": text, "endingOffset": text}
+    )
+
+    assert options.starting == options.ending == moment
+    assert ReadOptions.parse(
+        {"url": URL, "queue": "e", "startingOffset": "1764118923000"}
+    ).starting == (1_764_118_923_000)
 
 
 def test_writing_needs_a_url_and_defaults_to_the_default_exchange():

@@ -12,6 +12,10 @@ mid-append leaves a torn chunk at the end of the newest segment: opening the log
 never confirmed). A bad chunk anywhere else is corruption and stops the opening with an error
 naming the file.
 
+Deduplication (`dedup.py`): a message whose producer's publishing id is not above the last one
+the log stored for that producer is left out of its chunk; each segment begins with a snapshot of
+those ids, and the newest segment's messages bring them up to date on opening.
+
 Not thread-safe: one caller (the stream's writer) at a time. All calls block on the disk; the
 broker runs them off its event loop.
 """
@@ -35,6 +39,7 @@ from batonmq.queues.streams.chunk import (
     decode_records,
     encode,
 )
+from batonmq.queues.streams.dedup import Producers, load_snapshot, save_snapshot, snapshot_path
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +102,8 @@ class StreamLog:
         self._chunks: list[_Chunk] = []
         #: first offsets of `_chunks`, for bisecting.
         self._firsts: list[int] = []
+        #: The last publishing id stored for each producer.
+        self.producers = Producers()
         self._open()
 
     # --- what the log holds ---------------------------------------------------------------
@@ -141,12 +148,17 @@ class StreamLog:
     # --- writing --------------------------------------------------------------------------
 
     def append(self, records: Sequence[Record], timestamp: int) -> int:
-        """Write `records` as one chunk stamped `timestamp` (ms); returns the first one's offset.
-        On an OSError (a full disk) nothing of the chunk is kept, on disk or here."""
+        """Write `records` as one chunk stamped `timestamp` (ms), without those a producer
+        published before (`dedup.py`); returns the offset of the first one written (the next
+        offset if none was). On an OSError (a full disk) nothing of the chunk is kept, on disk
+        or here."""
         if not records:
             raise ValueError("a chunk holds at least one record")
         first = self.next_offset
-        data = encode(first, timestamp, records)
+        kept, advanced = self.producers.admit(records)
+        if not kept:
+            return first
+        data = encode(first, timestamp, kept)
         segment = self._segments[-1]
         if segment.size > len(FILE_HEADER) and segment.size + len(data) > self.max_segment_bytes:
             segment = self._roll(first)
@@ -161,6 +173,7 @@ class StreamLog:
         segment.size = position + len(data)
         segment.newest = timestamp
         self._index(_Chunk(segment, position, decode_header(data)))
+        self.producers.advance(advanced)
         return first
 
     def retain(self, *, max_age: int | None, max_bytes: int | None, now: int) -> int:
@@ -240,10 +253,15 @@ class StreamLog:
             return
         for number, (first_offset, path) in enumerate(paths):
             newest = number == len(paths) - 1
+            if newest:  # the ids it began with; `_load` adds those of its messages
+                try:
+                    self.producers = load_snapshot(snapshot_path(path))
+                except ValueError as error:
+                    raise StreamCorrupt(str(error)) from None
             self._load(path, first_offset, newest=newest)
 
     def _create(self, first_offset: int) -> _Segment:
-        path = self.directory / f"{first_offset:020d}{SUFFIX}"
+        path = self.directory / _segment_name(first_offset)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             _write_all(fd, FILE_HEADER, 0)
@@ -274,7 +292,7 @@ class StreamLog:
         position = len(FILE_HEADER)
         while position < segment.size:
             try:
-                chunk = self._scan(segment, position, expected, verify=newest)
+                chunk, records = self._scan(segment, position, expected, verify=newest)
             except ChunkError as error:
                 if not (newest and self._torn(segment, position)):
                     raise StreamCorrupt(f"{path}: at byte {position}: {error}") from None
@@ -287,24 +305,28 @@ class StreamLog:
                 segment.size = position
                 break
             self._index(chunk)
+            self.producers.replay(records)
             segment.newest = chunk.header.timestamp
             expected = chunk.header.next_offset
             position += chunk.header.size
 
-    def _scan(self, segment: _Segment, position: int, expected: int, *, verify: bool) -> _Chunk:
-        """The chunk at `position`: ChunkError if its header is not where the last one ended, or
-        (with `verify`, for the segment being written, where a crash can tear a chunk) if its
-        payload fails its CRC. Older segments' payloads are checked when they are read."""
+    def _scan(
+        self, segment: _Segment, position: int, expected: int, *, verify: bool
+    ) -> tuple[_Chunk, list[Record]]:
+        """The chunk at `position`, and its records if `verify`: ChunkError if its header is not
+        where the last one ended, or (with `verify`, for the segment being written, where a
+        crash can tear a chunk) if its payload fails its CRC. Older segments' payloads are
+        checked when they are read."""
         header = decode_header(os.pread(segment.fd, HEADER_SIZE, position))
         if header.first_offset != expected:
             raise ChunkError(f"chunk starts at offset {header.first_offset}, expected {expected}")
         if position + header.size > segment.size:
             raise ChunkError("chunk runs past the end of the file")
+        records: list[Record] = []
         if verify:
             payload = os.pread(segment.fd, header.payload_length, position + HEADER_SIZE)
-            for _ in decode_records(header, payload):
-                pass
-        return _Chunk(segment, position, header)
+            records = list(decode_records(header, payload))
+        return _Chunk(segment, position, header), records
 
     @staticmethod
     def _torn(segment: _Segment, position: int) -> bool:
@@ -326,8 +348,11 @@ class StreamLog:
         self._firsts.append(chunk.header.first_offset)
 
     def _roll(self, first_offset: int) -> _Segment:
+        """The next segment, its snapshot of producers' ids written first (`_create` fsyncs
+        the directory that holds both)."""
         current = self._segments[-1]
         os.fsync(current.fd)
+        save_snapshot(snapshot_path(self.directory / _segment_name(first_offset)), self.producers)
         return self._create(first_offset)
 
     def _remove(self, segment: _Segment) -> None:
@@ -337,6 +362,11 @@ class StreamLog:
         self._segments.remove(segment)
         os.close(segment.fd)
         segment.path.unlink()
+        snapshot_path(segment.path).unlink(missing_ok=True)
+
+
+def _segment_name(first_offset: int) -> str:
+    return f"{first_offset:020d}{SUFFIX}"
 
 
 def _write_all(fd: int, data: bytes, position: int) -> None:
