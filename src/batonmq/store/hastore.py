@@ -29,6 +29,7 @@ import asyncpg
 
 from batonmq.store.base import SCHEMA_VERSION, StoreError, StoreUnavailable
 from batonmq.store.dsn import parse_dsn
+from batonmq.store.pgerrors import DATABASE_ERRORS
 
 #: The tables whose rows a broker owns (their broker_id), in the order a restore fills them.
 OWNED_TABLES: Final = (
@@ -41,7 +42,6 @@ OWNED_TABLES: Final = (
 )
 
 _CONNECT_TIMEOUT: Final = 10.0
-_DATABASE_ERRORS: Final = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 _T = TypeVar("_T")
 
 
@@ -191,13 +191,13 @@ class SharedStoreAdmin:
     async def _run(self, work: Callable[[asyncpg.Connection[asyncpg.Record]], Awaitable[_T]]) -> _T:
         try:
             connection = await asyncpg.connect(self._dsn, timeout=_CONNECT_TIMEOUT)
-        except (*_DATABASE_ERRORS, ValueError) as error:
+        except (*DATABASE_ERRORS, ValueError) as error:
             raise StoreUnavailable(
                 f"cannot connect to {self.location}: {self._safe(error)}"
             ) from None
         try:
             return await work(connection)
-        except _DATABASE_ERRORS as error:
+        except DATABASE_ERRORS as error:
             raise StoreError(f"{self.location}: {self._safe(error)}") from None
         finally:
             await connection.close()

@@ -79,6 +79,7 @@ from batonmq.store.dsn import parse_dsn
 from batonmq.store.hastore import OWNED_TABLES
 from batonmq.store.integrity import checked_entry, checksum, report_quarantined
 from batonmq.store.members import Member, TakenOver
+from batonmq.store.pgerrors import DATABASE_ERRORS
 from batonmq.store.plan import (
     RECOVERY_READS,
     STORE_WIDE_READS,
@@ -108,16 +109,6 @@ _LOCK_WAIT: Final = 5.0
 _LOCK_RETRY: Final = 0.1
 #: Seconds a lease lasts unless renewed; it is renewed every third of that.
 LEASE_SECONDS: Final = 15.0
-#: What a refused or lost connection raises, besides the server's own errors; and a session
-#: that a cancelled or timed-out statement left mid-operation (asyncpg's InternalClientError,
-#: seen at close while a commit waited for a synchronous standby that had gone).
-_DATABASE_ERRORS: Final = (
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    asyncpg.InternalClientError,
-    OSError,
-    TimeoutError,
-)
 
 _PLAN: Final = Plan(POSTGRES)
 
@@ -284,7 +275,7 @@ class PostgresStore:
             try:
                 try:
                     connection = await pool.acquire(timeout=_CONNECT_TIMEOUT)
-                except (*_DATABASE_ERRORS, ValueError) as error:
+                except (*DATABASE_ERRORS, ValueError) as error:
                     raise StoreUnavailable(self._failure("cannot connect to", error)) from error
                 try:
                     version = await self._read_version(connection)
@@ -297,7 +288,7 @@ class PostgresStore:
             except BaseException as error:
                 self._pool = None
                 pool.terminate()
-                if isinstance(error, _DATABASE_ERRORS):
+                if isinstance(error, DATABASE_ERRORS):
                     raise StoreUnavailable(self._failure("cannot open", error)) from error
                 raise
             self._version, self._opened = version, True
@@ -520,7 +511,7 @@ class PostgresStore:
                         output=directory / f"{table}.bin",
                         format="binary",
                     )
-        except _DATABASE_ERRORS as error:
+        except DATABASE_ERRORS as error:
             raise StoreError(self._failure("backup failed on", error)) from error
         finally:
             await _close(connection)
@@ -602,7 +593,7 @@ class PostgresStore:
             try:
                 if self._epoch and self._fenced is None:
                     # The lease is released: the next holder knows this stop was clean.
-                    with contextlib.suppress(*_DATABASE_ERRORS):
+                    with contextlib.suppress(*DATABASE_ERRORS):
                         async with pool.acquire(timeout=_CLOSE_TIMEOUT) as connection:
                             await connection.execute(
                                 self._sql["stop"],
@@ -745,7 +736,7 @@ class PostgresStore:
                     renewed = await connection.execute(
                         self._sql["renew"], self._broker_id, self._epoch, self._lease_seconds
                     )
-                except (StoreError, *_DATABASE_ERRORS) as error:
+                except (StoreError, *DATABASE_ERRORS) as error:
                     # The next commit reports an outage; the lease is renewed once it is over.
                     log.debug("store lease not renewed: %s", error)
                     if connection is not None:
@@ -803,7 +794,7 @@ class PostgresStore:
             # A connection lost with the server is found closed here, and the pool replaces it.
             async with pool.acquire(timeout=_CONNECT_TIMEOUT) as connection:
                 return await work(connection)
-        except _DATABASE_ERRORS as error:
+        except DATABASE_ERRORS as error:
             raise StoreError(self._failure(f"{what} failed on", error)) from error
 
     def _server_settings(self) -> dict[str, str]:
@@ -818,7 +809,7 @@ class PostgresStore:
             return await asyncpg.connect(
                 self._dsn, timeout=_CONNECT_TIMEOUT, server_settings=self._server_settings()
             )
-        except (*_DATABASE_ERRORS, ValueError) as error:
+        except (*DATABASE_ERRORS, ValueError) as error:
             raise StoreUnavailable(self._failure("cannot connect to", error)) from error
 
     async def _create_pool(self) -> asyncpg.Pool[asyncpg.Record]:
@@ -846,7 +837,7 @@ class PostgresStore:
                     ),
                 },
             )
-        except (*_DATABASE_ERRORS, ValueError) as error:
+        except (*DATABASE_ERRORS, ValueError) as error:
             raise StoreUnavailable(self._failure("cannot connect to", error)) from error
 
     @staticmethod
@@ -934,7 +925,7 @@ async def _close(closing: _Connection | asyncpg.Pool[asyncpg.Record]) -> None:
     sessions, and with them anything they held), also when the close is cancelled."""
     try:
         await asyncio.wait_for(closing.close(), _CLOSE_TIMEOUT)
-    except _DATABASE_ERRORS:
+    except DATABASE_ERRORS:
         closing.terminate()
     except asyncio.CancelledError:
         closing.terminate()
