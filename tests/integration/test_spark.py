@@ -248,6 +248,27 @@ batonmq.spark.register(spark)
 """
 
 
+def kill_after_first_commit(driver: str, url: str, out: Path, checkpoint: Path) -> None:
+    """Run the Spark driver `driver` (Python source taking url, out and checkpoint) in a
+    session of its own, and SIGKILL it with its JVM and workers once it has committed a
+    micro-batch."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", driver, url, str(out), str(checkpoint)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list((checkpoint / "commits").glob("[0-9]*")):
+            assert process.poll() is None, "the Spark driver ended before it was killed"
+            assert time.monotonic() < deadline, "the Spark driver committed no micro-batch"
+            time.sleep(0.1)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(30)
+
+
 @pytest.mark.timeout(300)
 def test_a_query_whose_spark_was_killed_mid_way_resumes_from_its_checkpoint_exactly_once(
     spark, batonmq: RunningBroker, tmp_path: Path
@@ -257,21 +278,7 @@ def test_a_query_whose_spark_was_killed_mid_way_resumes_from_its_checkpoint_exac
     last committed batch and redoes the one in flight, and the sink holds every message once."""
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     declare_and_publish(batonmq.url, "events", bodies(range(300)))
-    driver = subprocess.Popen(
-        [sys.executable, "-c", KILLED_DRIVER, batonmq.url, str(out), str(checkpoint)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not list((checkpoint / "commits").glob("[0-9]*")):
-            assert driver.poll() is None, "the Spark driver ended before it was killed"
-            assert time.monotonic() < deadline, "the Spark driver committed no micro-batch"
-            time.sleep(0.1)
-    finally:
-        os.killpg(driver.pid, signal.SIGKILL)
-        driver.wait(30)
+    kill_after_first_commit(KILLED_DRIVER, batonmq.url, out, checkpoint)
     assert 0 < len(written(spark, out)) < 300
 
     frame, sink = stream_query(spark, batonmq.url, "events", out, checkpoint)
@@ -307,21 +314,7 @@ def test_a_classic_queue_read_by_a_killed_query_loses_no_message(
     and acknowledges them all."""
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     publish_to_classic(batonmq.url, "jobs", bodies(range(300)))
-    driver = subprocess.Popen(
-        [sys.executable, "-c", KILLED_CLASSIC_DRIVER, batonmq.url, str(out), str(checkpoint)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not list((checkpoint / "commits").glob("[0-9]*")):
-            assert driver.poll() is None, "the Spark driver ended before it was killed"
-            assert time.monotonic() < deadline, "the Spark driver committed no micro-batch"
-            time.sleep(0.1)
-    finally:
-        os.killpg(driver.pid, signal.SIGKILL)
-        driver.wait(30)
+    kill_after_first_commit(KILLED_CLASSIC_DRIVER, batonmq.url, out, checkpoint)
     before = spark.read.parquet(str(out)).count()
     assert 0 < before < 300
 
