@@ -15,6 +15,9 @@ Reading (`spark.read` and `spark.readStream`):
   zone: UTC): the first message the stream wrote at or after it, as an x-stream-offset
   timestamp means it (see `client.resolve`). A timestamp is ISO-8601 text, not epoch
   milliseconds, because a bare number already is an offset.
+- `startingOffsets` / `endingOffsets`, with `earliest` (= `first`) and `latest` (= `next`): the
+  names Spark's Kafka source uses, which Spark users know, for the same options (give one
+  spelling, not both).
 - `endingOffset`, batch reads only: `next` (the default: the end of the stream when the query
   is planned), an offset, or a timestamp (the messages written before it).
 - `maxRecordsPerBatch`, streaming only: at most this many messages per micro-batch (from a
@@ -118,8 +121,17 @@ def _required(given: dict[str, str], name: str) -> str:
     return value
 
 
+#: The Kafka source's position names, as Spark users give them.
+_KAFKA_NAMES: Final = {"earliest": "first", "latest": "next"}
+
+
 def _position(given: dict[str, str], name: str, names: tuple[str, ...], default: str) -> Position:
-    text = given.get(name.lower(), default).strip()
+    """Option `name` (or the Kafka source's `name` + "s")."""
+    ours, theirs = given.get(name.lower()), given.get(name.lower() + "s")
+    if ours is not None and theirs is not None:
+        raise OptionError(f"options {name!r} and {name + 's'!r} are the same option: give one")
+    text = (ours if ours is not None else theirs if theirs is not None else default).strip()
+    text = _KAFKA_NAMES.get(text, text)
     for known in ("first", "last", "next"):
         if text == known and known in names:
             return known

@@ -52,11 +52,33 @@ def test_option_names_are_case_insensitive_and_offsets_are_numbers_or_names():
 
 
 @pytest.mark.parametrize(
+    ("given", "starting", "ending"),
+    [
+        ({"startingOffsets": "earliest"}, "first", "next"),
+        ({"startingOffsets": "latest"}, "next", "next"),
+        ({"StartingOffsets": "12", "endingOffsets": "latest"}, 12, "next"),
+        ({"startingOffset": "earliest", "endingOffset": "latest"}, "first", "next"),
+    ],
+)
+def test_the_kafka_sources_names_are_understood(given, starting, ending):
+    """The issue: `startingOffsets` = `earliest` | `latest` | an offset | a timestamp, the names
+    of Spark's Kafka source: earliest is the first message the stream keeps, latest only what
+    comes after (x-stream-offset `first` and `next`)."""
+    options = ReadOptions.parse({"url": URL, "queue": "events", **given})
+
+    assert (options.starting, options.ending) == (starting, ending)
+
+
+@pytest.mark.parametrize(
     ("given", "named"),
     [
         ({"url": ""}, "'url' is required"),
         ({"queue": ""}, "'queue' is required"),
-        ({"startingOffset": "earliest"}, "'startingOffset': 'earliest' is not first, last, next"),
+        ({"startingOffset": "oldest"}, "'startingOffset': 'oldest' is not first, last, next"),
+        (
+            {"startingOffset": "first", "startingOffsets": "earliest"},
+            "options 'startingOffset' and 'startingOffsets' are the same option",
+        ),
         ({"startingOffset": "-1"}, "'startingOffset'"),
         ({"startingOffset": "2026-13-01"}, "'startingOffset': '2026-13-01' is not first"),
         (
