@@ -39,6 +39,7 @@ from collections.abc import Iterable, Iterator
 from typing import Final
 
 import pika  # type: ignore[import-untyped]
+import pika.exceptions  # type: ignore[import-untyped]
 
 from batonmq.spark.options import Position
 from batonmq.spark.ranges import OffsetRange
@@ -73,10 +74,27 @@ def _channel(url: str) -> Iterator[pika.adapters.blocking_connection.BlockingCha
             connection.close()
 
 
+#: connection.close's reply code when the broker shuts down (AMQP 0-9-1 constants).
+_CONNECTION_FORCED: Final = 320
+
+
 def resolve(url: str, queue: str, position: Position) -> int:
-    """The offset `position` stands for in `queue` now; 0 in a stream that holds nothing."""
+    """The offset `position` stands for in `queue` now; 0 in a stream that holds nothing.
+
+    A broker that shuts down while it is asked (320 CONNECTION_FORCED: a restart between two
+    micro-batches, when Spark asks for the latest offset) is asked again, once, on a new
+    connection, which pika opens as the URL says (connection_attempts, retry_delay)."""
     if isinstance(position, int):
         return position
+    try:
+        return _resolve(url, queue, position)
+    except pika.exceptions.ConnectionClosedByBroker as closed:
+        if closed.reply_code != _CONNECTION_FORCED:
+            raise
+        return _resolve(url, queue, position)
+
+
+def _resolve(url: str, queue: str, position: str | datetime.datetime) -> int:
     with _channel(url) as channel:
         if _message_count(channel, queue) == 0:
             return 0
