@@ -7,7 +7,6 @@ acknowledgements; what the policy decides is whether a confirm waits for it."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -125,11 +124,9 @@ def test_without_replica_acknowledgement_a_confirm_does_not_wait_for_the_standby
     _declare(broker)
 
     standby.stop()
-    started = time.monotonic()
     publisher = _Publisher(broker, b"primary only")
     publisher.start()
     assert publisher.confirmed.wait(30), "a confirm waited for the standby"
-    assert time.monotonic() - started < 30
     broker.stop()
 
 

@@ -21,6 +21,7 @@ import pytest
 
 from tests.brokerproc import (
     RunningBroker,
+    connect,
     failed_start,
     http_environment,
     start_broker,
@@ -33,20 +34,6 @@ pytestmark = pytest.mark.integration
 PASSWORD = "s3cret-http"
 #: RabbitMQ's permissions of a user who may do everything in a virtual host.
 EVERYTHING = {"configure": ".*", "write": ".*", "read": ".*"}
-
-
-def connect(
-    broker: RunningBroker, user: str = "guest", password: str = "guest", vhost: str = "/"
-) -> pika.BlockingConnection:
-    return pika.BlockingConnection(
-        pika.ConnectionParameters(
-            broker.host,
-            broker.port,
-            vhost,
-            pika.PlainCredentials(user, password),
-            connection_attempts=1,
-        )
-    )
 
 
 @pytest.fixture
