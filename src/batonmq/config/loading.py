@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from batonmq.config.checks import ConfigError, Invalid, default_data_dir, home
+from batonmq.config.durability import parse_durability
 from batonmq.config.schema import SETTINGS, TABLES, Config, Setting
 
 if TYPE_CHECKING:
@@ -363,7 +364,7 @@ def _check_durability(config: Config, values: Mapping[str, _Value]) -> None:
             source=_source(values, "persist.sync"),
             key="persist.sync",
         )
-    if durability.startswith("SYNC,") and persist.postgres.coalescing_sync:
+    if parse_durability(durability).master == "SYNC" and persist.postgres.coalescing_sync:
         raise ConfigError(
             "must be false with a master sync policy of SYNC: the primary flushes every commit "
             "anyway, and coalescing would only delay them (Qpid broker manual, Durability "

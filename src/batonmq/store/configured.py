@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Final
 
 from batonmq.config import Config
+from batonmq.config.durability import parse_durability
 from batonmq.store.base import Store
 
 #: The SQLite store's file in the broker's data directory.
@@ -72,6 +73,6 @@ def waits_for_no_standby(config: Config, settings: dict[str, str]) -> bool:
     return (
         config.persist.store == "postgres"
         and bool(durability)
-        and not durability.endswith(",NONE")
+        and parse_durability(durability).waits_for_replicas
         and not settings.get("synchronous_standby_names", "").strip()
     )
