@@ -388,7 +388,7 @@ def _reload_acl(server: BrokerServer) -> None:
         log.info("ACL reloaded")
 
 
-def _tune_garbage_collector() -> None:
+def tune_garbage_collector() -> None:
     """Every message allocates a few short-lived objects, which would set off the cyclic
     collector every 700 allocations (CPython's default) and have it walk everything the broker
     holds (queued messages included) at each older generation's turn. Objects alive at start
@@ -411,7 +411,7 @@ def run(config: Config) -> int:
         runner = asyncio.run
     else:
         runner = uvloop.run
-    _tune_garbage_collector()
+    tune_garbage_collector()
     try:
         runner(serve(config))
     except ConfigError as error:  # TlsConfigError among them
