@@ -16,6 +16,7 @@ from pamqp.common import FieldTable
 from batonmq import __version__
 from batonmq.amqp.connection import ConnectionSettings
 from batonmq.engine.access import AccessControl
+from batonmq.engine.afterwrite import AfterWrite
 from batonmq.engine.autocreate import AutocreatePolicy
 from batonmq.engine.counters import BrokerCounters, ChannelCounters
 from batonmq.engine.events import EventFeed, EventKind
@@ -99,6 +100,8 @@ class Broker:
     #: Where durable state goes; None keeps everything in memory (the engine's unit tests).
     store: Store | None = None
     journal: Journal = field(init=False)
+    #: What waits for the journal batch being gathered (queues holding back, confirms).
+    after_write: AfterWrite = field(init=False)
     streams: StreamStorage = field(init=False)
     vhosts: dict[str, VirtualHost] = field(init=False)
     sessions: set[Session] = field(init=False, default_factory=set)
@@ -160,6 +163,7 @@ class Broker:
         #: Whether a system-wide limit is set: the one test the publish path pays when none is.
         self.limited = bool(settings.max_messages or settings.max_bytes)
         self.journal = Journal(self.store)
+        self.after_write = AfterWrite(self.journal)
         self.streams = StreamStorage(settings.streams_dir)
         self.vhosts = {}
         default = self.add_vhost(settings.default_vhost)

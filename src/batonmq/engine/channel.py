@@ -171,6 +171,15 @@ class Channel:
             self.confirms.settle(sequence, committed)
             self.session.request_flush()
 
+    def settle_publishes(self, publishes: list[tuple[int, bool]], committed: bool) -> None:
+        """Publishes (sequence, whether every queue took it) that waited for one write, which
+        `committed` or failed: acked if both, else nacked."""
+        confirms = self.confirms
+        if confirms is not None and not self.closed:
+            for sequence, taken in publishes:
+                confirms.settle(sequence, committed and taken)
+            self.session.request_flush()
+
     # Delivery -----------------------------------------------------------------------------
 
     def can_deliver(self) -> bool:

@@ -52,25 +52,34 @@ class ConfirmTracker:
     def take_frames(self) -> list[ConfirmFrame]:
         frames: list[ConfirmFrame] = []
         settled = self._settled
+        sent_alone = self._sent_alone
         sequence = self._confirmed_upto + 1
-        while sequence in settled or sequence in self._sent_alone:
-            if sequence in self._sent_alone:
-                self._sent_alone.discard(sequence)
-            else:
+        # The run of equal outcomes being collapsed: its outcome and length (one frame each,
+        # made when the run ends, not one object per publish).
+        run_ack = False
+        run_length = 0
+        while True:
+            if sequence in settled:
                 ack = settled.pop(sequence)
-                previous = frames[-1] if frames else None
-                if (
-                    previous is not None
-                    and previous.ack == ack
-                    and (previous.delivery_tag == sequence - 1)
-                ):
-                    frames[-1] = ConfirmFrame(sequence, True, ack)
+                if run_length and ack == run_ack:
+                    run_length += 1
                 else:
-                    frames.append(ConfirmFrame(sequence, False, ack))
+                    if run_length:
+                        frames.append(ConfirmFrame(sequence - 1, run_length > 1, run_ack))
+                    run_ack, run_length = ack, 1
+            elif sequence in sent_alone:
+                sent_alone.discard(sequence)
+                if run_length:
+                    frames.append(ConfirmFrame(sequence - 1, run_length > 1, run_ack))
+                    run_length = 0
+            else:
+                break
             sequence += 1
+        if run_length:
+            frames.append(ConfirmFrame(sequence - 1, run_length > 1, run_ack))
         self._confirmed_upto = sequence - 1
         for beyond_gap in sorted(settled):
             frames.append(ConfirmFrame(beyond_gap, False, settled[beyond_gap]))
-            self._sent_alone.add(beyond_gap)
+            sent_alone.add(beyond_gap)
         settled.clear()
         return frames

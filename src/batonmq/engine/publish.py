@@ -49,31 +49,31 @@ def publish(channel: Channel, method: base.Frame, message: Message) -> None:
     confirms = channel.confirms
     sequence = confirms.publish() if confirms is not None else 0
     queues = session.vhost.route(exchange, message)
+    after_write = session.broker.after_write
     batch = held_batch(session.broker.journal, [(message, queues)])
     enqueued = enqueue(channel, message, queues, method.mandatory, batch)
-    writers = [queue for queue in queues if queue.writes_itself]
-    if batch is None and not writers:
-        if confirms is not None:
-            # RabbitMQ (x-overflow reject-publish): a refused message is nacked under confirms.
-            confirms.settle(sequence, enqueued is not Enqueued.REFUSED)
-        return
-    # Confirms mean durable: the ack waits for the commit that holds the message, and for
-    # the queues that write it themselves (streams); a failed write nacks it.
-    written = all_done(
-        len(writers) + (batch is not None),
-        lambda ok: (
-            channel.settle_publish(sequence, ok and enqueued is not Enqueued.REFUSED)
-            if confirms is not None
-            else None
-        ),
-    )
+    taken = enqueued is not Enqueued.REFUSED
     if batch is not None:
         # The queues show the message only after the commit; a failed one leaves it on none.
-        def committed(ok: bool) -> None:
-            release_held(queues, batch, ok)
-            written(ok)
-
-        session.broker.journal.when_durable(committed)
+        after_write.release(batch, queues)
+    writers = [queue for queue in queues if queue.writes_itself]
+    if not writers:
+        if confirms is not None:
+            # Confirms mean durable: the ack waits for the commit that holds the message; a
+            # failed write nacks it. RabbitMQ (x-overflow reject-publish): a refused message
+            # is nacked under confirms.
+            if batch is None:
+                confirms.settle(sequence, taken)
+            else:
+                after_write.confirm(batch, channel, sequence, taken)
+        return
+    # The queues that write the message themselves (streams) are waited for too.
+    written = all_done(
+        len(writers) + (batch is not None),
+        lambda ok: channel.settle_publish(sequence, ok and taken) if confirms is not None else None,
+    )
+    if batch is not None:
+        after_write.call(batch, written)
     for queue in writers:
         queue.when_written(written)
 
@@ -186,8 +186,9 @@ def commit_transaction(channel: Channel, transaction: Transaction) -> list[Queue
     for held, queues in routed:
         enqueue(channel, held.message, queues, held.mandatory, batch)
     if batch is not None:
-        queues_held = [queue for _held, queues in routed for queue in queues]
-        journal.when_durable(lambda ok: release_held(queues_held, batch, ok))
+        channel.session.broker.after_write.release(
+            batch, (queue for _held, queues in routed for queue in queues)
+        )
     for settlement in transaction.settlements:
         channel.settle(settlement.delivery_tags, settlement.outcome)
     transaction.clear()

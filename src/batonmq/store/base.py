@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Final, NamedTuple, Protocol
 
 from pamqp.common import FieldTable
 
@@ -135,8 +135,10 @@ class StoredUser:
 GUEST_TAGS: Final = "administrator"
 
 
-@dataclass(frozen=True, slots=True)
-class StoredMessage:
+# The two records every persistent message makes are named tuples: as immutable as a frozen
+# dataclass, and built several times faster (a frozen dataclass sets each field through
+# object.__setattr__, about a microsecond per record on the hot path).
+class StoredMessage(NamedTuple):
     id: int
     exchange: str
     routing_key: str
@@ -145,8 +147,7 @@ class StoredMessage:
     body: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class StoredEntry:
+class StoredEntry(NamedTuple):
     """One queue's hold on a stored message. Transient entries (a non-persistent message, or
     any message of a non-durable queue, written only to page it out of memory) are deleted when
     the store is opened."""

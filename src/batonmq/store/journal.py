@@ -356,6 +356,16 @@ class Journal:
         else:
             callback(True)
 
+    def when_batch_over(self, batch: int, callback: DurableCallback) -> None:
+        """Call `callback(ok)` once batch `batch`, the one being gathered, has been written
+        (`ok`) or has failed; even if nothing is recorded in it (then `ok` at the next turn)."""
+        assert batch == self.batch, "only the batch being gathered can be waited for"
+        if self.store is None:
+            callback(True)
+            return
+        self._gathering.waiting.append(callback)
+        self._wakeup.set()
+
     async def durable(self) -> bool:
         """`when_durable` awaited: whether everything recorded so far was committed."""
         written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
