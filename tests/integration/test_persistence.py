@@ -116,8 +116,9 @@ def test_transient_things_do_not_survive(broker_life: BrokerLife):
 def test_after_a_crash_every_message_comes_back_redelivered(broker_life: BrokerLife):
     """The Durable messaging requirements: "messages that were delivered but not acknowledged come
     back with redelivered=true", in their order, after a SIGKILL; acknowledged ones do not come
-    back. After a crash the broker cannot know which of the others were delivered (a delivery is
-    written after it is sent), so, as RabbitMQ's classic queues do on a dirty recovery
+    back. After a crash the broker cannot know which of the others were delivered (a delivery's
+    count is written only if the message comes back to its queue), so, as RabbitMQ's classic
+    queues do on a dirty recovery
     ("effectively marking all messages as previously delivered"), every one comes back flagged:
     a message without the flag has never been delivered."""
     with connection_cut_by_a_kill(broker_life.current) as connection:
@@ -144,9 +145,10 @@ def test_after_a_crash_every_message_comes_back_redelivered(broker_life: BrokerL
 def test_after_a_clean_stop_only_delivered_messages_come_back_redelivered(
     broker_life: BrokerLife,
 ):
-    """A clean stop writes what was delivered before it ends (SIGTERM closes every connection
-    and commits what is pending), so only the messages delivered and not acknowledged come back
-    flagged; the others, never delivered, come back without the flag."""
+    """A clean stop writes what was delivered before it ends (SIGTERM closes every connection,
+    which puts back what its clients held, counted, and commits what is pending), so only the
+    messages delivered and not acknowledged come back flagged; the others, never delivered,
+    come back without the flag."""
     connection = connect(broker_life.current)
     channel = connection.channel()
     channel.confirm_delivery()

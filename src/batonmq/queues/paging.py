@@ -96,9 +96,9 @@ class Pager:
         entry.stored = True
         self.ever_stored = True
 
-    def delivered(self, entry: QueueEntry) -> None:
-        """Record the new delivery count of `entry` (a stored one), so that after a restart
-        it comes back marked redelivered."""
+    def write_delivery_count(self, entry: QueueEntry) -> None:
+        """Record the delivery count of `entry` (a stored one), so that after a restart it
+        comes back marked redelivered (and counted, under a delivery limit)."""
         if not self.closed:
             self.journal.update_entry(
                 self.paging.vhost, self.name, entry.sequence, entry.delivery_count

@@ -271,7 +271,8 @@ class Queue(Protocol):
 
     def delivered(self, entry: QueueEntry) -> None:
         """`entry` went to a client that must settle it: its delivery count goes up, so that
-        after a restart it comes back marked redelivered."""
+        if it comes back, or the broker restarts before it is settled, it is marked
+        redelivered."""
         ...
 
     def settled(self, entry: QueueEntry) -> None:
