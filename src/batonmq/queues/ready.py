@@ -184,6 +184,10 @@ class ReadyEntries:
             return []
         head, tail = self._head, self._tail
         if not tail:
+            if self.paged_count:
+                # Memory holds only entries older than the paged ones (read back, or put back
+                # by a requeue): they stay, since paged entries must be the newest but the tail.
+                return []
             # Start paging: the newest half of the window's worth moves from the head to the tail.
             keep = window // 2
             while len(head) > keep:
