@@ -1,5 +1,7 @@
 """One open AMQP channel on the engine side: its consumers, the deliveries it has not had settled,
-its prefetch, flow, publisher confirms and transaction.
+its prefetch, flow, publisher confirms and transaction, and the rules that are the channel's
+(consumer tags and the consumer limit, qos, confirm or transaction mode, the last declared
+queue): the method handlers ask it, and keep no rule of their own.
 
 Delivery tags are per channel, start at 1 and only grow (spec, basic.deliver delivery-tag). An
 unsettled delivery is either acked (gone), requeued (back in its queue, redelivered=true) or
