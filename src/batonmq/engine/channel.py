@@ -235,8 +235,8 @@ class Channel:
         if self.transaction is None:
             self.transaction = Transaction()
 
-    def open_transaction(self) -> Transaction:
-        """The transaction tx.commit and tx.rollback end."""
+    def current_transaction(self) -> Transaction:
+        """The transaction tx.commit and tx.rollback end (406 on a channel without one)."""
         if self.transaction is None:
             # Spec (tx.commit): "The client MUST NOT use the Commit method on non-transacted
             # channels".

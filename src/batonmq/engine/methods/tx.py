@@ -24,7 +24,7 @@ def select(channel: Channel, method: commands.Tx.Select) -> None:
 
 @handles(Tx.Commit)
 def commit(channel: Channel, method: commands.Tx.Commit) -> None:
-    writers = commit_transaction(channel, channel.open_transaction())
+    writers = commit_transaction(channel, channel.current_transaction())
     if writers:
         _reply_when_written(channel, writers)
     else:
@@ -63,5 +63,5 @@ def _reply_when_written(channel: Channel, writers: list[Queue]) -> None:
 
 @handles(Tx.Rollback)
 def rollback(channel: Channel, method: commands.Tx.Rollback) -> None:
-    channel.open_transaction().clear()
+    channel.current_transaction().clear()
     channel.reply(Tx.RollbackOk())
