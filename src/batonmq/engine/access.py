@@ -5,8 +5,8 @@ Which files apply:
 
 - No ACL at all (neither `[acl] file` nor a file in `[acl] vhost_dir`): every user who logged in
   may do whatever its RabbitMQ permissions allow (`batonmq.security.permissions`, asked beside
-  the ACL by `permit` and `require_permission`: an operation needs both). `enabled` is then
-  false, and a handler's ACL check is that one attribute test.
+  the ACL by `require_permission`: an operation needs both). `enabled` is then false, and an
+  ACL check of the engine API is that one attribute test.
 - Otherwise an operation in virtual host V must be allowed by the broker-wide file (when one is
   configured) AND by V's own file (when `vhost_dir` holds one, named
   `urllib.parse.quote(V, safe="") + ".acl"`: "%2F.acl" for "/"). The broker-wide file is asked
@@ -104,7 +104,6 @@ from batonmq.security.permissions import Permission, Permissions, PermitCache, R
 
 if TYPE_CHECKING:
     from batonmq.engine.exchange import Exchange
-    from batonmq.engine.session import Session
     from batonmq.queues.protocol import Queue
 
 audit_log = logging.getLogger("batonmq.audit")
@@ -240,7 +239,8 @@ def exchange_binding_properties(
 
 
 class AccessControl:
-    """The broker-wide rules and each virtual host's, and the check every handler makes."""
+    """The broker-wide rules and each virtual host's, and the check every operation of the
+    engine API makes."""
 
     __slots__ = ("_by_vhost", "_config", "broker_wide", "enabled")
 
@@ -272,8 +272,8 @@ class AccessControl:
     def _install(self, broker_wide: AclFile | None, by_vhost: dict[str, AclFile]) -> None:
         self.broker_wide = broker_wide
         self._by_vhost = by_vhost
-        #: False when there is no rule at all: everything is allowed, and handlers skip the
-        #: check after reading this one attribute.
+        #: False when there is no rule at all: everything is allowed, and the engine API skips
+        #: the check after reading this one attribute.
         self.enabled = broker_wide is not None or bool(by_vhost)
 
     def vhost_file(self, vhost: str) -> AclFile | None:
@@ -341,33 +341,6 @@ class AccessControl:
             raise amqp_error(ReplyCode.ACCESS_REFUSED, refusal)
 
 
-def authorize(
-    session: Session, action: Action, object_type: ObjectType, properties: Properties
-) -> None:
-    """What a method handler calls: 403 unless the session's user may do this in its virtual
-    host (at once when there is no ACL)."""
-    access = session.broker.access
-    if access.enabled:
-        access.require(session.username, session.vhost.name, action, object_type, properties)
-
-
-def permit(
-    session: Session,
-    permission: Permission,
-    kind: ResourceKind,
-    name: str,
-    permits: PermitCache | None = None,
-) -> None:
-    """What a method handler calls beside `authorize`: 403 unless the session's user's
-    permissions in its virtual host allow it; `permits`, a channel's, remembers what was
-    allowed (RabbitMQ's channels cache their checks too)."""
-    refusal = (permits or PermitCache()).refusal(
-        session.broker.permissions, session.username, session.vhost.name, permission, kind, name
-    )
-    if refusal is not None:
-        raise amqp_error(ReplyCode.ACCESS_REFUSED, refusal)
-
-
 def require_permission(
     permissions: Permissions,
     user: str,
@@ -375,11 +348,16 @@ def require_permission(
     permission: Permission,
     kind: ResourceKind,
     name: str,
+    permits: PermitCache | None = None,
 ) -> None:
     """403 ACCESS_REFUSED (a channel error, as RabbitMQ's) unless `user`'s permissions in
     `vhost` give it `permission` on the resource: asked beside the ACL, which must allow the
-    operation too."""
-    refusal = permissions.refusal(user, vhost, permission, kind, name)
+    operation too. `permits`, a channel's, remembers what was allowed while the permissions do
+    not change (RabbitMQ's channels cache their checks too)."""
+    if permits is None:
+        refusal = permissions.refusal(user, vhost, permission, kind, name)
+    else:
+        refusal = permits.refusal(permissions, user, vhost, permission, kind, name)
     if refusal is not None:
         raise amqp_error(ReplyCode.ACCESS_REFUSED, refusal)
 

@@ -18,7 +18,7 @@ from batonmq.engine.change import Change, ChangePending
 from batonmq.engine.vhost import VirtualHost
 from batonmq.queues.protocol import Queue
 from batonmq.security.acl import Action, ObjectType, Property
-from batonmq.security.permissions import Permission, ResourceKind
+from batonmq.security.permissions import Permission, PermitCache, ResourceKind
 
 if TYPE_CHECKING:
     from batonmq.engine.session import Session
@@ -82,11 +82,19 @@ class ApiBase:
             access.require(user, host.name, action, object_type, properties)
 
     def _permit(
-        self, user: str, host: VirtualHost, permission: Permission, kind: ResourceKind, name: str
+        self,
+        user: str,
+        host: VirtualHost,
+        permission: Permission,
+        kind: ResourceKind,
+        name: str,
+        permits: PermitCache | None = None,
     ) -> None:
         """403 ACCESS_REFUSED (a `ProtocolError`) unless `user`'s permissions in `host` give it
-        `permission` on the exchange or queue `name` (RabbitMQ's access control guide)."""
-        require_permission(self.broker.permissions, user, host.name, permission, kind, name)
+        `permission` on the exchange or queue `name` (RabbitMQ's access control guide);
+        `permits`, a channel's, remembers what was allowed."""
+        permissions = self.broker.permissions
+        require_permission(permissions, user, host.name, permission, kind, name, permits)
 
     @staticmethod
     async def _checked(check: Callable[[], T]) -> T:

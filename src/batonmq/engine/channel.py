@@ -1,5 +1,7 @@
 """One open AMQP channel on the engine side: its consumers, the deliveries it has not had settled,
-its prefetch, flow, publisher confirms and transaction.
+its prefetch, flow, publisher confirms and transaction, and the rules that are the channel's
+(consumer tags and the consumer limit, qos, confirm or transaction mode, the last declared
+queue): the method handlers ask it, and keep no rule of their own.
 
 Delivery tags are per channel, start at 1 and only grow (spec, basic.deliver delivery-tag). An
 unsettled delivery is either acked (gone), requeued (back in its queue, redelivered=true) or
@@ -17,14 +19,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from pamqp import base
+from pamqp.common import FieldTable
 
 from batonmq.amqp import outgoing
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import ProtocolError, amqp_error
-from batonmq.engine.change import Change
+from batonmq.engine.change import Change, ChangePending
 from batonmq.engine.cleanup import each
 from batonmq.engine.confirms import ConfirmTracker
-from batonmq.engine.consumer import Consumer
+from batonmq.engine.consumer import Consumer, admitted, cancel_consumers_of, consumer_tag
 from batonmq.engine.counters import ChannelCounters
 from batonmq.engine.events import EventKind
 from batonmq.engine.outcome import Outcome
@@ -165,6 +168,81 @@ class Channel:
 
         session.hold_input_until(register)
 
+    # Queues -------------------------------------------------------------------------------
+
+    def queue_name(self, name: str) -> str:
+        """Spec (queue.bind and others): "If the queue name is empty, the server uses the last
+        queue declared on the channel"; with none declared that is 404 (rule queue-known, as
+        RabbitMQ)."""
+        if name:
+            return name
+        if self.last_queue_name is None:
+            raise amqp_error(ReplyCode.NOT_FOUND, "no previously declared queue")
+        return self.last_queue_name
+
+    def declared(self, queue: Queue) -> None:
+        """queue.declare on this channel found or made `queue`: it is the channel's last queue,
+        and an exclusive queue of its connection goes when the connection does."""
+        self.last_queue_name = queue.name
+        session = self.session
+        if queue.exclusive_owner is session:
+            session.exclusive_queues.add(queue)
+
+    def deleting(self, queue: Queue) -> list[base.Frame]:
+        """queue.delete on this channel deletes `queue`: its connection no longer deletes it
+        when it ends, and its consumers are cancelled (`cancel_consumers_of`); the cancels of
+        this channel's own consumers are returned, for the caller to send after delete-ok."""
+        self.session.exclusive_queues.discard(queue)
+        return cancel_consumers_of(queue, notify_later=self)
+
+    # Modes ---------------------------------------------------------------------------------
+
+    def set_qos(self, prefetch_size: int, prefetch_count: int, global_: bool) -> None:
+        """basic.qos. RabbitMQ's per_consumer_qos: global=false limits each consumer created
+        from now on, global=true the channel's consumers together."""
+        if prefetch_size:
+            # As RabbitMQ: a byte-size prefetch window is not implemented.
+            raise amqp_error(ReplyCode.NOT_IMPLEMENTED, "prefetch_size!=0")
+        if global_:
+            self.channel_prefetch = prefetch_count
+            self.resume()
+        else:
+            self.consumer_prefetch = prefetch_count
+
+    def set_flow(self, active: bool) -> None:
+        """channel.flow from the client: stop or restart deliveries to this channel."""
+        self.flow_active = active
+        if active:
+            self.resume()
+
+    def select_confirms(self) -> None:
+        """confirm.select: publisher confirms for the rest of the channel's life."""
+        if self.transaction is not None:
+            # RabbitMQ: "a channel in transactional mode cannot be put into confirm mode".
+            raise amqp_error(
+                ReplyCode.PRECONDITION_FAILED,
+                "transactional channels cannot be put into confirm mode",
+            )
+        if self.confirms is None:
+            self.confirms = ConfirmTracker(self.counters)
+
+    def select_transactions(self) -> None:
+        """tx.select: the channel is transactional for the rest of its life."""
+        if self.confirms is not None:
+            raise amqp_error(
+                ReplyCode.PRECONDITION_FAILED, "channels in confirm mode cannot be transactional"
+            )
+        if self.transaction is None:
+            self.transaction = Transaction()
+
+    def current_transaction(self) -> Transaction:
+        """The transaction tx.commit and tx.rollback end (406 on a channel without one)."""
+        if self.transaction is None:
+            # Spec (tx.commit): "The client MUST NOT use the Commit method on non-transacted
+            # channels".
+            raise amqp_error(ReplyCode.PRECONDITION_FAILED, "channel is not transactional")
+        return self.transaction
+
     def settle_publish(self, sequence: int, committed: bool) -> None:
         """A publish that waited for the store is durable (ack) or failed to be written (nack)."""
         if self.confirms is not None and not self.closed:
@@ -216,6 +294,20 @@ class Channel:
             self.unsettled[tag] = Unsettled(entry, queue, consumer)
             consumer.unacked += 1
             self._consumer_unsettled += 1
+
+    def get(self, queue: Queue, no_ack: bool) -> bool:
+        """basic.get: deliver the next ready message of `queue` to this channel (get-ok), or
+        say there is none (False). ChangePending while what this channel published to the
+        queue waits for its commit (it is found, in the channel's order), or while its next
+        messages are read back from the store (they are answered, in order)."""
+        self.session.vhost.wait_for_held(queue)
+        entry = queue.get()
+        if entry is None and queue.waiting_for_page_in:
+            raise ChangePending(queue.when_paged_in)
+        if entry is None:
+            return False
+        self.deliver_get(queue, entry, no_ack)
+        return True
 
     def deliver_get(self, queue: Queue, entry: QueueEntry, no_ack: bool) -> None:
         tag = self._next_tag()
@@ -271,6 +363,15 @@ class Channel:
             return []
         return [delivery_tag]
 
+    def settle_named(self, delivery_tag: int, multiple: bool, outcome: Outcome) -> None:
+        """basic.ack, nack or reject: settle the deliveries they name now, or in a transaction
+        once it commits."""
+        tags = self.check_tags(delivery_tag, multiple)
+        if self.transaction is None:
+            self.settle(tags, outcome)
+        else:
+            self.transaction.hold_settlement(delivery_tag, multiple, tags, outcome)
+
     def settle(self, tags: Iterable[int], outcome: Outcome) -> None:
         """Settle deliveries: acknowledge, requeue or reject them."""
         returned: defaultdict[Queue, list[QueueEntry]] = defaultdict(list)
@@ -317,10 +418,40 @@ class Channel:
 
     # Consumers ----------------------------------------------------------------------------
 
+    def new_consumer(
+        self, queue: Queue, tag: str, *, no_ack: bool, exclusive: bool, arguments: FieldTable
+    ) -> Consumer:
+        """basic.consume: a consumer of `queue` on this channel (tag "": one the server makes),
+        once the rules admit it: its tag is new here, the channel is under its limit of
+        consumers, and the queue admits it (`admitted`). Started by `add_consumer`, once the
+        caller has replied."""
+        tag = tag or consumer_tag()
+        if tag in self.consumers:
+            # Spec (basic.consume consumer-tag): reusing a tag on the channel is 530 NOT_ALLOWED.
+            raise amqp_error(ReplyCode.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'")
+        session = self.session
+        limit = session.broker.settings.max_consumers_per_channel
+        if limit and len(self.consumers) >= limit:
+            # The Overload requirements: "consumers per channel; each refusal names the limit".
+            # RabbitMQ's consumer_max_per_channel: 530 "reached maximum (~B) of consumers per
+            # channel".
+            raise amqp_error(
+                ReplyCode.NOT_ALLOWED,
+                f"reached maximum ({limit}) of consumers per channel "
+                "(limits.max_consumers_per_channel)",
+            )
+        where = f"queue '{queue.name}' in vhost '{session.vhost.name}'"
+        return admitted(
+            self, queue, tag, no_ack=no_ack, exclusive=exclusive, arguments=arguments, where=where
+        )
+
     def add_consumer(self, consumer: Consumer) -> None:
+        """Start a consumer `new_consumer` made: it takes what its queue has ready at once."""
         self.consumers[consumer.tag] = consumer
-        consumer.queue.add_consumer(consumer)
+        queue = consumer.queue
+        queue.add_consumer(consumer)
         self._consumer_event(EventKind.CONSUMER_CREATED, consumer)
+        queue.dispatch()
 
     def remove_consumer(self, tag: str) -> Consumer | None:
         consumer = self.consumers.pop(tag, None)

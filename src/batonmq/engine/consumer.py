@@ -1,9 +1,12 @@
 """A consumer on a queue (basic.consume): its tag, its channel, its share of the prefetch, and
-what its arguments ask for: a priority (x-priority) and a JMS selector (x-selector)."""
+what its arguments ask for: a priority (x-priority) and a JMS selector (x-selector); and the
+rules a queue admits a new consumer by (`admitted`)."""
 
 from __future__ import annotations
 
+import base64
 import datetime
+import os
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING
@@ -49,6 +52,62 @@ class Consumer:
 
     def deliver(self, queue: Queue, entry: QueueEntry) -> None:
         self.channel.deliver(self, queue, entry)
+
+
+def consumer_tag() -> str:
+    """A server-generated consumer tag, shaped like RabbitMQ's ("amq.ctag-" and 22 characters)."""
+    return "amq.ctag-" + base64.urlsafe_b64encode(os.urandom(16)).decode("ascii").rstrip("=")
+
+
+def admitted(
+    channel: Channel,
+    queue: Queue,
+    tag: str,
+    *,
+    no_ack: bool,
+    exclusive: bool,
+    arguments: FieldTable,
+    where: str,
+) -> Consumer:
+    """A consumer of `queue` on `channel`, once the queue admits it: its arguments are valid,
+    the queue is not in another consumer's exclusive use, it is under its limit of consumers,
+    and its queue type takes the acknowledgement mode and prefetch (`Queue.check_consume`).
+    `where` names the queue in refusals. Not yet started: `Channel.add_consumer` does that."""
+    priority = consumer_priority(arguments, where)
+    selector = consumer_selector(arguments, where)
+    # RabbitMQ's "Single Active Consumer": "Trying to register a consumer with the exclusive
+    # consume flag set to true will result in an error if single active consumer is enabled".
+    exclusive_refused = queue.consumers or queue.consumers.single_active
+    if (exclusive and exclusive_refused) or queue.has_exclusive_consumer():
+        raise amqp_error(ReplyCode.ACCESS_REFUSED, f"{where} in exclusive use")
+    options = queue.options
+    if options.max_active_consumers is not None and options.max_backup_consumers is not None:
+        # MQ 3.5 admin guide: "New consumers will be rejected if the number of consumers exceeds the
+        # sum of these two attributes."
+        limit = options.max_active_consumers + options.max_backup_consumers
+        if len(queue.consumers) >= limit:
+            raise amqp_error(
+                ReplyCode.PRECONDITION_FAILED,
+                f"{where} has reached its limit of {limit} consumers "
+                "(x-max-active-consumers plus x-max-backup-consumers)",
+            )
+    queue.check_consume(
+        no_ack=no_ack,
+        prefetch_count=channel.consumer_prefetch,
+        global_prefetch=channel.channel_prefetch,
+        arguments=arguments,
+    )
+    return Consumer(
+        tag=tag,
+        channel=channel,
+        queue=queue,
+        no_ack=no_ack,
+        exclusive=exclusive,
+        prefetch_count=channel.consumer_prefetch,
+        arguments=arguments,
+        priority=priority,
+        selector=selector,
+    )
 
 
 # Arguments ------------------------------------------------------------------------------------

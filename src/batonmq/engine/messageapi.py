@@ -21,7 +21,7 @@ from batonmq.engine.vhost import VirtualHost
 from batonmq.model.message import Message
 from batonmq.queues.protocol import Queue
 from batonmq.security.acl import Action, ObjectType, Property
-from batonmq.security.permissions import Permission, ResourceKind
+from batonmq.security.permissions import Permission, PermitCache, ResourceKind
 
 
 class MessageApi(ApiBase):
@@ -32,8 +32,7 @@ class MessageApi(ApiBase):
     ) -> list[GotMessage]:
         """Take up to `count` messages as basic.get would (the same ACL check: CONSUME QUEUE),
         settled as `mode` says; returns once their settlement is committed."""
-        host = self._vhost(vhost)
-        queue = self._consumable(user, host, name)
+        queue = await self._checked(lambda: self.consumable_queue(user, vhost, name))
         with refusals():
             return await messages.take(queue, count, mode, self.broker.journal)
 
@@ -79,15 +78,16 @@ class MessageApi(ApiBase):
     ) -> list[BrowsedInfo]:
         """Ready messages from position `start`, none consumed (the ACL's CONSUME QUEUE: it
         shows what a consumer would get)."""
-        host = self._vhost(vhost)
-        return messages.browse(self._consumable(user, host, name), start, count)
+        with refusals():
+            queue = self.consumable_queue(user, vhost, name, wait=False)
+        return messages.browse(queue, start, count)
 
     async def copy_messages(
         self, user: str, vhost: str, name: str, target: str, message_ids: Iterable[int]
     ) -> MessagesChanged:
         """Publish chosen ready messages of queue `name` to queue `target` too."""
+        source = await self._checked(lambda: self.consumable_queue(user, vhost, name))
         host = self._vhost(vhost)
-        source = self._consumable(user, host, name)
         with refusals():
             return await messages.copy(
                 source, self._target(user, host, target), message_ids, self.broker.journal
@@ -97,8 +97,8 @@ class MessageApi(ApiBase):
         self, user: str, vhost: str, name: str, target: str, message_ids: Iterable[int]
     ) -> MessagesChanged:
         """Move chosen ready messages of queue `name` to queue `target`."""
+        source = await self._checked(lambda: self.consumable_queue(user, vhost, name))
         host = self._vhost(vhost)
-        source = self._consumable(user, host, name)
         with refusals():
             return await messages.move(
                 source, self._target(user, host, target), message_ids, self.broker.journal
@@ -119,21 +119,40 @@ class MessageApi(ApiBase):
         """Pause (or resume) the delivery of a queue's messages to its consumers, as imqcmd
         pause dst does: it still takes messages. Needs what consuming from it needs."""
         host = self._vhost(vhost)
-        queue = self._consumable(user, host, name)
+        with refusals():
+            queue = self.consumable_queue(user, vhost, name, wait=False)
         if paused:
             host.paused.add(queue)
         else:
             host.paused.discard(queue)
             queue.dispatch()
 
-    def _consumable(self, user: str, host: VirtualHost, name: str) -> Queue:
-        """Queue `name`, if `user` may consume from it (another connection's exclusive queue:
-        405, as for basic.get)."""
-        queue = self._queue(host, name)
-        with refusals():
-            host.check_owner(queue, self)
-            self._authorize(user, host, Action.CONSUME, ObjectType.QUEUE, queue_properties(queue))
-            self._permit(user, host, Permission.READ, ResourceKind.QUEUE, queue.name)
+    def consumable_queue(
+        self,
+        user: str,
+        vhost: str,
+        name: str,
+        *,
+        connection: object | None = None,
+        permits: PermitCache | None = None,
+        wait: bool = True,
+    ) -> Queue:
+        """Queue `name` of `vhost`, if `user` may consume from it or get from it: what
+        basic.consume, basic.get and every operation here that reads a queue's messages ask.
+
+        404 NOT_FOUND when there is none (RabbitMQ's "no queue 'q' in vhost '/'"); 405
+        RESOURCE_LOCKED when it is another connection's exclusive queue (`connection` is the
+        one asking; None for management, to which every exclusive queue is another's); 403
+        unless the ACL allows CONSUME QUEUE (Qpid manual Table 2.3: "Applied when
+        subscriptions are created"; basic.get takes messages as a consumer does) and RabbitMQ's
+        permissions give read on it (its access control guide: basic.consume and basic.get
+        need read on the queue); `permits`, a channel's, remembers that. Raised as the AMQP
+        error (`ProtocolError`), as the `plan_*` methods raise theirs; ChangePending while a
+        change of the queue waits for the store, unless `wait` is false (`VirtualHost.queue`)."""
+        host = self._vhost(vhost)
+        queue = host.queue(name, connection, wait=wait)
+        self._authorize(user, host, Action.CONSUME, ObjectType.QUEUE, queue_properties(queue))
+        self._permit(user, host, Permission.READ, ResourceKind.QUEUE, queue.name, permits)
         return queue
 
     def _target(self, user: str, host: VirtualHost, name: str) -> Queue:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from batonmq.amqp.constants import ReplyCode
+from batonmq.amqp.errors import amqp_error
 from batonmq.engine.exchange import Exchange
 from batonmq.engine.outcome import Outcome
 from batonmq.model.message import Message
@@ -33,9 +35,17 @@ class Transaction:
     #: Tags already named by a held settlement: naming one twice is 406, as outside a transaction.
     settled_tags: set[int] = field(default_factory=set)
 
-    def hold_settlement(self, delivery_tags: list[int], outcome: Outcome) -> None:
-        self.settlements.append(HeldSettlement(tuple(delivery_tags), outcome))
-        self.settled_tags.update(delivery_tags)
+    def hold_settlement(
+        self, delivery_tag: int, multiple: bool, delivery_tags: list[int], outcome: Outcome
+    ) -> None:
+        """Hold an ack, nack or reject that names `delivery_tag` (`multiple`: and those before
+        it), which are the unsettled `delivery_tags`; those a held settlement named already
+        are left out, and naming one of them alone is 406, as outside a transaction."""
+        if not multiple and delivery_tag in self.settled_tags:
+            raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"unknown delivery tag {delivery_tag}")
+        held = [tag for tag in delivery_tags if tag not in self.settled_tags]
+        self.settlements.append(HeldSettlement(tuple(held), outcome))
+        self.settled_tags.update(held)
 
     def clear(self) -> None:
         self.publishes.clear()

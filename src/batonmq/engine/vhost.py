@@ -493,9 +493,12 @@ class VirtualHost:
         self.events.publish(EventKind.QUEUE_CREATED, name, self.name, durable=durable)
         return queue
 
-    def queue(self, name: str, owner: object) -> Queue:
-        """The queue `owner` may use (404 if missing, 405 if another connection's exclusive)."""
-        self._wait_for(("queue", name))
+    def queue(self, name: str, owner: object, *, wait: bool = True) -> Queue:
+        """The queue `owner` may use (404 if missing, 405 if another connection's exclusive);
+        ChangePending while a change of it waits for the store, unless `wait` is false (a
+        caller that cannot wait is answered from the queues as they are now)."""
+        if wait:
+            self._wait_for(("queue", name))
         queue = self.queues.get(name)
         if queue is None:
             raise self._not_found("queue", name)

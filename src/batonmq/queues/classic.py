@@ -229,7 +229,7 @@ class ClassicQueue:
     def check_consume(
         self, *, no_ack: bool, prefetch_count: int, global_prefetch: int, arguments: FieldTable
     ) -> None:
-        pass  # the engine checks what every queue type shares (batonmq.engine.methods.basic)
+        pass  # the engine checks what every queue type shares (batonmq.engine.consumer.admitted)
 
     def add_consumer(self, consumer: QueueConsumer) -> None:
         self.consumers.add(consumer)

@@ -5,7 +5,6 @@ so a request is refused alike whichever way it comes, with the reply code and te
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +13,6 @@ import pytest
 from pamqp import base, commands
 
 from batonmq.amqp.constants import ReplyCode
-from batonmq.engine import methods
 from batonmq.engine.api import ApiError, EngineApi
 from batonmq.engine.broker import Broker
 from batonmq.engine.snapshots import BindingInfo
@@ -115,16 +113,3 @@ async def test_the_api_asks_the_acl_what_queue_declare_asks(tmp_path: Path) -> N
         await api.declare_queue("bob", "/", "scratch", durable=False, auto_delete=True)
     assert refused.value.reply_code == ReplyCode.ACCESS_REFUSED
     assert (await api.declare_queue("bob", "/", "kept", durable=False)).name == "kept"
-
-
-def test_the_queue_and_exchange_handlers_hold_no_acl_rule() -> None:
-    """The handlers of queue.* and exchange.* translate frames to API calls: what the ACL is
-    asked lives in the API (a handler that asks it itself would be a second copy)."""
-    for module in (methods.queue, methods.exchange):
-        tree = ast.parse(Path(module.__file__ or "").read_text())
-        imported = {
-            node.module
-            for node in ast.walk(tree)
-            if isinstance(node, ast.ImportFrom) and node.module is not None
-        }
-        assert not imported & {"batonmq.engine.access", "batonmq.security.acl"}, module

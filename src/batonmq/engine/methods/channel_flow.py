@@ -14,10 +14,9 @@ from batonmq.engine.dispatch import handles
 
 @handles(commands.Channel.Flow)
 def flow(channel: Channel, method: commands.Channel.Flow) -> None:
-    channel.flow_active = bool(method.active)
-    channel.reply(commands.Channel.FlowOk(active=channel.flow_active))
-    if channel.flow_active:
-        channel.resume()
+    active = bool(method.active)
+    channel.reply(commands.Channel.FlowOk(active=active))
+    channel.set_flow(active)  # deliveries it restarts follow the flow-ok
 
 
 @handles(commands.Channel.FlowOk)

@@ -6,10 +6,7 @@ from pamqp import base, commands
 from pamqp.common import FieldTable
 
 from batonmq.amqp import outgoing
-from batonmq.amqp.constants import ReplyCode
-from batonmq.amqp.errors import amqp_error
 from batonmq.engine.channel import Channel, Reply
-from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.dispatch import handles
 from batonmq.engine.snapshots import BindingInfo
 from batonmq.queues import protocol
@@ -17,21 +14,11 @@ from batonmq.queues import protocol
 Queue = commands.Queue
 
 
-def queue_name(channel: Channel, name: str) -> str:
-    """Spec (queue.bind and others): "If the queue name is empty, the server uses the last queue
-    declared on the channel"; with none declared that is 404 (rule queue-known, as RabbitMQ)."""
-    if name:
-        return name
-    if channel.last_queue_name is None:
-        raise amqp_error(ReplyCode.NOT_FOUND, "no previously declared queue")
-    return channel.last_queue_name
-
-
 @handles(Queue.Declare)
 def declare(channel: Channel, method: commands.Queue.Declare) -> None:
     session = channel.session
     # A passive declare of "" names the channel's last declared queue, as queue.bind does.
-    name = queue_name(channel, "") if method.passive and not method.queue else method.queue
+    name = channel.queue_name("") if method.passive and not method.queue else method.queue
     change = session.api.plan_declare_queue(
         session.username,
         session.vhost.name,
@@ -45,9 +32,7 @@ def declare(channel: Channel, method: commands.Queue.Declare) -> None:
     )
 
     def declared(queue: protocol.Queue) -> Reply | None:
-        if queue.exclusive_owner is session:
-            session.exclusive_queues.add(queue)
-        channel.last_queue_name = queue.name
+        channel.declared(queue)
         if method.nowait:
             return None
         return outgoing.queue_declare_ok(
@@ -60,7 +45,7 @@ def declare(channel: Channel, method: commands.Queue.Declare) -> None:
 @handles(Queue.Bind)
 def bind(channel: Channel, method: commands.Queue.Bind) -> None:
     session = channel.session
-    name = queue_name(channel, method.queue)
+    name = channel.queue_name(method.queue)
     # Spec (queue.bind routing-key): an empty key with an empty queue name means the queue's name.
     routing_key = method.routing_key or (name if not method.queue else "")
     binding = _binding(channel, method.exchange, name, routing_key, method.arguments)
@@ -81,7 +66,7 @@ def unbind(channel: Channel, method: commands.Queue.Unbind) -> None:
     binding = _binding(
         channel,
         method.exchange,
-        queue_name(channel, method.queue),
+        channel.queue_name(method.queue),
         method.routing_key,
         method.arguments,
     )
@@ -92,7 +77,7 @@ def unbind(channel: Channel, method: commands.Queue.Unbind) -> None:
 @handles(Queue.Purge)
 def purge(channel: Channel, method: commands.Queue.Purge) -> None:
     session = channel.session
-    name = queue_name(channel, method.queue)
+    name = channel.queue_name(method.queue)
     count = session.api.purge_now(session.username, session.vhost.name, name, connection=session)
     if not method.nowait:
         channel.reply_when_durable(Queue.PurgeOk(count), "queue.purge")
@@ -101,8 +86,7 @@ def purge(channel: Channel, method: commands.Queue.Purge) -> None:
 @handles(Queue.Delete)
 def delete(channel: Channel, method: commands.Queue.Delete) -> None:
     session = channel.session
-    name = queue_name(channel, method.queue)
-    queue = session.vhost.queues.get(name)
+    name = channel.queue_name(method.queue)
     # RabbitMQ sends queue.delete-ok before the basic.cancel notifications of the deleting
     # channel's own consumers (a client that saw the cancel first would tear down the reply it
     # waits for); those of other channels go at once.
@@ -114,12 +98,10 @@ def delete(channel: Channel, method: commands.Queue.Delete) -> None:
         connection=session,
         if_unused=method.if_unused,
         if_empty=method.if_empty,
-        on_delete=lambda going: cancels.extend(cancel_consumers_of(going, notify_later=channel)),
+        on_delete=lambda going: cancels.extend(channel.deleting(going)),
     )
 
     def deleted(count: int) -> list[base.Frame]:
-        if queue is not None and queue.exclusive_owner is not None:
-            session.exclusive_queues.discard(queue)
         return cancels if method.nowait else [Queue.DeleteOk(count), *cancels]
 
     channel.carry_out(change, deleted, "queue.delete")

@@ -11,33 +11,20 @@ from batonmq.amqp.errors import amqp_error
 from batonmq.engine.channel import Channel
 from batonmq.engine.dispatch import handles
 from batonmq.engine.publish import all_done, commit_transaction
-from batonmq.engine.transaction import Transaction
 from batonmq.queues.protocol import Queue
 
 Tx = commands.Tx
 
 
-def _transaction(channel: Channel) -> Transaction:
-    if channel.transaction is None:
-        # Spec (tx.commit): "The client MUST NOT use the Commit method on non-transacted channels".
-        raise amqp_error(ReplyCode.PRECONDITION_FAILED, "channel is not transactional")
-    return channel.transaction
-
-
 @handles(Tx.Select)
 def select(channel: Channel, method: commands.Tx.Select) -> None:
-    if channel.confirms is not None:
-        raise amqp_error(
-            ReplyCode.PRECONDITION_FAILED, "channels in confirm mode cannot be transactional"
-        )
-    if channel.transaction is None:
-        channel.transaction = Transaction()
+    channel.select_transactions()
     channel.reply(Tx.SelectOk())
 
 
 @handles(Tx.Commit)
 def commit(channel: Channel, method: commands.Tx.Commit) -> None:
-    writers = commit_transaction(channel, _transaction(channel))
+    writers = commit_transaction(channel, channel.current_transaction())
     if writers:
         _reply_when_written(channel, writers)
     else:
@@ -76,5 +63,5 @@ def _reply_when_written(channel: Channel, writers: list[Queue]) -> None:
 
 @handles(Tx.Rollback)
 def rollback(channel: Channel, method: commands.Tx.Rollback) -> None:
-    _transaction(channel).clear()
+    channel.current_transaction().clear()
     channel.reply(Tx.RollbackOk())
