@@ -11,7 +11,7 @@ from pamqp import base, commands
 from batonmq.amqp import outgoing
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import amqp_error
-from batonmq.engine.access import exchange_name
+from batonmq.engine.access import exchange_name, require_permission
 from batonmq.engine.channel import Channel
 from batonmq.engine.exchange import Exchange
 from batonmq.engine.transaction import HeldPublish, Transaction
@@ -118,11 +118,15 @@ def checked_exchange(
     # asks once per exchange (while the permissions do not change), as RabbitMQ's does.
     permissions = broker.permissions
     if permits is None or permits.generation != permissions.generation or name not in permits.names:
-        refusal = (permits or PermitCache()).refusal(
-            permissions, username, vhost.name, Permission.WRITE, ResourceKind.EXCHANGE, name
+        require_permission(
+            permissions,
+            username,
+            vhost.name,
+            Permission.WRITE,
+            ResourceKind.EXCHANGE,
+            name,
+            permits,
         )
-        if refusal is not None:
-            raise amqp_error(ReplyCode.ACCESS_REFUSED, refusal)
     exchange = vhost.exchange(name)
     if exchange.internal:
         raise amqp_error(
