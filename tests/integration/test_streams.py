@@ -17,6 +17,7 @@ import pytest
 from pika.adapters.blocking_connection import BlockingChannel
 from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker
 
+from batonmq.queues.streams.files import FileMedium
 from batonmq.queues.streams.log import StreamLog
 from tests.brokerproc import BrokerLife, RunningBroker, start_broker
 from tests.httpapi import call
@@ -511,7 +512,7 @@ def test_messages_published_together_are_written_as_one_chunk(batonmq: RunningBr
 
     asyncio.run(asyncio.wait_for(burst(), 20))
     batonmq.stop()
-    stream_log = StreamLog(Path(batonmq.data_dir) / "streams" / "%2F" / "burst")
+    stream_log = StreamLog(FileMedium(Path(batonmq.data_dir) / "streams" / "%2F" / "burst"))
     try:
         assert stream_log.next_offset == 200
         assert stream_log.chunk_count <= 100

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from batonmq.queues.streams.chunk import Record
-from batonmq.queues.streams.log import FILE_HEADER, Filter, StreamCorrupt, StreamLog
+from batonmq.queues.streams.files import FILE_HEADER, FileMedium
+from batonmq.queues.streams.log import Filter, StreamCorrupt, StreamLog
 
 
 def record(n: int, filter_value: str | None = None) -> Record:
@@ -31,7 +32,7 @@ def directory(tmp_path: Path) -> Path:
 
 @contextlib.contextmanager
 def opened(directory: Path, **settings: int) -> Iterator[StreamLog]:
-    log = StreamLog(directory, **settings)  # type: ignore[arg-type]
+    log = StreamLog(FileMedium(directory), **settings)  # type: ignore[arg-type]
     try:
         yield log
     finally:
@@ -150,7 +151,7 @@ def test_damage_before_the_end_is_corruption_not_a_torn_append(directory: Path) 
     segment.write_bytes(bytes(data))
 
     with pytest.raises(StreamCorrupt, match=segment.name):
-        StreamLog(directory)
+        StreamLog(FileMedium(directory))
 
 
 def test_damage_in_an_older_segment_is_reported_when_read(directory: Path) -> None:
@@ -174,7 +175,7 @@ def test_a_file_that_is_not_a_segment_is_refused(directory: Path) -> None:
     (directory / f"{0:020d}.segment").write_bytes(b"something else entirely, long enough")
 
     with pytest.raises(StreamCorrupt, match="not a BatonMQ stream segment"):
-        StreamLog(directory)
+        StreamLog(FileMedium(directory))
 
 
 def test_a_failed_append_leaves_nothing_behind(directory: Path) -> None:
