@@ -91,7 +91,7 @@ from batonmq.store.plan import (
     stored_user,
 )
 from batonmq.store.takeover import SQL as TAKEOVER_SQL
-from batonmq.store.takeover import member, take_over
+from batonmq.store.takeover import discard_streams, member, take_over
 
 log = logging.getLogger(__name__)
 
@@ -306,6 +306,7 @@ class PostgresStore:
                 await self._check_epoch(connection)
                 discarded = _row_count(await connection.execute(sql["discard_entries"], broker))
                 await connection.execute(sql["discard_messages"], broker)
+                await discard_streams(connection, sql, broker)
                 if self._unclean_stop:
                     await connection.execute(sql["mark_delivered"], broker)
                 block = await connection.fetchval(sql["next_block"])

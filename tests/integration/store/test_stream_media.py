@@ -23,7 +23,7 @@ from batonmq.queues.streams.dedup import PRODUCER_HEADER, SEQUENCE_HEADER
 from batonmq.queues.streams.files import FileMedium
 from batonmq.queues.streams.log import Filter, StreamCorrupt, StreamLog
 from batonmq.queues.streams.medium import StreamMedium
-from batonmq.store.base import StoreFenced
+from batonmq.store.base import StoredQueue, StoreFenced, WriteBatch
 from batonmq.store.postgres import PostgresStore
 from batonmq.store.streamtables import PostgresStreamTables
 
@@ -321,3 +321,24 @@ def test_a_broker_taken_over_writes_nothing_more_to_its_streams(opened, postgres
         assert log.next_offset == 1
     rows = postgres.sql("SELECT first_offset FROM {s}.stream_chunks ORDER BY first_offset")
     assert [row[0] for row in rows] == [0]
+
+
+@pytest.mark.parametrize("medium_kind", ["postgres"])
+def test_recovery_discards_the_rows_of_streams_that_have_no_queue(
+    opened, postgres: Postgres
+) -> None:
+    """As a recovery discards entries of no queue: a stream deleted while the broker stopped
+    before removing its rows, or whose declaration never committed, leaves nothing that a
+    stream declared later under its name would find."""
+    store = postgres.store
+    queue = StoredQueue("/", "kept", False, {"x-queue-type": "stream"})
+    postgres.loop.run_until_complete(store.commit(WriteBatch(queues_put=[queue])))
+    for name in ("kept", "ghost"):
+        with opened(name) as log:
+            log.append([record(0)], timestamp=1)
+
+    postgres.loop.run_until_complete(store.recover())
+
+    rows = postgres.sql("SELECT DISTINCT queue FROM {s}.stream_chunks")
+    segments = postgres.sql("SELECT DISTINCT queue FROM {s}.stream_segments")
+    assert [row[0] for row in rows] == [row[0] for row in segments] == ["kept"]

@@ -14,13 +14,17 @@ import pytest
 
 from batonmq.queues.streams.chunk import Record
 from batonmq.queues.streams.log import StreamLog
-from batonmq.store.base import StoreError
+from batonmq.store.base import StoredQueue, StoreError, WriteBatch
 from batonmq.store.hastore import SharedStoreAdmin
 from batonmq.store.postgres import PostgresStore
 from batonmq.store.streamtables import PostgresStreamTables
 from tests.members import lease_run_out
 
 SCHEMA = "batonmq_c_test"
+
+
+def _stream(name: str) -> StoredQueue:
+    return StoredQueue("/", name, False, {"x-queue-type": "stream"})
 
 
 def _record(body: str) -> Record:
@@ -80,6 +84,8 @@ async def test_a_failed_member_s_streams_move_to_the_claimant_at_their_offsets(
     await claimant.open()
     failed_tables = PostgresStreamTables(failed)
     claimant_tables = PostgresStreamTables(claimant)
+    await failed.commit(WriteBatch(queues_put=[_stream("only-a"), _stream("both")]))
+    await claimant.commit(WriteBatch(queues_put=[_stream("both")]))
     try:
         await asyncio.to_thread(_write, failed_tables, "only-a", [f"a{n}" for n in range(8)])
         await asyncio.to_thread(_write, failed_tables, "both", ["a-both"])

@@ -449,4 +449,4 @@ def _filter_value(message: Message) -> str | None:
 
 def _ignore(result: object) -> None:
     if isinstance(result, BaseException):
-        log.error("stream directory could not be removed: %s", result)
+        log.error("stream log could not be removed: %s", result)
