@@ -195,6 +195,9 @@ MIGRATIONS: Final[tuple[tuple[MigrationStep, ...], ...]] = (
             " first_offset {int64} NOT NULL, written_at {int64} NOT NULL, chunk {blob} NOT NULL,"
             " PRIMARY KEY (broker_id, vhost, queue, first_offset))",
         ),
+        # Uncompressed out of line: opening a stream reads its chunks' headers only, a slice
+        # that PostgreSQL then fetches without reading (and decompressing) the whole chunk.
+        Only("postgres", "ALTER TABLE {s}.stream_chunks ALTER COLUMN chunk SET STORAGE EXTERNAL"),
     ),
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
