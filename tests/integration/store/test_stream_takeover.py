@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 
+import asyncpg
 import pytest
 
 from batonmq.queues.streams.chunk import Record
 from batonmq.queues.streams.log import StreamLog
-from batonmq.store.base import StoredQueue, StoreError, WriteBatch
+from batonmq.store.base import StoredQueue, StoreError, StoreFenced, WriteBatch
 from batonmq.store.hastore import SharedStoreAdmin
 from batonmq.store.postgres import PostgresStore
 from batonmq.store.streamtables import PostgresStreamTables
@@ -105,3 +106,40 @@ async def test_a_failed_member_s_streams_move_to_the_claimant_at_their_offsets(
     finally:
         for tables in (failed_tables, claimant_tables):
             await asyncio.to_thread(tables.close)
+
+
+async def test_a_stream_write_that_finds_the_broker_fenced_fences_its_store(
+    members: Callable[..., PostgresStore], postgres_dsn: str
+) -> None:
+    """The HA issue: "A broker that finds itself fenced stops serving": a stream's append that
+    finds the epoch superseded (a takeover claimed the broker) fails, and the store's fencing
+    handler, which stops the broker, is told on the broker's event loop, as when one of the
+    store's own writes finds it."""
+    store = members("A")
+    await store.open()
+    await store.commit(WriteBatch(queues_put=[_stream("s")]))
+    told: list[StoreError] = []
+    store.on_fenced(told.append)
+    tables = PostgresStreamTables(store)
+    medium = tables.medium("/", "s")  # on the broker's loop
+    try:
+        log = await asyncio.to_thread(StreamLog, medium)
+        await asyncio.to_thread(log.append, [_record("before")], 1)
+        connection = await asyncpg.connect(postgres_dsn)
+        try:
+            await connection.execute(
+                f'UPDATE "{SCHEMA}".brokers SET epoch = epoch + 1 WHERE broker_id = $1', "A"
+            )
+        finally:
+            await connection.close()
+
+        with pytest.raises(StoreFenced):
+            await asyncio.to_thread(log.append, [_record("after")], 2)
+        await asyncio.sleep(0)  # the loop runs what the writer thread handed it
+
+        assert len(told) == 1
+        assert "no longer owns its store" in str(told[0])
+        with pytest.raises(StoreFenced):
+            await store.commit(WriteBatch(queues_put=[_stream("t")]))
+    finally:
+        await asyncio.to_thread(tables.close)
