@@ -106,7 +106,9 @@ class PostgresStreamTables:
                 if epoch != store.epoch:
                     why = f"its epoch {store.epoch} is now {epoch}"
                     if self._broker_loop is not None:
-                        self._broker_loop.call_soon_threadsafe(store.fenced_elsewhere, why)
+                        # A loop already closed (the broker stopping) has nothing to stop.
+                        with contextlib.suppress(RuntimeError):
+                            self._broker_loop.call_soon_threadsafe(store.fenced_elsewhere, why)
                     raise StoreFenced(
                         f"broker {store.broker_id!r} no longer owns its store at "
                         f"{store.location}: another broker has taken it over ({why})"
