@@ -443,8 +443,9 @@ CATALOGUE: Final = (
     _code(
         "BMQ-8001",
         "stream append failed: ",
-        "Writing to a stream's segment failed: its publishers are nacked.",
-        "Check the disk of the data directory.",
+        "Writing to a stream's segment (a file, or the PostgreSQL store's tables) failed: its "
+        "publishers are nacked.",
+        "Check the disk of the data directory, or the PostgreSQL store named.",
     ),
     _code(
         "BMQ-8002",
@@ -460,21 +461,23 @@ CATALOGUE: Final = (
     ),
     _code(
         "BMQ-8004",
-        "stream directory could not be removed: ",
-        "A deleted stream's files could not be removed.",
-        "Remove the directory named by hand.",
+        "stream log could not be removed: ",
+        "A deleted stream's segments (files, or rows of the PostgreSQL store) could not be "
+        "removed.",
+        "Remove the directory named by hand; rows of a stream whose queue is gone are removed at "
+        "the broker's next start.",
     ),
     _code(
         "BMQ-8005",
         "stream cannot be opened: ",
         "A stream's segments could not be read at start; the stream is not served.",
-        "Check the files named; restore them from a backup.",
+        "Check the files or the store named; restore them from a backup.",
     ),
     _code(
         "BMQ-8006",
         "stream read failed: ",
         "Reading a stream for a consumer failed; its consumer is cancelled.",
-        "Check the disk of the data directory.",
+        "Check the disk of the data directory, or the PostgreSQL store named.",
     ),
 )
 

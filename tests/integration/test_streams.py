@@ -12,11 +12,13 @@ import time
 from pathlib import Path
 
 import aio_pika
+import asyncpg
 import pika
 import pytest
 from pika.adapters.blocking_connection import BlockingChannel
 from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker
 
+from batonmq.queues.streams.files import FileMedium
 from batonmq.queues.streams.log import StreamLog
 from tests.brokerproc import BrokerLife, RunningBroker, start_broker
 from tests.httpapi import call
@@ -322,11 +324,11 @@ def test_filters_deliver_only_matching_values(batonmq: RunningBroker):
     assert both == [(0, b"r1"), (2, b"n1"), (3, b"r2")]
 
 
-def test_retention_by_size_removes_whole_old_segments(batonmq: RunningBroker):
+def test_retention_by_size_removes_whole_old_segments(broker_life: BrokerLife):
     """RabbitMQ: x-max-length-bytes retention removes whole segments (segment size from
     x-stream-max-segment-size-bytes), oldest first; consumers from "first" start at what is
-    left."""
-    with connect(batonmq) as connection:
+    left. On each store: segment files beside SQLite, the store's tables in PostgreSQL."""
+    with connect(broker_life.current) as connection:
         channel = connection.channel()
         declare_stream(
             channel,
@@ -341,10 +343,11 @@ def test_retention_by_size_removes_whole_old_segments(batonmq: RunningBroker):
     assert first[0][0] == 40 - kept
 
 
-def test_retention_by_age_removes_segments_older_than_max_age(batonmq: RunningBroker):
+def test_retention_by_age_removes_segments_older_than_max_age(broker_life: BrokerLife):
     """RabbitMQ: x-max-age ("1s") removes the segments whose messages are all older than it,
-    checked as the stream is written to (whole segments; the one being written stays)."""
-    with connect(batonmq) as connection:
+    checked as the stream is written to (whole segments; the one being written stays). On each
+    store."""
+    with connect(broker_life.current) as connection:
         channel = connection.channel()
         declare_stream(
             channel, "aged", **{"x-max-age": "1s", "x-stream-max-segment-size-bytes": 1000}
@@ -372,6 +375,58 @@ def test_deleting_a_stream_removes_its_log(batonmq: RunningBroker):
     while (streams / "gone%2Fsoon").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not (streams / "gone%2Fsoon").exists()
+
+
+def _stream_rows(dsn: str, queue: str) -> tuple[int, int]:
+    """(segments, chunks) the PostgreSQL store holds for stream `queue`, in whichever schema."""
+
+    async def count() -> tuple[int, int]:
+        connection = await asyncpg.connect(dsn)
+        try:
+            (schema,) = await connection.fetchrow(
+                "SELECT table_schema FROM information_schema.tables"
+                " WHERE table_name = 'stream_chunks'"
+            )
+            counts = [
+                await connection.fetchval(
+                    f'SELECT count(*) FROM "{schema}".stream_{table} WHERE queue = $1', queue
+                )
+                for table in ("segments", "chunks")
+            ]
+            return counts[0], counts[1]
+        finally:
+            await connection.close()
+
+    return asyncio.run(count())
+
+
+def test_with_postgres_a_stream_is_kept_in_the_store_and_goes_with_its_queue(
+    tmp_path: Path, postgres_dsn: str
+):
+    """The stream-queues issue: streams are "stored in segments on disk (...); PostgreSQL stores
+    them in tables when the store is PostgreSQL": nothing under the data directory, a row per
+    chunk, and none left once the stream is deleted."""
+    broker = start_broker(
+        tmp_path,
+        environment={
+            "BATONMQ__PERSIST__STORE": "postgres",
+            "BATONMQ__PERSIST__POSTGRES__DSN": postgres_dsn,
+        },
+    )
+    with connect(broker) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "tabled", **{"x-stream-max-segment-size-bytes": 1000})
+        publish(channel, "tabled", [bytes(300) for _ in range(10)])
+        segments, chunks = _stream_rows(postgres_dsn, "tabled")
+        assert segments > 1
+        assert chunks >= segments
+        assert not list((Path(broker.data_dir) / "streams").rglob("*.segment"))
+        channel.queue_delete("tabled")
+        channel.queue_declare("sync-point", durable=True)
+    deadline = time.monotonic() + 5
+    while _stream_rows(postgres_dsn, "tabled") != (0, 0) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _stream_rows(postgres_dsn, "tabled") == (0, 0)
 
 
 def test_confirmed_messages_survive_sigkill_at_their_offsets(broker_life: BrokerLife):
@@ -511,7 +566,7 @@ def test_messages_published_together_are_written_as_one_chunk(batonmq: RunningBr
 
     asyncio.run(asyncio.wait_for(burst(), 20))
     batonmq.stop()
-    stream_log = StreamLog(Path(batonmq.data_dir) / "streams" / "%2F" / "burst")
+    stream_log = StreamLog(FileMedium(Path(batonmq.data_dir) / "streams" / "%2F" / "burst"))
     try:
         assert stream_log.next_offset == 200
         assert stream_log.chunk_count <= 100

@@ -17,6 +17,7 @@ from pamqp.header import ContentHeader
 
 from batonmq.queues.streams.chunk import Record
 from batonmq.queues.streams.dedup import PRODUCER_HEADER, SEQUENCE_HEADER
+from batonmq.queues.streams.files import FileMedium
 from batonmq.queues.streams.log import StreamLog
 
 #: (producer, id), or None for a message without them.
@@ -52,13 +53,13 @@ def test_what_is_stored_does_not_depend_on_appends_or_reopenings(messages, cuts,
     bounds = sorted({0, len(messages), *(cut for cut in cuts if cut < len(messages))})
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "stream"
-        log = StreamLog(path, max_segment_bytes=300, sync=False)
+        log = StreamLog(FileMedium(path, sync=False), max_segment_bytes=300)
         try:
             for start, end in itertools.pairwise(bounds):
                 log.append([record(n, messages[n]) for n in range(start, end)], timestamp=1)
                 if data.draw(st.booleans()):
                     log.close()
-                    log = StreamLog(path, max_segment_bytes=300, sync=False)
+                    log = StreamLog(FileMedium(path, sync=False), max_segment_bytes=300)
             stored = [
                 int(entry.record.body) for entry in log.read(0, max_records=100, max_bytes=1 << 30)
             ]

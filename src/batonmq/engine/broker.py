@@ -26,7 +26,7 @@ from batonmq.logrepeat import CoalescingLog
 from batonmq.queues.holdings import Holdings
 from batonmq.queues.paging import Paging
 from batonmq.queues.protocol import Queue
-from batonmq.queues.streams.storage import StreamStorage
+from batonmq.queues.streams.storage import StreamStorage, StreamTables
 from batonmq.security.authn import GUEST, Authenticator
 from batonmq.security.permissions import Permissions, UserPermission
 from batonmq.store.base import Store
@@ -92,6 +92,8 @@ class BrokerSettings:
     autocreate: AutocreatePolicy = field(default_factory=AutocreatePolicy)
     #: Where stream queues keep their logs; None: a temporary directory (in-memory brokers).
     streams_dir: Path | None = None
+    #: The store's tables that keep them instead (a PostgreSQL store), if any.
+    stream_tables: StreamTables | None = None
 
 
 @dataclass(eq=False)
@@ -164,7 +166,7 @@ class Broker:
         self.limited = bool(settings.max_messages or settings.max_bytes)
         self.journal = Journal(self.store)
         self.after_write = AfterWrite(self.journal)
-        self.streams = StreamStorage(settings.streams_dir)
+        self.streams = StreamStorage(settings.streams_dir, settings.stream_tables)
         self.vhosts = {}
         default = self.add_vhost(settings.default_vhost)
         for name in BROKER_TOPICS:

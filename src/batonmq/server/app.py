@@ -52,7 +52,11 @@ from batonmq.server.listeners import Listener, ListenError, Listening, configure
 from batonmq.server.pidfile import remove_pid_file, write_pid_file
 from batonmq.server.protocol import AMQPProtocol
 from batonmq.store.base import StoreError, StoreFenced
-from batonmq.store.configured import configured_store, waits_for_no_standby
+from batonmq.store.configured import (
+    configured_store,
+    configured_stream_tables,
+    waits_for_no_standby,
+)
 
 if TYPE_CHECKING:
     from batonmq.cluster.member import ClusterMember
@@ -69,6 +73,7 @@ class BrokerServer:
         self.config = config
         #: Checked first, so that a broker with unusable listener settings opens nothing.
         self.listeners = configured_listeners(config)
+        store = configured_store(config)
         self.broker = Broker(
             BrokerSettings(
                 name=config.broker_name,
@@ -86,8 +91,9 @@ class BrokerServer:
                 max_bytes=config.limits.max_bytes,
                 autocreate=AutocreatePolicy.from_config(config.autocreate),
                 streams_dir=config.data_dir / "streams",
+                stream_tables=configured_stream_tables(store),
             ),
-            configured_store(config),
+            store,
         )
         auth = config.auth
         #: Password checks (scrypt, ~40 ms and 16 MiB each) run here, two at a time at most.

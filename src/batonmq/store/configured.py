@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from batonmq.config import Config
 from batonmq.config.durability import parse_durability
 from batonmq.store.base import Store
+
+if TYPE_CHECKING:
+    from batonmq.queues.streams.storage import StreamTables
 
 #: The SQLite store's file in the broker's data directory.
 SQLITE_FILE: Final = "batonmq.sqlite3"
@@ -63,6 +66,18 @@ def configured_store(config: Config) -> Store:
     return SQLiteStore(
         sqlite_path(config.data_dir), broker_id=config.broker_name, sync=persist.sync
     )
+
+
+def configured_stream_tables(store: Store) -> StreamTables | None:
+    """Where the stream queues of a broker on `store` are kept if not in segment files under
+    its data directory: the PostgreSQL store's tables (SQLite's streams stay in files)."""
+    if store.kind != "postgres":
+        return None
+    from batonmq.store.postgres import PostgresStore
+    from batonmq.store.streamtables import PostgresStreamTables
+
+    assert isinstance(store, PostgresStore)
+    return PostgresStreamTables(store)
 
 
 def waits_for_no_standby(config: Config, settings: dict[str, str]) -> bool:

@@ -39,6 +39,8 @@ OWNED_TABLES: Final = (
     "messages",
     "entries",
     "quarantined_messages",
+    "stream_segments",
+    "stream_chunks",
 )
 
 _CONNECT_TIMEOUT: Final = 10.0

@@ -55,7 +55,16 @@ class AddColumn:
     only: str | None = None
 
 
-MigrationStep = str | AddColumn
+@dataclass(frozen=True, slots=True)
+class Only:
+    """A statement of a migration that one dialect runs (the other has no use for what it
+    makes)."""
+
+    dialect: str
+    sql: str
+
+
+MigrationStep = str | AddColumn | Only
 
 #: Migration n (from 0) takes the schema from version n to n + 1; every step is also correct when
 #: rerun (IF NOT EXISTS, ON CONFLICT DO NOTHING, AddColumn).
@@ -166,6 +175,29 @@ MIGRATIONS: Final[tuple[tuple[MigrationStep, ...], ...]] = (
         "INSERT INTO {s}.permissions (username, vhost, configure, write, read)"
         " SELECT u.name, v.name, '.*', '.*', '.*' FROM {s}.users AS u CROSS JOIN {s}.vhosts AS v"
         " WHERE true ON CONFLICT DO NOTHING",
+    ),
+    # Version 13: stream queues kept in the PostgreSQL store (SQLite's stay in segment files
+    # beside it): each segment with the snapshot of producers' ids it began with, and each chunk
+    # (`batonmq.queues.streams.chunk`, encoded as in a segment file) under its first offset,
+    # with its segment and the time it was written (milliseconds). Both are owned rows: a
+    # takeover moves them with the broker's queues.
+    (
+        Only(
+            "postgres",
+            "CREATE TABLE IF NOT EXISTS {s}.stream_segments (broker_id TEXT NOT NULL,"
+            " vhost TEXT NOT NULL, queue TEXT NOT NULL, first_offset {int64} NOT NULL,"
+            " producers {blob}, PRIMARY KEY (broker_id, vhost, queue, first_offset))",
+        ),
+        Only(
+            "postgres",
+            "CREATE TABLE IF NOT EXISTS {s}.stream_chunks (broker_id TEXT NOT NULL,"
+            " vhost TEXT NOT NULL, queue TEXT NOT NULL, segment {int64} NOT NULL,"
+            " first_offset {int64} NOT NULL, written_at {int64} NOT NULL, chunk {blob} NOT NULL,"
+            " PRIMARY KEY (broker_id, vhost, queue, first_offset))",
+        ),
+        # Uncompressed out of line: opening a stream reads its chunks' headers only, a slice
+        # that PostgreSQL then fetches without reading (and decompressing) the whole chunk.
+        Only("postgres", "ALTER TABLE {s}.stream_chunks ALTER COLUMN chunk SET STORAGE EXTERNAL"),
     ),
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
@@ -360,11 +392,16 @@ class Plan:
     def migration(self, version: int) -> list[str | AddColumn]:
         """The steps that make schema `version` (from 1) out of `version - 1`: SQL rendered,
         and the columns this dialect has."""
-        return [
-            self.render(step) if isinstance(step, str) else step
-            for step in MIGRATIONS[version - 1]
-            if isinstance(step, str) or step.only in (None, self.dialect.name)
-        ]
+        steps: list[str | AddColumn] = []
+        for step in MIGRATIONS[version - 1]:
+            if isinstance(step, str):
+                steps.append(self.render(step))
+            elif isinstance(step, Only):
+                if step.dialect == self.dialect.name:
+                    steps.append(self.render(step.sql))
+            elif step.only in (None, self.dialect.name):
+                steps.append(step)
+        return steps
 
     def write_steps(self, broker: str, batch: WriteBatch, checksums: Sequence[int]) -> list[Step]:
         """The statements of a commit, each with its rows (`checksums` those of the batch's

@@ -91,7 +91,7 @@ from batonmq.store.plan import (
     stored_user,
 )
 from batonmq.store.takeover import SQL as TAKEOVER_SQL
-from batonmq.store.takeover import member, take_over
+from batonmq.store.takeover import discard_streams, member, take_over
 
 log = logging.getLogger(__name__)
 
@@ -306,6 +306,7 @@ class PostgresStore:
                 await self._check_epoch(connection)
                 discarded = _row_count(await connection.execute(sql["discard_entries"], broker))
                 await connection.execute(sql["discard_messages"], broker)
+                await discard_streams(connection, sql, broker)
                 if self._unclean_stop:
                     await connection.execute(sql["mark_delivered"], broker)
                 block = await connection.fetchval(sql["next_block"])
@@ -608,6 +609,41 @@ class PostgresStore:
     def on_fenced(self, handler: Callable[[StoreFenced], None]) -> None:
         self._fenced_handler = handler
 
+    # Streams kept in the store's tables (`batonmq.store.streamtables`) ----------------------
+
+    @property
+    def schema(self) -> str:
+        return self._schema
+
+    @property
+    def epoch(self) -> int:
+        """The fencing epoch this broker holds (0 before it claimed the store): every write of
+        its streams checks it, as its commits do."""
+        return self._epoch
+
+    async def session(self) -> asyncpg.Connection[asyncpg.Record]:
+        """A session of its own, outside the pool, set up as the pool's writing sessions are
+        (the durability policy's synchronous_commit; a stalled transaction ended after a whole
+        lease, so that a takeover's claim is not held up by it)."""
+        try:
+            return await asyncpg.connect(
+                self._dsn,
+                timeout=_CONNECT_TIMEOUT,
+                server_settings=self._writing_settings(),
+            )
+        except (*DATABASE_ERRORS, ValueError) as error:
+            raise StoreUnavailable(self._failure("cannot connect to", error)) from error
+
+    def failure(self, what: str, error: BaseException) -> StoreError:
+        """A database error of a session of this store as a StoreError for an operator."""
+        return StoreError(self._failure(what, error))
+
+    def fenced_elsewhere(self, why: str) -> None:
+        """A write of this broker outside the store's own calls (a stream's) found its epoch
+        superseded: the store is fenced, as if one of its own writes had found it (on the
+        event loop)."""
+        self._fence(why)
+
     # The members of an HA cluster (see `batonmq.store.takeover`) ----------------------------
 
     @property
@@ -826,19 +862,20 @@ class PostgresStore:
                 init=self._prepare_session if self._locking else None,
                 reset=_keep_session,
                 timeout=_CONNECT_TIMEOUT,
-                server_settings={
-                    **self._server_settings(),
-                    # A broker stalled inside a write (paused, SIGSTOP) holds the share lock of
-                    # its epoch check on its record, which a takeover's claim must update: once
-                    # it has been idle in the transaction for a whole lease, the time after which
-                    # it may be taken over, PostgreSQL ends its session and the claim goes on.
-                    "idle_in_transaction_session_timeout": str(
-                        max(1, round(self._lease_seconds * 1000))
-                    ),
-                },
+                server_settings=self._writing_settings(),
             )
         except (*DATABASE_ERRORS, ValueError) as error:
             raise StoreUnavailable(self._failure("cannot connect to", error)) from error
+
+    def _writing_settings(self) -> dict[str, str]:
+        return {
+            **self._server_settings(),
+            # A broker stalled inside a write (paused, SIGSTOP) holds the share lock of its
+            # epoch check on its record, which a takeover's claim must update: once it has been
+            # idle in the transaction for a whole lease, the time after which it may be taken
+            # over, PostgreSQL ends its session and the claim goes on.
+            "idle_in_transaction_session_timeout": str(max(1, round(self._lease_seconds * 1000))),
+        }
 
     @staticmethod
     async def _prepare_session(connection: _Connection) -> None:

@@ -17,7 +17,13 @@ broker, if it was only paused, finds its epoch superseded in its next write and 
   (its next sequence plus `SEQUENCE_GAP`, which leaves room for what it numbers meanwhile);
 - every entry comes back redelivered: whether the failed broker delivered it before it stopped
   is unknown (a pending acknowledgement becomes a ready message, delivered again);
-- its transient entries and the messages no entry holds any more go, as in a recovery.
+- its transient entries and the messages no entry holds any more go, as in a recovery;
+- its streams kept in the store (`batonmq.store.streamtables`) become the claimant's, segments
+  and chunks, at the offsets they had: a consumer of the survivor finds every confirmed message
+  at the offset it was confirmed at. A stream the claimant has too (a stream of that name on
+  both) is not merged, since the offsets of two logs cannot both be kept: the failed broker's
+  rows of it stay its own, unserved (`remove bkr` counts them among the records it still owns;
+  the failed broker started again discards them with its other rows of no queue).
 
 The failed broker's record says FAILOVER_STARTED, then FAILOVER_COMPLETE, with the claimant's id.
 What a takeover returns, and the members' records, are in `batonmq.store.members`.
@@ -90,11 +96,33 @@ SQL: Final = {
     " FROM unnest($3::text[], $4::text[], $5::bigint[]) AS o(vhost, queue, shift)"
     " WHERE e.broker_id = $2 AND e.vhost = o.vhost AND e.queue = o.queue",
     "failover_complete": "UPDATE {s}.brokers SET state = 'FAILOVER_COMPLETE' WHERE broker_id = $1",
+    # The rows of streams whose queue is gone (deleted, and the broker stopped before it
+    # removed them; or made by a declaration that never committed), as a recovery discards
+    # entries of no queue.
+    **{
+        f"discard_stream_{table}": f"DELETE FROM {{s}}.stream_{table} AS t"
+        " WHERE t.broker_id = $1 AND NOT EXISTS (SELECT 1 FROM {s}.queues AS q"
+        " WHERE q.broker_id = $1 AND q.vhost = t.vhost AND q.name = t.queue)"
+        for table in ("chunks", "segments")
+    },
+    # Chunks first: both read the claimant's segments as they were before the move.
+    **{
+        f"move_stream_{table}": f"UPDATE {{s}}.stream_{table} AS t SET broker_id = $1"
+        " WHERE t.broker_id = $2 AND NOT EXISTS (SELECT 1 FROM {s}.stream_segments AS c"
+        " WHERE c.broker_id = $1 AND c.vhost = t.vhost AND c.queue = t.queue)"
+        for table in ("chunks", "segments")
+    },
 }
 
 
 def member(row: asyncpg.Record) -> Member:
     return Member(*row)
+
+
+async def discard_streams(connection: _Connection, sql: Mapping[str, str], broker: str) -> None:
+    """Remove `broker`'s rows of streams that have no queue any more (see `SQL`)."""
+    for table in ("chunks", "segments"):
+        await connection.execute(sql[f"discard_stream_{table}"], broker)
 
 
 async def take_over(
@@ -118,6 +146,7 @@ async def take_over(
     # As a recovery does: transient entries and entries of no queue go, then orphaned messages.
     await connection.execute(sql["discard_entries"], failed)
     await connection.execute(sql["discard_messages"], failed)
+    await discard_streams(connection, sql, failed)
     levels = await connection.fetch(sql["levels"], failed)
     first: dict[ObjectKey, int] = {}
     for vhost, queue, _priority, _count, _bytes, lowest, _highest in levels:
@@ -141,6 +170,8 @@ async def take_over(
         [key[1] for key in shifts],
         list(shifts.values()),
     )
+    for table in ("chunks", "segments"):
+        await connection.execute(sql[f"move_stream_{table}"], claimant, failed)
     await connection.execute(sql["failover_complete"], failed)
     vhosts = await connection.fetch(sql["vhosts"])
     return TakenOver(

@@ -8,19 +8,22 @@ Over AMQP 0-9-1, which has neither, a message names its producer and id in two h
 `x-batonmq-producer` (a string) and `x-batonmq-sequence` (a non-negative integer). A message
 without both, or with values of other types, is an ordinary message: the stream keeps it.
 
-The ids are kept with the log (`log.py`): a segment begins with a snapshot file of the last id
-of every producer (`<first offset>.producers`, written before the segment is created), and the
+The ids are kept with the log (`log.py`): a segment begins with a snapshot of the last id of
+every producer tracked (written with the segment, before anything is appended to it), and the
 messages of the newest segment, whose headers carry their ids, bring it up to date when the log
 is opened. A crash therefore loses none, and retention, which removes whole old segments, none.
+
+The set is bounded (`MAX_PRODUCERS`, as RabbitMQ's osiris bounds its writers): producers are
+kept in the order they last wrote and the least recent goes first. The order is that of the
+stored messages, so what is forgotten does not depend on how appends were grouped into chunks
+or when the log was reopened.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
 from batonmq.amqp.properties import decode_basic_properties
@@ -28,8 +31,11 @@ from batonmq.queues.streams.chunk import Record
 
 PRODUCER_HEADER: Final = "x-batonmq-producer"
 SEQUENCE_HEADER: Final = "x-batonmq-sequence"
-#: The suffix of a segment's snapshot of producers' last ids.
-SNAPSHOT_SUFFIX: Final = ".producers"
+#: How many producers a stream keeps the last id of: osiris's (RabbitMQ streams' log) default
+#: max_sequences. Beyond it the least recently written producer is forgotten, as osiris trims its
+#: writers by the chunk they last wrote; a forgotten producer's next message is stored whatever
+#: its id.
+MAX_PRODUCERS: Final = 255
 _PRODUCER_OCTETS: Final = PRODUCER_HEADER.encode()
 
 
@@ -65,70 +71,78 @@ def publishing_in(record: Record) -> Publishing | None:
 
 
 class Producers:
-    """The last publishing id stored for each producer."""
+    """The last publishing id stored for each producer, the most recently written last; at most
+    `limit` of them (see the module docstring)."""
 
-    def __init__(self, last: Mapping[str, int] | None = None) -> None:
-        self.last: dict[str, int] = dict(last or {})
+    def __init__(
+        self, last: Mapping[str, int] | None = None, *, limit: int = MAX_PRODUCERS
+    ) -> None:
+        self.limit = limit
+        #: In the order the producers last wrote, the least recent first.
+        self._last: dict[str, int] = {}
+        self.advance(last or {})
+
+    @property
+    def last(self) -> dict[str, int]:
+        return dict(self._last)
+
+    def __len__(self) -> int:
+        return len(self._last)
 
     def admit(self, records: Iterable[Record]) -> tuple[list[Record], dict[str, int]]:
-        """The records to store, in order, and the last ids they set; those whose id is not
-        above the last one stored (or admitted earlier in `records`) are left out. Nothing
-        changes here until `advance` is given the ids, once the records are written."""
+        """The records to store, in order, and the last ids they set, in the order their
+        producers last wrote; those whose id is not above the last one stored (or admitted
+        earlier in `records`) are left out. Nothing changes here until `advance` is given the
+        ids, once the records are written."""
         kept: list[Record] = []
         advanced: dict[str, int] = {}
         for record in records:
             publishing = publishing_in(record)
             if publishing is not None:
                 producer, sequence = publishing.producer, publishing.sequence
-                last = advanced.get(producer, self.last.get(producer, -1))
+                last = advanced.get(producer, self._last.get(producer, -1))
                 if sequence <= last:
                     continue
+                advanced.pop(producer, None)  # to the end: it wrote last
                 advanced[producer] = sequence
             kept.append(record)
         return kept, advanced
 
     def advance(self, advanced: Mapping[str, int]) -> None:
-        self.last.update(advanced)
+        """Take the ids `admit` returned (their order is the order of writing); the least
+        recently written producers beyond `limit` are forgotten."""
+        tracked = self._last
+        for producer, sequence in advanced.items():
+            tracked.pop(producer, None)
+            tracked[producer] = sequence
+        while len(tracked) > self.limit:
+            del tracked[next(iter(tracked))]
 
     def replay(self, records: Iterable[Record]) -> None:
         """Take the ids of records that were stored (opening a log)."""
         for record in records:
             publishing = publishing_in(record)
-            if publishing is not None and publishing.sequence > self.last.get(
+            if publishing is not None and publishing.sequence > self._last.get(
                 publishing.producer, -1
             ):
-                self.last[publishing.producer] = publishing.sequence
+                self.advance({publishing.producer: publishing.sequence})
 
+    def snapshot(self) -> bytes:
+        """The ids as a segment's snapshot keeps them (JSON, in the order of writing)."""
+        return json.dumps(self._last).encode()
 
-def snapshot_path(segment: Path) -> Path:
-    return segment.with_suffix(SNAPSHOT_SUFFIX)
-
-
-def save_snapshot(path: Path, producers: Producers) -> None:
-    """Write the last ids to `path` atomically and durably (a temporary file, fsynced, renamed;
-    the caller fsyncs the directory with the segment it creates next)."""
-    temporary = path.with_suffix(".tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, json.dumps(producers.last, sort_keys=True).encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temporary, path)
-
-
-def load_snapshot(path: Path) -> Producers:
-    """The ids a segment began with; none for a segment without a snapshot (the first one)."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return Producers()
-    try:
-        last = json.loads(text)
-    except ValueError:
-        last = None
-    if not isinstance(last, dict) or not all(
-        isinstance(name, str) and isinstance(value, int) for name, value in last.items()
-    ):
-        raise ValueError(f"{path}: not a snapshot of producers' ids")
-    return Producers(last)
+    @classmethod
+    def from_snapshot(cls, snapshot: bytes | None, where: str) -> Producers:
+        """The ids a segment began with (None: a segment without a snapshot, the first one);
+        ValueError naming `where` for bytes that are no snapshot."""
+        if snapshot is None:
+            return cls()
+        try:
+            last = json.loads(snapshot)
+        except ValueError:
+            last = None
+        if not isinstance(last, dict) or not all(
+            isinstance(name, str) and isinstance(value, int) for name, value in last.items()
+        ):
+            raise ValueError(f"{where}: not a snapshot of producers' ids")
+        return cls(last)

@@ -1,56 +1,39 @@
-"""A stream's log on disk: segment files of chunks, appended to and read by offset.
+"""A stream's log: segments of chunks, appended to and read by offset, kept in a medium
+(`medium.py`: segment files, or the PostgreSQL store's tables).
 
-Layout: one directory per stream holding ``<first offset, 20 digits>.segment`` files, each a
-16-byte file header then chunks (`chunk.py`). Only the newest segment is written to; when the
-next chunk would take it past `max_segment_bytes` (x-stream-max-segment-size-bytes) a new one is
-started. Retention (x-max-age, x-max-length-bytes) removes whole segments, oldest first, and never
-the one being written.
+Only the newest segment is written to; when the next chunk would take it past
+`max_segment_bytes` (x-stream-max-segment-size-bytes) a new one is started. Retention
+(x-max-age, x-max-length-bytes) removes whole segments, oldest first, and never the one being
+written.
 
-Durability: `append` writes a chunk and, with `sync`, flushes it to the disk before it returns, so
-a publisher confirm sent after it names a message that survives a crash at its offset. A crash
-mid-append leaves a torn chunk at the end of the newest segment: opening the log drops it (it was
-never confirmed). A bad chunk anywhere else is corruption and stops the opening with an error
-naming the file.
+Durability is the medium's: `append` returns once the chunk is durable there, so a publisher
+confirm sent after it names a message that survives a crash at its offset.
 
 Deduplication (`dedup.py`): a message whose producer's publishing id is not above the last one
 the log stored for that producer is left out of its chunk; each segment begins with a snapshot of
 those ids, and the newest segment's messages bring them up to date on opening.
 
-Not thread-safe: one caller (the stream's writer) at a time. All calls block on the disk; the
+Not thread-safe: one caller (the stream's writer) at a time. All calls block on the medium; the
 broker runs them off its event loop.
 """
 
 from __future__ import annotations
 
 import bisect
-import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
-from batonmq.queues.streams.chunk import (
-    HEADER_SIZE,
-    ChunkError,
-    ChunkHeader,
-    Record,
-    decode_header,
-    decode_records,
-    encode,
-)
-from batonmq.queues.streams.dedup import Producers, load_snapshot, save_snapshot, snapshot_path
+from batonmq.queues.streams.chunk import ChunkError, Record, decode_header, decode_records, encode
+from batonmq.queues.streams.dedup import Producers
+from batonmq.queues.streams.medium import StoredChunk, StreamCorrupt, StreamMedium
 
-log = logging.getLogger(__name__)
+__all__ = ["DEFAULT_SEGMENT_BYTES", "Entry", "Filter", "StreamCorrupt", "StreamLog"]
 
-SUFFIX: Final = ".segment"
-FILE_HEADER: Final = b"BATONMQ-STREAM\x00\x01"
 #: RabbitMQ's default x-stream-max-segment-size-bytes (500 MB).
 DEFAULT_SEGMENT_BYTES: Final = 500_000_000
-
-
-class StreamCorrupt(Exception):
-    """A segment that cannot be read as the log wrote it; the message names the file."""
+#: The payload bytes read from the medium at a time.
+_READ_BYTES: Final = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,31 +58,22 @@ class Filter:
 
 
 class _Segment:
-    def __init__(self, path: Path, first_offset: int, fd: int, size: int) -> None:
-        self.path = path
+    def __init__(self, first_offset: int, size: int) -> None:
         self.first_offset = first_offset
-        self.fd = fd
         self.size = size
+        self.chunks = 0
         #: Timestamp of its newest chunk (0: none yet).
         self.newest = 0
 
 
-@dataclass(frozen=True, slots=True)
-class _Chunk:
-    segment: _Segment
-    position: int
-    header: ChunkHeader
-
-
 class StreamLog:
     def __init__(
-        self, directory: Path, *, max_segment_bytes: int = DEFAULT_SEGMENT_BYTES, sync: bool = True
+        self, medium: StreamMedium, *, max_segment_bytes: int = DEFAULT_SEGMENT_BYTES
     ) -> None:
-        self.directory = directory
+        self.medium = medium
         self.max_segment_bytes = max_segment_bytes
-        self.sync = sync
         self._segments: list[_Segment] = []
-        self._chunks: list[_Chunk] = []
+        self._chunks: list[StoredChunk] = []
         #: first offsets of `_chunks`, for bisecting.
         self._firsts: list[int] = []
         #: The last publishing id stored for each producer.
@@ -150,8 +124,7 @@ class StreamLog:
     def append(self, records: Sequence[Record], timestamp: int) -> int:
         """Write `records` as one chunk stamped `timestamp` (ms), without those a producer
         published before (`dedup.py`); returns the offset of the first one written (the next
-        offset if none was). On an OSError (a full disk) nothing of the chunk is kept, on disk
-        or here."""
+        offset if none was). If the medium fails, nothing of the chunk is kept, there or here."""
         if not records:
             raise ValueError("a chunk holds at least one record")
         first = self.next_offset
@@ -160,42 +133,42 @@ class StreamLog:
             return first
         data = encode(first, timestamp, kept)
         segment = self._segments[-1]
-        if segment.size > len(FILE_HEADER) and segment.size + len(data) > self.max_segment_bytes:
+        if segment.chunks and segment.size + len(data) > self.max_segment_bytes:
             segment = self._roll(first)
-        position = segment.size
-        try:
-            _write_all(segment.fd, data, position)
-            if self.sync:
-                os.fdatasync(segment.fd)
-        except OSError:
-            _truncate_quietly(segment.fd, position)
-            raise
-        segment.size = position + len(data)
+        stored = self.medium.append(segment.first_offset, decode_header(data), data)
+        segment.size += len(data)
         segment.newest = timestamp
-        self._index(_Chunk(segment, position, decode_header(data)))
+        self._index(segment, stored)
         self.producers.advance(advanced)
         return first
 
     def retain(self, *, max_age: int | None, max_bytes: int | None, now: int) -> int:
         """Remove the oldest segments while the log is over `max_bytes` or their newest chunk
         is older than `max_age` ms before `now`; returns how many went. The segment being
-        written always stays."""
-        removed = 0
-        while len(self._segments) > 1:
-            oldest = self._segments[0]
-            too_big = max_bytes is not None and self.size_bytes > max_bytes
-            too_old = max_age is not None and oldest.newest < now - max_age
+        written always stays. The medium removes them first: if it fails, the log is as it
+        was."""
+        size = self.size_bytes
+        going = 0
+        for segment in self._segments[:-1]:
+            too_big = max_bytes is not None and size > max_bytes
+            too_old = max_age is not None and segment.newest < now - max_age
             if not (too_big or too_old):
                 break
-            self._remove(oldest)
-            removed += 1
-        if removed:
-            _fsync_directory(self.directory)
-        return removed
+            size -= segment.size
+            going += 1
+        if not going:
+            return 0
+        gone = self._segments[:going]
+        kept = self._segments[going].first_offset
+        self.medium.drop([segment.first_offset for segment in gone], kept)
+        held = bisect.bisect_left(self._firsts, kept)
+        del self._chunks[:held]
+        del self._firsts[:held]
+        del self._segments[:going]
+        return going
 
     def close(self) -> None:
-        for segment in self._segments:
-            os.close(segment.fd)
+        self.medium.close()
         self._segments.clear()
         self._chunks.clear()
         self._firsts.clear()
@@ -218,175 +191,85 @@ class StreamLog:
         start = max(offset, self.first_offset)
         index = max(bisect.bisect_right(self._firsts, start) - 1, 0)
         read_bytes = 0
-        for chunk in self._chunks[index:]:
-            header = chunk.header
-            if only is not None and not header.may_hold(only.values, only.match_unfiltered):
-                continue
-            for number, record in enumerate(self._records(chunk)):
-                position = header.first_offset + number
-                if position >= start and (only is None or only.matches(record)):
-                    entries.append(Entry(position, header.timestamp, record))
-            read_bytes += header.size
-            if len(entries) >= max_records or read_bytes >= max_bytes:
-                break
+        chunks = self._chunks
+        while index < len(chunks) and len(entries) < max_records and read_bytes < max_bytes:
+            # The chunks of one round trip to the medium: as many as can hold what is still
+            # wanted (all their records may match), up to _READ_BYTES.
+            batch: list[StoredChunk] = []
+            could_hold = batch_bytes = 0
+            while index < len(chunks) and could_hold < max_records - len(entries):
+                header = chunks[index].header
+                index += 1
+                if only is not None and not header.may_hold(only.values, only.match_unfiltered):
+                    continue
+                batch.append(chunks[index - 1])
+                could_hold += header.next_offset - max(start, header.first_offset)
+                batch_bytes += header.size
+                if batch_bytes >= min(_READ_BYTES, max_bytes - read_bytes):
+                    break
+            for chunk, payload in zip(batch, self.medium.payloads(batch), strict=True):
+                header = chunk.header
+                for number, record in enumerate(self._decode(chunk, payload)):
+                    position = header.first_offset + number
+                    if position >= start and (only is None or only.matches(record)):
+                        entries.append(Entry(position, header.timestamp, record))
+                read_bytes += header.size
+                if len(entries) >= max_records or read_bytes >= max_bytes:
+                    return entries[:max_records]
         return entries[:max_records]
 
-    def _records(self, chunk: _Chunk) -> list[Record]:
-        header = chunk.header
-        payload = os.pread(chunk.segment.fd, header.payload_length, chunk.position + HEADER_SIZE)
+    def _decode(self, chunk: StoredChunk, payload: bytes) -> list[Record]:
         try:
-            return list(decode_records(header, payload))
+            return list(decode_records(chunk.header, payload))
         except ChunkError as error:
-            raise StreamCorrupt(f"{chunk.segment.path}: {error}") from None
+            raise StreamCorrupt(f"{self.medium.where(chunk.segment)}: {error}") from None
 
     # --- opening --------------------------------------------------------------------------
 
     def _open(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        paths = sorted(
-            (int(path.stem), path)
-            for path in self.directory.glob(f"*{SUFFIX}")
-            if path.stem.isdigit()
-        )
-        if not paths:
-            self._create(0)
+        stored = self.medium.open()
+        if not stored:
+            self._segments.append(_Segment(0, self.medium.create(0, None)))
             return
-        for number, (first_offset, path) in enumerate(paths):
-            newest = number == len(paths) - 1
-            if newest:  # the ids it began with; `_load` adds those of its messages
-                try:
-                    self.producers = load_snapshot(snapshot_path(path))
-                except ValueError as error:
-                    raise StreamCorrupt(str(error)) from None
-            self._load(path, first_offset, newest=newest)
-
-    def _create(self, first_offset: int) -> _Segment:
-        path = self.directory / _segment_name(first_offset)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        expected: int | None = None
+        for segment in stored:
+            opened = _Segment(segment.first_offset, segment.size)
+            self._segments.append(opened)
+            for chunk in segment.chunks:
+                first = chunk.header.first_offset
+                wanted = segment.first_offset if expected is None else expected
+                if first != wanted:
+                    raise StreamCorrupt(
+                        f"{self.medium.where(segment.first_offset)}: a chunk starts at offset "
+                        f"{first}, expected {wanted}"
+                    )
+                self._index(opened, chunk)
+                opened.newest = chunk.header.timestamp
+                expected = chunk.header.next_offset
+        # The ids the newest segment began with; its messages bring them up to date.
+        newest = stored[-1]
+        where = self.medium.where(newest.first_offset)
         try:
-            _write_all(fd, FILE_HEADER, 0)
-            os.fsync(fd)
-            _fsync_directory(self.directory)
-        except OSError:
-            os.close(fd)
-            path.unlink(missing_ok=True)
-            raise
-        segment = _Segment(path, first_offset, fd, len(FILE_HEADER))
-        self._segments.append(segment)
-        return segment
-
-    def _load(self, path: Path, first_offset: int, *, newest: bool) -> None:
-        fd = os.open(path, os.O_RDWR if newest else os.O_RDONLY)
-        segment = _Segment(path, first_offset, fd, os.fstat(fd).st_size)
-        self._segments.append(segment)
-        if os.pread(fd, len(FILE_HEADER), 0) != FILE_HEADER:
-            if newest and segment.size < len(FILE_HEADER):
-                # Created by a crash-interrupted roll: nothing was ever appended to it.
-                os.ftruncate(fd, 0)
-                _write_all(fd, FILE_HEADER, 0)
-                os.fsync(fd)
-                segment.size = len(FILE_HEADER)
-                return
-            raise StreamCorrupt(f"{path}: not a BatonMQ stream segment")
-        expected = self.next_offset if self._chunks else first_offset
-        position = len(FILE_HEADER)
-        while position < segment.size:
-            try:
-                chunk, records = self._scan(segment, position, expected, verify=newest)
-            except ChunkError as error:
-                if not (newest and self._torn(segment, position)):
-                    raise StreamCorrupt(f"{path}: at byte {position}: {error}") from None
-                log.warning(
-                    "stream segment ends in a torn chunk; dropping it (it was never confirmed)",
-                    extra={"segment": str(path), "at_byte": position},
-                )
-                os.ftruncate(fd, position)
-                os.fsync(fd)
-                segment.size = position
-                break
-            self._index(chunk)
-            self.producers.replay(records)
-            segment.newest = chunk.header.timestamp
-            expected = chunk.header.next_offset
-            position += chunk.header.size
-
-    def _scan(
-        self, segment: _Segment, position: int, expected: int, *, verify: bool
-    ) -> tuple[_Chunk, list[Record]]:
-        """The chunk at `position`, and its records if `verify`: ChunkError if its header is not
-        where the last one ended, or (with `verify`, for the segment being written, where a
-        crash can tear a chunk) if its payload fails its CRC. Older segments' payloads are
-        checked when they are read."""
-        header = decode_header(os.pread(segment.fd, HEADER_SIZE, position))
-        if header.first_offset != expected:
-            raise ChunkError(f"chunk starts at offset {header.first_offset}, expected {expected}")
-        if position + header.size > segment.size:
-            raise ChunkError("chunk runs past the end of the file")
-        records: list[Record] = []
-        if verify:
-            payload = os.pread(segment.fd, header.payload_length, position + HEADER_SIZE)
-            records = list(decode_records(header, payload))
-        return _Chunk(segment, position, header), records
-
-    @staticmethod
-    def _torn(segment: _Segment, position: int) -> bool:
-        """Whether a bad chunk at `position` is the one an interrupted append was writing: it
-        reaches the end of the file (appends are sequential, so only the last one can tear)."""
-        remaining = segment.size - position
-        if remaining < HEADER_SIZE:
-            return True
-        try:
-            header = decode_header(os.pread(segment.fd, HEADER_SIZE, position))
-        except ChunkError:
-            return False
-        return position + header.size >= segment.size
+            self.producers = Producers.from_snapshot(
+                self.medium.snapshot(newest.first_offset), where
+            )
+        except ValueError as error:
+            raise StreamCorrupt(str(error)) from None
+        for at in range(0, len(newest.chunks), 64):
+            batch = newest.chunks[at : at + 64]
+            for chunk, payload in zip(batch, self.medium.payloads(batch), strict=True):
+                self.producers.replay(self._decode(chunk, payload))
 
     # --- bookkeeping ----------------------------------------------------------------------
 
-    def _index(self, chunk: _Chunk) -> None:
+    def _index(self, segment: _Segment, chunk: StoredChunk) -> None:
+        segment.chunks += 1
         self._chunks.append(chunk)
         self._firsts.append(chunk.header.first_offset)
 
     def _roll(self, first_offset: int) -> _Segment:
-        """The next segment, its snapshot of producers' ids written first (`_create` fsyncs
-        the directory that holds both)."""
-        current = self._segments[-1]
-        os.fsync(current.fd)
-        save_snapshot(snapshot_path(self.directory / _segment_name(first_offset)), self.producers)
-        return self._create(first_offset)
-
-    def _remove(self, segment: _Segment) -> None:
-        held = sum(1 for chunk in self._chunks if chunk.segment is segment)
-        del self._chunks[:held]
-        del self._firsts[:held]
-        self._segments.remove(segment)
-        os.close(segment.fd)
-        segment.path.unlink()
-        snapshot_path(segment.path).unlink(missing_ok=True)
-
-
-def _segment_name(first_offset: int) -> str:
-    return f"{first_offset:020d}{SUFFIX}"
-
-
-def _write_all(fd: int, data: bytes, position: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, position)
-        view = view[written:]
-        position += written
-
-
-def _truncate_quietly(fd: int, size: int) -> None:
-    try:
-        os.ftruncate(fd, size)
-    except OSError:
-        log.exception("could not cut a failed append off a stream segment")
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        """The next segment, created with the snapshot of producers' ids."""
+        size = self.medium.create(first_offset, self.producers.snapshot())
+        segment = _Segment(first_offset, size)
+        self._segments.append(segment)
+        return segment

@@ -17,7 +17,6 @@ stream requeues nothing and dead-letters nothing).
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -134,7 +133,8 @@ class StreamQueue:
         self.deleted = False
         self.consumers = _StreamConsumers()
         self._storage = paging.streams
-        self._directory = self._storage.directory(paging.vhost, name)
+        #: Where its log is kept (segment files, or the store's tables).
+        self._medium = self._storage.medium(paging.vhost, name)
         #: Set on the writer thread: only the jobs that run there touch it.
         self._log: StreamLog | None = None
         #: The log is being opened: what reads the queue's state waits (`holds_back`).
@@ -149,9 +149,7 @@ class StreamQueue:
     # The log, on the writer thread --------------------------------------------------------
 
     def _open(self) -> Span:
-        self._log = StreamLog(
-            self._directory, max_segment_bytes=self.stream_options.max_segment_bytes
-        )
+        self._log = StreamLog(self._medium, max_segment_bytes=self.stream_options.max_segment_bytes)
         return Span.of(self._log)
 
     def _opened(self, result: Span | BaseException) -> None:
@@ -160,7 +158,7 @@ class StreamQueue:
             log.error(
                 "stream cannot be opened: %s",
                 result,
-                extra={"queue": self.name, "directory": str(self._directory)},
+                extra={"queue": self.name},
             )
         else:
             self._span = result
@@ -199,9 +197,7 @@ class StreamQueue:
         return max(offset, after), entries
 
     def _remove_log(self) -> None:
-        if self._log is not None:
-            self._log.close()
-        shutil.rmtree(self._directory, ignore_errors=True)
+        self._medium.destroy()
 
     # Statistics ---------------------------------------------------------------------------
 
@@ -408,8 +404,8 @@ class StreamQueue:
         return 0
 
     def delete(self) -> int:
-        """Publishers still waiting are nacked; the log's directory goes (on the writer thread,
-        after whatever was asked of it before)."""
+        """Publishers still waiting are nacked; the log goes from its medium (on the writer
+        thread, after whatever was asked of it before)."""
         count = self.message_count
         self.deleted = True
         self.consumers.clear()
@@ -430,8 +426,9 @@ class StreamQueue:
         none of them."""
 
     def adopt(self, entries: list[PagedEntry]) -> None:
-        """Nothing to take: the store holds none of a stream's messages (its log is on the
-        disk of the broker that wrote it)."""
+        """Nothing to take: the store holds no queue entries of a stream. A takeover moves a
+        stream kept in the store's tables with the failed broker's other rows, and the stream
+        declared from them opens its log there."""
 
     def stop_timers(self) -> None:
         pass
@@ -452,4 +449,4 @@ def _filter_value(message: Message) -> str | None:
 
 def _ignore(result: object) -> None:
     if isinstance(result, BaseException):
-        log.error("stream directory could not be removed: %s", result)
+        log.error("stream log could not be removed: %s", result)

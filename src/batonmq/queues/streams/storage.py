@@ -1,13 +1,18 @@
-"""Where a broker's streams live on disk, and the one thread that does their disk work.
+"""Where a broker's streams live, and the one thread that does their work.
 
-Each stream's log is a directory, ``<root>/<virtual host>/<queue>``, both names %-encoded. Every
-call on a log blocks on the disk, so none runs on the event loop: they run, in the order they were
-asked for, on one writer thread per broker (as the SQLite store's calls do on its thread), and the
-result comes back to the loop. One thread for all streams also orders a deleted stream's removal
-before the opening of a stream declared again under its name.
+Each stream's log is kept in a medium (`medium.py`): by default segment files in a directory,
+``<root>/<virtual host>/<queue>``, both names %-encoded (`files.py`); when the broker's store is
+PostgreSQL, that store's tables (`batonmq.store.streamtables`), so that the streams of an HA
+cluster's member are in the shared store with its other persistent state and move with it in a
+takeover.
 
-A broker without a data directory (the engine's in-memory tests) keeps its streams in a temporary
-directory of its own.
+Every call on a log blocks (on the disk or the database), so none runs on the event loop: they
+run, in the order they were asked for, on one writer thread per broker (as the SQLite store's
+calls do on its thread), and the result comes back to the loop. One thread for all streams also
+orders a deleted stream's removal before the opening of a stream declared again under its name.
+
+A broker without a data directory or a store of tables (the engine's in-memory tests) keeps its
+streams in a temporary directory of its own.
 """
 
 from __future__ import annotations
@@ -18,30 +23,47 @@ import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 from urllib.parse import quote
+
+from batonmq.queues.streams.files import FileMedium
+from batonmq.queues.streams.medium import StreamMedium
 
 T = TypeVar("T")
 
 
+class StreamTables(Protocol):
+    """Streams kept in a store's tables: a medium per stream, all of them on the writer thread."""
+
+    def medium(self, vhost: str, queue: str) -> StreamMedium:
+        """Called on the event loop; the medium is used on the writer thread only."""
+        ...
+
+    def close(self) -> None:
+        """On the writer thread, after every other call: release the connection."""
+        ...
+
+
 class StreamStorage:
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, tables: StreamTables | None = None) -> None:
         self._root = root
+        self._tables = tables
         #: The temporary directory made for a broker without a data directory.
         self._temporary: Path | None = None
         self._executor: ThreadPoolExecutor | None = None
 
-    def directory(self, vhost: str, queue: str) -> Path:
+    def medium(self, vhost: str, queue: str) -> StreamMedium:
+        """Where the log of stream `queue` of `vhost` is kept (nothing is opened yet)."""
+        if self._tables is not None:
+            return self._tables.medium(vhost, queue)
         if self._root is None:
             self._root = self._temporary = Path(tempfile.mkdtemp(prefix="batonmq-streams-"))
-        return self._root / quote(vhost, safe="") / quote(queue, safe="")
+        return FileMedium(self._root / quote(vhost, safe="") / quote(queue, safe=""))
 
     def run(self, job: Callable[[], T], done: Callable[[T | BaseException], None]) -> None:
         """Run `job` on the writer thread, then `done` with its result (or what it raised) on
         the event loop that asked."""
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="streams")
-        future = asyncio.get_running_loop().run_in_executor(self._executor, job)
+        future = asyncio.get_running_loop().run_in_executor(self._writer(), job)
 
         def finished(future: asyncio.Future[T]) -> None:
             if future.cancelled():
@@ -51,9 +73,16 @@ class StreamStorage:
 
         future.add_done_callback(finished)
 
+    def _writer(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="streams")
+        return self._executor
+
     def close(self) -> None:
         """Wait for the work asked for so far, then stop the thread (blocks: call it off the
         event loop). A temporary directory goes."""
+        if self._tables is not None:
+            self._writer().submit(self._tables.close)
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None

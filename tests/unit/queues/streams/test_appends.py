@@ -8,6 +8,7 @@ from pathlib import Path
 
 from batonmq.queues.streams.appends import Appends, Span
 from batonmq.queues.streams.chunk import Record
+from batonmq.queues.streams.files import FileMedium
 from batonmq.queues.streams.log import StreamLog
 from batonmq.queues.streams.storage import StreamStorage
 
@@ -25,7 +26,7 @@ def run_appends(tmp_path: Path, scenario) -> tuple[list[list[bytes]], list[Span]
     """Run `scenario(appends, outcomes)` on an event loop; the chunks written (their bodies)
     and the spans reported."""
     storage = StreamStorage(tmp_path)
-    stream_log = StreamLog(tmp_path / "stream")
+    stream_log = StreamLog(FileMedium(tmp_path / "stream"))
     chunks: list[list[bytes]] = []
     spans: list[Span] = []
 

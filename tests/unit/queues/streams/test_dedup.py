@@ -20,6 +20,7 @@ from pamqp.header import ContentHeader
 
 from batonmq.queues.streams.chunk import Record
 from batonmq.queues.streams.dedup import (
+    MAX_PRODUCERS,
     PRODUCER_HEADER,
     SEQUENCE_HEADER,
     Producers,
@@ -27,6 +28,7 @@ from batonmq.queues.streams.dedup import (
     publishing_in,
     publishing_of,
 )
+from batonmq.queues.streams.files import FileMedium
 from batonmq.queues.streams.log import StreamCorrupt, StreamLog
 
 
@@ -43,7 +45,7 @@ def record(body: str, producer: str | None = None, sequence: object = None) -> R
 
 @contextlib.contextmanager
 def opened(directory: Path, **settings: int) -> Iterator[StreamLog]:
-    log = StreamLog(directory, **settings)  # type: ignore[arg-type]
+    log = StreamLog(FileMedium(directory), **settings)  # type: ignore[arg-type]
     try:
         yield log
     finally:
@@ -164,5 +166,48 @@ def test_a_damaged_snapshot_stops_the_opening_with_its_name(tmp_path: Path):
     newest = sorted(directory.glob("*.producers"))[-1]
     newest.write_text("{not json")
 
-    with pytest.raises(StreamCorrupt, match=newest.name):
-        StreamLog(directory, max_segment_bytes=200)
+    with pytest.raises(StreamCorrupt, match=newest.stem):
+        StreamLog(FileMedium(directory), max_segment_bytes=200)
+
+
+def test_the_least_recently_written_producer_is_forgotten_beyond_the_cap():
+    """RabbitMQ's streams (osiris_tracking, max_sequences 255) keep the last id of a bounded set
+    of writers and drop those that wrote least recently; so does a stream here, at the same
+    default. A forgotten producer's next message is stored, whatever its id."""
+    producers = Producers(limit=3)
+    kept, advanced = producers.admit(
+        [record("a0", "a", 0), record("b0", "b", 0), record("c0", "c", 0), record("a1", "a", 1)]
+    )
+    assert list(advanced) == ["b", "c", "a"]  # the order they last wrote in
+    producers.advance(advanced)
+    producers.advance(producers.admit([record("d0", "d", 0)])[1])
+
+    assert producers.last == {"c": 0, "a": 1, "d": 0}
+    kept, _ = producers.admit([record("b0 again", "b", 0), record("a1 again", "a", 1)])
+    assert [r.body for r in kept] == [b"b0 again"]
+
+
+def test_a_duplicate_does_not_make_its_producer_recent():
+    producers = Producers(limit=2)
+    producers.advance(producers.admit([record("a0", "a", 0), record("b0", "b", 0)])[1])
+    producers.advance(producers.admit([record("a0", "a", 0), record("c0", "c", 0)])[1])
+
+    assert producers.last == {"b": 0, "c": 0}
+
+
+def test_the_cap_holds_across_rolls_and_reopening(tmp_path: Path):
+    """What is forgotten depends on the stored messages only: reopening (the newest segment's
+    snapshot, then its messages) gives the producers the log had."""
+    directory = tmp_path / "stream"
+    count = MAX_PRODUCERS + 20
+    with opened(directory, max_segment_bytes=4000) as log:
+        for n in range(count):
+            log.append([record(f"m{n}", f"p{n}", 0)], timestamp=1)
+        assert log.segment_count > 2
+        tracked = log.producers.last
+    assert len(tracked) == MAX_PRODUCERS
+    assert "p0" not in tracked
+    assert f"p{count - 1}" in tracked
+    with opened(directory, max_segment_bytes=4000) as log:
+        assert log.producers.last == tracked
+        assert list(log.producers.last) == list(tracked)

@@ -11,6 +11,7 @@ import pytest
 
 from batonmq.queues.arguments import InvalidArgument
 from batonmq.queues.streams.chunk import Record
+from batonmq.queues.streams.files import FileMedium
 from batonmq.queues.streams.log import StreamLog
 from batonmq.queues.streams.offsets import (
     At,
@@ -73,7 +74,7 @@ def test_a_bad_max_age_is_refused_naming_the_argument(value: object) -> None:
 
 
 def test_where_each_spec_starts(tmp_path: Path) -> None:
-    log = StreamLog(tmp_path / "s", max_segment_bytes=200)
+    log = StreamLog(FileMedium(tmp_path / "s"), max_segment_bytes=200)
     try:
         for n in range(6):
             log.append([Record("", "q", b"", b"x" * 40)] * 2, timestamp=n * 1000)
