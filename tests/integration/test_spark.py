@@ -12,6 +12,7 @@ written twice). All the tests share one SparkSession: its JVM takes seconds to s
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import shutil
 import signal
@@ -575,6 +576,45 @@ def test_a_micro_batch_replayed_into_a_stream_is_stored_once(
     ).collect()
     assert sorted(bytes(row.body) for row in rows) == sorted(bodies(range(30)))
     assert sorted(row.offset for row in rows) == list(range(30))
+
+
+#: A Spark driver of its own that never imports BatonMQ: it reads the stream url/queue as a
+#: batch and prints its bodies, then the BatonMQ modules it imported (none, if Spark found the
+#: data source itself: its planning runs in Spark's Python workers).
+DISCOVERING_DRIVER = """
+import json, sys
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.master("local[*]").config("spark.ui.enabled", "false").getOrCreate()
+spark.sparkContext.setLogLevel("ERROR")
+url, queue = sys.argv[1:3]
+rows = spark.read.format("batonmq").option("url", url).option("queue", queue).load().collect()
+imported = sorted(name for name in sys.modules if name.split(".")[0] == "batonmq")
+print(json.dumps([sorted(bytes(row.body).decode() for row in rows), imported]))
+spark.stop()
+"""
+
+
+@pytest.mark.timeout(300)
+def test_spark_finds_the_installed_data_source_without_register(broker: RunningBroker):
+    """PySpark 4 registers by itself "the available Python Data Sources in Python path": each
+    importable module whose name begins with pyspark_ and whose DefaultSource is a DataSource
+    (pyspark.sql.worker.lookup_data_sources). BatonMQ's is pyspark_batonmq, so format("batonmq")
+    works on local[*] in a session that never called batonmq.spark.register."""
+    declare_and_publish(broker.url, "found", bodies(range(20)))
+
+    finished = subprocess.run(
+        [sys.executable, "-c", DISCOVERING_DRIVER, broker.url, "found"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        check=False,
+    )
+
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    read, imported = json.loads(finished.stdout.splitlines()[-1])
+    assert read == sorted(body.decode() for body in bodies(range(20)))
+    assert imported == []
 
 
 @pytest.mark.timeout(300)
