@@ -45,6 +45,8 @@ from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql.streaming import StreamingQuery  # noqa: E402
 
 import batonmq.spark  # noqa: E402
+from batonmq.spark import publisher  # noqa: E402
+from batonmq.spark.rows import Publication  # noqa: E402
 
 STREAM = {"x-queue-type": "stream"}
 
@@ -91,6 +93,24 @@ def declare_and_publish(url: str, queue: str, bodies: list[bytes], **arguments: 
                     headers={"n": body.decode()}, message_id=body.decode(), timestamp=1_700_000_000
                 ),
             )
+
+
+def read_stream(url: str, queue: str, count: int) -> list[tuple[int, bytes]]:
+    """(offset, body) of the first `count` messages of the stream `queue`."""
+    with pika.BlockingConnection(pika.URLParameters(url)) as connection:
+        channel = connection.channel()
+        channel.basic_qos(prefetch_count=1000)
+        read = []
+        for method, properties, body in channel.consume(
+            queue, arguments={"x-stream-offset": "first"}, inactivity_timeout=30
+        ):
+            assert method is not None, f"only {len(read)} of {count} messages came"
+            channel.basic_ack(method.delivery_tag)
+            read.append((properties.headers["x-stream-offset"], body))
+            if len(read) == count:
+                break
+        channel.cancel()
+    return read
 
 
 def bodies(numbers: range) -> list[bytes]:
@@ -495,6 +515,34 @@ def test_a_row_that_no_queue_takes_fails_the_write(spark, broker: RunningBroker)
 
     with pytest.raises(Exception, match="UnroutableError"):
         frame.write.format("batonmq").option("url", broker.url).mode("append").save()
+
+
+def test_rows_are_published_many_unconfirmed_at_a_time_and_all_confirmed(broker: RunningBroker):
+    """RabbitMQ's "Publisher Confirms" guidance: keep many messages in flight and handle the
+    confirms as they come; a task's count is returned once every message is confirmed. More
+    rows than the window, into a stream: each stored once, in the order published."""
+    declare_and_publish(broker.url, "window", [])
+    count = 2 * publisher.WINDOW + 7
+    rows = (Publication("", "window", f"m{number}".encode(), {}, {}) for number in range(count))
+
+    assert publisher.publish_confirmed(broker.url, rows) == count
+
+    with pika.BlockingConnection(pika.URLParameters(broker.url)) as connection:
+        declared = connection.channel().queue_declare("window", passive=True)
+    assert declared.method.message_count == count
+    assert read_stream(broker.url, "window", count) == list(
+        zip(range(count), bodies(range(count)), strict=True)
+    )
+
+
+def test_a_returned_message_fails_the_publishing_with_unroutable_error(broker: RunningBroker):
+    """Mandatory messages: "the server will return an unroutable message with a Return
+    method" (AMQP 0-9-1, basic.publish), before its confirm; the task fails as pika's blocking
+    channel fails it, and publishes nothing after."""
+    rows = [Publication("", "nowhere", b"lost", {}, {})] * 3
+
+    with pytest.raises(pika.exceptions.UnroutableError):
+        publisher.publish_confirmed(broker.url, rows, window=1)
 
 
 @pytest.mark.timeout(300)
