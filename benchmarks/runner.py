@@ -227,6 +227,8 @@ def run_row(workload: Workload, broker: Broker, settings: RunSettings, prefix: s
         with _topology(broker, workload, prefix) as topology:
             if workload.kind is Kind.MEMORY:
                 _run_memory(workload, broker, settings, topology, measurement)
+            elif workload.kind is Kind.STREAM_REPLAY:
+                _run_replay(workload, broker, settings, topology, measurement)
             else:
                 _run_window(workload, broker, settings, topology, measurement)
     except Exception as error:  # a row that fails is reported, and the run goes on
@@ -356,4 +358,84 @@ def _run_memory(
         f"RSS {rss_before / 2**20:.0f} MiB before, {rss_after / 2**20:.0f} MiB with "
         f"{queued:,} queued; data on disk grew {measurement.disk_growth_bytes / 2**20:,.1f} MiB "
         f"({measurement.disk_growth_bytes / queued:,.0f} B/msg)"
+    )
+
+
+def _run_replay(
+    workload: Workload,
+    broker: Broker,
+    settings: RunSettings,
+    topology: Topology,
+    measurement: Measurement,
+) -> None:
+    """Fill the stream with `workload.messages` (not measured), then replay all of it."""
+    (queue,) = topology.queues
+    plans = workload.publisher_plans(topology, settings.confirm_window)
+    filled = fill_stream(broker, queue, plans, settings)
+    replay_stream(broker, queue, workload.messages, settings, measurement)
+    measurement.published = filled.published_total
+    measurement.publish_rate = filled.published_total / filled.publish_seconds
+    measurement.notes.append(
+        f"filled with {filled.published_total:,} messages in {filled.publish_seconds:.1f} s "
+        "(not measured)"
+    )
+
+
+def fill_stream(
+    broker: Broker, queue: str, plans: Sequence[PublisherPlan], settings: RunSettings
+) -> WorkerReport:
+    """Publish what `plans` count (with confirms) into the stream `queue`; the publishers'
+    report. RowFailed unless every message was confirmed."""
+    fill = _Workers([WorkerSpec(endpoint=broker.endpoint_for(queue), slot=0, publishers=(*plans,))])
+    try:
+        fill.wait_ready()
+        start = time.monotonic_ns() + 200_000_000
+        fill.go(Go(start, start, start + int(settings.memory_timeout * 1e9)))
+        (filled,) = fill.reports(timeout=settings.memory_timeout + 30)
+    finally:
+        fill.finish()
+    if filled.error:
+        raise RowFailed(f"filling the stream: {filled.error}")
+    wanted = sum(plan.count for plan in plans)
+    if filled.confirmed < wanted:
+        raise RowFailed(f"only {filled.confirmed:,} of {wanted:,} publishes confirmed")
+    return filled
+
+
+def replay_stream(
+    broker: Broker, queue: str, messages: int, settings: RunSettings, measurement: Measurement
+) -> None:
+    """Time one consumer reading the stream `queue` of `messages` from `first`: from its
+    basic.consume to the last delivery, with the broker's CPU over the same time."""
+    replay = WorkerSpec(
+        endpoint=broker.endpoint_for(queue),
+        slot=0,
+        consumer_queues=(queue,),
+        prefetch=settings.prefetch,
+        stream_offset="first",
+        expected_deliveries=messages,
+    )
+    workers = _Workers([replay])
+    try:
+        workers.wait_ready()
+        pids = broker.measured_pids()
+        start = time.monotonic_ns() + 200_000_000
+        deadline = start + int(settings.memory_timeout * 1e9)
+        with RssSampler(broker.measured_pids) as sampler:
+            workers.go(Go(start, start, deadline))
+            _sleep_until(start)
+            cpu_before, machine_before = cpu_seconds(pids), machine_busy_seconds()
+            reports = workers.reports(timeout=settings.memory_timeout + 30)
+            cpu_after, machine_after = cpu_seconds(pids), machine_busy_seconds()
+    finally:
+        workers.finish()
+    _summarise(reports, measurement)
+    if not pids:
+        measurement.notes.append(UNMEASURED)
+        return
+    measurement.cpu_seconds = cpu_after - cpu_before
+    measurement.peak_rss_bytes = sampler.peak
+    measurement.other_cpu_seconds = max(
+        0.0,
+        machine_after - machine_before - measurement.cpu_seconds - measurement.client_cpu_seconds,
     )

@@ -19,6 +19,12 @@ class Topology:
     exchange_type: str = "direct"
     #: (queue, binding key) pairs on `exchange`.
     bindings: tuple[tuple[str, str], ...] = ()
+    #: Stream queues (`x-queue-type: stream`; RabbitMQ's streams are durable only).
+    stream: bool = False
+
+    @property
+    def queue_arguments(self) -> dict[str, object]:
+        return {"x-queue-type": "stream"} if self.stream else {}
 
 
 async def declare(client: AmqpClient, topology: Topology) -> None:
@@ -32,7 +38,12 @@ async def declare(client: AmqpClient, topology: Topology) -> None:
             commands.Exchange.DeclareOk,
         )
     await client.call_many(
-        [commands.Queue.Declare(queue=name, durable=topology.durable) for name in topology.queues],
+        [
+            commands.Queue.Declare(
+                queue=name, durable=topology.durable, arguments=topology.queue_arguments
+            )
+            for name in topology.queues
+        ],
         commands.Queue.DeclareOk,
     )
     # Pipelined in slices: 10,000 binds in one write would be 10,000 replies to buffer at once.

@@ -13,6 +13,11 @@ Kinds of row:
   its own, as most deployments load a broker; the idle row adds connections that only exchange
   heartbeats, and reports the broker's RSS per idle connection.
 - sink-publish / sink-consume: the load generator against its sink, not a broker: its ceiling.
+- stream-publish: publishers with confirms into a stream queue (`x-queue-type: stream`, as
+  RabbitMQ's streams over AMQP 0-9-1), nobody consuming; the row's figure is pub/s.
+- stream-replay: a stream is filled with `messages` first (not measured), then one consumer
+  (basic.qos, then basic.consume with `x-stream-offset: first`) reads all of it; msgs/s is
+  `messages` over the time from the consume to the last delivery.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ class Kind(StrEnum):
     MEMORY = "memory"
     SINK_PUBLISH = "sink-publish"
     SINK_CONSUME = "sink-consume"
+    STREAM_PUBLISH = "stream-publish"
+    STREAM_REPLAY = "stream-replay"
 
 
 #: The row's figure (a key of Measurement.metrics()) and whether more of it is better.
@@ -48,7 +55,11 @@ PRIMARY_METRIC: dict[Kind, tuple[str, bool]] = {
     Kind.MEMORY: ("bytes_per_message", False),
     Kind.SINK_PUBLISH: ("publish_rate", True),
     Kind.SINK_CONSUME: ("deliver_rate", True),
+    Kind.STREAM_PUBLISH: ("publish_rate", True),
+    Kind.STREAM_REPLAY: ("deliver_rate", True),
 }
+#: The rows on stream queues.
+STREAM_KINDS = (Kind.STREAM_PUBLISH, Kind.STREAM_REPLAY)
 
 
 def target_name(store: str, build: str | None = None) -> str:
@@ -80,7 +91,7 @@ class Workload:
     bindings: int = 0
     #: Messages per second across all producers (latency rows).
     rate: int = 0
-    #: Messages to queue (memory rows).
+    #: Messages to queue (memory rows), or in the stream to replay (stream-replay rows).
     messages: int = 0
     headline: Headline | None = None
     #: Each publisher and each consumer in a load-generator process of its own (else they share
@@ -100,7 +111,10 @@ class Workload:
         build adds its own BatonMQ targets, named `batonmq@NAME` and `batonmq-pg@NAME`."""
         if self.kind in (Kind.SINK_PUBLISH, Kind.SINK_CONSUME):
             return ("sink",)
-        batonmq = ("batonmq", "batonmq-pg") if self.persistent else ("batonmq",)
+        # A stream keeps its log in segment files whatever the store (the same files with
+        # either): one BatonMQ.
+        both_stores = self.persistent and self.kind not in STREAM_KINDS
+        batonmq = ("batonmq", "batonmq-pg") if both_stores else ("batonmq",)
         built = tuple(target_name(target, build) for build in self.builds for target in batonmq)
         sharded = (f"{SHARDS_PREFIX}{self.shards}",) if self.shards else ()
         return ("rabbitmq", *batonmq, *sharded, *built)
@@ -115,6 +129,8 @@ class Workload:
 
     def topology(self, prefix: str) -> Topology:
         queues = tuple(f"{prefix}.q{index}" for index in range(self.queues))
+        if self.kind in STREAM_KINDS:
+            return Topology(queues, durable=True, stream=True)
         if not self.exchange_type:
             return Topology(queues, durable=self.persistent)
         exchange = f"{prefix}.x"
@@ -272,6 +288,7 @@ def matrix() -> list[Workload]:
             bindings=10_000,
         )
     )
+    rows += stream_rows()
     for rate in (1_000, 10_000):
         name = f"latency-{rate}"
         rows.append(
@@ -361,6 +378,37 @@ def many_clients() -> list[Workload]:
     return rows
 
 
+def stream_rows() -> list[Workload]:
+    """Stream queues beside RabbitMQ's: publishing with confirms, and replaying from `first`."""
+    rows = [
+        Workload(
+            f"stream-publish-{producers}x0-{size_label(body)}",
+            f"a stream queue, {producers} producer(s) with confirms, no consumer, "
+            f"{size_label(body)}",
+            Kind.STREAM_PUBLISH,
+            producers,
+            0,
+            body,
+            persistent=True,
+        )
+        for producers, body in ((1, 128), (4, 1024))
+    ]
+    rows.append(
+        Workload(
+            "stream-replay-500k-128B",
+            "a stream of 500,000 128B messages read from x-stream-offset first by one consumer "
+            "(basic.qos, acks)",
+            Kind.STREAM_REPLAY,
+            1,
+            1,
+            128,
+            persistent=True,
+            messages=500_000,
+        )
+    )
+    return rows
+
+
 def idle_connections() -> Workload:
     return Workload(
         "idle1000-1x1-128B",
@@ -381,9 +429,11 @@ QUICK = (
     "topic10k-128B",
     "sink-publish-128B",
     "sink-consume-128B",
+    "stream-publish-1x0-128B",
+    "stream-replay-500k-128B",
     "memory-1M",
 )
-#: Messages the memory row queues with --quick.
+#: Messages the memory row queues, and the stream-replay rows replay, with --quick.
 QUICK_MEMORY_MESSAGES = 200_000
 
 
@@ -407,7 +457,7 @@ def select(patterns: list[str], quick: bool) -> list[Workload]:
     if quick:
         chosen = [
             replace(row, messages=min(row.messages, QUICK_MEMORY_MESSAGES))
-            if row.kind is Kind.MEMORY
+            if row.kind in (Kind.MEMORY, Kind.STREAM_REPLAY)
             else row
             for row in chosen
         ]

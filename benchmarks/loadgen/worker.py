@@ -38,6 +38,11 @@ class WorkerSpec:
     deliveries_per_publish: int = 1
     #: Connections to open and keep idle, exchanging heartbeats only.
     idle: int = 0
+    #: The consumers read stream queues from this `x-stream-offset` ("": classic queues).
+    stream_offset: str = ""
+    #: Run until the consumers have this many deliveries (or the window ends), and measure
+    #: from the start to the last of them (the stream-replay rows); 0: a fixed window.
+    expected_deliveries: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +116,10 @@ class _Connections:
         for queue in spec.consumer_queues:
             client = await connect(spec.endpoint, InboundScanner(self.histogram.record))
             self.clients.append(client)
-            consumer = Consumer(client, queue, spec.prefetch, backlog)
-            await consumer.start()
+            consumer = Consumer(client, queue, spec.prefetch, backlog, spec.stream_offset)
+            # A replay's consumers start consuming when the run starts: the first delivery of
+            # the stream is part of what is measured.
+            await consumer.start(consume=not spec.expected_deliveries)
             self.consumers.append(consumer)
         for plan in spec.publishers:
             client = await connect(spec.endpoint)
@@ -149,6 +156,27 @@ class _Connections:
     async def mark_at(self, when_ns: int, name: str, recording: bool) -> None:
         await _sleep_until(when_ns)
         self.mark(name, recording)
+
+    async def run_until_delivered(self, go: Go, expected: int, report: WorkerReport) -> None:
+        """Consume from `go.start_ns` until `expected` deliveries (or `go.window_end_ns`): the
+        window is the time they took."""
+        try:
+            await _sleep_until(go.start_ns)
+            self.mark("start", False)
+            await asyncio.gather(*(consumer.consume() for consumer in self.consumers))
+            while time.monotonic_ns() < go.window_end_ns:
+                if sum(consumer.deliveries for consumer in self.consumers) >= expected:
+                    break
+                for client in self.clients:
+                    if client.error is not None:
+                        raise client.error
+                await asyncio.sleep(0.001)
+            self.mark("end", False)
+            delivered = self.marks["end"][2]
+            if delivered < expected:
+                raise TimeoutError(f"{delivered:,} of {expected:,} messages delivered in time")
+        except Exception as error:
+            report.error = f"{type(error).__name__}: {error}"
 
     async def run(self, go: Go, report: WorkerReport) -> None:
         window = [
@@ -214,7 +242,10 @@ async def _work(
     pipe.send(("ready", None))
     go: Go = await asyncio.get_running_loop().run_in_executor(None, pipe.recv)
     report = WorkerReport()
-    await connections.run(go, report)
+    if spec.expected_deliveries:
+        await connections.run_until_delivered(go, spec.expected_deliveries, report)
+    else:
+        await connections.run(go, report)
     connections.fill(report)
     await connections.close()
     pipe.send(("report", report))

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from benchmarks.brokers.batonmq import BatonMQ, Build
 from benchmarks.brokers.rabbitmq import rabbitmq_scripts
+from benchmarks.workloads import QUICK_MEMORY_MESSAGES
 
 import batonmq
 from tests.needs_root import require_root
@@ -38,6 +39,8 @@ ROWS = (
     "idle1000-1x1-128B",
     "transient-1x1-128B",
     "persistent-1x1-128B",
+    "stream-publish-1x0-128B",
+    "stream-replay-500k-128B",
     "latency-1000",
     "sink-publish-128B",
     "sink-consume-128B",
@@ -146,6 +149,20 @@ def test_the_idle_connections_row_moves_messages_and_weighs_each_idle_connection
     assert measured["deliver_rate"] > 0
     assert measured["cpu_seconds"] > 0
     assert measured["bytes_per_connection"] > 0
+
+
+@pytest.mark.parametrize("target", ["rabbitmq", "batonmq", "batonmq@copy"])
+def test_the_stream_rows_publish_with_confirms_and_replay_the_whole_stream(run: Run, target: str):
+    """The stream-replay row fills a stream (in --quick, QUICK_MEMORY_MESSAGES) and one consumer
+    reads every message of it from x-stream-offset first; the publish row is confirmed."""
+    published = _measured(run, "stream-publish-1x0-128B", target)
+    assert published["publish_rate"] > 0
+    assert published["cpu_seconds"] > 0
+    assert published["nacked"] == 0
+    replayed = _measured(run, "stream-replay-500k-128B", target)
+    assert replayed["delivered"] == QUICK_MEMORY_MESSAGES
+    assert replayed["deliver_rate"] > 0
+    assert replayed["cpu_seconds"] > 0
 
 
 @pytest.mark.parametrize("target", ["rabbitmq", "batonmq", "batonmq@copy", "batonmq-pg@copy"])

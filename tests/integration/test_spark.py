@@ -12,6 +12,7 @@ written twice). All the tests share one SparkSession: its JVM takes seconds to s
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import shutil
 import signal
@@ -44,6 +45,8 @@ from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql.streaming import StreamingQuery  # noqa: E402
 
 import batonmq.spark  # noqa: E402
+from batonmq.spark import publisher  # noqa: E402
+from batonmq.spark.rows import Publication  # noqa: E402
 
 STREAM = {"x-queue-type": "stream"}
 
@@ -90,6 +93,24 @@ def declare_and_publish(url: str, queue: str, bodies: list[bytes], **arguments: 
                     headers={"n": body.decode()}, message_id=body.decode(), timestamp=1_700_000_000
                 ),
             )
+
+
+def read_stream(url: str, queue: str, count: int) -> list[tuple[int, bytes]]:
+    """(offset, body) of the first `count` messages of the stream `queue`."""
+    with pika.BlockingConnection(pika.URLParameters(url)) as connection:
+        channel = connection.channel()
+        channel.basic_qos(prefetch_count=1000)
+        read = []
+        for method, properties, body in channel.consume(
+            queue, arguments={"x-stream-offset": "first"}, inactivity_timeout=30
+        ):
+            assert method is not None, f"only {len(read)} of {count} messages came"
+            channel.basic_ack(method.delivery_tag)
+            read.append((properties.headers["x-stream-offset"], body))
+            if len(read) == count:
+                break
+        channel.cancel()
+    return read
 
 
 def bodies(numbers: range) -> list[bytes]:
@@ -496,6 +517,34 @@ def test_a_row_that_no_queue_takes_fails_the_write(spark, broker: RunningBroker)
         frame.write.format("batonmq").option("url", broker.url).mode("append").save()
 
 
+def test_rows_are_published_many_unconfirmed_at_a_time_and_all_confirmed(broker: RunningBroker):
+    """RabbitMQ's "Publisher Confirms" guidance: keep many messages in flight and handle the
+    confirms as they come; a task's count is returned once every message is confirmed. More
+    rows than the window, into a stream: each stored once, in the order published."""
+    declare_and_publish(broker.url, "window", [])
+    count = 2 * publisher.WINDOW + 7
+    rows = (Publication("", "window", f"m{number}".encode(), {}, {}) for number in range(count))
+
+    assert publisher.publish_confirmed(broker.url, rows) == count
+
+    with pika.BlockingConnection(pika.URLParameters(broker.url)) as connection:
+        declared = connection.channel().queue_declare("window", passive=True)
+    assert declared.method.message_count == count
+    assert read_stream(broker.url, "window", count) == list(
+        zip(range(count), bodies(range(count)), strict=True)
+    )
+
+
+def test_a_returned_message_fails_the_publishing_with_unroutable_error(broker: RunningBroker):
+    """Mandatory messages: "the server will return an unroutable message with a Return
+    method" (AMQP 0-9-1, basic.publish), before its confirm; the task fails as pika's blocking
+    channel fails it, and publishes nothing after."""
+    rows = [Publication("", "nowhere", b"lost", {}, {})] * 3
+
+    with pytest.raises(pika.exceptions.UnroutableError):
+        publisher.publish_confirmed(broker.url, rows, window=1)
+
+
 @pytest.mark.timeout(300)
 def test_a_stream_copied_to_another_stream_by_a_streaming_query(
     spark, broker: RunningBroker, tmp_path: Path
@@ -575,6 +624,45 @@ def test_a_micro_batch_replayed_into_a_stream_is_stored_once(
     ).collect()
     assert sorted(bytes(row.body) for row in rows) == sorted(bodies(range(30)))
     assert sorted(row.offset for row in rows) == list(range(30))
+
+
+#: A Spark driver of its own that never imports BatonMQ: it reads the stream url/queue as a
+#: batch and prints its bodies, then the BatonMQ modules it imported (none, if Spark found the
+#: data source itself: its planning runs in Spark's Python workers).
+DISCOVERING_DRIVER = """
+import json, sys
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.master("local[*]").config("spark.ui.enabled", "false").getOrCreate()
+spark.sparkContext.setLogLevel("ERROR")
+url, queue = sys.argv[1:3]
+rows = spark.read.format("batonmq").option("url", url).option("queue", queue).load().collect()
+imported = sorted(name for name in sys.modules if name.split(".")[0] == "batonmq")
+print(json.dumps([sorted(bytes(row.body).decode() for row in rows), imported]))
+spark.stop()
+"""
+
+
+@pytest.mark.timeout(300)
+def test_spark_finds_the_installed_data_source_without_register(broker: RunningBroker):
+    """PySpark 4 registers by itself "the available Python Data Sources in Python path": each
+    importable module whose name begins with pyspark_ and whose DefaultSource is a DataSource
+    (pyspark.sql.worker.lookup_data_sources). BatonMQ's is pyspark_batonmq, so format("batonmq")
+    works on local[*] in a session that never called batonmq.spark.register."""
+    declare_and_publish(broker.url, "found", bodies(range(20)))
+
+    finished = subprocess.run(
+        [sys.executable, "-c", DISCOVERING_DRIVER, broker.url, "found"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        check=False,
+    )
+
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    read, imported = json.loads(finished.stdout.splitlines()[-1])
+    assert read == sorted(body.decode() for body in bodies(range(20)))
+    assert imported == []
 
 
 @pytest.mark.timeout(300)

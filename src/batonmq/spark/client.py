@@ -1,5 +1,5 @@
-"""The AMQP 0-9-1 a Spark job needs, over pika's blocking connection: where a stream ends, a
-range of it read exactly, rows published with confirms.
+"""The AMQP 0-9-1 a Spark job reads with, over pika's blocking connection: where a stream ends,
+and a range of it read exactly (rows are published by `publisher.py`).
 
 pika, because Spark calls a data source synchronously (an iterator of rows per partition on an
 executor, one call at a time on the driver): a blocking client needs no event loop per task,
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Final
 
 import pika  # type: ignore[import-untyped]
@@ -43,7 +43,7 @@ import pika.exceptions  # type: ignore[import-untyped]
 
 from batonmq.spark.options import Position
 from batonmq.spark.ranges import OffsetRange
-from batonmq.spark.rows import OFFSET_HEADER, PROPERTY_FIELDS, Delivery, Publication
+from batonmq.spark.rows import OFFSET_HEADER, PROPERTY_FIELDS, Delivery
 
 #: Messages a range reader may have unacknowledged (the stream consumer's prefetch).
 READ_PREFETCH: Final = 1000
@@ -52,8 +52,6 @@ FIRST_DELIVERY_TIMEOUT: Final = 30.0
 #: Seconds without a delivery after which a consumer attached at a timestamp is taken to be
 #: waiting at the end of the stream.
 TIMESTAMP_SETTLE: Final = 3.0
-#: Persistent, unless a row's properties say otherwise.
-PERSISTENT: Final = 2
 
 
 class DataLossError(RuntimeError):
@@ -213,23 +211,3 @@ def delivery_of(
         },
         timestamp=properties.timestamp,
     )
-
-
-def publish_confirmed(url: str, publications: Iterable[Publication]) -> int:
-    """Publish each of `publications` with a publisher confirm, as mandatory messages; the
-    count, once every one is confirmed. A message the broker nacks or returns (routed to no
-    queue) raises pika's NackError or UnroutableError."""
-    count = 0
-    with _channel(url) as channel:
-        channel.confirm_delivery()
-        for publication in publications:
-            properties = {"delivery_mode": PERSISTENT, **publication.properties}
-            channel.basic_publish(
-                publication.exchange,
-                publication.routing_key,
-                publication.body,
-                pika.BasicProperties(headers=publication.headers, **properties),
-                mandatory=True,
-            )
-            count += 1
-    return count

@@ -20,7 +20,7 @@ from pyspark import TaskContext
 from pyspark.sql import Row
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 
-from batonmq.spark import client
+from batonmq.spark import publisher
 from batonmq.spark.idempotence import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY, BatchTask, batch_task
 from batonmq.spark.options import WriteOptions
 from batonmq.spark.rows import Publication, publication_of
@@ -69,7 +69,7 @@ class ConfirmedWriter(DataSourceWriter):
 
     def write(self, iterator: Iterator[Row]) -> Published:
         publications = _publications(self.options, iterator)
-        return Published(client.publish_confirmed(self.options.url, publications))
+        return Published(publisher.publish_confirmed(self.options.url, publications))
 
 
 class ConfirmedStreamWriter(DataSourceStreamWriter):
@@ -81,4 +81,4 @@ class ConfirmedStreamWriter(DataSourceStreamWriter):
 
     def write(self, iterator: Iterator[Row]) -> Published:
         publications = _numbered(_publications(self.options, iterator), _current_batch_task())
-        return Published(client.publish_confirmed(self.options.url, publications))
+        return Published(publisher.publish_confirmed(self.options.url, publications))

@@ -55,6 +55,32 @@ def test_persistent_rows_run_on_both_stores_with_rabbitmq_as_baseline():
     assert row.topology("p").durable
 
 
+def test_stream_rows_declare_stream_queues_publish_with_confirms_and_replay_from_first():
+    """RabbitMQ's streams over AMQP 0-9-1: "declare a queue with the x-queue-type queue argument
+    set to stream", durable; publishers use confirms. A stream keeps its log in segment files
+    whatever the store, so the rows run on one BatonMQ beside RabbitMQ."""
+    rows = select(["stream-*"], quick=False)
+    assert {row.kind for row in rows} == {Kind.STREAM_PUBLISH, Kind.STREAM_REPLAY}
+    for row in rows:
+        topology = row.topology("s")
+        assert row.targets == ("rabbitmq", "batonmq")
+        assert topology.durable
+        assert topology.queue_arguments == {"x-queue-type": "stream"}
+        assert {plan.confirm_window for plan in row.publisher_plans(topology, 1000)} == {1000}
+    (replay,) = [row for row in rows if row.kind is Kind.STREAM_REPLAY]
+    (plan,) = replay.publisher_plans(replay.topology("s"), 1000)
+    assert plan.count == replay.messages == 500_000
+    assert select([replay.name], quick=True)[0].messages == QUICK_MEMORY_MESSAGES
+
+
+def test_a_stream_publish_row_has_publishers_only_and_no_backlog_bound():
+    (row,) = select(["stream-publish-4x0-1KiB"], quick=False)
+    specs = worker_specs(row, row.topology("s"), Sink("discard", 1024), RunSettings())
+    assert [len(spec.publishers) for spec in specs] == [4]
+    assert [spec.consumer_queues for spec in specs] == [()]
+    assert specs[0].backlog_limit == 0
+
+
 def test_each_build_runs_a_row_on_batonmq_with_each_store_the_row_uses():
     """compare.py --build NAME=PATH: BatonMQ from another source tree, beside this one, with
     RabbitMQ still first (the baseline of every ratio)."""
