@@ -34,6 +34,10 @@ __all__ = ["DEFAULT_SEGMENT_BYTES", "Entry", "Filter", "StreamCorrupt", "StreamL
 DEFAULT_SEGMENT_BYTES: Final = 500_000_000
 #: The payload bytes read from the medium at a time.
 _READ_BYTES: Final = 1 << 20
+#: Decoded chunks kept for the reads that follow: a consumer takes a large chunk (one batch of
+#: appends may hold thousands of records) in several reads, and decoding it again for each
+#: made replaying a stream cost its chunk size over the read batch times the decoding.
+_DECODED_KEPT: Final = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +80,8 @@ class StreamLog:
         self._chunks: list[StoredChunk] = []
         #: first offsets of `_chunks`, for bisecting.
         self._firsts: list[int] = []
+        #: The records of the chunks decoded last, by first offset, oldest first.
+        self._decoded: dict[int, list[Record]] = {}
         #: The last publishing id stored for each producer.
         self.producers = Producers()
         self._open()
@@ -207,9 +213,9 @@ class StreamLog:
                 batch_bytes += header.size
                 if batch_bytes >= min(_READ_BYTES, max_bytes - read_bytes):
                     break
-            for chunk, payload in zip(batch, self.medium.payloads(batch), strict=True):
+            for chunk, records in zip(batch, self._records(batch), strict=True):
                 header = chunk.header
-                for number, record in enumerate(self._decode(chunk, payload)):
+                for number, record in enumerate(records):
                     position = header.first_offset + number
                     if position >= start and (only is None or only.matches(record)):
                         entries.append(Entry(position, header.timestamp, record))
@@ -217,6 +223,25 @@ class StreamLog:
                 if len(entries) >= max_records or read_bytes >= max_bytes:
                     return entries[:max_records]
         return entries[:max_records]
+
+    def _records(self, batch: list[StoredChunk]) -> list[list[Record]]:
+        """The records of each chunk of `batch`: those decoded lately as they were, the others
+        read from the medium in one round trip and decoded."""
+        decoded = self._decoded
+        missing = [chunk for chunk in batch if chunk.header.first_offset not in decoded]
+        fresh: dict[int, list[Record]] = {}
+        if missing:
+            for chunk, payload in zip(missing, self.medium.payloads(missing), strict=True):
+                fresh[chunk.header.first_offset] = self._decode(chunk, payload)
+        found = [
+            fresh[first] if first in fresh else decoded[first]
+            for first in (chunk.header.first_offset for chunk in batch)
+        ]
+        for first, records in fresh.items():
+            decoded[first] = records
+            if len(decoded) > _DECODED_KEPT:
+                del decoded[next(iter(decoded))]
+        return found
 
     def _decode(self, chunk: StoredChunk, payload: bytes) -> list[Record]:
         try:

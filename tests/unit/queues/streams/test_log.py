@@ -12,7 +12,7 @@ import contextlib
 import logging
 import resource
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -20,6 +20,7 @@ import pytest
 from batonmq.queues.streams.chunk import Record
 from batonmq.queues.streams.files import FILE_HEADER, FileMedium
 from batonmq.queues.streams.log import StreamCorrupt, StreamLog
+from batonmq.queues.streams.medium import StoredChunk
 
 
 def record(n: int, filter_value: str | None = None) -> Record:
@@ -129,3 +130,32 @@ def test_a_failed_append_leaves_nothing_behind(directory: Path) -> None:
         assert log.append([record(2)], timestamp=3) == 1
     with opened(directory) as log:
         assert bodies(log, 0) == [record(0).body, record(2).body]
+
+
+class CountingMedium(FileMedium):
+    """Segment files that count the chunk payloads they are asked for."""
+
+    payloads_read = 0
+
+    def payloads(self, chunks: Sequence[StoredChunk]) -> list[bytes]:
+        self.payloads_read += len(chunks)
+        return super().payloads(chunks)
+
+
+def test_a_large_chunk_read_in_several_batches_is_read_and_decoded_once(directory: Path) -> None:
+    """RabbitMQ's streams are replayed "at disk speed", their chunks read whole: a consumer
+    takes a chunk of thousands of records (one batch of appends) in reads of a few hundred,
+    and each read continues from the records already decoded instead of reading the chunk
+    from the disk and decoding it again."""
+    medium = CountingMedium(directory)
+    log = StreamLog(medium)
+    try:
+        log.append([record(n) for n in range(2000)], timestamp=1)
+        offset, read = 0, []
+        while batch := log.read(offset, max_records=256):
+            read += [entry.offset for entry in batch]
+            offset = batch[-1].offset + 1
+        assert read == list(range(2000))
+        assert medium.payloads_read == 1
+    finally:
+        log.close()
