@@ -26,7 +26,6 @@ from pamqp.common import FieldTable
 
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import amqp_error
-from batonmq.amqp.properties import rewrite_headers
 from batonmq.model.message import FLAG_HEADERS, Message, QueueEntry
 from batonmq.queues.arguments import InvalidArgument, QueueArguments
 from batonmq.queues.paging import Paging
@@ -39,7 +38,8 @@ from batonmq.queues.streams.arguments import (
 )
 from batonmq.queues.streams.chunk import FILTER_VALUE_MAX, Record
 from batonmq.queues.streams.log import Entry, Filter, StreamLog
-from batonmq.queues.streams.offsets import OFFSET_ARGUMENT, OffsetSpec, start
+from batonmq.queues.streams.offsetheader import with_offset
+from batonmq.queues.streams.offsets import OffsetSpec, start
 from batonmq.store.base import PagedEntry, QueueBacklog
 from batonmq.timers import Timers
 
@@ -356,7 +356,7 @@ class StreamQueue:
 
     def _deliver(self, consumer: QueueConsumer, entry: Entry) -> None:
         record = entry.record
-        header = rewrite_headers(record.header, {}, long_fields={OFFSET_ARGUMENT: entry.offset})
+        header = with_offset(record.header, entry.offset)
         message = Message(record.exchange, record.routing_key, header, record.body)
         consumer.deliver(self, QueueEntry(message, entry.offset))
 
