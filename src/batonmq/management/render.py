@@ -2,8 +2,9 @@
 so that scripts, dashboards and monitoring written for RabbitMQ read BatonMQ unchanged.
 
 Pure functions from `batonmq.engine.api` snapshots to JSON-shaped dicts; no HTTP here. Figures
-that BatonMQ does not keep (per-queue message rates, memory per process) are left out rather
-than made up: RabbitMQ's own clients treat a missing figure as 0.
+that BatonMQ does not keep (memory per process) are left out rather than made up: RabbitMQ's
+own clients treat a missing figure as 0. A queue's `memory` is an estimate (see
+`batonmq.engine.snapshots.QueueInfo`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from batonmq.engine.snapshots import (
 )
 from batonmq.engine.takeover import TakeoverOutcome
 from batonmq.management.listing import Item, Json
+from batonmq.queues.counters import QueueCounters
 from batonmq.security.permissions import UserPermission
 
 #: The AMQP protocol name RabbitMQ reports for a 0-9-1 connection.
@@ -109,6 +111,8 @@ def queue(info: QueueInfo, node: Node) -> Item:
         "messages_unacknowledged": info.messages_unacknowledged,
         "policy": None,
         "exclusive_consumer_tag": None,
+        "memory": info.memory,
+        "message_stats": message_stats(info.message_totals, info.message_rates),
         # BatonMQ's own: delivery paused (PUT .../pause); RabbitMQ's clients ignore it.
         "paused": info.paused,
     }
@@ -212,13 +216,19 @@ def consumer(info: ConsumerInfo, owner: ChannelInfo | None, connection_name: str
     }
 
 
-def message_stats(counters: ChannelCounters, rates: Mapping[str, float] | None = None) -> Item:
+#: The counts RabbitMQ's `deliver_get` adds up: deliveries and gets, acknowledged or no-ack.
+_DELIVER_GET: Final = ("deliver", "deliver_no_ack", "get", "get_no_ack")
+
+
+def message_stats(
+    counters: ChannelCounters | QueueCounters, rates: Mapping[str, float] | None = None
+) -> Item:
     """RabbitMQ's message_stats counts (its `deliver_get` is deliveries and gets together), and
     with `rates` each count's `NAME_details` {"rate": per second}."""
-    stats: Item = {item.name: getattr(counters, item.name) for item in fields(counters)}
-    stats["deliver_get"] = counters.deliver + counters.get
+    counts: dict[str, int] = {item.name: getattr(counters, item.name) for item in fields(counters)}
+    stats: Item = {**counts, "deliver_get": sum(counts.get(name, 0) for name in _DELIVER_GET)}
     if rates is not None:
-        rates = {**rates, "deliver_get": rates.get("deliver", 0.0) + rates.get("get", 0.0)}
+        rates = {**rates, "deliver_get": sum(rates.get(name, 0.0) for name in _DELIVER_GET)}
         for name in list(stats):
             stats[f"{name}_details"] = {"rate": round(rates.get(name, 0.0), 1)}
     return stats

@@ -1,10 +1,11 @@
-"""Message rates from samples of the broker's totals: RabbitMQ's `*_details.rate`, the growth of
-a count per second between the last two samples."""
+"""Message rates from samples of the broker's totals and of each queue's counters: RabbitMQ's
+`*_details.rate`, the growth of a count per second between the last two samples."""
 
 from __future__ import annotations
 
 from batonmq.engine.counters import ChannelCounters
-from batonmq.engine.rates import MessageRates
+from batonmq.engine.rates import MessageRates, QueueRates
+from batonmq.queues.classic import ClassicQueue
 
 
 class ManualClock:
@@ -39,3 +40,24 @@ def test_a_sample_at_the_same_instant_keeps_the_last_rates():
     rates.sample(ChannelCounters(publish=4))
     rates.sample(ChannelCounters(publish=9))
     assert rates.rates["publish"] == 4
+
+
+def test_each_queue_has_its_own_rates_and_a_deleted_queue_is_forgotten():
+    """RabbitMQ's queue message_stats: each queue's `publish_details.rate` and so on, from the
+    same samples as the broker's."""
+    clock = ManualClock()
+    rates = QueueRates(clock)
+    busy, idle = ClassicQueue("busy"), ClassicQueue("idle")
+    rates.sample([busy, idle])
+    busy.counters.publish, busy.counters.deliver_no_ack = 50, 20
+    clock.advance(5)
+    rates.sample([busy, idle])
+    assert (rates.of(busy)["publish"], rates.of(busy)["deliver_no_ack"]) == (10, 4)
+    assert rates.of(idle)["publish"] == 0
+
+    clock.advance(5)
+    rates.sample([idle])  # busy was deleted
+    assert rates.of(busy) == {}
+    fresh = ClassicQueue("busy")
+    rates.sample([idle, fresh])
+    assert rates.of(fresh) == {}  # a new queue of the same name starts without rates

@@ -3,12 +3,20 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from aiohttp import web
 
 from batonmq.management import call as calls
 from batonmq.management import render
 from batonmq.management.call import Call, answer, created, listing, no_content
 from batonmq.management.route import Route
+
+_QUEUE_FIGURES: Final = """Each queue as RabbitMQ's management writes it, with `message_stats`
+(publish, deliver, deliver_no_ack, get, get_no_ack, ack, redeliver and deliver_get, their sum,
+each with `_details.rate`: per second over the last 5 s) and `memory`: an estimate in bytes, the
+bodies of its messages in memory (ready, or delivered and unacknowledged) plus a fixed cost per
+message for the broker's objects; messages paged out to the store count nothing."""
 
 
 async def list_queues(call: Call) -> web.Response:
@@ -72,9 +80,9 @@ async def resume_queue(call: Call) -> web.Response:
 
 _DONE = ("204", "done")
 ROUTES = (
-    Route("GET", "/api/queues", list_queues),
-    Route("GET", "/api/queues/{vhost}", list_queues),
-    Route("GET", "/api/queues/{vhost}/{name}", get_queue),
+    Route("GET", "/api/queues", list_queues, description=_QUEUE_FIGURES),
+    Route("GET", "/api/queues/{vhost}", list_queues, description=_QUEUE_FIGURES),
+    Route("GET", "/api/queues/{vhost}/{name}", get_queue, description=_QUEUE_FIGURES),
     Route("PUT", "/api/queues/{vhost}/{name}", put_queue),
     Route("DELETE", "/api/queues/{vhost}/{name}", delete_queue),
     Route("DELETE", "/api/queues/{vhost}/{name}/contents", purge_queue),
