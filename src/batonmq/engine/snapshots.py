@@ -33,7 +33,7 @@ class QueueInfo:
     #: (`Queue.memory`) and those delivered and not yet acknowledged, counted alike.
     memory: int = 0
     message_totals: QueueCounters = field(default_factory=QueueCounters)
-    #: Per second, by counter name, between the last two samples (empty before two).
+    #: Per second, by counter name, over the last sample interval (empty before the first).
     message_rates: dict[str, float] = field(default_factory=dict)
 
 
@@ -127,7 +127,7 @@ class Overview:
     messages_unacknowledged: int
     alarms: dict[str, str]
     message_totals: ChannelCounters = field(default_factory=ChannelCounters)
-    #: Per second, by counter name, between the last two samples (empty before two).
+    #: Per second, by counter name, over the last sample interval (empty before the first).
     message_rates: dict[str, float] = field(default_factory=dict)
 
 
