@@ -219,3 +219,18 @@ def test_clients_sharing_a_process_cannot_span_shards():
 
     with pytest.raises(RowFailed, match="use 2 brokers"):
         worker_specs(shared, topology, shards, RunSettings())
+
+
+def test_http_adds_batonmq_with_its_http_listener_on_beside_each_store():
+    """compare.py --http: the statistics-cost row (the management issue: "headline rows with the
+    HTTP listener on and off"), each store with the listener on beside it with it off."""
+    (persistent,) = select(["persistent-1x1-128B"], quick=False)
+    assert replace(persistent, http=True).targets == (
+        "rabbitmq",
+        "batonmq",
+        "batonmq-pg",
+        "batonmq+http",
+        "batonmq-pg+http",
+    )
+    (transient,) = select(["transient-1x1-128B"], quick=False)
+    assert replace(transient, http=True).targets == ("rabbitmq", "batonmq", "batonmq+http")
