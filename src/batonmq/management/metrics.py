@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -60,9 +60,12 @@ class _Readings(Collector):
 
 
 def exposition(readings: Sequence[StatisticsReading]) -> bytes:
-    """The text of a scrape of `readings`."""
+    """The text of a scrape of `readings`, and the broker process's own figures (resident
+    memory, CPU seconds, open files: prometheus-client's standard `process_*` metrics, which
+    RabbitMQ's plugin serves too)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Readings(readings))
+    ProcessCollector(registry=registry)
     return generate_latest(registry)
 
 
