@@ -63,12 +63,13 @@ class BatonMQ(Broker):
         self.management_port = free_port() if management else None
         store = "batonmq-pg" if postgres else "batonmq"
         self.name = target_name(store, build.name if build else None)
-        self.label = "BatonMQ (postgres)" if postgres else "BatonMQ (sqlite)"
-        if build:
-            self.label += f" @{build.name}"
+        described = "postgres" if postgres else "sqlite"
         if management:
             self.name += HTTP_SUFFIX
-            self.label += ", HTTP on"
+            described += ", HTTP on"
+        self.label = f"BatonMQ ({described})"
+        if build:
+            self.label += f" @{build.name}"
         self.directory: Path | None = None
 
     def _knows(self, key: str) -> bool:

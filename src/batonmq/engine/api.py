@@ -175,7 +175,7 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
                 len(channel.consumers),
                 len(channel.unsettled),
                 channel.consumer_prefetch,
-                ChannelCounters(**_fields(channel.counters)),
+                dataclasses.replace(channel.counters),
             )
             for session in self._sessions()
             if session.vhost_or_none is not None
@@ -672,10 +672,6 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
         if not isinstance(number, int):
             raise ApiError(ReplyCode.PRECONDITION_FAILED, f"unknown log level '{level}'")
         logging.getLogger("batonmq").setLevel(number)
-
-
-def _fields(counters: ChannelCounters) -> dict[str, int]:
-    return {name: getattr(counters, name) for name in ChannelCounters.__dataclass_fields__}
 
 
 @dataclass(slots=True)

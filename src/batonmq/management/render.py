@@ -94,8 +94,10 @@ def _field_value(value: Json) -> FieldValue:
     return value
 
 
-def queue(info: QueueInfo, node: Node) -> Item:
-    return {
+def queue(info: QueueInfo, node: Node, *, with_message_stats: bool = True) -> Item:
+    """A queue's item; `with_message_stats` False leaves out the part that costs most to write
+    (`queue_message_stats`), for a long list to add to the queues it answers with only."""
+    item: Item = {
         "name": info.name,
         "vhost": info.vhost,
         "type": info.type,
@@ -112,10 +114,17 @@ def queue(info: QueueInfo, node: Node) -> Item:
         "policy": None,
         "exclusive_consumer_tag": None,
         "memory": info.memory,
-        "message_stats": message_stats(info.message_totals, info.message_rates),
         # BatonMQ's own: delivery paused (PUT .../pause); RabbitMQ's clients ignore it.
         "paused": info.paused,
     }
+    if with_message_stats:
+        item.update(queue_message_stats(info))
+    return item
+
+
+def queue_message_stats(info: QueueInfo) -> Item:
+    """A queue's `message_stats`: the part of its item that costs most to write."""
+    return {"message_stats": message_stats(info.message_totals, info.message_rates)}
 
 
 def exchange(info: ExchangeInfo) -> Item:
@@ -220,17 +229,25 @@ def consumer(info: ConsumerInfo, owner: ChannelInfo | None, connection_name: str
 _DELIVER_GET: Final = ("deliver", "deliver_no_ack", "get", "get_no_ack")
 
 
+#: The counts of each kind of counters, by their class.
+_COUNT_NAMES: Final = {
+    kind: tuple(item.name for item in fields(kind)) for kind in (ChannelCounters, QueueCounters)
+}
+
+
 def message_stats(
     counters: ChannelCounters | QueueCounters, rates: Mapping[str, float] | None = None
 ) -> Item:
     """RabbitMQ's message_stats counts (its `deliver_get` is deliveries and gets together), and
     with `rates` each count's `NAME_details` {"rate": per second}."""
-    counts: dict[str, int] = {item.name: getattr(counters, item.name) for item in fields(counters)}
+    counts: dict[str, int] = {
+        name: getattr(counters, name) for name in _COUNT_NAMES[type(counters)]
+    }
     stats: Item = {**counts, "deliver_get": sum(counts.get(name, 0) for name in _DELIVER_GET)}
     if rates is not None:
         rates = {**rates, "deliver_get": sum(rates.get(name, 0.0) for name in _DELIVER_GET)}
         for name in list(stats):
-            stats[f"{name}_details"] = {"rate": round(rates.get(name, 0.0), 1)}
+            stats[name + "_details"] = {"rate": round(rates.get(name, 0.0), 1)}
     return stats
 
 

@@ -10,6 +10,7 @@ from aiohttp import web
 from batonmq.management import call as calls
 from batonmq.management import render
 from batonmq.management.call import Call, answer, created, listing, no_content
+from batonmq.management.listing import Completion
 from batonmq.management.route import Route
 
 _QUEUE_FIGURES: Final = """Each queue as RabbitMQ's management writes it, with `message_stats`
@@ -25,7 +26,14 @@ async def list_queues(call: Call) -> web.Response:
     else:
         visible = call.visible_vhosts()
         queues = [info for info in call.api.queues() if info.vhost in visible]
-    return listing(call, [render.queue(info, call.node) for info in queues], ["vhost", "name"])
+    # A page of 10,000 queues writes message_stats for its own queues only.
+    items = [render.queue(info, call.node, with_message_stats=False) for info in queues]
+    info_of = {id(item): info for item, info in zip(items, queues, strict=True)}
+    stats = Completion(
+        frozenset({"message_stats"}),
+        lambda item: item.update(render.queue_message_stats(info_of[id(item)])),
+    )
+    return listing(call, items, ["vhost", "name"], stats)
 
 
 async def get_queue(call: Call) -> web.Response:
