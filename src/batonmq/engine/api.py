@@ -19,6 +19,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from pamqp.commands import Connection
 from pamqp.common import FieldTable
@@ -74,7 +75,12 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
         unacknowledged = self._unacknowledged()
         rates = self.broker.queue_rates
         return [
-            _queue_info(host, queue, unacknowledged[host.name, queue.name], rates.of(queue))
+            _queue_info(
+                host,
+                queue,
+                unacknowledged.get((host.name, queue.name), _NONE_UNACKNOWLEDGED),
+                rates.of(queue),
+            )
             for host in self._vhosts(vhost)
             for queue in host.queues.values()
         ]
@@ -96,7 +102,7 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
         """One queue; ApiError 404 when the virtual host or the queue does not exist."""
         host = self._vhost(vhost)
         queue = self._queue(host, name)
-        unacknowledged = self._unacknowledged()[host.name, name]
+        unacknowledged = self._unacknowledged().get((host.name, name), _NONE_UNACKNOWLEDGED)
         return _queue_info(host, queue, unacknowledged, self.broker.queue_rates.of(queue))
 
     def exchange(self, vhost: str, name: str) -> ExchangeInfo:
@@ -680,6 +686,10 @@ class _Unacknowledged:
     body_bytes: int = 0
 
 
+#: A queue's when no channel holds any of its deliveries (never changed).
+_NONE_UNACKNOWLEDGED: Final = _Unacknowledged()
+
+
 def _queue_info(
     host: VirtualHost, queue: Queue, unacknowledged: _Unacknowledged, rates: Mapping[str, float]
 ) -> QueueInfo:
@@ -696,6 +706,6 @@ def _queue_info(
         unacknowledged.count,
         queue in host.paused,
         memory=queue.memory + unacknowledged.count * ENTRY_COST + unacknowledged.body_bytes,
-        message_totals=dataclasses.replace(queue.counters),
+        message_totals=queue.counters.copy(),
         message_rates=dict(rates),
     )

@@ -9,7 +9,10 @@ four together) is a sum, computed when read.
 
 from __future__ import annotations
 
+import dataclasses
+import operator
 from dataclasses import dataclass
+from typing import Final
 
 from batonmq.stats import counter
 
@@ -23,3 +26,11 @@ class QueueCounters:
     get_no_ack: int = counter("messages", "Messages fetched with basic.get no-ack")
     ack: int = counter("messages", "Deliveries acknowledged")
     redeliver: int = counter("messages", "Deliveries and gets that carried the redelivered flag")
+
+    def copy(self) -> QueueCounters:
+        """The counts as they are now (a snapshot's; dataclasses.replace is ten times slower,
+        and the API copies every queue's counters for a list of 10,000)."""
+        return QueueCounters(*_COUNTS(self))
+
+
+_COUNTS: Final = operator.attrgetter(*(item.name for item in dataclasses.fields(QueueCounters)))
