@@ -113,7 +113,14 @@ def _parser() -> argparse.ArgumentParser:
         "--skip",
         action="append",
         default=[],
-        choices=("rabbitmq", "batonmq", "batonmq-pg", f"{SHARDS_PREFIX}2"),
+        choices=(
+            "rabbitmq",
+            "batonmq",
+            "batonmq-pg",
+            f"{SHARDS_PREFIX}2",
+            f"batonmq{HTTP_SUFFIX}",
+            f"batonmq-pg{HTTP_SUFFIX}",
+        ),
         help="do not run on this broker (repeatable)",
     )
     parser.add_argument(
