@@ -10,7 +10,7 @@ import pika
 import pytest
 from playwright.sync_api import expect
 
-from tests.brokerproc import RunningBroker
+from tests.brokerproc import RunningBroker, wait_until
 from tests.browser.conftest import Console
 from tests.httpapi import call
 
@@ -73,7 +73,8 @@ def test_create_publish_browse_move_and_purge(console: Console, broker: RunningB
         publish.get_by_label("Payload", exact=True).fill(payload)
         publish.get_by_role("button", name="Publish message").click()
         expect(page.locator("#status")).to_have_text("Message published")
-    assert _messages(broker, "orders") == 3
+    # The status already read "Message published" before the third answer came: wait for it.
+    wait_until(lambda: _messages(broker, "orders") == 3, "the third message")
 
     messages = page.get_by_role("region", name="Messages")
     messages.get_by_role("button", name="Browse").click()
