@@ -6,6 +6,7 @@
     python -m benchmarks.compare --rows 'transient-*-128B' --rows latency-1000
     python -m benchmarks.compare --list          # the rows and what each measures
     python -m benchmarks.compare --build before=/tmp/wt  # also run BatonMQ from another tree
+    python -m benchmarks.compare --rows headline --http  # the statistics cost: HTTP on vs off
     python -m benchmarks.compare --rabbitmq-url amqp://user:pass@host:5672/vhost
 
 All brokers are started at the beginning (RabbitMQ, BatonMQ with SQLite, and BatonMQ with
@@ -24,6 +25,12 @@ the rows show none for it (a note says so) and the memory rows report an error.
 --build NAME=PATH runs BatonMQ from the source tree at PATH as well (PATH/src on PYTHONPATH), as
 the brokers batonmq@NAME and batonmq-pg@NAME, each with a store of its own: a git worktree of an
 earlier commit measures what a change did, against the same RabbitMQ in the same run.
+
+--http runs each row on BatonMQ with its management HTTP listener on as well (batonmq+http,
+batonmq-pg+http; the other BatonMQ targets run with it off, as they always do) and reports each
+row's figure and CPU per message with it on against off: what the statistics that the
+management API reads cost the hot path (the management issue's goal: no row slower by more
+than 3 %).
 
 Output: the per-row table, the producers/consumers sweeps in the format of Qpid manual Table 1.6,
 the headline goals, a JSON file (benchmarks/results/<time>.json) and a PNG chart next to it.
@@ -62,10 +69,23 @@ from benchmarks.brokers.rabbitmq import RabbitMQ, RunningRabbitMQ
 from benchmarks.brokers.shards import BatonMQShards
 from benchmarks.brokers.sink import Sink
 from benchmarks.loadgen.client import Endpoint
-from benchmarks.report import first_line, headline_summary, results_table, sweep_tables
+from benchmarks.report import (
+    first_line,
+    headline_summary,
+    http_cost_table,
+    results_table,
+    sweep_tables,
+)
 from benchmarks.results import COMPARED_METRICS, Measurement, metric_value, ratio
 from benchmarks.runner import UNMEASURED, RunSettings, run_row
-from benchmarks.workloads import SHARDS_PREFIX, Kind, Workload, select, target_name
+from benchmarks.workloads import (
+    HTTP_SUFFIX,
+    SHARDS_PREFIX,
+    Kind,
+    Workload,
+    select,
+    target_name,
+)
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -93,7 +113,14 @@ def _parser() -> argparse.ArgumentParser:
         "--skip",
         action="append",
         default=[],
-        choices=("rabbitmq", "batonmq", "batonmq-pg", f"{SHARDS_PREFIX}2"),
+        choices=(
+            "rabbitmq",
+            "batonmq",
+            "batonmq-pg",
+            f"{SHARDS_PREFIX}2",
+            f"batonmq{HTTP_SUFFIX}",
+            f"batonmq-pg{HTTP_SUFFIX}",
+        ),
         help="do not run on this broker (repeatable)",
     )
     parser.add_argument(
@@ -103,6 +130,12 @@ def _parser() -> argparse.ArgumentParser:
         type=_build,
         metavar="NAME=PATH",
         help="also run BatonMQ from the source tree at PATH, as batonmq@NAME (repeatable)",
+    )
+    parser.add_argument(
+        "--http",
+        action="store_true",
+        help="also run BatonMQ with its management HTTP listener on (batonmq+http, "
+        "batonmq-pg+http), and report each row's ratios with it on and off",
     )
     parser.add_argument(
         "--rabbitmq-url",
@@ -197,17 +230,18 @@ class Brokers(contextlib.ExitStack):
                 self._start(BatonMQShards(int(target.removeprefix(SHARDS_PREFIX))))
         for build in (None, *self.builds):
             name = build.name if build else None
-            if target_name("batonmq", name) in self.needed:
-                self._start(BatonMQ(build=build))
-            with_postgres = target_name("batonmq-pg", name)
-            if with_postgres in self.needed:
-                postgres = self._postgres_server(name)
-                if isinstance(postgres, str):
-                    self.skipped[with_postgres] = f"skipped: no PostgreSQL ({postgres})"
-                    self.labels[with_postgres] = with_postgres
-                    _say(f"{with_postgres}: {self.skipped[with_postgres]}")
-                else:
-                    self._start(BatonMQ(postgres, build))
+            for management, suffix in ((False, ""), (True, HTTP_SUFFIX)):
+                if target_name("batonmq", name) + suffix in self.needed:
+                    self._start(BatonMQ(build=build, management=management))
+                with_postgres = target_name("batonmq-pg", name) + suffix
+                if with_postgres in self.needed:
+                    postgres = self._postgres_server(name)
+                    if isinstance(postgres, str):
+                        self.skipped[with_postgres] = f"skipped: no PostgreSQL ({postgres})"
+                        self.labels[with_postgres] = with_postgres
+                        _say(f"{with_postgres}: {self.skipped[with_postgres]}")
+                    else:
+                        self._start(BatonMQ(postgres, build, management=management))
 
     def _postgres_server(self, build: str | None) -> BenchPostgres | str:
         if build not in self._postgres:
@@ -364,7 +398,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(set(names)) != len(names):
         print(f"--build names must differ: {', '.join(names)}", file=sys.stderr)
         return 2
-    workloads = [replace(workload, builds=names) for workload in select(patterns, arguments.quick)]
+    workloads = [
+        replace(workload, builds=names, http=arguments.http)
+        for workload in select(patterns, arguments.quick)
+    ]
     if arguments.list:
         for workload in workloads:
             mark = "*" if workload.headline else " "
@@ -389,6 +426,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for table in sweep_tables(workloads, measurements, labels):
         print()
         print(table)
+    if arguments.http:
+        print()
+        print(http_cost_table(workloads, measurements))
     print()
     print(headline_summary(workloads, measurements))
     for reason in sorted(set(skipped.values())):

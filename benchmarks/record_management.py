@@ -5,9 +5,9 @@ names checked against a recorded RabbitMQ response for the same objects").
     python -m benchmarks.record_management [DIRECTORY]
 
 starts the harness's RabbitMQ with its management plugin, plays `scenario` against it (a durable
-queue, a topic exchange bound to it, a pika consumer, published messages, a message got back)
-and writes each answer as DIRECTORY/NAME.json (by default tests/data/rabbitmq_management). The
-test plays the same scenario against BatonMQ.
+queue, a topic exchange bound to it, a user with permissions, a pika consumer, published
+messages, a message got back) and writes each answer as DIRECTORY/NAME.json (by default
+tests/data/rabbitmq_management). The test plays the same scenario against BatonMQ.
 """
 
 from __future__ import annotations
@@ -41,6 +41,10 @@ READS: Final = {
     "channels": "/api/channels",
     "consumers": "/api/consumers",
     "alarms": "/api/health/checks/alarms",
+    "permissions": "/api/permissions",
+    "permission": "/api/permissions/%2F/reader",
+    "user_permissions": "/api/users/reader/permissions",
+    "vhost_permissions": "/api/vhosts/%2F/permissions",
 }
 
 
@@ -62,6 +66,13 @@ def scenario(http_base: str, amqp_url: str) -> dict[str, object]:
     request(http_base, "PUT", "/api/queues/%2F/held", {"durable": True})
     request(http_base, "PUT", "/api/exchanges/%2F/events", {"type": "topic", "durable": True})
     request(http_base, "POST", "/api/bindings/%2F/e/events/q/orders", {"routing_key": "order.*"})
+    request(http_base, "PUT", "/api/users/reader", {"password": "reader-pw", "tags": "monitoring"})
+    request(
+        http_base,
+        "PUT",
+        "/api/permissions/%2F/reader",
+        {"configure": "^$", "write": "^$", "read": "^orders$"},
+    )
     parameters = pika.URLParameters(amqp_url)
     parameters.client_properties = {"product": "management-scenario"}
     with pika.BlockingConnection(parameters) as connection:

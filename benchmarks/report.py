@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from benchmarks.results import Measurement, metric_value, ratio
-from benchmarks.workloads import PAIRS, Kind, Workload, size_label
+from benchmarks.workloads import HTTP_SUFFIX, PAIRS, Kind, Workload, size_label
 
 MISSING = "n/a"
 
@@ -150,6 +150,56 @@ def results_table(
     if notes:
         text += "\n" + "\n".join(f"  note: {note}" for note in notes)
     return text
+
+
+#: The management issue's bound on what the HTTP listener's statistics may cost a row.
+HTTP_COST_LIMIT = 3.0
+
+
+def http_cost_table(
+    workloads: Sequence[Workload], measurements: Mapping[tuple[str, str], Measurement]
+) -> str:
+    """Each row with the HTTP listener on against off, per store: the row's figure and CPU per
+    message, on / off, and how much worse the figure is with it on ("slower" past
+    HTTP_COST_LIMIT %, the management issue's bound)."""
+    lines = [["row", "broker", "figure", "off", "on", "on/off", "CPU us/msg on/off", "worse"]]
+    for workload in workloads:
+        for target in workload.targets:
+            if not target.endswith(HTTP_SUFFIX):
+                continue
+            on = measurements.get((workload.name, target))
+            off = measurements.get((workload.name, target.removesuffix(HTTP_SUFFIX)))
+            if on is None or off is None or on.error or off.error:
+                continue
+            metric, higher_is_better = workload.primary_metric
+            value_on, value_off = metric_value(on, metric), metric_value(off, metric)
+            relative = ratio(value_on, value_off)
+            worse = None
+            if relative is not None:
+                worse = (1 - relative if higher_is_better else relative - 1) * 100
+            cpu = ratio(on.cpu_us_per_message, off.cpu_us_per_message)
+            verdict = format_percent(worse)
+            if worse is not None and worse > HTTP_COST_LIMIT:
+                verdict += " slower"
+            lines.append(
+                [
+                    workload.name,
+                    target.removesuffix(HTTP_SUFFIX),
+                    metric,
+                    _cell(value_off, _figure),
+                    _cell(value_on, _figure),
+                    _cell(relative, lambda value: f"{value:.3f}"),
+                    _cell(cpu, lambda value: f"{value:.3f}"),
+                    verdict,
+                ]
+            )
+    if len(lines) == 1:
+        return "HTTP listener on/off: no row measured both"
+    return "HTTP listener on/off (the statistics' cost):\n" + _render(lines)
+
+
+def _figure(value: float) -> str:
+    return f"{value:,.2f}" if value < 100 else f"{value:,.0f}"
 
 
 def _render(lines: list[list[str]]) -> str:

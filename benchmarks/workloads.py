@@ -36,6 +36,8 @@ BODIES = (128, 1024, 65536)
 TOPIC_KEYS = 100
 #: How results name N BatonMQ processes sharing nothing (brokers/shards.py): this + N.
 SHARDS_PREFIX = "batonmq-x"
+#: How results name BatonMQ with its management HTTP listener on: its store's name + this.
+HTTP_SUFFIX = "+http"
 
 
 class Kind(StrEnum):
@@ -104,20 +106,24 @@ class Workload:
     #: Also run on this many BatonMQ processes sharing nothing, each owning some of the queues
     #: (brokers/shards.py); 0: not.
     shards: int = 0
+    #: Also run on BatonMQ with its management HTTP listener on (`batonmq+http`, and
+    #: `batonmq-pg+http` for a persistent row), to measure what the statistics cost the hot
+    #: path (compare.py --http); the others run with it off.
+    http: bool = False
 
     @property
     def targets(self) -> tuple[str, ...]:
         """The brokers this row runs on; the first is the baseline of the comparison. Each
-        build adds its own BatonMQ targets, named `batonmq@NAME` and `batonmq-pg@NAME`."""
+        build adds its own BatonMQ targets, named `batonmq@NAME` and `batonmq-pg@NAME`; `http`
+        adds `batonmq+http` (and `batonmq-pg+http`)."""
         if self.kind in (Kind.SINK_PUBLISH, Kind.SINK_CONSUME):
             return ("sink",)
-        # A stream keeps its log in segment files whatever the store (the same files with
-        # either): one BatonMQ.
-        both_stores = self.persistent and self.kind not in STREAM_KINDS
-        batonmq = ("batonmq", "batonmq-pg") if both_stores else ("batonmq",)
+        # Streams too: with the PostgreSQL store, a stream lives in its tables.
+        batonmq = ("batonmq", "batonmq-pg") if self.persistent else ("batonmq",)
+        served = tuple(target + HTTP_SUFFIX for target in batonmq) if self.http else ()
         built = tuple(target_name(target, build) for build in self.builds for target in batonmq)
         sharded = (f"{SHARDS_PREFIX}{self.shards}",) if self.shards else ()
-        return ("rabbitmq", *batonmq, *sharded, *built)
+        return ("rabbitmq", *batonmq, *served, *sharded, *built)
 
     @property
     def deliveries_per_publish(self) -> int:

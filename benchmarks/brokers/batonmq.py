@@ -19,7 +19,7 @@ from tests.ports import free_port
 from benchmarks.brokers.base import HOST, Broker, wait_for_amqp
 from benchmarks.brokers.postgres import DATABASE, BenchPostgres
 from benchmarks.procstats import process_tree
-from benchmarks.workloads import target_name
+from benchmarks.workloads import HTTP_SUFFIX, target_name
 
 
 def _toml_string(text: str) -> str:
@@ -56,13 +56,18 @@ class BatonMQ(Broker):
         *,
         management: bool = False,
     ) -> None:
-        """`management`: with the management HTTP API on `management_port` (else off)."""
+        """`management`: with the management HTTP API on `management_port` (else off), named
+        with HTTP_SUFFIX."""
         self.postgres = postgres
         self.build = build
         self.management_port = free_port() if management else None
         store = "batonmq-pg" if postgres else "batonmq"
         self.name = target_name(store, build.name if build else None)
-        self.label = "BatonMQ (postgres)" if postgres else "BatonMQ (sqlite)"
+        described = "postgres" if postgres else "sqlite"
+        if management:
+            self.name += HTTP_SUFFIX
+            described += ", HTTP on"
+        self.label = f"BatonMQ ({described})"
         if build:
             self.label += f" @{build.name}"
         self.directory: Path | None = None
@@ -104,6 +109,7 @@ class BatonMQ(Broker):
             config += ["[listeners.http]", "enabled = false"]
         if self.postgres:
             database = DATABASE + (f"_{self.build.name}" if self.build else "")
+            database += "_http" if self.management_port is not None else ""
             dsn = self.postgres.create_database(database)
             config += ["[persist.postgres]", f"dsn = {_toml_string(dsn)}"]
         config_path = self.directory / "batonmq.toml"

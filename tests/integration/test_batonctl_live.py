@@ -160,6 +160,8 @@ def test_status_and_every_list_show_what_clients_opened(
     assert labels["Consumers"] == "1"
     assert labels["Messages"] == "3 (ready 2, unacknowledged 1)"
     assert f"amqp 127.0.0.1:{broker.port}" in labels["Listeners"]
+    # RabbitMQ's overview lists its management listener as protocol "http".
+    assert f"http 127.0.0.1:{broker.http_port}" in labels["Listeners"]
     assert labels["Alarms"] == "none"
 
     header, rows = header_and_rows(lists["queues"])
@@ -197,20 +199,34 @@ def test_status_and_every_list_show_what_clients_opened(
     ]
 
 
-def test_status_names_the_alarms_in_force(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("resource", "environment"),
+    [
+        # A free-disk limit no disk meets.
+        ("disk", {"BATONMQ__DISK__FREE_LIMIT": str(2**62), "BATONMQ__DISK__CHECK_INTERVAL": "0.1"}),
+        # A memory budget of one byte: the broker is in the red state from the start.
+        ("memory", {"BATONMQ__MEMORY__BUDGET": "1"}),
+    ],
+)
+def test_status_names_the_alarms_in_force_and_fails_as_check_alarms_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], resource: str, environment: dict[str, str]
 ) -> None:
     """MQ 3.5 admin guide, memory and disk protection: an operator sees at once why producers
-    are blocked. A free-disk limit no disk meets raises RabbitMQ's "disk" alarm."""
-    environment = {"BATONMQ__DISK__FREE_LIMIT": str(2**62), "BATONMQ__DISK__CHECK_INTERVAL": "0.1"}
+    are blocked. RabbitMQ's `rabbitmq-diagnostics check_alarms` "exits with a non-zero code if
+    the target node reports any alarms": 69 (EX_UNAVAILABLE, its exit code for a failed check);
+    so does `batonctl status`, with and without --json, naming the alarm on stderr too."""
     with start_broker(tmp_path, environment=environment, http=True) as broker:
-        wait_until(
-            lambda: call(broker, "GET", "/api/health/checks/alarms")[0] == 503, "the disk alarm"
-        )
-        status = succeeds(capsys, broker, "status")
+        wait_until(lambda: call(broker, "GET", "/api/health/checks/alarms")[0] == 503, "the alarm")
+        done, status, err = batonctl(capsys, broker, "status")
+        done_json, as_json, err_json = batonctl(capsys, broker, "status", "--json")
 
+    assert (done, done_json) == (69, 69)
     [alarms] = [line for line in status.splitlines() if line.startswith("Alarms")]
-    assert alarms.split(None, 1)[1].startswith("disk: ")
+    assert alarms.split(None, 1)[1].startswith(f"{resource}: ")
+    assert err.startswith(f"batonctl: resource alarms in effect: {resource}: ")
+    assert err_json == err
+    [raised] = json.loads(as_json)["alarms"]["alarms"]
+    assert raised["resource"] == resource
 
 
 def test_json_is_the_apis_own(broker: RunningBroker, capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,9 +6,9 @@ after) and prints, per row, msgs/s, p50/p99/p99.9 latency, the broker's CPU seco
 and the ratio BatonMQ/RabbitMQ; it also writes JSON and a PNG chart", and the load generator's own
 ceiling (a publisher into a sink that discards). This runs that command as a user would, on a few
 short rows, against RabbitMQ (installed first where it is missing: CI's machine has none), BatonMQ
-on SQLite and on PostgreSQL, and a build of BatonMQ from another source tree (--build). It proves
-the harness measures something real; no speed is asserted (speed is a benchmark's business,
-never a test's).
+on SQLite and on PostgreSQL, with its HTTP listener on as well (--http), and a build of BatonMQ
+from another source tree (--build). It proves the harness measures something real; no speed is
+asserted (speed is a benchmark's business, never a test's).
 """
 
 from __future__ import annotations
@@ -90,6 +90,9 @@ def run(tmp_path_factory: pytest.TempPathFactory, build: Build) -> Run:
         "0.2",
         "--skip",
         "batonmq-pg",
+        "--http",
+        "--skip",
+        "batonmq-pg+http",
         "--build",
         f"{build.name}={build.root}",
         "--output",
@@ -191,7 +194,24 @@ def test_rabbitmq_is_installed_from_debians_package_when_it_is_missing(run: Run)
 
 def test_a_skipped_broker_is_not_run(run: Run):
     (row,) = [entry for entry in run.json["rows"] if entry["name"] == "persistent-1x1-128B"]
-    assert set(row["measurements"]) == {"rabbitmq", "batonmq", "batonmq@copy", "batonmq-pg@copy"}
+    assert set(row["measurements"]) == {
+        "rabbitmq",
+        "batonmq",
+        "batonmq+http",
+        "batonmq@copy",
+        "batonmq-pg@copy",
+    }
+
+
+def test_http_runs_batonmq_with_its_http_listener_on_and_prints_each_rows_on_off_ratio(run: Run):
+    """The management issue's benchmark row: "statistics cost on the hot path (headline rows
+    with the HTTP listener on and off ...)". --http runs each row on BatonMQ with the listener
+    on beside BatonMQ with it off, and prints the ratios."""
+    assert run.json["brokers"]["batonmq+http"] == "BatonMQ (sqlite, HTTP on)"
+    assert _measured(run, "transient-1x1-128B", "batonmq+http")["deliver_rate"] > 0
+    table = run.printed.split("HTTP listener on/off (the statistics' cost):\n")[1]
+    [line] = [line for line in table.splitlines() if line.startswith("transient-1x1-128B ")]
+    assert line.split()[1:3] == ["batonmq", "deliver_rate"]
 
 
 def test_the_run_draws_its_chart_as_a_png(run: Run):

@@ -119,6 +119,52 @@ def test_the_overview_shows_the_publish_rate(broker: RunningBroker) -> None:
     assert rate > 0
 
 
+def test_a_queue_shows_its_message_stats_rates_and_memory(broker: RunningBroker) -> None:
+    """RabbitMQ's /api/queues/{vhost}/{name}: `memory` in bytes and `message_stats` with
+    publish, deliver, deliver_no_ack, get, get_no_ack, ack, redeliver and deliver_get ("Sum of
+    deliver, deliver_noack, get, get_noack"), each with `_details.rate` per second over the last
+    statistics interval (5 s); the page of the queue list carries the same."""
+    body = b"x" * 1000
+    with connect(broker) as connection:
+        channel = connection.channel()
+        channel.queue_declare("stats")
+        channel.queue_declare("other")
+        for _ in range(10):
+            channel.basic_publish("", "stats", body)
+        method, _properties, _body = channel.basic_get("stats")
+        assert method is not None
+        channel.basic_nack(method.delivery_tag, requeue=True)
+        method, _properties, _body = channel.basic_get("stats")  # the same one, redelivered
+        assert method is not None and method.redelivered
+        channel.basic_ack(method.delivery_tag)
+        channel.basic_get("stats", auto_ack=True)
+        _, queue = call(broker, "GET", "/api/queues/%2F/stats")
+        assert isinstance(queue, dict)
+        stats = queue["message_stats"]
+        counts = {name: stats[name] for name in ("publish", "get", "get_no_ack", "ack")}
+        assert counts == {"publish": 10, "get": 2, "get_no_ack": 1, "ack": 1}
+        assert (stats["redeliver"], stats["deliver_get"], stats["deliver"]) == (1, 3, 0)
+        # Eight ready messages of 1,000 bytes, in memory: at least their bodies.
+        assert 8 * len(body) < queue["memory"] < 8 * (len(body) + 1000)
+
+        deadline = time.monotonic() + 20
+        rate = 0.0
+        while rate == 0.0 and time.monotonic() < deadline:
+            for _ in range(50):
+                channel.basic_publish("", "stats", b"")
+            time.sleep(0.5)
+            _, queue = call(broker, "GET", "/api/queues/%2F/stats")
+            assert isinstance(queue, dict)
+            rate = queue["message_stats"]["publish_details"]["rate"]
+        assert rate > 0
+        _, listed = call(broker, "GET", "/api/queues?page=1&page_size=100")
+        assert isinstance(listed, dict)
+        by_name = {item["name"]: item for item in listed["items"]}
+        assert by_name["stats"]["message_stats"]["publish_details"]["rate"] > 0
+        assert by_name["other"]["message_stats"]["publish_details"] == {"rate": 0.0}
+        assert by_name["other"]["memory"] == 0
+
+
 def test_queues_are_declared_purged_and_deleted_over_http(broker: RunningBroker) -> None:
     """PUT answers 201 for a new queue and 204 for one that was there; an inequivalent one is a
     400; DELETE .../contents purges; DELETE deletes; an unknown queue or vhost is 404

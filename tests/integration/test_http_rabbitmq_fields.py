@@ -28,6 +28,9 @@ OWN_FIELDS = {
     "overview": {"user", "user_tags"},
 }
 
+#: RabbitMQ's permission object (its management HTTP API reference, /api/permissions).
+_PERMISSION = ("user", "vhost", "configure", "write", "read")
+
 #: What BatonMQ must answer as RabbitMQ does (the issue names them), as dotted paths.
 REQUIRED = {
     "queue": {
@@ -38,6 +41,10 @@ REQUIRED = {
         "messages_ready",
         "messages_unacknowledged",
         "consumers",
+        "memory",
+        "message_stats.publish",
+        "message_stats.publish_details.rate",
+        "message_stats.deliver_get",
     },
     "overview": {
         "object_totals.queues",
@@ -49,6 +56,11 @@ REQUIRED = {
     "consumers": {"[].consumer_tag", "[].queue.name", "[].channel_details.connection_name"},
     "bindings": {"[].source", "[].destination", "[].routing_key", "[].properties_key"},
     "get": {"[].payload", "[].redelivered", "[].message_count", "[].properties.content_type"},
+    "permission": set(_PERMISSION),
+    **{
+        name: {f"[].{field}" for field in _PERMISSION}
+        for name in ("permissions", "user_permissions", "vhost_permissions")
+    },
 }
 
 

@@ -13,10 +13,13 @@ of the same request over AMQP would have got.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
-from collections import Counter
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final
 
 from pamqp.commands import Connection
 from pamqp.common import FieldTable
@@ -47,6 +50,7 @@ from batonmq.engine.takeover import TakeoverOutcome
 from batonmq.engine.topology import TopologyApi
 from batonmq.engine.vhost import RESERVED_PREFIX, VirtualHost
 from batonmq.model.destination import DestinationKind
+from batonmq.model.message import ENTRY_COST
 from batonmq.queues.protocol import Queue
 from batonmq.queues.types import declared_type
 from batonmq.security.acl import AclError
@@ -69,27 +73,37 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
 
     def queues(self, vhost: str | None = None) -> list[QueueInfo]:
         unacknowledged = self._unacknowledged()
+        rates = self.broker.queue_rates
         return [
-            _queue_info(host, queue, unacknowledged[host.name, queue.name])
+            _queue_info(
+                host,
+                queue,
+                unacknowledged.get((host.name, queue.name), _NONE_UNACKNOWLEDGED),
+                rates.of(queue),
+            )
             for host in self._vhosts(vhost)
             for queue in host.queues.values()
         ]
 
-    def _unacknowledged(self) -> Counter[tuple[str, str]]:
+    def _unacknowledged(self) -> defaultdict[tuple[str, str], _Unacknowledged]:
         """Unacknowledged deliveries by (vhost, queue): the channels hold them, not the queues."""
-        return Counter(
-            (session.vhost.name, unsettled.queue.name)
-            for session in self._sessions()
-            if session.vhost_or_none is not None
-            for channel in session.channels.values()
-            for unsettled in channel.unsettled.values()
-        )
+        found: defaultdict[tuple[str, str], _Unacknowledged] = defaultdict(_Unacknowledged)
+        for session in self._sessions():
+            if session.vhost_or_none is None:
+                continue
+            for channel in session.channels.values():
+                for unsettled in channel.unsettled.values():
+                    held = found[session.vhost.name, unsettled.queue.name]
+                    held.count += 1
+                    held.body_bytes += unsettled.entry.message.body_size
+        return found
 
     def queue(self, vhost: str, name: str) -> QueueInfo:
         """One queue; ApiError 404 when the virtual host or the queue does not exist."""
         host = self._vhost(vhost)
         queue = self._queue(host, name)
-        return _queue_info(host, queue, self._unacknowledged()[host.name, name])
+        unacknowledged = self._unacknowledged().get((host.name, name), _NONE_UNACKNOWLEDGED)
+        return _queue_info(host, queue, unacknowledged, self.broker.queue_rates.of(queue))
 
     def exchange(self, vhost: str, name: str) -> ExchangeInfo:
         """One exchange ("" is the default exchange); ApiError 404 when there is none."""
@@ -167,7 +181,7 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
                 len(channel.consumers),
                 len(channel.unsettled),
                 channel.consumer_prefetch,
-                ChannelCounters(**_fields(channel.counters)),
+                dataclasses.replace(channel.counters),
             )
             for session in self._sessions()
             if session.vhost_or_none is not None
@@ -211,8 +225,13 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
         )
 
     def sample_rates(self) -> None:
-        """Take a sample of the broker's message totals for its message rates."""
-        self.broker.rates.sample(self._message_totals())
+        """Take a sample of the broker's message totals and of each queue's counters for their
+        message rates."""
+        broker = self.broker
+        broker.rates.sample(self._message_totals())
+        broker.queue_rates.sample(
+            queue for host in broker.vhosts.values() for queue in host.queues.values()
+        )
 
     def _message_totals(self) -> ChannelCounters:
         channels = (session.channels.values() for session in self._sessions())
@@ -661,11 +680,19 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
         logging.getLogger("batonmq").setLevel(number)
 
 
-def _fields(counters: ChannelCounters) -> dict[str, int]:
-    return {name: getattr(counters, name) for name in ChannelCounters.__dataclass_fields__}
+@dataclass(slots=True)
+class _Unacknowledged:
+    count: int = 0
+    body_bytes: int = 0
 
 
-def _queue_info(host: VirtualHost, queue: Queue, unacknowledged: int) -> QueueInfo:
+#: A queue's when no channel holds any of its deliveries (never changed).
+_NONE_UNACKNOWLEDGED: Final = _Unacknowledged()
+
+
+def _queue_info(
+    host: VirtualHost, queue: Queue, unacknowledged: _Unacknowledged, rates: Mapping[str, float]
+) -> QueueInfo:
     return QueueInfo(
         host.name,
         queue.name,
@@ -676,6 +703,9 @@ def _queue_info(host: VirtualHost, queue: Queue, unacknowledged: int) -> QueueIn
         dict(queue.arguments),
         queue.message_count,
         queue.consumer_count,
-        unacknowledged,
+        unacknowledged.count,
         queue in host.paused,
+        memory=queue.memory + unacknowledged.count * ENTRY_COST + unacknowledged.body_bytes,
+        message_totals=queue.counters.copy(),
+        message_rates=dict(rates),
     )

@@ -20,7 +20,7 @@ from batonmq.engine.afterwrite import AfterWrite
 from batonmq.engine.autocreate import AutocreatePolicy
 from batonmq.engine.counters import BrokerCounters, ChannelCounters
 from batonmq.engine.events import EventFeed, EventKind
-from batonmq.engine.rates import MessageRates
+from batonmq.engine.rates import MessageRates, QueueRates
 from batonmq.engine.vhost import VirtualHost
 from batonmq.logrepeat import CoalescingLog
 from batonmq.queues.holdings import Holdings
@@ -152,6 +152,8 @@ class Broker:
     closed_channels: ChannelCounters = field(init=False, default_factory=ChannelCounters)
     #: The rates of the broker's message totals, sampled by the server at an interval.
     rates: MessageRates = field(init=False, default_factory=MessageRates)
+    #: Each queue's rates, sampled with the broker's.
+    queue_rates: QueueRates = field(init=False, default_factory=QueueRates)
     #: Connection ids, stable for the broker's life and never reused.
     _connection_ids: itertools.count[int] = field(
         init=False, default_factory=lambda: itertools.count(1)

@@ -286,10 +286,13 @@ class Channel:
         counters.deliver += 1
         if entry.redelivered:
             counters.redeliver += 1
+            queue.counters.redeliver += 1
         if consumer.no_ack:
+            queue.counters.deliver_no_ack += 1
             entry.delivery_count += 1
             queue.settled(entry)
         else:
+            queue.counters.deliver += 1
             queue.delivered(entry)
             self.unsettled[tag] = Unsettled(entry, queue, consumer)
             consumer.unacked += 1
@@ -327,10 +330,13 @@ class Channel:
         self.counters.get += 1
         if entry.redelivered:
             self.counters.redeliver += 1
+            queue.counters.redeliver += 1
         if no_ack:
+            queue.counters.get_no_ack += 1
             entry.delivery_count += 1
             queue.settled(entry)
         else:
+            queue.counters.get += 1
             queue.delivered(entry)
             self.unsettled[tag] = Unsettled(entry, queue, None)
 
@@ -391,6 +397,7 @@ class Channel:
                 unsettled.queue.rejected(unsettled.entry)
             else:
                 self.counters.ack += 1
+                unsettled.queue.counters.ack += 1
                 unsettled.queue.settled(unsettled.entry)
         fields = self.log_fields
         each(returned.items(), lambda item: item[0].requeue(item[1]), "requeueing", fields)

@@ -1,6 +1,7 @@
 """The statistics of connections, channels and queues, and the broker's totals, declared once (see
 batonmq.stats) with RabbitMQ's management names where it has one (`recv_oct`, `send_oct`,
-`publish`, `deliver`, `get`, `ack`, `redeliver`, `confirm`).
+`publish`, `deliver`, `get`, `ack`, `redeliver`, `confirm`); a queue's counters are declared
+with the queue (batonmq.queues.counters).
 
 The hot path increments a channel's counters only; the broker's totals are the counters of the
 channels that closed plus those of the open ones, summed when someone reads them.
@@ -13,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from batonmq.queues.counters import QueueCounters
 from batonmq.stats import REGISTRY, Scope, ScopeStatistics, counter
 
 
@@ -74,12 +76,17 @@ def _register() -> None:
     )
     broker.gauge("connections", "connections", "Open connections", lambda b: len(b.sessions))
     REGISTRY.register(broker)
-    # A queue's: gauges only, read when asked, so that they cost its hot path nothing.
-    queue: ScopeStatistics[Any] = ScopeStatistics(Scope.QUEUE)
+    # A queue's counters are its own (batonmq.queues.counters); its gauges are read when asked.
+    queue: ScopeStatistics[Any] = ScopeStatistics(
+        Scope.QUEUE, QueueCounters, lambda queue: queue.counters
+    )
     queue.gauge(
         "messages_ready", "messages", "Messages ready for delivery", lambda q: q.message_count
     )
     queue.gauge("consumers", "consumers", "Consumers of the queue", lambda q: q.consumer_count)
+    queue.gauge(
+        "memory", "bytes", "Estimated memory of the ready messages it holds", lambda q: q.memory
+    )
     REGISTRY.register(queue)
 
 

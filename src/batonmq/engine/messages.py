@@ -65,10 +65,14 @@ async def take(queue: Queue, count: int, mode: AckMode, journal: Journal) -> lis
             got.append(
                 GotMessage(message_info(entry.message, entry.redelivered), queue.message_count)
             )
+            # Counted as RabbitMQ's management counts its gets (they are basic.gets).
+            queue.counters.redeliver += entry.redelivered
             if mode is AckMode.ACK_REQUEUE_FALSE:
+                queue.counters.get_no_ack += 1
                 entry.delivery_count += 1
                 queue.settled(entry)
             else:
+                queue.counters.get += 1
                 queue.delivered(entry)
                 taken.append(entry)
     except BaseException:

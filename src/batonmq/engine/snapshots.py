@@ -10,6 +10,7 @@ from pamqp import commands
 from pamqp.common import FieldTable
 
 from batonmq.engine.counters import ChannelCounters
+from batonmq.queues.counters import QueueCounters
 from batonmq.stats import Scope
 
 
@@ -28,6 +29,12 @@ class QueueInfo:
     messages_unacknowledged: int = 0
     #: Its delivery to consumers is paused (imqcmd pause dst).
     paused: bool = False
+    #: Estimated bytes of memory its messages take: the ready ones it holds in memory
+    #: (`Queue.memory`) and those delivered and not yet acknowledged, counted alike.
+    memory: int = 0
+    message_totals: QueueCounters = field(default_factory=QueueCounters)
+    #: Per second, by counter name, over the last sample interval (empty before the first).
+    message_rates: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +127,7 @@ class Overview:
     messages_unacknowledged: int
     alarms: dict[str, str]
     message_totals: ChannelCounters = field(default_factory=ChannelCounters)
-    #: Per second, by counter name, between the last two samples (empty before two).
+    #: Per second, by counter name, over the last sample interval (empty before the first).
     message_rates: dict[str, float] = field(default_factory=dict)
 
 

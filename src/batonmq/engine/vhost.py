@@ -633,7 +633,10 @@ class VirtualHost:
         """
         if exchange.is_default:
             queue = self.queues.get(message.routing_key)
-            return [queue] if queue is not None else []
+            if queue is None:
+                return []
+            queue.counters.publish += 1
+            return [queue]
         queues: dict[str, Queue] = {}
         seen = {exchange.name}
         pending = [exchange]
@@ -652,7 +655,12 @@ class VirtualHost:
                     bound = self.exchanges.get(destination.name)
                     if bound is not None:
                         pending.append(bound)
-        return list(queues.values())
+        routed = list(queues.values())
+        for queue in routed:
+            # Counted where routed, as RabbitMQ counts a queue's publishes (its channel does,
+            # delivering to the queues a message was routed to).
+            queue.counters.publish += 1
+        return routed
 
     # Checks -------------------------------------------------------------------------------
 

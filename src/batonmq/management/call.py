@@ -19,7 +19,14 @@ from batonmq.engine.api import EngineApi
 from batonmq.engine.snapshots import UserInfo
 from batonmq.management import problems
 from batonmq.management.access import visible_vhosts
-from batonmq.management.listing import InvalidListQuery, Item, Json, answer_list, parse_list_query
+from batonmq.management.listing import (
+    Completion,
+    InvalidListQuery,
+    Item,
+    Json,
+    answer_list,
+    parse_list_query,
+)
 from batonmq.management.render import Node, field_table
 
 #: Largest request body read (bytes); a larger one is a 400, as RabbitMQ's body limit.
@@ -155,11 +162,16 @@ def no_content() -> web.Response:
     return web.Response(status=204)
 
 
-def listing(call: Call, items: Sequence[Item], default_sort: Collection[str]) -> web.Response:
+def listing(
+    call: Call,
+    items: Sequence[Item],
+    default_sort: Collection[str],
+    completion: Completion | None = None,
+) -> web.Response:
     """A list, sorted, filtered and paged by the query's list parameters (listing.py)."""
     try:
         query = parse_list_query(call.request.query)
-        return answer(answer_list(items, query, list(default_sort)))
+        return answer(answer_list(items, query, list(default_sort), completion))
     except InvalidListQuery as error:
         raise problems.HttpProblem(400, error.error, error.reason) from None
 

@@ -17,6 +17,7 @@ and `/console/` without authentication; it logs in to the API as any client does
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import ssl
@@ -57,12 +58,22 @@ _CONSOLE_POLICY: Final = (
 )
 
 
-def make_app(api: EngineApi, node: Node) -> web.Application:
+class _Served:
+    """This broker as its handlers describe it (`Node`); its listeners gain the API's own once
+    they are bound, as RabbitMQ's overview lists its management listener ("http")."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+
+def make_app(api: EngineApi, served: _Served) -> web.Application:
     """The API's application: every route of the table, behind authentication, and the
     console's files."""
     app = web.Application(client_max_size=MAX_BODY, middlewares=[_problems])
     for route in ROUTES:
-        app.router.add_route(route.method, route.path, functools.partial(_serve, api, node, route))
+        app.router.add_route(
+            route.method, route.path, functools.partial(_serve, api, served, route)
+        )
     keep_recent_log(app)
     app.router.add_get("/", _console_page)
     app.router.add_static("/console/", CONSOLE)
@@ -109,7 +120,10 @@ def _problem_answer(problem: problems.HttpProblem) -> web.Response:
 ANONYMOUS = UserInfo("", ())
 
 
-async def _serve(api: EngineApi, node: Node, route: Route, request: web.Request) -> web.Response:
+async def _serve(
+    api: EngineApi, served: _Served, route: Route, request: web.Request
+) -> web.Response:
+    node = served.node
     if route.public:
         return await route.handler(Call(api, node, ANONYMOUS, request))
     caller = await _caller(api, request)
@@ -149,8 +163,9 @@ class HttpListener:
         self.bind = bind
         self.port = port
         self.tls = tls
+        self._served = _Served(node)
         self._runner = web.AppRunner(
-            make_app(api, node), access_log=None, handle_signals=False, shutdown_timeout=5.0
+            make_app(api, self._served), access_log=None, handle_signals=False, shutdown_timeout=5.0
         )
 
     async def start(self) -> list[tuple[str, int]]:
@@ -164,7 +179,13 @@ class HttpListener:
         except OSError:
             await self._runner.cleanup()
             raise
-        return [(str(address[0]), int(address[1])) for address in self._runner.addresses]
+        bound = [(str(address[0]), int(address[1])) for address in self._runner.addresses]
+        node = self._served.node
+        protocol = "https" if self.tls is not None else "http"
+        self._served.node = dataclasses.replace(
+            node, listeners=[*node.listeners, *((protocol, host, port) for host, port in bound)]
+        )
+        return bound
 
     async def stop(self) -> None:
         """Accept no more requests and end those under way (at most 5 s)."""

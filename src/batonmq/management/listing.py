@@ -20,7 +20,7 @@ Pure functions over JSON-shaped items: no HTTP here.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeAlias
 
@@ -98,16 +98,42 @@ def _integer(text: str) -> int:
         raise InvalidListQuery("bad_request", "Pagination parameters are invalid") from None
 
 
-def answer_list(items: Sequence[Item], query: ListQuery, default_sort: Sequence[str]) -> Json:
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """Fields too costly to write for every item of a long list when a page of it is asked
+    for: `add` writes them into an item, and is called for the items answered only, unless the
+    list is sorted by one of `fields` (top-level names)."""
+
+    fields: frozenset[str]
+    add: Callable[[Item], None]
+
+
+def answer_list(
+    items: Sequence[Item],
+    query: ListQuery,
+    default_sort: Sequence[str],
+    completion: Completion | None = None,
+) -> Json:
     """`items` sorted, filtered, paged and cut down to the asked columns: a JSON list, or a page
-    envelope when a page was asked for."""
+    envelope when a page was asked for. With a `completion`, what it adds is in every item
+    answered."""
+    if completion is not None and (query.sort or "").split(".")[0] in completion.fields:
+        for item in items:
+            completion.add(item)
+        completion = None
+
+    def answered(item: Item) -> Item:
+        if completion is not None:
+            completion.add(item)
+        return _columns(item, query.columns)
+
     sorts = [query.sort, *[key for key in default_sort if key != query.sort]]
     ordered = sorted(items, key=lambda item: [_order(_dotted(item, key)) for key in sorts if key])
     if query.sort_reverse:
         ordered.reverse()
     paging = query.paging
     if paging is None:
-        return [_columns(item, query.columns) for item in ordered]
+        return [answered(item) for item in ordered]
     kept = [item for item in ordered if _name_matches(item, paging)]
     first = (paging.number - 1) * paging.size
     if first > len(kept):
@@ -123,7 +149,7 @@ def answer_list(items: Sequence[Item], query: ListQuery, default_sort: Sequence[
         "page": paging.number,
         "page_size": paging.size,
         "page_count": -(-len(kept) // paging.size),
-        "items": [_columns(item, query.columns) for item in page],
+        "items": [answered(item) for item in page],
     }
 
 

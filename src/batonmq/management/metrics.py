@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -29,14 +29,25 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 def metric_families(readings: Sequence[StatisticsReading]) -> Iterator[Metric]:
     """A family for each declared statistic, with a sample for each reading of its scope."""
+    by_scope: defaultdict[Scope, list[StatisticsReading]] = defaultdict(list)
+    for reading in readings:
+        by_scope[reading.scope].append(reading)
+    label_names = {
+        scope: sorted({name for reading in of_scope for name in reading.labels})
+        for scope, of_scope in by_scope.items()
+    }
+    label_values = {
+        scope: [[reading.labels.get(name, "") for name in label_names[scope]] for reading in of]
+        for scope, of in by_scope.items()
+    }
     for statistic in REGISTRY.statistics():
-        of_scope = [reading for reading in readings if reading.scope is statistic.scope]
-        label_names = sorted({name for reading in of_scope for name in reading.labels})
-        family = _family(statistic, label_names)
-        for reading in of_scope:
-            value = reading.values.get(statistic.key)
+        scope = statistic.scope
+        family = _family(statistic, label_names.get(scope, []))
+        key = statistic.key
+        for reading, labels in zip(by_scope[scope], label_values.get(scope, []), strict=True):
+            value = reading.values.get(key)
             if value is not None:
-                family.add_metric([reading.labels.get(name, "") for name in label_names], value)
+                family.add_metric(labels, value)
         yield family
 
 
@@ -60,9 +71,12 @@ class _Readings(Collector):
 
 
 def exposition(readings: Sequence[StatisticsReading]) -> bytes:
-    """The text of a scrape of `readings`."""
+    """The text of a scrape of `readings`, and the broker process's own figures (resident
+    memory, CPU seconds, open files: prometheus-client's standard `process_*` metrics, which
+    RabbitMQ's plugin serves too)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Readings(readings))
+    ProcessCollector(registry=registry)
     return generate_latest(registry)
 
 

@@ -79,6 +79,8 @@ def _operation(route: Route) -> Item:
         "parameters": parameters,
         "responses": {status: {"description": meaning}, "default": _ERROR},
     }
+    if route.description is not None:
+        operation["description"] = " ".join(route.description.split())
     if route.public:
         del operation["x-batonmq-needs-tag"]
         operation["security"] = []  # OpenAPI: an empty list removes the top-level security

@@ -2,8 +2,9 @@
 so that scripts, dashboards and monitoring written for RabbitMQ read BatonMQ unchanged.
 
 Pure functions from `batonmq.engine.api` snapshots to JSON-shaped dicts; no HTTP here. Figures
-that BatonMQ does not keep (per-queue message rates, memory per process) are left out rather
-than made up: RabbitMQ's own clients treat a missing figure as 0.
+that BatonMQ does not keep (memory per process) are left out rather than made up: RabbitMQ's
+own clients treat a missing figure as 0. A queue's `memory` is an estimate (see
+`batonmq.engine.snapshots.QueueInfo`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from batonmq.engine.snapshots import (
 )
 from batonmq.engine.takeover import TakeoverOutcome
 from batonmq.management.listing import Item, Json
+from batonmq.queues.counters import QueueCounters
 from batonmq.security.permissions import UserPermission
 
 #: The AMQP protocol name RabbitMQ reports for a 0-9-1 connection.
@@ -92,8 +94,10 @@ def _field_value(value: Json) -> FieldValue:
     return value
 
 
-def queue(info: QueueInfo, node: Node) -> Item:
-    return {
+def queue(info: QueueInfo, node: Node, *, with_message_stats: bool = True) -> Item:
+    """A queue's item; `with_message_stats` False leaves out the part that costs most to write
+    (`queue_message_stats`), for a long list to add to the queues it answers with only."""
+    item: Item = {
         "name": info.name,
         "vhost": info.vhost,
         "type": info.type,
@@ -109,9 +113,18 @@ def queue(info: QueueInfo, node: Node) -> Item:
         "messages_unacknowledged": info.messages_unacknowledged,
         "policy": None,
         "exclusive_consumer_tag": None,
+        "memory": info.memory,
         # BatonMQ's own: delivery paused (PUT .../pause); RabbitMQ's clients ignore it.
         "paused": info.paused,
     }
+    if with_message_stats:
+        item.update(queue_message_stats(info))
+    return item
+
+
+def queue_message_stats(info: QueueInfo) -> Item:
+    """A queue's `message_stats`: the part of its item that costs most to write."""
+    return {"message_stats": message_stats(info.message_totals, info.message_rates)}
 
 
 def exchange(info: ExchangeInfo) -> Item:
@@ -212,15 +225,29 @@ def consumer(info: ConsumerInfo, owner: ChannelInfo | None, connection_name: str
     }
 
 
-def message_stats(counters: ChannelCounters, rates: Mapping[str, float] | None = None) -> Item:
+#: The counts RabbitMQ's `deliver_get` adds up: deliveries and gets, acknowledged or no-ack.
+_DELIVER_GET: Final = ("deliver", "deliver_no_ack", "get", "get_no_ack")
+
+
+#: The counts of each kind of counters, by their class.
+_COUNT_NAMES: Final = {
+    kind: tuple(item.name for item in fields(kind)) for kind in (ChannelCounters, QueueCounters)
+}
+
+
+def message_stats(
+    counters: ChannelCounters | QueueCounters, rates: Mapping[str, float] | None = None
+) -> Item:
     """RabbitMQ's message_stats counts (its `deliver_get` is deliveries and gets together), and
     with `rates` each count's `NAME_details` {"rate": per second}."""
-    stats: Item = {item.name: getattr(counters, item.name) for item in fields(counters)}
-    stats["deliver_get"] = counters.deliver + counters.get
+    counts: dict[str, int] = {
+        name: getattr(counters, name) for name in _COUNT_NAMES[type(counters)]
+    }
+    stats: Item = {**counts, "deliver_get": sum(counts.get(name, 0) for name in _DELIVER_GET)}
     if rates is not None:
-        rates = {**rates, "deliver_get": rates.get("deliver", 0.0) + rates.get("get", 0.0)}
+        rates = {**rates, "deliver_get": sum(rates.get(name, 0.0) for name in _DELIVER_GET)}
         for name in list(stats):
-            stats[f"{name}_details"] = {"rate": round(rates.get(name, 0.0), 1)}
+            stats[name + "_details"] = {"rate": round(rates.get(name, 0.0), 1)}
     return stats
 
 

@@ -30,6 +30,8 @@ class Route:
     public: bool = False
     #: The success answer (status, meaning) when it is not the method's usual one (OpenAPI).
     answers: tuple[str, str] | None = None
+    #: What its answer holds, for the OpenAPI document, when the summary does not say it.
+    description: str | None = None
 
     def allows(self, tags: Collection[str]) -> bool:
         if self.needs is Tag.ADMINISTRATOR:

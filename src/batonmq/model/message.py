@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import struct
+import sys
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -113,3 +114,17 @@ class QueueEntry:
     stored: bool = False
     #: When it expires (wall-clock milliseconds, `batonmq.queues.expiry`); None for never.
     expires_at: int | None = None
+
+
+def _entry_cost() -> int:
+    message = Message("", "", b"", b"")
+    objects = sys.getsizeof(QueueEntry(message, 0)) + sys.getsizeof(message)
+    pointer = struct.calcsize("P")  # the queue's reference to the entry
+    return objects + 2 * sys.getsizeof(b"") + pointer
+
+
+#: What one ready entry costs in memory besides its body (for the management API's queue
+#: `memory`): the entry and message objects, their two bytes objects without their content, and
+#: the queue's reference. Not counted: the content header's bytes (tens, typically) and that a
+#: message routed to several queues is in memory once.
+ENTRY_COST: Final = _entry_cost()

@@ -20,9 +20,10 @@ from collections.abc import Callable, Iterable
 
 from pamqp.common import FieldTable
 
-from batonmq.model.message import Message, QueueEntry
+from batonmq.model.message import ENTRY_COST, Message, QueueEntry
 from batonmq.queues.arguments import QueueArguments
 from batonmq.queues.consumers import ConsumerSet
+from batonmq.queues.counters import QueueCounters
 from batonmq.queues.deadletter import Reason
 from batonmq.queues.expiry_watch import ExpiryWatch
 from batonmq.queues.held import HeldBack
@@ -81,6 +82,7 @@ class ClassicQueue:
             single_active=options.single_active_consumer, max_active=options.max_active_consumers
         )
         self.hooks: QueueHooks | None = None
+        self.counters = QueueCounters()
         #: The channels counted as its producers (x-max-producers), kept by the engine.
         self.producers: set[object] = set()
         self.paging = paging = paging or Paging()
@@ -124,6 +126,11 @@ class ClassicQueue:
     @property
     def consumer_count(self) -> int:
         return len(self.consumers)
+
+    @property
+    def memory(self) -> int:
+        ready = self.ready
+        return ready.in_memory * ENTRY_COST + ready.bytes - ready.paged_bytes
 
     @property
     def head_size(self) -> int | None:

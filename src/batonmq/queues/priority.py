@@ -91,6 +91,10 @@ class PriorityReady:
     def paged_count(self) -> int:
         return sum(level.paged_count for level in self._levels)
 
+    @property
+    def paged_bytes(self) -> int:
+        return sum(level.paged_bytes for level in self._levels)
+
     def paged_ranges(self) -> list[PagedRange]:
         return [
             PagedRange(paged.first, paged.last, priority)

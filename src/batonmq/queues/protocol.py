@@ -21,6 +21,7 @@ from pamqp.common import FieldTable
 
 from batonmq.model.message import Message, QueueEntry
 from batonmq.queues.arguments import QueueArguments
+from batonmq.queues.counters import QueueCounters
 from batonmq.queues.deadletter import Reason
 from batonmq.queues.paging import Paging
 from batonmq.selectors import Selector
@@ -116,6 +117,8 @@ class Queue(Protocol):
 
     #: Set by the virtual host that holds the queue.
     hooks: QueueHooks | None
+    #: Its message statistics, counted by the engine as it routes, delivers and settles.
+    counters: QueueCounters
 
     @property
     def name(self) -> str: ...
@@ -193,6 +196,13 @@ class Queue(Protocol):
 
     @property
     def consumer_count(self) -> int: ...
+
+    @property
+    def memory(self) -> int:
+        """An estimate of the bytes its ready messages take in memory: each one held in memory
+        costs its body and `ENTRY_COST` (batonmq.model.message); those paged out to the store,
+        or kept in a stream's log, cost nothing here."""
+        ...
 
     @property
     def head_size(self) -> int | None:

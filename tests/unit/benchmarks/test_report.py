@@ -1,7 +1,15 @@
 """The Qpid manual Table 1.6 formatter and the percent differences it shows."""
 
+from dataclasses import replace
+
 import pytest
-from benchmarks.report import comparison_table, format_percent, percent_difference, sweep_tables
+from benchmarks.report import (
+    comparison_table,
+    format_percent,
+    http_cost_table,
+    percent_difference,
+    sweep_tables,
+)
 from benchmarks.results import Measurement
 from benchmarks.workloads import select
 
@@ -89,3 +97,32 @@ def test_a_sweep_holds_only_rows_that_differ_in_their_producers_and_consumers():
 def _line(start: str, table: str) -> str:
     (line,) = [line for line in table.splitlines() if line.startswith(start)]
     return line
+
+
+def test_the_http_cost_table_compares_each_row_with_the_listener_on_and_off():
+    """The management issue's statistics-cost row: "headline rows with the HTTP listener on and
+    off, no row slower by more than 3 %"; slower means a lower rate, or a higher latency."""
+    throughput, latency = (
+        replace(row, http=True) for row in select(["transient-1x1-128B", "latency-1000"], False)
+    )
+    measurements = {
+        (throughput.name, "batonmq"): Measurement(
+            throughput.name, "batonmq", delivered=1000, deliver_rate=1000.0, cpu_seconds=1.0
+        ),
+        (throughput.name, "batonmq+http"): Measurement(
+            throughput.name, "batonmq+http", delivered=1000, deliver_rate=990.0, cpu_seconds=1.02
+        ),
+        (latency.name, "batonmq"): Measurement(latency.name, "batonmq", p99_ms=2.0),
+        (latency.name, "batonmq+http"): Measurement(latency.name, "batonmq+http", p99_ms=2.5),
+    }
+
+    lines = http_cost_table([throughput, latency], measurements).splitlines()
+
+    assert lines[0].startswith("HTTP listener on/off")
+    assert lines[3].split() == [
+        throughput.name, "batonmq", "deliver_rate", "1,000", "990", "0.990", "1.020", "+1.0%",
+    ]  # fmt: skip
+    assert lines[4].split() == [
+        latency.name, "batonmq", "p99_ms", "2.00", "2.50", "1.250", "-", "+25.0%", "slower",
+    ]  # fmt: skip
+    assert http_cost_table([throughput], {}) == "HTTP listener on/off: no row measured both"

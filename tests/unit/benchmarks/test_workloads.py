@@ -57,13 +57,13 @@ def test_persistent_rows_run_on_both_stores_with_rabbitmq_as_baseline():
 
 def test_stream_rows_declare_stream_queues_publish_with_confirms_and_replay_from_first():
     """RabbitMQ's streams over AMQP 0-9-1: "declare a queue with the x-queue-type queue argument
-    set to stream", durable; publishers use confirms. A stream keeps its log in segment files
-    whatever the store, so the rows run on one BatonMQ beside RabbitMQ."""
+    set to stream", durable; publishers use confirms. A stream lives where the store keeps
+    it (segment files beside SQLite, tables in PostgreSQL), so the rows run on both stores."""
     rows = select(["stream-*"], quick=False)
     assert {row.kind for row in rows} == {Kind.STREAM_PUBLISH, Kind.STREAM_REPLAY}
     for row in rows:
         topology = row.topology("s")
-        assert row.targets == ("rabbitmq", "batonmq")
+        assert row.targets == ("rabbitmq", "batonmq", "batonmq-pg")
         assert topology.durable
         assert topology.queue_arguments == {"x-queue-type": "stream"}
         assert {plan.confirm_window for plan in row.publisher_plans(topology, 1000)} == {1000}
@@ -245,3 +245,18 @@ def test_clients_sharing_a_process_cannot_span_shards():
 
     with pytest.raises(RowFailed, match="use 2 brokers"):
         worker_specs(shared, topology, shards, RunSettings())
+
+
+def test_http_adds_batonmq_with_its_http_listener_on_beside_each_store():
+    """compare.py --http: the statistics-cost row (the management issue: "headline rows with the
+    HTTP listener on and off"), each store with the listener on beside it with it off."""
+    (persistent,) = select(["persistent-1x1-128B"], quick=False)
+    assert replace(persistent, http=True).targets == (
+        "rabbitmq",
+        "batonmq",
+        "batonmq-pg",
+        "batonmq+http",
+        "batonmq-pg+http",
+    )
+    (transient,) = select(["transient-1x1-128B"], quick=False)
+    assert replace(transient, http=True).targets == ("rabbitmq", "batonmq", "batonmq+http")

@@ -49,7 +49,18 @@ def test_messages_are_counted_per_channel_and_queue_and_in_the_broker_totals():
     assert counters["ack"] == 1
     assert counters["messages_unacked"] == 2
     queue = REGISTRY.scope(Scope.QUEUE).read(session.vhost.queues["work"])
-    assert queue == {"messages_ready": 0, "consumers": 1}
+    assert queue == {
+        "publish": 3,
+        "deliver": 4,
+        "deliver_no_ack": 0,
+        "get": 0,
+        "get_no_ack": 0,
+        "ack": 1,
+        "redeliver": 1,
+        "messages_ready": 0,
+        "consumers": 1,
+        "memory": 0,  # both messages are out with the consumer, not ready in the queue
+    }
     connection = REGISTRY.scope(Scope.CONNECTION).read(session)
     assert connection["recv_oct"] > 0 and connection["send_oct"] > 0
     assert connection["channels"] == 1

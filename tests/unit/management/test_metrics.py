@@ -59,3 +59,12 @@ def test_the_aggregated_scrape_sums_each_statistic_over_its_subjects():
     assert (ready.labels, ready.value) == ({}, 4)
     [connections] = families["batonmq_broker_connections"].samples
     assert (connections.labels, connections.value) == ({}, 2)
+
+
+def test_the_broker_process_memory_is_served_beside_the_statistics():
+    """The management issue: /metrics has "process memory"; prometheus-client's standard
+    process collector names it process_resident_memory_bytes (as RabbitMQ's plugin does)."""
+    families = scrape([])
+    [resident] = families["process_resident_memory_bytes"].samples
+    assert resident.value > 0
+    assert families["process_cpu_seconds"].samples[0].value > 0

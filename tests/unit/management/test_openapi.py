@@ -40,3 +40,13 @@ def test_metrics_need_no_login_and_message_posts_answer_200():
     assert scrape["security"] == [] and "x-batonmq-needs-tag" not in scrape
     assert "200" in operations["POST", "/api/queues/{vhost}/{name}/get"]["responses"]
     assert "204" in operations["PUT", "/api/queues/{vhost}/{name}/pause"]["responses"]
+
+
+def test_the_queue_reads_say_how_memory_and_the_rates_are_found():
+    """A queue's `memory` is an estimate: the document says what it counts."""
+    operations = _operations(openapi_document(ROUTES, "1"))
+    for path in ("/api/queues", "/api/queues/{vhost}", "/api/queues/{vhost}/{name}"):
+        description = operations["GET", path]["description"]
+        assert "`memory`: an estimate in bytes" in description
+        assert "_details.rate`: per second over the last 5 s" in description
+    assert "description" not in operations["DELETE", "/api/queues/{vhost}/{name}"]

@@ -22,6 +22,7 @@ from batonmq.engine.snapshots import (
 )
 from batonmq.engine.takeover import TakeoverOutcome
 from batonmq.management import render
+from batonmq.queues.counters import QueueCounters
 
 NODE = render.Node("batonmq@host", "0.1.0", 1000.0, [("amqp", "127.0.0.1", 5672)])
 CONNECTION = ConnectionInfo(
@@ -58,8 +59,37 @@ def test_a_queue_has_rabbitmqs_fields_and_counts_unacknowledged_messages_in_mess
         "messages_unacknowledged": 2,
         "policy": None,
         "exclusive_consumer_tag": None,
+        "memory": 0,
+        "message_stats": render.message_stats(QueueCounters(), {}),
         "paused": False,
     }
+
+
+def test_a_queues_message_stats_have_rabbitmqs_names_rates_and_deliver_get_as_their_sum():
+    """RabbitMQ's HTTP API reference, message_stats: "deliver_get: Sum of deliver,
+    deliver_noack, get, get_noack" (written `deliver_no_ack` and `get_no_ack` in its JSON), each
+    count with a `_details` object whose `rate` is per second; and a queue's `memory` in bytes."""
+    counters = QueueCounters(publish=10, deliver=4, deliver_no_ack=3, get=2, get_no_ack=1, ack=4)
+    rates = {"publish": 2.0, "deliver": 1.25, "get_no_ack": 0.5}
+    info = QueueInfo(
+        "/", "work", "classic", True, False, False, {}, 0, 1, memory=4096,
+        message_totals=counters, message_rates=rates,
+    )  # fmt: skip
+
+    rendered = render.queue(info, NODE)
+
+    assert rendered["memory"] == 4096
+    stats = rendered["message_stats"]
+    assert isinstance(stats, dict)
+    assert {name: stats[name] for name in ("publish", "deliver_get", "ack", "redeliver")} == {
+        "publish": 10,
+        "deliver_get": 10,
+        "ack": 4,
+        "redeliver": 0,
+    }
+    assert stats["publish_details"] == {"rate": 2.0}
+    assert stats["deliver_get_details"] == {"rate": 1.8}  # 1.25 + 0.5, to one decimal
+    assert stats["deliver_no_ack_details"] == {"rate": 0.0}
 
 
 def test_an_exchange_and_a_binding():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from batonmq.model.message import Message, QueueEntry
+from batonmq.model.message import ENTRY_COST, Message, QueueEntry
 from batonmq.queues.classic import ClassicQueue
 from batonmq.selectors import Selector
 from batonmq.store.base import PagedEntry, StoredMessage
@@ -223,3 +223,21 @@ def test_entries_taken_over_follow_the_queues_own_and_what_comes_after_follows_t
     assert bodies(consumer) == ["own0", "own1", "x0", "x1", "after"]
     assert [entry.redelivered for entry in consumer.received] == [False, False, True, False, False]
     assert all(entry.stored for entry in consumer.received[2:4])
+
+
+def test_memory_is_what_the_ready_messages_in_memory_take_and_not_those_in_the_store():
+    """The management API's queue `memory`, an estimate: each ready message held in memory costs
+    its body and ENTRY_COST; a backlog left in the store (paged) costs nothing; a message that
+    went to a consumer is no longer the queue's."""
+    for arguments in ({}, {"x-max-priority": 3}):
+        queue = ClassicQueue("q", arguments=arguments)
+        queue.ready.recovered(count=5, body_bytes=500, last_sequence=4)  # left in the store
+        queue.next_sequence = 5
+        assert (queue.message_count, queue.memory) == (5, 0)
+        publish(queue, "abcd", "efghij")
+        assert queue.memory == 2 * ENTRY_COST + 10
+
+    queue = ClassicQueue("q")
+    publish(queue, "abcd", "efghij")
+    assert queue.get() is not None
+    assert queue.memory == ENTRY_COST + 6

@@ -2,8 +2,9 @@
 HTTP API.
 
 `status` is imqcmd's `query bkr`: the broker, its object and message totals, listeners and
-alarms. `metrics` is its `metrics bkr -int N -msp K`: every N seconds a line of message rates
-(the deltas of the broker's counters, per second) and totals, K times or until Ctrl-C.
+alarms; like `rabbitmq-diagnostics check_alarms` it fails (69) while an alarm is raised.
+`metrics` is its `metrics bkr -int N -msp K`: every N seconds a line of message rates (the
+deltas of the broker's counters, per second) and totals, K times or until Ctrl-C.
 `log level` shows or changes the level the broker logs at (MQ 3.5 admin guide, Table 2-7: the
 broker then logs that level "and all higher categories") until it stops.
 """
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import sys
 import time
 
 from batonmq.cli.live import rates
@@ -31,7 +34,10 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     status = groups.add_parser(
         "status",
         help="(live) the broker's totals, listeners and alarms",
-        description="The running broker: its totals, listeners and alarms (imqcmd query bkr).",
+        description=(
+            "The running broker: its totals, listeners and alarms (imqcmd query bkr). Exits "
+            "with 69 while a resource alarm is raised, as rabbitmq-diagnostics check_alarms."
+        ),
     )
     status.add_argument("--json", action="store_true", help="print the API's JSON")
     status.set_defaults(live=_status, what="cannot read the broker's status")
@@ -96,11 +102,23 @@ def _times(text: str) -> int:
 
 
 def _status(args: argparse.Namespace, client: BrokerClient) -> int:
+    """The status, and the exit status of RabbitMQ's `rabbitmq-diagnostics check_alarms`: 0
+    without alarms, 69 (EX_UNAVAILABLE, its code for a failed check) while any is raised, the
+    alarms named on stderr too."""
     overview = _object(client.get("/api/overview"))
     _, alarms = client.request("GET", "/api/health/checks/alarms", accept=(503,))
+    _print_status(args, overview, alarms)
+    raised = _alarms(alarms)
+    if raised == "none":
+        return 0
+    print(f"batonctl: resource alarms in effect: {raised}", file=sys.stderr)
+    return os.EX_UNAVAILABLE
+
+
+def _print_status(args: argparse.Namespace, overview: dict[str, Json], alarms: Json) -> None:
     if args.json:
         print(json_text({"overview": overview, "alarms": alarms}))
-        return 0
+        return
     totals = _section(overview, "object_totals")
     queued = _section(overview, "queue_totals")
     listeners = overview.get("listeners")
@@ -120,7 +138,6 @@ def _status(args: argparse.Namespace, client: BrokerClient) -> int:
             ]
         )
     )
-    return 0
 
 
 _TOTALS = ("connections", "channels", "exchanges", "queues", "consumers")

@@ -3,12 +3,21 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from aiohttp import web
 
 from batonmq.management import call as calls
 from batonmq.management import render
 from batonmq.management.call import Call, answer, created, listing, no_content
+from batonmq.management.listing import Completion
 from batonmq.management.route import Route
+
+_QUEUE_FIGURES: Final = """Each queue as RabbitMQ's management writes it, with `message_stats`
+(publish, deliver, deliver_no_ack, get, get_no_ack, ack, redeliver and deliver_get, their sum,
+each with `_details.rate`: per second over the last 5 s) and `memory`: an estimate in bytes, the
+bodies of its messages in memory (ready, or delivered and unacknowledged) plus a fixed cost per
+message for the broker's objects; messages paged out to the store count nothing."""
 
 
 async def list_queues(call: Call) -> web.Response:
@@ -17,7 +26,14 @@ async def list_queues(call: Call) -> web.Response:
     else:
         visible = call.visible_vhosts()
         queues = [info for info in call.api.queues() if info.vhost in visible]
-    return listing(call, [render.queue(info, call.node) for info in queues], ["vhost", "name"])
+    # A page of 10,000 queues writes message_stats for its own queues only.
+    items = [render.queue(info, call.node, with_message_stats=False) for info in queues]
+    info_of = {id(item): info for item, info in zip(items, queues, strict=True)}
+    stats = Completion(
+        frozenset({"message_stats"}),
+        lambda item: item.update(render.queue_message_stats(info_of[id(item)])),
+    )
+    return listing(call, items, ["vhost", "name"], stats)
 
 
 async def get_queue(call: Call) -> web.Response:
@@ -72,9 +88,9 @@ async def resume_queue(call: Call) -> web.Response:
 
 _DONE = ("204", "done")
 ROUTES = (
-    Route("GET", "/api/queues", list_queues),
-    Route("GET", "/api/queues/{vhost}", list_queues),
-    Route("GET", "/api/queues/{vhost}/{name}", get_queue),
+    Route("GET", "/api/queues", list_queues, description=_QUEUE_FIGURES),
+    Route("GET", "/api/queues/{vhost}", list_queues, description=_QUEUE_FIGURES),
+    Route("GET", "/api/queues/{vhost}/{name}", get_queue, description=_QUEUE_FIGURES),
     Route("PUT", "/api/queues/{vhost}/{name}", put_queue),
     Route("DELETE", "/api/queues/{vhost}/{name}", delete_queue),
     Route("DELETE", "/api/queues/{vhost}/{name}/contents", purge_queue),

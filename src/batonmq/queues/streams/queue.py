@@ -26,8 +26,9 @@ from pamqp.common import FieldTable
 
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import amqp_error
-from batonmq.model.message import FLAG_HEADERS, Message, QueueEntry
+from batonmq.model.message import ENTRY_COST, FLAG_HEADERS, Message, QueueEntry
 from batonmq.queues.arguments import InvalidArgument, QueueArguments
+from batonmq.queues.counters import QueueCounters
 from batonmq.queues.paging import Paging
 from batonmq.queues.protocol import BrowsedMessage, Enqueued, QueueConsumer, QueueHooks
 from batonmq.queues.streams.appends import Appends, Span
@@ -124,6 +125,7 @@ class StreamQueue:
         self.options = QueueArguments()
         self.stream_options = StreamArguments.parse(self.arguments)
         self.hooks: QueueHooks | None = None
+        self.counters = QueueCounters()
         self.producers: set[object] = set()
         paging = paging or Paging()
         #: How RabbitMQ names it in errors (rabbit_misc:rs).
@@ -213,6 +215,16 @@ class StreamQueue:
     @property
     def message_bytes(self) -> int:
         return self._span.size_bytes
+
+    @property
+    def memory(self) -> int:
+        """Its messages are in its log: what it holds in memory are the batches read ahead for
+        its consumers."""
+        return sum(
+            ENTRY_COST + len(entry.record.body)
+            for cursor in self.consumers.cursors.values()
+            for entry in cursor.read
+        )
 
     @property
     def consumer_count(self) -> int:

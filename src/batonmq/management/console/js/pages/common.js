@@ -25,3 +25,9 @@ export function exchangePathName(name) {
 export function exchangeLabel(name) {
   return name === "" ? "(AMQP default)" : name;
 }
+
+// A count's rate per second in RabbitMQ's message_stats (`NAME_details.rate`, the broker's
+// own, over its last 5 s sample); 0 before the broker's second sample.
+export function rate(stats, key) {
+  return stats?.[`${key}_details`]?.rate ?? 0;
+}

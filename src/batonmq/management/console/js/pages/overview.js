@@ -1,35 +1,31 @@
 // Overview: the broker's totals, and charts of message rates and queue depths that grow with
 // every poll of /api/overview and /api/queues (the console keeps sampling on every page, so
-// the charts have history when the overview is opened).
+// the charts have history when the overview is opened). The rates are the broker's own
+// (message_stats.*_details.rate, per second over its last 5 s sample), as RabbitMQ's
+// console charts them, not differences between two polls.
 
 import * as api from "../api.js";
 import { drawBars, drawLines } from "../chart.js";
 import { h, number, replace } from "../dom.js";
+import { rate } from "./common.js";
 
 // Samples kept: ten minutes at the default 5 s interval.
 const CAPACITY = 120;
 // The deepest queues charted.
 const DEEPEST = 8;
 
-const history = { samples: [], previous: null, overview: null, deepest: [] };
+const history = { samples: [], overview: null, deepest: [] };
 let page = null;
 
 export function forget() {
   history.samples = [];
-  history.previous = null;
   history.overview = null;
   history.deepest = [];
   page = null;
 }
 
-function rate(now, before, key, seconds) {
-  const delta = (now.message_stats?.[key] ?? 0) - (before.message_stats?.[key] ?? 0);
-  return Math.max(0, delta / seconds);
-}
-
-// One poll: the totals, the rates since the last poll, the deepest queues. A call while a
-// poll is under way waits for that poll (two polls a few milliseconds apart would make a rate
-// of next to nothing look like a burst).
+// One poll: the totals, the broker's rates, the deepest queues. A call while a poll is under
+// way waits for that poll.
 let polling = null;
 
 export function sample() {
@@ -50,26 +46,23 @@ async function poll() {
       })}`,
     ),
   ]);
-  const at = performance.now();
-  const previous = history.previous;
   const totals = overview.queue_totals;
-  const sampled = { ready: totals.messages_ready, unacked: totals.messages_unacknowledged };
-  if (previous) {
-    const seconds = Math.max(0.001, (at - previous.at) / 1000);
-    sampled.publish = rate(overview, previous.overview, "publish", seconds);
-    sampled.deliver = rate(overview, previous.overview, "deliver_get", seconds);
-    sampled.ack = rate(overview, previous.overview, "ack", seconds);
-  }
-  history.previous = { at, overview };
+  const stats = overview.message_stats;
+  history.samples.push({
+    ready: totals.messages_ready,
+    unacked: totals.messages_unacknowledged,
+    publish: rate(stats, "publish"),
+    deliver: rate(stats, "deliver_get"),
+    ack: rate(stats, "ack"),
+  });
   history.overview = overview;
   history.deepest = deepest.items;
-  history.samples.push(sampled);
   if (history.samples.length > CAPACITY) history.samples.shift();
   if (page && page.isConnected) draw(page);
 }
 
 function series(label, key) {
-  return { label, values: history.samples.filter((item) => key in item).map((item) => item[key]) };
+  return { label, values: history.samples.map((item) => item[key]) };
 }
 
 function draw(container) {

@@ -5,7 +5,7 @@
 
 import * as api from "../api.js";
 import { act, bytes, facts, field, h, number, replace, select, table, yesNo } from "../dom.js";
-import { exchangeLabel, exchangePathName } from "./common.js";
+import { exchangeLabel, exchangePathName, rate } from "./common.js";
 
 export async function show(container, [vhost, name]) {
   const base = api.path`/api/queues/${vhost}/${name}`;
@@ -27,6 +27,10 @@ export async function show(container, [vhost, name]) {
         ["Messages ready", number(info.messages_ready)],
         ["Messages unacknowledged", number(info.messages_unacknowledged)],
         ["Messages", number(info.messages)],
+        ["Published /s", rate(info.message_stats, "publish").toFixed(1)],
+        ["Delivered and got /s", rate(info.message_stats, "deliver_get").toFixed(1)],
+        ["Acknowledged /s", rate(info.message_stats, "ack").toFixed(1)],
+        ["Memory (estimate)", bytes(info.memory)],
         ["Arguments", JSON.stringify(info.arguments)],
       ]),
     );

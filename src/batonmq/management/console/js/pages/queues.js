@@ -3,7 +3,7 @@
 
 import * as api from "../api.js";
 import { act, field, h, number, replace, select, table } from "../dom.js";
-import { queueLink, vhostNames } from "./common.js";
+import { queueLink, rate, vhostNames } from "./common.js";
 
 const COLUMNS = [
   { key: "name", label: "Name", sortable: true, render: (row) => queueLink(row.vhost, row.name) },
@@ -14,6 +14,16 @@ const COLUMNS = [
   { key: "messages_ready", label: "Ready", number: true, sortable: true },
   { key: "messages_unacknowledged", label: "Unacked", number: true, sortable: true },
   { key: "messages", label: "Total", number: true, sortable: true },
+  ...[
+    ["publish", "In /s"],
+    ["deliver_get", "Out /s"],
+  ].map(([count, label]) => ({
+    key: `message_stats.${count}_details.rate`,
+    label,
+    number: true,
+    sortable: true,
+    render: (row) => rate(row.message_stats, count).toFixed(1),
+  })),
 ];
 
 export async function show(container) {
