@@ -33,6 +33,9 @@ class Scope(enum.Enum):
     """What a statistic is about; the exported name starts with it."""
 
     BROKER = "broker"
+    #: The broker's message totals, RabbitMQ's "global" counters (those of every channel, open
+    #: or closed).
+    GLOBAL = "global"
     QUEUE = "queue"
     CHANNEL = "channel"
     CONNECTION = "connection"
@@ -46,11 +49,14 @@ class Statistic:
     kind: Kind
     unit: str
     help: str
+    #: The exported name when it is not the scope's prefix and the key (RabbitMQ's names for
+    #: what it counts without a scope, such as `rabbitmq_connections`).
+    name: str | None = None
 
     @property
     def exported_name(self) -> str:
         suffix = "_total" if self.kind is Kind.COUNTER else ""
-        return f"batonmq_{self.scope.value}_{self.key}{suffix}"
+        return self.name or f"batonmq_{self.scope.value}_{self.key}{suffix}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,10 +95,19 @@ class ScopeStatistics(Generic[Subject]):
         )
         self.gauges: list[Gauge[Subject]] = []
 
-    def gauge(self, key: str, unit: str, help: str, read: Callable[[Subject], float]) -> None:
+    def gauge(
+        self,
+        key: str,
+        unit: str,
+        help: str,
+        read: Callable[[Subject], float],
+        *,
+        name: str | None = None,
+    ) -> None:
+        """Declare a gauge, read from a subject when asked; `name`: see `Statistic.name`."""
         if any(declared.key == key for declared in self.statistics()):
             raise ValueError(f"{self.scope.value} statistic {key!r} is declared twice")
-        self.gauges.append(Gauge(Statistic(self.scope, key, Kind.GAUGE, unit, help), read))
+        self.gauges.append(Gauge(Statistic(self.scope, key, Kind.GAUGE, unit, help, name), read))
 
     def statistics(self) -> Iterator[Statistic]:
         yield from self.counters

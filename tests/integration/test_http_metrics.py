@@ -54,7 +54,35 @@ def test_a_scrape_without_credentials_shows_queues_connections_and_totals(tmp_pa
     assert (ready_by_queue["orders"], ready_by_queue["invoices"]) == (3, 2)
     [published] = families["batonmq_channel_publish"].samples
     assert published.value == 5 and published.labels["vhost"] == "/"
-    [connections] = families["batonmq_broker_connections"].samples
+    [connections] = families["batonmq_connections"].samples
     assert connections.value == 1
     [received] = families["batonmq_connection_recv_oct"].samples
     assert received.value > 0 and "connection" in received.labels
+
+
+def test_global_totals_keep_what_closed_channels_counted(tmp_path: Path) -> None:
+    """RabbitMQ's Prometheus plugin names the broker's totals `rabbitmq_global_messages_*` and
+    its open objects `rabbitmq_connections` / `_channels` / `_queues`; BatonMQ serves them as
+    `batonmq_...`. A total counts every channel's messages, including those of channels that
+    have closed since (a sum over open channels would drop them)."""
+    with start_broker(tmp_path, http=True) as broker:
+        parameters = pika.ConnectionParameters(broker.host, broker.port, connection_attempts=1)
+        with pika.BlockingConnection(parameters) as connection:
+            channel = connection.channel()
+            channel.confirm_delivery()
+            channel.queue_declare("orders")
+            for number in range(4):
+                channel.basic_publish("", "orders", f"order {number}".encode())
+            channel.close()
+            connection.channel().queue_declare("invoices")
+            totals = scrape(broker.http_port, "/metrics")
+    values = {
+        name: totals[name].samples[0].value
+        for name in ("batonmq_connections", "batonmq_channels", "batonmq_queues")
+    }
+    assert values == {"batonmq_connections": 1, "batonmq_channels": 1, "batonmq_queues": 2}
+    [received] = totals["batonmq_global_messages_received"].samples
+    assert received.name == "batonmq_global_messages_received_total"
+    assert received.value == 4
+    [confirmed] = totals["batonmq_global_messages_confirmed"].samples
+    assert confirmed.value == 4

@@ -29,7 +29,7 @@ from batonmq.amqp.errors import HardError
 from batonmq.engine.apibase import ApiError
 from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.control import ServerControl
-from batonmq.engine.counters import ChannelCounters, message_totals
+from batonmq.engine.counters import ChannelCounters, broker_totals
 from batonmq.engine.events import EventKind
 from batonmq.engine.membership import ClusterService, MemberInfo, member_info
 from batonmq.engine.messageapi import MessageApi
@@ -234,15 +234,16 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
         )
 
     def _message_totals(self) -> ChannelCounters:
-        channels = (session.channels.values() for session in self._sessions())
-        counters = (channel.counters for of_session in channels for channel in of_session)
-        return message_totals(self.broker.closed_channels, counters)
+        return broker_totals(self.broker)
 
     def statistics(self) -> list[StatisticsReading]:
         """Every statistic of the registry (batonmq.stats), read now: the broker's, then each
         connection's, channel's and queue's, with labels naming them."""
         broker = self.broker
-        readings = [StatisticsReading(Scope.BROKER, {}, REGISTRY.scope(Scope.BROKER).read(broker))]
+        readings = [
+            StatisticsReading(scope, {}, REGISTRY.scope(scope).read(broker))
+            for scope in (Scope.BROKER, Scope.GLOBAL)
+        ]
         connection_statistics = REGISTRY.scope(Scope.CONNECTION)
         channel_statistics = REGISTRY.scope(Scope.CHANNEL)
         for session in self._sessions():

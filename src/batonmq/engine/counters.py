@@ -12,10 +12,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from batonmq.queues.counters import QueueCounters
 from batonmq.stats import REGISTRY, Scope, ScopeStatistics, counter
+
+if TYPE_CHECKING:
+    from batonmq.engine.broker import Broker
 
 
 @dataclass(slots=True)
@@ -46,6 +49,28 @@ class BrokerCounters:
     channels_closed: int = counter("channels", "Channels closed")
 
 
+@dataclass(slots=True)
+class GlobalCounters:
+    """The broker's message totals under the names of RabbitMQ's Prometheus plugin
+    (`rabbitmq_global_messages_received_total`, ...)."""
+
+    messages_received: int = counter("messages", "Messages published to the broker")
+    messages_confirmed: int = counter("messages", "Publishes confirmed to their publishers")
+    messages_delivered: int = counter("messages", "Messages delivered to consumers or fetched")
+    messages_acknowledged: int = counter("messages", "Deliveries acknowledged")
+    messages_redelivered: int = counter("messages", "Deliveries that carried the redelivered flag")
+
+    @classmethod
+    def of(cls, totals: ChannelCounters) -> GlobalCounters:
+        return cls(
+            totals.publish,
+            totals.confirm,
+            totals.deliver + totals.get,
+            totals.ack,
+            totals.redeliver,
+        )
+
+
 def message_totals(
     closed_channels: ChannelCounters, open_channels: Iterable[ChannelCounters]
 ) -> ChannelCounters:
@@ -55,6 +80,14 @@ def message_totals(
     for counters in open_channels:
         totals.add(counters)
     return totals
+
+
+def broker_totals(broker: Broker) -> ChannelCounters:
+    """`message_totals` of a broker: its closed channels' and those of its sessions."""
+    open_channels = (
+        channel.counters for session in broker.sessions for channel in session.channels.values()
+    )
+    return message_totals(broker.closed_channels, open_channels)
 
 
 def _register() -> None:
@@ -74,8 +107,34 @@ def _register() -> None:
     broker: ScopeStatistics[Any] = ScopeStatistics(
         Scope.BROKER, BrokerCounters, lambda broker: broker.counters
     )
-    broker.gauge("connections", "connections", "Open connections", lambda b: len(b.sessions))
+    # Named as RabbitMQ's plugin names them (rabbitmq_connections, _channels, _queues).
+    broker.gauge(
+        "connections",
+        "connections",
+        "Open connections",
+        lambda b: len(b.sessions),
+        name="batonmq_connections",
+    )
+    broker.gauge(
+        "channels",
+        "channels",
+        "Open channels",
+        lambda b: sum(len(session.channels) for session in b.sessions),
+        name="batonmq_channels",
+    )
+    broker.gauge(
+        "queues",
+        "queues",
+        "Queues declared",
+        lambda b: sum(len(host.queues) for host in b.vhosts.values()),
+        name="batonmq_queues",
+    )
     REGISTRY.register(broker)
+    REGISTRY.register(
+        ScopeStatistics(
+            Scope.GLOBAL, GlobalCounters, lambda broker: GlobalCounters.of(broker_totals(broker))
+        )
+    )
     # A queue's counters are its own (batonmq.queues.counters); its gauges are read when asked.
     queue: ScopeStatistics[Any] = ScopeStatistics(
         Scope.QUEUE, QueueCounters, lambda queue: queue.counters

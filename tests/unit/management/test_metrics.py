@@ -57,7 +57,7 @@ def test_the_aggregated_scrape_sums_each_statistic_over_its_subjects():
     )
     [ready] = families["batonmq_queue_messages_ready"].samples
     assert (ready.labels, ready.value) == ({}, 4)
-    [connections] = families["batonmq_broker_connections"].samples
+    [connections] = families["batonmq_connections"].samples
     assert (connections.labels, connections.value) == ({}, 2)
 
 
