@@ -295,6 +295,7 @@ class Channel:
             queue.counters.deliver += 1
             queue.delivered(entry)
             self.unsettled[tag] = Unsettled(entry, queue, consumer)
+            queue.unacked += 1
             consumer.unacked += 1
             self._consumer_unsettled += 1
 
@@ -339,6 +340,7 @@ class Channel:
             queue.counters.get += 1
             queue.delivered(entry)
             self.unsettled[tag] = Unsettled(entry, queue, None)
+            queue.unacked += 1
 
     def _next_tag(self) -> int:
         self._last_delivery_tag += 1
@@ -386,6 +388,7 @@ class Channel:
             unsettled = self.unsettled.pop(tag, None)
             if unsettled is None:
                 continue  # settled meanwhile (a transaction naming a tag twice)
+            unsettled.queue.unacked -= 1
             consumer = unsettled.consumer
             if consumer is not None:
                 consumer.unacked -= 1
@@ -418,6 +421,7 @@ class Channel:
                 self.settle([tag], Outcome.REQUEUE)
                 continue
             del self.unsettled[tag]
+            unsettled.queue.unacked -= 1
             consumer.unacked -= 1
             self._consumer_unsettled -= 1
             unsettled.entry.redelivered = True

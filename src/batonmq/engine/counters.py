@@ -142,6 +142,7 @@ def _register() -> None:
     queue.gauge(
         "messages_ready", "messages", "Messages ready for delivery", lambda q: q.message_count
     )
+    queue.gauge("messages_unacked", "messages", "Deliveries not yet settled", lambda q: q.unacked)
     queue.gauge("consumers", "consumers", "Consumers of the queue", lambda q: q.consumer_count)
     queue.gauge(
         "memory", "bytes", "Estimated memory of the ready messages it holds", lambda q: q.memory

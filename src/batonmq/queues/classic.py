@@ -83,6 +83,7 @@ class ClassicQueue:
         )
         self.hooks: QueueHooks | None = None
         self.counters = QueueCounters()
+        self.unacked = 0
         #: The channels counted as its producers (x-max-producers), kept by the engine.
         self.producers: set[object] = set()
         self.paging = paging = paging or Paging()

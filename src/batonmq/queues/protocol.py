@@ -119,6 +119,9 @@ class Queue(Protocol):
     hooks: QueueHooks | None
     #: Its message statistics, counted by the engine as it routes, delivers and settles.
     counters: QueueCounters
+    #: Its deliveries not yet settled (RabbitMQ's messages_unacknowledged), counted by the
+    #: channels that hold them.
+    unacked: int
 
     @property
     def name(self) -> str: ...

@@ -60,6 +60,7 @@ def test_messages_are_counted_per_channel_and_queue_and_in_the_broker_totals():
         "messages_ready": 0,
         "consumers": 1,
         "memory": 0,  # both messages are out with the consumer, not ready in the queue
+        "messages_unacked": 2,
     }
     connection = REGISTRY.scope(Scope.CONNECTION).read(session)
     assert connection["recv_oct"] > 0 and connection["send_oct"] > 0
@@ -80,3 +81,32 @@ def test_every_statistic_has_a_unit_help_text_and_a_unique_exported_name():
     assert len(names) == len(set(names))
     assert {statistic.scope for statistic in declared} == set(Scope)
     assert all(statistic.unit and statistic.help for statistic in declared)
+
+
+def test_a_queue_counts_its_deliveries_not_yet_settled():
+    """RabbitMQ's queue messages_unacknowledged (and rabbitmq_queue_messages_unacked): what is
+    delivered or fetched and not yet settled; no-ack deliveries are never counted, a
+    redelivery to the same consumer (basic.recover requeue=false) is still one, and whatever
+    ends the channel puts the rest back."""
+    broker = Broker()
+    client, _session = connect(broker, channels=(1, 2))
+    client.declare_queue(1, "work")
+    for number in range(5):
+        client.publish(1, f"m{number}".encode(), routing_key="work")
+    queue = broker.vhosts["/"].queues["work"]
+    fetched = client.get(1, "work")
+    assert fetched is not None and queue.unacked == 1
+    assert client.get(2, "work", no_ack=True) is not None
+    client.consume(1, "work", "c")
+    deliveries = client.deliveries(1)
+    assert len(deliveries) == 3 and queue.unacked == 4
+    last = deliveries[-1].method
+    assert isinstance(last, commands.Basic.Deliver)
+    client.send(1, commands.Basic.Ack(delivery_tag=last.delivery_tag, multiple=False))
+    client.send(1, commands.Basic.Recover(requeue=False))
+    client.receive()
+    assert queue.unacked == 3
+    readings = REGISTRY.scope(Scope.QUEUE).read(queue)
+    assert readings["messages_unacked"] == 3
+    client.call(1, commands.Channel.Close(200, "done", 0, 0), commands.Channel.CloseOk)
+    assert queue.unacked == 0

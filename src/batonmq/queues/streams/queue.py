@@ -126,6 +126,7 @@ class StreamQueue:
         self.stream_options = StreamArguments.parse(self.arguments)
         self.hooks: QueueHooks | None = None
         self.counters = QueueCounters()
+        self.unacked = 0
         self.producers: set[object] = set()
         paging = paging or Paging()
         #: How RabbitMQ names it in errors (rabbit_misc:rs).
