@@ -36,6 +36,8 @@ class Scope(enum.Enum):
     #: The broker's message totals, RabbitMQ's "global" counters (those of every channel, open
     #: or closed).
     GLOBAL = "global"
+    #: The store's writes (the journal's batches).
+    STORE = "store"
     QUEUE = "queue"
     CHANNEL = "channel"
     CONNECTION = "connection"

@@ -86,3 +86,26 @@ def test_global_totals_keep_what_closed_channels_counted(tmp_path: Path) -> None
     assert received.value == 4
     [confirmed] = totals["batonmq_global_messages_confirmed"].samples
     assert confirmed.value == 4
+
+
+def test_the_store_latency_is_served(tmp_path: Path) -> None:
+    """The management issue's metrics: "process memory and store latency". The store's batches
+    are counted with the time their writes took, so that a rate of one over the other is the
+    mean commit time, as Prometheus users divide rates."""
+    with start_broker(tmp_path, http=True) as broker:
+        parameters = pika.ConnectionParameters(broker.host, broker.port, connection_attempts=1)
+        with pika.BlockingConnection(parameters) as connection:
+            channel = connection.channel()
+            channel.confirm_delivery()
+            channel.queue_declare("kept", durable=True)
+            for number in range(3):
+                channel.basic_publish(
+                    "", "kept", b"%d" % number, pika.BasicProperties(delivery_mode=2)
+                )
+            totals = scrape(broker.http_port, "/metrics")
+    [commits] = totals["batonmq_store_commits"].samples
+    [seconds] = totals["batonmq_store_commit_seconds"].samples
+    [failures] = totals["batonmq_store_failures"].samples
+    assert commits.value >= 2  # the declaration, then the confirmed messages
+    assert seconds.value > 0
+    assert failures.value == 0

@@ -242,7 +242,7 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
         broker = self.broker
         readings = [
             StatisticsReading(scope, {}, REGISTRY.scope(scope).read(broker))
-            for scope in (Scope.BROKER, Scope.GLOBAL)
+            for scope in (Scope.BROKER, Scope.GLOBAL, Scope.STORE)
         ]
         connection_statistics = REGISTRY.scope(Scope.CONNECTION)
         channel_statistics = REGISTRY.scope(Scope.CHANNEL)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from batonmq.queues.counters import QueueCounters
 from batonmq.stats import REGISTRY, Scope, ScopeStatistics, counter
+from batonmq.store.journal import StoreCounters
 
 if TYPE_CHECKING:
     from batonmq.engine.broker import Broker
@@ -135,6 +136,7 @@ def _register() -> None:
             Scope.GLOBAL, GlobalCounters, lambda broker: GlobalCounters.of(broker_totals(broker))
         )
     )
+    REGISTRY.register(ScopeStatistics(Scope.STORE, StoreCounters, lambda b: b.journal.counters))
     # A queue's counters are its own (batonmq.queues.counters); its gauges are read when asked.
     queue: ScopeStatistics[Any] = ScopeStatistics(
         Scope.QUEUE, QueueCounters, lambda queue: queue.counters

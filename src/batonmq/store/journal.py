@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -26,6 +27,7 @@ from typing import TypeVar
 from batonmq.logrepeat import CoalescingLog
 from batonmq.model.message import Message
 from batonmq.security.permissions import UserPermission
+from batonmq.stats import counter
 from batonmq.store.base import (
     ObjectKey,
     PageRead,
@@ -151,6 +153,16 @@ def _drop_permissions(gathering: _Gathering, belongs: Callable[[tuple[str, str]]
             gathering.permissions[key] = None
 
 
+@dataclass(slots=True)
+class StoreCounters:
+    """The store's writes as the journal sees them (the management issue's "store latency":
+    the rate of `commit_seconds` over the rate of `commits` is the mean commit time)."""
+
+    commits: int = counter("batches", "Batches committed to the store")
+    failures: int = counter("batches", "Batches the store failed to commit")
+    commit_seconds: float = counter("seconds", "Time from handing a batch to the store to its end")
+
+
 class Journal:
     """Records changes for `store`; with no store (a broker that persists nothing, as in unit
     tests) it records nothing and every callback runs at once."""
@@ -172,9 +184,8 @@ class Journal:
         #: The number of the batch being gathered: what is recorded now is written with it.
         self.batch = 0
         self._retry_delay = _FIRST_RETRY_DELAY
-        #: Batches committed and failed since start (for logs and tests).
-        self.commits = 0
-        self.failures = 0
+        #: Batches committed and failed since start, and the time their writes took.
+        self.counters = StoreCounters()
 
     @property
     def enabled(self) -> bool:
@@ -439,6 +450,7 @@ class Journal:
             self._committing = self._in_hand = gathering
             batch = gathering.seal() if gathering.changed else None
             writing = asyncio.ensure_future(store.commit(batch)) if batch else None
+            handed = time.monotonic()
             if self._written is not None:
                 # The previous batch's waiters (confirms, deliveries) run while this one is
                 # written: the store and the engine work side by side.
@@ -447,6 +459,8 @@ class Journal:
                 written, self._written = self._written, None
                 self._tell(written, self._written_ok)
             ok = True if writing is None else await self._outcome(writing, write_failures)
+            if writing is not None:
+                self.counters.commit_seconds += time.monotonic() - handed
             if not ok and self._gathering.take_back(gathering):
                 # Written again: with the next batch, or after a pause if nothing else comes.
                 self._retry_later()
@@ -491,10 +505,10 @@ class Journal:
             # A defect, not the store's state: say so, and keep the broker serving.
             failures.log(logging.ERROR, f"store write failed: {error!r}", where, exc_info=error)
         else:
-            self.commits += 1
+            self.counters.commits += 1
             failures.flush()
             return True
-        self.failures += 1
+        self.counters.failures += 1
         return False
 
     def _tell(self, gathering: _Gathering, ok: bool) -> None:

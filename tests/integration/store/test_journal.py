@@ -45,7 +45,7 @@ async def test_changes_from_one_loop_turn_go_in_one_commit(store_factory: StoreF
     for number in range(500):
         journal.put_entry(entry(number), message(number))
     assert await settle(journal)
-    assert journal.commits == 1
+    assert journal.counters.commits == 1
     assert (await store.stats()).entries == 500
     await journal.stop()
 
@@ -140,7 +140,7 @@ async def test_a_failed_commit_is_reported_to_its_waiters_and_the_next_one_succe
     journal.put_queue(StoredQueue("/", "q", False, {}))
     journal.put_entry(StoredEntry("/", "q", 2**64, 1), message(1))  # no database stores this
     assert not await settle(journal)
-    assert journal.failures == 1
+    assert journal.counters.failures == 1
     journal.put_queue(StoredQueue("/", "q", False, {}))
     journal.put_entry(entry(3), message(3))
     assert await settle(journal)
@@ -284,11 +284,11 @@ async def test_an_acknowledgement_a_failed_commit_could_not_write_is_written_aga
     journal.update_entry("/", "q", 1, 1)
     journal.delete_entry("/", "q", 2**64, 1001)  # no database stores this: the batch fails
     assert not await settle(journal)
-    failures = journal.failures
+    failures = journal.counters.failures
     for _ in range(100):  # the first retry comes after half a second
         await asyncio.sleep(0.05)
-        if journal.failures > failures:
+        if journal.counters.failures > failures:
             break
-    assert journal.failures > failures, "the failed acknowledgement was not written again"
+    assert journal.counters.failures > failures, "the failed acknowledgement was not written again"
     await asyncio.wait_for(journal.stop(), 10)
     assert "2 acknowledgements and deliveries not written" in caplog.text

@@ -38,7 +38,7 @@ async def test_a_store_that_fails_every_commit_is_logged_once_then_counted(
         message = Message("", "q", HEADER, b"body", id=1000 + number)
         journal.put_entry(StoredEntry("/", "q", 2**64, message.id), message)  # no store takes it
         assert not await settle(journal)
-    assert journal.failures == 20
+    assert journal.counters.failures == 20
     message = Message("", "q", HEADER, b"body", id=2000)
     journal.put_entry(StoredEntry("/", "q", 1, message.id), message)
     assert await settle(journal)
