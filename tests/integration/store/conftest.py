@@ -13,6 +13,7 @@ import asyncpg
 import pytest
 
 from batonmq.store.base import Store
+from batonmq.store.postgres import PostgresStore
 from batonmq.store.sqlite import SQLiteStore
 
 #: (broker_id, sync, store name) -> an unopened store.
@@ -123,3 +124,33 @@ def tamper(request: pytest.FixtureRequest) -> Tamper:
         assert status == "UPDATE 1"
 
     return tamper_with
+
+
+#: The schema of the test cluster "test" in the shared store.
+CLUSTER_SCHEMA = "batonmq_c_test"
+MakeMember = Callable[..., PostgresStore]
+
+
+@pytest.fixture
+async def make_member(postgres_dsn: str) -> AsyncIterator[MakeMember]:
+    """`make(broker_id, lease_seconds=15.0)`: an unopened store of `broker_id` in the cluster's
+    schema; a short lease that is never renewed stands for a broker that stopped updating its
+    record (killed)."""
+    made: list[PostgresStore] = []
+
+    def make(broker_id: str, lease_seconds: float = 15.0) -> PostgresStore:
+        store = PostgresStore(
+            postgres_dsn,
+            broker_id=broker_id,
+            schema=CLUSTER_SCHEMA,
+            lease_seconds=lease_seconds,
+            renew_every=3600.0,
+        )
+        made.append(store)
+        return store
+
+    try:
+        yield make
+    finally:
+        for store in made:
+            await store.close()

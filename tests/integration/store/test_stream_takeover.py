@@ -8,7 +8,6 @@ persistent message is stranded"; a stream's rows are owned rows like its queues'
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
 
 import asyncpg
 import pytest
@@ -17,11 +16,11 @@ from batonmq.queues.streams.chunk import Record
 from batonmq.queues.streams.log import StreamLog
 from batonmq.store.base import StoredQueue, StoreError, StoreFenced, WriteBatch
 from batonmq.store.hastore import SharedStoreAdmin
-from batonmq.store.postgres import PostgresStore
 from batonmq.store.streamtables import PostgresStreamTables
+from tests.integration.store.conftest import CLUSTER_SCHEMA, MakeMember
 from tests.members import lease_run_out
 
-SCHEMA = "batonmq_c_test"
+SCHEMA = CLUSTER_SCHEMA
 
 
 def _stream(name: str) -> StoredQueue:
@@ -51,36 +50,14 @@ def _read(tables: PostgresStreamTables, queue: str) -> list[tuple[int, bytes]]:
         log.close()
 
 
-@pytest.fixture
-async def members(postgres_dsn: str) -> AsyncIterator[Callable[..., PostgresStore]]:
-    made: list[PostgresStore] = []
-
-    def make(broker_id: str, lease_seconds: float = 15.0) -> PostgresStore:
-        store = PostgresStore(
-            postgres_dsn,
-            broker_id=broker_id,
-            schema=SCHEMA,
-            lease_seconds=lease_seconds,
-            renew_every=3600.0,
-        )
-        made.append(store)
-        return store
-
-    try:
-        yield make
-    finally:
-        for store in made:
-            await store.close()
-
-
 async def test_a_failed_member_s_streams_move_to_the_claimant_at_their_offsets(
-    members: Callable[..., PostgresStore], postgres_dsn: str
+    make_member: MakeMember, postgres_dsn: str
 ) -> None:
     """A stream only the failed member had becomes the claimant's, every segment and chunk at
     its offset; a stream both had is not merged (two logs' offsets cannot both be kept): the
     failed member's rows of it stay its own, and `remove bkr` names them as records it still
     owns."""
-    failed, claimant = members("A", lease_seconds=0.5), members("B")
+    failed, claimant = make_member("A", lease_seconds=0.5), make_member("B")
     await failed.open()
     await claimant.open()
     failed_tables = PostgresStreamTables(failed)
@@ -109,13 +86,13 @@ async def test_a_failed_member_s_streams_move_to_the_claimant_at_their_offsets(
 
 
 async def test_a_stream_write_that_finds_the_broker_fenced_fences_its_store(
-    members: Callable[..., PostgresStore], postgres_dsn: str
+    make_member: MakeMember, postgres_dsn: str
 ) -> None:
     """The HA issue: "A broker that finds itself fenced stops serving": a stream's append that
     finds the epoch superseded (a takeover claimed the broker) fails, and the store's fencing
     handler, which stops the broker, is told on the broker's event loop, as when one of the
     store's own writes finds it."""
-    store = members("A")
+    store = make_member("A")
     await store.open()
     await store.commit(WriteBatch(queues_put=[_stream("s")]))
     told: list[StoreError] = []

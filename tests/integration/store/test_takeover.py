@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import AsyncIterator, Callable
 
 import pytest
 
@@ -24,36 +23,10 @@ from batonmq.store.base import (
     WriteBatch,
 )
 from batonmq.store.members import SEQUENCE_GAP
-from batonmq.store.postgres import PostgresStore
+from tests.integration.store.conftest import CLUSTER_SCHEMA, MakeMember
 from tests.members import lease_run_out
 
-SCHEMA = "batonmq_c_test"
-MakeMember = Callable[..., PostgresStore]
-
-
-@pytest.fixture
-async def make_member(postgres_dsn: str) -> AsyncIterator[MakeMember]:
-    """`make(broker_id, lease_seconds=15.0)`: an unopened store of `broker_id` in the cluster's
-    schema; a short lease that is never renewed stands for a broker that stopped updating its
-    record (killed)."""
-    made: list[PostgresStore] = []
-
-    def make(broker_id: str, lease_seconds: float = 15.0) -> PostgresStore:
-        store = PostgresStore(
-            postgres_dsn,
-            broker_id=broker_id,
-            schema=SCHEMA,
-            lease_seconds=lease_seconds,
-            renew_every=3600.0,
-        )
-        made.append(store)
-        return store
-
-    try:
-        yield make
-    finally:
-        for store in made:
-            await store.close()
+SCHEMA = CLUSTER_SCHEMA
 
 
 def _message(message_id: int, body: bytes) -> StoredMessage:
