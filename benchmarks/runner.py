@@ -266,16 +266,37 @@ def _run_window(
             reports = workers.reports(timeout=60.0)
     finally:
         workers.finish()
+    _record(
+        measurement,
+        reports,
+        measured=bool(pids),
+        cpu=cpu_after - cpu_before,
+        machine=machine_after - machine_before,
+        peak_rss=sampler.peak,
+    )
+
+
+def _record(
+    measurement: Measurement,
+    reports: list[WorkerReport],
+    *,
+    measured: bool,
+    cpu: float,
+    machine: float,
+    peak_rss: int,
+) -> None:
+    """The workers' reports, and (`measured`: the broker's processes were known) the broker's
+    CPU seconds and peak RSS over the measured time, in which the machine was busy `machine`
+    CPU seconds in all."""
     _summarise(reports, measurement)
-    if not pids:
+    if not measured:
         measurement.notes.append(UNMEASURED)
         return
-    measurement.cpu_seconds = cpu_after - cpu_before
-    measurement.peak_rss_bytes = sampler.peak
+    measurement.cpu_seconds = cpu
+    measurement.peak_rss_bytes = peak_rss
     # What the rest of the machine took meanwhile: the noise in this measurement.
     measurement.other_cpu_seconds = max(
-        0.0,
-        machine_after - machine_before - measurement.cpu_seconds - measurement.client_cpu_seconds,
+        0.0, machine - measurement.cpu_seconds - measurement.client_cpu_seconds
     )
 
 
@@ -429,13 +450,11 @@ def replay_stream(
             cpu_after, machine_after = cpu_seconds(pids), machine_busy_seconds()
     finally:
         workers.finish()
-    _summarise(reports, measurement)
-    if not pids:
-        measurement.notes.append(UNMEASURED)
-        return
-    measurement.cpu_seconds = cpu_after - cpu_before
-    measurement.peak_rss_bytes = sampler.peak
-    measurement.other_cpu_seconds = max(
-        0.0,
-        machine_after - machine_before - measurement.cpu_seconds - measurement.client_cpu_seconds,
+    _record(
+        measurement,
+        reports,
+        measured=bool(pids),
+        cpu=cpu_after - cpu_before,
+        machine=machine_after - machine_before,
+        peak_rss=sampler.peak,
     )
