@@ -22,6 +22,7 @@ import time
 
 from batonmq import __version__
 from batonmq.cluster.agreement import disagreement, shared_settings
+from batonmq.cluster.catalogue import CatalogueSync
 from batonmq.cluster.detector import Cleared, Effect, Failed, FailureDetector, Health, Suspected
 from batonmq.cluster.heartbeat import HeartbeatService
 from batonmq.cluster.states import BrokerState
@@ -73,6 +74,8 @@ class ClusterMember:
         #: The members as last read from the store, by id.
         self.members: dict[str, Member] = {}
         self._period = min(heartbeat.interval, monitor.interval)
+        #: Users, virtual hosts and permissions changed on another member come in force here.
+        self.catalogue = CatalogueSync(broker, store, self._period)
         self._takeovers = asyncio.Lock()
         self._watching: asyncio.Task[None] | None = None
 
@@ -100,6 +103,7 @@ class ClusterMember:
         self._watching = asyncio.get_running_loop().create_task(
             self._watch(), name="cluster members"
         )
+        self.catalogue.start()
         log.info(
             "joined HA cluster",
             extra={"cluster": self.config.clusterid, "heartbeat_port": bound[1]},
@@ -107,6 +111,7 @@ class ClusterMember:
         return bound
 
     async def close(self) -> None:
+        await self.catalogue.close()
         watching, self._watching = self._watching, None
         if watching is not None:
             watching.cancel()

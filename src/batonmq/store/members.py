@@ -1,14 +1,16 @@
 """The members of an HA cluster as the shared store records them (`list bkr`, MQ 4.1 HA guide
-Example 1), what a takeover moved from a failed member to its claimant, and what a store shared
-by a cluster offers beyond `Store` (the PostgreSQL store: `batonmq.store.takeover`)."""
+Example 1), what a takeover moved from a failed member to its claimant, the catalogue the members
+share, and what a store shared by a cluster offers beyond `Store` (the PostgreSQL store:
+`batonmq.store.takeover`, `batonmq.store.postgres_catalogue`)."""
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
+from batonmq.security.permissions import UserPermission
 from batonmq.store.base import (
     ObjectKey,
     PageRead,
@@ -16,6 +18,7 @@ from batonmq.store.base import (
     StoredBinding,
     StoredExchange,
     StoredQueue,
+    StoredUser,
 )
 
 #: How far after a queue's next sequence the entries taken over into it start: a live queue
@@ -82,6 +85,22 @@ class TakenOver:
         return sum(backlog.count for backlog in self.backlogs)
 
 
+@dataclass(frozen=True, slots=True)
+class Catalogue:
+    """The users, virtual hosts and permissions the members share, as one snapshot of the store,
+    and its catalogue version: the number of commits that changed them so far."""
+
+    users: list[StoredUser]
+    vhosts: list[str]
+    permissions: list[UserPermission]
+    version: int
+
+
+#: Told of the catalogue's version: with the id of the member whose commit made it (a
+#: notification), or None (read by the watch itself, at each round or on connecting again).
+CatalogueChanged = Callable[[int, str | None], None]
+
+
 class SharedStore(Protocol):
     """The store of an HA cluster's member."""
 
@@ -118,3 +137,22 @@ class SharedStore(Protocol):
     async def read_entries(
         self, vhost: str, queue: str, after_sequence: int, limit: int, priority: int | None = None
     ) -> PageRead: ...
+
+    @property
+    def catalogue_writes(self) -> int:
+        """How many commits that change the catalogue this store has been handed: a snapshot
+        read while it did not change is not older than anything applied to memory since."""
+        ...
+
+    async def catalogue(self) -> Catalogue:
+        """The catalogue as one snapshot, after the writes called before."""
+        ...
+
+    def watch_catalogue(
+        self, on_change: CatalogueChanged, interval: float
+    ) -> Callable[[], Coroutine[object, object, None]]:
+        """The watch of the catalogue's changes, to run as a task until cancelled: it tells
+        `on_change` of every member's commit that changes it, as PostgreSQL notifies it, and of
+        the version it reads every `interval` seconds (a notification lost with a connection
+        is caught by that)."""
+        ...

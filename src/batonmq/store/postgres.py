@@ -46,7 +46,7 @@ import os
 import re
 import secrets
 import socket
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Final, TypeAlias, TypeVar
 
@@ -78,7 +78,7 @@ from batonmq.store.dialect import POSTGRES
 from batonmq.store.dsn import parse_dsn
 from batonmq.store.hastore import OWNED_TABLES
 from batonmq.store.integrity import checked_entry, checksum, report_quarantined
-from batonmq.store.members import Member, TakenOver
+from batonmq.store.members import Catalogue, CatalogueChanged, Member, TakenOver
 from batonmq.store.pgerrors import DATABASE_ERRORS
 from batonmq.store.plan import (
     RECOVERY_READS,
@@ -90,6 +90,8 @@ from batonmq.store.plan import (
     stored_permission,
     stored_user,
 )
+from batonmq.store.postgres_catalogue import SQL as CATALOGUE_SQL
+from batonmq.store.postgres_catalogue import CatalogueWatch, changes_catalogue, channel, notice
 from batonmq.store.takeover import SQL as TAKEOVER_SQL
 from batonmq.store.takeover import discard_streams, member, take_over
 
@@ -174,6 +176,7 @@ _SQL: Final = {
     "renew": "UPDATE {s}.brokers SET lease_expires = now() + $3::float8 * interval '1 second', "
     "heartbeat_at = now() WHERE broker_id = $1 AND epoch = $2",
     **TAKEOVER_SQL,
+    **CATALOGUE_SQL,
     "epoch": "SELECT epoch FROM {s}.brokers WHERE broker_id = $1 FOR SHARE",
     "stop": "UPDATE {s}.brokers SET state = 'stopped', holder = NULL, lease_expires = NULL "
     "WHERE broker_id = $1 AND epoch = $2",
@@ -244,6 +247,7 @@ class PostgresStore:
         #: commit once counted; None when not known (before the first count, and after a
         #: failed commit, a recovery or a restore), when the next `used_bytes` counts again.
         self._message_bytes: int | None = None
+        self._catalogue_writes = 0
 
     @property
     def kind(self) -> str:
@@ -337,6 +341,7 @@ class PostgresStore:
             )
             counted, self._message_bytes = self._message_bytes, None
             growth = 0
+            catalogue = changes_catalogue(batch)
             async with connection.transaction():
                 await self._check_epoch(connection)
                 if counted is not None and batch.messages_put:
@@ -361,12 +366,22 @@ class PostgresStore:
                     growth -= await connection.fetchval(
                         self._sql["delete_orphans"], self._broker_id, candidates
                     )
+                if catalogue:
+                    # The other members hear of it at commit (`batonmq.store.postgres_catalogue`).
+                    version = await connection.fetchval(self._sql["catalogue_bump"])
+                    await connection.execute(
+                        self._sql["catalogue_notify"],
+                        channel(self._schema),
+                        notice(version, self._broker_id),
+                    )
             # Known again only once the transaction is committed: a failed commit (maybe
             # committed after all, when the connection was lost) leaves it to be counted.
             if counted is not None:
                 self._message_bytes = counted + growth
 
         if batch:
+            if changes_catalogue(batch):
+                self._catalogue_writes += 1
             await self._call("commit", work, write=True)
 
     async def read_entries(
@@ -727,6 +742,42 @@ class PostgresStore:
             return taken
 
         return await self._call(f"takeover of {failed!r} in", work, write=True)
+
+    @property
+    def catalogue_writes(self) -> int:
+        return self._catalogue_writes
+
+    async def catalogue(self) -> Catalogue:
+        """The users, virtual hosts and permissions, and the catalogue version, as one snapshot
+        (a repeatable-read transaction), after the writes called before."""
+
+        async def work(connection: _Connection) -> Catalogue:
+            self._require_current(write=False)
+            async with connection.transaction(isolation="repeatable_read", readonly=True):
+                users = await connection.fetch(self._sql["users"])
+                vhosts = await connection.fetch(self._sql["vhosts"])
+                permissions = await connection.fetch(self._sql["permissions"])
+                version = await connection.fetchval(self._sql["catalogue_version"])
+            return Catalogue(
+                [stored_user(row) for row in users],
+                [row[0] for row in vhosts],
+                [stored_permission(row) for row in permissions],
+                version,
+            )
+
+        return await self._call("reading the catalogue of", work, write=False)
+
+    def watch_catalogue(
+        self, on_change: CatalogueChanged, interval: float
+    ) -> Callable[[], Coroutine[object, object, None]]:
+        """See `batonmq.store.members.SharedStore.watch_catalogue`."""
+        return CatalogueWatch(
+            self._connect,
+            channel(self._schema),
+            self._sql["catalogue_version"],
+            on_change,
+            interval,
+        ).run
 
     # The lease ------------------------------------------------------------------------------
 
