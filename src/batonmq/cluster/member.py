@@ -25,7 +25,7 @@ from batonmq.cluster.agreement import disagreement, shared_settings
 from batonmq.cluster.catalogue import CatalogueSync
 from batonmq.cluster.detector import Cleared, Effect, Failed, FailureDetector, Health, Suspected
 from batonmq.cluster.heartbeat import HeartbeatService
-from batonmq.cluster.states import BrokerState
+from batonmq.cluster.states import BrokerState, stored_state
 from batonmq.config.schema import Config
 from batonmq.engine.broker import Broker
 from batonmq.engine.takeover import TakeoverOutcome, take_over
@@ -73,6 +73,9 @@ class ClusterMember:
         self._taking_over = False
         #: The members as last read from the store, by id.
         self.members: dict[str, Member] = {}
+        #: This member's state as its record in the store last said it (its claim of the store
+        #: wrote "running").
+        self._recorded = "running"
         self._period = min(heartbeat.interval, monitor.interval)
         #: Users, virtual hosts and permissions changed on another member come in force here.
         self.catalogue = CatalogueSync(broker, store, self._period)
@@ -159,7 +162,13 @@ class ClusterMember:
                 log.exception("cluster member check failed")
 
     async def check(self) -> None:
-        """One round: read the members, send heartbeats to them, judge them."""
+        """One round: record this member's state if it changed (`quiesce bkr`: Example 1 of
+        the HA guide lists QUIESCING from any member), read the members, send heartbeats to
+        them, judge them."""
+        state = stored_state(self.state)
+        if state != self._recorded:
+            await self.store.record_state(state)
+            self._recorded = state
         members = await self.store.members()
         self.members = {member.broker_id: member for member in members}
         peers = [

@@ -29,6 +29,10 @@ SEQUENCE_GAP: Final = 1 << 32
 #: `batonmq.cluster.states.BrokerState`, which names them all).
 FAILOVER_STARTED: Final = "FAILOVER_STARTED"
 FAILOVER_COMPLETE: Final = "FAILOVER_COMPLETE"
+#: The states a running member's record holds: "running" (OPERATING) as its claim of the store
+#: writes it, or the server's state that the member recorded since (`SharedStore.record_state`:
+#: `quiesce bkr`, `shutdown bkr`), so that every member lists it.
+SERVING_STATES: Final = frozenset({"running", "QUIESCING", "QUIESCE_COMPLETE", "SHUTDOWN_STARTED"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +40,9 @@ class Member:
     """A broker registered in the shared store (`list bkr`, Example 1)."""
 
     broker_id: str
-    #: As stored: "running" (it holds its lease), "stopped" (released it), FAILOVER_STARTED or
-    #: FAILOVER_COMPLETE (taken over); `batonmq.cluster.states.member_state` names it.
+    #: As stored: "running" (it holds its lease) or another of SERVING_STATES, "stopped"
+    #: (released it), FAILOVER_STARTED or FAILOVER_COMPLETE (taken over);
+    #: `batonmq.cluster.states.member_state` names it.
     state: str
     #: The AMQP listener's host:port, and the heartbeat service's (None: not an HA member).
     address: str | None
@@ -117,6 +122,10 @@ class SharedStore(Protocol):
     async def refuse_failover(self) -> None:
         """Mark this member so that no survivor takes it over once it stops, until it starts
         again (`shutdown bkr -nofailover`)."""
+        ...
+
+    async def record_state(self, state: str) -> None:
+        """Record this member's state, one of SERVING_STATES, in its record."""
         ...
 
     async def members(self, *, count_messages: bool = False) -> list[Member]:

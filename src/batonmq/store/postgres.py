@@ -78,7 +78,13 @@ from batonmq.store.dialect import POSTGRES
 from batonmq.store.dsn import parse_dsn
 from batonmq.store.hastore import OWNED_TABLES
 from batonmq.store.integrity import checked_entry, checksum, report_quarantined
-from batonmq.store.members import Catalogue, CatalogueChanged, Member, TakenOver
+from batonmq.store.members import (
+    SERVING_STATES,
+    Catalogue,
+    CatalogueChanged,
+    Member,
+    TakenOver,
+)
 from batonmq.store.pgerrors import DATABASE_ERRORS
 from batonmq.store.plan import (
     RECOVERY_READS,
@@ -701,6 +707,20 @@ class PostgresStore:
 
         await self._call("marking no failover in", work, write=True)
 
+    async def record_state(self, state: str) -> None:
+        """Record this member's state (one of SERVING_STATES) in its record, where the other
+        members list it; StoreFenced if it no longer owns its record."""
+
+        async def work(connection: _Connection) -> None:
+            self._require_current(write=True)
+            status = await connection.execute(
+                self._sql["record_state"], self._broker_id, self._epoch, state
+            )
+            if _row_count(status) == 0:
+                raise self._fence("its broker record has a newer epoch")
+
+        await self._call("recording the state in", work, write=True)
+
     async def members(self, *, count_messages: bool = False) -> list[Member]:
         """Every broker recorded in the store, by id; with `count_messages`, what each holds
         (a scan of the messages: for an operator, not for the failure detector)."""
@@ -791,11 +811,12 @@ class PostgresStore:
                 state, holder, expires, live = await _fetch_row(
                     connection, self._sql["lease"], self._broker_id
                 )
-                if not (live and state == "running" and holder != self._holder) or _gone(holder):
+                serving = state in SERVING_STATES
+                if not (live and serving and holder != self._holder) or _gone(holder):
                     self._epoch = await connection.fetchval(
                         self._sql["claim"], self._broker_id, self._holder, self._lease_seconds
                     )
-                    self._unclean_stop = state == "running"
+                    self._unclean_stop = serving
                     break
             if asyncio.get_running_loop().time() >= deadline:
                 raise StoreLocked(
