@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,15 +56,25 @@ class BatonMQ(Broker):
         build: Build | None = None,
         *,
         management: bool = False,
+        database: str | None = None,
+        settings: Sequence[str] = (),
+        name: str | None = None,
+        label: str | None = None,
     ) -> None:
-        """`management`: with the management HTTP API on `management_port` (else off)."""
+        """`management`: with the management HTTP API on `management_port` (else off).
+        `database`: the PostgreSQL database, shared by the brokers that name it (the members
+        of an HA cluster); else one of its own. `settings`: TOML lines added to its
+        configuration (the `[cluster]` sections of an HA member). `name` and `label`: else
+        from its store and build."""
         self.postgres = postgres
         self.build = build
         self.management_port = free_port() if management else None
+        self.database = database
+        self.settings = tuple(settings)
         store = "batonmq-pg" if postgres else "batonmq"
-        self.name = target_name(store, build.name if build else None)
-        self.label = "BatonMQ (postgres)" if postgres else "BatonMQ (sqlite)"
-        if build:
+        self.name = name or target_name(store, build.name if build else None)
+        self.label = label or ("BatonMQ (postgres)" if postgres else "BatonMQ (sqlite)")
+        if build and label is None:
             self.label += f" @{build.name}"
         self.directory: Path | None = None
 
@@ -103,9 +114,10 @@ class BatonMQ(Broker):
             # Brokers run side by side: none takes the management port (15672).
             config += ["[listeners.http]", "enabled = false"]
         if self.postgres:
-            database = DATABASE + (f"_{self.build.name}" if self.build else "")
-            dsn = self.postgres.create_database(database)
+            database = self.database or DATABASE + (f"_{self.build.name}" if self.build else "")
+            dsn = self.postgres.create_database(database, exist_ok=self.database is not None)
             config += ["[persist.postgres]", f"dsn = {_toml_string(dsn)}"]
+        config += self.settings
         config_path = self.directory / "batonmq.toml"
         config_path.write_text("\n".join(config) + "\n")
         log_path = self.directory / "broker.log"
