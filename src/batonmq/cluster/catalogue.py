@@ -9,9 +9,11 @@ it read the catalogue and apply what differs (`batonmq.engine.catalogue`), one r
 changes that come meanwhile make one more. Its own commits it need not read back: the engine's
 API applies them once written, so its own next version only moves `synced` on.
 
-A snapshot is applied only if no change of the catalogue was handed to the store while it was
-read: the engine's API may have applied such a change to memory already, and an older snapshot
-would undo it. It is read again instead.
+A snapshot is read once what the journal holds is written (a change the broker applied to
+memory before writing it, as the default virtual host at start, is then in it), and applied
+only if no change of the catalogue was handed to the store while it was read: the engine's API
+may have applied such a change to memory already, and an older snapshot would undo it. It is
+read again instead.
 """
 
 from __future__ import annotations
@@ -90,6 +92,9 @@ class CatalogueSync:
         """Read the catalogue and apply what differs from the copy in memory."""
         store = self.store
         while True:
+            # What this broker recorded before (at start: the default virtual host, which is in
+            # memory before it is written) is in the snapshot.
+            await self.broker.journal.durable()
             handed = store.catalogue_writes
             catalogue = await store.catalogue()
             if store.catalogue_writes == handed:
