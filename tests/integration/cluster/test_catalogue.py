@@ -89,6 +89,36 @@ async def test_a_commit_that_changes_the_catalogue_is_notified_to_the_other_memb
             await watch
 
 
+async def test_a_lost_notification_is_caught_up_by_the_version_read_every_interval(
+    two_stores: tuple[PostgresStore, PostgresStore], postgres_dsn: str
+) -> None:
+    """A change whose notification never came (here: the version bumped without one, as when
+    the listening session was lost at that moment) is found at the next reading."""
+    _, b = two_stores
+    heard: asyncio.Queue[tuple[int, str | None]] = asyncio.Queue()
+    watch = asyncio.create_task(b.watch_catalogue(lambda *told: heard.put_nowait(told), 0.2)())
+    try:
+        first, _ = await asyncio.wait_for(heard.get(), 10)
+        connection = await asyncpg.connect(postgres_dsn)
+        try:
+            await connection.execute(
+                f"INSERT INTO {SCHEMA}.meta (key, value) VALUES ('catalogue_version', $1)"
+                " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                str(first + 1),
+            )
+        finally:
+            await connection.close()
+
+        deadline = time.monotonic() + 10
+        while (told := await asyncio.wait_for(heard.get(), 10))[0] == first:
+            assert told == (first, None) and time.monotonic() < deadline
+        assert told == (first + 1, None)
+    finally:
+        watch.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await watch
+
+
 # --- real members ----------------------------------------------------------------------------
 
 
