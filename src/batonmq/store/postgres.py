@@ -336,6 +336,8 @@ class PostgresStore:
         return await self._call("recovery", work, write=True)
 
     async def commit(self, batch: WriteBatch) -> None:
+        catalogue = changes_catalogue(batch)
+
         async def work(connection: _Connection) -> None:
             self._require_current(write=True)
             # Off the event loop (zlib releases the GIL on large bodies), and in call order:
@@ -347,7 +349,6 @@ class PostgresStore:
             )
             counted, self._message_bytes = self._message_bytes, None
             growth = 0
-            catalogue = changes_catalogue(batch)
             async with connection.transaction():
                 await self._check_epoch(connection)
                 if counted is not None and batch.messages_put:
@@ -386,7 +387,7 @@ class PostgresStore:
                 self._message_bytes = counted + growth
 
         if batch:
-            if changes_catalogue(batch):
+            if catalogue:
                 self._catalogue_writes += 1
             await self._call("commit", work, write=True)
 

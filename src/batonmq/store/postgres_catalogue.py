@@ -34,6 +34,9 @@ _Connection: TypeAlias = (
 _SUFFIX: Final = "_catalogue"
 #: PostgreSQL's longest identifier (NAMEDATALEN - 1), which a channel name is.
 _NAME_MAX: Final = 63
+#: Seconds a reading of the version may take before the session is taken for lost and replaced
+#: (a session cut off without a word from the server would otherwise wait forever).
+_READ_TIMEOUT: Final = 10.0
 
 #: Statements, "{s}" standing for the quoted schema.
 SQL: Final = {
@@ -100,7 +103,7 @@ class CatalogueWatch:
                     if connection is None or connection.is_closed():
                         connection = await self._connect()
                         await connection.add_listener(self._channel, self._notified)
-                    version = await connection.fetchval(self._version_sql, timeout=self._interval)
+                    version = await connection.fetchval(self._version_sql, timeout=_READ_TIMEOUT)
                 except (StoreError, *DATABASE_ERRORS) as error:
                     # Caught up with once connected again: the version read then tells.
                     log.debug("catalogue watch: %s", error)
