@@ -93,6 +93,7 @@ def throughput(
     finally:
         for stopping in reversed(started):
             stopping.stop()
+            _report_problems(stopping)
     return rows
 
 
@@ -116,12 +117,20 @@ def failovers(postgres: BenchPostgres, trials: int) -> list[float]:
             seconds.append(time.monotonic() - killed)
             print(f"failover {trial + 1}: {seconds[-1]:.2f} s", flush=True)
             members[used].stop()  # its temporary directory; the process is gone
+            _report_problems(members[used])
             members[used].start()  # rejoins as a fresh member, owning nothing
             used, other = other, used
     finally:
         for broker in members.values():
             broker.stop()
+            _report_problems(broker)
     return seconds
+
+
+def _report_problems(broker: Broker) -> None:
+    """A broker whose log showed errors or tracebacks: its numbers are not to be trusted."""
+    for problem in broker.log_problems[:3]:
+        print(f"{broker.label}'s log: {first_line(problem)}", flush=True)
 
 
 def _parameters(broker: Broker) -> pika.ConnectionParameters:
