@@ -46,12 +46,12 @@ FAILOVER_MESSAGES = 1000
 FAILOVER_QUEUE = "failover"
 
 
-def member(postgres: BenchPostgres, broker_id: str) -> BatonMQ:
-    """A member of cluster `bench` (its heartbeat service on a port the system picks: the
-    members find each other's in the store)."""
+def member(postgres: BenchPostgres, broker_id: str, database: str) -> BatonMQ:
+    """A member of cluster `bench` in `database` (its heartbeat service on a port the system
+    picks: the members find each other's in the store)."""
     return BatonMQ(
         postgres,
-        database="batonmq_ha",
+        database=database,
         name=f"batonmq-ha-{broker_id}",
         label=f"BatonMQ HA member {broker_id}",
         settings=(
@@ -73,7 +73,7 @@ def throughput(
 ) -> list[tuple[int, Measurement, Measurement]]:
     """(pairs, standalone, HA member) for each row."""
     standalone = BatonMQ(postgres, label="No HA")
-    members = [member(postgres, broker_id) for broker_id in ("A", "B")]
+    members = [member(postgres, broker_id, "batonmq_ha") for broker_id in ("A", "B")]
     started: list[Broker] = []
     rows: list[tuple[int, Measurement, Measurement]] = []
     try:
@@ -99,8 +99,11 @@ def throughput(
 
 def failovers(postgres: BenchPostgres, trials: int) -> list[float]:
     """Seconds from the SIGKILL of the member holding the queue to the first message a client
-    gets from the survivor, per trial; the killed member rejoins for the next."""
-    members = {broker_id: member(postgres, broker_id) for broker_id in ("C", "D")}
+    gets from the survivor, per trial; the killed member rejoins for the next. A cluster of
+    its own: the throughput rows' members, stopped, would be taken over by these."""
+    members = {
+        broker_id: member(postgres, broker_id, "batonmq_ha_failover") for broker_id in ("C", "D")
+    }
     for broker in members.values():
         broker.start()
     used, other = "C", "D"
