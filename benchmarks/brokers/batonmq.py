@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,20 +56,29 @@ class BatonMQ(Broker):
         build: Build | None = None,
         *,
         management: bool = False,
+        database: str | None = None,
+        settings: Sequence[str] = (),
+        name: str | None = None,
+        label: str | None = None,
     ) -> None:
         """`management`: with the management HTTP API on `management_port` (else off), named
-        with HTTP_SUFFIX."""
+        with HTTP_SUFFIX. `database`: the PostgreSQL database, shared by the brokers that name
+        it (the members of an HA cluster); else one of its own. `settings`: TOML lines added to
+        its configuration (the `[cluster]` sections of an HA member). `name` and `label`: else
+        from its store, build and management."""
         self.postgres = postgres
         self.build = build
         self.management_port = free_port() if management else None
+        self.database = database
+        self.settings = tuple(settings)
         store = "batonmq-pg" if postgres else "batonmq"
-        self.name = target_name(store, build.name if build else None)
         described = "postgres" if postgres else "sqlite"
+        self.name = name or target_name(store, build.name if build else None)
         if management:
             self.name += HTTP_SUFFIX
             described += ", HTTP on"
-        self.label = f"BatonMQ ({described})"
-        if build:
+        self.label = label or f"BatonMQ ({described})"
+        if build and label is None:
             self.label += f" @{build.name}"
         self.directory: Path | None = None
 
@@ -108,10 +118,14 @@ class BatonMQ(Broker):
             # Brokers run side by side: none takes the management port (15672).
             config += ["[listeners.http]", "enabled = false"]
         if self.postgres:
-            database = DATABASE + (f"_{self.build.name}" if self.build else "")
-            database += "_http" if self.management_port is not None else ""
-            dsn = self.postgres.create_database(database)
+            database = self.database or (
+                DATABASE
+                + (f"_{self.build.name}" if self.build else "")
+                + ("_http" if self.management_port is not None else "")
+            )
+            dsn = self.postgres.create_database(database, exist_ok=self.database is not None)
             config += ["[persist.postgres]", f"dsn = {_toml_string(dsn)}"]
+        config += self.settings
         config_path = self.directory / "batonmq.toml"
         config_path.write_text("\n".join(config) + "\n")
         log_path = self.directory / "broker.log"

@@ -29,10 +29,14 @@ class BenchPostgres:
     def postmaster_pid(self) -> int:
         return int((Path(self.server.data_dir) / "postmaster.pid").read_text().split()[0])
 
-    def create_database(self, name: str) -> str:
-        """A new empty database; its DSN."""
+    def create_database(self, name: str, *, exist_ok: bool = False) -> str:
+        """A new empty database (with `exist_ok`, the one of that name if there is one); its
+        DSN."""
         try:
             asyncio.run(_create_database(self.server.admin_dsn, name))
+        except asyncpg.DuplicateDatabaseError:
+            if not exist_ok:
+                raise BrokerError(f"the database {name} exists already") from None
         except (OSError, asyncpg.PostgresError) as error:
             raise BrokerError(f"cannot create the database {name}: {error}") from error
         return self.server.admin_dsn.rsplit("/", 1)[0] + "/" + name

@@ -439,6 +439,27 @@ CATALOGUE: Final = (
         "is to take it over; the broker then shuts down.",
         "Start it again to serve its messages, or take it over with takeover bkr -f.",
     ),
+    _code(
+        "BMQ-7020",
+        "catalogue changed in the shared store",
+        "Users, virtual hosts or permissions were changed on another member of the HA cluster; "
+        "they are now in force on this one (a deleted user's connections and a deleted virtual "
+        "host's are closed).",
+    ),
+    _code(
+        "BMQ-7021",
+        "catalogue not read from the shared store: ",
+        "A change of users, virtual hosts or permissions on another member could not be read: "
+        "the store is out of reach. It is read again once the store answers.",
+        "Check PostgreSQL (see the store's own log lines).",
+    ),
+    _code(
+        "BMQ-7022",
+        "catalogue change not applied: ",
+        "A virtual host deleted on another member could not be deleted here: its queues could "
+        "not be written away. It is tried again at the next reading of the catalogue.",
+        "Check PostgreSQL.",
+    ),
     # Streams.
     _code(
         "BMQ-8001",

@@ -22,9 +22,10 @@ import time
 
 from batonmq import __version__
 from batonmq.cluster.agreement import disagreement, shared_settings
+from batonmq.cluster.catalogue import CatalogueSync
 from batonmq.cluster.detector import Cleared, Effect, Failed, FailureDetector, Health, Suspected
 from batonmq.cluster.heartbeat import HeartbeatService
-from batonmq.cluster.states import BrokerState
+from batonmq.cluster.states import BrokerState, stored_state
 from batonmq.config.schema import Config
 from batonmq.engine.broker import Broker
 from batonmq.engine.takeover import TakeoverOutcome, take_over
@@ -72,7 +73,12 @@ class ClusterMember:
         self._taking_over = False
         #: The members as last read from the store, by id.
         self.members: dict[str, Member] = {}
+        #: This member's state as its record in the store last said it (its claim of the store
+        #: wrote "running").
+        self._recorded = "running"
         self._period = min(heartbeat.interval, monitor.interval)
+        #: Users, virtual hosts and permissions changed on another member come in force here.
+        self.catalogue = CatalogueSync(broker, store, self._period)
         self._takeovers = asyncio.Lock()
         self._watching: asyncio.Task[None] | None = None
 
@@ -100,6 +106,7 @@ class ClusterMember:
         self._watching = asyncio.get_running_loop().create_task(
             self._watch(), name="cluster members"
         )
+        self.catalogue.start()
         log.info(
             "joined HA cluster",
             extra={"cluster": self.config.clusterid, "heartbeat_port": bound[1]},
@@ -107,6 +114,7 @@ class ClusterMember:
         return bound
 
     async def close(self) -> None:
+        await self.catalogue.close()
         watching, self._watching = self._watching, None
         if watching is not None:
             watching.cancel()
@@ -154,7 +162,13 @@ class ClusterMember:
                 log.exception("cluster member check failed")
 
     async def check(self) -> None:
-        """One round: read the members, send heartbeats to them, judge them."""
+        """One round: record this member's state if it changed (`quiesce bkr`: Example 1 of
+        the HA guide lists QUIESCING from any member), read the members, send heartbeats to
+        them, judge them."""
+        state = stored_state(self.state)
+        if state != self._recorded:
+            await self.store.record_state(state)
+            self._recorded = state
         members = await self.store.members()
         self.members = {member.broker_id: member for member in members}
         peers = [

@@ -31,11 +31,24 @@ class BrokerState(enum.StrEnum):
     BROKER_DOWN = "BROKER_DOWN"
 
 
+#: The states of a running member that it records in the store, beside OPERATING.
+_RECORDED: frozenset[BrokerState] = frozenset(
+    {BrokerState.QUIESCING, BrokerState.QUIESCE_COMPLETE, BrokerState.SHUTDOWN_STARTED}
+)
+
+
 def member_state(stored: str) -> BrokerState:
     """The state of a member as its store record gives it: the lease's "running" and "stopped",
-    or a failover state (`batonmq.store.members`)."""
+    a state it recorded while running, or a failover state (`batonmq.store.members`)."""
     if stored == "running":
         return BrokerState.OPERATING
     if stored == "stopped":
         return BrokerState.BROKER_DOWN
     return BrokerState(stored)
+
+
+def stored_state(state: BrokerState) -> str:
+    """What a running member records of its `state` for the others to list: QUIESCING,
+    QUIESCE_COMPLETE and SHUTDOWN_STARTED as they are; anything else as "running" (OPERATING;
+    a takeover under way is too short-lived to be worth a write)."""
+    return str(state) if state in _RECORDED else "running"

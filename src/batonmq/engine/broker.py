@@ -257,6 +257,11 @@ class Broker:
         return sum(vhost.expire_messages() for vhost in self.vhosts.values())
 
     def add_vhost(self, name: str) -> VirtualHost:
+        """The virtual host `name`, created unless it exists (in an HA cluster another member's
+        change may have brought it in meanwhile: `batonmq.engine.catalogue`)."""
+        existing = self.vhosts.get(name)
+        if existing is not None:
+            return existing
         settings = self.settings
         vhost = VirtualHost(
             name,

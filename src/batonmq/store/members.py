@@ -1,14 +1,16 @@
 """The members of an HA cluster as the shared store records them (`list bkr`, MQ 4.1 HA guide
-Example 1), what a takeover moved from a failed member to its claimant, and what a store shared
-by a cluster offers beyond `Store` (the PostgreSQL store: `batonmq.store.takeover`)."""
+Example 1), what a takeover moved from a failed member to its claimant, the catalogue the members
+share, and what a store shared by a cluster offers beyond `Store` (the PostgreSQL store:
+`batonmq.store.takeover`, `batonmq.store.postgres_catalogue`)."""
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
+from batonmq.security.permissions import UserPermission
 from batonmq.store.base import (
     ObjectKey,
     PageRead,
@@ -16,6 +18,7 @@ from batonmq.store.base import (
     StoredBinding,
     StoredExchange,
     StoredQueue,
+    StoredUser,
 )
 
 #: How far after a queue's next sequence the entries taken over into it start: a live queue
@@ -26,6 +29,10 @@ SEQUENCE_GAP: Final = 1 << 32
 #: `batonmq.cluster.states.BrokerState`, which names them all).
 FAILOVER_STARTED: Final = "FAILOVER_STARTED"
 FAILOVER_COMPLETE: Final = "FAILOVER_COMPLETE"
+#: The states a running member's record holds: "running" (OPERATING) as its claim of the store
+#: writes it, or the server's state that the member recorded since (`SharedStore.record_state`:
+#: `quiesce bkr`, `shutdown bkr`), so that every member lists it.
+SERVING_STATES: Final = frozenset({"running", "QUIESCING", "QUIESCE_COMPLETE", "SHUTDOWN_STARTED"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +40,9 @@ class Member:
     """A broker registered in the shared store (`list bkr`, Example 1)."""
 
     broker_id: str
-    #: As stored: "running" (it holds its lease), "stopped" (released it), FAILOVER_STARTED or
-    #: FAILOVER_COMPLETE (taken over); `batonmq.cluster.states.member_state` names it.
+    #: As stored: "running" (it holds its lease) or another of SERVING_STATES, "stopped"
+    #: (released it), FAILOVER_STARTED or FAILOVER_COMPLETE (taken over);
+    #: `batonmq.cluster.states.member_state` names it.
     state: str
     #: The AMQP listener's host:port, and the heartbeat service's (None: not an HA member).
     address: str | None
@@ -82,6 +90,22 @@ class TakenOver:
         return sum(backlog.count for backlog in self.backlogs)
 
 
+@dataclass(frozen=True, slots=True)
+class Catalogue:
+    """The users, virtual hosts and permissions the members share, as one snapshot of the store,
+    and its catalogue version: the number of commits that changed them so far."""
+
+    users: list[StoredUser]
+    vhosts: list[str]
+    permissions: list[UserPermission]
+    version: int
+
+
+#: Told of the catalogue's version: with the id of the member whose commit made it (a
+#: notification), or None (read by the watch itself, at each round or on connecting again).
+CatalogueChanged = Callable[[int, str | None], None]
+
+
 class SharedStore(Protocol):
     """The store of an HA cluster's member."""
 
@@ -98,6 +122,10 @@ class SharedStore(Protocol):
     async def refuse_failover(self) -> None:
         """Mark this member so that no survivor takes it over once it stops, until it starts
         again (`shutdown bkr -nofailover`)."""
+        ...
+
+    async def record_state(self, state: str) -> None:
+        """Record this member's state, one of SERVING_STATES, in its record."""
         ...
 
     async def members(self, *, count_messages: bool = False) -> list[Member]:
@@ -118,3 +146,22 @@ class SharedStore(Protocol):
     async def read_entries(
         self, vhost: str, queue: str, after_sequence: int, limit: int, priority: int | None = None
     ) -> PageRead: ...
+
+    @property
+    def catalogue_writes(self) -> int:
+        """How many commits that change the catalogue this store has been handed: a snapshot
+        read while it did not change is not older than anything applied to memory since."""
+        ...
+
+    async def catalogue(self) -> Catalogue:
+        """The catalogue as one snapshot, after the writes called before."""
+        ...
+
+    def watch_catalogue(
+        self, on_change: CatalogueChanged, interval: float
+    ) -> Callable[[], Coroutine[object, object, None]]:
+        """The watch of the catalogue's changes, to run as a task until cancelled: it tells
+        `on_change` of every member's commit that changes it, as PostgreSQL notifies it, and of
+        the version it reads every `interval` seconds (a notification lost with a connection
+        is caught by that)."""
+        ...

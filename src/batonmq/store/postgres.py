@@ -46,7 +46,7 @@ import os
 import re
 import secrets
 import socket
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Final, TypeAlias, TypeVar
 
@@ -78,7 +78,13 @@ from batonmq.store.dialect import POSTGRES
 from batonmq.store.dsn import parse_dsn
 from batonmq.store.hastore import OWNED_TABLES
 from batonmq.store.integrity import checked_entry, checksum, report_quarantined
-from batonmq.store.members import Member, TakenOver
+from batonmq.store.members import (
+    SERVING_STATES,
+    Catalogue,
+    CatalogueChanged,
+    Member,
+    TakenOver,
+)
 from batonmq.store.pgerrors import DATABASE_ERRORS
 from batonmq.store.plan import (
     RECOVERY_READS,
@@ -90,6 +96,8 @@ from batonmq.store.plan import (
     stored_permission,
     stored_user,
 )
+from batonmq.store.postgres_catalogue import SQL as CATALOGUE_SQL
+from batonmq.store.postgres_catalogue import CatalogueWatch, changes_catalogue, channel, notice
 from batonmq.store.takeover import SQL as TAKEOVER_SQL
 from batonmq.store.takeover import discard_streams, member, take_over
 
@@ -174,6 +182,7 @@ _SQL: Final = {
     "renew": "UPDATE {s}.brokers SET lease_expires = now() + $3::float8 * interval '1 second', "
     "heartbeat_at = now() WHERE broker_id = $1 AND epoch = $2",
     **TAKEOVER_SQL,
+    **CATALOGUE_SQL,
     "epoch": "SELECT epoch FROM {s}.brokers WHERE broker_id = $1 FOR SHARE",
     "stop": "UPDATE {s}.brokers SET state = 'stopped', holder = NULL, lease_expires = NULL "
     "WHERE broker_id = $1 AND epoch = $2",
@@ -244,6 +253,7 @@ class PostgresStore:
         #: commit once counted; None when not known (before the first count, and after a
         #: failed commit, a recovery or a restore), when the next `used_bytes` counts again.
         self._message_bytes: int | None = None
+        self._catalogue_writes = 0
 
     @property
     def kind(self) -> str:
@@ -326,6 +336,8 @@ class PostgresStore:
         return await self._call("recovery", work, write=True)
 
     async def commit(self, batch: WriteBatch) -> None:
+        catalogue = changes_catalogue(batch)
+
         async def work(connection: _Connection) -> None:
             self._require_current(write=True)
             # Off the event loop (zlib releases the GIL on large bodies), and in call order:
@@ -361,12 +373,22 @@ class PostgresStore:
                     growth -= await connection.fetchval(
                         self._sql["delete_orphans"], self._broker_id, candidates
                     )
+                if catalogue:
+                    # The other members hear of it at commit (`batonmq.store.postgres_catalogue`).
+                    version = await connection.fetchval(self._sql["catalogue_bump"])
+                    await connection.execute(
+                        self._sql["catalogue_notify"],
+                        channel(self._schema),
+                        notice(version, self._broker_id),
+                    )
             # Known again only once the transaction is committed: a failed commit (maybe
             # committed after all, when the connection was lost) leaves it to be counted.
             if counted is not None:
                 self._message_bytes = counted + growth
 
         if batch:
+            if catalogue:
+                self._catalogue_writes += 1
             await self._call("commit", work, write=True)
 
     async def read_entries(
@@ -686,6 +708,20 @@ class PostgresStore:
 
         await self._call("marking no failover in", work, write=True)
 
+    async def record_state(self, state: str) -> None:
+        """Record this member's state (one of SERVING_STATES) in its record, where the other
+        members list it; StoreFenced if it no longer owns its record."""
+
+        async def work(connection: _Connection) -> None:
+            self._require_current(write=True)
+            status = await connection.execute(
+                self._sql["record_state"], self._broker_id, self._epoch, state
+            )
+            if _row_count(status) == 0:
+                raise self._fence("its broker record has a newer epoch")
+
+        await self._call("recording the state in", work, write=True)
+
     async def members(self, *, count_messages: bool = False) -> list[Member]:
         """Every broker recorded in the store, by id; with `count_messages`, what each holds
         (a scan of the messages: for an operator, not for the failure detector)."""
@@ -728,6 +764,42 @@ class PostgresStore:
 
         return await self._call(f"takeover of {failed!r} in", work, write=True)
 
+    @property
+    def catalogue_writes(self) -> int:
+        return self._catalogue_writes
+
+    async def catalogue(self) -> Catalogue:
+        """The users, virtual hosts and permissions, and the catalogue version, as one snapshot
+        (a repeatable-read transaction), after the writes called before."""
+
+        async def work(connection: _Connection) -> Catalogue:
+            self._require_current(write=False)
+            async with connection.transaction(isolation="repeatable_read", readonly=True):
+                users = await connection.fetch(self._sql["users"])
+                vhosts = await connection.fetch(self._sql["vhosts"])
+                permissions = await connection.fetch(self._sql["permissions"])
+                version = await connection.fetchval(self._sql["catalogue_version"])
+            return Catalogue(
+                [stored_user(row) for row in users],
+                [row[0] for row in vhosts],
+                [stored_permission(row) for row in permissions],
+                version,
+            )
+
+        return await self._call("reading the catalogue of", work, write=False)
+
+    def watch_catalogue(
+        self, on_change: CatalogueChanged, interval: float
+    ) -> Callable[[], Coroutine[object, object, None]]:
+        """See `batonmq.store.members.SharedStore.watch_catalogue`."""
+        return CatalogueWatch(
+            self._connect,
+            channel(self._schema),
+            self._sql["catalogue_version"],
+            on_change,
+            interval,
+        ).run
+
     # The lease ------------------------------------------------------------------------------
 
     async def _claim(self, connection: _Connection) -> None:
@@ -740,11 +812,12 @@ class PostgresStore:
                 state, holder, expires, live = await _fetch_row(
                     connection, self._sql["lease"], self._broker_id
                 )
-                if not (live and state == "running" and holder != self._holder) or _gone(holder):
+                serving = state in SERVING_STATES
+                if not (live and serving and holder != self._holder) or _gone(holder):
                     self._epoch = await connection.fetchval(
                         self._sql["claim"], self._broker_id, self._holder, self._lease_seconds
                     )
-                    self._unclean_stop = state == "running"
+                    self._unclean_stop = serving
                     break
             if asyncio.get_running_loop().time() >= deadline:
                 raise StoreLocked(

@@ -69,6 +69,7 @@ SQL: Final = {
     " AND ($4 OR lease_expires IS NULL OR lease_expires < now()) AND ($4 OR NOT no_failover)"
     " RETURNING epoch",
     "no_failover": "UPDATE {s}.brokers SET no_failover = true WHERE broker_id = $1 AND epoch = $2",
+    "record_state": "UPDATE {s}.brokers SET state = $3 WHERE broker_id = $1 AND epoch = $2",
     "levels": "SELECT e.vhost, e.queue, e.priority, count(*),"
     " COALESCE(sum(length(m.body)), 0), min(e.sequence), max(e.sequence) FROM {s}.entries AS e"
     " LEFT JOIN {s}.messages AS m ON m.id = e.message_id WHERE e.broker_id = $1"

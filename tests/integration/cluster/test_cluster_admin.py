@@ -57,6 +57,12 @@ def _own_state(broker: RunningBroker, broker_id: str) -> object:
     return _listed(broker)[broker_id]["state"]
 
 
+def _node_state(broker: RunningBroker, broker_id: str) -> object:
+    status, nodes = call(broker, "GET", "/api/nodes")
+    assert status == 200 and isinstance(nodes, list)
+    return next(node["state"] for node in nodes if node["broker_id"] == broker_id)
+
+
 def test_the_members_are_listed_queried_and_a_running_one_is_not_taken_over_unforced(
     member: StartMember,
 ) -> None:
@@ -98,8 +104,10 @@ def test_a_quiesced_member_refuses_new_clients_and_serves_its_open_connections(
 ) -> None:
     """quiesce bkr: new connections are refused (the socket is closed at accept, before any
     AMQP byte), the open connection goes on publishing with confirms; QUIESCING while it is
-    open, QUIESCE_COMPLETE once it has gone; unquiesce bkr accepts clients again. Another
-    member's id in the path is refused: quiesce acts on the broker asked."""
+    open, QUIESCE_COMPLETE once it has gone; unquiesce bkr accepts clients again. The other
+    member lists each state too (`list bkr` and /api/nodes), as Example 1 shows a QUIESCING
+    broker in any member's list. Another member's id in the path is refused: quiesce acts on
+    the broker asked."""
     brokers = {name: member(name) for name in ("A", "B")}
     a = brokers["A"]
     assert call(a, "PUT", "/api/cluster/brokers/B/quiesce")[0] == 400
@@ -113,12 +121,17 @@ def test_a_quiesced_member_refuses_new_clients_and_serves_its_open_connections(
         channel.basic_publish("", "work", b"still served", PERSISTENT, mandatory=True)
         assert channel.queue_declare("work", passive=True).method.message_count == 1
         assert _own_state(a, "A") == "QUIESCING"
+        # Recorded in the store: the other member lists it too (within a round).
+        wait_until(lambda: _own_state(brokers["B"], "A") == "QUIESCING", "B lists A quiescing")
+        assert _node_state(brokers["B"], "A") == "QUIESCING"
     wait_until(lambda: _own_state(a, "A") == "QUIESCE_COMPLETE", "quiesce complete")
+    wait_until(lambda: _own_state(brokers["B"], "A") == "QUIESCE_COMPLETE", "B lists A quiesced")
     # The member stays a member: not suspected, not taken over.
     assert _listed(brokers["B"])["A"]["taken_over_by"] is None
 
     status, row = call(a, "PUT", "/api/cluster/brokers/A/unquiesce")
     assert status == 200 and isinstance(row, dict) and row["state"] == "OPERATING"
+    wait_until(lambda: _own_state(brokers["B"], "A") == "OPERATING", "B lists A operating")
     with confirming_channel(a) as channel:
         assert channel.queue_declare("work", passive=True).method.message_count == 1
 

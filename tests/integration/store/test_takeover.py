@@ -20,6 +20,7 @@ from batonmq.store.base import (
     StoredMessage,
     StoredQueue,
     StoreFenced,
+    StoreLocked,
     WriteBatch,
 )
 from batonmq.store.members import SEQUENCE_GAP
@@ -27,6 +28,10 @@ from tests.integration.store.conftest import CLUSTER_SCHEMA, MakeMember
 from tests.members import lease_run_out
 
 SCHEMA = CLUSTER_SCHEMA
+#: The lease of a member that is to fail, in seconds. Its sessions' idle-in-transaction timeout
+#: is as long (`PostgresStore`): shorter, a loaded machine's pause between two statements of its
+#: own writes ends them ("cannot switch to state 11; another operation is in progress").
+FAILED_LEASE = 0.2
 
 
 def _message(message_id: int, body: bytes) -> StoredMessage:
@@ -138,7 +143,7 @@ async def test_two_survivors_racing_for_a_failed_broker_exactly_one_wins_every_t
     await second.open()
     winners = {"brokerB": 0, "brokerC": 0}
     for run in range(50):
-        failed = make_member(f"failed{run}", lease_seconds=0.05)
+        failed = make_member(f"failed{run}", lease_seconds=FAILED_LEASE)
         await failed.open()
         base = (await failed.recover()).message_id_base
         await failed.commit(_enqueue(base, f"q{run}", [b"m0", b"m1", b"m2"]))
@@ -165,7 +170,7 @@ async def test_a_taken_over_broker_restarts_as_a_fresh_member_owning_nothing(
 ) -> None:
     """Issue rule: a fenced broker, "restarted, it rejoins as a fresh member with a new epoch
     and an empty set of owned records"."""
-    failed = make_member("brokerA", lease_seconds=0.05)
+    failed = make_member("brokerA", lease_seconds=FAILED_LEASE)
     survivor = make_member("brokerB")
     await failed.open()
     await survivor.open()
@@ -213,3 +218,25 @@ async def test_a_member_stopped_with_no_failover_is_claimed_only_by_force_until_
     seen = await lease_run_out(survivor, "brokerA")
     assert not {m.broker_id: m for m in await survivor.members()}["brokerA"].no_failover
     assert await survivor.take_over("brokerA", seen, next_sequences={}) is not None
+
+
+async def test_a_member_that_recorded_it_is_quiescing_still_holds_its_store(
+    make_member: MakeMember,
+) -> None:
+    """A member records QUIESCING (`quiesce bkr`) for the others to list; its record still
+    says it runs: a second broker with its id is refused its store while its lease runs, and
+    once it has been taken over it can record nothing more."""
+    quiescing = make_member("brokerA")
+    await quiescing.open()
+
+    await quiescing.record_state("QUIESCING")
+
+    assert {m.broker_id: m.state for m in await quiescing.members()}["brokerA"] == "QUIESCING"
+    with pytest.raises(StoreLocked):
+        await make_member("brokerA").open()
+    survivor = make_member("brokerB")
+    await survivor.open()
+    epoch = {m.broker_id: m.epoch for m in await survivor.members()}["brokerA"]
+    assert await survivor.take_over("brokerA", epoch, force=True, next_sequences={})
+    with pytest.raises(StoreFenced):
+        await quiescing.record_state("QUIESCE_COMPLETE")

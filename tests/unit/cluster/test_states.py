@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from batonmq.cluster.member import advertised, parse_address
-from batonmq.cluster.states import BrokerState, member_state
+from batonmq.cluster.states import BrokerState, member_state, stored_state
+from batonmq.store.members import SERVING_STATES
 
 
 @pytest.mark.parametrize(
@@ -15,12 +16,26 @@ from batonmq.cluster.states import BrokerState, member_state
         ("stopped", BrokerState.BROKER_DOWN),
         ("FAILOVER_STARTED", BrokerState.FAILOVER_STARTED),
         ("FAILOVER_COMPLETE", BrokerState.FAILOVER_COMPLETE),
+        ("QUIESCING", BrokerState.QUIESCING),
+        ("QUIESCE_COMPLETE", BrokerState.QUIESCE_COMPLETE),
+        ("SHUTDOWN_STARTED", BrokerState.SHUTDOWN_STARTED),
     ],
 )
 def test_a_members_stored_state_is_named_as_the_guide_names_it(
     stored: str, state: BrokerState
 ) -> None:
     assert member_state(stored) is state
+
+
+def test_a_running_member_records_what_the_others_cannot_see_otherwise() -> None:
+    """Quiescing and shutting down are recorded for the others to list (Example 1 shows
+    QUIESCING); a takeover under way is not; every recorded state still counts as running
+    where the store decides who holds a lease."""
+    recorded = {state: stored_state(state) for state in BrokerState}
+    assert recorded[BrokerState.OPERATING] == recorded[BrokerState.TAKEOVER_STARTED] == "running"
+    assert recorded[BrokerState.QUIESCING] == "QUIESCING"
+    assert set(recorded.values()) == SERVING_STATES
+    assert all(member_state(stored_state(state)) in BrokerState for state in BrokerState)
 
 
 def test_an_address_round_trips_and_a_wildcard_bind_is_advertised_by_host_name() -> None:
