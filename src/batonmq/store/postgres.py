@@ -110,6 +110,8 @@ _T = TypeVar("_T")
 
 _SCHEMA_NAME: Final = re.compile(r"[a-z0-9_]{1,63}")
 _CONNECT_TIMEOUT: Final = 10.0
+#: How often PostgreSQL checks that a client running a statement is still there (14 and later).
+_CLIENT_CHECK_MS: Final = 1000
 _CLOSE_TIMEOUT: Final = 5.0
 #: How long an open waits for another holder's lease to be released before StoreLocked (a
 #: broker stopping while its successor starts).
@@ -646,7 +648,8 @@ class PostgresStore:
     async def session(self) -> asyncpg.Connection[asyncpg.Record]:
         """A session of its own, outside the pool, set up as the pool's writing sessions are
         (the durability policy's synchronous_commit; a stalled transaction ended after a whole
-        lease, so that a takeover's claim is not held up by it)."""
+        lease, and a statement of a client that died cancelled, so that a takeover's claim is
+        not held up by either)."""
         try:
             return await asyncpg.connect(
                 self._dsn,
@@ -948,6 +951,10 @@ class PostgresStore:
             # idle in the transaction for a whole lease, the time after which it may be taken
             # over, PostgreSQL ends its session and the claim goes on.
             "idle_in_transaction_session_timeout": str(max(1, round(self._lease_seconds * 1000))),
+            # A broker that died inside a long statement (a commit deleting the messages of a
+            # large backlog) would hold the same lock until the statement ends, minutes later:
+            # PostgreSQL looks for the vanished client every second and cancels its statement.
+            "client_connection_check_interval": str(_CLIENT_CHECK_MS),
         }
 
     @staticmethod

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import socket
+import sys
 import urllib.parse
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -571,3 +572,53 @@ async def test_reads_wait_for_the_writes_called_before_them_and_run_beside_later
     finally:
         await admin.close()
     assert await _bodies(store) == [b"body 0", b"body 1"]
+
+
+_LONG_STATEMENT = """
+import asyncio, sys
+from batonmq.store.postgres import PostgresStore
+
+async def main():
+    store = PostgresStore(sys.argv[1], broker_id="dying", schema="batonmq_s_dying")
+    session = await store.session()
+    print("running", flush=True)
+    await session.execute("SELECT pg_sleep(120)")
+
+asyncio.run(main())
+"""
+
+
+async def test_the_statement_of_a_broker_that_died_is_cancelled(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    """A broker killed inside a long statement must not hold its locks until the statement
+    ends (a survivor's takeover claim waits on them): PostgreSQL's
+    client_connection_check_interval, set on every writing session, has the server look for
+    the vanished client and cancel its statement."""
+    script = tmp_path / "long_statement.py"
+    script.write_text(_LONG_STATEMENT)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(script), postgres_dsn, stdout=asyncio.subprocess.PIPE
+    )
+    assert process.stdout is not None
+    assert await asyncio.wait_for(process.stdout.readline(), 30) == b"running\n"
+    admin = await asyncpg.connect(postgres_dsn)
+    try:
+        running = (
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE application_name = 'batonmq dying' AND query LIKE 'SELECT pg_sleep%'"
+        )
+        for _ in range(100):
+            if await admin.fetchval(running):
+                break
+            await asyncio.sleep(0.05)
+        assert await admin.fetchval(running) == 1
+        process.kill()
+        await process.wait()
+        for _ in range(100):  # checked every second: gone within a few
+            if not await admin.fetchval(running):
+                break
+            await asyncio.sleep(0.1)
+        assert await admin.fetchval(running) == 0
+    finally:
+        await admin.close()
