@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
@@ -27,6 +27,7 @@ from batonmq.store.base import StoredUser, WriteBatch
 from batonmq.store.postgres import PostgresStore
 from tests.brokerproc import RunningBroker, connect, wait_until
 from tests.httpapi import call
+from tests.integration.cluster.conftest import StartMember
 from tests.members import start_member
 from tests.pgthrowaway import ThrowawayServer
 
@@ -35,7 +36,6 @@ pytestmark = pytest.mark.integration
 SCHEMA = "batonmq_c_test"
 PASSWORD = "s3cret-pw"
 EVERYTHING = {"configure": ".*", "write": ".*", "read": ".*"}
-StartMember = Callable[[str], RunningBroker]
 
 
 # --- the store: a notification at commit, and the version -------------------------------------
@@ -120,22 +120,6 @@ async def test_a_lost_notification_is_caught_up_by_the_version_read_every_interv
 
 
 # --- real members ----------------------------------------------------------------------------
-
-
-@pytest.fixture
-def member(tmp_path: Path, postgres_dsn: str) -> Iterator[StartMember]:
-    started: list[RunningBroker] = []
-
-    def start(broker_id: str) -> RunningBroker:
-        broker = start_member(tmp_path, postgres_dsn, broker_id, http=True)
-        started.append(broker)
-        return broker
-
-    try:
-        yield start
-    finally:
-        for broker in started:
-            broker.stop()
 
 
 def _changes_applied(broker: RunningBroker) -> int:

@@ -11,7 +11,6 @@ down"); Example 1 for the columns and states.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pika
@@ -20,30 +19,11 @@ import pytest
 
 from tests.brokerproc import RunningBroker, confirming_channel, start_broker, wait_until
 from tests.httpapi import call
-from tests.members import start_member
+from tests.integration.cluster.conftest import StartMember
 
 pytestmark = pytest.mark.integration
 
 PERSISTENT = pika.BasicProperties(delivery_mode=2)
-StartMember = Callable[[str], RunningBroker]
-
-
-@pytest.fixture
-def member(tmp_path: Path, postgres_dsn: str) -> Iterator[StartMember]:
-    """`member(broker_id)`: an HA member with its management API; all stopped before the
-    database goes."""
-    started: list[RunningBroker] = []
-
-    def start(broker_id: str) -> RunningBroker:
-        broker = start_member(tmp_path, postgres_dsn, broker_id, http=True)
-        started.append(broker)
-        return broker
-
-    try:
-        yield start
-    finally:
-        for broker in started:
-            broker.stop()
 
 
 def _listed(broker: RunningBroker) -> dict[str, dict[str, object]]:
