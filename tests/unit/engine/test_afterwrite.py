@@ -71,7 +71,6 @@ async def test_a_batch_of_publishes_is_confirmed_and_delivered_once_its_write_co
         received = client.receive()
         assert describe(received) == ["1:Basic.Deliver"] * 5 + ["1:Basic.Ack"]
         ack = received[-1].method
-        assert isinstance(ack, commands.Basic.Ack)
         assert (ack.delivery_tag, ack.multiple) == (5, True)
 
 
@@ -100,7 +99,6 @@ async def test_a_delivery_acknowledged_in_time_writes_no_delivery_count(tmp_path
         assert got is not None
         await broker.journal.durable()
         assert stored_counts(tmp_path) == [0]
-        assert isinstance(got.method, commands.Basic.GetOk)
         client.send(1, commands.Basic.Nack(delivery_tag=got.method.delivery_tag, requeue=True))
         await broker.journal.durable()
         assert stored_counts(tmp_path) == [1]
