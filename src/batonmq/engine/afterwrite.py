@@ -50,8 +50,9 @@ class AfterWrite:
     def _for(self, batch: int) -> _Waiting:
         waiting = self._waiting
         if waiting is None or waiting.batch != batch:
+            assert batch == self._journal.batch, "only the batch being gathered is waited for"
             waiting = self._waiting = _Waiting(batch)
-            self._journal.when_batch_over(batch, waiting.over)
+            self._journal.when_batch_over(waiting.over)
         return waiting
 
     def release(self, batch: int, queues: Iterable[Queue]) -> None:

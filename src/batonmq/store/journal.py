@@ -367,10 +367,9 @@ class Journal:
         else:
             callback(True)
 
-    def when_batch_over(self, batch: int, callback: DurableCallback) -> None:
-        """Call `callback(ok)` once batch `batch`, the one being gathered, has been written
+    def when_batch_over(self, callback: DurableCallback) -> None:
+        """Call `callback(ok)` once the batch being gathered (number `batch`) has been written
         (`ok`) or has failed; even if nothing is recorded in it (then `ok` at the next turn)."""
-        assert batch == self.batch, "only the batch being gathered can be waited for"
         if self.store is None:
             callback(True)
             return

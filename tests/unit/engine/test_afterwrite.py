@@ -81,7 +81,7 @@ async def test_the_batch_being_gathered_can_be_waited_for_when_nothing_is_writte
     (a publish whose queues all refused it must still have its waiters told)."""
     async with stored_broker(tmp_path) as (broker, _client):
         heard: list[bool] = []
-        broker.journal.when_batch_over(broker.journal.batch, heard.append)
+        broker.journal.when_batch_over(heard.append)
         assert await broker.journal.durable()
         assert heard == [True]
 
