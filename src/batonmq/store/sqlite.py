@@ -6,6 +6,11 @@ Why it is built this way:
   single-worker executor, the connection created on it). One thread also gives the protocol's
   ordering for free: jobs run in the order they were submitted, so a read issued after a commit
   sees it.
+- Messages and entries go to an append log first (`batonmq.store.appendlog`, the file
+  `<file>-appends`): one write and one fsync per batch, and a message consumed before the next
+  checkpoint never reaches the database. Everything else checkpoints the log first, and so do
+  paging reads, statistics, backups and a clean close. An online reader in another process (a
+  backup, `db stats`) adds what the log holds to what it reads.
 - WAL mode: readers (`batonctl db stats`, an online backup) never block the broker's writer.
   `sync=True` is `synchronous=FULL` (each commit fsynced); `sync=False` is `NORMAL`, which in WAL
   mode survives a crash of the process but not of the machine (imq.persist.file.sync.enabled).
@@ -47,6 +52,13 @@ from typing import Final, TypeVar
 
 from batonmq import __version__
 from batonmq.security.permissions import UserPermission
+from batonmq.store.appendlog import (
+    AppendLog,
+    Pending,
+    appends_path,
+    held_still,
+    holds_only_entries,
+)
 from batonmq.store.backup import checked_manifest, make_empty_directory, write_manifest
 from batonmq.store.base import (
     SCHEMA_VERSION,
@@ -118,6 +130,11 @@ _SYNCHRONOUS_NAMES: Final = {0: "off", 1: "normal", 2: "full", 3: "extra"}
 
 # Messages that may have lost their last entry in this transaction; a temp table so that deleting
 # a queue of millions of entries never pulls their ids into Python.
+#: How many entries of the database hold a message, and its body's length (None: no message).
+_HELD_MESSAGE: Final = (
+    "SELECT (SELECT count(*) FROM entries WHERE broker_id = ?1 AND message_id = ?2),"
+    " (SELECT length(body) FROM messages WHERE broker_id = ?1 AND id = ?2)"
+)
 _GC_TABLE: Final = "CREATE TEMP TABLE IF NOT EXISTS gc_candidates (id INTEGER PRIMARY KEY)"
 _DELETE_CANDIDATE_ORPHANS: Final = _PLAN.render(
     "DELETE FROM {s}.messages AS m WHERE m.broker_id = $1"
@@ -136,6 +153,14 @@ def _fsync_directory(directory: Path) -> None:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat()
+
+
+def _holds_nothing(path: Path) -> bool:
+    """Whether the database file is missing or empty (0 bytes)."""
+    try:
+        return not path.stat().st_size
+    except FileNotFoundError:
+        return True
 
 
 def _is_corruption(exc: BaseException) -> bool:
@@ -163,6 +188,9 @@ class SQLiteStore:
         self._replace_lost = False
         self._empty = True
         self._schema_version = 0
+        #: Message and entry writes, ahead of the database (`batonmq.store.appendlog`); open
+        #: while the store is, with its lock and its current schema.
+        self._appends: AppendLog | None = None
 
     @property
     def kind(self) -> str:
@@ -228,7 +256,7 @@ class SQLiteStore:
         return await self._submit(self._stats_sync)
 
     async def used_bytes(self) -> int:
-        return await self._submit(partial(self._read, _pages_in_use))
+        return await self._submit(self._used_bytes_sync)
 
     async def backup(self, directory: Path) -> None:
         await self._submit(partial(self._backup_sync, directory))
@@ -274,7 +302,11 @@ class SQLiteStore:
                 raise StoreUnavailable(f"there is no store at {self._path}")
             self._lock_fd = self._take_lock()
         self._refuse_lost_store()
+        if self._replace_lost and _holds_nothing(self._path):
+            # The log of the database that was lost: nothing to replay into a new one.
+            appends_path(self._path).unlink(missing_ok=True)
         self._connect()
+        self._open_appends()
 
     @property
     def _marker(self) -> Path:
@@ -400,7 +432,38 @@ class SQLiteStore:
         self._transaction("schema migration", migrate, conn)
         self._schema_version, self._empty = SCHEMA_VERSION, False
 
+    def _open_appends(self) -> None:
+        """Open the append log beside the database, and write what a crash left in it to the
+        database before anything reads it."""
+        if not self._locked or self._schema_version != SCHEMA_VERSION:
+            return
+        try:
+            self._appends = AppendLog(appends_path(self._path), sync=self._sync)
+            self._appends.replay()
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot open {appends_path(self._path)}: {exc}") from exc
+        self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """Write what the append log holds to the database, and empty the log."""
+        appends = self._appends
+        if appends is None or not appends.size:
+            return
+        with appends.checkpointing() as pending:
+            if pending:
+                self._write(pending.as_batch())
+
     def _close_sync(self) -> None:
+        appends = self._appends
+        if appends is not None:
+            try:
+                # A clean stop leaves the database complete. If it cannot (a full disk), the
+                # log stays, and the next open writes it.
+                with contextlib.suppress(StoreError):
+                    self._checkpoint()
+            finally:
+                self._appends = None
+                appends.close()
         conn, self._conn = self._conn, None
         try:
             if conn is not None:
@@ -495,25 +558,40 @@ class SQLiteStore:
         return self._transaction("recovery", recover, self._writer())
 
     def _commit_sync(self, batch: WriteBatch) -> None:
-        def apply(conn: sqlite3.Connection) -> None:
-            checksums = [checksum(message) for message in batch.messages_put]
-            for statement, rows in _PLAN.write_steps(self._broker_id, batch, checksums):
-                conn.executemany(statement, rows)
-            # Last, the messages no entry refers to any more, among those that lost one.
-            for chunk in chunks(orphan_candidates(batch)):
-                conn.execute(
-                    "INSERT INTO temp.gc_candidates (id) VALUES"
-                    f" {', '.join(['(?)'] * len(chunk))} ON CONFLICT DO NOTHING",
-                    chunk,
-                )
-            conn.execute(_DELETE_CANDIDATE_ORPHANS, (self._broker_id,))
-            conn.execute("DELETE FROM temp.gc_candidates")
+        appends = self._appends
+        if appends is None:
+            self._write(batch)
+        elif holds_only_entries(batch) and not appends.pending.conflicts_with(batch):
+            appends.append(batch)
+            if appends.wants_checkpoint():
+                self._checkpoint()
+        else:
+            self._checkpoint()
+            self._write(batch)
 
-        self._transaction("write", apply, self._writer())
+    def _write(self, batch: WriteBatch) -> None:
+        """`batch` in one database transaction."""
+        self._transaction("write", partial(self._apply, batch), self._writer())
+
+    def _apply(self, batch: WriteBatch, conn: sqlite3.Connection) -> None:
+        checksums = [checksum(message) for message in batch.messages_put]
+        for statement, rows in _PLAN.write_steps(self._broker_id, batch, checksums):
+            conn.executemany(statement, rows)
+        # Last, the messages no entry refers to any more, among those that lost one.
+        for chunk in chunks(orphan_candidates(batch)):
+            conn.execute(
+                "INSERT INTO temp.gc_candidates (id) VALUES"
+                f" {', '.join(['(?)'] * len(chunk))} ON CONFLICT DO NOTHING",
+                chunk,
+            )
+        conn.execute(_DELETE_CANDIDATE_ORPHANS, (self._broker_id,))
+        conn.execute("DELETE FROM temp.gc_candidates")
 
     def _read_sync(
         self, vhost: str, queue: str, after: int, limit: int, priority: int | None
     ) -> PageRead:
+        self._checkpoint()
+
         def read(conn: sqlite3.Connection) -> PageRead:
             rows = conn.execute(
                 read_entries_sql(priority),
@@ -557,8 +635,11 @@ class SQLiteStore:
         )
 
     def _stats_sync(self) -> StoreStats:
+        self._checkpoint()
+
         def count(conn: sqlite3.Connection) -> StoreStats:
-            counts = _count_rows(conn, self._broker_id)
+            with held_still(self._path) as pending:
+                counts = _count_rows(conn, self._broker_id, pending)
             return StoreStats(
                 self.kind, self.location, self._schema_version, self._broker_id, *counts
             )
@@ -567,15 +648,30 @@ class SQLiteStore:
 
     def _backup_sync(self, directory: Path) -> None:
         self._reader()
+        # A reader in another process copies what the database has and adds what the broker's
+        # append log holds (`held_still`); this store, holding the log, writes it out first.
+        self._checkpoint()
         make_empty_directory(directory)
         try:
             # A connection of its own: its one backup step reads a single snapshot of the file
-            # while the broker (this store or another process) goes on committing.
-            source = sqlite3.connect(f"{self._path.absolute().as_uri()}?mode=ro", uri=True)
+            # while the broker (this store or another process) goes on committing. The snapshot
+            # starts while the broker's checkpoints are held back, with the log read.
+            source = sqlite3.connect(
+                f"{self._path.absolute().as_uri()}?mode=ro", uri=True, isolation_level=None
+            )
             try:
                 target = sqlite3.connect(directory / BACKUP_FILE, isolation_level=None)
                 try:
+                    with held_still(self._path) as pending:
+                        source.execute("BEGIN")
+                        source.execute("SELECT count(*) FROM meta").fetchone()
                     source.backup(target)
+                    source.execute("COMMIT")
+                    if pending:
+                        target.execute(_GC_TABLE)
+                        self._transaction(
+                            "backup", partial(self._apply, pending.as_batch()), target
+                        )
                     # One self-contained file, with no -wal beside it.
                     target.execute("PRAGMA journal_mode = DELETE")
                     version = target.execute(
@@ -604,6 +700,8 @@ class SQLiteStore:
         source = directory / BACKUP_FILE
         checked_manifest(directory, self.kind, self._broker_id)
         _check_backup(source)
+        if self._appends is not None:
+            self._appends.discard()
         self._conn.close()
         self._conn = None
         try:
@@ -622,6 +720,13 @@ class SQLiteStore:
             raise StoreError(f"restore of {self._path} from {directory} failed: {exc}") from exc
         finally:
             self._connect()
+
+    def _used_bytes_sync(self) -> int:
+        """The database's pages in use (`_pages_in_use`), the append log written out first: a
+        measure that falls as consumers acknowledge, which producers held over
+        disk.store_overfull wait for (measured only when that is set)."""
+        self._checkpoint()
+        return self._read(_pages_in_use)
 
     def _upgrade_sync(self) -> tuple[int, int]:
         if self._conn is None or not self._locked:
@@ -684,11 +789,33 @@ def _permissions(conn: sqlite3.Connection) -> list[UserPermission]:
     return [stored_permission(row) for row in conn.execute(_SQL["permissions"])]
 
 
-def _count_rows(conn: sqlite3.Connection, broker: str) -> tuple[int, int, int, int, int, int, int]:
+def _count_rows(
+    conn: sqlite3.Connection, broker: str, pending: Pending | None = None
+) -> tuple[int, int, int, int, int, int, int]:
     """(exchanges, queues, bindings, messages, entries, message bytes, quarantined entries) of
-    one broker."""
+    one broker, with what `pending` (its append log) changes: its messages and entries, less
+    the entries it deletes and the messages of the database that no entry holds then."""
     row = conn.execute(_SQL["counts"], (broker,)).fetchone()
     exchanges, queues, bindings, messages, entries, size, quarantined = (int(v) for v in row)
+    if pending:
+        entries += len(pending.entries) - len(pending.deleted)
+        messages += len(pending.messages)
+        size += pending.body_bytes
+        for chunk in chunks(list(pending.messages)):
+            # Put again while the database has them already (another queue paging them out).
+            stored, stored_size = conn.execute(
+                f"SELECT count(*), COALESCE(sum(length(body)), 0) FROM messages"
+                f" WHERE broker_id = ? AND id IN ({', '.join(['?'] * len(chunk))})",
+                (broker, *chunk),
+            ).fetchone()
+            messages -= stored
+            size -= stored_size
+        gained = pending.entries_gained()
+        for message_id in pending.orphan_candidates():
+            held, body = conn.execute(_HELD_MESSAGE, (broker, message_id)).fetchone()
+            if body is not None and held + gained[message_id] <= 0:
+                messages -= 1
+                size -= body
     return exchanges, queues, bindings, messages, entries, size, quarantined
 
 

@@ -1,0 +1,192 @@
+"""The SQLite store's append log with a real database file and real processes: what reaches the
+database and when, recovery after a crash, and a replay of a log a checkpoint already wrote."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from batonmq.store.appendlog import appends_path
+from batonmq.store.base import StoredEntry, StoredMessage, StoredQueue, WriteBatch
+from batonmq.store.sqlite import SQLiteStore
+
+VHOST = "/"
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "data" / "batonmq.sqlite3"
+
+
+@pytest.fixture
+async def store(db_path: Path) -> AsyncIterator[SQLiteStore]:
+    opened = SQLiteStore(db_path, broker_id="b1")
+    await opened.open()
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+def put(*numbers: int) -> WriteBatch:
+    return WriteBatch(
+        messages_put=[StoredMessage(n, "", "q", b"\x00\x3c", b"body %d" % n) for n in numbers],
+        entries_put=[StoredEntry(VHOST, "q", n, n) for n in numbers],
+    )
+
+
+def acked(*numbers: int) -> WriteBatch:
+    return WriteBatch(entries_deleted=[(VHOST, "q", n, n) for n in numbers])
+
+
+def rows(path: Path) -> tuple[int, int]:
+    """(messages, entries) in the database file, read by a connection of the test's own."""
+    connection = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    try:
+        return connection.execute(
+            "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM entries)"
+        ).fetchone()
+    finally:
+        connection.close()
+
+
+async def test_a_message_acknowledged_before_a_checkpoint_never_reaches_the_database(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    """The append log's purpose: a confirmed message is durable in the log, and one consumed
+    before the next checkpoint is written to the database neither when it comes nor when it
+    goes."""
+    base = (await store.recover()).message_id_base
+    await store.commit(WriteBatch(queues_put=[StoredQueue(VHOST, "q", False, {})]))
+    await store.commit(put(base, base + 1))
+    assert rows(db_path) == (0, 0)
+    assert appends_path(db_path).stat().st_size > 0
+
+    await store.commit(acked(base))
+    await store.close()
+    assert rows(db_path) == (1, 1)  # the clean stop wrote out only what is still held
+    assert appends_path(db_path).stat().st_size == 0
+
+
+async def test_what_a_crash_leaves_in_the_log_is_recovered(db_path: Path) -> None:
+    """A broker process that dies without closing its store (os._exit: no checkpoint, no
+    clean stop) loses nothing it committed: the next open replays the log."""
+    script = textwrap.dedent(
+        f"""
+        import asyncio, os
+        from pathlib import Path
+        from batonmq.store.base import StoredEntry, StoredMessage, StoredQueue, WriteBatch
+        from batonmq.store.sqlite import SQLiteStore
+
+        async def main():
+            store = SQLiteStore(Path({str(db_path)!r}), broker_id="b1")
+            await store.open()
+            base = (await store.recover()).message_id_base
+            await store.commit(WriteBatch(queues_put=[StoredQueue("/", "q", False, {{}})]))
+            await store.commit(WriteBatch(
+                messages_put=[StoredMessage(base + n, "", "q", b"", b"x") for n in range(3)],
+                entries_put=[StoredEntry("/", "q", n, base + n) for n in range(3)],
+            ))
+            await store.commit(WriteBatch(entries_deleted=[("/", "q", 1, base + 1)]))
+            os._exit(0)
+
+        asyncio.run(main())
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    assert rows(db_path) == (0, 0)
+
+    store = SQLiteStore(db_path, broker_id="b1")
+    await store.open()
+    try:
+        recovery = await store.recover()
+        assert recovery.unclean_stop
+        [backlog] = recovery.backlogs
+        assert (backlog.count, backlog.last_sequence) == (2, 2)
+        page = await store.read_entries(VHOST, "q", -1, 10)
+        assert [entry.sequence for entry in page] == [0, 2]
+    finally:
+        await store.close()
+
+
+async def test_a_log_replayed_again_after_its_checkpoint_changes_nothing(db_path: Path) -> None:
+    """A crash between a checkpoint's commit and the log's truncation leaves frames the database
+    has already: replaying them again must neither duplicate nor bring back anything (puts are
+    upserts, deletions delete by key)."""
+    store = SQLiteStore(db_path, broker_id="b1")
+    await store.open()
+    base = (await store.recover()).message_id_base
+    await store.commit(WriteBatch(queues_put=[StoredQueue(VHOST, "q", False, {})]))
+    await store.commit(put(base, base + 1, base + 2))
+    await store.commit(acked(base + 1))
+    frames = appends_path(db_path).read_bytes()
+    await store.close()  # the checkpoint
+    appends_path(db_path).write_bytes(frames)  # as if the truncation never happened
+
+    again = SQLiteStore(db_path, broker_id="b1")
+    await again.open()
+    try:
+        recovery = await again.recover()
+        assert [backlog.count for backlog in recovery.backlogs] == [2]
+        assert rows(db_path) == (2, 2)
+        assert appends_path(db_path).stat().st_size == 0
+    finally:
+        await again.close()
+
+
+async def test_a_read_of_entries_sees_what_the_log_holds(store: SQLiteStore) -> None:
+    """Paging reads go to the database: the log is written out first."""
+    base = (await store.recover()).message_id_base
+    await store.commit(WriteBatch(queues_put=[StoredQueue(VHOST, "q", False, {})]))
+    await store.commit(put(base, base + 1))
+    await store.commit(acked(base))
+
+    page = await store.read_entries(VHOST, "q", -1, 10)
+    assert [(entry.sequence, entry.message.body) for entry in page] == [
+        (base + 1, b"body %d" % (base + 1))
+    ]
+
+
+async def test_a_store_made_anew_where_one_was_lost_does_not_replay_its_log(
+    db_path: Path,
+) -> None:
+    """`db create` / `db restore` over a lost database (replace_lost): the log beside it
+    belonged to the lost one, and its entries must not appear in the new store."""
+    script = textwrap.dedent(
+        f"""
+        import asyncio, os
+        from pathlib import Path
+        from batonmq.store.base import StoredEntry, StoredMessage, StoredQueue, WriteBatch
+        from batonmq.store.sqlite import SQLiteStore
+
+        async def main():
+            store = SQLiteStore(Path({str(db_path)!r}), broker_id="b1")
+            await store.open()
+            base = (await store.recover()).message_id_base
+            await store.commit(WriteBatch(queues_put=[StoredQueue("/", "q", False, {{}})]))
+            await store.commit(WriteBatch(
+                messages_put=[StoredMessage(base, "", "q", b"", b"x")],
+                entries_put=[StoredEntry("/", "q", 0, base)],
+            ))
+            os._exit(0)
+
+        asyncio.run(main())
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    db_path.unlink()
+
+    store = SQLiteStore(db_path, broker_id="b1")
+    await store.open(replace_lost=True)
+    try:
+        recovery = await store.recover()
+        assert (recovery.backlogs, recovery.discarded_entries) == ([], 0)
+        assert rows(db_path) == (0, 0)
+    finally:
+        await store.close()
