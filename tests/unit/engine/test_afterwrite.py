@@ -5,7 +5,6 @@ in-memory client."""
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -36,13 +35,10 @@ async def stored_broker(directory: Path) -> AsyncIterator[tuple[Broker, MemClien
         await store.close()
 
 
-def stored_counts(directory: Path) -> list[int]:
-    """The delivery counts the store holds for queue `q`, by sequence."""
-    with contextlib.closing(sqlite3.connect(directory / "batonmq.sqlite3")) as conn:
-        rows = conn.execute(
-            "SELECT delivery_count FROM entries WHERE queue = 'q' ORDER BY sequence"
-        ).fetchall()
-    return [count for (count,) in rows]
+async def stored_counts(broker: Broker) -> list[int]:
+    """The delivery counts the broker's store holds for queue `q`, by sequence (read through the
+    store, which writes out its append log first)."""
+    return [entry.delivery_count for entry in await broker.store.read_entries("/", "q", -1, 100)]
 
 
 async def declare(client: MemClient, journal: Journal, arguments: FieldTable | None = None) -> None:
@@ -98,10 +94,10 @@ async def test_a_delivery_acknowledged_in_time_writes_no_delivery_count(tmp_path
         got = client.get(1, "q")
         assert got is not None
         await broker.journal.durable()
-        assert stored_counts(tmp_path) == [0]
+        assert await stored_counts(broker) == [0]
         client.send(1, commands.Basic.Nack(delivery_tag=got.method.delivery_tag, requeue=True))
         await broker.journal.durable()
-        assert stored_counts(tmp_path) == [1]
+        assert await stored_counts(broker) == [1]
 
 
 async def test_under_a_delivery_limit_each_delivery_count_is_written_at_once(tmp_path: Path):
@@ -113,4 +109,4 @@ async def test_under_a_delivery_limit_each_delivery_count_is_written_at_once(tmp
         await broker.journal.durable()
         assert client.get(1, "q") is not None
         await broker.journal.durable()
-        assert stored_counts(tmp_path) == [1]
+        assert await stored_counts(broker) == [1]
