@@ -99,7 +99,7 @@ from batonmq.store.plan import (
 from batonmq.store.postgres_catalogue import SQL as CATALOGUE_SQL
 from batonmq.store.postgres_catalogue import CatalogueWatch, changes_catalogue, channel, notice
 from batonmq.store.takeover import SQL as TAKEOVER_SQL
-from batonmq.store.takeover import discard_streams, member, take_over
+from batonmq.store.takeover import claim_lock_timeout, discard_streams, member, take_over
 
 log = logging.getLogger(__name__)
 
@@ -746,11 +746,16 @@ class PostgresStore:
     ) -> TakenOver | None:
         """Claim broker `failed` (seen at `seen_epoch`) and take its rows over, in one
         transaction (`batonmq.store.takeover.take_over`); None when another broker won the claim,
-        or `failed` renewed its lease meanwhile (and `force` is off)."""
+        or `failed` renewed its lease meanwhile (and `force` is off). StoreError when the claim
+        waited longer than `claim_lock_timeout` for a lock: nothing moved."""
+        timeout = claim_lock_timeout(self._lease_seconds, self._renew_every)
 
         async def work(connection: _Connection) -> TakenOver | None:
             self._require_current(write=True)
             async with connection.transaction():
+                await connection.execute(
+                    self._sql["claim_lock_timeout"], str(max(1, round(timeout * 1000)))
+                )
                 await self._check_epoch(connection)
                 taken = await take_over(
                     connection,
@@ -765,7 +770,17 @@ class PostgresStore:
                     self._message_bytes = None
             return taken
 
-        return await self._call(f"takeover of {failed!r} in", work, write=True)
+        try:
+            return await self._call(f"takeover of {failed!r} in", work, write=True)
+        except StoreError as error:
+            if not isinstance(error.__cause__, asyncpg.LockNotAvailableError):
+                raise
+            raise StoreError(
+                f"the claim of broker {failed!r} waited {timeout:g} s for a lock on its record "
+                f"in {self._location} (a statement of that broker, or another claim, still "
+                "holds it) and was given up, so that this broker's own lease renewal is not "
+                "held up; it is tried again at a later monitor round"
+            ) from error
 
     @property
     def catalogue_writes(self) -> int:

@@ -25,6 +25,9 @@ broker, if it was only paused, finds its epoch superseded in its next write and 
   rows of it stay its own, unserved (`remove bkr` counts them among the records it still owns;
   the failed broker started again discards them with its other rows of no queue).
 
+The claim waits for a lock on the failed broker's record at most `claim_lock_timeout` seconds
+(see there): a claim given up is a failed takeover, tried again at a later monitor round.
+
 The failed broker's record says FAILOVER_STARTED, then FAILOVER_COMPLETE, with the claimant's id.
 What a takeover returns, and the members' records, are in `batonmq.store.members`.
 """
@@ -58,6 +61,8 @@ _MEMBER_COLUMNS: Final = (
 
 #: Statements, "{s}" standing for the quoted schema.
 SQL: Final = {
+    # For the rest of the claim's transaction (`claim_lock_timeout`), in milliseconds.
+    "claim_lock_timeout": "SELECT set_config('lock_timeout', $1::text, true)",
     "members": f"SELECT {_MEMBER_COLUMNS}, NULL FROM {{s}}.brokers AS b ORDER BY b.broker_id",
     "members_counted": f"SELECT {_MEMBER_COLUMNS}, (SELECT count(*) FROM {{s}}.messages AS m"
     " WHERE m.broker_id = b.broker_id) FROM {s}.brokers AS b ORDER BY b.broker_id",
@@ -114,6 +119,26 @@ SQL: Final = {
         for table in ("chunks", "segments")
     },
 }
+
+
+def claim_lock_timeout(lease_seconds: float, renew_every: float) -> float:
+    """How long a claim waits for a row lock before it is given up, in seconds, for a claimant
+    whose lease lasts `lease_seconds` and is renewed every `renew_every` seconds.
+
+    The claim's transaction first checks the claimant's own epoch, which share-locks its own
+    record until the transaction ends; its lease renewal, an update of that record on another
+    session, waits meanwhile. The claim itself may wait on the failed broker's record: a
+    statement of the failed broker still running (paused, or a long statement of a broker that
+    vanished mid-statement) holds its epoch check's lock there, and so does a rival claimant
+    while it moves the rows. Waiting without bound, the claimant could miss its own renewals
+    and lose its lease to the others' failure detectors. A claim that begins just before a
+    renewal is due holds that renewal up for as long as it waits, and the lease then lasts
+    `lease_seconds - renew_every` more seconds: the claim waits half of that, leaving the other
+    half to the renewal's round trip. An HA member's lease is `monitor.interval * threshold`,
+    renewed every `min(monitor.interval, lease / 2)` (`batonmq.store.configured`): 15 s with
+    the defaults (30 s, 2), 0.5 s with 1 s and 2. A lease renewed less often than every half
+    lease (a store of the tests) is taken as renewed every half lease."""
+    return (lease_seconds - min(renew_every, lease_seconds / 2)) / 2
 
 
 def member(row: asyncpg.Record) -> Member:
