@@ -83,6 +83,7 @@ from batonmq.store.members import (
     Catalogue,
     CatalogueChanged,
     Member,
+    StreamTail,
     TakenOver,
 )
 from batonmq.store.pgerrors import DATABASE_ERRORS
@@ -743,6 +744,7 @@ class PostgresStore:
         *,
         force: bool = False,
         next_sequences: Mapping[ObjectKey, int],
+        stream_tails: Mapping[ObjectKey, StreamTail] | None = None,
     ) -> TakenOver | None:
         """Claim broker `failed` (seen at `seen_epoch`) and take its rows over, in one
         transaction (`batonmq.store.takeover.take_over`); None when another broker won the claim,
@@ -765,6 +767,7 @@ class PostgresStore:
                     seen_epoch=seen_epoch,
                     force=force,
                     next_sequences=next_sequences,
+                    stream_tails=stream_tails or {},
                 )
                 if taken is not None:
                     self._message_bytes = None

@@ -21,9 +21,9 @@ broker, if it was only paused, finds its epoch superseded in its next write and 
 - its streams kept in the store (`batonmq.store.streamtables`) become the claimant's, segments
   and chunks, at the offsets they had: a consumer of the survivor finds every confirmed message
   at the offset it was confirmed at. A stream the claimant has too (a stream of that name on
-  both) is not merged, since the offsets of two logs cannot both be kept: the failed broker's
-  rows of it stay its own, unserved (`remove bkr` counts them among the records it still owns;
-  the failed broker started again discards them with its other rows of no queue).
+  both) is merged (`batonmq.store.streammerge`): the offsets of two logs cannot both be kept,
+  so the failed broker's records follow the claimant's, renumbered from its next offset, with
+  their timestamps, filters and producers' ids.
 
 The claim waits for a lock on the failed broker's record at most `claim_lock_timeout` seconds
 (see there): a claim given up is a failed takeover, tried again at a later monitor round.
@@ -47,7 +47,9 @@ from batonmq.store.base import (
     StoredQueue,
 )
 from batonmq.store.fields import decode_table
-from batonmq.store.members import SEQUENCE_GAP, Member, TakenOver
+from batonmq.store.members import SEQUENCE_GAP, Member, StreamTail, TakenOver
+from batonmq.store.streammerge import SQL as MERGE_SQL
+from batonmq.store.streammerge import merge_streams
 
 _Connection: TypeAlias = (
     "asyncpg.Connection[asyncpg.Record] | asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
@@ -118,6 +120,7 @@ SQL: Final = {
         " WHERE c.broker_id = $1 AND c.vhost = t.vhost AND c.queue = t.queue)"
         for table in ("chunks", "segments")
     },
+    **MERGE_SQL,
 }
 
 
@@ -160,12 +163,14 @@ async def take_over(
     seen_epoch: int,
     force: bool,
     next_sequences: Mapping[ObjectKey, int],
+    stream_tails: Mapping[ObjectKey, StreamTail],
 ) -> TakenOver | None:
     """Claim `failed` and move its rows to `claimant`, inside the transaction under way on
     `connection` (whose caller has checked the claimant's own epoch); None when the claim found
     the epoch changed or the lease running (another broker won, or the failed one came back).
     `sql`: SQL and the plan's recovery statements, rendered for the schema.
-    `next_sequences`: the next sequence of each of the claimant's queues."""
+    `next_sequences`: the next sequence of each of the claimant's queues; `stream_tails`:
+    where each of its streams ends."""
     epoch = await connection.fetchval(sql["claim_failed"], claimant, failed, seen_epoch, force)
     if epoch is None:
         return None
@@ -196,6 +201,9 @@ async def take_over(
         [key[1] for key in shifts],
         list(shifts.values()),
     )
+    merged = await merge_streams(
+        connection, sql, claimant=claimant, failed=failed, tails=stream_tails
+    )
     for table in ("chunks", "segments"):
         await connection.execute(sql[f"move_stream_{table}"], claimant, failed)
     await connection.execute(sql["failover_complete"], failed)
@@ -217,4 +225,5 @@ async def take_over(
         ],
         first_sequences={key: lowest + shifts[key] for key, lowest in first.items()},
         vhosts=[name for (name,) in vhosts],
+        merged_streams=merged,
     )
