@@ -98,7 +98,12 @@ from batonmq.store.plan import (
     stored_user,
 )
 from batonmq.store.postgres_catalogue import SQL as CATALOGUE_SQL
-from batonmq.store.postgres_catalogue import CatalogueWatch, changes_catalogue, channel, notice
+from batonmq.store.postgres_catalogue import (
+    CatalogueWatch,
+    announce,
+    changes_catalogue,
+    channel,
+)
 from batonmq.store.takeover import SQL as TAKEOVER_SQL
 from batonmq.store.takeover import claim_lock_timeout, discard_streams, member, take_over
 
@@ -378,12 +383,7 @@ class PostgresStore:
                     )
                 if catalogue:
                     # The other members hear of it at commit (`batonmq.store.postgres_catalogue`).
-                    version = await connection.fetchval(self._sql["catalogue_bump"])
-                    await connection.execute(
-                        self._sql["catalogue_notify"],
-                        channel(self._schema),
-                        notice(version, self._broker_id),
-                    )
+                    await announce(connection, self._sql, self._schema, self._broker_id)
             # Known again only once the transaction is committed: a failed commit (maybe
             # committed after all, when the connection was lost) leaves it to be counted.
             if counted is not None:
@@ -590,7 +590,11 @@ class PostgresStore:
                 await connection.execute(
                     self._sql["restore_block"], broker, block, MESSAGE_ID_BLOCK
                 )
+                # The users, virtual hosts and permissions were replaced: the running members
+                # read them again (`batonmq.store.postgres_catalogue`).
+                await announce(connection, self._sql, self._schema, broker)
 
+        self._catalogue_writes += 1
         await self._call(f"restoring {directory} into", work, write=True)
 
     async def upgrade(self) -> tuple[int, int]:
