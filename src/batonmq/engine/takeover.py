@@ -21,17 +21,30 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from batonmq.engine.broker import Broker
 from batonmq.engine.events import EventKind
 from batonmq.engine.recovery import restore_definitions
-from batonmq.queues.streams.queue import StreamQueue
+from batonmq.queues.streams.appends import Span
 from batonmq.queues.streams.storage import Hold
 from batonmq.store.base import ObjectKey, PagedEntry, StoreError
 from batonmq.store.members import SharedStore, StreamTail, TakenOver
 
 log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class _Stream(Protocol):
+    """A queue whose log a takeover may extend (a stream: `batonmq.queues.streams.queue`)."""
+
+    def stream_tail(self) -> StreamTail | None: ...
+
+    def reopen_log(
+        self, run: Callable[[Callable[[], Span], Callable[[Span | BaseException], None]], None]
+    ) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +74,7 @@ def stream_tails(broker: Broker) -> dict[ObjectKey, StreamTail]:
     tails: dict[ObjectKey, StreamTail] = {}
     for vhost in broker.vhosts.values():
         for name, queue in vhost.queues.items():
-            tail = queue.tail() if isinstance(queue, StreamQueue) else None
+            tail = queue.stream_tail() if isinstance(queue, _Stream) else None
             if tail is not None:
                 tails[vhost.name, name] = tail
     return tails
@@ -81,8 +94,8 @@ def _reopen_merged(broker: Broker, taken: TakenOver, hold: Hold) -> None:
         )
         vhost = broker.vhosts.get(merged.vhost)
         queue = None if vhost is None else vhost.queues.get(merged.queue)
-        if isinstance(queue, StreamQueue):
-            queue.reopen(hold.then)
+        if isinstance(queue, _Stream):
+            queue.reopen_log(hold.then)
 
 
 async def take_over(

@@ -205,7 +205,7 @@ class StreamQueue:
 
     # A takeover that merges a failed member's stream of this name into this one -----------
 
-    def tail(self) -> StreamTail | None:
+    def stream_tail(self) -> StreamTail | None:
         """Where its log ends and the producers' ids it holds, read while the writer thread is
         held (`StreamStorage.held`); None while its log is not open."""
         stream_log = self._log
@@ -213,7 +213,7 @@ class StreamQueue:
             return None
         return StreamTail(stream_log.next_offset, stream_log.producers.snapshot())
 
-    def reopen(
+    def reopen_log(
         self, run: Callable[[Callable[[], Span], Callable[[Span | BaseException], None]], None]
     ) -> None:
         """Open the log again from its medium, where a takeover appended records, through
@@ -460,7 +460,7 @@ class StreamQueue:
         """Nothing to take: the store holds no queue entries of a stream. A takeover moves a
         stream kept in the store's tables with the failed broker's other rows, and the stream
         declared from them opens its log there; one of a name this broker has is appended to
-        its log (`reopen`)."""
+        its log (`reopen_log`)."""
 
     def stop_timers(self) -> None:
         pass
