@@ -440,6 +440,13 @@ CATALOGUE: Final = (
         "Start it again to serve its messages, or take it over with takeover bkr -f.",
     ),
     _code(
+        "BMQ-7012",
+        "stream merged on takeover: ",
+        "A failed member had a stream of the same name as this broker's: its records now follow "
+        "this broker's own, each at the new offset given (the old range, then the new one); "
+        "consumers that track offsets of the failed member's stream find them there.",
+    ),
+    _code(
         "BMQ-7020",
         "catalogue changed in the shared store",
         "Users, virtual hosts or permissions were changed on another member of the HA cluster; "

@@ -65,11 +65,56 @@ def test_a_survivor_serves_a_killed_member_s_stream_at_its_offsets(
     ]
 
 
-def _consume_from_first(channel: pika.adapters.blocking_connection.BlockingChannel, count: int):
+def test_a_survivor_with_a_stream_of_the_same_name_serves_the_killed_member_s_after_its_own(
+    start_member: StartMember,
+) -> None:
+    """A and B both have stream "s"; B holds 40 messages of its own, A 300 confirmed ones
+    (every third with x-stream-filter-value "red") and is killed. The HA issue: the winner
+    "takes over its destinations, persistent messages ...": a consumer of B from "first" gets
+    B's own messages, then A's 300, each once, at increasing offsets; a consumer filtering on
+    "red" (RabbitMQ's x-stream-filter) gets exactly A's red ones in the merged range; B's log
+    says where A's range went."""
+    a, b = start_member("A"), start_member("B")
+    arguments = {"x-queue-type": "stream", "x-stream-max-segment-size-bytes": 4000}
+    for member, prefix, count in ((b, "b", 40), (a, "a", 300)):
+        with confirming_channel(member) as channel:
+            channel.queue_declare("s", durable=True, arguments=arguments)
+            for number in range(count):
+                red = prefix == "a" and number % 3 == 0
+                properties = pika.BasicProperties(
+                    headers={"x-stream-filter-value": "red" if red else "blue"}
+                )
+                channel.basic_publish(
+                    "", "s", f"{prefix}{number}".encode(), properties, mandatory=True
+                )
+    time.sleep(3)  # every member has heard the others before the kill
+    a.kill()
+    wait_until(lambda: bool(_COMPLETE.search(b.last_log())), "B took A over", timeout=30)
+
+    assert re.search(r"stream merged on takeover: offsets 0-299 now 40-339", b.log())
+    with confirming_channel(b) as channel:
+        channel.basic_publish("", "s", b"after", mandatory=True)
+        received = _consume_from_first(channel, 341, "s")
+        red = _consume_from_first(channel, 101, "s", {"x-stream-filter": "red"})
+
+    assert received == [
+        *((number, f"b{number}".encode()) for number in range(40)),
+        *((40 + number, f"a{number}".encode()) for number in range(300)),
+        (340, b"after"),
+    ]
+    assert red == [(40 + number, f"a{number}".encode()) for number in range(0, 300, 3)]
+
+
+def _consume_from_first(
+    channel: pika.adapters.blocking_connection.BlockingChannel,
+    count: int,
+    stream: str = STREAM,
+    arguments: dict[str, object] | None = None,
+) -> list[tuple[int, bytes]]:
     channel.basic_qos(prefetch_count=100)
     received: list[tuple[int, bytes]] = []
     for method, properties, body in channel.consume(
-        STREAM, arguments={"x-stream-offset": "first"}, inactivity_timeout=5.0
+        stream, arguments={"x-stream-offset": "first", **(arguments or {})}, inactivity_timeout=5.0
     ):
         if method is None:
             break

@@ -11,10 +11,12 @@ imq.cluster.monitor.threshold". The HA issue's measure: with heartbeat interval 
 
 from __future__ import annotations
 
+import asyncio
 import re
 import signal
 import time
 
+import asyncpg
 import pika
 import pika.exceptions
 import pytest
@@ -155,3 +157,48 @@ def test_a_paused_broker_taken_over_writes_nothing_more_and_exits(
     again = start_member("A")
     with confirming_channel(again) as channel:
         assert channel.queue_declare(QUEUE, passive=False, durable=True).method.message_count == 0
+
+
+def test_a_claim_held_up_by_a_lock_fails_and_is_tried_again_while_the_survivor_keeps_its_lease(
+    start_member: StartMember, postgres_dsn: str
+) -> None:
+    """A statement of the killed broker still holding its record's lock (here: another
+    session's share lock) holds the claim up no longer than its bound (half a monitor interval
+    with these settings): the takeover fails with the reason (BMQ-7010, takeover.fail), the
+    survivor's own lease never runs out meanwhile (MQ 4.1 HA guide: a broker that "fails to
+    update its state within the number of monitor intervals specified by
+    imq.cluster.monitor.threshold" is failed), and the claim is tried again until it holds."""
+    a, b = start_member("A"), start_member("B")
+    with confirming_channel(a) as channel:
+        channel.queue_declare(QUEUE, durable=True)
+        confirmed = _publish(channel, range(50))
+    time.sleep(3)
+    loop = asyncio.new_event_loop()
+    holder = loop.run_until_complete(asyncpg.connect(postgres_dsn))
+    failed = re.compile(r"takeover failed: the claim of broker 'A' waited 0\.5 s .*BMQ-7010")
+    try:
+        a.kill()
+        loop.run_until_complete(holder.execute("BEGIN"))
+        loop.run_until_complete(
+            holder.execute("SELECT 1 FROM batonmq_c_test.brokers WHERE broker_id = 'A' FOR SHARE")
+        )
+        deadline = time.monotonic() + 30
+        while len(failed.findall(b.log())) < 2:
+            assert time.monotonic() < deadline, "B's claims were not given up twice"
+            live = loop.run_until_complete(
+                holder.fetchval(
+                    "SELECT lease_expires > clock_timestamp() FROM batonmq_c_test.brokers"
+                    " WHERE broker_id = 'B'"
+                )
+            )
+            assert live, "B's own lease ran out while it claimed"
+            time.sleep(0.1)
+        assert _takeovers(b) == 0
+        loop.run_until_complete(holder.execute("ROLLBACK"))
+    finally:
+        loop.run_until_complete(holder.close())
+        loop.close()
+
+    wait_until(lambda: _takeovers(b) == 1, "B took A over once the lock was gone", timeout=30)
+    received = _consume_all(b, len(confirmed))
+    assert sorted(number for number, _ in received) == sorted(confirmed)

@@ -6,7 +6,10 @@ The store claims the failed broker and moves its rows in one transaction
 (`batonmq.store.takeover`); then the broker serves them, as a recovery would, without writing
 them again: the exchanges, queues and bindings only the failed broker had are created; a queue
 that only it had comes back with its entries paged in the store; a queue this broker has too
-gets the taken-over entries after its own, in their order, all redelivered.
+gets the taken-over entries after its own, in their order, all redelivered. A stream this broker
+has too gets the failed broker's records after its own (`batonmq.store.streammerge`): the stream
+writer is held while the store claims, so that each stream's end is known and stays put, and
+each such stream opens its log again before anything else is written to it.
 
 The engine's event feed tells `takeover.start`, then `takeover.complete` or `takeover.fail`,
 each naming the failed broker (the HA guide's mq.broker.takeover.start, .complete and .fail
@@ -18,15 +21,30 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from batonmq.engine.broker import Broker
 from batonmq.engine.events import EventKind
 from batonmq.engine.recovery import restore_definitions
+from batonmq.queues.streams.appends import Span
+from batonmq.queues.streams.storage import Hold
 from batonmq.store.base import ObjectKey, PagedEntry, StoreError
-from batonmq.store.members import SharedStore, TakenOver
+from batonmq.store.members import SharedStore, StreamTail, TakenOver
 
 log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class _Stream(Protocol):
+    """A queue whose log a takeover may extend (a stream: `batonmq.queues.streams.queue`)."""
+
+    def stream_tail(self) -> StreamTail | None: ...
+
+    def reopen_log(
+        self, run: Callable[[Callable[[], Span], Callable[[Span | BaseException], None]], None]
+    ) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +69,35 @@ def next_sequences(broker: Broker) -> dict[ObjectKey, int]:
     }
 
 
+def stream_tails(broker: Broker) -> dict[ObjectKey, StreamTail]:
+    """Where each of the broker's open streams ends (its writer held: `StreamStorage.held`)."""
+    tails: dict[ObjectKey, StreamTail] = {}
+    for vhost in broker.vhosts.values():
+        for name, queue in vhost.queues.items():
+            tail = queue.stream_tail() if isinstance(queue, _Stream) else None
+            if tail is not None:
+                tails[vhost.name, name] = tail
+    return tails
+
+
+def _reopen_merged(broker: Broker, taken: TakenOver, hold: Hold) -> None:
+    """Each stream that got the failed broker's records opens its log again once the hold
+    ends; each merge is logged."""
+    for merged in taken.merged_streams:
+        log.info(
+            "stream merged on takeover: offsets %d-%d now %d-%d",
+            merged.old_first,
+            merged.old_next - 1,
+            merged.new_first,
+            merged.new_next - 1,
+            extra={"failed_broker": taken.failed, "vhost": merged.vhost, "queue": merged.queue},
+        )
+        vhost = broker.vhosts.get(merged.vhost)
+        queue = None if vhost is None else vhost.queues.get(merged.queue)
+        if isinstance(queue, _Stream):
+            queue.reopen_log(hold.then)
+
+
 async def take_over(
     broker: Broker, store: SharedStore, failed: str, seen_epoch: int, *, force: bool = False
 ) -> TakeoverOutcome:
@@ -62,9 +109,16 @@ async def take_over(
     log.info("takeover started", extra={"failed_broker": failed, "forced": force})
     error: str | None = None
     try:
-        taken = await store.take_over(
-            failed, seen_epoch, force=force, next_sequences=next_sequences(broker)
-        )
+        async with broker.streams.held() as hold:
+            taken = await store.take_over(
+                failed,
+                seen_epoch,
+                force=force,
+                next_sequences=next_sequences(broker),
+                stream_tails=stream_tails(broker),
+            )
+            if taken is not None:
+                _reopen_merged(broker, taken, hold)
         if taken is not None:
             await _serve(broker, store, taken)
     except StoreError as failure:

@@ -69,6 +69,30 @@ class Member:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamTail:
+    """Where a claimant's stream ends when it claims, for the records of the failed member's
+    stream of that name that its log takes after its own (`batonmq.store.streammerge`)."""
+
+    #: The offset the stream's next record gets.
+    next_offset: int
+    #: The last publishing id of each producer it tracks (`Producers.snapshot`).
+    producers: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class MergedStream:
+    """A stream both had: the failed member's records, at `old_first` up to `old_next`, now
+    at `new_first` up to `new_next`, after the claimant's own."""
+
+    vhost: str
+    queue: str
+    old_first: int
+    old_next: int
+    new_first: int
+    new_next: int
+
+
+@dataclass(frozen=True, slots=True)
 class TakenOver:
     """What a takeover moved to the claimant: the objects it did not have, and the entries."""
 
@@ -84,6 +108,8 @@ class TakenOver:
     first_sequences: dict[ObjectKey, int] = field(default_factory=dict)
     #: Every virtual host of the store (the failed broker's among them).
     vhosts: list[str] = field(default_factory=list)
+    #: The streams both had, whose logs the claimant opens again.
+    merged_streams: list[MergedStream] = field(default_factory=list)
 
     @property
     def messages(self) -> int:
@@ -139,8 +165,11 @@ class SharedStore(Protocol):
         *,
         force: bool = False,
         next_sequences: Mapping[ObjectKey, int],
+        stream_tails: Mapping[ObjectKey, StreamTail] | None = None,
     ) -> TakenOver | None:
-        """Claim `failed` and take its rows over; None when the claim was lost."""
+        """Claim `failed` and take its rows over; None when the claim was lost.
+        `stream_tails`: where each of the claimant's streams ends, read while its stream
+        writer is held (`StreamStorage.held`)."""
         ...
 
     async def read_entries(

@@ -83,6 +83,7 @@ from batonmq.store.members import (
     Catalogue,
     CatalogueChanged,
     Member,
+    StreamTail,
     TakenOver,
 )
 from batonmq.store.pgerrors import DATABASE_ERRORS
@@ -97,9 +98,14 @@ from batonmq.store.plan import (
     stored_user,
 )
 from batonmq.store.postgres_catalogue import SQL as CATALOGUE_SQL
-from batonmq.store.postgres_catalogue import CatalogueWatch, changes_catalogue, channel, notice
+from batonmq.store.postgres_catalogue import (
+    CatalogueWatch,
+    announce,
+    changes_catalogue,
+    channel,
+)
 from batonmq.store.takeover import SQL as TAKEOVER_SQL
-from batonmq.store.takeover import discard_streams, member, take_over
+from batonmq.store.takeover import claim_lock_timeout, discard_streams, member, take_over
 
 log = logging.getLogger(__name__)
 
@@ -377,12 +383,7 @@ class PostgresStore:
                     )
                 if catalogue:
                     # The other members hear of it at commit (`batonmq.store.postgres_catalogue`).
-                    version = await connection.fetchval(self._sql["catalogue_bump"])
-                    await connection.execute(
-                        self._sql["catalogue_notify"],
-                        channel(self._schema),
-                        notice(version, self._broker_id),
-                    )
+                    await announce(connection, self._sql, self._schema, self._broker_id)
             # Known again only once the transaction is committed: a failed commit (maybe
             # committed after all, when the connection was lost) leaves it to be counted.
             if counted is not None:
@@ -589,7 +590,11 @@ class PostgresStore:
                 await connection.execute(
                     self._sql["restore_block"], broker, block, MESSAGE_ID_BLOCK
                 )
+                # The users, virtual hosts and permissions were replaced: the running members
+                # read them again (`batonmq.store.postgres_catalogue`).
+                await announce(connection, self._sql, self._schema, broker)
 
+        self._catalogue_writes += 1
         await self._call(f"restoring {directory} into", work, write=True)
 
     async def upgrade(self) -> tuple[int, int]:
@@ -743,14 +748,20 @@ class PostgresStore:
         *,
         force: bool = False,
         next_sequences: Mapping[ObjectKey, int],
+        stream_tails: Mapping[ObjectKey, StreamTail] | None = None,
     ) -> TakenOver | None:
         """Claim broker `failed` (seen at `seen_epoch`) and take its rows over, in one
         transaction (`batonmq.store.takeover.take_over`); None when another broker won the claim,
-        or `failed` renewed its lease meanwhile (and `force` is off)."""
+        or `failed` renewed its lease meanwhile (and `force` is off). StoreError when the claim
+        waited longer than `claim_lock_timeout` for a lock: nothing moved."""
+        timeout = claim_lock_timeout(self._lease_seconds, self._renew_every)
 
         async def work(connection: _Connection) -> TakenOver | None:
             self._require_current(write=True)
             async with connection.transaction():
+                await connection.execute(
+                    self._sql["claim_lock_timeout"], str(max(1, round(timeout * 1000)))
+                )
                 await self._check_epoch(connection)
                 taken = await take_over(
                     connection,
@@ -760,12 +771,23 @@ class PostgresStore:
                     seen_epoch=seen_epoch,
                     force=force,
                     next_sequences=next_sequences,
+                    stream_tails=stream_tails or {},
                 )
                 if taken is not None:
                     self._message_bytes = None
             return taken
 
-        return await self._call(f"takeover of {failed!r} in", work, write=True)
+        try:
+            return await self._call(f"takeover of {failed!r} in", work, write=True)
+        except StoreError as error:
+            if not isinstance(error.__cause__, asyncpg.LockNotAvailableError):
+                raise
+            raise StoreError(
+                f"the claim of broker {failed!r} waited {timeout:g} s for a lock on its record "
+                f"in {self._location} (a statement of that broker, or another claim, still "
+                "holds it) and was given up, so that this broker's own lease renewal is not "
+                "held up; it is tried again at a later monitor round"
+            ) from error
 
     @property
     def catalogue_writes(self) -> int:

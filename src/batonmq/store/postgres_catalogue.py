@@ -4,19 +4,20 @@ Technical Overview, Table 4-1: in an enhanced cluster the configuration is in th
 which every broker sees; each member keeps a copy in memory, so each must hear of a change).
 
 Every commit that changes the catalogue also bumps its version, a row of `meta`, and notifies
-the schema's channel (`channel`) with the new version and the committing member's id: PostgreSQL
-delivers a notification at commit, and only then, so no member hears of a change that may still
-roll back. Each member LISTENs on a session of its own (`CatalogueWatch`). A notification is lost
-when that session is (PostgreSQL restarted, the network cut): so the watch also reads the version
-every interval, and when it connects again, and a member that finds a version it has not applied
-reads the catalogue again.
+the schema's channel (`channel`) with the new version and the committing member's id
+(`announce`); so does a restore (`batonctl db restore`), which replaces the catalogue whole.
+PostgreSQL delivers a notification at commit, and only then, so no member hears of a change that
+may still roll back. Each member LISTENs on a session of its own (`CatalogueWatch`). A
+notification is lost when that session is (PostgreSQL restarted, the network cut): so the watch
+also reads the version every interval, and when it connects again, and a member that finds a
+version it has not applied reads the catalogue again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Final, TypeAlias
 
 import asyncpg
@@ -54,6 +55,16 @@ def channel(schema: str) -> str:
     share their first 53 characters share it: a member then reads the catalogue once more for
     nothing, which is harmless."""
     return schema[: _NAME_MAX - len(_SUFFIX)] + _SUFFIX
+
+
+async def announce(
+    connection: _Connection, sql: Mapping[str, str], schema: str, writer: str
+) -> int:
+    """Inside a transaction that changed the catalogue: bump its version and notify it, as
+    member `writer`'s change (the members hear of it at commit); the new version."""
+    version: int = await connection.fetchval(sql["catalogue_bump"])
+    await connection.execute(sql["catalogue_notify"], channel(schema), notice(version, writer))
+    return version
 
 
 def changes_catalogue(batch: WriteBatch) -> bool:

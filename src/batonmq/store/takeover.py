@@ -21,9 +21,12 @@ broker, if it was only paused, finds its epoch superseded in its next write and 
 - its streams kept in the store (`batonmq.store.streamtables`) become the claimant's, segments
   and chunks, at the offsets they had: a consumer of the survivor finds every confirmed message
   at the offset it was confirmed at. A stream the claimant has too (a stream of that name on
-  both) is not merged, since the offsets of two logs cannot both be kept: the failed broker's
-  rows of it stay its own, unserved (`remove bkr` counts them among the records it still owns;
-  the failed broker started again discards them with its other rows of no queue).
+  both) is merged (`batonmq.store.streammerge`): the offsets of two logs cannot both be kept,
+  so the failed broker's records follow the claimant's, renumbered from its next offset, with
+  their timestamps, filters and producers' ids.
+
+The claim waits for a lock on the failed broker's record at most `claim_lock_timeout` seconds
+(see there): a claim given up is a failed takeover, tried again at a later monitor round.
 
 The failed broker's record says FAILOVER_STARTED, then FAILOVER_COMPLETE, with the claimant's id.
 What a takeover returns, and the members' records, are in `batonmq.store.members`.
@@ -44,7 +47,9 @@ from batonmq.store.base import (
     StoredQueue,
 )
 from batonmq.store.fields import decode_table
-from batonmq.store.members import SEQUENCE_GAP, Member, TakenOver
+from batonmq.store.members import SEQUENCE_GAP, Member, StreamTail, TakenOver
+from batonmq.store.streammerge import SQL as MERGE_SQL
+from batonmq.store.streammerge import merge_streams
 
 _Connection: TypeAlias = (
     "asyncpg.Connection[asyncpg.Record] | asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
@@ -58,6 +63,8 @@ _MEMBER_COLUMNS: Final = (
 
 #: Statements, "{s}" standing for the quoted schema.
 SQL: Final = {
+    # For the rest of the claim's transaction (`claim_lock_timeout`), in milliseconds.
+    "claim_lock_timeout": "SELECT set_config('lock_timeout', $1::text, true)",
     "members": f"SELECT {_MEMBER_COLUMNS}, NULL FROM {{s}}.brokers AS b ORDER BY b.broker_id",
     "members_counted": f"SELECT {_MEMBER_COLUMNS}, (SELECT count(*) FROM {{s}}.messages AS m"
     " WHERE m.broker_id = b.broker_id) FROM {s}.brokers AS b ORDER BY b.broker_id",
@@ -113,7 +120,28 @@ SQL: Final = {
         " WHERE c.broker_id = $1 AND c.vhost = t.vhost AND c.queue = t.queue)"
         for table in ("chunks", "segments")
     },
+    **MERGE_SQL,
 }
+
+
+def claim_lock_timeout(lease_seconds: float, renew_every: float) -> float:
+    """How long a claim waits for a row lock before it is given up, in seconds, for a claimant
+    whose lease lasts `lease_seconds` and is renewed every `renew_every` seconds.
+
+    The claim's transaction first checks the claimant's own epoch, which share-locks its own
+    record until the transaction ends; its lease renewal, an update of that record on another
+    session, waits meanwhile. The claim itself may wait on the failed broker's record: a
+    statement of the failed broker still running (paused, or a long statement of a broker that
+    vanished mid-statement) holds its epoch check's lock there, and so does a rival claimant
+    while it moves the rows. Waiting without bound, the claimant could miss its own renewals
+    and lose its lease to the others' failure detectors. A claim that begins just before a
+    renewal is due holds that renewal up for as long as it waits, and the lease then lasts
+    `lease_seconds - renew_every` more seconds: the claim waits half of that, leaving the other
+    half to the renewal's round trip. An HA member's lease is `monitor.interval * threshold`,
+    renewed every `min(monitor.interval, lease / 2)` (`batonmq.store.configured`): 15 s with
+    the defaults (30 s, 2), 0.5 s with 1 s and 2. A lease renewed less often than every half
+    lease (a store of the tests) is taken as renewed every half lease."""
+    return (lease_seconds - min(renew_every, lease_seconds / 2)) / 2
 
 
 def member(row: asyncpg.Record) -> Member:
@@ -135,12 +163,14 @@ async def take_over(
     seen_epoch: int,
     force: bool,
     next_sequences: Mapping[ObjectKey, int],
+    stream_tails: Mapping[ObjectKey, StreamTail],
 ) -> TakenOver | None:
     """Claim `failed` and move its rows to `claimant`, inside the transaction under way on
     `connection` (whose caller has checked the claimant's own epoch); None when the claim found
     the epoch changed or the lease running (another broker won, or the failed one came back).
     `sql`: SQL and the plan's recovery statements, rendered for the schema.
-    `next_sequences`: the next sequence of each of the claimant's queues."""
+    `next_sequences`: the next sequence of each of the claimant's queues; `stream_tails`:
+    where each of its streams ends."""
     epoch = await connection.fetchval(sql["claim_failed"], claimant, failed, seen_epoch, force)
     if epoch is None:
         return None
@@ -171,6 +201,9 @@ async def take_over(
         [key[1] for key in shifts],
         list(shifts.values()),
     )
+    merged = await merge_streams(
+        connection, sql, claimant=claimant, failed=failed, tails=stream_tails
+    )
     for table in ("chunks", "segments"):
         await connection.execute(sql[f"move_stream_{table}"], claimant, failed)
     await connection.execute(sql["failover_complete"], failed)
@@ -192,4 +225,5 @@ async def take_over(
         ],
         first_sequences={key: lowest + shifts[key] for key, lowest in first.items()},
         vhosts=[name for (name,) in vhosts],
+        merged_streams=merged,
     )

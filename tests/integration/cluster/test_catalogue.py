@@ -28,6 +28,8 @@ from batonmq.store.postgres import PostgresStore
 from tests.brokerproc import RunningBroker, connect, wait_until
 from tests.httpapi import call
 from tests.integration.cluster.conftest import StartMember
+from tests.integration.cluster.test_hastore_db import operator
+from tests.integration.test_batonctl_db import succeeds
 from tests.members import start_member
 from tests.pgthrowaway import ThrowawayServer
 
@@ -119,6 +121,41 @@ async def test_a_lost_notification_is_caught_up_by_the_version_read_every_interv
             await watch
 
 
+async def test_a_restore_replaces_the_catalogue_and_is_notified_as_a_change(
+    two_stores: tuple[PostgresStore, PostgresStore], tmp_path: Path
+) -> None:
+    """`batonctl db restore` puts back the users, virtual hosts and permissions the backup
+    holds, the catalogue the members share (GlassFish MQ 4.5.2 Technical Overview, Table 4-1):
+    it bumps the version and notifies it as a commit that changes the catalogue does, so that
+    the running members read the catalogue again."""
+    a, b = two_stores
+    heard: asyncio.Queue[tuple[int, str | None]] = asyncio.Queue()
+    watch = asyncio.create_task(b.watch_catalogue(lambda *told: heard.put_nowait(told), 3600)())
+    try:
+        first, _ = await asyncio.wait_for(heard.get(), 10)
+        dave = StoredUser("dave", Credential.from_password(PASSWORD).encode(), ())
+        await a.commit(WriteBatch(users_put=[dave]))
+        await a.backup(tmp_path / "backup")
+        await a.commit(WriteBatch(users_deleted=["dave"], vhosts_put=["v1"]))
+        assert [await asyncio.wait_for(heard.get(), 10) for _ in range(2)] == [
+            (first + 1, "brokerA"),
+            (first + 2, "brokerA"),
+        ]
+
+        await a.restore(tmp_path / "backup")
+
+        assert await asyncio.wait_for(heard.get(), 10) == (first + 3, "brokerA")
+        catalogue = await b.catalogue()
+        assert catalogue.version == first + 3
+        assert "dave" in {user.name for user in catalogue.users}
+        assert "v1" not in catalogue.vhosts
+        assert a.catalogue_writes == 3
+    finally:
+        watch.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await watch
+
+
 # --- real members ----------------------------------------------------------------------------
 
 
@@ -200,6 +237,28 @@ def test_a_virtual_host_deleted_on_one_member_is_gone_on_the_other(
         connection.process_data_events(time_limit=5)
     assert closed.value.reply_code == 320
     assert _queues_in_store(postgres_dsn, "v1") == []
+
+
+def test_a_restore_of_the_shared_store_is_in_force_on_a_running_member(
+    member: StartMember, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """`batonctl db restore` run by an operator while a member runs: the member reads the
+    restored users again at once, without a restart (a user only the backup has logs in, one
+    added since is refused)."""
+    b = member("B")
+    assert call(b, "PUT", "/api/users/dave", {"password": PASSWORD, "tags": ""})[0] == 201
+    assert call(b, "PUT", "/api/permissions/%2F/dave", EVERYTHING)[0] == 201
+    environment, data_dir = operator(postgres_dsn), tmp_path / "operator"
+    succeeds(environment, data_dir, "db", "backup", "--dir", str(tmp_path / "backup"))
+    assert call(b, "DELETE", "/api/users/dave")[0] == 204
+    _add_bob(b)
+    assert _logs_in(b, "bob") and not _logs_in(b, "dave")
+    applied = _changes_applied(b)
+
+    succeeds(environment, data_dir, "db", "restore", "--dir", str(tmp_path / "backup"))
+
+    wait_until(lambda: _changes_applied(b) > applied, "B read the restored catalogue", timeout=10)
+    assert _logs_in(b, "dave") and not _logs_in(b, "bob")
 
 
 def _queues_in_store(dsn: str, vhost: str) -> list[tuple[str, str]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+import asyncpg
 import pytest
 from pamqp import commands
 
@@ -130,6 +131,39 @@ async def test_a_lost_claim_is_a_takeover_fail_event_and_changes_nothing(
         (EventKind.TAKEOVER_FAIL, "brokerA"),
     ]
     assert {m.broker_id: m.state for m in await live_store.members()}["brokerA"] == "running"
+
+
+async def test_a_claim_given_up_on_a_lock_is_a_takeover_fail_with_its_reason(
+    start_broker: StartBroker, postgres_dsn: str
+) -> None:
+    """A claim that waited its bound for the failed broker's record (a statement of that
+    broker still holds it) is a failed takeover: takeover.fail names the failed broker and the
+    reason (the HA guide's mq.broker.takeover.fail), nothing moved; once the lock is gone the
+    next attempt takes it over."""
+    failed, _failed_store = await start_broker("brokerA", lease_seconds=0.2)
+    survivor, survivor_store = await start_broker("brokerB", lease_seconds=2.0)
+    await EngineApi(failed).declare_queue("guest", "/", "q")
+    await _publish(EngineApi(failed), "q", b"a0")
+    seen = await lease_run_out(survivor_store, "brokerA")
+    events: list[Event] = []
+    survivor.events.subscribe(events.append)
+    holder = await asyncpg.connect(postgres_dsn)
+    try:
+        async with holder.transaction():
+            await holder.execute(
+                f'SELECT 1 FROM "{SCHEMA}".brokers WHERE broker_id = $1 FOR SHARE', "brokerA"
+            )
+            given_up = await take_over(survivor, survivor_store, "brokerA", seen)
+    finally:
+        await holder.close()
+    taken = await take_over(survivor, survivor_store, "brokerA", seen)
+
+    assert given_up.taken is None and given_up.error is not None
+    assert "waited 0.5 s for a lock on its record" in given_up.error
+    fail = [e for e in events if e.kind is EventKind.TAKEOVER_FAIL]
+    assert [(e.name, e.details["reason"]) for e in fail] == [("brokerA", given_up.error)]
+    assert taken.taken is not None and taken.taken.messages == 1
+    assert [(e.kind, e.name) for e in events][-1] == (EventKind.TAKEOVER_COMPLETE, "brokerA")
 
 
 async def test_the_api_lists_the_members_and_forces_a_takeover_of_a_live_one(

@@ -133,18 +133,20 @@ MakeMember = Callable[..., PostgresStore]
 
 @pytest.fixture
 async def make_member(postgres_dsn: str) -> AsyncIterator[MakeMember]:
-    """`make(broker_id, lease_seconds=15.0)`: an unopened store of `broker_id` in the cluster's
-    schema; a short lease that is never renewed stands for a broker that stopped updating its
-    record (killed)."""
+    """`make(broker_id, lease_seconds=15.0, renew_every=3600.0)`: an unopened store of
+    `broker_id` in the cluster's schema; a short lease that is never renewed stands for a broker
+    that stopped updating its record (killed)."""
     made: list[PostgresStore] = []
 
-    def make(broker_id: str, lease_seconds: float = 15.0) -> PostgresStore:
+    def make(
+        broker_id: str, lease_seconds: float = 15.0, renew_every: float = 3600.0
+    ) -> PostgresStore:
         store = PostgresStore(
             postgres_dsn,
             broker_id=broker_id,
             schema=CLUSTER_SCHEMA,
             lease_seconds=lease_seconds,
-            renew_every=3600.0,
+            renew_every=renew_every,
         )
         made.append(store)
         return store

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import time
 
+import asyncpg
 import pytest
 
 from batonmq.store.base import (
@@ -19,11 +21,13 @@ from batonmq.store.base import (
     StoredExchange,
     StoredMessage,
     StoredQueue,
+    StoreError,
     StoreFenced,
     StoreLocked,
     WriteBatch,
 )
 from batonmq.store.members import SEQUENCE_GAP
+from batonmq.store.takeover import claim_lock_timeout
 from tests.integration.store.conftest import CLUSTER_SCHEMA, MakeMember
 from tests.members import lease_run_out
 
@@ -130,6 +134,54 @@ async def test_a_live_broker_is_not_taken_over_unless_forced(make_member: MakeMe
     assert forced is not None and forced.messages == 2
     with pytest.raises(StoreFenced):
         await live.commit(_enqueue(base + 2, "q", [b"o"], first_sequence=2))
+
+
+async def test_a_claim_waiting_on_a_lock_gives_up_within_its_bound_and_keeps_the_lease(
+    make_member: MakeMember, postgres_dsn: str
+) -> None:
+    """A statement of the failed broker still running holds the share lock of its epoch check
+    on its record, which the claim must update. The claim waits for it no longer than
+    `claim_lock_timeout`, so that the claimant's own lease renewal, held up meanwhile, lands
+    before its lease runs out (MQ 4.1 HA guide: a broker is failed once it "fails to update its
+    state within the number of monitor intervals specified by imq.cluster.monitor.threshold");
+    given up, the claim moved nothing, and once the lock is gone the next claim succeeds."""
+    failed = make_member("brokerA", lease_seconds=FAILED_LEASE)
+    survivor = make_member("brokerB", lease_seconds=2.0, renew_every=0.5)
+    bound = claim_lock_timeout(2.0, 0.5)
+    assert bound == 0.75
+    await failed.open()
+    await survivor.open()
+    base = (await failed.recover()).message_id_base
+    await failed.commit(_enqueue(base, "q", [b"m0", b"m1"]))
+    seen = await lease_run_out(survivor, "brokerA")
+    holder = await asyncpg.connect(postgres_dsn)
+    watcher = await asyncpg.connect(postgres_dsn)
+    lease_live = f'SELECT lease_expires > now() FROM "{SCHEMA}".brokers WHERE broker_id = $1'
+    try:
+        holding = holder.transaction()
+        await holding.start()
+        await holder.execute(
+            f'SELECT 1 FROM "{SCHEMA}".brokers WHERE broker_id = $1 FOR SHARE', "brokerA"
+        )
+        started = time.monotonic()
+        for _ in range(3):  # each claim holds the renewal up for as long as it waits
+            with pytest.raises(StoreError, match=r"waited 0\.75 s for a lock"):
+                await survivor.take_over("brokerA", seen, next_sequences={})
+            assert await watcher.fetchval(lease_live, "brokerB")
+        assert time.monotonic() - started < 3 * (bound + 0.5)
+        await asyncio.sleep(0.6)  # a renewal due while a claim waited has landed by now
+        assert await watcher.fetchval(lease_live, "brokerB")
+        assert {m.broker_id: m.state for m in await survivor.members()}["brokerA"] == "running"
+        await holding.rollback()
+
+        taken = await survivor.take_over("brokerA", seen, next_sequences={})
+    finally:
+        await holder.close()
+        await watcher.close()
+
+    assert taken is not None and taken.messages == 2
+    entries = await survivor.read_entries("/", "q", -1, 10)
+    assert [e.message.body for e in entries] == [b"m0", b"m1"]
 
 
 async def test_two_survivors_racing_for_a_failed_broker_exactly_one_wins_every_time(

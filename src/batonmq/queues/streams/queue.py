@@ -42,6 +42,7 @@ from batonmq.queues.streams.log import Entry, Filter, StreamLog
 from batonmq.queues.streams.offsetheader import with_offset
 from batonmq.queues.streams.offsets import OffsetSpec, start
 from batonmq.store.base import PagedEntry, QueueBacklog
+from batonmq.store.members import StreamTail
 from batonmq.timers import Timers
 
 log = logging.getLogger(__name__)
@@ -201,6 +202,23 @@ class StreamQueue:
 
     def _remove_log(self) -> None:
         self._medium.destroy()
+
+    # A takeover that merges a failed member's stream of this name into this one -----------
+
+    def stream_tail(self) -> StreamTail | None:
+        """Where its log ends and the producers' ids it holds, read while the writer thread is
+        held (`StreamStorage.held`); None while its log is not open."""
+        stream_log = self._log
+        if stream_log is None:
+            return None
+        return StreamTail(stream_log.next_offset, stream_log.producers.snapshot())
+
+    def reopen_log(
+        self, run: Callable[[Callable[[], Span], Callable[[Span | BaseException], None]], None]
+    ) -> None:
+        """Open the log again from its medium, where a takeover appended records, through
+        `run` (the hold's `then`, so that it runs before anything asked for meanwhile)."""
+        run(self._open, self._opened)
 
     # Statistics ---------------------------------------------------------------------------
 
@@ -441,7 +459,8 @@ class StreamQueue:
     def adopt(self, entries: list[PagedEntry]) -> None:
         """Nothing to take: the store holds no queue entries of a stream. A takeover moves a
         stream kept in the store's tables with the failed broker's other rows, and the stream
-        declared from them opens its log there."""
+        declared from them opens its log there; one of a name this broker has is appended to
+        its log (`reopen_log`)."""
 
     def stop_timers(self) -> None:
         pass

@@ -13,14 +13,21 @@ orders a deleted stream's removal before the opening of a stream declared again 
 
 A broker without a data directory or a store of tables (the engine's in-memory tests) keeps its
 streams in a temporary directory of its own.
+
+`held` keeps the thread idle while the event loop works on the logs' media itself (a takeover
+appending a failed member's records to a stream, in the store's transaction): every job asked
+for before has run, none asked for after runs until the hold ends, and what the hold was given
+to run then runs first.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import tempfile
-from collections.abc import Callable
+import threading
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -42,6 +49,45 @@ class StreamTables(Protocol):
     def close(self) -> None:
         """On the writer thread, after every other call: release the connection."""
         ...
+
+
+class Hold:
+    """The writer thread held idle (`StreamStorage.held`), and the jobs it runs once let go."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.started: asyncio.Future[None] = loop.create_future()
+        self._released = threading.Event()
+        self._then: list[Callable[[], None]] = []
+
+    def then(self, job: Callable[[], T], done: Callable[[T | BaseException], None]) -> None:
+        """Run `job` on the writer thread once the hold ends, before any job asked for during
+        it; `done` gets its result (or what it raised) on the event loop."""
+
+        def call() -> None:
+            result: T | BaseException
+            try:
+                result = job()
+            except Exception as error:  # handed to `done`, as `StreamStorage.run` hands it
+                result = error
+            self._loop.call_soon_threadsafe(done, result)
+
+        self._then.append(call)
+
+    def release(self) -> None:
+        self._released.set()
+
+    def run(self) -> None:
+        """On the writer thread."""
+        self._loop.call_soon_threadsafe(_resolve, self.started)
+        self._released.wait()
+        for call in self._then:
+            call()
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class StreamStorage:
@@ -72,6 +118,18 @@ class StreamStorage:
             done(future.result() if error is None else error)
 
         future.add_done_callback(finished)
+
+    @contextlib.asynccontextmanager
+    async def held(self) -> AsyncIterator[Hold]:
+        """The writer thread idle for the body (see the module docstring)."""
+        hold = Hold(asyncio.get_running_loop())
+        ran = asyncio.get_running_loop().run_in_executor(self._writer(), hold.run)
+        try:
+            await asyncio.shield(hold.started)
+            yield hold
+        finally:
+            hold.release()
+            await asyncio.shield(ran)
 
     def _writer(self) -> ThreadPoolExecutor:
         if self._executor is None:
