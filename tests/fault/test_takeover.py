@@ -12,6 +12,7 @@ imq.cluster.monitor.threshold". The HA issue's measure: with heartbeat interval 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import signal
 import time
@@ -115,6 +116,37 @@ def test_a_survivor_takes_over_a_killed_broker_and_every_confirmed_message_is_co
     taken = [(n, redelivered) for n, redelivered in received if n in confirmed]
     assert [n for n, _ in taken] == sorted(confirmed)  # in the order they were published
     assert all(redelivered for _, redelivered in taken)
+
+
+def test_a_killed_brokers_open_transaction_is_rolled_back_by_the_takeover(
+    start_member: StartMember,
+) -> None:
+    """The HA issue: the winner "rolls back its non-prepared transactions". An AMQP 0-9-1
+    transaction is never prepared (the tx class has select, commit and rollback only), so
+    every transaction open on the killed broker is rolled back: what a client published in it
+    before tx.commit is nowhere after the takeover, and what it committed is all there."""
+    brokers = {name: start_member(name) for name in ("A", "B")}
+    with confirming_channel(brokers["B"]) as channel:
+        channel.queue_declare(QUEUE, durable=True)
+    connection = pika.BlockingConnection(pika.URLParameters(brokers["A"].url))
+    try:
+        channel = connection.channel()
+        channel.queue_declare(QUEUE, durable=True)
+        channel.tx_select()
+        for number in range(5):
+            channel.basic_publish("", QUEUE, str(number).encode(), PERSISTENT)
+        channel.tx_commit()
+        for number in range(5, 10):
+            channel.basic_publish("", QUEUE, str(number).encode(), PERSISTENT)
+        time.sleep(3)  # the members have heard each other; the open publishes reached A
+        brokers["A"].kill()
+    finally:
+        with contextlib.suppress(pika.exceptions.AMQPError):
+            connection.close()
+    wait_until(lambda: _takeovers(brokers["B"]) == 1, "B took the killed broker over", timeout=30)
+
+    received = _consume_all(brokers["B"], 10)
+    assert sorted(number for number, _ in received) == [0, 1, 2, 3, 4]
 
 
 @pytest.mark.expected_log_errors(
