@@ -201,6 +201,44 @@ def test_refused_logins_and_virtual_hosts_are_refused_as_by_one_process(
                 connect(workers.broker, vhost=missing)
 
 
+def test_a_user_added_on_the_store_can_log_in_on_every_worker(workers: Workers) -> None:
+    """Users and permissions are the store's, shared by the workers; each keeps its copy in
+    line as the members of an HA cluster do (GlassFish MQ Technical Overview, Table 4-1: the
+    configuration is in the shared store, which every broker sees). A user added while the
+    workers run logs in on a virtual host of each, without a restart."""
+    assert workers.broker.data_dir is not None
+    workdir = workers.broker.data_dir.parent
+    environment = {key: value for key, value in workers.environment.items() if "WORKERS" not in key}
+    done = run_batonctl(
+        workdir, "user", "add", "alice", "--password", "pw", environment=environment
+    )
+    assert done.returncode == 0, done.stderr
+    for owned in VHOSTS.values():
+        done = run_batonctl(
+            workdir,
+            "permissions",
+            "set",
+            "alice",
+            ".*",
+            ".*",
+            ".*",
+            "--vhost",
+            owned[0],
+            environment=environment,
+        )
+        assert done.returncode == 0, done.stderr
+
+    def logs_in(vhost: str) -> bool:
+        try:
+            connect(workers.broker, "alice", "pw", vhost).close()
+        except pika.exceptions.AMQPConnectionError:
+            return False
+        return True
+
+    for owned in VHOSTS.values():
+        wait_until(lambda: all(logs_in(owned[0]) for _ in range(ATTEMPTS)), "alice on " + owned[0])
+
+
 def test_a_killed_worker_comes_back_and_its_siblings_clients_never_notice(
     workers: Workers,
 ) -> None:
