@@ -8,6 +8,7 @@ connection), and by the log, where each line names its worker."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import signal
@@ -29,6 +30,7 @@ from tests.brokerproc import (
     RunningBroker,
     confirming_channel,
     connect,
+    failed_start,
     run_batonctl,
     start_broker,
     wait_until,
@@ -235,8 +237,11 @@ def test_a_user_added_on_the_store_can_log_in_on_every_worker(workers: Workers) 
             return False
         return True
 
-    for owned in VHOSTS.values():
-        wait_until(lambda: all(logs_in(owned[0]) for _ in range(ATTEMPTS)), "alice on " + owned[0])
+    for vhost in (owned[0] for owned in VHOSTS.values()):
+        wait_until(
+            functools.partial(lambda name: all(logs_in(name) for _ in range(ATTEMPTS)), vhost),
+            "alice on " + vhost,
+        )
 
 
 def test_a_killed_worker_comes_back_and_its_siblings_clients_never_notice(
@@ -298,3 +303,19 @@ def test_sigterm_stops_every_worker_and_removes_the_pid_file(workers: Workers) -
 
 def _url(broker: RunningBroker, vhost: str, scheme: str = "amqp") -> str:
     return f"{scheme}://guest:guest@{broker.host}:{broker.port}/{quote(vhost, safe='')}"
+
+
+def test_a_worker_that_cannot_start_stops_the_broker(tmp_path: Path) -> None:
+    """As a broker of one process whose store cannot be opened: exit status 1, with the reason
+    in the log, and no worker left behind."""
+    output = failed_start(
+        tmp_path,
+        {
+            "BATONMQ__BROKER__WORKERS": "2",
+            "BATONMQ__PERSIST__STORE": "postgres",
+            "BATONMQ__PERSIST__POSTGRES__DSN": "postgresql://nobody@127.0.0.1:1/none",
+        },
+    )
+    assert "cannot open the store" in output
+    assert "cannot start: worker" in output
+    assert not (tmp_path / "data" / "batonmq.pid").exists()
