@@ -9,6 +9,9 @@ the session go to the socket. No protocol logic lives here (BatonMQ architecture
   socket stops being read. So no client can make the broker buffer without bound.
 - Heartbeats (spec 4.2.7): sent when nothing else was sent for half the negotiated interval; a
   client silent for two intervals is disconnected.
+- With several worker processes: what the client sent until connection.open is kept, and at
+  connection.open for a virtual host another worker owns, the socket and those bytes go to that
+  worker (`batonmq.server.handoff`), which replays them into a session of its own.
 - TLS (the amqps listener): `accept_tls` runs the handshake and hands the encrypted transport to
   an AMQPProtocol; a client that fails it is logged with its address and gets no session.
 """
@@ -179,7 +182,7 @@ class AMQPProtocol(asyncio.Protocol):
             assert self.session is not None
             log.warning(
                 "connection not handed to its worker; closed",
-                extra={**self.session.log_fields(), "vhost": vhost, "reason": why},
+                extra={**self.session.log_fields(), "reason": why},
             )
         transport.abort()
         return True

@@ -124,6 +124,7 @@ class Supervisor:
                 self._start(index, failures=0)
             self._loop()
         finally:
+            self._send(signal.SIGTERM)  # none left, unless the supervisor itself failed
             signal.set_wakeup_fd(previous_wakeup)
             for signum in _SIGNALS:
                 signal.signal(signum, signal.SIG_DFL)
