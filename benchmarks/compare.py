@@ -10,8 +10,8 @@
     python -m benchmarks.compare --rabbitmq-url amqp://user:pass@host:5672/vhost
 
 All brokers are started at the beginning (RabbitMQ, BatonMQ with SQLite, and BatonMQ with
-PostgreSQL when a row needs it; batonmq-x2, two BatonMQ processes sharing nothing, each owning
-one of the queues, for the row that measures what spreading queues over cores buys), each on
+PostgreSQL when a row needs it; batonmq-w2, BatonMQ with `[broker] workers = 2` on PostgreSQL,
+each queue in a virtual host of its own, for the row that measures what more cores buy), each on
 free loopback ports with temporary directories, and stopped at the end. They stay up together,
 but only one is loaded at a time: a row runs on each broker in turn (alternating which goes
 first, so that drift in the machine's load does not favour one side), and the CPU and memory
@@ -66,8 +66,8 @@ from benchmarks.brokers.base import Broker, BrokerError
 from benchmarks.brokers.batonmq import BatonMQ, Build
 from benchmarks.brokers.postgres import BenchPostgres, start_postgres
 from benchmarks.brokers.rabbitmq import RabbitMQ, RunningRabbitMQ
-from benchmarks.brokers.shards import BatonMQShards
 from benchmarks.brokers.sink import Sink
+from benchmarks.brokers.workers import BatonMQWorkers
 from benchmarks.loadgen.client import Endpoint
 from benchmarks.report import (
     first_line,
@@ -80,7 +80,7 @@ from benchmarks.results import COMPARED_METRICS, Measurement, metric_value, rati
 from benchmarks.runner import UNMEASURED, RunSettings, run_row
 from benchmarks.workloads import (
     HTTP_SUFFIX,
-    SHARDS_PREFIX,
+    WORKERS_PREFIX,
     Kind,
     Workload,
     select,
@@ -117,7 +117,7 @@ def _parser() -> argparse.ArgumentParser:
             "rabbitmq",
             "batonmq",
             "batonmq-pg",
-            f"{SHARDS_PREFIX}2",
+            f"{WORKERS_PREFIX}2",
             f"batonmq{HTTP_SUFFIX}",
             f"batonmq-pg{HTTP_SUFFIX}",
         ),
@@ -226,8 +226,14 @@ class Brokers(contextlib.ExitStack):
         if "rabbitmq" in self.needed:
             self._start(rabbitmq_broker(self.rabbitmq_url))
         for target in sorted(self.needed):
-            if target.startswith(SHARDS_PREFIX):
-                self._start(BatonMQShards(int(target.removeprefix(SHARDS_PREFIX))))
+            if target.startswith(WORKERS_PREFIX):
+                postgres = self._postgres_server(None)
+                if isinstance(postgres, str):
+                    self.skipped[target] = f"skipped: no PostgreSQL ({postgres})"
+                    self.labels[target] = target
+                    _say(f"{target}: {self.skipped[target]}")
+                else:
+                    self._start(BatonMQWorkers(int(target.removeprefix(WORKERS_PREFIX)), postgres))
         for build in (None, *self.builds):
             name = build.name if build else None
             for management, suffix in ((False, ""), (True, HTTP_SUFFIX)):

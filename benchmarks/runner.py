@@ -181,7 +181,10 @@ def _endpoint(
     queues.update(key for plan in publishers for exchange, key in plan.routes if not exchange)
     endpoints = {broker.endpoint_for(queue) for queue in queues} or {broker.endpoint}
     if len(endpoints) > 1:
-        raise RowFailed(f"the clients of one load-generator process use {len(endpoints)} brokers")
+        raise RowFailed(
+            f"the clients of one load-generator process use {len(endpoints)} brokers "
+            "(or virtual hosts)"
+        )
     (endpoint,) = endpoints
     return endpoint
 

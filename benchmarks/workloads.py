@@ -34,8 +34,8 @@ from benchmarks.topology import Topology
 PAIRS = (1, 2, 4, 8, 16, 32, 64)
 BODIES = (128, 1024, 65536)
 TOPIC_KEYS = 100
-#: How results name N BatonMQ processes sharing nothing (brokers/shards.py): this + N.
-SHARDS_PREFIX = "batonmq-x"
+#: How results name BatonMQ with `[broker] workers = N` (brokers/workers.py): this + N.
+WORKERS_PREFIX = "batonmq-w"
 #: How results name BatonMQ with its management HTTP listener on: its store's name + this.
 HTTP_SUFFIX = "+http"
 
@@ -103,9 +103,9 @@ class Workload:
     idle_connections: int = 0
     #: Other BatonMQ source trees to run beside this one (compare.py --build NAME=PATH).
     builds: tuple[str, ...] = ()
-    #: Also run on this many BatonMQ processes sharing nothing, each owning some of the queues
-    #: (brokers/shards.py); 0: not.
-    shards: int = 0
+    #: Also run on BatonMQ with this many worker processes, each queue in a virtual host of its
+    #: own (brokers/workers.py); 0: not.
+    workers: int = 0
     #: Also run on BatonMQ with its management HTTP listener on (`batonmq+http`, and
     #: `batonmq-pg+http` for a persistent row), to measure what the statistics cost the hot
     #: path (compare.py --http); the others run with it off.
@@ -122,8 +122,8 @@ class Workload:
         batonmq = ("batonmq", "batonmq-pg") if self.persistent else ("batonmq",)
         served = tuple(target + HTTP_SUFFIX for target in batonmq) if self.http else ()
         built = tuple(target_name(target, build) for build in self.builds for target in batonmq)
-        sharded = (f"{SHARDS_PREFIX}{self.shards}",) if self.shards else ()
-        return ("rabbitmq", *batonmq, *served, *sharded, *built)
+        workers = (f"{WORKERS_PREFIX}{self.workers}",) if self.workers else ()
+        return ("rabbitmq", *batonmq, *served, *workers, *built)
 
     @property
     def deliveries_per_publish(self) -> int:
@@ -366,7 +366,7 @@ def many_clients() -> list[Workload]:
             1024,
             queues=2,
             process_per_client=True,
-            shards=2,
+            workers=2,
         )
     )
     rows.append(

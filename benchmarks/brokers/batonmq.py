@@ -60,17 +60,19 @@ class BatonMQ(Broker):
         settings: Sequence[str] = (),
         name: str | None = None,
         label: str | None = None,
+        workers: int = 1,
     ) -> None:
         """`management`: with the management HTTP API on `management_port` (else off), named
         with HTTP_SUFFIX. `database`: the PostgreSQL database, shared by the brokers that name
         it (the members of an HA cluster); else one of its own. `settings`: TOML lines added to
         its configuration (the `[cluster]` sections of an HA member). `name` and `label`: else
-        from its store, build and management."""
+        from its store, build and management. `workers`: its `[broker] workers`."""
         self.postgres = postgres
         self.build = build
         self.management_port = free_port() if management else None
         self.database = database
         self.settings = tuple(settings)
+        self.workers = workers
         store = "batonmq-pg" if postgres else "batonmq"
         described = "postgres" if postgres else "sqlite"
         self.name = name or target_name(store, build.name if build else None)
@@ -104,6 +106,7 @@ class BatonMQ(Broker):
         config = [
             "[broker]",
             f"data_dir = {_toml_string(str(self.directory / 'data'))}",
+            *([f"workers = {self.workers}"] if self.workers > 1 else []),
             "[listeners.amqp]",
             f'bind = "{HOST}"',
             f"port = {self.port}",

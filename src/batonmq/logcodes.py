@@ -110,6 +110,31 @@ CATALOGUE: Final = (
         "the shared store could not say no failover, so it goes on serving.",
         "Check the store named in the line, then ask for the shutdown again.",
     ),
+    _code(
+        "BMQ-1020",
+        "worker started",
+        "A worker process of a broker with broker.workers above 1 serves; its index and pid.",
+    ),
+    _code(
+        "BMQ-1021",
+        "worker died; restarting",
+        "A worker process ended without being asked to (its exit status, or minus the signal "
+        "that ended it); the supervisor starts it again after the delay given, and it recovers "
+        "its virtual hosts from the store. The other workers and their clients go on.",
+        "Read that worker's last lines (worker=<index>) for the cause.",
+    ),
+    _code(
+        "BMQ-1022",
+        "worker did not stop in time; killed",
+        "At shutdown a worker was still running after twice server.shutdown_timeout.",
+        "Read that worker's last lines; messages it confirmed are in the store.",
+    ),
+    _code(
+        "BMQ-1023",
+        "worker ",
+        "A worker process failed with an unexpected error (traceback in the line).",
+        "Report it; the supervisor starts the worker again.",
+    ),
     # Connections and clients.
     _code("BMQ-2001", "connection opened", "A client logged in and opened a virtual host."),
     _code(
@@ -188,6 +213,25 @@ CATALOGUE: Final = (
         "slow consumer's subscription queue deleted",
         "The durable subscription queue of a slow consumer was deleted "
         "(slow_consumer.delete_persistent).",
+    ),
+    _code(
+        "BMQ-2019",
+        "connection not handed to its worker; closed",
+        "The worker that accepted a connection could not pass it to the worker that owns its "
+        "virtual host (the reason is given); the client's socket was closed, and it may "
+        "connect again.",
+        "If it repeats, check that the owner worker runs (BMQ-1021 lines).",
+    ),
+    _code(
+        "BMQ-2020",
+        "connection handed over unreadable; closed",
+        "A worker received a connection from another that it could not read; it was closed.",
+        "Report it.",
+    ),
+    _code(
+        "BMQ-2021",
+        "handed connection gone: ",
+        "A client left while its connection was passed to the worker that owns its virtual host.",
     ),
     # Queues and messages.
     _code(

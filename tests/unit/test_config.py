@@ -143,6 +143,7 @@ def test_settings_table_is_derived_from_the_dataclasses() -> None:
         "broker.name",
         "broker.data_dir",
         "broker.default_vhost",
+        "broker.workers",
         "listeners.amqp.enabled",
         "listeners.amqp.bind",
         "listeners.amqp.port",

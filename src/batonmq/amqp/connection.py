@@ -14,7 +14,9 @@ Rules of this machine — everything that changes its state lives in this file:
    checked as in rule 5, so a bad one is refused with the same error either way.
 2. Bytes come out of `data_to_send`: everything queued by the calls since the last time.
 3. The handshake runs in the order of `_HANDSHAKE`: protocol header, start/start-ok, tune/tune-ok,
-   open/open-ok. A method out of that order is 503 COMMAND_INVALID.
+   open/open-ok. A method out of that order is 503 COMMAND_INVALID. A connection handed over
+   from another worker process replays the client's input from its start, and does not send
+   again the connection.start and connection.tune that client already has (`handed_over`).
 4. Channel 0 carries connection methods only; a channel carries anything but connection methods.
    A method on a channel that is not open is 504 CHANNEL_ERROR (spec 4.2.2 "channel ... must be
    open"); so is channel.open on an open channel. channel.open while channel_max channels are
@@ -225,8 +227,13 @@ class _ChannelSlot:
 class ServerConnection:
     """One client connection, server side. See the rules at the top of this module."""
 
-    def __init__(self, settings: ConnectionSettings) -> None:
+    def __init__(self, settings: ConnectionSettings, *, handed_over: bool = False) -> None:
+        """`handed_over`: the client's input is replayed from its start into this machine by a
+        worker process it was handed to at connection.open (`batonmq.server.handoff`): the
+        worker that accepted it sent connection.start and connection.tune already, so they are
+        not sent again."""
         self.settings = settings
+        self._handed_over = handed_over
         self.state = State.AWAITING_HEADER
         self.frame_max = settings.frame_max
         self.channel_max = settings.channel_max
@@ -291,6 +298,11 @@ class ServerConnection:
             self._output.append(PROTOCOL_HEADER)
             yield from self._end(ReplyCode.NOT_ALLOWED, "unsupported protocol header", False)
             return
+        if not self._handed_over:
+            self._send_start()
+        self.state = State.AWAITING_START_OK
+
+    def _send_start(self) -> None:
         self.send_method(
             0,
             Connection.Start(
@@ -301,7 +313,6 @@ class ServerConnection:
                 locales=" ".join(self.settings.locales),
             ),
         )
-        self.state = State.AWAITING_START_OK
 
     def _receive_frame(
         self, frame: MethodFrame | HeaderFrame | BodyFrame | HeartbeatFrame
@@ -504,14 +515,15 @@ class ServerConnection:
         self._expect_state(State.AUTHENTICATING)
         self.username = username
         settings = self.settings
-        self.send_method(
-            0,
-            Connection.Tune(
-                channel_max=settings.channel_max,
-                frame_max=settings.frame_max,
-                heartbeat=settings.heartbeat,
-            ),
-        )
+        if not self._handed_over:
+            self.send_method(
+                0,
+                Connection.Tune(
+                    channel_max=settings.channel_max,
+                    frame_max=settings.frame_max,
+                    heartbeat=settings.heartbeat,
+                ),
+            )
         self.state = State.AWAITING_TUNE_OK
 
     def refuse_login(self, reply_text: str) -> None:

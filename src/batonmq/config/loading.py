@@ -347,6 +347,7 @@ def _check_together(config: Config, values: Mapping[str, _Value]) -> None:
         )
     _check_durability(config, values)
     _check_cluster(config, values)
+    _check_workers(config, values)
 
 
 def _check_durability(config: Config, values: Mapping[str, _Value]) -> None:
@@ -404,3 +405,43 @@ def _check_cluster(config: Config, values: Mapping[str, _Value]) -> None:
                     source=_source(values, "cluster.heartbeat.tls"),
                     key=f"listeners.amqps.{name}",
                 )
+
+
+def _check_workers(config: Config, values: Mapping[str, _Value]) -> None:
+    """What `broker.workers` above 1 needs for now (`batonmq.server.supervisor`): each worker
+    owns whole virtual hosts, and a client's connection moves to its virtual host's worker at
+    connection.open."""
+    if config.workers == 1:
+        return
+    source = _source(values, "broker.workers")
+    if config.persist.store != "postgres":
+        raise ConfigError(
+            'must be "postgres" when broker.workers is more than 1: the workers share one '
+            "catalogue of users, virtual hosts and permissions, which only a PostgreSQL store "
+            "holds for several processes",
+            source=source,
+            key="persist.store",
+        )
+    refusals = (
+        (
+            config.cluster.ha,
+            "cluster.ha",
+            "must be false when broker.workers is more than 1: the workers of an HA member are "
+            "not members of their own yet",
+        ),
+        (
+            config.listeners.amqps.enabled,
+            "listeners.amqps.enabled",
+            "must be false when broker.workers is more than 1: a TLS session cannot move with "
+            "its socket to the worker that owns the virtual host",
+        ),
+        (
+            config.listeners.http.enabled,
+            "listeners.http.enabled",
+            "must be false when broker.workers is more than 1: the management API does not "
+            "answer for every worker yet",
+        ),
+    )
+    for refused, key, problem in refusals:
+        if refused:
+            raise ConfigError(problem, source=source, key=key)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from batonmq.config.checks import Check, default_data_dir, non_empty, one_of, setting
+from batonmq.config.checks import Check, between, default_data_dir, non_empty, one_of, setting
 from batonmq.config.cluster import ClusterConfig
 from batonmq.config.network import AmqpConfig, ListenersConfig, ServerConfig
 from batonmq.config.protection import (
@@ -34,6 +34,9 @@ from batonmq.config.telemetry import MetricsConfig
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
+#: The most worker processes (`broker.workers`): a worker's store identity is the broker's and
+#: "w<index>", at most 3 characters more.
+WORKERS_MAX = 64
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 
@@ -52,6 +55,9 @@ class Config:
         metadata={"check": non_empty, "key": "broker.data_dir"},
     )
     default_vhost: str = setting("/", check=non_empty, key="broker.default_vhost")
+    #: Worker processes: more than 1 spreads the virtual hosts over that many processes, one
+    #: core each (`batonmq.server.supervisor`); needs the PostgreSQL store.
+    workers: int = setting(1, check=between(1, WORKERS_MAX), key="broker.workers")
     listeners: ListenersConfig = field(default_factory=ListenersConfig)
     amqp: AmqpConfig = field(default_factory=AmqpConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)

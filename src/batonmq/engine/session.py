@@ -71,10 +71,15 @@ class Session:
         mechanisms: tuple[str, ...] | None = None,
         peer_certificate: PeerCertificate | None = None,
         local: tuple[str, int] | None = None,
+        hand_off: Callable[[str], bool] | None = None,
+        handed_over: bool = False,
     ) -> None:
         """`mechanisms`: the SASL mechanisms of the listener the client came in on (the
         broker's default when None); `peer_certificate`: its verified TLS client certificate;
-        `local`: the broker's end of the connection."""
+        `local`: the broker's end of the connection. With several worker processes
+        (`batonmq.server.handoff`): `hand_off(vhost)` is asked at connection.open and is true
+        when the connection went to the worker that owns that virtual host; `handed_over`, the
+        client's input is replayed here from its start by that worker."""
         self.broker = broker
         #: What the method handlers ask to change the broker (the engine's service API).
         self.api = EngineApi(broker)
@@ -88,7 +93,8 @@ class Session:
         settings = broker.connection_settings
         if mechanisms is not None:
             settings = dataclasses.replace(settings, mechanisms=mechanisms)
-        self.connection = ServerConnection(settings)
+        self.connection = ServerConnection(settings, handed_over=handed_over)
+        self._hand_off = hand_off
         self.channels: dict[int, Channel] = {}
         self.vhost_or_none: VirtualHost | None = None
         #: The virtual host connection.open asked for (logged, granted or not).
@@ -249,6 +255,10 @@ class Session:
 
     def _open(self, name: str) -> None:
         self.requested_vhost = name
+        if self._hand_off is not None and self._hand_off(name):
+            # Its owner goes on with the client's input: none is processed here any more.
+            self.hold_input_until(lambda _done: None)
+            return
         try:
             vhost = self.api.open_connection(self.username, name, self.name, self.id)
         except HardError as refused:

@@ -17,6 +17,7 @@ stops serving at once, as on SIGTERM but writing nothing more, logs why, and exi
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import inspect
 import logging
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, TypeVar
 from batonmq import __version__
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import HardError
+from batonmq.cluster.catalogue import CatalogueSync
 from batonmq.config import Config, ConfigError
 from batonmq.engine.access import AccessControl
 from batonmq.engine.api import EngineApi
@@ -48,8 +50,10 @@ from batonmq.security.acl import AclError
 from batonmq.security.authn import Authenticator
 from batonmq.security.tls import server_context
 from batonmq.server.control import Administration
+from batonmq.server.handoff import Inbox
 from batonmq.server.listeners import Listener, ListenError, Listening, configured_listeners
 from batonmq.server.pidfile import remove_pid_file, write_pid_file
+from batonmq.server.placement import WorkerSeat
 from batonmq.server.protocol import AMQPProtocol
 from batonmq.store.base import StoreError, StoreFenced
 from batonmq.store.configured import (
@@ -69,11 +73,21 @@ _T = TypeVar("_T")
 class BrokerServer:
     """The broker, its AMQP listeners and its management HTTP API listener."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, seat: WorkerSeat | None = None) -> None:
+        """`seat`: this process's place among the broker's workers (None: the broker runs in
+        this one process)."""
         self.config = config
+        self.seat = seat
         #: Checked first, so that a broker with unusable listener settings opens nothing.
         self.listeners = configured_listeners(config)
-        store = configured_store(config)
+        if seat is not None:
+            # On the sockets the supervisor bound.
+            self.listeners = [
+                dataclasses.replace(listener, sockets=tuple(seat.listening[listener.name]))
+                for listener in self.listeners
+            ]
+        store = configured_store(config, None if seat is None else seat.index)
+        data_dir = config.data_dir if seat is None else config.data_dir / f"worker-{seat.index}"
         self.broker = Broker(
             BrokerSettings(
                 name=config.broker_name,
@@ -90,7 +104,7 @@ class BrokerServer:
                 max_messages=config.limits.max_messages,
                 max_bytes=config.limits.max_bytes,
                 autocreate=AutocreatePolicy.from_config(config.autocreate),
-                streams_dir=config.data_dir / "streams",
+                streams_dir=data_dir / "streams",
                 stream_tables=configured_stream_tables(store),
             ),
             store,
@@ -127,12 +141,18 @@ class BrokerServer:
         self.addresses: dict[str, list[tuple[str, int]]] = {}
         #: The broker's periodic work (`every`), cancelled at shutdown.
         self._periodic: list[asyncio.Task[None]] = []
+        #: With several workers: the connections handed to this one, and the catalogue kept in
+        #: line with what the others change (from `start` on).
+        self.inbox = Inbox(seat.inbox, self._adopt) if seat is not None else None
+        self.catalogue: CatalogueSync | None = None
+        #: Connections handed to this worker, until their socket is a transport's.
+        self._adopting: set[asyncio.Task[None]] = set()
 
     def _offload(self, work: Callable[[], _T], done: Callable[[_T], None]) -> None:
         future = asyncio.get_running_loop().run_in_executor(self._login_checks, work)
         future.add_done_callback(lambda finished: done(finished.result()))
 
-    def _new_protocol(self, listener: Listener) -> AMQPProtocol:
+    def _new_protocol(self, listener: Listener, replay: bytes | None = None) -> AMQPProtocol:
         server_config = self.config.server
         return AMQPProtocol(
             self.broker,
@@ -140,7 +160,31 @@ class BrokerServer:
             server_config.write_buffer_low,
             self.protocols.discard,
             listener.mechanisms,
+            self.seat,
+            replay,
         )
+
+    def _adopt(self, client: socket.socket, received: bytes) -> None:
+        """Serve a connection another worker handed over at connection.open, replaying what
+        it read (`batonmq.server.handoff`); on the plain listener, the only one with workers."""
+        if self.listening.quiesced:
+            client.close()
+            return
+        protocol = self._new_protocol(self.listeners[0], received)
+        self.protocols.add(protocol)
+        adopting = asyncio.get_running_loop().create_task(self._serve_handed(protocol, client))
+        self._adopting.add(adopting)
+        adopting.add_done_callback(self._adopting.discard)
+
+    async def _serve_handed(self, protocol: AMQPProtocol, client: socket.socket) -> None:
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(lambda: protocol, client)
+        except BaseException as error:
+            self.protocols.discard(protocol)
+            client.close()
+            if not isinstance(error, OSError):
+                raise
+            log.info("handed connection gone: %s", error)
 
     async def recover(self) -> None:
         """Open the store and bring back what it holds (StoreError if it cannot be used)."""
@@ -189,6 +233,8 @@ class BrokerServer:
         try:
             if self.config.cluster.ha:
                 await self._join_cluster()
+            elif self.seat is not None:
+                self._keep_catalogue()
             if self.config.listeners.http.enabled:
                 self.addresses["http"] = await self._open_http()
         except BaseException:
@@ -234,6 +280,21 @@ class BrokerServer:
                     extra={"listener": name, "addr": host, "port": port, "tls": self._tls(name)},
                 )
         return [address for addresses in self.addresses.values() for address in addresses]
+
+    def _keep_catalogue(self) -> None:
+        """A worker: read the connections handed to it, and keep its copy of the catalogue in
+        line with the store the workers share (the HA members' propagation,
+        `batonmq.cluster.catalogue`)."""
+        from batonmq.store.postgres import PostgresStore
+
+        store = self.broker.store
+        assert isinstance(store, PostgresStore) and self.inbox is not None  # config checks
+        cluster = self.config.cluster
+        self.catalogue = CatalogueSync(
+            self.broker, store, min(cluster.heartbeat.interval, cluster.monitor.interval)
+        )
+        self.catalogue.start()
+        self.inbox.start()
 
     async def _join_cluster(self) -> None:
         """Register in the cluster's shared store and watch the other members (the HA guide's
@@ -314,6 +375,12 @@ class BrokerServer:
             self.topics.close()
         if self.member is not None:
             await self.member.close()
+        if self.catalogue is not None:
+            await self.catalogue.close()
+        if self.inbox is not None:
+            self.inbox.stop()
+        for adopting in list(self._adopting):
+            adopting.cancel()
         if self.http is not None:
             await self.http.stop()
         await self.listening.close()
@@ -344,10 +411,15 @@ class BrokerServer:
             await self.broker.store.close()
 
 
-async def serve(config: Config, started: Callable[[BrokerServer], None] | None = None) -> None:
+async def serve(
+    config: Config,
+    started: Callable[[BrokerServer], None] | None = None,
+    seat: WorkerSeat | None = None,
+) -> None:
     """Run until SIGTERM or SIGINT, a shutdown asked for over the API (`shutdown bkr`), or until
-    another broker takes the store over."""
-    server = BrokerServer(config)
+    another broker takes the store over. `seat`: as a worker of a broker with several
+    (`batonmq.server.supervisor`, which holds the pid file)."""
+    server = BrokerServer(config, seat)
     stop = server.control.stop
     fenced: list[StoreFenced] = []
 
@@ -369,8 +441,12 @@ async def serve(config: Config, started: Callable[[BrokerServer], None] | None =
     except BaseException:
         await server.close_store()
         raise
-    pid_file = write_pid_file(config.data_dir)
-    log.info("broker started", extra={"broker": config.broker_name, "pid": os.getpid()})
+    pid_file = write_pid_file(config.data_dir) if seat is None else None
+    if seat is None:
+        log.info("broker started", extra={"broker": config.broker_name, "pid": os.getpid()})
+    else:
+        log.info("worker started", extra={"worker": seat.index, "pid": os.getpid()})
+        os.write(seat.ready, b"R")
     if started is not None:
         started(server)
     try:
@@ -378,7 +454,8 @@ async def serve(config: Config, started: Callable[[BrokerServer], None] | None =
         log.info("shutting down", extra={"connections": len(server.protocols)})
         await server.shutdown()
     finally:
-        remove_pid_file(pid_file)
+        if pid_file is not None:
+            remove_pid_file(pid_file)
     if fenced:
         raise fenced[0]
     log.info("shutdown complete")
@@ -408,9 +485,14 @@ def tune_garbage_collector() -> None:
 EXIT_FENCED = 3
 
 
-def run(config: Config) -> int:
+def run(config: Config, seat: WorkerSeat | None = None) -> int:
     """The `batonmq` command's body: 0 after a clean shutdown, 1 if it cannot start,
-    EXIT_FENCED if another broker took its store over."""
+    EXIT_FENCED if another broker took its store over. With `broker.workers` above 1, the
+    supervisor's (`batonmq.server.supervisor`), which runs this in each worker (`seat`)."""
+    if config.workers > 1 and seat is None:
+        from batonmq.server.supervisor import supervise
+
+        return supervise(config)
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency where it builds
@@ -419,7 +501,7 @@ def run(config: Config) -> int:
         runner = uvloop.run
     tune_garbage_collector()
     try:
-        runner(serve(config))
+        runner(serve(config, seat=seat))
     except ConfigError as error:  # TlsConfigError among them
         log.error("cannot start: %s", error)
         return 1

@@ -52,6 +52,9 @@ class Listener:
     port: int
     mechanisms: tuple[str, ...]
     tls: ssl.SSLContext | None = None
+    #: Sockets already listening, which a worker inherited from the supervisor (empty: the
+    #: listener opens its own).
+    sockets: tuple[socket.socket, ...] = ()
 
 
 def configured_listeners(config: Config) -> list[Listener]:
@@ -159,6 +162,17 @@ class Listening:
         return protocol
 
     async def _listen(self, listener: Listener) -> list[tuple[str, int]]:
+        if listener.sockets:
+            # A worker's: each worker accepts on the sockets they share (amqp only: workers
+            # refuse amqps).
+            loop = asyncio.get_running_loop()
+            for sock in listener.sockets:
+                self._servers.append(
+                    await loop.create_server(
+                        functools.partial(self._serving, listener), sock=sock, backlog=BACKLOG
+                    )
+                )
+            return [sock.getsockname()[:2] for sock in listener.sockets]
         if listener.tls is None:
             server = await asyncio.get_running_loop().create_server(
                 functools.partial(self._serving, listener),
@@ -169,7 +183,7 @@ class Listening:
             )
             self._servers.append(server)
             return [sock.getsockname()[:2] for sock in server.sockets]
-        sockets = _listening_sockets(listener.bind, listener.port)
+        sockets = listening_sockets(listener.bind, listener.port)
         self._tls_sockets.extend(sockets)
         for sock in sockets:
             self._acceptors.append(asyncio.create_task(self._accept_tls(sock, listener)))
@@ -224,7 +238,7 @@ class _Refused(asyncio.Protocol):
         transport.close()
 
 
-def _listening_sockets(bind: str, port: int) -> list[socket.socket]:
+def listening_sockets(bind: str, port: int) -> list[socket.socket]:
     """Non-blocking sockets listening on every address `bind` names (as create_server does):
     SO_REUSEADDR, and IPv6 sockets for IPv6 alone."""
     addresses = socket.getaddrinfo(

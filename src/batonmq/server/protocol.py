@@ -9,6 +9,9 @@ the session go to the socket. No protocol logic lives here (BatonMQ architecture
   socket stops being read. So no client can make the broker buffer without bound.
 - Heartbeats (spec 4.2.7): sent when nothing else was sent for half the negotiated interval; a
   client silent for two intervals is disconnected.
+- With several worker processes: what the client sent until connection.open is kept, and at
+  connection.open for a virtual host another worker owns, the socket and those bytes go to that
+  worker (`batonmq.server.handoff`), which replays them into a session of its own.
 - TLS (the amqps listener): `accept_tls` runs the handshake and hands the encrypted transport to
   an AMQPProtocol; a client that fails it is logged with its address and gets no session.
 """
@@ -26,6 +29,8 @@ from typing import Final, cast
 from batonmq.amqp.connection import State
 from batonmq.engine.broker import Broker
 from batonmq.engine.session import Session
+from batonmq.server.handoff import hand_over
+from batonmq.server.placement import WorkerSeat
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +60,20 @@ class AMQPProtocol(asyncio.Protocol):
         write_buffer_low: int,
         on_lost: Callable[[AMQPProtocol], None],
         mechanisms: tuple[str, ...] | None = None,
+        seat: WorkerSeat | None = None,
+        replay: bytes | None = None,
     ) -> None:
-        """`mechanisms`: the SASL mechanisms of the listener this connection came in on."""
+        """`mechanisms`: the SASL mechanisms of the listener this connection came in on.
+        `seat`: this worker's, when the broker runs several (the connection may be handed to
+        another at connection.open); `replay`: the bytes another worker read from the client
+        before it handed the connection here (`batonmq.server.handoff`)."""
         self.broker = broker
+        self._seat = seat
+        self._replay = replay
+        #: What the client sent until connection.open, for a hand-off (None: not kept).
+        self._received: bytearray | None = bytearray() if seat is not None else None
+        #: Whether the connection went to another worker, which serves it from then on.
+        self.handed_off = False
         self._mechanisms = mechanisms
         self._high, self._low = write_buffer_high, write_buffer_low
         self._on_lost = on_lost
@@ -94,13 +110,20 @@ class AMQPProtocol(asyncio.Protocol):
             # for). None on plain TCP.
             peer_certificate=transport.get_extra_info("peercert"),
             local=_address(transport.get_extra_info("sockname")),
+            hand_off=self._hand_off if self._seat is not None else None,
+            handed_over=self._replay is not None,
         )
         log.debug("connection accepted", extra={"peer": f"{peer[0]}:{peer[1]}"})
         self._schedule_tick()
+        if self._replay is not None:
+            replay, self._replay = self._replay, None
+            self.data_received(replay)
 
     def data_received(self, data: bytes) -> None:
         assert self.session is not None
         self._last_received = self._loop.time()
+        if self._received is not None:
+            self._received += data
         with self._guard():
             self.session.receive_data(data)
             self._flush()
@@ -124,7 +147,9 @@ class AMQPProtocol(asyncio.Protocol):
         if self._timer is not None:
             self._timer.cancel()
         try:
-            if self.session is not None:
+            if self.handed_off and self.session is not None:
+                self.session.teardown()  # the client's connection goes on in its owner
+            elif self.session is not None:
                 session = self.session
                 # Logged unless the end was already (a close either way, a timeout).
                 session.log_closed(
@@ -137,6 +162,30 @@ class AMQPProtocol(asyncio.Protocol):
             # Shutdown waits for every connection to be lost: whatever teardown raised.
             self.lost.set()
             self._on_lost(self)
+
+    def _hand_off(self, vhost: str) -> bool:
+        """At connection.open: hand the connection to the worker that owns `vhost`, unless it
+        is this one (`batonmq.server.handoff`); whether it left."""
+        seat, transport, received = self._seat, self.transport, self._received
+        assert seat is not None and transport is not None and received is not None
+        self._received = None
+        if seat.owns(vhost):
+            return False
+        self.handed_off = True
+        if transport.get_write_buffer_size():
+            why: str | None = "replies to the client not sent yet"
+        else:
+            sock = transport.get_extra_info("socket")
+            why = hand_over(sock.fileno(), bytes(received), seat.outbox(vhost))
+        if why is not None:
+            # The client finds its connection closed, and may connect again.
+            assert self.session is not None
+            log.warning(
+                "connection not handed to its worker; closed",
+                extra={**self.session.log_fields(), "reason": why},
+            )
+        transport.abort()
+        return True
 
     # Output -------------------------------------------------------------------------------
 

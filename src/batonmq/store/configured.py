@@ -38,12 +38,17 @@ def standalone_postgres_schema(config: Config) -> str:
     return schema or "batonmq_s_" + re.sub(r"[^a-z0-9_]", "_", config.broker_name.lower())
 
 
-def store_broker_id(config: Config) -> str:
-    """Whose rows the broker owns: cluster.brokerid in an HA cluster, else broker.name."""
-    return config.cluster.brokerid if config.cluster.ha else config.broker_name
+def store_broker_id(config: Config, worker: int | None = None) -> str:
+    """Whose rows the broker owns: cluster.brokerid in an HA cluster, else broker.name; with
+    that and "w<worker>" for a worker of a broker with broker.workers above 1 (each worker a
+    member of the store, with a lease and a fencing epoch of its own)."""
+    broker_id = config.cluster.brokerid if config.cluster.ha else config.broker_name
+    return broker_id if worker is None else f"{broker_id}w{worker}"
 
 
-def configured_store(config: Config) -> Store:
+def configured_store(config: Config, worker: int | None = None) -> Store:
+    """`worker`: the index of the worker process this store is for (None: the broker has one
+    process)."""
     persist = config.persist
     if persist.store == "postgres":
         from batonmq.store.postgres import LEASE_SECONDS, PostgresStore
@@ -55,7 +60,7 @@ def configured_store(config: Config) -> Store:
         lease = monitor.interval * monitor.threshold if config.cluster.ha else LEASE_SECONDS
         return PostgresStore(
             persist.postgres.dsn,
-            broker_id=store_broker_id(config),
+            broker_id=store_broker_id(config, worker),
             schema=postgres_schema(config),
             synchronous_commit=persist.synchronous_commit(),
             lease_seconds=lease,

@@ -1,11 +1,13 @@
 """The benchmark's rows: names, selection, and the topic row's routing keys."""
 
 from dataclasses import replace
+from typing import cast
 
 import pytest
 from benchmarks.brokers.base import BrokerError
-from benchmarks.brokers.shards import BatonMQShards
+from benchmarks.brokers.postgres import BenchPostgres
 from benchmarks.brokers.sink import Sink
+from benchmarks.brokers.workers import BatonMQWorkers
 from benchmarks.runner import RowFailed, RunSettings, worker_specs
 from benchmarks.workloads import (
     HEADLINES,
@@ -21,6 +23,7 @@ from benchmarks.workloads import (
 
 from batonmq.model.destination import Destination
 from batonmq.routing.topic import TopicExchange
+from batonmq.server.placement import owner_of
 
 
 def test_row_names_are_unique_and_name_the_headlines_and_the_quick_set():
@@ -200,51 +203,58 @@ def test_the_two_queue_row_gives_each_queue_its_own_producers_and_consumers():
     plans = row.publisher_plans(topology, confirm_window=1000)
     assert [plan.routes for plan in plans] == [(("", "t.q0"),), (("", "t.q1"),)] * 2
     assert row.consumer_queues(topology) == ["t.q0", "t.q1"] * 2
-    assert row.targets == ("rabbitmq", "batonmq", "batonmq-x2")
+    assert row.targets == ("rabbitmq", "batonmq", "batonmq-w2")
 
 
-def test_on_shards_each_client_connects_to_the_process_that_owns_its_queue():
-    """Queues are placed round-robin over the shards, and a load-generator process goes to its
-    queue's owner: no message crosses from one shard to another."""
+def _never_started(count: int) -> BatonMQWorkers:
+    """A `batonmq-w<count>` target with no process and no PostgreSQL: only where it would
+    listen."""
+    workers = BatonMQWorkers(count, cast(BenchPostgres, None))
+    workers.port = 1001
+    return workers
+
+
+def test_on_workers_each_queue_is_in_a_virtual_host_of_its_own_worker():
+    """Queues are placed round-robin over the workers, each in a virtual host its worker owns,
+    and a load-generator process names its queue's virtual host: the broker hands it to that
+    owner, so no message crosses from one worker to another."""
     (row,) = select(["clients-4x4-1KiB-2q"], quick=False)
-    shards = BatonMQShards(2)
-    for port, shard in enumerate(shards.shards, start=1001):
-        shard.port = port  # never started: no process, only where it would listen
+    workers = _never_started(2)
     topology = row.topology("t")
 
-    parts = shards.place(topology)
+    parts = workers.place(topology)
 
-    assert [(endpoint.port, part.queues) for endpoint, part in parts] == [
-        (1001, ("t.q0",)),
-        (1002, ("t.q1",)),
+    assert [owner_of(vhost, 2) for vhost in workers.vhosts] == [0, 1]
+    assert [(endpoint.port, endpoint.vhost, part.queues) for endpoint, part in parts] == [
+        (1001, workers.vhosts[0], ("t.q0",)),
+        (1001, workers.vhosts[1], ("t.q1",)),
     ]
-    specs = worker_specs(row, topology, shards, RunSettings())
-    ports: dict[str, set[int]] = {}
+    specs = worker_specs(row, topology, workers, RunSettings())
+    vhosts: dict[str, set[str]] = {}
     for spec in specs:
         (queue,) = spec.consumer_queues or tuple(plan.routes[0][1] for plan in spec.publishers)
-        ports.setdefault(queue, set()).add(spec.endpoint.port)
-    assert ports == {"t.q0": {1001}, "t.q1": {1002}}
+        vhosts.setdefault(queue, set()).add(spec.endpoint.vhost)
+    assert vhosts == {"t.q0": {workers.vhosts[0]}, "t.q1": {workers.vhosts[1]}}
 
 
-def test_shards_refuse_a_row_that_routes_through_an_exchange():
+def test_workers_refuse_a_row_that_routes_through_an_exchange():
     (fanout,) = select(["fanout10-128B"], quick=False)
     with pytest.raises(BrokerError, match="cannot route through an exchange"):
-        BatonMQShards(2).place(fanout.topology("f"))
+        _never_started(2).place(fanout.topology("f"))
 
 
-def test_clients_sharing_a_process_cannot_span_shards():
-    """One load-generator process has one endpoint: a row whose shared processes hold clients of
-    queues in different shards fails, rather than send some of them to the wrong process."""
+def test_clients_sharing_a_process_cannot_span_virtual_hosts():
+    """One load-generator process has one endpoint, one virtual host: a row whose shared
+    processes hold clients of queues in different virtual hosts fails, rather than send some
+    of them to the wrong one."""
     (row,) = select(["clients-4x4-1KiB-2q"], quick=False)
     shared = replace(row, process_per_client=False)
-    shards = BatonMQShards(2)
-    for port, shard in enumerate(shards.shards, start=1001):
-        shard.port = port
+    workers = _never_started(2)
     topology = shared.topology("t")
-    shards.place(topology)
+    workers.place(topology)
 
     with pytest.raises(RowFailed, match="use 2 brokers"):
-        worker_specs(shared, topology, shards, RunSettings())
+        worker_specs(shared, topology, workers, RunSettings())
 
 
 def test_http_adds_batonmq_with_its_http_listener_on_beside_each_store():

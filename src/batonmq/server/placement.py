@@ -1,0 +1,50 @@
+"""Which worker process serves a virtual host, when the broker runs several (`broker.workers`
+above 1, `batonmq.server.supervisor`), and what a worker inherits from the supervisor.
+
+A worker owns whole virtual hosts: every connection to a virtual host is served by its owner,
+so a queue, its publishers and its consumers always share one process and no message crosses
+between processes. The owner of a virtual host is a stable hash of its name: CRC-32 of its
+UTF-8 bytes, modulo the number of workers. It is the same in every worker, at every restart
+and in every Python release (unlike `hash`, which is salted per process). So changing
+`broker.workers` moves virtual hosts to other workers, whose store identity differs: until the
+map is kept in the store, the count is to be changed on a drained broker only.
+"""
+
+from __future__ import annotations
+
+import socket
+import zlib
+from dataclasses import dataclass
+
+
+def owner_of(vhost: str, workers: int) -> int:
+    """The index (from 0) of the worker that serves `vhost` among `workers`."""
+    return zlib.crc32(vhost.encode("utf-8", "surrogatepass")) % workers
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSeat:
+    """One worker process's place among its siblings: what the supervisor set up for it."""
+
+    #: This worker's index, from 0; its store identity is the broker's with "w<index>".
+    index: int
+    #: How many workers the broker runs.
+    count: int
+    #: The listening sockets the supervisor bound, by listener name ("amqp").
+    listening: dict[str, list[socket.socket]]
+    #: Each worker's inbox (`batonmq.server.handoff`), by index: the end its owner reads, and
+    #: the end the other workers send connections on.
+    inboxes: list[tuple[socket.socket, socket.socket]]
+    #: The pipe this worker writes one byte to once it serves (the supervisor waits for it).
+    ready: int
+
+    def owns(self, vhost: str) -> bool:
+        return owner_of(vhost, self.count) == self.index
+
+    @property
+    def inbox(self) -> socket.socket:
+        return self.inboxes[self.index][0]
+
+    def outbox(self, vhost: str) -> socket.socket:
+        """Where a connection to `vhost` is handed: its owner's inbox."""
+        return self.inboxes[owner_of(vhost, self.count)][1]

@@ -1,0 +1,312 @@
+"""The `batonmq` process of a broker with `broker.workers` above 1: it binds the AMQP
+listener's sockets once, starts that many worker processes on them, and keeps them running.
+
+Each worker is the broker of one process (`batonmq.server.app`) on the inherited listening
+sockets, with a store identity of its own (the broker's and "w<index>"): its own lease, fencing
+epoch and rows in the PostgreSQL store the workers share. Every worker accepts connections; a
+connection goes on in the worker that owns its virtual host (`batonmq.server.placement`),
+handed there at connection.open when another accepted it (`batonmq.server.handoff`).
+
+The supervisor holds the pid file, and:
+
+- passes SIGTERM and SIGINT on to every worker and waits for their graceful shutdown (each
+  worker's `server.shutdown_timeout`, and as long again for its store; a worker still running
+  then is killed), then exits 0;
+- passes SIGHUP (reload the ACL files) on to every worker;
+- starts again a worker that ended without being asked to (a crash, SIGKILL, a lost store): the
+  new process recovers that worker's virtual hosts from the store. Its sibling workers and
+  their clients are not touched. A worker that ends again soon after its start waits longer
+  before the next (1 s, doubling up to 30 s);
+- stops everything if a worker cannot start the first time (exit status 1: the worker logged
+  why), or if another process took a worker's store identity over (exit status 3, as a broker
+  of one process that is fenced).
+
+The supervisor runs no event loop and no thread, so that forking a worker from it is safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import signal
+import socket
+import time
+from dataclasses import dataclass
+from typing import Final
+
+from batonmq.config import Config, ConfigError
+from batonmq.server.listeners import configured_listeners, listening_sockets
+from batonmq.server.pidfile import remove_pid_file, write_pid_file
+from batonmq.server.placement import WorkerSeat
+
+log = logging.getLogger(__name__)
+
+#: Seconds before a worker that ended is started again, the first time...
+RESTART_DELAY: Final = 1.0
+#: ...and at most, for a worker that keeps ending soon after it started.
+RESTART_DELAY_MAX: Final = 30.0
+#: A worker that ran this long before it ended is started again after RESTART_DELAY.
+STABLE_AFTER: Final = 60.0
+#: The exit status of a worker whose store identity another process took over (app.EXIT_FENCED;
+#: not imported, so that the supervisor does not load the server).
+_EXIT_FENCED: Final = 3
+_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)
+
+
+@dataclass(slots=True)
+class _Worker:
+    index: int
+    pid: int
+    started_at: float
+    #: The pipe it writes one byte to once it serves (-1 once read, or once it ended).
+    ready_pipe: int
+    ready: bool = False
+    #: Starts in a row that ended soon after.
+    failures: int = 0
+
+
+def supervise(config: Config) -> int:
+    """Run the broker's workers until SIGTERM or SIGINT; the exit status."""
+    try:
+        listening = {
+            listener.name: listening_sockets(listener.bind, listener.port)
+            for listener in configured_listeners(config)
+        }
+    except ConfigError as error:
+        log.error("cannot start: %s", error)
+        return 1
+    except OSError as error:
+        amqp = config.listeners.amqp
+        log.error("cannot listen on %s:%s: %s", amqp.bind, amqp.port, error.strerror or error)
+        return 1
+    inboxes = [
+        socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(config.workers)
+    ]
+    for ends in inboxes:
+        for end in ends:
+            end.setblocking(False)  # the flag is the open file's: every worker's too
+    pid_file = write_pid_file(config.data_dir)
+    try:
+        return Supervisor(config, listening, inboxes).run()
+    finally:
+        remove_pid_file(pid_file)
+
+
+class Supervisor:
+    def __init__(
+        self,
+        config: Config,
+        listening: dict[str, list[socket.socket]],
+        inboxes: list[tuple[socket.socket, socket.socket]],
+    ) -> None:
+        self.config = config
+        self.listening = listening
+        self.inboxes = inboxes
+        self.workers: dict[int, _Worker] = {}
+        #: When each worker that ended is to be started again, and its failures in a row, by
+        #: index.
+        self.restarts: dict[int, tuple[float, int]] = {}
+        self._signals: list[int] = []
+        self._wake_read, self._wake_write = os.pipe()
+        self._stopping_since: float | None = None
+        self._status = 0
+
+    def run(self) -> int:
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)
+        previous_wakeup = signal.set_wakeup_fd(self._wake_write)
+        for signum in _SIGNALS:
+            signal.signal(signum, self._signalled)
+        try:
+            for index in range(self.config.workers):
+                self._start(index, failures=0)
+            self._loop()
+        finally:
+            self._send(signal.SIGTERM)  # none left, unless the supervisor itself failed
+            signal.set_wakeup_fd(previous_wakeup)
+            for signum in _SIGNALS:
+                signal.signal(signum, signal.SIG_DFL)
+            os.close(self._wake_read)
+            os.close(self._wake_write)
+        log.info("shutdown complete")
+        return self._status
+
+    def _signalled(self, signum: int, _frame: object) -> None:
+        self._signals.append(signum)
+
+    def _loop(self) -> None:
+        all_ready = False
+        while self.workers or (self._stopping_since is None and self.restarts):
+            now = time.monotonic()
+            waits = [when - now for when, _failures in self.restarts.values()]
+            if self._stopping_since is not None:
+                waits.append(self._stopping_since + self._stop_timeout - now)
+            pipes = [
+                worker.ready_pipe for worker in self.workers.values() if worker.ready_pipe >= 0
+            ]
+            readable, _, _ = select.select(
+                [self._wake_read, *pipes], [], [], max(min(waits), 0) if waits else None
+            )
+            for worker in list(self.workers.values()):
+                if worker.ready_pipe in readable:
+                    self._read_ready(worker)
+            if not all_ready and all(worker.ready for worker in self.workers.values()):
+                all_ready = len(self.workers) == self.config.workers
+                if all_ready:
+                    log.info(
+                        "broker started",
+                        extra={
+                            "broker": self.config.broker_name,
+                            "pid": os.getpid(),
+                            "workers": self.config.workers,
+                        },
+                    )
+            with contextlib.suppress(BlockingIOError):
+                while os.read(self._wake_read, 512):
+                    pass
+            self._handle_signals()
+            self._reap(first_start=not all_ready)
+            self._restart_due()
+            self._kill_late()
+
+    def _read_ready(self, worker: _Worker) -> None:
+        with contextlib.suppress(BlockingIOError):
+            if os.read(worker.ready_pipe, 1):
+                worker.ready = True
+            os.close(worker.ready_pipe)  # read, or ended before it served
+            worker.ready_pipe = -1
+
+    def _handle_signals(self) -> None:
+        signals, self._signals = self._signals, []
+        for signum in signals:
+            if signum in (signal.SIGTERM, signal.SIGINT):
+                self.stop()
+            elif signum == signal.SIGHUP:
+                self._send(signal.SIGHUP)
+
+    def stop(self) -> None:
+        """Stop every worker (once), and start none again."""
+        if self._stopping_since is None:
+            self._stopping_since = time.monotonic()
+            log.info("shutting down", extra={"workers": len(self.workers)})
+            self.restarts.clear()
+            self._send(signal.SIGTERM)
+
+    @property
+    def _stop_timeout(self) -> float:
+        return 2 * self.config.server.shutdown_timeout
+
+    def _send(self, signum: int) -> None:
+        for worker in self.workers.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker.pid, signum)
+
+    def _kill_late(self) -> None:
+        since = self._stopping_since
+        if since is None or time.monotonic() < since + self._stop_timeout:
+            return
+        for worker in self.workers.values():
+            log.warning(
+                "worker did not stop in time; killed",
+                extra={"worker": worker.index, "pid": worker.pid},
+            )
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker.pid, signal.SIGKILL)
+        self._stopping_since = time.monotonic()  # once more, if even that is not reaped
+
+    def _reap(self, *, first_start: bool) -> None:
+        while True:
+            try:
+                pid, wait_status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            worker = next((w for w in self.workers.values() if w.pid == pid), None)
+            if worker is None:
+                continue
+            del self.workers[worker.index]
+            if worker.ready_pipe >= 0:
+                os.close(worker.ready_pipe)
+            self._ended(worker, os.waitstatus_to_exitcode(wait_status), first_start)
+
+    def _ended(self, worker: _Worker, status: int, first_start: bool) -> None:
+        fields = {"worker": worker.index, "pid": worker.pid, "status": status}
+        if self._stopping_since is not None:
+            if status not in (0, -signal.SIGTERM):
+                self._status = self._status or 1
+            return
+        if first_start and not worker.ready:
+            # It logged why; the configuration or the store is at fault, not the worker.
+            log.error("cannot start: worker %d exited with status %d", worker.index, status)
+            self._status = 1
+            self.stop()
+        elif status == _EXIT_FENCED:
+            log.critical("stopping: worker %d was fenced off its store", worker.index)
+            self._status = _EXIT_FENCED
+            self.stop()
+        else:
+            ran = time.monotonic() - worker.started_at
+            failures = 0 if ran >= STABLE_AFTER else worker.failures + 1
+            delay = min(RESTART_DELAY * 2 ** max(failures - 1, 0), RESTART_DELAY_MAX)
+            log.warning("worker died; restarting", extra={**fields, "delay": delay})
+            self.restarts[worker.index] = (time.monotonic() + delay, failures)
+
+    def _restart_due(self) -> None:
+        now = time.monotonic()
+        for index, (when, failures) in list(self.restarts.items()):
+            if when <= now:
+                del self.restarts[index]
+                self._start(index, failures)
+
+    def _start(self, index: int, failures: int) -> None:
+        ready_read, ready_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the worker process, which exits in `_work`
+            os.close(ready_read)
+            self._work(
+                WorkerSeat(index, self.config.workers, self.listening, self.inboxes, ready_write)
+            )
+        os.close(ready_write)
+        os.set_blocking(ready_read, False)
+        self.workers[index] = _Worker(index, pid, time.monotonic(), ready_read, failures=failures)
+
+    def _work(self, seat: WorkerSeat) -> None:
+        """In the worker process: forget the supervisor's signals and pipes, run the broker on
+        `seat`, and exit with its status (never returns)."""
+        status = 1
+        try:
+            signal.set_wakeup_fd(-1)
+            for signum in _SIGNALS:
+                signal.signal(signum, signal.SIG_DFL)
+            # Until the broker's own handler is in place, a reload does not end the worker.
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
+            os.close(self._wake_read)
+            os.close(self._wake_write)
+            for sibling in self.workers.values():
+                if sibling.ready_pipe >= 0:
+                    os.close(sibling.ready_pipe)
+            _tag_log_records(seat.index)
+            from batonmq.server.app import run
+
+            status = run(self.config, seat)
+        except BaseException:
+            log.exception("worker %d failed", seat.index)
+        finally:
+            logging.shutdown()
+            os._exit(status)
+
+
+def _tag_log_records(worker: int) -> None:
+    """Every line a worker logs names it (`worker=<index>`)."""
+
+    def tag(record: logging.LogRecord) -> bool:
+        if not hasattr(record, "worker"):
+            record.worker = worker
+        return True
+
+    for logger in (logging.getLogger(), logging.getLogger("batonmq")):
+        for handler in logger.handlers:
+            handler.addFilter(tag)

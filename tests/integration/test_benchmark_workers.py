@@ -1,0 +1,52 @@
+"""The `batonmq-w2` target end to end: the two-queue many-clients row on BatonMQ with
+`[broker] workers = 2` (benchmarks/brokers/workers.py), each queue in a virtual host of a
+different worker, with real load-generator processes over real sockets. It proves the target
+measures something real (both workers move messages, their CPU is counted); no speed is
+asserted."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from benchmarks.brokers.postgres import BenchPostgres
+from benchmarks.brokers.workers import BatonMQWorkers
+from benchmarks.procstats import cpu_seconds, process_tree
+from benchmarks.runner import RunSettings, run_row
+from benchmarks.workloads import select
+
+from tests.pgthrowaway import ThrowawayServer
+
+SETTINGS = RunSettings(duration=0.5, warmup=0.2)
+
+
+@pytest.fixture
+def workers(postgres_throwaway_server: ThrowawayServer) -> Iterator[BatonMQWorkers]:
+    with BatonMQWorkers(2, BenchPostgres(postgres_throwaway_server)) as broker:
+        yield broker
+    assert broker.log_problems == (), "a worker's log showed errors or tracebacks"
+
+
+def test_the_two_queue_row_moves_messages_through_both_workers(workers: BatonMQWorkers) -> None:
+    (row,) = select(["clients-4x4-1KiB-2q"], quick=False)
+    assert workers.process is not None
+    children = [pid for pid in process_tree(workers.process.pid) if pid != workers.process.pid]
+    assert len(children) == 2
+    before = [cpu_seconds([pid]) for pid in children]
+
+    measurement = run_row(row, workers, SETTINGS, "bench.workers")
+
+    assert measurement.error is None
+    assert measurement.delivered > 0
+    assert measurement.cpu_seconds is not None and measurement.cpu_seconds > 0
+    after = [cpu_seconds([pid]) for pid in children]
+    assert all(used > was for used, was in zip(after, before, strict=True)), (
+        "each worker owns a queue's virtual host, so each must have worked"
+    )
+
+    (fanout,) = select(["fanout10-128B"], quick=False)
+    refused = run_row(fanout, workers, SETTINGS, "bench.workers-fanout")
+
+    assert refused.error is not None
+    assert "cannot route through an exchange" in refused.error
+    assert workers.alive()

@@ -1,0 +1,321 @@
+"""A broker with `[broker] workers = 2` (README, "Worker processes"): real worker processes under
+the supervisor, on one PostgreSQL store, driven by pika, aio-pika and kombu.
+
+Every connection to a virtual host is served by the worker that owns it, whichever worker
+accepted it: shown by behaviour that only one process can give (an exclusive queue is locked
+for every other connection to its virtual host, a queue declared once is seen by every
+connection), and by the log, where each line names its worker."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import signal
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import aio_pika
+import aiormq.exceptions
+import pika
+import pika.exceptions
+import pytest
+from kombu import Connection, Queue
+
+from batonmq.server.placement import owner_of
+from tests.brokerproc import (
+    RunningBroker,
+    confirming_channel,
+    connect,
+    failed_start,
+    run_batonctl,
+    start_broker,
+    wait_until,
+)
+
+WORKERS = 2
+#: Two virtual hosts owned by each worker.
+VHOSTS = {
+    owner: [
+        name for name in ["/", *(f"tenant{n}" for n in range(20))] if owner_of(name, 2) == owner
+    ][:2]
+    for owner in range(WORKERS)
+}
+ALL_VHOSTS = [vhost for owned in VHOSTS.values() for vhost in owned]
+#: Connections per virtual host and check: enough that both workers accept some.
+ATTEMPTS = 4
+
+
+@dataclass
+class Workers:
+    broker: RunningBroker
+    environment: dict[str, str]
+
+    def with_vhost(self, vhost: str) -> RunningBroker:
+        return RunningBroker(
+            self.broker.host, self.broker.port, vhost=vhost, process=self.broker.process
+        )
+
+    def pids(self) -> dict[int, int]:
+        """The latest pid of each worker, from its "worker started" line."""
+        pids: dict[int, int] = {}
+        for line in self.broker.log().splitlines():
+            if 'msg="worker started"' in line:
+                pids[int(_field(line, "worker"))] = int(_field(line, "pid"))
+        return pids
+
+
+@pytest.fixture
+def workers(tmp_path: Path, postgres_dsn: str) -> Iterator[Workers]:
+    """Two workers on a fresh PostgreSQL database with the virtual hosts of VHOSTS, where guest
+    may do anything (added on the store before the broker starts)."""
+    environment = {
+        "BATONMQ__PERSIST__STORE": "postgres",
+        "BATONMQ__PERSIST__POSTGRES__DSN": postgres_dsn,
+    }
+    (tmp_path / "data").mkdir()
+    for vhost in ALL_VHOSTS:
+        if vhost == "/":
+            continue
+        for command in (
+            ("vhost", "add", vhost),
+            ("permissions", "set", "guest", ".*", ".*", ".*", "--vhost", vhost),
+        ):
+            done = run_batonctl(tmp_path, *command, environment=environment)
+            assert done.returncode == 0, done.stderr
+    environment["BATONMQ__BROKER__WORKERS"] = str(WORKERS)
+    broker = start_broker(tmp_path, environment=environment)
+    wait_until(lambda: 'msg="broker started"' in broker.log(), "both workers to serve")
+    try:
+        yield Workers(broker, environment)
+    finally:
+        broker.stop()
+
+
+def _field(line: str, name: str) -> str:
+    found = re.search(rf"\b{name}=(\S+)", line)
+    assert found is not None, line
+    return found.group(1).strip('"')
+
+
+def _opened_by_worker(log: str) -> list[tuple[str, int]]:
+    """(virtual host, worker) of every "connection opened" line."""
+    return [
+        (_field(line, "vhost"), int(_field(line, "worker")))
+        for line in log.splitlines()
+        if 'msg="connection opened"' in line
+    ]
+
+
+def test_every_connection_to_a_virtual_host_meets_the_others_in_its_owner(
+    workers: Workers,
+) -> None:
+    """RabbitMQ's rule for exclusive queues ("used by only one connection": another connection
+    that declares it gets 405 RESOURCE_LOCKED) and a queue declared once being there for every
+    connection to its virtual host hold as with one process: only one process can give them."""
+    opened = 0
+    for vhost in ALL_VHOSTS:
+        with connect(workers.broker, vhost=vhost) as holder:
+            opened += 1
+            channel = holder.channel()
+            channel.queue_declare("mine", exclusive=True)
+            channel.queue_declare("shared", durable=True)
+            for _ in range(ATTEMPTS):
+                with connect(workers.broker, vhost=vhost) as other:
+                    opened += 1
+                    other_channel = other.channel()
+                    other_channel.queue_declare("shared", passive=True)
+                    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as locked:
+                        other_channel.queue_declare("mine", exclusive=True)
+                    assert locked.value.reply_code == 405
+
+    log = workers.broker.log()
+    assert sorted(set(_opened_by_worker(log))) == sorted(
+        (vhost, owner) for owner, owned in VHOSTS.items() for vhost in owned
+    )
+    # Each connection was accepted once, and once more by its owner when handed over.
+    accepted = [line for line in log.splitlines() if 'msg="connection accepted"' in line]
+    assert {int(_field(line, "worker")) for line in accepted} == {0, 1}
+    assert len(accepted) > opened
+
+
+async def test_aio_pika_clients_on_each_worker(workers: Workers) -> None:
+    """aio-pika's robust connections on a virtual host of each worker: an exclusive queue is
+    RESOURCE_LOCKED for a second connection, and a message goes from one connection to the
+    other."""
+    for owned in VHOSTS.values():
+        url = _url(workers.broker, owned[0])
+        first = await aio_pika.connect_robust(url)
+        second = await aio_pika.connect_robust(url)
+        try:
+            mine = await (await first.channel()).declare_queue(exclusive=True)
+            other = await second.channel()
+            with pytest.raises(aiormq.exceptions.ChannelLockedResource):
+                await other.declare_queue(mine.name, exclusive=True)
+            publisher = await first.channel(publisher_confirms=True)
+            queue = await publisher.declare_queue("aio", durable=True)
+            await publisher.default_exchange.publish(aio_pika.Message(b"hi"), "aio")
+            consumer = await (await second.channel()).declare_queue("aio", passive=True)
+            message = await consumer.get(timeout=5)
+            assert message.body == b"hi"
+            await message.ack()
+            await queue.delete()
+        finally:
+            await first.close()
+            await second.close()
+
+
+def test_kombu_publishes_and_consumes_across_connections(workers: Workers) -> None:
+    """kombu (Celery's transport) with confirms, one connection publishing and another
+    consuming, on a virtual host of each worker."""
+    for owned in VHOSTS.values():
+        vhost = owned[1]
+        name = f"kombu.{uuid.uuid4().hex[:8]}"
+        with Connection(
+            _url(workers.broker, vhost, "pyamqp"), transport_options={"confirm_publish": True}
+        ) as producing:
+            producing.Producer().publish(
+                {"n": 1}, routing_key=name, declare=[Queue(name, durable=True)], serializer="json"
+            )
+        with Connection(_url(workers.broker, vhost, "pyamqp")) as consuming:
+            message = consuming.SimpleQueue(name).get(timeout=5)
+            assert message.payload == {"n": 1}
+            message.ack()
+
+
+def test_refused_logins_and_virtual_hosts_are_refused_as_by_one_process(
+    workers: Workers,
+) -> None:
+    """Spec 2.2.4 and RabbitMQ: a bad password is refused before connection.open (pika:
+    ProbableAuthenticationError), a virtual host that does not exist at connection.open
+    (ProbableAccessDeniedError); whichever worker accepted the connection."""
+    for _ in range(ATTEMPTS):
+        with pytest.raises(pika.exceptions.ProbableAuthenticationError):
+            connect(workers.broker, password="wrong")
+        for owner in range(WORKERS):
+            missing = next(
+                name for n in range(100) if owner_of(name := f"missing{n}", WORKERS) == owner
+            )
+            with pytest.raises(pika.exceptions.ProbableAccessDeniedError):
+                connect(workers.broker, vhost=missing)
+
+
+def test_a_user_added_on_the_store_can_log_in_on_every_worker(workers: Workers) -> None:
+    """Users and permissions are the store's, shared by the workers; each keeps its copy in
+    line as the members of an HA cluster do (GlassFish MQ Technical Overview, Table 4-1: the
+    configuration is in the shared store, which every broker sees). A user added while the
+    workers run logs in on a virtual host of each, without a restart."""
+    assert workers.broker.data_dir is not None
+    workdir = workers.broker.data_dir.parent
+    environment = {key: value for key, value in workers.environment.items() if "WORKERS" not in key}
+    done = run_batonctl(
+        workdir, "user", "add", "alice", "--password", "pw", environment=environment
+    )
+    assert done.returncode == 0, done.stderr
+    for owned in VHOSTS.values():
+        done = run_batonctl(
+            workdir,
+            "permissions",
+            "set",
+            "alice",
+            ".*",
+            ".*",
+            ".*",
+            "--vhost",
+            owned[0],
+            environment=environment,
+        )
+        assert done.returncode == 0, done.stderr
+
+    def logs_in(vhost: str) -> bool:
+        try:
+            connect(workers.broker, "alice", "pw", vhost).close()
+        except pika.exceptions.AMQPConnectionError:
+            return False
+        return True
+
+    for vhost in (owned[0] for owned in VHOSTS.values()):
+        wait_until(
+            functools.partial(lambda name: all(logs_in(name) for _ in range(ATTEMPTS)), vhost),
+            "alice on " + vhost,
+        )
+
+
+def test_a_killed_worker_comes_back_and_its_siblings_clients_never_notice(
+    workers: Workers,
+) -> None:
+    """SIGKILL of one worker: the supervisor starts it again (BMQ-1021), every persistent
+    message it confirmed in a durable queue is there after, and a client of the other worker
+    keeps its connection through it all."""
+    survivor_vhost, victim_vhost = VHOSTS[0][0], VHOSTS[1][0]
+    victim_broker = workers.with_vhost(victim_vhost)
+    with confirming_channel(victim_broker) as channel:
+        channel.queue_declare("kept", durable=True)
+        for n in range(50):
+            channel.basic_publish(
+                "", "kept", str(n).encode(), pika.BasicProperties(delivery_mode=2)
+            )
+    with connect(workers.broker, vhost=survivor_vhost) as survivor:
+        survivor_channel = survivor.channel()
+        survivor_channel.queue_declare("alive")
+        before = workers.pids()
+        os.kill(before[1], signal.SIGKILL)
+        wait_until(lambda: workers.pids().get(1) not in (None, before[1]), "worker 1 again")
+        assert 'msg="worker died; restarting"' in workers.broker.log()
+        assert workers.pids()[0] == before[0]
+
+        # The survivor's connection was never closed: it goes on publishing and getting.
+        survivor_channel.basic_publish("", "alive", b"still here")
+        survivor.process_data_events(0.2)
+        _method, _properties, body = survivor_channel.basic_get("alive", auto_ack=True)
+        assert body == b"still here"
+
+    with connect(workers.broker, vhost=victim_vhost) as again:
+        channel = again.channel()
+        bodies = []
+        while (got := channel.basic_get("kept", auto_ack=True))[0] is not None:
+            bodies.append(got[2])
+        assert bodies == [str(n).encode() for n in range(50)]
+
+
+def test_sigterm_stops_every_worker_and_removes_the_pid_file(workers: Workers) -> None:
+    """SIGTERM to the `batonmq` process: every worker shuts down cleanly, then the supervisor,
+    with status 0, and the pid file is gone."""
+    broker = workers.broker
+    assert broker.data_dir is not None
+    pid_file = broker.data_dir / "batonmq.pid"
+    assert pid_file.read_text().strip() == str(broker.process.pid if broker.process else 0)
+    pids = workers.pids()
+
+    broker.signal(signal.SIGTERM)
+
+    assert broker.wait(30) == 0
+    assert not pid_file.exists()
+    for pid in pids.values():
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    log = broker.log()
+    assert log.count('msg="shutdown complete"') == WORKERS + 1
+
+
+def _url(broker: RunningBroker, vhost: str, scheme: str = "amqp") -> str:
+    return f"{scheme}://guest:guest@{broker.host}:{broker.port}/{quote(vhost, safe='')}"
+
+
+def test_a_worker_that_cannot_start_stops_the_broker(tmp_path: Path) -> None:
+    """As a broker of one process whose store cannot be opened: exit status 1, with the reason
+    in the log, and no worker left behind."""
+    output = failed_start(
+        tmp_path,
+        {
+            "BATONMQ__BROKER__WORKERS": "2",
+            "BATONMQ__PERSIST__STORE": "postgres",
+            "BATONMQ__PERSIST__POSTGRES__DSN": "postgresql://nobody@127.0.0.1:1/none",
+        },
+    )
+    assert "cannot open the store" in output
+    assert "cannot start: worker" in output
+    assert not (tmp_path / "data" / "batonmq.pid").exists()

@@ -1,0 +1,98 @@
+"""`[broker] workers`: how many worker processes a broker runs, and what more than one needs
+for now (README, "Worker processes")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from batonmq.config import ConfigError, load_config
+from batonmq.store.configured import postgres_schema, store_broker_id
+
+#: A broker with two workers, as the README's section asks.
+TWO_WORKERS = {
+    "broker.workers": 2,
+    "persist.store": "postgres",
+    "persist.postgres.dsn": "postgresql://localhost/batonmq",
+    "listeners.http.enabled": False,
+}
+
+
+@pytest.fixture
+def environ(tmp_path: Path) -> dict[str, str]:
+    return {"HOME": str(tmp_path)}
+
+
+def test_one_worker_by_default(environ: dict[str, str]) -> None:
+    assert load_config(environ=environ).workers == 1
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"), [(0, "must be between 1 and 64, got 0"), (65, "got 65")]
+)
+def test_the_count_is_bounded(value: int, problem: str, environ: dict[str, str]) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_config(environ=environ, overrides={**TWO_WORKERS, "broker.workers": value})
+
+    assert raised.value.key == "broker.workers"
+    assert problem in raised.value.problem
+
+
+def test_two_workers_on_postgresql(environ: dict[str, str]) -> None:
+    config = load_config(environ=environ, overrides=TWO_WORKERS)
+
+    assert config.workers == 2
+    # Each worker is a member of the one store, with an identity of its own.
+    assert [store_broker_id(config, worker) for worker in (0, 1)] == ["batonmqw0", "batonmqw1"]
+    assert store_broker_id(config) == "batonmq"
+    assert postgres_schema(config) == "batonmq_s_batonmq"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "problem"),
+    [
+        (
+            {"persist.store": "sqlite"},
+            "persist.store",
+            'must be "postgres" when broker.workers is more than 1: the workers share one '
+            "catalogue of users, virtual hosts and permissions, which only a PostgreSQL store "
+            "holds for several processes",
+        ),
+        (
+            {"listeners.http.enabled": True},
+            "listeners.http.enabled",
+            "must be false when broker.workers is more than 1: the management API does not "
+            "answer for every worker yet",
+        ),
+        (
+            {"listeners.amqps.enabled": True},
+            "listeners.amqps.enabled",
+            "must be false when broker.workers is more than 1: a TLS session cannot move with "
+            "its socket to the worker that owns the virtual host",
+        ),
+        (
+            {"cluster.ha": True, "cluster.clusterid": "c1", "cluster.brokerid": "b1"},
+            "cluster.ha",
+            "must be false when broker.workers is more than 1: the workers of an HA member are "
+            "not members of their own yet",
+        ),
+    ],
+)
+def test_what_more_than_one_worker_refuses(
+    overrides: dict[str, object], key: str, problem: str, environ: dict[str, str]
+) -> None:
+    """Refused at start with one line saying why, rather than a setting that does not do what
+    it says."""
+    with pytest.raises(ConfigError) as raised:
+        load_config(environ=environ, overrides={**TWO_WORKERS, **overrides})
+
+    assert (raised.value.key, raised.value.problem) == (key, problem)
+    assert "\n" not in str(raised.value)
+
+
+def test_one_worker_needs_none_of_it(environ: dict[str, str]) -> None:
+    config = load_config(
+        environ=environ, overrides={"persist.store": "sqlite", "listeners.amqps.enabled": False}
+    )
+    assert config.workers == 1
