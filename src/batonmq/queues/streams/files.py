@@ -10,6 +10,11 @@ publisher confirm sent after it names a message that survives a crash at its off
 mid-append leaves a torn chunk at the end of the newest segment: opening drops it (it was never
 confirmed). A bad chunk anywhere else is corruption and stops the opening with an error naming
 the file.
+
+Reading: segments are read front to back, so each is opened for sequential access
+(posix_fadvise SEQUENTIAL: a larger kernel read-ahead), and each read asks the kernel to read the
+next `READ_AHEAD_BYTES` of its segment (WILLNEED) before they are wanted: the disk reads them
+while the broker decodes and sends what it has, instead of waiting for each read in turn.
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ SUFFIX: Final = ".segment"
 #: The suffix of a segment's snapshot of producers' last ids.
 SNAPSHOT_SUFFIX: Final = ".producers"
 FILE_HEADER: Final = b"BATONMQ-STREAM\x00\x01"
+#: How far past a read the kernel is asked to have a segment read (about 20 ms of a disk that
+#: reads 800 MB/s).
+READ_AHEAD_BYTES: Final = 16 << 20
 
 
 class FileMedium:
@@ -46,6 +54,8 @@ class FileMedium:
         self._fds: dict[int, int] = {}
         #: The size of the newest segment (where the next append goes).
         self._end = 0
+        #: How far into each segment the kernel was asked to read ahead, by first offset.
+        self._read_ahead: dict[int, int] = {}
 
     def where(self, segment: int) -> str:
         return str(self._path(segment))
@@ -70,6 +80,7 @@ class FileMedium:
         path = self._path(first_offset)
         fd = os.open(path, os.O_RDWR if newest else os.O_RDONLY)
         self._fds[first_offset] = fd
+        _advise(fd, 0, 0, _SEQUENTIAL)
         segment = StoredSegment(first_offset, os.fstat(fd).st_size)
         if newest:
             self._end = segment.size
@@ -146,6 +157,7 @@ class FileMedium:
             path.unlink(missing_ok=True)
             raise
         self._fds[first_offset] = fd
+        _advise(fd, 0, 0, _SEQUENTIAL)
         self._end = len(FILE_HEADER)
         return self._end
 
@@ -166,6 +178,7 @@ class FileMedium:
         del until  # a file holds one segment
         for first_offset in segments:
             os.close(self._fds.pop(first_offset))
+            self._read_ahead.pop(first_offset, None)
             self._path(first_offset).unlink()
             self._snapshot_path(first_offset).unlink(missing_ok=True)
         _fsync_directory(self.directory)
@@ -173,7 +186,7 @@ class FileMedium:
     # --- reading --------------------------------------------------------------------------
 
     def payloads(self, chunks: Sequence[StoredChunk]) -> list[bytes]:
-        return [
+        payloads = [
             os.pread(
                 self._fds[chunk.segment],
                 chunk.header.payload_length,
@@ -181,6 +194,17 @@ class FileMedium:
             )
             for chunk in chunks
         ]
+        if chunks:
+            last = chunks[-1]
+            self._ask_read_ahead(last.segment, last.locator + last.header.size)
+        return payloads
+
+    def _ask_read_ahead(self, segment: int, position: int) -> None:
+        wanted = read_ahead(position, self._read_ahead.get(segment, 0), READ_AHEAD_BYTES)
+        if wanted is not None:
+            start, length = wanted
+            _advise(self._fds[segment], start, length, _WILLNEED)
+            self._read_ahead[segment] = start + length
 
     def snapshot(self, segment: int) -> bytes | None:
         try:
@@ -194,6 +218,7 @@ class FileMedium:
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
+        self._read_ahead.clear()
 
     def destroy(self) -> None:
         self.close()
@@ -204,6 +229,27 @@ class FileMedium:
 
     def _snapshot_path(self, first_offset: int) -> Path:
         return self.directory / f"{first_offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+def read_ahead(position: int, asked_until: int, window: int) -> tuple[int, int] | None:
+    """What to ask the kernel to read ahead (start, length) after a read of a segment that ended
+    at `position`, when read-ahead was asked up to `asked_until`: the rest of `window` bytes past
+    `position`, once less than half of it is still asked for (not once per read: most reads
+    would ask for pages already on their way)."""
+    if asked_until - position >= window // 2:
+        return None
+    start = max(position, asked_until)
+    return start, position + window - start
+
+
+_SEQUENTIAL: Final = getattr(os, "POSIX_FADV_SEQUENTIAL", 0)
+_WILLNEED: Final = getattr(os, "POSIX_FADV_WILLNEED", 0)
+
+
+def _advise(fd: int, start: int, length: int, advice: int) -> None:
+    """posix_fadvise, a hint: nothing where the system has none."""
+    if hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, start, length, advice)
 
 
 def _torn(fd: int, position: int, size: int) -> bool:
