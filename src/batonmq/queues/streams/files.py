@@ -11,6 +11,13 @@ mid-append leaves a torn chunk at the end of the newest segment: opening drops i
 confirmed). A bad chunk anywhere else is corruption and stops the opening with an error naming
 the file.
 
+Deleting: the directory is renamed to a marked name (`MARKED_SUFFIX`) and the rename made
+durable before its files are removed, so that a crash mid-removal leaves no half-removed
+directory under a stream's name; at start (`remove_leftovers`), marked directories go, and so
+do those of streams the store no longer holds (a crash after a deletion was committed and
+before the writer thread began removing its directory), so that a stream declared again under
+the name starts empty.
+
 Reading: segments are read front to back, so each is opened for sequential access
 (posix_fadvise SEQUENTIAL: a larger kernel read-ahead), and each read asks the kernel to read the
 next `READ_AHEAD_BYTES` of its segment (WILLNEED) before they are wanted: the disk reads them
@@ -22,7 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -41,6 +48,9 @@ SUFFIX: Final = ".segment"
 #: The suffix of a segment's snapshot of producers' last ids.
 SNAPSHOT_SUFFIX: Final = ".producers"
 FILE_HEADER: Final = b"BATONMQ-STREAM\x00\x01"
+#: What a deleted stream's directory is renamed to the name of, with this after it: "%-" is in
+#: no %-encoded name, so no stream's directory ends so.
+MARKED_SUFFIX: Final = "%-deleted"
 #: How far past a read the kernel is asked to have a segment read (about 20 ms of a disk that
 #: reads 800 MB/s).
 READ_AHEAD_BYTES: Final = 16 << 20
@@ -222,13 +232,32 @@ class FileMedium:
 
     def destroy(self) -> None:
         self.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        if not self.directory.exists():
+            return
+        marked = self.directory.with_name(self.directory.name + MARKED_SUFFIX)
+        shutil.rmtree(marked, ignore_errors=True)  # an earlier one's that a crash left
+        os.rename(self.directory, marked)
+        _fsync_directory(self.directory.parent)
+        shutil.rmtree(marked)
 
     def _path(self, first_offset: int) -> Path:
         return self.directory / f"{first_offset:020d}{SUFFIX}"
 
     def _snapshot_path(self, first_offset: int) -> Path:
         return self.directory / f"{first_offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+def remove_leftovers(root: Path, streams: Collection[Path]) -> list[Path]:
+    """Remove the stream directories under `root` (``<vhost>/<queue>``) that are not in
+    `streams` (the directories of the streams the store holds): those marked by a deletion cut
+    short, and those of streams deleted in the store whose removal never began. Returns what
+    went."""
+    removed = []
+    for directory in sorted(root.glob("*/*")):
+        if directory.is_dir() and directory not in streams:
+            shutil.rmtree(directory)
+            removed.append(directory)
+    return removed
 
 
 def read_ahead(position: int, asked_until: int, window: int) -> tuple[int, int] | None:

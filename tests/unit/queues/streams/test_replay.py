@@ -49,8 +49,8 @@ def filled_stream(root: Path, messages: int, segment_bytes: int = 1 << 20) -> No
     """Stream "s" of the default virtual host, `messages` long, in chunks of ten."""
     stream_log = StreamLog(FileMedium(root / "%2F" / "s"), max_segment_bytes=segment_bytes)
     try:
-        for first in range(0, messages, 10):
-            stream_log.append([Record("", "s", HEADER, b"abc") for _ in range(10)], 1)
+        for _ in range(0, messages, 10):
+            stream_log.append([Record("", "s", HEADER, b"abc")] * 10, 1)
     finally:
         stream_log.close()
 
