@@ -22,7 +22,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from itertools import count, repeat
+from typing import Final, NamedTuple
 
 from batonmq.queues.streams.chunk import ChunkError, Record, decode_header, decode_records, encode
 from batonmq.queues.streams.dedup import Producers
@@ -40,8 +41,9 @@ _READ_BYTES: Final = 1 << 20
 _DECODED_KEPT: Final = 8
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
+    """A record read at its offset (a named tuple, as `Record`: one is made per message read)."""
+
     offset: int
     #: When its chunk was written, in milliseconds since the epoch.
     timestamp: int
@@ -215,10 +217,17 @@ class StreamLog:
                     break
             for chunk, records in zip(batch, self._records(batch), strict=True):
                 header = chunk.header
-                for number, record in enumerate(records):
-                    position = header.first_offset + number
-                    if position >= start and (only is None or only.matches(record)):
-                        entries.append(Entry(position, header.timestamp, record))
+                skipped = max(start - header.first_offset, 0)
+                first = header.first_offset + skipped
+                if only is None:
+                    taken = records[skipped : skipped + max_records - len(entries)]
+                    entries += map(Entry, count(first), repeat(header.timestamp), taken)
+                else:
+                    entries += (
+                        Entry(position, header.timestamp, record)
+                        for position, record in enumerate(records[skipped:], first)
+                        if only.matches(record)
+                    )
                 read_bytes += header.size
                 if len(entries) >= max_records or read_bytes >= max_bytes:
                     return entries[:max_records]
