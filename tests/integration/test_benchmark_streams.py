@@ -66,7 +66,10 @@ def _check_reads(result: dict, messages: int) -> None:
         assert read["mb_per_second"] > 0
         if read["reader"] == "batonmq":
             assert read["messages"] == messages
-            assert read["cpu_us_per_message"] > 0
+            # CPU time is counted in clock ticks: 50 large messages may take less than one.
+            assert read["cpu_us_per_message"] >= 0
+            if messages >= 1000:
+                assert read["cpu_us_per_message"] > 0
             assert read["consumer_busy"] > 0
 
 
