@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -39,6 +40,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from batonmq.queues.streams.chunk import HEADER_SIZE, decode_header
+from batonmq.queues.streams.files import FILE_HEADER
 from benchmarks.brokers.batonmq import BatonMQ
 from benchmarks.loadgen.client import connect
 from benchmarks.loadgen.publisher import PublisherPlan
@@ -113,6 +116,19 @@ def dd_seconds(files: list[Path]) -> float:
     return time.monotonic() - started
 
 
+def chunks_in(files: list[Path]) -> int:
+    """How many chunks the segment files hold (their headers walked, read-only): the reads of
+    a replay are whole chunks, so their size is the read size."""
+    chunks = 0
+    for path in files:
+        with path.open("rb") as segment:
+            position, end = len(FILE_HEADER), os.fstat(segment.fileno()).st_size
+            while position + HEADER_SIZE <= end:
+                position += decode_header(os.pread(segment.fileno(), HEADER_SIZE, position)).size
+                chunks += 1
+    return chunks
+
+
 def segment_files(broker: BatonMQ) -> list[Path]:
     assert broker.directory is not None
     return sorted(broker.directory.rglob("*.segment"))
@@ -154,6 +170,7 @@ class Result:
     body_size: int
     stream_bytes: int = 0
     segments: int = 0
+    chunks: int = 0
     fill_seconds: float = 0.0
     page_cache: str = "dropped before each cold read"
     reads: list[Read] = field(default_factory=list)
@@ -201,7 +218,11 @@ def run(
         files = segment_files(broker)
         result.segments = len(files)
         result.stream_bytes = stream_bytes = sum(path.stat().st_size for path in files)
-        _say(f"  {stream_bytes / 1e6:,.0f} MB in {len(files)} segment file(s)")
+        result.chunks = chunks_in(files)
+        _say(
+            f"  {stream_bytes / 1e6:,.0f} MB in {len(files)} segment file(s), "
+            f"{result.chunks:,} chunks of {stream_bytes / result.chunks / 1e3:,.0f} kB on average"
+        )
         for cache in ("cold", "warm"):
             if cache == "cold":
                 not_dropped = drop_page_cache()
