@@ -317,7 +317,9 @@ def main() -> int:
     parser.add_argument("--publishers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per fill or read")
     parser.add_argument(
-        "--profile", type=Path, help="write a py-spy flame graph of each replay in this directory"
+        "--profile",
+        type=Path,
+        help="write a py-spy flame graph of each replay in this directory (needs py-spy)",
     )
     parser.add_argument("--json", type=Path, help="also write the results here (a list)")
     arguments = parser.parse_args()
