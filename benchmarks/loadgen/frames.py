@@ -135,6 +135,7 @@ class InboundScanner:
         "_confirm_watermark",
         "_out_of_order",
         "_pending",
+        "_skip",
         "_want_stamp",
         "confirmed",
         "deliveries",
@@ -154,16 +155,28 @@ class InboundScanner:
         self.nacked = 0
         self.others: list[tuple[int, bytes]] = []
         self._pending = b""
+        #: What is still to come of a body frame whose start was read (its end octet last).
+        self._skip = 0
         self._want_stamp = False
         self._confirm_watermark = 0
         self._out_of_order: set[int] = set()
 
     def feed(self, data: bytes, now: int) -> None:
-        """Consume `data`; a frame cut off at its end waits for the next call."""
-        if self._pending:
-            data = self._pending + data
+        """Consume `data`; a frame cut off at its end waits for the next call, except a body
+        frame, whose rest is skipped as it arrives: keeping it, to join it with the next read,
+        copied a large body once per read and cost more than the broker sending it."""
         end = len(data)
         offset = 0
+        if self._skip:
+            if self._skip > end:
+                self._skip -= end
+                return
+            offset, self._skip = self._skip, 0
+            if data[offset - 1] != FRAME_END:
+                raise FrameError("a body frame does not end with 0xCE")
+        elif self._pending:
+            data = self._pending + data
+            end = len(data)
         unpack_header = _FRAME_HEADER.unpack_from
         unpack_u32 = _UINT32.unpack_from
         unpack_u64 = _UINT64.unpack_from
@@ -172,14 +185,15 @@ class InboundScanner:
             frame_type, channel, size = unpack_header(data, offset)
             frame_end = offset + 7 + size
             if frame_end >= end:
+                if frame_type == FRAME_BODY and end - offset >= 7 + STAMP_SIZE:
+                    self._read_stamp(data, offset, now, record)
+                    self._skip = frame_end + 1 - end
+                    offset = end
                 break
             if data[frame_end] != FRAME_END:
                 raise FrameError(f"frame at offset {offset} does not end with 0xCE")
             if frame_type == FRAME_BODY:
-                if self._want_stamp:
-                    self._want_stamp = False
-                    if record is not None:
-                        record(now - unpack_u64(data, offset + 7)[0])
+                self._read_stamp(data, offset, now, record)
             elif frame_type == FRAME_METHOD:
                 class_method = unpack_u32(data, offset + 7)[0]
                 if class_method == BASIC_DELIVER:
@@ -197,6 +211,15 @@ class InboundScanner:
                 self._want_stamp = unpack_u64(data, offset + 11)[0] >= STAMP_SIZE
             offset = frame_end + 1
         self._pending = data[offset:] if offset < end else b""
+
+    def _read_stamp(
+        self, data: bytes, offset: int, now: int, record: Callable[[int], None] | None
+    ) -> None:
+        """The body frame at `offset`: the first of a message carries its send time."""
+        if self._want_stamp:
+            self._want_stamp = False
+            if record is not None:
+                record(now - _UINT64.unpack_from(data, offset + 7)[0])
 
     def _confirm(self, tag: int, multiple: bool, nack: bool) -> None:
         """Publisher confirms (an ack or a nack: either way the publish is settled)."""

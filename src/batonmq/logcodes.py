@@ -551,6 +551,12 @@ CATALOGUE: Final = (
         "Reading a stream for a consumer failed; its consumer is cancelled.",
         "Check the disk of the data directory, or the PostgreSQL store named.",
     ),
+    _code(
+        "BMQ-8007",
+        "removed the directories of deleted streams",
+        "At start: streams deleted in the store had left their directories (the broker stopped "
+        "after the deletion was committed, before or while they were removed); they went.",
+    ),
 )
 
 # Longest first: a line takes the most specific code whose start it has.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import shutil
 import time
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 from pika.adapters.blocking_connection import BlockingChannel
 from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker
 
-from batonmq.queues.streams.files import FileMedium
+from batonmq.queues.streams.files import MARKED_SUFFIX, FileMedium
 from batonmq.queues.streams.log import StreamLog
 from tests.brokerproc import BrokerLife, RunningBroker, start_broker
 from tests.httpapi import call
@@ -375,6 +376,38 @@ def test_deleting_a_stream_removes_its_log(batonmq: RunningBroker):
     while (streams / "gone%2Fsoon").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not (streams / "gone%2Fsoon").exists()
+
+
+def test_a_stream_deleted_just_before_a_crash_is_gone_after_it(tmp_path: Path):
+    """RabbitMQ: queue.delete "deletes all messages" of the queue. A stream deleted, then the
+    broker killed after the deletion was committed and before its segment files were removed
+    (that state made by putting them back after the SIGKILL), and a removal cut short (a marked
+    directory): after the restart neither is left, and the stream declared again under the name
+    starts empty instead of with the deleted one's messages."""
+    life = BrokerLife(tmp_path, {})
+    try:
+        streams = Path(life.current.data_dir) / "streams" / "%2F"
+        with connect(life.current) as connection:
+            channel = connection.channel()
+            declare_stream(channel, "doomed")
+            publish(channel, "doomed", bodies(20))
+            saved = tmp_path / "saved"
+            shutil.copytree(streams / "doomed", saved)
+            channel.queue_delete("doomed")
+        life.current.kill()
+        shutil.rmtree(streams / "doomed", ignore_errors=True)
+        shutil.copytree(saved, streams / "doomed")
+        shutil.copytree(saved, streams / f"older{MARKED_SUFFIX}")
+
+        broker = life.restart(kill=True)
+
+        with connect(broker) as connection:
+            channel = connection.channel()
+            declare_stream(channel, "doomed")
+            assert channel.queue_declare("doomed", passive=True).method.message_count == 0
+        assert [path.name for path in streams.iterdir()] == ["doomed"]
+    finally:
+        life.stop()
 
 
 def _stream_rows(dsn: str, queue: str) -> tuple[int, int]:

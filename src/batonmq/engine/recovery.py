@@ -55,6 +55,7 @@ def restore(broker: Broker, recovery: Recovery) -> Recovered:
             broker.journal.put_permission(granted)
             broker.permissions.set(granted)
     bindings = restore_definitions(broker, recovery.exchanges, recovery.queues, recovery.bindings)
+    broker.streams.remove_leftovers()  # every stream the store holds asked for its medium
     messages = 0
     for (vhost, name), backlogs in itertools.groupby(
         recovery.backlogs, key=lambda backlog: (backlog.vhost, backlog.queue)

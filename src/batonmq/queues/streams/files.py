@@ -10,6 +10,18 @@ publisher confirm sent after it names a message that survives a crash at its off
 mid-append leaves a torn chunk at the end of the newest segment: opening drops it (it was never
 confirmed). A bad chunk anywhere else is corruption and stops the opening with an error naming
 the file.
+
+Deleting: the directory is renamed to a marked name (`MARKED_SUFFIX`) and the rename made
+durable before its files are removed, so that a crash mid-removal leaves no half-removed
+directory under a stream's name; at start (`remove_leftovers`), marked directories go, and so
+do those of streams the store no longer holds (a crash after a deletion was committed and
+before the writer thread began removing its directory), so that a stream declared again under
+the name starts empty.
+
+Reading: segments are read front to back, so each is opened for sequential access
+(posix_fadvise SEQUENTIAL: a larger kernel read-ahead), and each read asks the kernel to read the
+next `READ_AHEAD_BYTES` of its segment (WILLNEED) before they are wanted: the disk reads them
+while the broker decodes and sends what it has, instead of waiting for each read in turn.
 """
 
 from __future__ import annotations
@@ -17,7 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -36,6 +48,12 @@ SUFFIX: Final = ".segment"
 #: The suffix of a segment's snapshot of producers' last ids.
 SNAPSHOT_SUFFIX: Final = ".producers"
 FILE_HEADER: Final = b"BATONMQ-STREAM\x00\x01"
+#: What a deleted stream's directory is renamed to the name of, with this after it: "%-" is in
+#: no %-encoded name, so no stream's directory ends so.
+MARKED_SUFFIX: Final = "%-deleted"
+#: How far past a read the kernel is asked to have a segment read (about 20 ms of a disk that
+#: reads 800 MB/s).
+READ_AHEAD_BYTES: Final = 16 << 20
 
 
 class FileMedium:
@@ -46,6 +64,8 @@ class FileMedium:
         self._fds: dict[int, int] = {}
         #: The size of the newest segment (where the next append goes).
         self._end = 0
+        #: How far into each segment the kernel was asked to read ahead, by first offset.
+        self._read_ahead: dict[int, int] = {}
 
     def where(self, segment: int) -> str:
         return str(self._path(segment))
@@ -70,6 +90,7 @@ class FileMedium:
         path = self._path(first_offset)
         fd = os.open(path, os.O_RDWR if newest else os.O_RDONLY)
         self._fds[first_offset] = fd
+        _advise(fd, 0, 0, _SEQUENTIAL)
         segment = StoredSegment(first_offset, os.fstat(fd).st_size)
         if newest:
             self._end = segment.size
@@ -146,6 +167,7 @@ class FileMedium:
             path.unlink(missing_ok=True)
             raise
         self._fds[first_offset] = fd
+        _advise(fd, 0, 0, _SEQUENTIAL)
         self._end = len(FILE_HEADER)
         return self._end
 
@@ -166,6 +188,7 @@ class FileMedium:
         del until  # a file holds one segment
         for first_offset in segments:
             os.close(self._fds.pop(first_offset))
+            self._read_ahead.pop(first_offset, None)
             self._path(first_offset).unlink()
             self._snapshot_path(first_offset).unlink(missing_ok=True)
         _fsync_directory(self.directory)
@@ -173,7 +196,7 @@ class FileMedium:
     # --- reading --------------------------------------------------------------------------
 
     def payloads(self, chunks: Sequence[StoredChunk]) -> list[bytes]:
-        return [
+        payloads = [
             os.pread(
                 self._fds[chunk.segment],
                 chunk.header.payload_length,
@@ -181,6 +204,17 @@ class FileMedium:
             )
             for chunk in chunks
         ]
+        if chunks:
+            last = chunks[-1]
+            self._ask_read_ahead(last.segment, last.locator + last.header.size)
+        return payloads
+
+    def _ask_read_ahead(self, segment: int, position: int) -> None:
+        wanted = read_ahead(position, self._read_ahead.get(segment, 0), READ_AHEAD_BYTES)
+        if wanted is not None:
+            start, length = wanted
+            _advise(self._fds[segment], start, length, _WILLNEED)
+            self._read_ahead[segment] = start + length
 
     def snapshot(self, segment: int) -> bytes | None:
         try:
@@ -194,16 +228,57 @@ class FileMedium:
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
+        self._read_ahead.clear()
 
     def destroy(self) -> None:
         self.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        if not self.directory.exists():
+            return
+        marked = self.directory.with_name(self.directory.name + MARKED_SUFFIX)
+        shutil.rmtree(marked, ignore_errors=True)  # an earlier one's that a crash left
+        os.rename(self.directory, marked)
+        _fsync_directory(self.directory.parent)
+        shutil.rmtree(marked)
 
     def _path(self, first_offset: int) -> Path:
         return self.directory / f"{first_offset:020d}{SUFFIX}"
 
     def _snapshot_path(self, first_offset: int) -> Path:
         return self.directory / f"{first_offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+def remove_leftovers(root: Path, streams: Collection[Path]) -> list[Path]:
+    """Remove the stream directories under `root` (``<vhost>/<queue>``) that are not in
+    `streams` (the directories of the streams the store holds): those marked by a deletion cut
+    short, and those of streams deleted in the store whose removal never began. Returns what
+    went."""
+    removed = []
+    for directory in sorted(root.glob("*/*")):
+        if directory.is_dir() and directory not in streams:
+            shutil.rmtree(directory)
+            removed.append(directory)
+    return removed
+
+
+def read_ahead(position: int, asked_until: int, window: int) -> tuple[int, int] | None:
+    """What to ask the kernel to read ahead (start, length) after a read of a segment that ended
+    at `position`, when read-ahead was asked up to `asked_until`: the rest of `window` bytes past
+    `position`, once less than half of it is still asked for (not once per read: most reads
+    would ask for pages already on their way)."""
+    if asked_until - position >= window // 2:
+        return None
+    start = max(position, asked_until)
+    return start, position + window - start
+
+
+_SEQUENTIAL: Final = getattr(os, "POSIX_FADV_SEQUENTIAL", 0)
+_WILLNEED: Final = getattr(os, "POSIX_FADV_WILLNEED", 0)
+
+
+def _advise(fd: int, start: int, length: int, advice: int) -> None:
+    """posix_fadvise, a hint: nothing where the system has none."""
+    if hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, start, length, advice)
 
 
 def _torn(fd: int, position: int, size: int) -> bool:

@@ -20,9 +20,10 @@ broker runs them off its event loop.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final
+from itertools import count, repeat
+from typing import Final, NamedTuple
 
 from batonmq.queues.streams.chunk import ChunkError, Record, decode_header, decode_records, encode
 from batonmq.queues.streams.dedup import Producers
@@ -32,6 +33,10 @@ __all__ = ["DEFAULT_SEGMENT_BYTES", "Entry", "Filter", "StreamCorrupt", "StreamL
 
 #: RabbitMQ's default x-stream-max-segment-size-bytes (500 MB).
 DEFAULT_SEGMENT_BYTES: Final = 500_000_000
+#: The most message bytes (bodies and headers) a chunk is given, unless one message has more:
+#: a reader takes a whole chunk at a time, and a group of appends of large messages made chunks
+#: of 60 MB, each read, checked and decoded at once while the consumer's socket waited.
+CHUNK_BYTES: Final = 4 << 20
 #: The payload bytes read from the medium at a time.
 _READ_BYTES: Final = 1 << 20
 #: Decoded chunks kept for the reads that follow: a consumer takes a large chunk (one batch of
@@ -40,8 +45,9 @@ _READ_BYTES: Final = 1 << 20
 _DECODED_KEPT: Final = 8
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
+    """A record read at its offset (a named tuple, as `Record`: one is made per message read)."""
+
     offset: int
     #: When its chunk was written, in milliseconds since the epoch.
     timestamp: int
@@ -59,6 +65,20 @@ class Filter:
         if record.filter_value is None:
             return self.match_unfiltered
         return record.filter_value in self.values
+
+
+def _runs(records: Sequence[Record], most: int) -> Iterator[Sequence[Record]]:
+    """`records` in order, in runs of at most `most` bytes of headers and bodies (a message
+    with more is a run of its own)."""
+    start = size = 0
+    for index, record in enumerate(records):
+        length = len(record.header) + len(record.body)
+        if size and size + length > most:
+            yield records[start:index]
+            start = index
+            size = 0
+        size += length
+    yield records[start:]
 
 
 class _Segment:
@@ -128,25 +148,30 @@ class StreamLog:
     # --- writing --------------------------------------------------------------------------
 
     def append(self, records: Sequence[Record], timestamp: int) -> int:
-        """Write `records` as one chunk stamped `timestamp` (ms), without those a producer
-        published before (`dedup.py`); returns the offset of the first one written (the next
-        offset if none was). If the medium fails, nothing of the chunk is kept, there or here."""
+        """Write `records` as chunks stamped `timestamp` (ms), one unless they hold more than
+        `CHUNK_BYTES`, without those a producer published before (`dedup.py`); returns the
+        offset of the first one written (the next offset if none was). If the medium fails,
+        nothing of the failed chunk is kept, there or here (the chunks before it are)."""
         if not records:
             raise ValueError("a chunk holds at least one record")
         first = self.next_offset
+        for run in _runs(records, CHUNK_BYTES):
+            self._append_chunk(run, timestamp)
+        return first
+
+    def _append_chunk(self, records: Sequence[Record], timestamp: int) -> None:
         kept, advanced = self.producers.admit(records)
         if not kept:
-            return first
-        data = encode(first, timestamp, kept)
+            return
+        data = encode(self.next_offset, timestamp, kept)
         segment = self._segments[-1]
         if segment.chunks and segment.size + len(data) > self.max_segment_bytes:
-            segment = self._roll(first)
+            segment = self._roll(self.next_offset)
         stored = self.medium.append(segment.first_offset, decode_header(data), data)
         segment.size += len(data)
         segment.newest = timestamp
         self._index(segment, stored)
         self.producers.advance(advanced)
-        return first
 
     def retain(self, *, max_age: int | None, max_bytes: int | None, now: int) -> int:
         """Remove the oldest segments while the log is over `max_bytes` or their newest chunk
@@ -215,10 +240,17 @@ class StreamLog:
                     break
             for chunk, records in zip(batch, self._records(batch), strict=True):
                 header = chunk.header
-                for number, record in enumerate(records):
-                    position = header.first_offset + number
-                    if position >= start and (only is None or only.matches(record)):
-                        entries.append(Entry(position, header.timestamp, record))
+                skipped = max(start - header.first_offset, 0)
+                first = header.first_offset + skipped
+                if only is None:
+                    taken = records[skipped : skipped + max_records - len(entries)]
+                    entries += map(Entry, count(first), repeat(header.timestamp), taken)
+                else:
+                    entries += (
+                        Entry(position, header.timestamp, record)
+                        for position, record in enumerate(records[skipped:], first)
+                        if only.matches(record)
+                    )
                 read_bytes += header.size
                 if len(entries) >= max_records or read_bytes >= max_bytes:
                     return entries[:max_records]

@@ -8,8 +8,9 @@ message is on the disk (`when_written`). Consumers see a message only once it is
 nothing is delivered that a crash could take back.
 
 Consuming: a consumer starts where its x-stream-offset says (`offsets.py`), is sent what it has
-credit for (its prefetch: RabbitMQ requires one) in batches read off the event loop, and waits at
-the end of the log for what is appended next. Each delivery carries its offset in the
+credit for (its prefetch: RabbitMQ requires one) in batches read off the event loop, the next
+batch read while the last is being sent, and waits at the end of the log for what is appended
+next. Each delivery carries its offset in the
 `x-stream-offset` header. An ack only gives the credit back; a nack or reject does the same (a
 stream requeues nothing and dead-letters nothing).
 """
@@ -49,6 +50,11 @@ log = logging.getLogger(__name__)
 
 #: Records read for a consumer at a time.
 READ_BATCH = 256
+#: A consumer's next batch is read while it still has fewer than this many read for it, so the
+#: disk (and the decoding, on the writer thread) works while the event loop delivers: reading
+#: only once everything read was sent left the socket idle during each read, and the disk idle
+#: during each delivery.
+READ_AHEAD_BELOW = READ_BATCH // 2
 FILTER_VALUE_HEADER = "x-stream-filter-value"
 
 
@@ -360,10 +366,9 @@ class StreamQueue:
         while read and consumer.has_room():
             self._deliver(consumer, read.popleft())
         if (
-            not read
+            len(read) < READ_AHEAD_BELOW
             and not cursor.reading
             and (cursor.offset is None or cursor.offset < self._span.next)
-            and consumer.has_room()
         ):
             cursor.reading = True
             self._storage.run(

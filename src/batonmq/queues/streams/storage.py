@@ -18,12 +18,17 @@ streams in a temporary directory of its own.
 appending a failed member's records to a stream, in the store's transaction): every job asked
 for before has run, none asked for after runs until the hold ends, and what the hold was given
 to run then runs first.
+
+At start, once the streams the store holds were recovered (each asked for its medium here),
+`remove_leftovers` removes the directories of streams that are gone (`files.py`): a deletion is
+committed in the store first, and a crash can come before its directory is removed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import shutil
 import tempfile
 import threading
@@ -33,8 +38,10 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 from urllib.parse import quote
 
-from batonmq.queues.streams.files import FileMedium
+from batonmq.queues.streams.files import FileMedium, remove_leftovers
 from batonmq.queues.streams.medium import StreamMedium
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -97,6 +104,8 @@ class StreamStorage:
         #: The temporary directory made for a broker without a data directory.
         self._temporary: Path | None = None
         self._executor: ThreadPoolExecutor | None = None
+        #: The directories of the streams kept in files here, as their media were asked for.
+        self._directories: set[Path] = set()
 
     def medium(self, vhost: str, queue: str) -> StreamMedium:
         """Where the log of stream `queue` of `vhost` is kept (nothing is opened yet)."""
@@ -104,7 +113,17 @@ class StreamStorage:
             return self._tables.medium(vhost, queue)
         if self._root is None:
             self._root = self._temporary = Path(tempfile.mkdtemp(prefix="batonmq-streams-"))
-        return FileMedium(self._root / quote(vhost, safe="") / quote(queue, safe=""))
+        directory = self._root / quote(vhost, safe="") / quote(queue, safe="")
+        self._directories.add(directory)
+        return FileMedium(directory)
+
+    def remove_leftovers(self) -> None:
+        """At start, after the streams the store holds were recovered: remove, on the writer
+        thread (after their openings), the directories of streams that are not among them."""
+        if self._tables is not None or self._root is None:
+            return
+        root, kept = self._root, frozenset(self._directories)
+        self.run(lambda: remove_leftovers(root, kept), _removed)
 
     def run(self, job: Callable[[], T], done: Callable[[T | BaseException], None]) -> None:
         """Run `job` on the writer thread, then `done` with its result (or what it raised) on
@@ -147,3 +166,13 @@ class StreamStorage:
         if self._temporary is not None:
             shutil.rmtree(self._temporary, ignore_errors=True)
             self._root = self._temporary = None
+
+
+def _removed(result: list[Path] | BaseException) -> None:
+    if isinstance(result, BaseException):
+        log.error("stream log could not be removed: %s", result)
+    elif result:
+        log.info(
+            "removed the directories of deleted streams",
+            extra={"directories": [str(directory) for directory in result]},
+        )

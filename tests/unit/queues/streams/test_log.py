@@ -19,7 +19,7 @@ import pytest
 
 from batonmq.queues.streams.chunk import Record
 from batonmq.queues.streams.files import FILE_HEADER, FileMedium
-from batonmq.queues.streams.log import StreamCorrupt, StreamLog
+from batonmq.queues.streams.log import CHUNK_BYTES, StreamCorrupt, StreamLog
 from batonmq.queues.streams.medium import StoredChunk
 
 
@@ -159,3 +159,21 @@ def test_a_large_chunk_read_in_several_batches_is_read_and_decoded_once(director
         assert medium.payloads_read == 1
     finally:
         log.close()
+
+
+def test_a_group_of_large_messages_is_written_as_chunks_of_at_most_chunk_bytes(
+    directory: Path,
+) -> None:
+    """A reader takes a whole chunk at a time: one append of many large messages (group
+    commit while the last fsync ran) made a 60 MB chunk, read and decoded at once while the
+    consumer's socket waited. A message larger than CHUNK_BYTES is a chunk of its own."""
+    body = bytes(CHUNK_BYTES // 5)
+    with opened(directory) as log:
+        first = log.append([Record("", "q", b"", body) for _ in range(12)], timestamp=1)
+        log.append([Record("", "q", b"", bytes(CHUNK_BYTES + 1))], timestamp=2)
+
+        assert first == 0
+        assert log.chunk_count == 4  # 5 + 5 + 2 messages, then the large one
+        assert [entry.offset for entry in log.read(0, max_records=100, max_bytes=1 << 40)] == (
+            list(range(13))
+        )
