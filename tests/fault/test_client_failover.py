@@ -5,11 +5,14 @@ the killed broker held, once the survivor has taken it over.
 MQ 4.1 HA guide: "Message Queue clients ... are automatically reconnected to the takeover
 broker"; over AMQP 0-9-1 the client's own multi-host failover does the reconnecting, as with
 RabbitMQ: pika's BlockingConnection takes a list of parameters, kombu a ";"-separated URL with a
-failover strategy.
+failover strategy, and aio-pika, whose connect_robust takes one URL, a loop over the members that
+leaves one whose robust connection stays lost.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
 import re
 import signal
@@ -54,10 +57,12 @@ def readme_consume(client: str, first: RunningBroker, second: RunningBroker) -> 
     exec(compile(code, f"README.md:{block.line}", "exec"), namespace)
     consume = namespace["consume"]
     assert callable(consume)
+    if inspect.iscoroutinefunction(consume):
+        return lambda queue, handle: asyncio.run(consume(queue, handle))
     return consume
 
 
-@pytest.mark.parametrize("client", ["pika", "kombu"])
+@pytest.mark.parametrize("client", ["pika", "aio_pika", "kombu"])
 def test_a_consumer_fails_over_to_the_survivor_and_gets_every_message(
     start_member: StartMember, client: str
 ) -> None:
