@@ -56,8 +56,9 @@ import platform
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
+from functools import partial
 from pathlib import Path
 
 from tests.pgthrowaway import PostgresUnavailable
@@ -227,13 +228,8 @@ class Brokers(contextlib.ExitStack):
             self._start(rabbitmq_broker(self.rabbitmq_url))
         for target in sorted(self.needed):
             if target.startswith(WORKERS_PREFIX):
-                postgres = self._postgres_server(None)
-                if isinstance(postgres, str):
-                    self.skipped[target] = f"skipped: no PostgreSQL ({postgres})"
-                    self.labels[target] = target
-                    _say(f"{target}: {self.skipped[target]}")
-                else:
-                    self._start(BatonMQWorkers(int(target.removeprefix(WORKERS_PREFIX)), postgres))
+                workers = int(target.removeprefix(WORKERS_PREFIX))
+                self._start_on_postgres(target, None, partial(BatonMQWorkers, workers))
         for build in (None, *self.builds):
             name = build.name if build else None
             for management, suffix in ((False, ""), (True, HTTP_SUFFIX)):
@@ -241,13 +237,24 @@ class Brokers(contextlib.ExitStack):
                     self._start(BatonMQ(build=build, management=management))
                 with_postgres = target_name("batonmq-pg", name) + suffix
                 if with_postgres in self.needed:
-                    postgres = self._postgres_server(name)
-                    if isinstance(postgres, str):
-                        self.skipped[with_postgres] = f"skipped: no PostgreSQL ({postgres})"
-                        self.labels[with_postgres] = with_postgres
-                        _say(f"{with_postgres}: {self.skipped[with_postgres]}")
-                    else:
-                        self._start(BatonMQ(postgres, build, management=management))
+                    self._start_on_postgres(
+                        with_postgres,
+                        name,
+                        partial(BatonMQ, build=build, management=management),
+                    )
+
+    def _start_on_postgres(
+        self, target: str, build: str | None, broker: Callable[[BenchPostgres], Broker]
+    ) -> None:
+        """Start `broker` on the PostgreSQL server of `build`, or record `target` as skipped
+        when there is none."""
+        postgres = self._postgres_server(build)
+        if isinstance(postgres, str):
+            self.skipped[target] = f"skipped: no PostgreSQL ({postgres})"
+            self.labels[target] = target
+            _say(f"{target}: {self.skipped[target]}")
+        else:
+            self._start(broker(postgres))
 
     def _postgres_server(self, build: str | None) -> BenchPostgres | str:
         if build not in self._postgres:

@@ -56,6 +56,39 @@ def rows(path: Path) -> tuple[int, int]:
         connection.close()
 
 
+def crash_after(db_path: Path, *, count: int, acked: list[int]) -> None:
+    """In a process of its own: open the store, declare queue `q`, commit `count` persistent
+    messages at sequences 0 to count - 1, then the acknowledgement of the sequences `acked`,
+    and die without closing the store (os._exit: no checkpoint, no clean stop)."""
+    script = textwrap.dedent(
+        f"""
+        import asyncio, os
+        from pathlib import Path
+        from batonmq.store.base import StoredEntry, StoredMessage, StoredQueue, WriteBatch
+        from batonmq.store.sqlite import SQLiteStore
+
+        async def main():
+            store = SQLiteStore(Path({str(db_path)!r}), broker_id="b1")
+            await store.open()
+            base = (await store.recover()).message_id_base
+            await store.commit(WriteBatch(queues_put=[StoredQueue("/", "q", False, {{}})]))
+            await store.commit(WriteBatch(
+                messages_put=[StoredMessage(base + n, "", "q", b"", b"x") for n in range({count})],
+                entries_put=[StoredEntry("/", "q", n, base + n) for n in range({count})],
+            ))
+            acked = {acked!r}
+            if acked:
+                await store.commit(
+                    WriteBatch(entries_deleted=[("/", "q", n, base + n) for n in acked])
+                )
+            os._exit(0)
+
+        asyncio.run(main())
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+
+
 async def test_a_message_acknowledged_before_a_checkpoint_never_reaches_the_database(
     store: SQLiteStore, db_path: Path
 ) -> None:
@@ -77,29 +110,7 @@ async def test_a_message_acknowledged_before_a_checkpoint_never_reaches_the_data
 async def test_what_a_crash_leaves_in_the_log_is_recovered(db_path: Path) -> None:
     """A broker process that dies without closing its store (os._exit: no checkpoint, no
     clean stop) loses nothing it committed: the next open replays the log."""
-    script = textwrap.dedent(
-        f"""
-        import asyncio, os
-        from pathlib import Path
-        from batonmq.store.base import StoredEntry, StoredMessage, StoredQueue, WriteBatch
-        from batonmq.store.sqlite import SQLiteStore
-
-        async def main():
-            store = SQLiteStore(Path({str(db_path)!r}), broker_id="b1")
-            await store.open()
-            base = (await store.recover()).message_id_base
-            await store.commit(WriteBatch(queues_put=[StoredQueue("/", "q", False, {{}})]))
-            await store.commit(WriteBatch(
-                messages_put=[StoredMessage(base + n, "", "q", b"", b"x") for n in range(3)],
-                entries_put=[StoredEntry("/", "q", n, base + n) for n in range(3)],
-            ))
-            await store.commit(WriteBatch(entries_deleted=[("/", "q", 1, base + 1)]))
-            os._exit(0)
-
-        asyncio.run(main())
-        """
-    )
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    crash_after(db_path, count=3, acked=[1])
     assert rows(db_path) == (0, 0)
 
     store = SQLiteStore(db_path, broker_id="b1")
@@ -158,28 +169,7 @@ async def test_a_store_made_anew_where_one_was_lost_does_not_replay_its_log(
 ) -> None:
     """`db create` / `db restore` over a lost database (replace_lost): the log beside it
     belonged to the lost one, and its entries must not appear in the new store."""
-    script = textwrap.dedent(
-        f"""
-        import asyncio, os
-        from pathlib import Path
-        from batonmq.store.base import StoredEntry, StoredMessage, StoredQueue, WriteBatch
-        from batonmq.store.sqlite import SQLiteStore
-
-        async def main():
-            store = SQLiteStore(Path({str(db_path)!r}), broker_id="b1")
-            await store.open()
-            base = (await store.recover()).message_id_base
-            await store.commit(WriteBatch(queues_put=[StoredQueue("/", "q", False, {{}})]))
-            await store.commit(WriteBatch(
-                messages_put=[StoredMessage(base, "", "q", b"", b"x")],
-                entries_put=[StoredEntry("/", "q", 0, base)],
-            ))
-            os._exit(0)
-
-        asyncio.run(main())
-        """
-    )
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    crash_after(db_path, count=1, acked=[])
     db_path.unlink()
 
     store = SQLiteStore(db_path, broker_id="b1")
