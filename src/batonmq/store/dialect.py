@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
+from typing import Final, Literal
 
 _PLACEHOLDER: Final = re.compile(r"\$(\d+)")
 
@@ -37,10 +37,12 @@ class Dialect:
     clustered: str
     candidates: str
     orphans: str
-    #: Whether rows are sent several per statement (multi-row VALUES, IN lists): SQLite's
-    #: thread releases and retakes the GIL per statement (see `batonmq.store.plan`), while
-    #: asyncpg pipelines one prepared statement over many rows (executemany).
-    multi_row: bool
+    #: How a commit sends the rows it has many of (messages and entries put, entries updated
+    #: and deleted): "values", several rows per statement (multi-row VALUES, IN lists), as
+    #: SQLite's thread releases and retakes the GIL per statement (see `batonmq.store.plan`);
+    #: or "arrays", one statement per batch taking a column of values per array (unnest), as
+    #: PostgreSQL ran a statement once per row before, a portal and an executor start each.
+    rows: Literal["values", "arrays"]
     #: The placeholder prefix the driver reads: "?" (then the number) or "$".
     placeholder: str
     #: Whether a store's tables are in a schema of its own (`{s}`), or in the file's database.
@@ -95,7 +97,7 @@ SQLITE: Final = Dialect(
     candidates="temp.gc_candidates",
     orphans="NOT EXISTS (SELECT 1 FROM entries e"
     " WHERE e.message_id = m.id AND e.broker_id = m.broker_id)",
-    multi_row=True,
+    rows="values",
     placeholder="?",
     schemas=False,
 )
@@ -115,7 +117,7 @@ POSTGRES: Final = Dialect(
     clustered="",
     candidates="pg_temp.batonmq_orphan_candidates",
     orphans="NOT EXISTS (SELECT 1 FROM {s}.entries AS e WHERE e.message_id = m.id OFFSET 0)",
-    multi_row=False,
+    rows="arrays",
     placeholder="$",
     schemas=True,
 )
