@@ -433,12 +433,11 @@ class Plan:
         self._delete_entries_head = self.render(
             f"DELETE FROM {{s}}.entries WHERE {_QUEUE} AND sequence IN"
         )
-        #: ARRAY_STATEMENTS, rendered, in the dialect that sends arrays.
-        self._arrays = (
-            {name: self.render(text) for name, text in ARRAY_STATEMENTS.items()}
-            if dialect.rows == "arrays"
-            else {}
-        )
+        if dialect.rows == "arrays":
+            # ARRAY_STATEMENTS too, named "array_" and their name.
+            self.sql |= {
+                f"array_{name}": self.render(sql) for name, sql in ARRAY_STATEMENTS.items()
+            }
 
     def render(self, sql: str) -> str:
         return self.dialect.render(sql, self._schema)
@@ -521,7 +520,9 @@ class Plan:
             return []
         if self.dialect.rows == "arrays":
             return (
-                self._array_step(name, rows) if name in self._arrays else [(self.sql[name], rows)]
+                self._array_step(name, rows)
+                if name in ARRAY_STATEMENTS
+                else [(self.sql[name], rows)]
             )
         return [
             (self._many(name, len(chunk)), [tuple(v for row in chunk for v in row)])
@@ -564,7 +565,7 @@ class Plan:
             if len(set(map(key, rows))) < len(rows):
                 rows = list({key(row): row for row in rows}.values())
         columns = list(zip(*rows, strict=True))
-        return [(self._arrays[name], [(rows[0][0], *columns[1:])])]
+        return [(self.sql[f"array_{name}"], [(rows[0][0], *columns[1:])])]
 
     def _many(self, name: str, count: int) -> str:
         """Statement `name` for `count` rows at once. Its values are numbered in order, so the
