@@ -271,16 +271,51 @@ _PUTS: Final = {
 }
 
 
-def _unnest(types: str, alias: str = "") -> str:
+#: Column types whose arrays go as the text of an array ('{1,NULL}', '{"a","b"}'), which
+#: PostgreSQL parses: asyncpg encodes an array element by element, checking each against the
+#: abstract base classes of `collections.abc`, which cost the broker more than the runs per row
+#: the arrays replaced. Bytes go as arrays (their text would be twice as long).
+_AS_TEXT: Final = ("TEXT", "{int64}", "INTEGER", "{bool}")
+
+
+def _unnest(types: Sequence[str], alias: str = "") -> str:
     """Rows made of one array per column, from $2 on (`types`: the columns' types), named
     `alias` when given."""
     arrays = ", ".join(
-        f"CAST(${number} AS {kind.strip()}[])" for number, kind in enumerate(types.split(","), 2)
+        f"CAST(CAST(${number} AS TEXT) AS {kind}[])"
+        if kind in _AS_TEXT
+        else f"CAST(${number} AS {kind}[])"
+        for number, kind in enumerate(types, 2)
     )
     return f"unnest({arrays}){f' AS {alias}' if alias else ''}"
 
 
-_ENTRY_KEY_TYPES: Final = "TEXT, TEXT, {int64}"
+def array_text(values: Sequence[object]) -> str:
+    """`values` (all strings, or integers, booleans and None) as the text of a PostgreSQL
+    array. Each distinct string is quoted once: most columns repeat a few (virtual hosts,
+    queues)."""
+    if values and isinstance(values[0], str):
+        quoted = {value: _quoted(str(value)) for value in set(values)}
+        return "{" + ",".join(map(quoted.__getitem__, values)) + "}"
+    if None in values:
+        return "{" + ",".join("NULL" if value is None else str(value) for value in values) + "}"
+    return "{" + ",".join(map(str, values)) + "}"
+
+
+def _quoted(text: str) -> str:
+    """An element of an array's text that reads back as `text` (PostgreSQL, "Arrays": double
+    quotes around it, and a backslash before each double quote or backslash in it)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+#: The types of the columns of ARRAY_STATEMENTS, after the broker.
+_ENTRY_KEY: Final = ("TEXT", "TEXT", "{int64}")
+_ARRAY_TYPES: Final = {
+    "put_message": ("{int64}", "TEXT", "TEXT", "{blob}", "{blob}", "{int64}"),
+    "put_entry": (*_ENTRY_KEY, "{int64}", "INTEGER", "{bool}", "{int64}", "INTEGER"),
+    "update_entry": (*_ENTRY_KEY, "INTEGER"),
+    "delete_entry": _ENTRY_KEY,
+}
 #: The physical row (ctid) of each entry the arrays name, found by one probe of the primary key
 #: per entry: the subquery fenced with OFFSET 0 (as `batonmq.store.dialect.POSTGRES` explains)
 #: cannot become a join, which the planner made a hash join over the whole table (its cost
@@ -297,21 +332,15 @@ _ENTRY_CTIDS: Final = (
 #: PostgreSQL refuses to change a row twice in one statement.
 ARRAY_STATEMENTS: Final = {
     name: f"{_PUTS[name][0].removesuffix(' VALUES')} SELECT CAST($1 AS TEXT), * FROM"
-    f" {_unnest(types)} {_PUTS[name][1]}"
-    for name, types in (
-        ("put_message", "{int64}, TEXT, TEXT, {blob}, {blob}, {int64}"),
-        (
-            "put_entry",
-            f"{_ENTRY_KEY_TYPES}, {{int64}}, INTEGER, {{bool}}, {{int64}}, INTEGER",
-        ),
-    )
+    f" {_unnest(_ARRAY_TYPES[name])} {_PUTS[name][1]}"
+    for name in ("put_message", "put_entry")
 } | {
     "update_entry": "UPDATE {s}.entries AS e SET delivery_count = u.delivery_count FROM"
     " (SELECT x.ctid, r.delivery_count FROM"
-    f" {_unnest(f'{_ENTRY_KEY_TYPES}, INTEGER', 'r (vhost, queue, sequence, delivery_count)')}"
+    f" {_unnest(_ARRAY_TYPES['update_entry'], 'r (vhost, queue, sequence, delivery_count)')}"
     f" {_ENTRY_CTIDS}) AS u WHERE e.ctid = u.ctid",
     "delete_entry": "DELETE FROM {s}.entries AS e WHERE e.ctid = ANY(ARRAY(SELECT x.ctid FROM"
-    f" {_unnest(_ENTRY_KEY_TYPES, 'r (vhost, queue, sequence)')} {_ENTRY_CTIDS}))",
+    f" {_unnest(_ARRAY_TYPES['delete_entry'], 'r (vhost, queue, sequence)')} {_ENTRY_CTIDS}))",
 }
 #: The positions in a row of the columns that make its key, for those of ARRAY_STATEMENTS that
 #: change rows (a deletion may name a row twice).
@@ -564,8 +593,13 @@ class Plan:
             key = itemgetter(*_ARRAY_KEYS[name])
             if len(set(map(key, rows))) < len(rows):
                 rows = list({key(row): row for row in rows}.values())
-        columns = list(zip(*rows, strict=True))
-        return [(self.sql[f"array_{name}"], [(rows[0][0], *columns[1:])])]
+        columns = zip(*rows, strict=True)
+        broker = next(columns)[0]
+        arrays = [
+            array_text(column) if kind in _AS_TEXT else column
+            for column, kind in zip(columns, _ARRAY_TYPES[name], strict=True)
+        ]
+        return [(self.sql[f"array_{name}"], [(broker, *arrays)])]
 
     def _many(self, name: str, count: int) -> str:
         """Statement `name` for `count` rows at once. Its values are numbered in order, so the

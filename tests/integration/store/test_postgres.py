@@ -673,3 +673,47 @@ async def test_a_batch_naming_a_row_twice_or_a_row_not_there_is_written_as_row_b
     ]
     stats = await store.stats()
     assert (stats.messages, stats.entries) == (3, 3)
+
+
+async def test_names_that_an_array_text_must_quote_are_written_as_they_are(
+    make_store: MakeStore,
+) -> None:
+    """Rule (AMQP 0-9-1, 4.2.5.3: "Short strings can carry up to 255 octets of UTF-8 data, but
+    may not contain binary zero octets"): the names and routing keys a commit sends as the text
+    of an array come back exactly, with the characters that text quotes (double quotes,
+    backslashes, braces, commas, spaces) and a name that reads NULL unquoted."""
+    names = ['q "x"', "back\\slash\\", "{a,b}", "NULL", " spaced ", "é ☃", ""]
+    store = make_store()
+    await store.open()
+    await store.recover()
+    await store.commit(
+        WriteBatch(queues_put=[StoredQueue(name, name, False, {}) for name in names])
+    )
+    await store.commit(
+        WriteBatch(
+            messages_put=[
+                StoredMessage(n, name, name, b"h", name.encode()) for n, name in enumerate(names)
+            ],
+            entries_put=[
+                StoredEntry(name, name, n, n, expires_at=None if n % 2 else n)
+                for n, name in enumerate(names)
+            ],
+        )
+    )
+    await store.commit(
+        WriteBatch(entries_updated=[(name, name, n, 4) for n, name in enumerate(names)])
+    )
+
+    for n, name in enumerate(names):
+        (entry,) = await store.read_entries(name, name, -1, 10)
+        assert (entry.sequence, entry.delivery_count, entry.expires_at) == (
+            n,
+            4,
+            None if n % 2 else n,
+        )
+        assert entry.message == StoredMessage(n, name, name, b"h", name.encode())
+    await store.commit(
+        WriteBatch(entries_deleted=[(name, name, n, n) for n, name in enumerate(names)])
+    )
+    stats = await store.stats()
+    assert (stats.messages, stats.entries) == (0, 0)

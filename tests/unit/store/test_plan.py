@@ -26,6 +26,7 @@ from batonmq.store.plan import (
     ROWS_PER_STATEMENT,
     AddColumn,
     Plan,
+    array_text,
     orphan_candidates,
 )
 
@@ -156,9 +157,25 @@ def test_sqlite_writes_many_rows_per_statement_and_postgres_one_statement_per_ba
     assert [len(rows) for _sql, rows in postgres_steps] == [1, 1]
     (messages,), (deletions,) = (rows for _sql, rows in postgres_steps)
     assert messages[0] == deletions[0] == "b1"
-    assert [len(column) for column in messages[1:]] == [count] * 6
-    assert list(messages[1]) == list(range(count))
-    assert [len(column) for column in deletions[1:]] == [count] * 3
+    assert messages[1] == "{" + ",".join(str(n) for n in range(count)) + "}"
+    assert messages[4:6] == ((b"h",) * count, (b"b",) * count)
+    assert deletions[1:3] == tuple("{" + ",".join([f'"{name}"'] * count) + "}" for name in "/q")
+
+
+def test_postgres_sends_numbers_and_names_as_array_text_and_bytes_as_arrays() -> None:
+    """PostgreSQL's array input ("Arrays", Array Value Input): elements separated by commas in
+    braces, NULL for a null, an element in double quotes with a backslash before each double
+    quote and backslash in it. Each distinct name is quoted once."""
+    assert array_text([1, None, -3]) == "{1,NULL,-3}"
+    assert array_text([True, False]) == "{True,False}"
+    assert array_text(["a", 'say "hi"', "back\\slash", "a", "NULL"]) == (
+        '{"a","say \\"hi\\"","back\\\\slash","a","NULL"}'
+    )
+    assert array_text([]) == "{}"
+    (step,) = Plan(POSTGRES, "s").write_steps(
+        "b1", WriteBatch(entries_put=[StoredEntry("/", "q", 5, 9, expires_at=77)]), []
+    )
+    assert step[1] == [("b1", '{"/"}', '{"q"}', "{5}", "{9}", "{0}", "{False}", "{77}", "{0}")]
 
 
 def test_postgres_keeps_the_last_of_rows_with_the_same_key_as_a_run_per_row_would() -> None:
@@ -173,10 +190,10 @@ def test_postgres_keeps_the_last_of_rows_with_the_same_key_as_a_run_per_row_woul
     )
     steps = Plan(POSTGRES, "s").write_steps("b1", batch, [10, 11, 12, 13])
     (messages,), (entries,), (updates,), (deletions,) = (rows for _sql, rows in steps)
-    assert (messages[1], messages[3], messages[6]) == ((0, 1), ("k2", "k3"), (12, 13))
-    assert (entries[3], entries[4], entries[5]) == ((5,), (2,), (2,))
-    assert (updates[2], updates[4]) == (("q", "r"), (2, 1))
-    assert deletions[1:] == (("/", "/"), ("q", "q"), (9, 9))
+    assert (messages[1], messages[3], messages[6]) == ("{0,1}", '{"k2","k3"}', "{12,13}")
+    assert (entries[3], entries[4], entries[5]) == ("{5}", "{2}", "{2}")
+    assert (updates[2], updates[4]) == ('{"q","r"}', "{2,1}")
+    assert deletions[1:] == ('{"/","/"}', '{"q","q"}', "{9,9}")
 
 
 def test_migrations_add_postgres_lease_columns_to_postgres_only() -> None:
