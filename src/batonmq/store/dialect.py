@@ -14,7 +14,8 @@ The plan's SQL is written in a neutral form that both databases read once render
   entry in the transaction under way; `{orphans}` the condition "no entry refers to message m".
 
 Upserts are written `INSERT ... ON CONFLICT ... DO UPDATE SET c = EXCLUDED.c` and `RETURNING` is
-used freely: SQLite reads both since 3.35.
+used freely: SQLite reads both since 3.35. Arrays (`unnest`, `CAST($2 AS {int64}[])`) are
+PostgreSQL's alone: only a dialect whose `rows` is "arrays" renders the statements that use them.
 """
 
 from __future__ import annotations
