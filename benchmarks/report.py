@@ -79,6 +79,7 @@ _COLUMNS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
     ("p99.9 ms", "p999_ms", lambda value: f"{value:.2f}"),
     ("CPU s", "cpu_seconds", lambda value: f"{value:.2f}"),
     ("CPU us/msg", "cpu_us_per_message", lambda value: f"{value:.1f}"),
+    ("of it DB us/msg", "store_cpu_us_per_message", lambda value: f"{value:.1f}"),
     ("gen CPU s", "client_cpu_seconds", lambda value: f"{value:.2f}"),
     ("other CPU s", "other_cpu_seconds", lambda value: f"{value:.2f}"),
     ("peak RSS MiB", "peak_rss_bytes", lambda value: f"{value / 2**20:,.0f}"),

@@ -22,6 +22,9 @@ class Measurement:
     latency_samples: int = 0
     #: The broker's user + system CPU seconds in the window (memory rows: the whole publish).
     cpu_seconds: float | None = None
+    #: The part of `cpu_seconds` that the broker's database server took (BatonMQ on
+    #: PostgreSQL: the postmaster and its backends), else None.
+    store_cpu_seconds: float | None = None
     #: The load generator's CPU seconds in the window (all its processes).
     client_cpu_seconds: float = 0.0
     #: CPU seconds the rest of the machine used in the window (other processes: noise).
@@ -46,6 +49,14 @@ class Measurement:
             return None
         return self.cpu_seconds / handled * 1e6
 
+    @property
+    def store_cpu_us_per_message(self) -> float | None:
+        """The database server's part of `cpu_us_per_message`."""
+        handled = self.delivered or self.published
+        if self.store_cpu_seconds is None or not handled:
+            return None
+        return self.store_cpu_seconds / handled * 1e6
+
     def metric(self, name: str) -> float | None:
         value = getattr(self, name)
         return None if value is None else float(value)
@@ -53,6 +64,7 @@ class Measurement:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["cpu_us_per_message"] = self.cpu_us_per_message
+        data["store_cpu_us_per_message"] = self.store_cpu_us_per_message
         return data
 
 
@@ -80,4 +92,6 @@ def ratio(value: float | None, baseline: float | None) -> float | None:
 def metric_value(measurement: Measurement, name: str) -> float | None:
     if name == "cpu_us_per_message":
         return measurement.cpu_us_per_message
+    if name == "store_cpu_us_per_message":
+        return measurement.store_cpu_us_per_message
     return measurement.metric(name)

@@ -253,7 +253,7 @@ def _run_window(
     workers = _Workers(worker_specs(workload, topology, broker, settings))
     try:
         workers.wait_ready()
-        pids = broker.measured_pids()
+        pids, store_pids = broker.measured_pids(), broker.store_pids()
         if rss_before is not None:
             rss_with_idle = steady_rss(broker.measured_pids)
             measurement.bytes_per_connection = (rss_with_idle - rss_before) / idle
@@ -264,8 +264,10 @@ def _run_window(
             workers.go(Go(start, window_start, window_end))
             _sleep_until(window_start)
             cpu_before, machine_before = cpu_seconds(pids), machine_busy_seconds()
+            store_before = cpu_seconds(store_pids)
             _sleep_until(window_end)
             cpu_after, machine_after = cpu_seconds(pids), machine_busy_seconds()
+            store_after = cpu_seconds(store_pids)
             reports = workers.reports(timeout=60.0)
     finally:
         workers.finish()
@@ -276,6 +278,7 @@ def _run_window(
         cpu=cpu_after - cpu_before,
         machine=machine_after - machine_before,
         peak_rss=sampler.peak,
+        store_cpu=store_after - store_before if store_pids else None,
     )
 
 
@@ -287,15 +290,17 @@ def _record(
     cpu: float,
     machine: float,
     peak_rss: int,
+    store_cpu: float | None = None,
 ) -> None:
     """The workers' reports, and (`measured`: the broker's processes were known) the broker's
     CPU seconds and peak RSS over the measured time, in which the machine was busy `machine`
-    CPU seconds in all."""
+    CPU seconds in all (`store_cpu` of the broker's: its database server's)."""
     _summarise(reports, measurement)
     if not measured:
         measurement.notes.append(UNMEASURED)
         return
     measurement.cpu_seconds = cpu
+    measurement.store_cpu_seconds = store_cpu
     measurement.peak_rss_bytes = peak_rss
     # What the rest of the machine took meanwhile: the noise in this measurement.
     measurement.other_cpu_seconds = max(

@@ -94,6 +94,11 @@ class Broker(abc.ABC):
         assert self.process is not None
         return process_tree(self.process.pid)
 
+    def store_pids(self) -> list[int]:
+        """Those of `measured_pids` that are a database server doing the broker's store work
+        (BatonMQ on PostgreSQL), reported apart as well; [] for a broker that has none."""
+        return []
+
     def data_paths(self) -> list[Path]:
         """The directories where the broker keeps its data (its store, its message files)."""
         return []

@@ -155,10 +155,12 @@ class BatonMQ(Broker):
         return paths
 
     def measured_pids(self) -> list[int]:
-        pids = super().measured_pids()
-        if self.postgres is not None:
-            pids += process_tree(self.postgres.postmaster_pid())
-        return pids
+        return super().measured_pids() + self.store_pids()
+
+    def store_pids(self) -> list[int]:
+        if self.postgres is None:
+            return []
+        return process_tree(self.postgres.postmaster_pid())
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -140,6 +140,11 @@ def test_a_broker_row_has_rates_latency_percentiles_cpu_and_rss(run: Run, row: s
     assert 0 < measured["p50_ms"] <= measured["p99_ms"] <= measured["p999_ms"]
     assert measured["cpu_seconds"] > 0
     assert measured["peak_rss_bytes"] > 0
+    if "-pg" in target:  # the PostgreSQL server's part of it, reported apart
+        assert 0 < measured["store_cpu_seconds"] < measured["cpu_seconds"]
+        assert 0 < measured["store_cpu_us_per_message"] < measured["cpu_us_per_message"]
+    else:
+        assert measured["store_cpu_seconds"] is None
 
 
 @pytest.mark.parametrize("target", ["rabbitmq", "batonmq", "batonmq@copy"])

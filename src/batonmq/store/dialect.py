@@ -14,7 +14,8 @@ The plan's SQL is written in a neutral form that both databases read once render
   entry in the transaction under way; `{orphans}` the condition "no entry refers to message m".
 
 Upserts are written `INSERT ... ON CONFLICT ... DO UPDATE SET c = EXCLUDED.c` and `RETURNING` is
-used freely: SQLite reads both since 3.35.
+used freely: SQLite reads both since 3.35. Arrays (`unnest`, `CAST($2 AS {int64}[])`) are
+PostgreSQL's alone: only a dialect whose `rows` is "arrays" renders the statements that use them.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
+from typing import Final, Literal
 
 _PLACEHOLDER: Final = re.compile(r"\$(\d+)")
 
@@ -37,10 +38,12 @@ class Dialect:
     clustered: str
     candidates: str
     orphans: str
-    #: Whether rows are sent several per statement (multi-row VALUES, IN lists): SQLite's
-    #: thread releases and retakes the GIL per statement (see `batonmq.store.plan`), while
-    #: asyncpg pipelines one prepared statement over many rows (executemany).
-    multi_row: bool
+    #: How a commit sends the rows it has many of (messages and entries put, entries updated
+    #: and deleted): "values", several rows per statement (multi-row VALUES, IN lists), as
+    #: SQLite's thread releases and retakes the GIL per statement (see `batonmq.store.plan`);
+    #: or "arrays", one statement per batch taking a column of values per array (unnest), as
+    #: PostgreSQL ran a statement once per row before, a portal and an executor start each.
+    rows: Literal["values", "arrays"]
     #: The placeholder prefix the driver reads: "?" (then the number) or "$".
     placeholder: str
     #: Whether a store's tables are in a schema of its own (`{s}`), or in the file's database.
@@ -95,7 +98,7 @@ SQLITE: Final = Dialect(
     candidates="temp.gc_candidates",
     orphans="NOT EXISTS (SELECT 1 FROM entries e"
     " WHERE e.message_id = m.id AND e.broker_id = m.broker_id)",
-    multi_row=True,
+    rows="values",
     placeholder="?",
     schemas=False,
 )
@@ -115,7 +118,7 @@ POSTGRES: Final = Dialect(
     clustered="",
     candidates="pg_temp.batonmq_orphan_candidates",
     orphans="NOT EXISTS (SELECT 1 FROM {s}.entries AS e WHERE e.message_id = m.id OFFSET 0)",
-    multi_row=False,
+    rows="arrays",
     placeholder="$",
     schemas=True,
 )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Final, TypeVar
 
 from pamqp.common import FieldTable
@@ -269,6 +270,82 @@ _PUTS: Final = {
     ),
 }
 
+
+#: Column types whose arrays go as the text of an array ('{1,NULL}', '{"a","b"}'), which
+#: PostgreSQL parses: asyncpg encodes an array element by element, checking each against the
+#: abstract base classes of `collections.abc`, which cost the broker more than the runs per row
+#: the arrays replaced. Bytes go as arrays (their text would be twice as long).
+_AS_TEXT: Final = ("TEXT", "{int64}", "INTEGER", "{bool}")
+
+
+def _unnest(types: Sequence[str], alias: str = "") -> str:
+    """Rows made of one array per column, from $2 on (`types`: the columns' types), named
+    `alias` when given."""
+    arrays = ", ".join(
+        f"CAST(CAST(${number} AS TEXT) AS {kind}[])"
+        if kind in _AS_TEXT
+        else f"CAST(${number} AS {kind}[])"
+        for number, kind in enumerate(types, 2)
+    )
+    return f"unnest({arrays}){f' AS {alias}' if alias else ''}"
+
+
+def array_text(values: Sequence[object]) -> str:
+    """`values` (all strings, or integers, booleans and None) as the text of a PostgreSQL
+    array. Each distinct string is quoted once: most columns repeat a few (virtual hosts,
+    queues)."""
+    if values and isinstance(values[0], str):
+        quoted = {value: _quoted(str(value)) for value in set(values)}
+        return "{" + ",".join(map(quoted.__getitem__, values)) + "}"
+    if None in values:
+        return "{" + ",".join("NULL" if value is None else str(value) for value in values) + "}"
+    return "{" + ",".join(map(str, values)) + "}"
+
+
+def _quoted(text: str) -> str:
+    """An element of an array's text that reads back as `text` (PostgreSQL, "Arrays": double
+    quotes around it, and a backslash before each double quote or backslash in it)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+#: The types of the columns of ARRAY_STATEMENTS, after the broker.
+_ENTRY_KEY: Final = ("TEXT", "TEXT", "{int64}")
+_ARRAY_TYPES: Final = {
+    "put_message": ("{int64}", "TEXT", "TEXT", "{blob}", "{blob}", "{int64}"),
+    "put_entry": (*_ENTRY_KEY, "{int64}", "INTEGER", "{bool}", "{int64}", "INTEGER"),
+    "update_entry": (*_ENTRY_KEY, "INTEGER"),
+    "delete_entry": _ENTRY_KEY,
+}
+#: The physical row (ctid) of each entry the arrays name, found by one probe of the primary key
+#: per entry: the subquery fenced with OFFSET 0 (as `batonmq.store.dialect.POSTGRES` explains)
+#: cannot become a join, which the planner made a hash join over the whole table (its cost
+#: growing with the backlog, 40 us per entry of 100,000); the rows are then reached by their
+#: ctid. An entry that is not there is no row.
+_ENTRY_CTIDS: Final = (
+    "CROSS JOIN LATERAL (SELECT x.ctid FROM {s}.entries AS x WHERE x.broker_id = $1"
+    " AND x.vhost = r.vhost AND x.queue = r.queue AND x.sequence = r.sequence OFFSET 0) AS x"
+)
+
+#: The statements of the "arrays" dialect for the rows a batch has many of (see
+#: `Dialect.rows`): $1 the broker, then one array per column, a statement per batch. The key
+#: of an upsert and of an update is unique among its rows (`Plan.write_steps` sees to it):
+#: PostgreSQL refuses to change a row twice in one statement.
+ARRAY_STATEMENTS: Final = {
+    name: f"{_PUTS[name][0].removesuffix(' VALUES')} SELECT CAST($1 AS TEXT), * FROM"
+    f" {_unnest(_ARRAY_TYPES[name])} {_PUTS[name][1]}"
+    for name in ("put_message", "put_entry")
+} | {
+    "update_entry": "UPDATE {s}.entries AS e SET delivery_count = u.delivery_count FROM"
+    " (SELECT x.ctid, r.delivery_count FROM"
+    f" {_unnest(_ARRAY_TYPES['update_entry'], 'r (vhost, queue, sequence, delivery_count)')}"
+    f" {_ENTRY_CTIDS}) AS u WHERE e.ctid = u.ctid",
+    "delete_entry": "DELETE FROM {s}.entries AS e WHERE e.ctid = ANY(ARRAY(SELECT x.ctid FROM"
+    f" {_unnest(_ARRAY_TYPES['delete_entry'], 'r (vhost, queue, sequence)')} {_ENTRY_CTIDS}))",
+}
+#: The positions in a row of the columns that make its key, for those of ARRAY_STATEMENTS that
+#: change rows (a deletion may name a row twice).
+_ARRAY_KEYS: Final = {"put_message": (1,), "put_entry": (1, 2, 3), "update_entry": (1, 2, 3)}
+
 #: The statements both stores run, by name; each store renders them once.
 STATEMENTS: Final = {
     # Writes, in the order of `Plan.write_steps`.
@@ -385,6 +462,11 @@ class Plan:
         self._delete_entries_head = self.render(
             f"DELETE FROM {{s}}.entries WHERE {_QUEUE} AND sequence IN"
         )
+        if dialect.rows == "arrays":
+            # ARRAY_STATEMENTS too, named "array_" and their name.
+            self.sql |= {
+                f"array_{name}": self.render(sql) for name, sql in ARRAY_STATEMENTS.items()
+            }
 
     def render(self, sql: str) -> str:
         return self.dialect.render(sql, self._schema)
@@ -449,7 +531,7 @@ class Plan:
             *self._puts("put_entry", [
                 (broker, e.vhost, e.queue, e.sequence, e.message_id, e.delivery_count,
                  e.transient, e.expires_at, e.priority) for e in batch.entries_put]),
-            (sql["update_entry"], [(broker, *update) for update in batch.entries_updated]),
+            *self._updated_entries(broker, batch.entries_updated),
             *self._deleted_entries(broker, batch.entries_deleted),
             (sql["delete_user"], [(name,) for name in batch.users_deleted]),
             (sql["delete_user_permissions"], [(name,) for name in batch.users_deleted]),
@@ -460,24 +542,38 @@ class Plan:
         return [(statement, rows) for statement, rows in steps if rows]
 
     def _puts(self, name: str, rows: Sequence[Row]) -> list[Step]:
-        """`name`'s insert for `rows`: one row per run of a statement, or (multi_row) up to
-        ROWS_PER_STATEMENT rows per statement."""
+        """`name`'s insert for `rows`: up to ROWS_PER_STATEMENT rows per statement ("values"),
+        or one statement for them all ("arrays": those of ARRAY_STATEMENTS; one run of a
+        statement per row for the others, which a batch seldom has more than one of)."""
         if not rows:
             return []
-        if not self.dialect.multi_row:
-            return [(self.sql[name], rows)]
+        if self.dialect.rows == "arrays":
+            return (
+                self._array_step(name, rows)
+                if name in ARRAY_STATEMENTS
+                else [(self.sql[name], rows)]
+            )
         return [
             (self._many(name, len(chunk)), [tuple(v for row in chunk for v in row)])
             for chunk in chunks(rows)
         ]
 
+    def _updated_entries(
+        self, broker: str, updated: Sequence[tuple[str, str, int, int]]
+    ) -> list[Step]:
+        """Updates of entries' delivery counts: one run per entry, or ("arrays") one for all."""
+        rows = [(broker, *update) for update in updated]
+        if self.dialect.rows == "arrays":
+            return self._array_step("update_entry", rows)
+        return [(self.sql["update_entry"], rows)]
+
     def _deleted_entries(
         self, broker: str, deleted: Sequence[tuple[str, str, int, int]]
     ) -> list[Step]:
-        """Deletions of single entries: one run per entry, or (multi_row) one statement per
-        queue and up to ROWS_PER_STATEMENT sequences."""
-        if not self.dialect.multi_row:
-            return [(self.sql["delete_entry"], [(broker, *entry[:3]) for entry in deleted])]
+        """Deletions of single entries: one statement per queue and up to ROWS_PER_STATEMENT
+        sequences ("values"), or one statement for them all ("arrays")."""
+        if self.dialect.rows == "arrays":
+            return self._array_step("delete_entry", [(broker, *entry[:3]) for entry in deleted])
         by_queue: dict[tuple[str, str], list[int]] = {}
         for vhost, queue, sequence, _message_id in deleted:
             by_queue.setdefault((vhost, queue), []).append(sequence)
@@ -486,6 +582,24 @@ class Plan:
             for (vhost, queue), sequences in by_queue.items()
             for chunk in chunks(sequences)
         ]
+
+    def _array_step(self, name: str, rows: Sequence[Row]) -> list[Step]:
+        """`name` of ARRAY_STATEMENTS run once for `rows`: the broker (the same in every row),
+        then a column of values per array. Of rows with the same key the last is kept: it
+        is the one a run per row would have left."""
+        if not rows:
+            return []
+        if name in _ARRAY_KEYS:
+            key = itemgetter(*_ARRAY_KEYS[name])
+            if len(set(map(key, rows))) < len(rows):
+                rows = list({key(row): row for row in rows}.values())
+        columns = zip(*rows, strict=True)
+        broker = next(columns)[0]
+        arrays = [
+            array_text(column) if kind in _AS_TEXT else column
+            for column, kind in zip(columns, _ARRAY_TYPES[name], strict=True)
+        ]
+        return [(self.sql[f"array_{name}"], [(broker, *arrays)])]
 
     def _many(self, name: str, count: int) -> str:
         """Statement `name` for `count` rows at once. Its values are numbered in order, so the
@@ -508,8 +622,15 @@ def migrated_meta() -> list[Row]:
 
 def orphan_candidates(batch: WriteBatch) -> list[int]:
     """The ids of the messages a batch may leave without an entry: those of its deleted entries,
-    and those it puts (a message whose entries a later batch deleted already)."""
-    return [entry[3] for entry in batch.entries_deleted] + [m.id for m in batch.messages_put]
+    and those it puts without putting an entry that refers to them (a message whose entries a
+    later batch deleted already). A message put with an entry keeps it to the end of the
+    commit: the only writes after the puts that delete entries are the single deletions, whose
+    ids are among the first. Each candidate costs the garbage collection a look-up: the
+    journal's batches put every message with an entry, and the acknowledged ones were half of
+    them."""
+    referenced = {entry.message_id for entry in batch.entries_put}
+    deleted = [entry[3] for entry in batch.entries_deleted]
+    return deleted + [m.id for m in batch.messages_put if m.id not in referenced]
 
 
 def user_row(user: StoredUser) -> Row:

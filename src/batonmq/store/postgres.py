@@ -31,8 +31,12 @@ flushed its write-ahead log, so a crash of PostgreSQL (or of its machine) may lo
 commits, while a crash of the broker loses nothing; "on" and "remote_write" also wait for the
 synchronous standbys. The database stays consistent either way.
 
-Puts go through executemany (pipelined): COPY into a staging table, then an upsert from it, was
-measured no faster for batches of 100 to 5,000 messages of 1 KiB.
+A commit writes the rows a batch has many of (messages and entries put, entries updated and
+deleted) in one statement per kind, each column an array (`batonmq.store.plan.ARRAY_STATEMENTS`):
+run once per row (executemany), each row cost the server a portal and an executor start, 34.6 us
+of its CPU per message of the persistent 1/1 benchmark row against 21.3 us with arrays. COPY into
+a staging table, then an upsert from it, was measured no faster than executemany for batches of
+100 to 5,000 messages of 1 KiB.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from batonmq.store.plan import (
     ROWS_PER_STATEMENT,
     AddColumn,
     Plan,
+    array_text,
     orphan_candidates,
 )
 
@@ -105,7 +106,22 @@ def test_a_batch_is_written_in_the_order_write_batch_states(dialect: Dialect) ->
         f"INSERT {table}permissions",
         f"DELETE {table}permissions",
     ]
-    assert orphan_candidates(everything()) == [7, 11]
+    assert orphan_candidates(everything()) == [7]
+
+
+def test_orphan_candidates_are_the_deleted_entries_messages_and_those_put_without_an_entry() -> (
+    None
+):
+    """Rule (the module docstring): the garbage collection looks at the messages that may have
+    no entry left once the commit's writes are done: those of the entries it deletes (after the
+    puts, so an entry put and deleted again leaves its message a candidate) and those it puts
+    without an entry; a message put with its entry keeps it."""
+    batch = WriteBatch(
+        messages_put=[StoredMessage(n, "", "q", b"h", b"b") for n in (1, 2, 3)],
+        entries_put=[StoredEntry("/", "q", 10, 1), StoredEntry("/", "r", 10, 3)],
+        entries_deleted=[("/", "r", 10, 3), ("/", "q", 4, 4)],
+    )
+    assert orphan_candidates(batch) == [3, 4, 2]
 
 
 def test_each_dialect_renders_its_placeholders_tables_and_types() -> None:
@@ -123,10 +139,11 @@ def test_each_dialect_renders_its_placeholders_tables_and_types() -> None:
     assert '"s".entries' in Plan(POSTGRES, "s").sql["delete_entry"]
 
 
-def test_sqlite_writes_many_rows_per_statement_and_postgres_one_statement_for_many_rows() -> None:
+def test_sqlite_writes_many_rows_per_statement_and_postgres_one_statement_per_batch() -> None:
     """SQLite's thread sends up to ROWS_PER_STATEMENT rows per statement (one statement per row
-    made it wait for the event loop's thread at every row); asyncpg pipelines one statement
-    over all rows."""
+    made it wait for the event loop's thread at every row); PostgreSQL runs one statement for
+    all of a batch's rows of a kind, one array per column (a run per row cost a portal and an
+    executor start each)."""
     count = ROWS_PER_STATEMENT * 2 + 1
     batch = WriteBatch(
         messages_put=[StoredMessage(n, "", "q", b"h", b"b") for n in range(count)],
@@ -137,7 +154,46 @@ def test_sqlite_writes_many_rows_per_statement_and_postgres_one_statement_for_ma
     assert [len(rows[0]) for _sql, rows in sqlite_steps[:3]] == [7 * 500, 7 * 500, 7]
     assert [len(rows[0]) for _sql, rows in sqlite_steps[3:]] == [3 + 500, 3 + 500, 3 + 1]
     postgres_steps = Plan(POSTGRES, "s").write_steps("b1", batch, [0] * count)
-    assert [len(rows) for _sql, rows in postgres_steps] == [count, count]
+    assert [len(rows) for _sql, rows in postgres_steps] == [1, 1]
+    (messages,), (deletions,) = (rows for _sql, rows in postgres_steps)
+    assert messages[0] == deletions[0] == "b1"
+    assert messages[1] == "{" + ",".join(str(n) for n in range(count)) + "}"
+    assert messages[4:6] == ((b"h",) * count, (b"b",) * count)
+    assert deletions[1:3] == tuple("{" + ",".join([f'"{name}"'] * count) + "}" for name in "/q")
+
+
+def test_postgres_sends_numbers_and_names_as_array_text_and_bytes_as_arrays() -> None:
+    """PostgreSQL's array input ("Arrays", Array Value Input): elements separated by commas in
+    braces, NULL for a null, an element in double quotes with a backslash before each double
+    quote and backslash in it. Each distinct name is quoted once."""
+    assert array_text([1, None, -3]) == "{1,NULL,-3}"
+    assert array_text([True, False]) == "{True,False}"
+    assert array_text(["a", 'say "hi"', "back\\slash", "a", "NULL"]) == (
+        '{"a","say \\"hi\\"","back\\\\slash","a","NULL"}'
+    )
+    assert array_text([]) == "{}"
+    (step,) = Plan(POSTGRES, "s").write_steps(
+        "b1", WriteBatch(entries_put=[StoredEntry("/", "q", 5, 9, expires_at=77)]), []
+    )
+    assert step[1] == [("b1", '{"/"}', '{"q"}', "{5}", "{9}", "{0}", "{False}", "{77}", "{0}")]
+
+
+def test_postgres_keeps_the_last_of_rows_with_the_same_key_as_a_run_per_row_would() -> None:
+    """An upsert or update that changed a row twice in one statement is refused by PostgreSQL
+    ("ON CONFLICT DO UPDATE command cannot affect row a second time"); run row by row, the
+    last row won. The arrays carry the last row of each key; deletions go as they are."""
+    batch = WriteBatch(
+        messages_put=[StoredMessage(n % 2, "", f"k{n}", b"h", b"b") for n in range(4)],
+        entries_put=[StoredEntry("/", "q", 5, n, delivery_count=n) for n in range(3)],
+        entries_updated=[("/", "q", 7, 1), ("/", "r", 7, 1), ("/", "q", 7, 2)],
+        entries_deleted=[("/", "q", 9, 1), ("/", "q", 9, 1)],
+    )
+    steps = Plan(POSTGRES, "s").write_steps("b1", batch, [10, 11, 12, 13])
+    (messages,), (entries,), (updates,), (deletions,) = (rows for _sql, rows in steps)
+    assert (messages[1], messages[3], messages[6]) == ("{0,1}", '{"k2","k3"}', "{12,13}")
+    assert (entries[3], entries[4], entries[5]) == ("{5}", "{2}", "{2}")
+    assert (updates[2], updates[4]) == ('{"q","r"}', "{2,1}")
+    assert deletions[1:] == ('{"/","/"}', '{"q","q"}', "{9,9}")
 
 
 def test_migrations_add_postgres_lease_columns_to_postgres_only() -> None:
