@@ -45,7 +45,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, TypeAlias
 
-from batonmq.store.base import StoreCorrupt, StoredEntry, StoredMessage, StoreError, WriteBatch
+from batonmq.store.base import (
+    PagedEntry,
+    StoreCorrupt,
+    StoredEntry,
+    StoredMessage,
+    StoreError,
+    WriteBatch,
+)
 
 _FRAME_HEAD: Final = struct.Struct(">II")
 #: The payload format's version, first in every payload.
@@ -57,6 +64,7 @@ CHECKPOINT_LOG_BYTES: Final = 64 * 1024 * 1024
 CHECKPOINT_PENDING_BYTES: Final = 8 * 1024 * 1024
 CHECKPOINT_PENDING_ENTRIES: Final = 20_000
 
+QueueKey: TypeAlias = tuple[str, str]
 EntryKey: TypeAlias = tuple[str, str, int]
 
 
@@ -91,12 +99,15 @@ class Pending:
     #: Messages put since the last checkpoint, by id, with how many pending entries hold each.
     messages: dict[int, StoredMessage] = field(default_factory=dict)
     holders: dict[int, int] = field(default_factory=dict)
-    #: Entries put since the last checkpoint.
-    entries: dict[EntryKey, StoredEntry] = field(default_factory=dict)
+    #: Entries put since the last checkpoint, by queue and sequence.
+    entries: dict[QueueKey, dict[int, StoredEntry]] = field(default_factory=dict)
+    entry_count: int = 0
     #: Entries of the database: their new delivery counts, and those deleted (with the message
     #: each held, which may be orphaned).
     updated: dict[EntryKey, int] = field(default_factory=dict)
     deleted: dict[EntryKey, int] = field(default_factory=dict)
+    #: The queues of those entries: a read of theirs must see the database changed first.
+    changed_queues: set[QueueKey] = field(default_factory=set)
     #: Entries put and deleted since the last checkpoint whose message is in the database,
     #: which may be orphaned.
     released: dict[EntryKey, int] = field(default_factory=dict)
@@ -108,7 +119,7 @@ class Pending:
     def is_full(self) -> bool:
         return (
             self.body_bytes >= CHECKPOINT_PENDING_BYTES
-            or len(self.entries) >= CHECKPOINT_PENDING_ENTRIES
+            or self.entry_count >= CHECKPOINT_PENDING_ENTRIES
         )
 
     def conflicts_with(self, batch: WriteBatch) -> bool:
@@ -128,35 +139,74 @@ class Pending:
                 holders[message.id] = 0
                 self.body_bytes += len(message.body)
         for entry in batch.entries_put:
-            key = (entry.vhost, entry.queue, entry.sequence)
-            if key not in entries and entry.message_id in holders:
-                holders[entry.message_id] += 1
-            entries[key] = entry
-        for vhost, queue, sequence, count in batch.entries_updated:
-            key = (vhost, queue, sequence)
-            held = entries.get(key)
+            held = entries.get((entry.vhost, entry.queue))
             if held is None:
-                self.updated[key] = count
+                held = entries[(entry.vhost, entry.queue)] = {}
+            if entry.sequence not in held:
+                self.entry_count += 1
+                if entry.message_id in holders:
+                    holders[entry.message_id] += 1
+            held[entry.sequence] = entry
+        for vhost, queue, sequence, count in batch.entries_updated:
+            held = entries.get((vhost, queue))
+            counted = None if held is None else held.get(sequence)
+            if held is None or counted is None:
+                self.updated[(vhost, queue, sequence)] = count
+                self.changed_queues.add((vhost, queue))
             else:
-                entries[key] = held._replace(delivery_count=count)
+                held[sequence] = counted._replace(delivery_count=count)
         for vhost, queue, sequence, message_id in batch.entries_deleted:
-            key = (vhost, queue, sequence)
-            if entries.pop(key, None) is None:
+            held = entries.get((vhost, queue))
+            if held is None or held.pop(sequence, None) is None:
+                key = (vhost, queue, sequence)
                 self.updated.pop(key, None)
                 self.deleted[key] = message_id
-            elif message_id not in holders:
-                self.released[key] = message_id
-            else:
-                holders[message_id] -= 1
-                if not holders[message_id]:
-                    del holders[message_id]
-                    self.body_bytes -= len(messages.pop(message_id).body)
+                self.changed_queues.add((vhost, queue))
+                continue
+            self.entry_count -= 1
+            if not held:
+                del entries[(vhost, queue)]
+            if message_id not in holders:
+                self.released[(vhost, queue, sequence)] = message_id
+                continue
+            holders[message_id] -= 1
+            if not holders[message_id]:
+                del holders[message_id]
+                self.body_bytes -= len(messages.pop(message_id).body)
+
+    def page(
+        self, vhost: str, queue: str, after: int, limit: int, priority: int | None
+    ) -> list[PagedEntry] | None:
+        """The first `limit` entries of a queue put since the last checkpoint, after sequence
+        `after` (of level `priority`, or any), with their messages, in order; None when a read
+        must go to the database after a checkpoint instead: the database's entries of that queue
+        changed since (deleted, counted again), or a message is there and not here."""
+        if (vhost, queue) in self.changed_queues:
+            return None
+        held = self.entries.get((vhost, queue))
+        if not held:
+            return []
+        chosen = sorted(
+            (
+                entry
+                for sequence, entry in held.items()
+                if sequence > after and (priority is None or entry.priority == priority)
+            ),
+            key=_sequence,
+        )
+        page = []
+        for entry in chosen[:limit]:
+            message = self.messages.get(entry.message_id)
+            if message is None:
+                return None
+            page.append(PagedEntry(entry.sequence, entry.delivery_count, message, entry.expires_at))
+        return page
 
     def as_batch(self) -> WriteBatch:
         """The checkpoint's batch: what is still held, and what changed in the database."""
         return WriteBatch(
             messages_put=list(self.messages.values()),
-            entries_put=list(self.entries.values()),
+            entries_put=[entry for held in self.entries.values() for entry in held.values()],
             entries_updated=[(*key, count) for key, count in self.updated.items()],
             entries_deleted=[
                 (*key, message_id)
@@ -172,9 +222,15 @@ class Pending:
     def entries_gained(self) -> Counter[int]:
         """By message id: the entries put since the last checkpoint, less the database's
         deleted."""
-        gained = Counter(entry.message_id for entry in self.entries.values())
+        gained = Counter(
+            entry.message_id for held in self.entries.values() for entry in held.values()
+        )
         gained.subtract(self.deleted.values())
         return gained
+
+
+def _sequence(entry: StoredEntry) -> int:
+    return entry.sequence
 
 
 class AppendLog:

@@ -47,6 +47,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import partial
+from operator import attrgetter
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -590,7 +591,15 @@ class SQLiteStore:
     def _read_sync(
         self, vhost: str, queue: str, after: int, limit: int, priority: int | None
     ) -> PageRead:
-        self._checkpoint()
+        """The database's entries, and those the append log holds: paged out and read back
+        before a checkpoint, an entry never reaches the database."""
+        held = (
+            None
+            if self._appends is None
+            else self._appends.pending.page(vhost, queue, after, limit, priority)
+        )
+        if held is None:
+            self._checkpoint()
 
         def read(conn: sqlite3.Connection) -> PageRead:
             rows = conn.execute(
@@ -619,7 +628,11 @@ class SQLiteStore:
             )
             for entry in quarantined:
                 report_quarantined(self.location, vhost, queue, entry)
-        return page
+        if not held:
+            return page
+        # The first `limit` of both: none passes over a database entry not read, as the
+        # database gave `limit` entries, or all it has, after `after`.
+        return sorted([*page, *held], key=attrgetter("sequence"))[:limit]
 
     def _quarantine(
         self, vhost: str, queue: str, entries: list[QuarantinedEntry], conn: sqlite3.Connection
@@ -798,7 +811,7 @@ def _count_rows(
     row = conn.execute(_SQL["counts"], (broker,)).fetchone()
     exchanges, queues, bindings, messages, entries, size, quarantined = (int(v) for v in row)
     if pending:
-        entries += len(pending.entries) - len(pending.deleted)
+        entries += pending.entry_count - len(pending.deleted)
         messages += len(pending.messages)
         size += pending.body_bytes
         for chunk in chunks(list(pending.messages)):

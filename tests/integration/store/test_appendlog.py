@@ -151,11 +151,50 @@ async def test_a_log_replayed_again_after_its_checkpoint_changes_nothing(db_path
         await again.close()
 
 
-async def test_a_read_of_entries_sees_what_the_log_holds(store: SQLiteStore) -> None:
-    """Paging reads go to the database: the log is written out first."""
+async def test_entries_paged_out_and_read_back_before_a_checkpoint_stay_out_of_the_database(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    """A queue that pages its backlog out and reads it back soon after: the read comes from
+    the log's pending entries, and the database sees neither the entries nor their deletion."""
+    base = (await store.recover()).message_id_base
+    await store.commit(WriteBatch(queues_put=[StoredQueue(VHOST, "q", False, {})]))
+    await store.commit(put(base, base + 1, base + 2))
+
+    page = await store.read_entries(VHOST, "q", base, 10)
+    assert [(entry.sequence, entry.message.body) for entry in page] == [
+        (base + 1, b"body %d" % (base + 1)),
+        (base + 2, b"body %d" % (base + 2)),
+    ]
+    assert rows(db_path) == (0, 0)
+    await store.commit(acked(base, base + 1, base + 2))
+    await store.close()
+    assert rows(db_path) == (0, 0)
+
+
+async def test_a_read_merges_the_database_and_the_log_in_order_without_a_gap(
+    store: SQLiteStore,
+) -> None:
+    """Entries checkpointed (written out by a declare) and entries put since, interleaved: a
+    read gives the next ones in sequence order, and never passes over a database entry it did
+    not read."""
+    base = (await store.recover()).message_id_base
+    await store.commit(WriteBatch(queues_put=[StoredQueue(VHOST, "q", False, {})]))
+    await store.commit(put(base + 0, base + 2, base + 4))
+    await store.commit(WriteBatch(queues_put=[StoredQueue(VHOST, "other", False, {})]))
+    await store.commit(put(base + 1, base + 3, base + 5))
+
+    first = await store.read_entries(VHOST, "q", -1, 2)
+    assert [entry.sequence for entry in first] == [base + 0, base + 1]
+    rest = await store.read_entries(VHOST, "q", base + 1, 10)
+    assert [entry.sequence for entry in rest] == [base + 2, base + 3, base + 4, base + 5]
+
+
+async def test_a_read_after_a_change_to_the_databases_entries_sees_it(store: SQLiteStore) -> None:
+    """An acknowledgement of an entry the database has: the read writes the log out first."""
     base = (await store.recover()).message_id_base
     await store.commit(WriteBatch(queues_put=[StoredQueue(VHOST, "q", False, {})]))
     await store.commit(put(base, base + 1))
+    await store.commit(WriteBatch(queues_put=[StoredQueue(VHOST, "other", False, {})]))
     await store.commit(acked(base))
 
     page = await store.read_entries(VHOST, "q", -1, 10)

@@ -40,7 +40,7 @@ def test_a_message_acknowledged_before_a_checkpoint_nets_out_to_nothing() -> Non
     pending.add(put(1, 2))
     pending.add(acked(1))
 
-    assert list(pending.messages) == [2] and list(pending.entries) == [(VHOST, "q", 2)]
+    assert list(pending.messages) == [2] and pending.entries == {(VHOST, "q"): {2: entry(2, 2)}}
     assert pending.body_bytes == 10
     pending.add(acked(2))
     assert not pending
@@ -112,6 +112,33 @@ def test_an_entry_put_under_a_key_the_checkpoint_deletes_conflicts() -> None:
     pending.add(acked(5))
     assert pending.conflicts_with(put(5))
     assert not pending.conflicts_with(put(6))
+
+
+def test_a_page_is_read_from_what_the_log_holds_in_order() -> None:
+    """Paging reads: entries paged out and read back before a checkpoint come from memory, in
+    sequence order, after the cursor, up to the limit, of the level asked for."""
+    pending = Pending()
+    pending.add(put(5, 3, 9, 7))
+    pending.add(WriteBatch(entries_put=[entry(4, 3)._replace(priority=2)]))
+
+    page = pending.page(VHOST, "q", 3, 2, None)
+    assert page is not None
+    assert [(paged.sequence, paged.message.id) for paged in page] == [(4, 3), (5, 5)]
+    assert [paged.sequence for paged in pending.page(VHOST, "q", 0, 10, 2) or []] == [4]
+    assert pending.page(VHOST, "other", 0, 10, None) == []
+
+
+def test_a_page_goes_to_the_database_when_its_entries_there_changed() -> None:
+    """A deleted or recounted entry of the database, or a message only the database has: the
+    read must follow a checkpoint (None)."""
+    deleted = Pending()
+    deleted.add(put(5))
+    deleted.add(acked(2))
+    assert deleted.page(VHOST, "q", 0, 10, None) is None
+
+    elsewhere = Pending()
+    elsewhere.add(WriteBatch(entries_put=[entry(1, 40)]))  # message 40 is in the database
+    assert elsewhere.page(VHOST, "q", 0, 10, None) is None
 
 
 def test_a_full_pending_state_asks_for_a_checkpoint(tmp_path: Path) -> None:
