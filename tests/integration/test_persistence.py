@@ -113,6 +113,23 @@ def test_transient_things_do_not_survive(broker_life: BrokerLife):
             assert closed.value.reply_code == 404, kind
 
 
+def test_an_expiration_past_what_a_store_holds_is_confirmed_and_never_expires(
+    broker_life: BrokerLife,
+):
+    """RabbitMQ's expiration is "a string of milliseconds", any non-negative integer: one so
+    large that its expiry time does not fit the store's 64-bit integer is taken (confirmed,
+    not nacked) and stored as never expiring, across a restart."""
+    huge = pika.BasicProperties(delivery_mode=2, expiration="1" + "0" * 30)
+    with connect(broker_life.current) as connection:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        channel.queue_declare("far", durable=True)
+        channel.basic_publish("", "far", b"kept", huge, mandatory=True)
+    broker = broker_life.restart(kill=True)
+    with connect(broker) as connection:
+        assert drain(connection.channel(), "far") == [(b"kept", True)]
+
+
 def test_after_a_crash_every_message_comes_back_redelivered(broker_life: BrokerLife):
     """The Durable messaging requirements: "messages that were delivered but not acknowledged come
     back with redelivered=true", in their order, after a SIGKILL; acknowledged ones do not come

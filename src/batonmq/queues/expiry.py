@@ -9,6 +9,8 @@ delivered straight away; an expired message is never delivered.
 
 from __future__ import annotations
 
+from typing import Final
+
 
 class InvalidExpiration(ValueError):
     """An `expiration` property that is not a string of non-negative milliseconds."""
@@ -23,10 +25,18 @@ def parse_expiration(expiration: str) -> int:
     return int(text)
 
 
+#: The latest expiry time kept: a store holds it in a signed 64-bit integer. A TTL that reaches
+#: past it (any string of digits is an `expiration`) is "never", some 292 million years on.
+LATEST_EXPIRY_MS: Final = 2**63 - 1
+
+
 def expires_at(entered_ms: int, queue_ttl: int | None, message_ttl: int | None) -> int | None:
     """When a message that entered the queue at `entered_ms` expires; None for never."""
     ttls = [ttl for ttl in (queue_ttl, message_ttl) if ttl is not None]
-    return entered_ms + min(ttls) if ttls else None
+    if not ttls:
+        return None
+    expiry = entered_ms + min(ttls)
+    return expiry if expiry <= LATEST_EXPIRY_MS else None
 
 
 def is_expired(expiry_ms: int | None, now: int) -> bool:

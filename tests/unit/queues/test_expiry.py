@@ -19,6 +19,14 @@ def test_the_lower_ttl_wins() -> None:
     assert expires_at(1000, None, None) is None
 
 
+def test_a_ttl_past_what_a_store_can_hold_is_never() -> None:
+    """RabbitMQ takes any string of digits as an expiration; one whose expiry time would not fit
+    the store's 64-bit integer would fail the message's write (a nack), so it never expires."""
+    assert expires_at(1000, None, 2**63 - 1001) == 2**63 - 1
+    assert expires_at(1000, None, 10**30) is None
+    assert expires_at(1000, 10**30, 10**30) is None
+
+
 def test_an_entry_is_expired_once_its_time_has_passed() -> None:
     """TTL 0: "messages ... expire upon reaching a queue unless they can be delivered to a
     consumer immediately" — the same millisecond still delivers, the next does not."""
