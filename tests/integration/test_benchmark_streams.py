@@ -47,7 +47,6 @@ def test_the_replay_benchmark_reads_the_whole_stream_and_its_files_cold_and_warm
         output=tmp_path / "r",
     )
 
-    assert isinstance(results, list)
     assert [(result["body_size"], result["messages"]) for result in results] == [
         (1000, 2000),
         (40000, 50),

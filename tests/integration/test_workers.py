@@ -208,7 +208,6 @@ def test_a_user_added_on_the_store_can_log_in_on_every_worker(workers: Workers) 
     line as the members of an HA cluster do (GlassFish MQ Technical Overview, Table 4-1: the
     configuration is in the shared store, which every broker sees). A user added while the
     workers run logs in on a virtual host of each, without a restart."""
-    assert workers.broker.data_dir is not None
     workdir = workers.broker.data_dir.parent
     environment = {key: value for key, value in workers.environment.items() if "WORKERS" not in key}
     done = run_batonctl(
@@ -285,7 +284,6 @@ def test_sigterm_stops_every_worker_and_removes_the_pid_file(workers: Workers) -
     """SIGTERM to the `batonmq` process: every worker shuts down cleanly, then the supervisor,
     with status 0, and the pid file is gone."""
     broker = workers.broker
-    assert broker.data_dir is not None
     pid_file = broker.data_dir / "batonmq.pid"
     assert pid_file.read_text().strip() == str(broker.process.pid if broker.process else 0)
     pids = workers.pids()
