@@ -17,8 +17,11 @@ put since the last checkpoint is not in the database, and deleting it there is n
 The log holds only what a batch of messages and entries changes: messages put, entries put,
 delivery counts updated, entries deleted. Any other batch (a queue or exchange declared or
 deleted, a purge, users and permissions) checkpoints first and goes to the database as before;
-so do reads of entries (paging), statistics, backups and a clean close. After a crash the store
-replays the log at open and checkpoints it before anything reads the database.
+so do statistics, backups and a clean close. A read of a queue's entries (paging) merges the
+database's with those put since the checkpoint (`Pending.page`), so that entries paged out and
+read back soon after never reach the database; it checkpoints first only when the database's
+entries of that queue changed since. After a crash the store replays the log at open and
+checkpoints it before anything reads the database.
 
 Format: frames of `length` (4 bytes), `crc32` of the payload (4 bytes), payload (a `marshal`
 of the batch's four lists as plain tuples). A frame cut short at the end is a write that a crash

@@ -9,8 +9,9 @@ Why it is built this way:
 - Messages and entries go to an append log first (`batonmq.store.appendlog`, the file
   `<file>-appends`): one write and one fsync per batch, and a message consumed before the next
   checkpoint never reaches the database. Everything else checkpoints the log first, and so do
-  paging reads, statistics, backups and a clean close. An online reader in another process (a
-  backup, `db stats`) adds what the log holds to what it reads.
+  statistics, backups and a clean close; paging reads merge the log's entries with the
+  database's. An online reader in another process (a backup, `db stats`) adds what the log
+  holds to what it reads.
 - WAL mode: readers (`batonctl db stats`, an online backup) never block the broker's writer.
   `sync=True` is `synchronous=FULL` (each commit fsynced); `sync=False` is `NORMAL`, which in WAL
   mode survives a crash of the process but not of the machine (imq.persist.file.sync.enabled).
