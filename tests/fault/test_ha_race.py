@@ -53,7 +53,6 @@ class Claimant:
         assert self._line() == "ready"
 
     def claim(self, failed: str, seen: int, at: float) -> None:
-        assert self.process.stdin is not None
         self.process.stdin.write(f"claim {failed} {seen} {at}\n")
         self.process.stdin.flush()
 
@@ -75,7 +74,6 @@ class Claimant:
                 self.process.stdout.close()
 
     def _line(self) -> str:
-        assert self.process.stdout is not None
         line = self.process.stdout.readline()
         assert line, f"claimant {self.broker_id} exited with {self.process.wait()}"
         return line.strip()

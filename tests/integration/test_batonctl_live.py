@@ -588,7 +588,6 @@ def test_metrics_prints_the_message_rates_of_each_interval(broker: RunningBroker
          "--count", str(lines)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    assert process.stdout is not None
     header = process.stdout.readline()  # printed once the first reading is taken
     with connect(broker) as connection:
         channel = connection.channel()

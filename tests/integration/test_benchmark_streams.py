@@ -65,9 +65,7 @@ def _check_reads(result: dict, messages: int) -> None:
         assert read["mb_per_second"] > 0
         if read["reader"] == "batonmq":
             assert read["messages"] == messages
-            # CPU time is counted in clock ticks: 50 large messages may take less than one.
-            assert read["cpu_us_per_message"] >= 0
-            if messages >= 1000:
+            if messages >= 1000:  # CPU time is in clock ticks: 50 large messages may take none
                 assert read["cpu_us_per_message"] > 0
             assert read["consumer_busy"] > 0
 
@@ -84,7 +82,6 @@ def test_the_connector_benchmark_reads_and_writes_every_row_beside_the_raw_rate(
 
     phases = run_module("benchmarks.spark_connector", "--messages", "3000", output=tmp_path / "c")
 
-    assert isinstance(phases, list)
     assert [(phase["name"], phase["rows"]) for phase in phases] == [
         ("raw write", 3000),
         ("raw read", 3000),

@@ -608,7 +608,6 @@ async def test_the_statement_of_a_broker_that_died_is_cancelled(
     process = await asyncio.create_subprocess_exec(
         sys.executable, str(script), postgres_dsn, stdout=asyncio.subprocess.PIPE
     )
-    assert process.stdout is not None
     assert await asyncio.wait_for(process.stdout.readline(), 30) == b"running\n"
     admin = await asyncpg.connect(postgres_dsn)
     try:
