@@ -4,7 +4,8 @@ the shared store records them."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from batonmq.store.postgres import PostgresStore
@@ -45,6 +46,28 @@ def start_member(
     )
     wait_until(lambda: _joined(broker.log()) > joined_before, f"{broker_id} joined")
     return broker
+
+
+#: `start(broker_id)`: a member started (`start_member`), or the same one started again.
+StartMember = Callable[[str], RunningBroker]
+
+
+@contextlib.contextmanager
+def members(workdir: Path, postgres_dsn: str, *, http: bool = False) -> Iterator[StartMember]:
+    """Start members with `start_member`; every one is stopped when the block ends (in a
+    fixture: before the database goes)."""
+    started: list[RunningBroker] = []
+
+    def start(broker_id: str) -> RunningBroker:
+        broker = start_member(workdir, postgres_dsn, broker_id, http=http)
+        started.append(broker)
+        return broker
+
+    try:
+        yield start
+    finally:
+        for broker in started:
+            broker.stop()
 
 
 def _joined(log: str) -> int:

@@ -12,6 +12,7 @@ connections are closed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -58,16 +59,32 @@ async def two_stores(postgres_dsn: str) -> AsyncIterator[tuple[PostgresStore, Po
             await store.close()
 
 
+@contextlib.asynccontextmanager
+async def watching(
+    store: PostgresStore, interval: float
+) -> AsyncIterator[asyncio.Queue[tuple[int, str | None]]]:
+    """What `store`'s catalogue watch tells, (version, committing member), while the block
+    runs; the watch reads the version every `interval` seconds."""
+    heard: asyncio.Queue[tuple[int, str | None]] = asyncio.Queue()
+    watch = asyncio.create_task(
+        store.watch_catalogue(lambda *told: heard.put_nowait(told), interval)()
+    )
+    try:
+        yield heard
+    finally:
+        watch.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await watch
+
+
 async def test_a_commit_that_changes_the_catalogue_is_notified_to_the_other_members(
     two_stores: tuple[PostgresStore, PostgresStore],
 ) -> None:
     """Each commit that changes users, permissions or virtual hosts bumps the version and is
     notified with it and the committing member; other commits are neither."""
     a, b = two_stores
-    heard: asyncio.Queue[tuple[int, str | None]] = asyncio.Queue()
     # An interval far longer than the test: what comes after the first reading is notified.
-    watch = asyncio.create_task(b.watch_catalogue(lambda *told: heard.put_nowait(told), 3600)())
-    try:
+    async with watching(b, 3600) as heard:
         first, by = await asyncio.wait_for(heard.get(), 10)
         assert by is None  # the reading on connecting
         bob = StoredUser("bob", Credential.from_password(PASSWORD).encode(), ())
@@ -85,10 +102,6 @@ async def test_a_commit_that_changes_the_catalogue_is_notified_to_the_other_memb
         assert "bob" in {user.name for user in catalogue.users} and "v1" in catalogue.vhosts
         assert UserPermission.full("bob", "v1") in catalogue.permissions
         assert a.catalogue_writes == 3 and b.catalogue_writes == 0
-    finally:
-        watch.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await watch
 
 
 async def test_a_lost_notification_is_caught_up_by_the_version_read_every_interval(
@@ -97,9 +110,7 @@ async def test_a_lost_notification_is_caught_up_by_the_version_read_every_interv
     """A change whose notification never came (here: the version bumped without one, as when
     the listening session was lost at that moment) is found at the next reading."""
     _, b = two_stores
-    heard: asyncio.Queue[tuple[int, str | None]] = asyncio.Queue()
-    watch = asyncio.create_task(b.watch_catalogue(lambda *told: heard.put_nowait(told), 0.2)())
-    try:
+    async with watching(b, 0.2) as heard:
         first, _ = await asyncio.wait_for(heard.get(), 10)
         connection = await asyncpg.connect(postgres_dsn)
         try:
@@ -115,10 +126,6 @@ async def test_a_lost_notification_is_caught_up_by_the_version_read_every_interv
         while (told := await asyncio.wait_for(heard.get(), 10))[0] == first:
             assert told == (first, None) and time.monotonic() < deadline
         assert told == (first + 1, None)
-    finally:
-        watch.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await watch
 
 
 async def test_a_restore_replaces_the_catalogue_and_is_notified_as_a_change(
@@ -129,9 +136,7 @@ async def test_a_restore_replaces_the_catalogue_and_is_notified_as_a_change(
     it bumps the version and notifies it as a commit that changes the catalogue does, so that
     the running members read the catalogue again."""
     a, b = two_stores
-    heard: asyncio.Queue[tuple[int, str | None]] = asyncio.Queue()
-    watch = asyncio.create_task(b.watch_catalogue(lambda *told: heard.put_nowait(told), 3600)())
-    try:
+    async with watching(b, 3600) as heard:
         first, _ = await asyncio.wait_for(heard.get(), 10)
         dave = StoredUser("dave", Credential.from_password(PASSWORD).encode(), ())
         await a.commit(WriteBatch(users_put=[dave]))
@@ -150,10 +155,6 @@ async def test_a_restore_replaces_the_catalogue_and_is_notified_as_a_change(
         assert "dave" in {user.name for user in catalogue.users}
         assert "v1" not in catalogue.vhosts
         assert a.catalogue_writes == 3
-    finally:
-        watch.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await watch
 
 
 # --- real members ----------------------------------------------------------------------------
