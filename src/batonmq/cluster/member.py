@@ -71,6 +71,10 @@ class ClusterMember:
         )
         #: Whether it is taking a member over (TAKEOVER_STARTED, Table 19).
         self._taking_over = False
+        #: How its last takeover ended (TAKEOVER_COMPLETE or TAKEOVER_FAILED, Table 19), and
+        #: when: its state for one monitor interval after.
+        self._last_takeover: tuple[BrokerState, float] | None = None
+        self._monitor_interval = monitor.interval
         #: The members as last read from the store, by id.
         self.members: dict[str, Member] = {}
         #: This member's state as its record in the store last said it (its claim of the store
@@ -128,10 +132,15 @@ class ClusterMember:
 
     @property
     def state(self) -> BrokerState:
-        """TAKEOVER_STARTED while it takes a member over; else as the server says (OPERATING,
+        """TAKEOVER_STARTED while it takes a member over, then TAKEOVER_COMPLETE or
+        TAKEOVER_FAILED for one monitor interval; else as the server says (OPERATING,
         QUIESCING, QUIESCE_COMPLETE, SHUTDOWN_STARTED)."""
         if self._taking_over:
             return BrokerState.TAKEOVER_STARTED
+        if self._last_takeover is not None:
+            outcome, ended = self._last_takeover
+            if time.monotonic() - ended < self._monitor_interval:
+                return outcome
         control = self.broker.control
         return BrokerState.OPERATING if control is None else control.state
 
@@ -218,10 +227,14 @@ class ClusterMember:
             # An unknown broker, or one taken over already: the store's claim refuses it.
             seen = -1 if found is None or found.taken_over else found.epoch
             self._taking_over = True
+            ended = BrokerState.TAKEOVER_FAILED
             try:
                 outcome = await take_over(self.broker, self.store, failed, seen, force=force)
+                if outcome.taken is not None:
+                    ended = BrokerState.TAKEOVER_COMPLETE
             finally:
                 self._taking_over = False
+                self._last_takeover = (ended, time.monotonic())
             if outcome.taken is None:
                 self.detector.claim_lost(failed, time.monotonic())
             return outcome

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import enum
 
+from batonmq.store.members import SERVING_STATES
+
 
 class BrokerState(enum.StrEnum):
     #: Serving clients.
@@ -37,13 +39,18 @@ _RECORDED: frozenset[BrokerState] = frozenset(
 )
 
 
-def member_state(stored: str) -> BrokerState:
+def member_state(stored: str, *, lease_live: bool, no_failover: bool) -> BrokerState:
     """The state of a member as its store record gives it: the lease's "running" and "stopped",
-    a state it recorded while running, or a failover state (`batonmq.store.members`)."""
-    if stored == "running":
-        return BrokerState.OPERATING
+    a state it recorded while running, or a failover state (`batonmq.store.members`). A member
+    that recorded itself running but whose lease has run out, on the database's clock, has
+    failed and waits for a survivor's claim: FAILOVER_PENDING (unless it was shut down with no
+    failover: then no one will claim it)."""
     if stored == "stopped":
         return BrokerState.BROKER_DOWN
+    if not lease_live and stored in SERVING_STATES:
+        return BrokerState.BROKER_DOWN if no_failover else BrokerState.FAILOVER_PENDING
+    if stored == "running":
+        return BrokerState.OPERATING
     return BrokerState(stored)
 
 

@@ -64,7 +64,13 @@ class MemberInfo:
 
 def member_info(member: Member, cluster: ClusterService) -> MemberInfo:
     local = member.broker_id == cluster.broker_id
-    state = cluster.state if local else member_state(member.state)
+    state = (
+        cluster.state
+        if local
+        else member_state(
+            member.state, lease_live=member.lease_live, no_failover=member.no_failover
+        )
+    )
     return MemberInfo(
         broker_id=member.broker_id,
         address=member.address,

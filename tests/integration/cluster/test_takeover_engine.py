@@ -171,7 +171,8 @@ async def test_the_api_lists_the_members_and_forces_a_takeover_of_a_live_one(
 ) -> None:
     """`imqcmd list bkr` (Example 1: id, state, messages in the store, who took it over) and
     `imqcmd takeover bkr -n ID -f`: "force the takeover to occur unconditionally"; without -f a
-    broker whose lease still runs is not taken over. The forced one is fenced."""
+    broker whose lease still runs is not taken over. The forced one is fenced. The claimant's
+    state tells how its takeover went (Table 19: TAKEOVER_FAILED, TAKEOVER_COMPLETE)."""
     live, live_store = await start_broker("brokerA")
     survivor, survivor_store = await start_broker("brokerB")
     ClusterMember(
@@ -185,12 +186,16 @@ async def test_the_api_lists_the_members_and_forces_a_takeover_of_a_live_one(
 
     before = {member.broker_id: member for member in await api.cluster_members()}
     refused = await api.take_over_broker("brokerA")
+    after_refused = {member.broker_id: member for member in await api.cluster_members()}
     forced = await api.take_over_broker("brokerA", force=True)
     after = {member.broker_id: member for member in await api.cluster_members()}
 
     assert (before["brokerA"].state, before["brokerA"].messages) == (BrokerState.OPERATING, 2)
     assert before["brokerB"].local and not before["brokerA"].local
     assert refused.taken is None
+    # Table 19: the broker that attempted the takeover, then the one that completed it.
+    assert after_refused["brokerB"].state == BrokerState.TAKEOVER_FAILED
+    assert after["brokerB"].state == BrokerState.TAKEOVER_COMPLETE
     assert forced.taken is not None and forced.taken.messages == 2
     assert (after["brokerA"].state, after["brokerA"].taken_over_by) == (
         BrokerState.FAILOVER_COMPLETE,
@@ -203,6 +208,26 @@ async def test_the_api_lists_the_members_and_forces_a_takeover_of_a_live_one(
         await api.take_over_broker("brokerB")
     with pytest.raises(ApiError):
         await EngineApi(live).cluster_members()  # not a member: no ClusterMember runs there
+
+
+async def test_a_member_whose_lease_ran_out_is_listed_pending_failover(
+    start_broker: StartBroker,
+) -> None:
+    """The issue's FAILOVER_PENDING "as seen from the failed broker's side": a member whose
+    lease ran out on the database's clock (it failed) and that no survivor has claimed yet."""
+    await start_broker("brokerA", lease_seconds=0.5)
+    survivor, survivor_store = await start_broker("brokerB")
+    ClusterMember(
+        Config(cluster=ClusterConfig(ha=True, clusterid="test", brokerid="brokerB")),
+        survivor,
+        survivor_store,
+    )
+    await lease_run_out(survivor_store, "brokerA")
+
+    listed = {member.broker_id: member for member in await EngineApi(survivor).cluster_members()}
+
+    assert listed["brokerA"].state == BrokerState.FAILOVER_PENDING
+    assert listed["brokerB"].state == BrokerState.OPERATING
 
 
 async def test_a_queue_paging_its_backlog_takes_the_failed_brokers_entries_after_it(

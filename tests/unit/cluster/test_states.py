@@ -24,7 +24,22 @@ from batonmq.store.members import SERVING_STATES
 def test_a_members_stored_state_is_named_as_the_guide_names_it(
     stored: str, state: BrokerState
 ) -> None:
-    assert member_state(stored) is state
+    assert member_state(stored, lease_live=True, no_failover=False) is state
+
+
+@pytest.mark.parametrize("stored", ["running", "QUIESCING", "SHUTDOWN_STARTED"])
+def test_a_member_whose_lease_ran_out_is_pending_failover(stored: str) -> None:
+    """The issue's FAILOVER_PENDING, as seen from the failed broker's side: judged failed on
+    the store's clock (its lease ran out while it recorded itself running), not yet claimed;
+    one shut down with no failover is down, as no survivor will claim it."""
+    assert member_state(stored, lease_live=False, no_failover=False) is (
+        BrokerState.FAILOVER_PENDING
+    )
+    assert member_state(stored, lease_live=False, no_failover=True) is BrokerState.BROKER_DOWN
+    assert member_state("FAILOVER_COMPLETE", lease_live=False, no_failover=False) is (
+        BrokerState.FAILOVER_COMPLETE
+    )
+    assert member_state("stopped", lease_live=False, no_failover=False) is (BrokerState.BROKER_DOWN)
 
 
 def test_a_running_member_records_what_the_others_cannot_see_otherwise() -> None:
@@ -35,7 +50,10 @@ def test_a_running_member_records_what_the_others_cannot_see_otherwise() -> None
     assert recorded[BrokerState.OPERATING] == recorded[BrokerState.TAKEOVER_STARTED] == "running"
     assert recorded[BrokerState.QUIESCING] == "QUIESCING"
     assert set(recorded.values()) == SERVING_STATES
-    assert all(member_state(stored_state(state)) in BrokerState for state in BrokerState)
+    assert all(
+        member_state(stored_state(state), lease_live=True, no_failover=False) in BrokerState
+        for state in BrokerState
+    )
 
 
 def test_an_address_round_trips_and_a_wildcard_bind_is_advertised_by_host_name() -> None:
