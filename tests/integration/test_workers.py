@@ -12,6 +12,7 @@ import functools
 import os
 import re
 import signal
+import ssl
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from urllib.parse import quote
 import aio_pika
 import aiormq.exceptions
 import pika
+import pika.credentials
 import pika.exceptions
 import pytest
 from kombu import Connection, Queue
@@ -35,6 +37,7 @@ from tests.brokerproc import (
     start_broker,
     wait_until,
 )
+from tests.tlsca import KeyPair, TestCA
 
 WORKERS = 2
 #: Two virtual hosts owned by each worker.
@@ -68,15 +71,15 @@ class Workers:
         return pids
 
 
-@pytest.fixture
-def workers(tmp_path: Path, postgres_dsn: str) -> Iterator[Workers]:
+def _start_workers(workdir: Path, postgres_dsn: str, tls: dict[str, str] | None = None) -> Workers:
     """Two workers on a fresh PostgreSQL database with the virtual hosts of VHOSTS, where guest
-    may do anything (added on the store before the broker starts)."""
+    may do anything (added on the store before the broker starts); with `tls`, an amqps
+    listener too, with those settings."""
     environment = {
         "BATONMQ__PERSIST__STORE": "postgres",
         "BATONMQ__PERSIST__POSTGRES__DSN": postgres_dsn,
     }
-    (tmp_path / "data").mkdir()
+    (workdir / "data").mkdir()
     for vhost in ALL_VHOSTS:
         if vhost == "/":
             continue
@@ -84,15 +87,66 @@ def workers(tmp_path: Path, postgres_dsn: str) -> Iterator[Workers]:
             ("vhost", "add", vhost),
             ("permissions", "set", "guest", ".*", ".*", ".*", "--vhost", vhost),
         ):
-            done = run_batonctl(tmp_path, *command, environment=environment)
+            done = run_batonctl(workdir, *command, environment=environment)
             assert done.returncode == 0, done.stderr
     environment["BATONMQ__BROKER__WORKERS"] = str(WORKERS)
-    broker = start_broker(tmp_path, environment=environment)
+    environment.update(tls or {})
+    broker = start_broker(workdir, environment=environment, amqps=tls is not None)
     wait_until(lambda: 'msg="broker started"' in broker.log(), "both workers to serve")
+    return Workers(broker, environment)
+
+
+@pytest.fixture
+def workers(tmp_path: Path, postgres_dsn: str) -> Iterator[Workers]:
+    started = _start_workers(tmp_path, postgres_dsn)
     try:
-        yield Workers(broker, environment)
+        yield started
     finally:
-        broker.stop()
+        started.broker.stop()
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> tuple[TestCA, KeyPair, KeyPair]:
+    """A CA made by the test, the broker's certificate, and a client's for CN=guest."""
+    ca = TestCA(tmp_path_factory.mktemp("pki") / "ca")
+    return ca, ca.server(), ca.client("guest")
+
+
+@pytest.fixture
+def tls_workers(
+    tmp_path: Path, postgres_dsn: str, pki: tuple[TestCA, KeyPair, KeyPair]
+) -> Iterator[Workers]:
+    """`workers` with an amqps listener that asks for client certificates and offers EXTERNAL."""
+    ca, server, _guest = pki
+    tls = {
+        "BATONMQ__LISTENERS__AMQPS__CERTFILE": str(server.certfile),
+        "BATONMQ__LISTENERS__AMQPS__KEYFILE": str(server.keyfile),
+        "BATONMQ__LISTENERS__AMQPS__CAFILE": str(ca.certfile),
+        "BATONMQ__LISTENERS__AMQPS__VERIFY": "required",
+        "BATONMQ__LISTENERS__AMQPS__MECHANISMS": "PLAIN EXTERNAL",
+    }
+    started = _start_workers(tmp_path, postgres_dsn, tls)
+    try:
+        yield started
+    finally:
+        started.broker.stop()
+
+
+def _tls_parameters(
+    broker: RunningBroker, vhost: str, pki: tuple[TestCA, KeyPair, KeyPair]
+) -> pika.ConnectionParameters:
+    """pika over amqps to `vhost`, logging in with EXTERNAL as the certificate's CN."""
+    ca, _server, guest = pki
+    context = ssl.create_default_context(cafile=ca.certfile)
+    context.load_cert_chain(guest.certfile, guest.keyfile)
+    assert broker.amqps_port is not None
+    return pika.ConnectionParameters(
+        "127.0.0.1",
+        broker.amqps_port,
+        vhost,
+        pika.credentials.ExternalCredentials(),
+        ssl_options=pika.SSLOptions(context, server_hostname="localhost"),
+    )
 
 
 def _field(line: str, name: str) -> str:
@@ -278,6 +332,55 @@ def test_a_killed_worker_comes_back_and_its_siblings_clients_never_notice(
         while (got := channel.basic_get("kept", auto_ack=True))[0] is not None:
             bodies.append(got[2])
         assert bodies == [str(n).encode() for n in range(50)]
+
+
+def test_tls_clients_are_relayed_to_the_worker_that_owns_their_virtual_host(
+    tls_workers: Workers, pki: tuple[TestCA, KeyPair, KeyPair]
+) -> None:
+    """README, "Worker processes": a TLS session cannot move to another process, so the
+    accepting worker relays the client's plaintext to the owner. Over amqps, with EXTERNAL
+    (the certificate's CN; guest logs in from loopback only, so the owner must see the
+    client's own address), on a virtual host of each worker: an exclusive queue declared over
+    TLS is locked for a plain connection to the same virtual host (RabbitMQ: 405
+    RESOURCE_LOCKED), which only one process can give, and a 1 MiB message goes through the
+    relay both ways intact."""
+    body = os.urandom(1 << 20)
+    for vhost in ALL_VHOSTS:
+        for _ in range(ATTEMPTS):
+            with pika.BlockingConnection(_tls_parameters(tls_workers.broker, vhost, pki)) as tls:
+                channel = tls.channel()
+                channel.queue_declare("mine", exclusive=True)
+                channel.basic_publish("", "mine", body)
+                with connect(tls_workers.broker, vhost=vhost) as plain:
+                    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as locked:
+                        plain.channel().queue_declare("mine", exclusive=True)
+                    assert locked.value.reply_code == 405
+                _method, _properties, received = channel.basic_get("mine", auto_ack=True)
+                assert received == body
+
+    # Every connection, TLS or plain, was opened in its virtual host's owner.
+    assert sorted(set(_opened_by_worker(tls_workers.broker.log()))) == sorted(
+        (vhost, owner) for owner, owned in VHOSTS.items() for vhost in owned
+    )
+
+
+def test_sigterm_closes_relayed_tls_connections_with_connection_forced(
+    tls_workers: Workers, pki: tuple[TestCA, KeyPair, KeyPair]
+) -> None:
+    """A shutdown closes every connection with 320 CONNECTION_FORCED (AMQP 0-9-1 reply code
+    "connection-forced": "An operator intervened to close the connection"), relayed ones too:
+    the accepting worker waits for the owner's close to pass through before it stops."""
+    clients = [
+        pika.BlockingConnection(_tls_parameters(tls_workers.broker, vhost, pki))
+        for vhost in ALL_VHOSTS
+        for _ in range(ATTEMPTS)
+    ]
+    tls_workers.broker.signal(signal.SIGTERM)
+    for client in clients:
+        with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as closed:
+            client.sleep(10)
+        assert closed.value.reply_code == 320
+    assert tls_workers.broker.wait(30) == 0
 
 
 def test_sigterm_stops_every_worker_and_removes_the_pid_file(workers: Workers) -> None:

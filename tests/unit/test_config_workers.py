@@ -66,12 +66,6 @@ def test_two_workers_on_postgresql(environ: dict[str, str]) -> None:
             "answer for every worker yet",
         ),
         (
-            {"listeners.amqps.enabled": True},
-            "listeners.amqps.enabled",
-            "must be false when broker.workers is more than 1: a TLS session cannot move with "
-            "its socket to the worker that owns the virtual host",
-        ),
-        (
             {"cluster.ha": True, "cluster.clusterid": "c1", "cluster.brokerid": "b1"},
             "cluster.ha",
             "must be false when broker.workers is more than 1: the workers of an HA member are "

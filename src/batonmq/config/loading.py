@@ -430,12 +430,6 @@ def _check_workers(config: Config, values: Mapping[str, _Value]) -> None:
             "not members of their own yet",
         ),
         (
-            config.listeners.amqps.enabled,
-            "listeners.amqps.enabled",
-            "must be false when broker.workers is more than 1: a TLS session cannot move with "
-            "its socket to the worker that owns the virtual host",
-        ),
-        (
             config.listeners.http.enabled,
             "listeners.http.enabled",
             "must be false when broker.workers is more than 1: the management API does not "

@@ -50,11 +50,12 @@ from batonmq.security.acl import AclError
 from batonmq.security.authn import Authenticator
 from batonmq.security.tls import server_context
 from batonmq.server.control import Administration
-from batonmq.server.handoff import Inbox
+from batonmq.server.handoff import Inbox, Origin
 from batonmq.server.listeners import Listener, ListenError, Listening, configured_listeners
 from batonmq.server.pidfile import remove_pid_file, write_pid_file
 from batonmq.server.placement import WorkerSeat
 from batonmq.server.protocol import AMQPProtocol
+from batonmq.server.relay import Relay
 from batonmq.store.base import StoreError, StoreFenced
 from batonmq.store.configured import (
     configured_store,
@@ -147,30 +148,40 @@ class BrokerServer:
         self.catalogue: CatalogueSync | None = None
         #: Connections handed to this worker, until their socket is a transport's.
         self._adopting: set[asyncio.Task[None]] = set()
+        #: TLS connections this worker accepted and relays to their owners.
+        self.relays: set[Relay] = set()
 
     def _offload(self, work: Callable[[], _T], done: Callable[[_T], None]) -> None:
         future = asyncio.get_running_loop().run_in_executor(self._login_checks, work)
         future.add_done_callback(lambda finished: done(finished.result()))
 
-    def _new_protocol(self, listener: Listener, replay: bytes | None = None) -> AMQPProtocol:
+    def _new_protocol(
+        self, listener: Listener, handed: tuple[Origin, bytes] | None = None
+    ) -> AMQPProtocol:
         server_config = self.config.server
         return AMQPProtocol(
             self.broker,
             server_config.write_buffer_high,
             server_config.write_buffer_low,
             self.protocols.discard,
-            listener.mechanisms,
+            (listener.name, listener.mechanisms),
             self.seat,
-            replay,
+            handed,
+            self._relayed,
         )
 
-    def _adopt(self, client: socket.socket, received: bytes) -> None:
+    def _relayed(self, relay: Relay) -> None:
+        self.relays.add(relay)
+        relay.on_end = self.relays.discard
+
+    def _adopt(self, client: socket.socket, origin: Origin, received: bytes) -> None:
         """Serve a connection another worker handed over at connection.open, replaying what
-        it read (`batonmq.server.handoff`); on the plain listener, the only one with workers."""
-        if self.listening.quiesced:
+        it read (`batonmq.server.handoff`), as a client of the listener it came in on."""
+        listener = next((each for each in self.listeners if each.name == origin.listener), None)
+        if self.listening.quiesced or listener is None:
             client.close()
             return
-        protocol = self._new_protocol(self.listeners[0], received)
+        protocol = self._new_protocol(listener, (origin, received))
         self.protocols.add(protocol)
         adopting = asyncio.get_running_loop().create_task(self._serve_handed(protocol, client))
         self._adopting.add(adopting)
@@ -388,7 +399,9 @@ class BrokerServer:
         for protocol in list(self.protocols):
             if protocol.session is not None:
                 protocol.session.close(forced)
+        # Relayed connections end when their owners close them (every worker is stopping).
         waiting = [asyncio.ensure_future(protocol.lost.wait()) for protocol in self.protocols]
+        waiting += [asyncio.ensure_future(relay.ended.wait()) for relay in self.relays]
         if waiting:
             _done, pending = await asyncio.wait(
                 waiting, timeout=self.config.server.shutdown_timeout
@@ -398,6 +411,8 @@ class BrokerServer:
             for protocol in list(self.protocols):
                 if protocol.transport is not None:
                     protocol.transport.abort()
+            for relay in list(self.relays):
+                relay.abort()
         await self.listening.wait_closed()
         self.broker.session_log.flush()  # the counts of repeated lines not yet logged
         await self.close_store()

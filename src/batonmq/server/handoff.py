@@ -11,6 +11,12 @@ does not send again what the client already has, connection.start and connection
 comes from the owner, so a refused virtual host or permission is refused as by a broker with one
 process. The client sees nothing of the move.
 
+The packet also says where the client came from (`Origin`): the listener, its address and the
+broker's, and its verified TLS certificate. The owner's session takes them from there, not from
+the socket it gets, which for a TLS client is not the client's (`batonmq.server.relay`: a TLS
+session cannot move to another process, so the accepting worker keeps it and relays the
+plaintext over a Unix socket pair, whose other end is what the owner gets).
+
 Each worker's inbox is a Unix SOCK_SEQPACKET socket pair that the supervisor made: the worker
 reads one end, and every worker sends on the other, one packet per connection. The supervisor
 holds both ends too, so a connection handed to a worker that is restarting waits in its inbox
@@ -21,36 +27,91 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import marshal
 import os
 import socket
+import struct
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Final
+
+from batonmq.security.sasl import PeerCertificate
 
 log = logging.getLogger(__name__)
 
-#: The start of every hand-off packet, after which come the bytes read from the socket.
-MAGIC: Final = b"BMQ1"
+#: The start of every hand-off packet, after which come the origin's length (4 octets, big
+#: endian), the origin and the bytes read from the socket.
+MAGIC: Final = b"BMQ2"
+_LENGTH: Final = struct.Struct(">I")
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a handed connection came from, as the accepting worker saw it."""
+
+    #: The listener that accepted it ("amqp" or "amqps"): its SASL mechanisms apply.
+    listener: str
+    peer: tuple[str, int]
+    #: The broker's end (None if unknown).
+    local: tuple[str, int] | None = None
+    #: The verified TLS client certificate (as `getpeercert()`), on the amqps listener.
+    peer_certificate: PeerCertificate | None = None
+
+    def encode(self) -> bytes:
+        # marshal keeps the certificate's tuples (its subject is read as tuples); the packet
+        # comes from a sibling process over a socket pair the supervisor made.
+        certificate = None if self.peer_certificate is None else dict(self.peer_certificate)
+        return marshal.dumps((self.listener, self.peer, self.local, certificate))
+
+    @classmethod
+    def decode(cls, data: bytes) -> Origin:
+        listener, peer, local, certificate = marshal.loads(data)
+        return cls(listener, tuple(peer), None if local is None else tuple(local), certificate)
+
+
+def packet(origin: Origin, received: bytes) -> bytes:
+    """What goes to the owner's inbox with the client's socket."""
+    encoded = origin.encode()
+    return MAGIC + _LENGTH.pack(len(encoded)) + encoded + received
+
+
+def unpack(data: bytes) -> tuple[Origin, bytes] | None:
+    """The origin and the bytes of a packet; None if it is not a hand-off packet."""
+    start = len(MAGIC) + _LENGTH.size
+    if not data.startswith(MAGIC) or len(data) < start:
+        return None
+    (length,) = _LENGTH.unpack_from(data, len(MAGIC))
+    try:
+        origin = Origin.decode(data[start : start + length])
+    except (EOFError, ValueError, TypeError):
+        return None
+    return origin, data[start + length :]
+
+
 #: The largest packet read: the handshake up to connection.open is three frames of at most
 #: frame_max (131072) octets, and the protocol header.
 PACKET_MAX: Final = 1 << 20
 
 
-def hand_over(client: int, received: bytes, outbox: socket.socket) -> str | None:
+def hand_over(client: int, origin: Origin, received: bytes, outbox: socket.socket) -> str | None:
     """Send the client's socket (its descriptor `client`, which the accepting worker closes
-    afterwards) and the bytes `received` from it to the inbox behind `outbox`; None once sent,
-    else why it could not be (the inbox is full, the packet too large)."""
+    afterwards), where it came from and the bytes `received` from it to the inbox behind
+    `outbox`; None once sent, else why it could not be (the inbox is full, the packet too
+    large)."""
     try:
-        socket.send_fds(outbox, [MAGIC + received], [client])
+        socket.send_fds(outbox, [packet(origin, received)], [client])
     except OSError as error:
         return error.strerror or str(error)
     return None
 
 
 class Inbox:
-    """The connections handed to this worker: each becomes `adopt(client socket, bytes read
-    from it so far)`, while the event loop runs."""
+    """The connections handed to this worker: each becomes `adopt(client socket, where it came
+    from, bytes read from it so far)`, while the event loop runs."""
 
-    def __init__(self, sock: socket.socket, adopt: Callable[[socket.socket, bytes], None]) -> None:
+    def __init__(
+        self, sock: socket.socket, adopt: Callable[[socket.socket, Origin, bytes], None]
+    ) -> None:
         self._sock = sock
         self._adopt = adopt
         self._reading = False
@@ -78,9 +139,10 @@ class Inbox:
             for extra in fds[1:]:
                 os.close(extra)
             truncated = flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC)
-            if truncated or not data.startswith(MAGIC):
+            handed = None if truncated else unpack(data)
+            if handed is None:
                 log.warning("connection handed over unreadable; closed", extra={"bytes": len(data)})
                 client.close()
                 continue
             client.setblocking(False)
-            self._adopt(client, data[len(MAGIC) :])
+            self._adopt(client, *handed)

@@ -162,9 +162,8 @@ class Listening:
         return protocol
 
     async def _listen(self, listener: Listener) -> list[tuple[str, int]]:
-        if listener.sockets:
-            # A worker's: each worker accepts on the sockets they share (amqp only: workers
-            # refuse amqps).
+        if listener.sockets and listener.tls is None:
+            # A worker's: each worker accepts on the sockets they share.
             loop = asyncio.get_running_loop()
             for sock in listener.sockets:
                 self._servers.append(
@@ -183,7 +182,7 @@ class Listening:
             )
             self._servers.append(server)
             return [sock.getsockname()[:2] for sock in server.sockets]
-        sockets = listening_sockets(listener.bind, listener.port)
+        sockets = list(listener.sockets) or listening_sockets(listener.bind, listener.port)
         self._tls_sockets.extend(sockets)
         for sock in sockets:
             self._acceptors.append(asyncio.create_task(self._accept_tls(sock, listener)))

@@ -13,7 +13,9 @@ the session go to the socket. No protocol logic lives here (BatonMQ architecture
   client silent for two intervals is disconnected.
 - With several worker processes: what the client sent until connection.open is kept, and at
   connection.open for a virtual host another worker owns, the socket and those bytes go to that
-  worker (`batonmq.server.handoff`), which replays them into a session of its own.
+  worker (`batonmq.server.handoff`), which replays them into a session of its own. A TLS
+  client's socket stays, and this worker relays its plaintext to the owner
+  (`batonmq.server.relay`).
 - TLS (the amqps listener): `accept_tls` runs the handshake and hands the encrypted transport to
   an AMQPProtocol; a client that fails it is logged with its address and gets no session.
 """
@@ -31,8 +33,9 @@ from typing import Final, cast
 from batonmq.amqp.connection import State
 from batonmq.engine.broker import Broker
 from batonmq.engine.session import Session
-from batonmq.server.handoff import hand_over
+from batonmq.server.handoff import Origin, hand_over
 from batonmq.server.placement import WorkerSeat
+from batonmq.server.relay import Relay
 
 log = logging.getLogger(__name__)
 
@@ -61,17 +64,24 @@ class AMQPProtocol(asyncio.Protocol):
         write_buffer_high: int,
         write_buffer_low: int,
         on_lost: Callable[[AMQPProtocol], None],
-        mechanisms: tuple[str, ...] | None = None,
+        listener: tuple[str, tuple[str, ...] | None] = ("amqp", None),
         seat: WorkerSeat | None = None,
-        replay: bytes | None = None,
+        handed: tuple[Origin, bytes] | None = None,
+        relayed: Callable[[Relay], None] | None = None,
     ) -> None:
-        """`mechanisms`: the SASL mechanisms of the listener this connection came in on.
+        """`listener`: the name and SASL mechanisms of the listener this connection came in on.
         `seat`: this worker's, when the broker runs several (the connection may be handed to
-        another at connection.open); `replay`: the bytes another worker read from the client
+        another at connection.open, and `relayed` is given each TLS connection relayed to its
+        owner); `handed`: where the client came from and the bytes another worker read from it
         before it handed the connection here (`batonmq.server.handoff`)."""
         self.broker = broker
         self._seat = seat
-        self._replay = replay
+        self._listener, mechanisms = listener
+        self._origin: Origin | None = handed[0] if handed is not None else None
+        self._replay: bytes | None = handed[1] if handed is not None else None
+        self._relayed = relayed
+        #: The relay this TLS connection went to (`_relay`).
+        self.relay: Relay | None = None
         #: What the client sent until connection.open, for a hand-off (None: not kept).
         self._received: bytearray | None = bytearray() if seat is not None else None
         #: Whether the connection went to another worker, which serves it from then on.
@@ -100,18 +110,16 @@ class AMQPProtocol(asyncio.Protocol):
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         transport.set_write_buffer_limits(high=self._high, low=self._low)
-        peer = transport.get_extra_info("peername") or ("unknown", 0)
+        origin = self._origin or self._origin_of(transport)
+        peer = origin.peer
         self.session = Session(
             self.broker,
-            (str(peer[0]), int(peer[1])),
+            peer,
             self._request_flush,
             output_budget=self._high,
             mechanisms=self._mechanisms,
-            # On a TLS transport the handshake is over by now (accept_tls), so this is the
-            # verified client certificate (None or {} when there is none, or it was not asked
-            # for). None on plain TCP.
-            peer_certificate=transport.get_extra_info("peercert"),
-            local=_address(transport.get_extra_info("sockname")),
+            peer_certificate=origin.peer_certificate,
+            local=origin.local,
             hand_off=self._hand_off if self._seat is not None else None,
             handed_over=self._replay is not None,
         )
@@ -121,7 +129,22 @@ class AMQPProtocol(asyncio.Protocol):
             replay, self._replay = self._replay, None
             self.data_received(replay)
 
+    def _origin_of(self, transport: asyncio.Transport) -> Origin:
+        peer = _address(transport.get_extra_info("peername")) or ("unknown", 0)
+        return Origin(
+            self._listener,
+            peer,
+            _address(transport.get_extra_info("sockname")),
+            # On a TLS transport the handshake is over by now (accept_tls), so this is the
+            # verified client certificate (None or {} when there is none, or it was not asked
+            # for). None on plain TCP.
+            transport.get_extra_info("peercert"),
+        )
+
     def data_received(self, data: bytes) -> None:
+        if self.relay is not None:  # read in the same turn as connection.open: the owner's
+            self.relay.forward(self.relay.owner, data)
+            return
         assert self.session is not None
         self._last_received = self._loop.time()
         if self._received is not None:
@@ -148,6 +171,7 @@ class AMQPProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._timer is not None:
             self._timer.cancel()
+            self._timer = None
         try:
             if self.handed_off and self.session is not None:
                 self.session.teardown()  # the client's connection goes on in its owner
@@ -174,11 +198,22 @@ class AMQPProtocol(asyncio.Protocol):
         if seat.owns(vhost):
             return False
         self.handed_off = True
+        origin = self._origin_of(transport)
+        tls = transport.get_extra_info("sslcontext") is not None
         if transport.get_write_buffer_size():
             why: str | None = "replies to the client not sent yet"
+        elif tls:
+            near, far = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            with far:
+                why = hand_over(far.fileno(), origin, bytes(received), seat.outbox(vhost))
+            if why is None:
+                near.setblocking(False)
+                self._relay(transport, near)
+                return True
+            near.close()
         else:
             sock = transport.get_extra_info("socket")
-            why = hand_over(sock.fileno(), bytes(received), seat.outbox(vhost))
+            why = hand_over(sock.fileno(), origin, bytes(received), seat.outbox(vhost))
         if why is not None:
             # The client finds its connection closed, and may connect again.
             assert self.session is not None
@@ -188,6 +223,19 @@ class AMQPProtocol(asyncio.Protocol):
             )
         transport.abort()
         return True
+
+    def _relay(self, transport: asyncio.Transport, near: socket.socket) -> None:
+        """Keep the client's TLS connection here and relay it to its owner over `near`: this
+        protocol lets go of the transport, and ends as a handed-off connection does."""
+        self.relay = relay = Relay(transport, near)
+        self.transport = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._relayed is not None:
+            self._relayed(relay)
+        # After the session's own processing of this input has returned.
+        self._loop.call_soon(self.connection_lost, None)
 
     # Output -------------------------------------------------------------------------------
 

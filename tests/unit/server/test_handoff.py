@@ -9,7 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from batonmq.server.handoff import MAGIC, Inbox, hand_over
+from batonmq.server.handoff import MAGIC, Inbox, Origin, hand_over, packet, unpack
+
+ORIGIN = Origin("amqp", ("192.0.2.7", 50123), ("127.0.0.1", 5672))
 
 
 @pytest.fixture
@@ -30,17 +32,17 @@ async def test_the_owner_gets_the_same_connection_and_every_byte(
     the socket it adopted, and what the owner writes reaches the client."""
     reading, sending = inbox_pair
     client, accepted = socket.socketpair()
-    adopted: asyncio.Queue[tuple[socket.socket, bytes]] = asyncio.Queue()
-    inbox = Inbox(reading, lambda sock, received: adopted.put_nowait((sock, received)))
+    adopted: asyncio.Queue[tuple[socket.socket, Origin, bytes]] = asyncio.Queue()
+    inbox = Inbox(reading, lambda *handed: adopted.put_nowait(handed))
     inbox.start()
     try:
-        assert hand_over(accepted.fileno(), b"AMQP\x00\x00\x09\x01...", sending) is None
+        assert hand_over(accepted.fileno(), ORIGIN, b"AMQP\x00\x00\x09\x01...", sending) is None
         accepted.close()  # the accepting worker lets its descriptor go
-        sock, received = await asyncio.wait_for(adopted.get(), 5)
+        sock, origin, received = await asyncio.wait_for(adopted.get(), 5)
     finally:
         inbox.stop()
     with client, sock:
-        assert received == b"AMQP\x00\x00\x09\x01..."
+        assert (origin, received) == (ORIGIN, b"AMQP\x00\x00\x09\x01...")
         client.sendall(b"next frame")
         assert await asyncio.wait_for(asyncio.get_running_loop().sock_recv(sock, 64), 5) == (
             b"next frame"
@@ -56,7 +58,7 @@ async def test_a_packet_that_is_not_a_hand_off_closes_what_came_with_it(
     reading, sending = inbox_pair
     client, accepted = socket.socketpair()
     adopted: list[bytes] = []
-    inbox = Inbox(reading, lambda sock, received: adopted.append(received))
+    inbox = Inbox(reading, lambda _sock, _origin, received: adopted.append(received))
     socket.send_fds(sending, [b"not a hand-off"], [accepted.fileno()])
     sending.send(b"no socket either")
     accepted.close()
@@ -80,7 +82,24 @@ def test_a_full_inbox_says_why(inbox_pair: tuple[socket.socket, socket.socket]) 
     client, accepted = socket.socketpair()
     with client, accepted:
         for _ in range(100_000):
-            why = hand_over(accepted.fileno(), MAGIC * 1000, sending)
+            why = hand_over(accepted.fileno(), ORIGIN, MAGIC * 1000, sending)
             if why is not None:
                 break
         assert why is not None
+
+
+def test_the_origin_keeps_a_client_certificate_as_the_tls_library_gives_it() -> None:
+    """EXTERNAL reads the certificate's subject as tuples of (name, value) pairs
+    (`getpeercert()`): the owner of a relayed TLS client gets it in that shape."""
+    certificate = {
+        "subject": ((("commonName", "guest"),), (("organizationName", "BatonMQ"),)),
+        "notAfter": "Nov 26 00:00:00 2027 GMT",
+    }
+    origin = Origin("amqps", ("192.0.2.7", 50123), None, certificate)
+
+    assert unpack(packet(origin, b"frames")) == (origin, b"frames")
+
+
+@pytest.mark.parametrize("data", [b"BMQ1" + b"old", MAGIC, MAGIC + b"\x00\x00\x00\x09garbage!!"])
+def test_a_packet_of_another_version_or_damaged_is_not_a_hand_off(data: bytes) -> None:
+    assert unpack(data) is None
