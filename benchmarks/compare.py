@@ -89,6 +89,15 @@ from benchmarks.workloads import (
 )
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+#: The brokers --skip names, besides those of each --build.
+SKIPPABLE = (
+    "rabbitmq",
+    "batonmq",
+    "batonmq-pg",
+    f"{WORKERS_PREFIX}2",
+    f"batonmq{HTTP_SUFFIX}",
+    f"batonmq-pg{HTTP_SUFFIX}",
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -114,15 +123,9 @@ def _parser() -> argparse.ArgumentParser:
         "--skip",
         action="append",
         default=[],
-        choices=(
-            "rabbitmq",
-            "batonmq",
-            "batonmq-pg",
-            f"{WORKERS_PREFIX}2",
-            f"batonmq{HTTP_SUFFIX}",
-            f"batonmq-pg{HTTP_SUFFIX}",
-        ),
-        help="do not run on this broker (repeatable)",
+        metavar="BROKER",
+        help=f"do not run on this broker: one of {', '.join(SKIPPABLE)}, or a build's "
+        "(batonmq@NAME, batonmq-pg@NAME) (repeatable)",
     )
     parser.add_argument(
         "--build",
@@ -410,6 +413,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = tuple(build.name for build in builds)
     if len(set(names)) != len(names):
         print(f"--build names must differ: {', '.join(names)}", file=sys.stderr)
+        return 2
+    built = {target_name(store, name) for name in names for store in ("batonmq", "batonmq-pg")}
+    unknown = sorted(set(arguments.skip) - set(SKIPPABLE) - built)
+    if unknown:
+        print(f"--skip: no broker named {', '.join(unknown)}", file=sys.stderr)
         return 2
     workloads = [
         replace(workload, builds=names, http=arguments.http)
