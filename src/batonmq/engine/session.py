@@ -122,7 +122,12 @@ class Session:
         #: the input waits for the next loop turn (the memory state's batch, MQ 3.5 admin guide).
         self._publishes_this_turn = 0
         broker.sessions.add(self)
-        broker.counters.connections_opened += 1
+        #: Whether the client's connection went to another worker at connection.open.
+        self.handed_off = False
+        # A client whose connection moves between workers is counted once across them: opened
+        # where it was accepted, closed where it ended.
+        if not handed_over:
+            broker.counters.connections_opened += 1
 
     @property
     def vhost(self) -> VirtualHost:
@@ -257,6 +262,7 @@ class Session:
         self.requested_vhost = name
         if self._hand_off is not None and self._hand_off(name):
             # Its owner goes on with the client's input: none is processed here any more.
+            self.handed_off = True
             self.hold_input_until(lambda _done: None)
             return
         try:
@@ -420,7 +426,8 @@ class Session:
             each(self.exclusive_queues, self.remove_queue, "deleting an exclusive queue", fields)
         finally:
             self.broker.sessions.discard(self)
-            self.broker.counters.connections_closed += 1
+            if not self.handed_off:
+                self.broker.counters.connections_closed += 1
             if self.vhost_or_none is not None:
                 self.api.connection_ended(
                     self.username, self.vhost_or_none.name, self.name, self.id

@@ -109,3 +109,24 @@ def test_a_queue_counts_its_deliveries_not_yet_settled():
     assert readings["messages_unacked"] == 3
     client.call(1, commands.Channel.Close(200, "done", 0, 0), commands.Channel.CloseOk)
     assert queue.unacked == 0
+
+
+def test_a_connection_handed_to_another_worker_is_counted_once_across_both():
+    """With several workers a client's connection is accepted by one and served by its virtual
+    host's owner: summed over the workers (as the management API and Prometheus show one
+    broker), it is one connection opened and one closed, as RabbitMQ counts a connection."""
+    accepting, owner = Broker(), Broker()
+    handed = Session(accepting, LOOPBACK_PEER, lambda: None, hand_off=lambda _vhost: True)
+    client = MemClient(handed)
+    client.start()
+    client.tune_and_open(client.expect(commands.Connection.Tune, channel=0))
+    handed.teardown()
+    served = Session(owner, LOOPBACK_PEER, lambda: None, handed_over=True)
+    served.teardown()
+
+    totals = [
+        sum(REGISTRY.scope(Scope.BROKER).read(broker)[name] for broker in (accepting, owner))
+        for name in ("connections_opened", "connections_closed")
+    ]
+    assert handed.handed_off
+    assert totals == [1, 1]
