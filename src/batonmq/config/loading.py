@@ -435,12 +435,6 @@ def _check_workers(config: Config, values: Mapping[str, _Value]) -> None:
             "must be false when broker.workers is more than 1: a TLS session cannot move with "
             "its socket to the worker that owns the virtual host",
         ),
-        (
-            config.listeners.http.enabled,
-            "listeners.http.enabled",
-            "must be false when broker.workers is more than 1: the management API does not "
-            "answer for every worker yet",
-        ),
     )
     for refused, key, problem in refusals:
         if refused:

@@ -30,13 +30,16 @@ class WorkerSeat:
     index: int
     #: How many workers the broker runs.
     count: int
-    #: The listening sockets the supervisor bound, by listener name ("amqp").
+    #: The listening sockets the supervisor bound, by listener name ("amqp", and "http" for
+    #: the management API when it is enabled).
     listening: dict[str, list[socket.socket]]
     #: Each worker's inbox (`batonmq.server.handoff`), by index: the end its owner reads, and
     #: the end the other workers send connections on.
     inboxes: list[tuple[socket.socket, socket.socket]]
     #: The pipe this worker writes one byte to once it serves (the supervisor waits for it).
     ready: int
+    #: Each worker's control inbox (`batonmq.server.siblings`), by index, as `inboxes`.
+    controls: list[tuple[socket.socket, socket.socket]]
 
     def owns(self, vhost: str) -> bool:
         return owner_of(vhost, self.count) == self.index

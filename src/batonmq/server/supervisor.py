@@ -40,6 +40,7 @@ from batonmq.config import Config, ConfigError
 from batonmq.server.listeners import configured_listeners, listening_sockets
 from batonmq.server.pidfile import remove_pid_file, write_pid_file
 from batonmq.server.placement import WorkerSeat
+from batonmq.server.siblings import control_inboxes
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,10 @@ def supervise(config: Config) -> int:
         amqp = config.listeners.amqp
         log.error("cannot listen on %s:%s: %s", amqp.bind, amqp.port, error.strerror or error)
         return 1
+    management = _management_sockets(config)
+    if management is None:
+        return 1
+    listening.update(management)
     inboxes = [
         socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(config.workers)
     ]
@@ -89,7 +94,7 @@ def supervise(config: Config) -> int:
             end.setblocking(False)  # the flag is the open file's: every worker's too
     pid_file = write_pid_file(config.data_dir)
     try:
-        return Supervisor(config, listening, inboxes).run()
+        return Supervisor(config, listening, inboxes, control_inboxes(config.workers)).run()
     finally:
         remove_pid_file(pid_file)
 
@@ -100,10 +105,13 @@ class Supervisor:
         config: Config,
         listening: dict[str, list[socket.socket]],
         inboxes: list[tuple[socket.socket, socket.socket]],
+        controls: list[tuple[socket.socket, socket.socket]],
     ) -> None:
+        """`inboxes` and `controls`: each worker's hand-off inbox and control inbox."""
         self.config = config
         self.listening = listening
         self.inboxes = inboxes
+        self.controls = controls
         self.workers: dict[int, _Worker] = {}
         #: When each worker that ended is to be started again, and its failures in a row, by
         #: index.
@@ -267,7 +275,14 @@ class Supervisor:
         if pid == 0:  # pragma: no cover - the worker process, which exits in `_work`
             os.close(ready_read)
             self._work(
-                WorkerSeat(index, self.config.workers, self.listening, self.inboxes, ready_write)
+                WorkerSeat(
+                    index,
+                    self.config.workers,
+                    self.listening,
+                    self.inboxes,
+                    ready_write,
+                    self.controls,
+                )
             )
         os.close(ready_write)
         os.set_blocking(ready_read, False)
@@ -297,6 +312,26 @@ class Supervisor:
         finally:
             logging.shutdown()
             os._exit(status)
+
+
+def _management_sockets(config: Config) -> dict[str, list[socket.socket]] | None:
+    """The management API's listening sockets, bound once here as the AMQP listener's are, so
+    that every worker serves the API and a worker started again finds them as they were
+    (nothing when the API is off); None when they cannot be bound (logged)."""
+    http = config.listeners.http
+    if not http.enabled:
+        return {}
+    try:
+        return {"http": listening_sockets(http.bind, http.port)}
+    except OSError as error:
+        log.error(
+            "cannot listen on %s:%s: %s",
+            http.bind,
+            http.port,
+            error.strerror or error,
+            extra={"listener": "http"},
+        )
+        return None
 
 
 def _tag_log_records(worker: int) -> None:

@@ -110,7 +110,7 @@ async def recent_log(call: Call) -> web.Response:
     text = call.query("lines") or str(DEFAULT_LINES)
     if not (text.isascii() and text.isdigit() and 1 <= int(text) <= CAPACITY):
         raise problems.bad_request(f"lines must be a whole number from 1 to {CAPACITY}")
-    recent = call.request.app[RECENT_LOG]
+    recent = call.app[RECENT_LOG]
     return answer([json.loads(line) for line in recent.newest(int(text))])
 
 
