@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 #: The largest payload of one packet: well below the default socket buffer (208 KiB), which
 #: bounds a SOCK_SEQPACKET packet.
 FRAGMENT: Final = 60 * 1024
-_HEADER: Final = struct.Struct("!4sBBHIIId")
+_HEADER: Final = struct.Struct("!4sBBHIIIdd")
 #: The start of every packet.
 MAGIC: Final = b"BMQL"
 PACKET_MAX: Final = _HEADER.size + FRAGMENT
@@ -58,6 +58,9 @@ class Kind(IntEnum):
     ANSWER = 2
     #: The sibling failed to answer: the payload is the text of the failure.
     FAILURE = 3
+    #: From the supervisor: worker `sender` ended, or serves again (`tell_siblings`).
+    DOWN = 4
+    UP = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,8 @@ class Header:
     number: int
     #: When the requester stops waiting (time.time(), seconds).
     deadline: float
+    #: When it was sent (time.time()).
+    sent: float = 0.0
 
 
 class SiblingUnavailable(Exception):
@@ -107,6 +112,7 @@ def packets(header: Header, payload: bytes) -> Iterator[bytes]:
                 header.to_pid,
                 header.number,
                 header.deadline,
+                header.sent,
             )
             + piece
         )
@@ -116,10 +122,13 @@ def parse(packet: bytes) -> tuple[Header, bytes]:
     """A packet's header and payload piece; MalformedPacket when it is not one."""
     if len(packet) < _HEADER.size:
         raise MalformedPacket(f"{len(packet)} octets, shorter than a header")
-    magic, kind, flags, sender, sender_pid, to_pid, number, deadline = _HEADER.unpack_from(packet)
+    magic, kind, flags, sender, sender_pid, to_pid, number, deadline, sent = _HEADER.unpack_from(
+        packet
+    )
     if magic != MAGIC or kind not in Kind.__members__.values():
         raise MalformedPacket("not a link packet")
-    header = Header(Kind(kind), bool(flags & _MORE), sender, sender_pid, to_pid, number, deadline)
+    more = bool(flags & _MORE)
+    header = Header(Kind(kind), more, sender, sender_pid, to_pid, number, deadline, sent)
     return header, packet[_HEADER.size :]
 
 
@@ -175,6 +184,10 @@ class SiblingLink:
         self._sending = [asyncio.Lock() for _ in inboxes]
         self._serving: set[asyncio.Task[None]] = set()
         self._reading = False
+        #: The siblings that ended and do not serve again yet, as the supervisor told.
+        self.down: set[int] = set()
+        #: Requests sent before this process started were meant for an earlier one.
+        self._started = time.time()
 
     @property
     def workers(self) -> int:
@@ -201,9 +214,11 @@ class SiblingLink:
     async def request(self, worker: int, question: object, timeout: float) -> object:
         """Ask `worker` (a sibling, not this worker) `question`, and its answer; SiblingUnavailable
         when none came within `timeout` seconds, SiblingFailed when it failed to answer."""
+        if worker in self.down:
+            raise SiblingUnavailable(worker, "it is down")
         number = next(self._numbers)
-        deadline = time.time() + timeout
-        header = Header(Kind.REQUEST, False, self.index, self._pid, 0, number, deadline)
+        now = time.time()
+        header = Header(Kind.REQUEST, False, self.index, self._pid, 0, number, now + timeout, now)
         answered = asyncio.get_running_loop().create_future()
         self._waiting[number] = (worker, answered)
         try:
@@ -216,6 +231,8 @@ class SiblingLink:
             raise SiblingUnavailable(worker, error.strerror or str(error)) from None
         finally:
             self._waiting.pop(number, None)
+        if kind is Kind.DOWN:
+            raise SiblingUnavailable(worker, "it ended")
         if kind is Kind.FAILURE:
             raise SiblingFailed(payload.decode("utf-8", "replace"))
         return pickle.loads(payload)
@@ -260,9 +277,16 @@ class SiblingLink:
                 self._received(header, payload)
 
     def _received(self, header: Header, payload: bytes) -> None:
+        if header.kind in (Kind.UP, Kind.DOWN):
+            self._told(header.sender, up=header.kind is Kind.UP)
+            return
         if header.kind is Kind.REQUEST:
-            if header.deadline < time.time() or not 0 <= header.sender < self.workers:
-                return  # its requester gave up: an answer, or a change, would come too late
+            if header.deadline < time.time() or header.sent < self._started:
+                # Its requester gave up, or asked an earlier process of this worker, and may
+                # have answered its client already: a change made now would come too late.
+                return
+            if not 0 <= header.sender < self.workers:
+                return
             task = asyncio.get_running_loop().create_task(self._answer(header, payload))
             self._serving.add(task)
             task.add_done_callback(self._serving.discard)
@@ -272,6 +296,17 @@ class SiblingLink:
             return  # for an earlier process of this worker, or given up on
         if not waiting[1].done():
             waiting[1].set_result((header.kind, payload))
+
+    def _told(self, worker: int, *, up: bool) -> None:
+        """The supervisor says `worker` ended (what was asked of it gets no answer), or serves
+        again."""
+        if up:
+            self.down.discard(worker)
+            return
+        self.down.add(worker)
+        for asked, answered in self._waiting.values():
+            if asked == worker and not answered.done():
+                answered.set_result((Kind.DOWN, b""))
 
     async def _answer(self, request: Header, payload: bytes) -> None:
         try:
@@ -289,6 +324,19 @@ class SiblingLink:
 def _set_once(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
+
+
+def tell_siblings(
+    controls: list[tuple[socket.socket, socket.socket]], worker: int, *, up: bool
+) -> None:
+    """For the supervisor: tell every other worker that `worker` ended, or serves again (a
+    worker whose inbox is full is not told: it finds out by its time limit)."""
+    header = Header(Kind.UP if up else Kind.DOWN, False, worker, os.getpid(), 0, 0, 0.0)
+    (packet,) = packets(header, b"")
+    for index, (_reading, sending) in enumerate(controls):
+        if index != worker:
+            with contextlib.suppress(OSError):
+                sending.send(packet)
 
 
 def control_inboxes(workers: int) -> list[tuple[socket.socket, socket.socket]]:

@@ -40,7 +40,7 @@ from batonmq.config import Config, ConfigError
 from batonmq.server.listeners import configured_listeners, listening_sockets
 from batonmq.server.pidfile import remove_pid_file, write_pid_file
 from batonmq.server.placement import WorkerSeat
-from batonmq.server.siblings import control_inboxes
+from batonmq.server.siblings import control_inboxes, tell_siblings
 
 log = logging.getLogger(__name__)
 
@@ -183,6 +183,7 @@ class Supervisor:
         with contextlib.suppress(BlockingIOError):
             if os.read(worker.ready_pipe, 1):
                 worker.ready = True
+                tell_siblings(self.controls, worker.index, up=True)
             os.close(worker.ready_pipe)  # read, or ended before it served
             worker.ready_pipe = -1
 
@@ -238,6 +239,7 @@ class Supervisor:
             del self.workers[worker.index]
             if worker.ready_pipe >= 0:
                 os.close(worker.ready_pipe)
+            tell_siblings(self.controls, worker.index, up=False)
             self._ended(worker, os.waitstatus_to_exitcode(wait_status), first_start)
 
     def _ended(self, worker: _Worker, status: int, first_start: bool) -> None:

@@ -25,6 +25,7 @@ from batonmq.server.siblings import (
     control_inboxes,
     packets,
     parse,
+    tell_siblings,
 )
 
 Inboxes = list[tuple[socket.socket, socket.socket]]
@@ -191,5 +192,29 @@ async def test_an_answer_for_an_earlier_process_is_dropped(inboxes: Inboxes) -> 
             assert await asking.request(1, b"z", 5) == b"zz"
         finally:
             await answering.stop()
+    finally:
+        await asking.stop()
+
+
+async def test_what_was_asked_of_a_worker_that_ended_fails_at_once(inboxes: Inboxes) -> None:
+    """The supervisor tells the others when a worker ends and when it serves again: until then a
+    request to it fails at once instead of after its time limit."""
+    asking = SiblingLink(0, inboxes, _double)
+    asking.start()
+    try:
+        started = time.monotonic()
+        waiting = asyncio.ensure_future(asking.request(2, b"x", 30))
+        await asyncio.sleep(0.05)
+        tell_siblings(inboxes, 2, up=False)
+        with pytest.raises(SiblingUnavailable, match="it ended"):
+            await waiting
+        with pytest.raises(SiblingUnavailable, match="it is down"):
+            await asking.request(2, b"x", 30)
+        assert time.monotonic() - started < 5
+        tell_siblings(inboxes, 2, up=True)
+        await asyncio.sleep(0.05)
+        assert asking.down == set()
+        with pytest.raises(SiblingUnavailable, match="no answer"):
+            await asking.request(2, b"x", 0.1)
     finally:
         await asking.stop()
