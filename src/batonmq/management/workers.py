@@ -48,6 +48,7 @@ from batonmq.engine.snapshots import (
 )
 from batonmq.management import problems
 from batonmq.management.definitions import Definitions
+from batonmq.management.recentlog import RECENT
 from batonmq.server.placement import owner_of
 from batonmq.server.siblings import SiblingFailed, SiblingLink, SiblingUnavailable
 
@@ -100,6 +101,15 @@ def worker_statistics(api: EngineApi, _owns: Owns) -> list[StatisticsReading]:
     return api.statistics()
 
 
+def newest_log_lines(_api: EngineApi, _owns: Owns, count: int) -> list[str]:
+    """This worker's newest `count` log records, as the json log format writes them."""
+    return RECENT.newest(count)
+
+
+def set_worker_log_level(api: EngineApi, _owns: Owns, level: str) -> None:
+    api.set_log_level(level)
+
+
 def close_held_connection(api: EngineApi, _owns: Owns, connection_id: int, reason: str) -> None:
     """Close a connection this worker holds (`EngineApi.close_connection`)."""
     api.close_connection(connection_id, reason)
@@ -144,6 +154,8 @@ _ASKABLE: Final[dict[str, Callable[..., object]]] = {
     for read in (
         close_held_connection,
         declare_topology,
+        newest_log_lines,
+        set_worker_log_level,
         owned_queues,
         owned_exchanges,
         owned_bindings,
