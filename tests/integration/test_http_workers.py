@@ -162,6 +162,33 @@ def test_writes_over_the_api_are_made_by_the_owner(workers: Workers) -> None:
             connection.channel().queue_declare(f"api{owner}", durable=True, passive=True)
 
 
+def test_users_and_permissions_changed_over_the_api_are_in_force_everywhere_at_once(
+    workers: Workers,
+) -> None:
+    """RabbitMQ's PUT /api/users and /api/permissions: the new user logs in at once over AMQP
+    (to a virtual host of each worker) and over HTTP (whichever worker answers), and once
+    deleted is refused everywhere (spec: connection.open refused with 403 ACCESS_REFUSED; the
+    API's 401)."""
+    for attempt in range(ATTEMPTS // 2):
+        user, password = f"dave{attempt}", "pw-dave"
+        body = {"password": password, "tags": "management"}
+        assert call(workers.broker, "PUT", f"/api/users/{user}", body)[0] == 201
+        for vhost in VHOSTS.values():
+            everything = {"configure": ".*", "write": ".*", "read": ".*"}
+            path = f"/api/permissions/{_quoted(vhost)}/{user}"
+            assert call(workers.broker, "PUT", path, everything)[0] == 201
+            with connect(workers.broker, user, password, vhost):
+                pass
+        for _ in range(ATTEMPTS):
+            assert call(workers.broker, "GET", "/api/whoami", auth=(user, password))[0] == 200
+        assert call(workers.broker, "DELETE", f"/api/users/{user}")[0] == 204
+        for vhost in VHOSTS.values():
+            with pytest.raises(pika.exceptions.ProbableAuthenticationError):
+                connect(workers.broker, user, password, vhost)
+        for _ in range(ATTEMPTS):
+            assert call(workers.broker, "GET", "/api/whoami", auth=(user, password))[0] == 401
+
+
 def test_a_connection_is_closed_by_the_worker_that_holds_it(workers: Workers) -> None:
     """RabbitMQ's DELETE /api/connections/{name}: the client gets connection.close with 320
     CONNECTION_FORCED and the X-Reason text, whichever worker took the request."""

@@ -11,6 +11,10 @@ check, throttle and guest rule), then needs a management tag, and the tag its ro
 handler refuses becomes RabbitMQ's JSON error body (`batonmq.management.problems`); a request
 that matches no route is a 404, a method the path does not take a 405, both with such a body.
 
+With several workers every one serves the API; a request about one virtual host is carried out
+by the worker that owns it, and the answer of one the API forwarded here is made here too
+(`batonmq.management.workers`).
+
 The web console (`console/`: HTML, CSS and JavaScript modules, no build step) is served at `/`
 and `/console/` without authentication; it logs in to the API as any client does.
 """
@@ -129,6 +133,13 @@ DOWN_HEADER: Final = "X-Workers-Down"
 async def _serve(
     api: EngineApi, workers: Workers, served: _Served, route: Route, request: web.Request
 ) -> web.Response:
+    caller = ANONYMOUS
+    if not route.public:
+        caller = await _caller(api, request)
+        if not may_use_api(caller.tags):
+            raise problems.not_authorised(_REFUSED_TAG[Tag.MANAGEMENT])
+        if not route.allows(caller.tags):
+            raise problems.not_authorised(_REFUSED_TAG[route.needs])
     try:
         body = await request.read()
     except web.HTTPRequestEntityTooLarge:
@@ -141,13 +152,6 @@ async def _serve(
         {name: value for name, value in request.headers.items() if name != "Authorization"},
         body,
     )
-    caller = ANONYMOUS
-    if not route.public:
-        caller = await _caller(api, request)
-        if not may_use_api(caller.tags):
-            raise problems.not_authorised(_REFUSED_TAG[Tag.MANAGEMENT])
-        if not route.allows(caller.tags):
-            raise problems.not_authorised(_REFUSED_TAG[route.needs])
     vhost = asked.match_info.get("vhost")
     if vhost is not None and not workers.owns(vhost):
         # The virtual host's owner holds everything in it: it carries the request out.

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Concatenate, Final, Generic, ParamSpec, TypeVar
@@ -59,6 +60,11 @@ _P = ParamSpec("_P")
 READ_TIMEOUT: Final = 5.0
 #: ...and to a forwarded request that may change something (it waits for the store's commit).
 WRITE_TIMEOUT: Final = 30.0
+
+_JSON: Final = {"Content-Type": "application/json; charset=utf-8"}
+_NOT_SERVING: Final = problems.HttpProblem(
+    503, "service_unavailable", "the worker that owns the virtual host is starting"
+)
 
 #: Whether this worker owns a virtual host.
 Owns = Callable[[str], bool]
@@ -353,8 +359,8 @@ class Workers:
                 done = work(self.api, self.owns, *question.args, **question.kwargs)
                 return await done if inspect.isawaitable(done) else done
             if isinstance(question, Forwarded):
-                if self.carry_out is None:
-                    raise problems.HttpProblem(503, "service_unavailable", "API not serving yet")
+                if self.carry_out is None:  # starting: its HTTP listener is not up yet
+                    return Answer(503, _JSON, json.dumps(_NOT_SERVING.body()).encode())
                 return await self.carry_out(question)
             if isinstance(question, _CatchUp):
                 if self._catch_up is not None:
