@@ -28,8 +28,9 @@ from batonmq.management.listing import (
     parse_list_query,
 )
 from batonmq.management.merge import concatenated
+from batonmq.management.perworker import Owns
 from batonmq.management.render import Node, field_table
-from batonmq.management.workers import CallRequest, Owns, Workers
+from batonmq.management.workers import CallRequest, Workers
 
 _T = TypeVar("_T")
 _P = ParamSpec("_P")

@@ -11,9 +11,8 @@ of them, which answers it with its siblings' help over the link between workers
   whole (`Forwarded`), and its answer comes back as the owner wrote it. So a write is made, and
   refused, exactly as by a broker of one process.
 - A read over the whole broker (every queue, connection, channel; the overview; the metrics)
-  asks every worker for what it holds (`gather`, with one of the reads below, each of which
-  answers for the virtual hosts its worker owns only, since every worker holds every virtual
-  host's default exchanges) and merges the answers (`batonmq.management.merge`). The reads go
+  asks every worker for what it holds (`gather`, with one of the reads of
+  `batonmq.management.perworker`) and merges the answers (`batonmq.management.merge`). The reads go
   to the workers as they are now: a queue declared over AMQP a moment ago is in the answer.
 - A connection is closed by the worker that holds it.
 - Users, permissions and virtual hosts are written to the store the workers share by whichever
@@ -28,7 +27,6 @@ of a gathered read, which names it (`Gathered.down`: the API says so in a header
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import inspect
 import json
 from collections.abc import Awaitable, Callable
@@ -36,20 +34,9 @@ from dataclasses import dataclass
 from typing import Concatenate, Final, Generic, ParamSpec, TypeVar
 
 from batonmq.engine.api import ApiError, EngineApi
-from batonmq.engine.snapshots import (
-    BindingInfo,
-    ChannelInfo,
-    ConnectionInfo,
-    ConsumerInfo,
-    ExchangeInfo,
-    Overview,
-    QueueInfo,
-    StatisticsReading,
-    UserInfo,
-)
+from batonmq.engine.snapshots import UserInfo
 from batonmq.management import problems
-from batonmq.management.definitions import Definitions
-from batonmq.management.recentlog import RECENT
+from batonmq.management.perworker import ASKABLE, Owns
 from batonmq.server.placement import owner_of
 from batonmq.server.siblings import SiblingFailed, SiblingLink, SiblingUnavailable
 
@@ -65,113 +52,6 @@ _JSON: Final = {"Content-Type": "application/json; charset=utf-8"}
 _NOT_SERVING: Final = problems.HttpProblem(
     503, "service_unavailable", "the worker that owns the virtual host is starting"
 )
-
-#: Whether this worker owns a virtual host.
-Owns = Callable[[str], bool]
-
-
-# What every worker answers, for the virtual hosts it owns ---------------------------------
-
-
-def owned_queues(api: EngineApi, owns: Owns, vhost: str | None = None) -> list[QueueInfo]:
-    return [info for info in api.queues(vhost) if owns(info.vhost)]
-
-
-def owned_exchanges(api: EngineApi, owns: Owns, vhost: str | None = None) -> list[ExchangeInfo]:
-    return [info for info in api.exchanges(vhost) if owns(info.vhost)]
-
-
-def owned_bindings(api: EngineApi, owns: Owns, vhost: str | None = None) -> list[BindingInfo]:
-    return [info for info in api.bindings(vhost) if owns(info.vhost)]
-
-
-def held_connections(api: EngineApi, _owns: Owns) -> list[ConnectionInfo]:
-    """Every connection this worker serves (and those in their handshake here)."""
-    return api.connections()
-
-
-def held_channels(
-    api: EngineApi, _owns: Owns
-) -> tuple[list[ConnectionInfo], list[ChannelInfo], list[ConsumerInfo]]:
-    """This worker's connections, channels and consumers, read together: a channel names its
-    connection by a number that is this worker's own."""
-    return api.connections(), api.channels(), api.consumers()
-
-
-def owned_overview(api: EngineApi, owns: Owns) -> Overview:
-    exchanges = sum(1 for info in api.exchanges() if owns(info.vhost))
-    return dataclasses.replace(api.overview(), exchanges=exchanges)
-
-
-def worker_statistics(api: EngineApi, _owns: Owns) -> list[StatisticsReading]:
-    return api.statistics()
-
-
-def newest_log_lines(_api: EngineApi, _owns: Owns, count: int) -> list[str]:
-    """This worker's newest `count` log records, as the json log format writes them."""
-    return RECENT.newest(count)
-
-
-def set_worker_log_level(api: EngineApi, _owns: Owns, level: str) -> None:
-    api.set_log_level(level)
-
-
-def close_held_connection(api: EngineApi, _owns: Owns, connection_id: int, reason: str) -> None:
-    """Close a connection this worker holds (`EngineApi.close_connection`)."""
-    api.close_connection(connection_id, reason)
-
-
-async def declare_topology(api: EngineApi, owns: Owns, user: str, wanted: Definitions) -> None:
-    """Declare what is missing of the exchanges, queues and bindings of `wanted` in the virtual
-    hosts this worker owns, as `user` (a definitions import: RabbitMQ's leaves what exists as
-    it is)."""
-    for exchange in wanted.exchanges:
-        if not owns(exchange.vhost):
-            continue
-        if exchange.name not in {info.name for info in api.exchanges(exchange.vhost)}:
-            await api.declare_exchange(
-                user,
-                exchange.vhost,
-                exchange.name,
-                exchange.type,
-                durable=exchange.durable,
-                auto_delete=exchange.auto_delete,
-                internal=exchange.internal,
-                arguments=exchange.arguments,
-            )
-    for queue in wanted.queues:
-        if owns(queue.vhost) and queue.name not in {info.name for info in api.queues(queue.vhost)}:
-            await api.declare_queue(
-                user,
-                queue.vhost,
-                queue.name,
-                durable=queue.durable,
-                auto_delete=queue.auto_delete,
-                arguments=queue.arguments,
-            )
-    for binding in wanted.bindings:
-        if owns(binding.vhost):
-            await api.bind(user, binding)
-
-
-#: What a sibling may be asked to run.
-_ASKABLE: Final[dict[str, Callable[..., object]]] = {
-    read.__name__: read
-    for read in (
-        close_held_connection,
-        declare_topology,
-        newest_log_lines,
-        set_worker_log_level,
-        owned_queues,
-        owned_exchanges,
-        owned_bindings,
-        held_connections,
-        held_channels,
-        owned_overview,
-        worker_statistics,
-    )
-}
-
 
 # What goes over the link -----------------------------------------------------------------------
 
@@ -355,7 +235,7 @@ class Workers:
         """A sibling's question, answered (the link's `serve`)."""
         try:
             if isinstance(question, _Read):
-                work = _ASKABLE[question.name]
+                work = ASKABLE[question.name]
                 done = work(self.api, self.owns, *question.args, **question.kwargs)
                 return await done if inspect.isawaitable(done) else done
             if isinstance(question, Forwarded):

@@ -13,9 +13,9 @@ from batonmq.engine.snapshots import BindingInfo
 from batonmq.management import call as calls
 from batonmq.management import problems, render
 from batonmq.management.call import Call, answer, listing, no_content
+from batonmq.management.perworker import owned_bindings
 from batonmq.management.route import Route
 from batonmq.management.routes.exchanges import exchange_name
-from batonmq.management.workers import owned_bindings
 
 #: RabbitMQ's path letters for a binding's destination.
 _KINDS = {"q": "queue", "e": "exchange"}

@@ -10,8 +10,8 @@ from batonmq.engine.snapshots import ChannelInfo, ConnectionInfo
 from batonmq.management import problems, render
 from batonmq.management.access import may_close_connection, may_see_connection
 from batonmq.management.call import Call, answer, listing, no_content
+from batonmq.management.perworker import close_held_connection, held_channels, held_connections
 from batonmq.management.route import Route
-from batonmq.management.workers import close_held_connection, held_channels, held_connections
 
 #: RabbitMQ's reason when the request has no X-Reason header.
 DEFAULT_REASON = "Closed via management plugin"

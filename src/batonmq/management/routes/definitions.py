@@ -8,13 +8,13 @@ from aiohttp import web
 from batonmq.management import definitions, problems
 from batonmq.management.access import Tag
 from batonmq.management.call import Call, answer, no_content
-from batonmq.management.route import Route
-from batonmq.management.workers import (
+from batonmq.management.perworker import (
     declare_topology,
     owned_bindings,
     owned_exchanges,
     owned_queues,
 )
+from batonmq.management.route import Route
 
 
 async def export_definitions(call: Call) -> web.Response:

@@ -8,8 +8,8 @@ from batonmq.engine.access import DEFAULT_EXCHANGE
 from batonmq.management import call as calls
 from batonmq.management import problems, render
 from batonmq.management.call import Call, answer, created, listing, no_content
+from batonmq.management.perworker import owned_exchanges
 from batonmq.management.route import Route
-from batonmq.management.workers import owned_exchanges
 
 
 def exchange_name(call: Call, key: str = "name") -> str:

@@ -32,9 +32,9 @@ from batonmq.management import call as calls
 from batonmq.management import problems
 from batonmq.management.access import Tag
 from batonmq.management.call import Call, answer, no_content
+from batonmq.management.perworker import newest_log_lines, set_worker_log_level
 from batonmq.management.recentlog import CAPACITY, DEFAULT_LINES, RECENT, RecentLog
 from batonmq.management.route import Route
-from batonmq.management.workers import newest_log_lines, set_worker_log_level
 
 log = logging.getLogger(__name__)
 

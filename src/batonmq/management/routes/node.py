@@ -14,8 +14,8 @@ from batonmq.management.access import Tag
 from batonmq.management.call import Call, answer
 from batonmq.management.listing import Item, Json
 from batonmq.management.merge import summed_overview, summed_readings
+from batonmq.management.perworker import owned_overview, worker_statistics
 from batonmq.management.route import Route
-from batonmq.management.workers import owned_overview, worker_statistics
 
 #: The queue RabbitMQ's aliveness test declares in the virtual host it tests.
 ALIVENESS_QUEUE = "aliveness-test"

@@ -11,8 +11,8 @@ from batonmq.management import call as calls
 from batonmq.management import render
 from batonmq.management.call import Call, answer, created, listing, no_content
 from batonmq.management.listing import Completion
+from batonmq.management.perworker import owned_queues
 from batonmq.management.route import Route
-from batonmq.management.workers import owned_queues
 
 _QUEUE_FIGURES: Final = """Each queue as RabbitMQ's management writes it, with `message_stats`
 (publish, deliver, deliver_no_ack, get, get_no_ack, ack, redeliver and deliver_get, their sum,

@@ -9,8 +9,8 @@ from batonmq.management import call as calls
 from batonmq.management import definitions, problems, render
 from batonmq.management.access import Tag
 from batonmq.management.call import Call, answer, created, listing, no_content
+from batonmq.management.perworker import owned_queues
 from batonmq.management.route import Route
-from batonmq.management.workers import owned_queues
 
 
 async def list_users(call: Call) -> web.Response:
