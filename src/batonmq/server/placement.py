@@ -51,3 +51,13 @@ class WorkerSeat:
     def outbox(self, vhost: str) -> socket.socket:
         """Where a connection to `vhost` is handed: its owner's inbox."""
         return self.inboxes[owner_of(vhost, self.count)][1]
+
+
+def inbox_pairs(workers: int) -> list[tuple[socket.socket, socket.socket]]:
+    """One Unix SOCK_SEQPACKET socket pair per worker, non-blocking: the supervisor makes them
+    before it starts the workers (hand-off and control inboxes), and holds both ends."""
+    pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(workers)]
+    for ends in pairs:
+        for end in ends:
+            end.setblocking(False)  # the flag is the open file's: every worker's too
+    return pairs

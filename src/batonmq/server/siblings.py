@@ -4,21 +4,23 @@ above 1): one worker asks a sibling something and waits for its answer, with a t
 Each worker has a control inbox, a Unix SOCK_SEQPACKET socket pair that the supervisor made
 before it started the workers (as it made their hand-off inboxes, `batonmq.server.handoff`):
 the worker reads one end, and every worker sends on the other. The supervisor holds both ends,
-so the inbox outlives the worker: a worker started again reads the same inbox, and a sibling's
-request to a worker that is down waits there instead of failing to connect.
+so the inbox outlives the worker: a worker started again reads the same inbox.
 
 A message (a request, or the answer to one) is pickled and cut into packets of at most
 `FRAGMENT` octets, each with a header (`Header`): what it is, who sent it (worker index and
-process id), to which process an answer goes, the request's number and its deadline, and
-whether more packets of the message follow. SOCK_SEQPACKET keeps each packet whole and the
-packets of one sender in order; packets of different senders may interleave, so messages are
-put together by sender and number.
+process id), to which process an answer goes, the request's number, its deadline and when it
+was sent, and whether more packets of the message follow. SOCK_SEQPACKET keeps each packet
+whole and the packets of one sender in order; packets of different senders may interleave, so
+messages are put together by sender and number.
 
-The time limit is the whole answer: a sibling that is down (killed, restarting) or too busy is
-`SiblingUnavailable` once it has passed, and the caller answers without it. A request whose
-deadline has passed by the time a sibling reads it (it was waiting in the inbox of a worker
-that was restarting) is dropped unread, so a change the caller gave up on is not made later.
-An answer meant for an earlier process of the same worker index is dropped too.
+A request has a time limit: a sibling that does not answer in time (too busy, or ended) is
+`SiblingUnavailable`, and the caller answers without it. The supervisor also tells every worker
+when a sibling ends and when it serves again (`tell_siblings`, a packet on their inboxes): what
+waits for a worker that ended fails at once, and so does what is asked of it until it serves
+again. A request is dropped unread when its deadline has passed by the time it is read, or when
+it was sent before the reading process started (to the process of the same worker that ended),
+so that a change the requester gave up on, and may have answered as failed, is not made later.
+An answer meant for an earlier process of the same worker index is dropped too (by pid).
 
 Pickle is safe here: both ends are processes of the same broker, forked from the same
 supervisor, on sockets no other process can reach.
@@ -337,12 +339,3 @@ def tell_siblings(
         if index != worker:
             with contextlib.suppress(OSError):
                 sending.send(packet)
-
-
-def control_inboxes(workers: int) -> list[tuple[socket.socket, socket.socket]]:
-    """One control inbox per worker (for the supervisor to make before it starts them)."""
-    inboxes = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(workers)]
-    for ends in inboxes:
-        for end in ends:
-            end.setblocking(False)  # the flag is the open file's: every worker's too
-    return inboxes

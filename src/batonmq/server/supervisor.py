@@ -13,6 +13,9 @@ The supervisor holds the pid file, and:
   worker's `server.shutdown_timeout`, and as long again for its store; a worker still running
   then is killed), then exits 0;
 - passes SIGHUP (reload the ACL files) on to every worker;
+- binds the management API's port too, which every worker serves, and makes each worker's
+  control inbox for the link between workers (`batonmq.server.siblings`), on which it tells the
+  others when a worker ends and when it serves again;
 - starts again a worker that ended without being asked to (a crash, SIGKILL, a lost store): the
   new process recovers that worker's virtual hosts from the store. Its sibling workers and
   their clients are not touched. A worker that ends again soon after its start waits longer
@@ -39,8 +42,8 @@ from typing import Final
 from batonmq.config import Config, ConfigError
 from batonmq.server.listeners import configured_listeners, listening_sockets
 from batonmq.server.pidfile import remove_pid_file, write_pid_file
-from batonmq.server.placement import WorkerSeat
-from batonmq.server.siblings import control_inboxes, tell_siblings
+from batonmq.server.placement import WorkerSeat, inbox_pairs
+from batonmq.server.siblings import tell_siblings
 
 log = logging.getLogger(__name__)
 
@@ -86,15 +89,10 @@ def supervise(config: Config) -> int:
     if management is None:
         return 1
     listening.update(management)
-    inboxes = [
-        socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(config.workers)
-    ]
-    for ends in inboxes:
-        for end in ends:
-            end.setblocking(False)  # the flag is the open file's: every worker's too
+    inboxes, controls = inbox_pairs(config.workers), inbox_pairs(config.workers)
     pid_file = write_pid_file(config.data_dir)
     try:
-        return Supervisor(config, listening, inboxes, control_inboxes(config.workers)).run()
+        return Supervisor(config, listening, inboxes, controls).run()
     finally:
         remove_pid_file(pid_file)
 

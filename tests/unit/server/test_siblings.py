@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from batonmq.server.placement import inbox_pairs
 from batonmq.server.siblings import (
     FRAGMENT,
     PACKET_MAX,
@@ -22,7 +23,6 @@ from batonmq.server.siblings import (
     SiblingFailed,
     SiblingLink,
     SiblingUnavailable,
-    control_inboxes,
     packets,
     parse,
     tell_siblings,
@@ -88,7 +88,7 @@ def test_a_packet_that_is_not_the_links_is_refused(packet: bytes) -> None:
 
 @pytest.fixture
 def inboxes() -> Iterator[Inboxes]:
-    made = control_inboxes(3)
+    made = inbox_pairs(3)
     yield made
     for ends in made:
         for end in ends:
