@@ -230,6 +230,9 @@ def start_broker(
             wait_for_port("127.0.0.1", amqps_port, process, log_path)
         if http_port is not None:
             wait_for_port("127.0.0.1", http_port, process, log_path)
+        if int(env.get("BATONMQ__BROKER__WORKERS", "1")) > 1:
+            # The supervisor bound the ports before it started the workers: wait for them all.
+            wait_until(lambda: 'msg="broker started"' in broker.log(), "every worker to serve")
     except Exception:
         broker.stop()
         raise

@@ -135,6 +135,20 @@ CATALOGUE: Final = (
         "A worker process failed with an unexpected error (traceback in the line).",
         "Report it; the supervisor starts the worker again.",
     ),
+    _code(
+        "BMQ-1040",
+        "sibling packet unreadable; dropped",
+        "A worker read a packet on its control inbox that is not one of the link between "
+        "workers (a bug, or a message cut short).",
+        "Report it with the lines around it.",
+    ),
+    _code(
+        "BMQ-1041",
+        "sibling request failed",
+        "A worker failed to answer a request of another worker of the broker (traceback in "
+        "the line); the management API answered without it, or with a 503.",
+        "Report it with the traceback.",
+    ),
     # Connections and clients.
     _code("BMQ-2001", "connection opened", "A client logged in and opened a virtual host."),
     _code(

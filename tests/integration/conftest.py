@@ -27,3 +27,18 @@ def batonmq(tmp_path: Path) -> Iterator[RunningBroker]:
     specification and RabbitMQ does not (each such test says where they differ)."""
     with start_broker(tmp_path) as running:
         yield running
+
+
+@pytest.fixture(params=[1, 2], ids=["one-process", "two-workers"])
+def workers_environment(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The configuration (as environment variables) of a broker of one process, and of one with
+    two worker processes (README, "Worker processes"), on a fresh PostgreSQL database as
+    workers need: for the tests that hold for both."""
+    if request.param == 1:
+        return {}
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    return {
+        "BATONMQ__PERSIST__STORE": "postgres",
+        "BATONMQ__PERSIST__POSTGRES__DSN": dsn,
+        "BATONMQ__BROKER__WORKERS": str(request.param),
+    }

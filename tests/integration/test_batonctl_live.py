@@ -52,8 +52,9 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[RunningBroker]:
-    with start_broker(tmp_path, http=True) as running:
+def broker(tmp_path: Path, workers_environment: dict[str, str]) -> Iterator[RunningBroker]:
+    """A broker of one process, and one of two workers: the API answers for the whole broker."""
+    with start_broker(tmp_path, http=True, environment=workers_environment) as running:
         yield running
 
 

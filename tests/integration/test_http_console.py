@@ -19,8 +19,9 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[RunningBroker]:
-    with start_broker(tmp_path, http=True) as running:
+def broker(tmp_path: Path, workers_environment: dict[str, str]) -> Iterator[RunningBroker]:
+    """A broker of one process, and one of two workers: the API answers for the whole broker."""
+    with start_broker(tmp_path, http=True, environment=workers_environment) as running:
         yield running
 
 

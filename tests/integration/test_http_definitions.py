@@ -23,7 +23,9 @@ CAROLS = {"configure": "", "write": "^orders$", "read": "^eu$"}
 EVERYTHING = {"configure": ".*", "write": ".*", "read": ".*"}
 
 
-def test_an_export_imported_elsewhere_serves_the_same_users_and_routes(tmp_path: Path) -> None:
+def test_an_export_imported_elsewhere_serves_the_same_users_and_routes(
+    tmp_path: Path, workers_environment: dict[str, str]
+) -> None:
     """RabbitMQ's definitions: users, virtual hosts, permissions, exchanges, queues and bindings
     exported by one broker and imported by another serve the same clients."""
     with start_broker(tmp_path / "a", http=True) as source:
@@ -41,7 +43,9 @@ def test_an_export_imported_elsewhere_serves_the_same_users_and_routes(tmp_path:
     assert {"user": "carol", "vhost": "shop", **CAROLS} in document["permissions"]
     assert {"user": "guest", "vhost": "shop", **EVERYTHING} in document["permissions"]
 
-    with start_broker(tmp_path / "b", http=True) as target:
+    # The target is a broker of one process, and one of two workers (the import declares each
+    # queue in its virtual host's owner).
+    with start_broker(tmp_path / "b", http=True, environment=workers_environment) as target:
         call(target, "PUT", "/api/vhosts/shop")
         call(target, "PUT", "/api/queues/shop/eu", {"durable": False})  # exists: left as it is
         assert call(target, "POST", "/api/definitions", document)[0] == 204

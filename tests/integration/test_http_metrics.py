@@ -26,11 +26,13 @@ def scrape(port: int, path: str) -> dict[str, Metric]:
     return {family.name: family for family in text_string_to_metric_families(text)}
 
 
-def test_a_scrape_without_credentials_shows_queues_connections_and_totals(tmp_path: Path) -> None:
+def test_a_scrape_without_credentials_shows_queues_connections_and_totals(
+    tmp_path: Path, workers_environment: dict[str, str]
+) -> None:
     """RabbitMQ's Prometheus plugin: the default endpoint aggregates (one sample per metric,
     summed over the objects); /metrics/per-object has a sample per queue, connection and
     channel."""
-    with start_broker(tmp_path, http=True) as broker:
+    with start_broker(tmp_path, http=True, environment=workers_environment) as broker:
         parameters = pika.ConnectionParameters(broker.host, broker.port, connection_attempts=1)
         with pika.BlockingConnection(parameters) as connection:
             channel = connection.channel()
@@ -60,12 +62,14 @@ def test_a_scrape_without_credentials_shows_queues_connections_and_totals(tmp_pa
     assert received.value > 0 and "connection" in received.labels
 
 
-def test_global_totals_keep_what_closed_channels_counted(tmp_path: Path) -> None:
+def test_global_totals_keep_what_closed_channels_counted(
+    tmp_path: Path, workers_environment: dict[str, str]
+) -> None:
     """RabbitMQ's Prometheus plugin names the broker's totals `rabbitmq_global_messages_*` and
     its open objects `rabbitmq_connections` / `_channels` / `_queues`; BatonMQ serves them as
     `batonmq_...`. A total counts every channel's messages, including those of channels that
     have closed since (a sum over open channels would drop them)."""
-    with start_broker(tmp_path, http=True) as broker:
+    with start_broker(tmp_path, http=True, environment=workers_environment) as broker:
         parameters = pika.ConnectionParameters(broker.host, broker.port, connection_attempts=1)
         with pika.BlockingConnection(parameters) as connection:
             channel = connection.channel()
@@ -88,11 +92,11 @@ def test_global_totals_keep_what_closed_channels_counted(tmp_path: Path) -> None
     assert confirmed.value == 4
 
 
-def test_the_store_latency_is_served(tmp_path: Path) -> None:
+def test_the_store_latency_is_served(tmp_path: Path, workers_environment: dict[str, str]) -> None:
     """The management issue's metrics: "process memory and store latency". The store's batches
     are counted with the time their writes took, so that a rate of one over the other is the
     mean commit time, as Prometheus users divide rates."""
-    with start_broker(tmp_path, http=True) as broker:
+    with start_broker(tmp_path, http=True, environment=workers_environment) as broker:
         parameters = pika.ConnectionParameters(broker.host, broker.port, connection_attempts=1)
         with pika.BlockingConnection(parameters) as connection:
             channel = connection.channel()

@@ -15,7 +15,6 @@ TWO_WORKERS = {
     "broker.workers": 2,
     "persist.store": "postgres",
     "persist.postgres.dsn": "postgresql://localhost/batonmq",
-    "listeners.http.enabled": False,
 }
 
 
@@ -39,6 +38,15 @@ def test_the_count_is_bounded(value: int, problem: str, environ: dict[str, str])
     assert problem in raised.value.problem
 
 
+def test_the_management_api_with_two_workers(environ: dict[str, str]) -> None:
+    """Every worker serves the management API on the socket the supervisor binds, and answers
+    for the whole broker (README, "Worker processes")."""
+    config = load_config(environ=environ, overrides={**TWO_WORKERS, "listeners.http.enabled": True})
+
+    assert config.workers == 2
+    assert config.listeners.http.enabled
+
+
 def test_two_workers_on_postgresql(environ: dict[str, str]) -> None:
     config = load_config(environ=environ, overrides=TWO_WORKERS)
 
@@ -58,12 +66,6 @@ def test_two_workers_on_postgresql(environ: dict[str, str]) -> None:
             'must be "postgres" when broker.workers is more than 1: the workers share one '
             "catalogue of users, virtual hosts and permissions, which only a PostgreSQL store "
             "holds for several processes",
-        ),
-        (
-            {"listeners.http.enabled": True},
-            "listeners.http.enabled",
-            "must be false when broker.workers is more than 1: the management API does not "
-            "answer for every worker yet",
         ),
         (
             {"cluster.ha": True, "cluster.clusterid": "c1", "cluster.brokerid": "b1"},

@@ -42,6 +42,9 @@ class CatalogueSync:
         self.synced = -1
         self._wanted = asyncio.Event()
         self._reloading = False
+        #: Readings done (or failed) so far, and who waits for which (`caught_up`).
+        self._rounds = 0
+        self._waiting: list[tuple[int, asyncio.Future[None]]] = []
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -87,6 +90,29 @@ class CatalogueSync:
                 log.warning("catalogue change not applied: %s", error.text)
             finally:
                 self._reloading = False
+                self._rounds += 1
+                self._wake_caught_up()
+
+    async def caught_up(self) -> None:
+        """Return once a reading of the catalogue that started after this call is over: what
+        the store held when it was called is in memory, unless the store could not be read.
+        (Another worker of the broker waits for this before it answers a change of the
+        catalogue, so that the next request finds it whichever worker it reaches.)"""
+        # A reading under way may have read the store before the change this waits for.
+        round_wanted = self._rounds + (2 if self._reloading else 1)
+        done = asyncio.get_running_loop().create_future()
+        self._waiting.append((round_wanted, done))
+        self._wanted.set()
+        await done
+
+    def _wake_caught_up(self) -> None:
+        still = []
+        for round_wanted, done in self._waiting:
+            if round_wanted > self._rounds:
+                still.append((round_wanted, done))
+            elif not done.done():
+                done.set_result(None)
+        self._waiting = still
 
     async def reload(self) -> None:
         """Read the catalogue and apply what differs from the copy in memory."""

@@ -422,20 +422,10 @@ def _check_workers(config: Config, values: Mapping[str, _Value]) -> None:
             source=source,
             key="persist.store",
         )
-    refusals = (
-        (
-            config.cluster.ha,
-            "cluster.ha",
+    if config.cluster.ha:
+        raise ConfigError(
             "must be false when broker.workers is more than 1: the workers of an HA member are "
             "not members of their own yet",
-        ),
-        (
-            config.listeners.http.enabled,
-            "listeners.http.enabled",
-            "must be false when broker.workers is more than 1: the management API does not "
-            "answer for every worker yet",
-        ),
-    )
-    for refused, key, problem in refusals:
-        if refused:
-            raise ConfigError(problem, source=source, key=key)
+            source=source,
+            key="cluster.ha",
+        )

@@ -8,9 +8,9 @@ JSON object, too large, or with fields of the wrong type is a 400 before the han
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Final
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Concatenate, Final, ParamSpec, TypeVar
 
 from aiohttp import web
 from pamqp.common import FieldTable
@@ -27,7 +27,13 @@ from batonmq.management.listing import (
     answer_list,
     parse_list_query,
 )
+from batonmq.management.merge import concatenated
+from batonmq.management.perworker import Owns
 from batonmq.management.render import Node, field_table
+from batonmq.management.workers import CallRequest, Workers
+
+_T = TypeVar("_T")
+_P = ParamSpec("_P")
 
 #: Largest request body read (bytes); a larger one is a 400, as RabbitMQ's body limit.
 MAX_BODY: Final = 1024 * 1024
@@ -35,10 +41,16 @@ MAX_BODY: Final = 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class Call:
+    #: This worker's engine: what it holds, and the catalogue every worker shares.
     api: EngineApi
     node: Node
     caller: UserInfo
-    request: web.Request
+    request: CallRequest
+    #: This worker and its siblings: reads over the whole broker (`everywhere`).
+    workers: Workers
+    app: web.Application
+    #: The workers that gave no answer to a read of this request (named in its answer).
+    down: set[int] = field(default_factory=set)
 
     def path(self, name: str) -> str:
         """A part of the path, %-decoded ("%2F" is the virtual host "/")."""
@@ -46,6 +58,17 @@ class Call:
 
     def query(self, name: str) -> str | None:
         return self.request.query.get(name)
+
+    async def everywhere(
+        self,
+        read: Callable[Concatenate[EngineApi, Owns, _P], list[_T]],
+        *args: _P.args,
+        **kwargs: _P.kwargs,
+    ) -> list[_T]:
+        """What `read` (a read of `batonmq.management.workers`) finds in every worker."""
+        gathered = await self.workers.gather(read, *args, **kwargs)
+        self.down.update(gathered.down)
+        return concatenated(gathered.answers.values())
 
     # Virtual hosts ---------------------------------------------------------------------------
 
@@ -70,10 +93,7 @@ class Call:
 
     async def body(self) -> dict[str, Json]:
         """The request's JSON object (an empty body is an empty object)."""
-        try:
-            raw = await self.request.read()
-        except web.HTTPRequestEntityTooLarge:
-            raise problems.bad_request("Exceeded HTTP request body size limit") from None
+        raw = self.request.body
         if not raw.strip():
             return {}
         try:

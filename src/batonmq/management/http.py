@@ -11,6 +11,10 @@ check, throttle and guest rule), then needs a management tag, and the tag its ro
 handler refuses becomes RabbitMQ's JSON error body (`batonmq.management.problems`); a request
 that matches no route is a 404, a method the path does not take a 405, both with such a body.
 
+With several workers every one serves the API; a request about one virtual host is carried out
+by the worker that owns it, and the answer of one the API forwarded here is made here too
+(`batonmq.management.workers`).
+
 The web console (`console/`: HTML, CSS and JavaScript modules, no build step) is served at `/`
 and `/console/` without authentication; it logs in to the API as any client does.
 """
@@ -20,8 +24,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import socket
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -35,6 +40,7 @@ from batonmq.management.call import MAX_BODY, Call, answer
 from batonmq.management.render import Node
 from batonmq.management.routes import ROUTES, Route
 from batonmq.management.routes.log import keep_recent_log
+from batonmq.management.workers import Answer, CallRequest, Forwarded, Workers
 
 log = logging.getLogger(__name__)
 
@@ -66,14 +72,15 @@ class _Served:
         self.node = node
 
 
-def make_app(api: EngineApi, served: _Served) -> web.Application:
+def make_app(api: EngineApi, workers: Workers, served: _Served) -> web.Application:
     """The API's application: every route of the table, behind authentication, and the
     console's files."""
     app = web.Application(client_max_size=MAX_BODY, middlewares=[_problems])
     for route in ROUTES:
         app.router.add_route(
-            route.method, route.path, functools.partial(_serve, api, served, route)
+            route.method, route.path, functools.partial(_serve, api, workers, served, route)
         )
+    _carrier(api, workers, served, app)
     keep_recent_log(app)
     app.router.add_get("/", _console_page)
     app.router.add_static("/console/", CONSOLE)
@@ -118,26 +125,75 @@ def _problem_answer(problem: problems.HttpProblem) -> web.Response:
 
 #: Who calls a public route (`Route.public`): nobody logged in.
 ANONYMOUS = UserInfo("", ())
+#: The header of an answer that some workers did not help make (their indexes, comma-separated):
+#: it holds what the others hold.
+DOWN_HEADER: Final = "X-Workers-Down"
 
 
 async def _serve(
-    api: EngineApi, served: _Served, route: Route, request: web.Request
+    api: EngineApi, workers: Workers, served: _Served, route: Route, request: web.Request
 ) -> web.Response:
-    node = served.node
-    if route.public:
-        return await route.handler(Call(api, node, ANONYMOUS, request))
-    caller = await _caller(api, request)
-    if not may_use_api(caller.tags):
-        raise problems.not_authorised(_REFUSED_TAG[Tag.MANAGEMENT])
-    if not route.allows(caller.tags):
-        raise problems.not_authorised(_REFUSED_TAG[route.needs])
+    caller = ANONYMOUS
+    if not route.public:
+        caller = await _caller(api, request)
+        if not may_use_api(caller.tags):
+            raise problems.not_authorised(_REFUSED_TAG[Tag.MANAGEMENT])
+        if not route.allows(caller.tags):
+            raise problems.not_authorised(_REFUSED_TAG[route.needs])
     try:
-        return await route.handler(Call(api, node, caller, request))
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise problems.bad_request("Exceeded HTTP request body size limit") from None
+    asked = CallRequest(
+        request.method,
+        request.raw_path,
+        dict(request.match_info),
+        dict(request.query),
+        {name: value for name, value in request.headers.items() if name != "Authorization"},
+        body,
+    )
+    vhost = asked.match_info.get("vhost")
+    if vhost is not None and not workers.owns(vhost):
+        # The virtual host's owner holds everything in it: it carries the request out.
+        done = await workers.forward(
+            workers.owner(vhost), Forwarded(ROUTES.index(route), asked, caller)
+        )
+        return web.Response(status=done.status, body=done.body or None, headers=done.headers)
+    return await _carry_out(Call(api, served.node, caller, asked, workers, request.app), route)
+
+
+async def _carry_out(call: Call, route: Route) -> web.Response:
+    try:
+        response = await route.handler(call)
     except ApiError as error:
         problem = problems.of_api_error(error)
         if problem.status == 401:
-            log.warning("HTTP access refused: %s", error.text, extra={"user": caller.name})
+            log.warning("HTTP access refused: %s", error.text, extra={"user": call.caller.name})
         raise problem from None
+    if route.changes_catalogue:
+        await call.workers.catch_up_siblings()
+    if call.down:
+        response.headers[DOWN_HEADER] = ",".join(str(worker) for worker in sorted(call.down))
+    return response
+
+
+def _carrier(api: EngineApi, workers: Workers, served: _Served, app: web.Application) -> None:
+    """Let `workers` carry out here the requests its siblings forward."""
+
+    async def carry_out(forwarded: Forwarded) -> Answer:
+        call = Call(api, served.node, forwarded.caller, forwarded.request, workers, app)
+        try:
+            response = await _carry_out(call, ROUTES[forwarded.route])
+        except problems.HttpProblem as problem:
+            response = _problem_answer(problem)
+        body = response.body
+        return Answer(
+            response.status,
+            {name: value for name, value in response.headers.items() if name != "Content-Length"},
+            body if isinstance(body, bytes) else b"",
+        )
+
+    workers.carry_out = carry_out
 
 
 async def _caller(api: EngineApi, request: web.Request) -> UserInfo:
@@ -158,24 +214,41 @@ class HttpListener:
     """The API's listening socket(s)."""
 
     def __init__(
-        self, api: EngineApi, node: Node, bind: str, port: int, tls: ssl.SSLContext | None
+        self,
+        workers: Workers,
+        node: Node,
+        bind: str,
+        port: int,
+        tls: ssl.SSLContext | None,
+        sockets: Sequence[socket.socket] = (),
     ) -> None:
+        """`sockets`: listening already (a worker's, which the supervisor bound); else the
+        listener binds `bind` and `port`."""
         self.bind = bind
         self.port = port
         self.tls = tls
+        self._sockets = sockets
         self._served = _Served(node)
         self._runner = web.AppRunner(
-            make_app(api, self._served), access_log=None, handle_signals=False, shutdown_timeout=5.0
+            make_app(workers.api, workers, self._served),
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=5.0,
         )
 
     async def start(self) -> list[tuple[str, int]]:
         """Listen; the bound addresses. OSError when the address cannot be used."""
         await self._runner.setup()
-        site = web.TCPSite(
-            self._runner, self.bind, self.port, ssl_context=self.tls, reuse_address=True
-        )
+        sites: list[web.BaseSite] = [
+            web.SockSite(self._runner, sock, ssl_context=self.tls) for sock in self._sockets
+        ] or [
+            web.TCPSite(
+                self._runner, self.bind, self.port, ssl_context=self.tls, reuse_address=True
+            )
+        ]
         try:
-            await site.start()
+            for site in sites:
+                await site.start()
         except OSError:
             await self._runner.cleanup()
             raise

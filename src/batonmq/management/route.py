@@ -32,6 +32,9 @@ class Route:
     answers: tuple[str, str] | None = None
     #: What its answer holds, for the OpenAPI document, when the summary does not say it.
     description: str | None = None
+    #: It changes users, permissions or virtual hosts: with several workers, each reads the
+    #: catalogue again before the answer goes out (`batonmq.management.workers`).
+    changes_catalogue: bool = False
 
     def allows(self, tags: Collection[str]) -> bool:
         if self.needs is Tag.ADMINISTRATOR:

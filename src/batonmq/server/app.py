@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, TypeVar
 from batonmq import __version__
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import HardError
-from batonmq.cluster.catalogue import CatalogueSync
 from batonmq.config import Config, ConfigError
 from batonmq.engine.access import AccessControl
 from batonmq.engine.api import EngineApi
@@ -50,12 +49,13 @@ from batonmq.security.acl import AclError
 from batonmq.security.authn import Authenticator
 from batonmq.security.tls import server_context
 from batonmq.server.control import Administration
-from batonmq.server.handoff import Inbox, Origin
+from batonmq.server.handoff import Origin
 from batonmq.server.listeners import Listener, ListenError, Listening, configured_listeners
 from batonmq.server.pidfile import remove_pid_file, write_pid_file
 from batonmq.server.placement import WorkerSeat
 from batonmq.server.protocol import AMQPProtocol
 from batonmq.server.relay import Relay
+from batonmq.server.worker import WorkerDuties
 from batonmq.store.base import StoreError, StoreFenced
 from batonmq.store.configured import (
     configured_store,
@@ -142,12 +142,19 @@ class BrokerServer:
         self.addresses: dict[str, list[tuple[str, int]]] = {}
         #: The broker's periodic work (`every`), cancelled at shutdown.
         self._periodic: list[asyncio.Task[None]] = []
-        #: With several workers: the connections handed to this one, and the catalogue kept in
-        #: line with what the others change (from `start` on).
-        self.inbox = Inbox(seat.inbox, self._adopt) if seat is not None else None
-        self.catalogue: CatalogueSync | None = None
-        #: Connections handed to this worker, until their socket is a transport's.
-        self._adopting: set[asyncio.Task[None]] = set()
+        #: With several workers: what this one does beside (`batonmq.server.worker`).
+        self.worker = (
+            None
+            if seat is None
+            else WorkerDuties(
+                config,
+                seat,
+                self.broker,
+                self.protocols,
+                self._handed_protocol,
+                lambda: self.listening.quiesced,
+            )
+        )
         #: TLS connections this worker accepted and relays to their owners.
         self.relays: set[Relay] = set()
 
@@ -174,28 +181,13 @@ class BrokerServer:
         self.relays.add(relay)
         relay.on_end = self.relays.discard
 
-    def _adopt(self, client: socket.socket, origin: Origin, received: bytes) -> None:
-        """Serve a connection another worker handed over at connection.open, replaying what
-        it read (`batonmq.server.handoff`), as a client of the listener it came in on."""
-        listener = next((each for each in self.listeners if each.name == origin.listener), None)
-        if self.listening.quiesced or listener is None:
-            client.close()
-            return
-        protocol = self._new_protocol(listener, (origin, received))
-        self.protocols.add(protocol)
-        adopting = asyncio.get_running_loop().create_task(self._serve_handed(protocol, client))
-        self._adopting.add(adopting)
-        adopting.add_done_callback(self._adopting.discard)
-
-    async def _serve_handed(self, protocol: AMQPProtocol, client: socket.socket) -> None:
-        try:
-            await asyncio.get_running_loop().connect_accepted_socket(lambda: protocol, client)
-        except BaseException as error:
-            self.protocols.discard(protocol)
-            client.close()
-            if not isinstance(error, OSError):
-                raise
-            log.info("handed connection gone: %s", error)
+    def _handed_protocol(self, origin: Origin, received: bytes) -> AMQPProtocol | None:
+        """The protocol of a connection another worker handed over, as a client of the
+        listener it came in on (None if this worker has no such listener)."""
+        for listener in self.listeners:
+            if listener.name == origin.listener:
+                return self._new_protocol(listener, (origin, received))
+        return None
 
     async def recover(self) -> None:
         """Open the store and bring back what it holds (StoreError if it cannot be used)."""
@@ -244,8 +236,8 @@ class BrokerServer:
         try:
             if self.config.cluster.ha:
                 await self._join_cluster()
-            elif self.seat is not None:
-                self._keep_catalogue()
+            elif self.worker is not None:
+                self.worker.start()
             if self.config.listeners.http.enabled:
                 self.addresses["http"] = await self._open_http()
         except BaseException:
@@ -292,21 +284,6 @@ class BrokerServer:
                 )
         return [address for addresses in self.addresses.values() for address in addresses]
 
-    def _keep_catalogue(self) -> None:
-        """A worker: read the connections handed to it, and keep its copy of the catalogue in
-        line with the store the workers share (the HA members' propagation,
-        `batonmq.cluster.catalogue`)."""
-        from batonmq.store.postgres import PostgresStore
-
-        store = self.broker.store
-        assert isinstance(store, PostgresStore) and self.inbox is not None  # config checks
-        cluster = self.config.cluster
-        self.catalogue = CatalogueSync(
-            self.broker, store, min(cluster.heartbeat.interval, cluster.monitor.interval)
-        )
-        self.catalogue.start()
-        self.inbox.start()
-
     async def _join_cluster(self) -> None:
         """Register in the cluster's shared store and watch the other members (the HA guide's
         failure detection and takeover: `batonmq.cluster.member`)."""
@@ -332,10 +309,17 @@ class BrokerServer:
     async def _open_http(self) -> list[tuple[str, int]]:
         """Start the management API (aiohttp is loaded only here: not when it is disabled)."""
         from batonmq.management.http import HttpListener
+        from batonmq.management.workers import Workers
 
         http = self.config.listeners.http
+        worker = self.worker
         self.http = HttpListener(
-            EngineApi(self.broker), self._node(), http.bind, http.port, self._http_tls
+            Workers(EngineApi(self.broker)) if worker is None else worker.workers,
+            self._node(),
+            http.bind,
+            http.port,
+            self._http_tls,
+            () if self.seat is None else self.seat.listening.get("http", ()),
         )
         try:
             return await self.http.start()
@@ -386,14 +370,10 @@ class BrokerServer:
             self.topics.close()
         if self.member is not None:
             await self.member.close()
-        if self.catalogue is not None:
-            await self.catalogue.close()
-        if self.inbox is not None:
-            self.inbox.stop()
-        for adopting in list(self._adopting):
-            adopting.cancel()
         if self.http is not None:
             await self.http.stop()
+        if self.worker is not None:
+            await self.worker.close()
         await self.listening.close()
         forced = HardError(ReplyCode.CONNECTION_FORCED, "broker shutdown")
         for protocol in list(self.protocols):

@@ -30,13 +30,16 @@ class WorkerSeat:
     index: int
     #: How many workers the broker runs.
     count: int
-    #: The listening sockets the supervisor bound, by listener name ("amqp").
+    #: The listening sockets the supervisor bound, by listener name ("amqp", and "http" for
+    #: the management API when it is enabled).
     listening: dict[str, list[socket.socket]]
     #: Each worker's inbox (`batonmq.server.handoff`), by index: the end its owner reads, and
     #: the end the other workers send connections on.
     inboxes: list[tuple[socket.socket, socket.socket]]
     #: The pipe this worker writes one byte to once it serves (the supervisor waits for it).
     ready: int
+    #: Each worker's control inbox (`batonmq.server.siblings`), by index, as `inboxes`.
+    controls: list[tuple[socket.socket, socket.socket]]
 
     def owns(self, vhost: str) -> bool:
         return owner_of(vhost, self.count) == self.index
@@ -48,3 +51,13 @@ class WorkerSeat:
     def outbox(self, vhost: str) -> socket.socket:
         """Where a connection to `vhost` is handed: its owner's inbox."""
         return self.inboxes[owner_of(vhost, self.count)][1]
+
+
+def inbox_pairs(workers: int) -> list[tuple[socket.socket, socket.socket]]:
+    """One Unix SOCK_SEQPACKET socket pair per worker, non-blocking: the supervisor makes them
+    before it starts the workers (hand-off and control inboxes), and holds both ends."""
+    pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(workers)]
+    for ends in pairs:
+        for end in ends:
+            end.setblocking(False)  # the flag is the open file's: every worker's too
+    return pairs

@@ -13,6 +13,9 @@ The supervisor holds the pid file, and:
   worker's `server.shutdown_timeout`, and as long again for its store; a worker still running
   then is killed), then exits 0;
 - passes SIGHUP (reload the ACL files) on to every worker;
+- binds the management API's port too, which every worker serves, and makes each worker's
+  control inbox for the link between workers (`batonmq.server.siblings`), on which it tells the
+  others when a worker ends and when it serves again;
 - starts again a worker that ended without being asked to (a crash, SIGKILL, a lost store): the
   new process recovers that worker's virtual hosts from the store. Its sibling workers and
   their clients are not touched. A worker that ends again soon after its start waits longer
@@ -39,7 +42,8 @@ from typing import Final
 from batonmq.config import Config, ConfigError
 from batonmq.server.listeners import configured_listeners, listening_sockets
 from batonmq.server.pidfile import remove_pid_file, write_pid_file
-from batonmq.server.placement import WorkerSeat
+from batonmq.server.placement import WorkerSeat, inbox_pairs
+from batonmq.server.siblings import tell_siblings
 
 log = logging.getLogger(__name__)
 
@@ -81,15 +85,14 @@ def supervise(config: Config) -> int:
         amqp = config.listeners.amqp
         log.error("cannot listen on %s:%s: %s", amqp.bind, amqp.port, error.strerror or error)
         return 1
-    inboxes = [
-        socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(config.workers)
-    ]
-    for ends in inboxes:
-        for end in ends:
-            end.setblocking(False)  # the flag is the open file's: every worker's too
+    management = _management_sockets(config)
+    if management is None:
+        return 1
+    listening.update(management)
+    inboxes, controls = inbox_pairs(config.workers), inbox_pairs(config.workers)
     pid_file = write_pid_file(config.data_dir)
     try:
-        return Supervisor(config, listening, inboxes).run()
+        return Supervisor(config, listening, inboxes, controls).run()
     finally:
         remove_pid_file(pid_file)
 
@@ -100,10 +103,13 @@ class Supervisor:
         config: Config,
         listening: dict[str, list[socket.socket]],
         inboxes: list[tuple[socket.socket, socket.socket]],
+        controls: list[tuple[socket.socket, socket.socket]],
     ) -> None:
+        """`inboxes` and `controls`: each worker's hand-off inbox and control inbox."""
         self.config = config
         self.listening = listening
         self.inboxes = inboxes
+        self.controls = controls
         self.workers: dict[int, _Worker] = {}
         #: When each worker that ended is to be started again, and its failures in a row, by
         #: index.
@@ -175,6 +181,7 @@ class Supervisor:
         with contextlib.suppress(BlockingIOError):
             if os.read(worker.ready_pipe, 1):
                 worker.ready = True
+                tell_siblings(self.controls, worker.index, up=True)
             os.close(worker.ready_pipe)  # read, or ended before it served
             worker.ready_pipe = -1
 
@@ -230,6 +237,7 @@ class Supervisor:
             del self.workers[worker.index]
             if worker.ready_pipe >= 0:
                 os.close(worker.ready_pipe)
+            tell_siblings(self.controls, worker.index, up=False)
             self._ended(worker, os.waitstatus_to_exitcode(wait_status), first_start)
 
     def _ended(self, worker: _Worker, status: int, first_start: bool) -> None:
@@ -267,7 +275,14 @@ class Supervisor:
         if pid == 0:  # pragma: no cover - the worker process, which exits in `_work`
             os.close(ready_read)
             self._work(
-                WorkerSeat(index, self.config.workers, self.listening, self.inboxes, ready_write)
+                WorkerSeat(
+                    index,
+                    self.config.workers,
+                    self.listening,
+                    self.inboxes,
+                    ready_write,
+                    self.controls,
+                )
             )
         os.close(ready_write)
         os.set_blocking(ready_read, False)
@@ -297,6 +312,26 @@ class Supervisor:
         finally:
             logging.shutdown()
             os._exit(status)
+
+
+def _management_sockets(config: Config) -> dict[str, list[socket.socket]] | None:
+    """The management API's listening sockets, bound once here as the AMQP listener's are, so
+    that every worker serves the API and a worker started again finds them as they were
+    (nothing when the API is off); None when they cannot be bound (logged)."""
+    http = config.listeners.http
+    if not http.enabled:
+        return {}
+    try:
+        return {"http": listening_sockets(http.bind, http.port)}
+    except OSError as error:
+        log.error(
+            "cannot listen on %s:%s: %s",
+            http.bind,
+            http.port,
+            error.strerror or error,
+            extra={"listener": "http"},
+        )
+        return None
 
 
 def _tag_log_records(worker: int) -> None:

@@ -13,15 +13,26 @@ from batonmq.engine.snapshots import BindingInfo
 from batonmq.management import call as calls
 from batonmq.management import problems, render
 from batonmq.management.call import Call, answer, listing, no_content
+from batonmq.management.perworker import owned_bindings
 from batonmq.management.route import Route
-from batonmq.management.routes.exchanges import exchange_name, vhosts
+from batonmq.management.routes.exchanges import exchange_name
 
 #: RabbitMQ's path letters for a binding's destination.
 _KINDS = {"q": "queue", "e": "exchange"}
 
 
 async def list_bindings(call: Call) -> web.Response:
-    items = [render.binding(info) for vhost in vhosts(call) for info in call.api.bindings(vhost)]
+    """Of the path's virtual host (its owner answers), or of every one the caller sees, by
+    virtual host, each's as `EngineApi.bindings` orders them."""
+    if "vhost" in call.request.match_info:
+        found = call.api.bindings(call.vhost())
+    else:
+        visible = call.visible_vhosts()
+        everywhere = await call.everywhere(owned_bindings)
+        found = sorted(
+            (info for info in everywhere if info.vhost in visible), key=lambda info: info.vhost
+        )
+    items = [render.binding(info) for info in found]
     return listing(call, items, [])
 
 

@@ -8,6 +8,12 @@ from aiohttp import web
 from batonmq.management import definitions, problems
 from batonmq.management.access import Tag
 from batonmq.management.call import Call, answer, no_content
+from batonmq.management.perworker import (
+    declare_topology,
+    owned_bindings,
+    owned_exchanges,
+    owned_queues,
+)
 from batonmq.management.route import Route
 
 
@@ -20,9 +26,9 @@ async def export_definitions(call: Call) -> web.Response:
             api.vhosts(),
             api.user_credentials(),
             api.permissions(),
-            api.queues(),
-            api.exchanges(),
-            api.bindings(),
+            await call.everywhere(owned_queues),
+            await call.everywhere(owned_exchanges),
+            await call.everywhere(owned_bindings),
         )
     )
 
@@ -47,30 +53,11 @@ async def import_definitions(call: Call) -> web.Response:
             )
     for permission in wanted.permissions:
         await api.set_permissions(permission)
-    for exchange in wanted.exchanges:
-        if exchange.name not in {info.name for info in api.exchanges(exchange.vhost)}:
-            await api.declare_exchange(
-                user,
-                exchange.vhost,
-                exchange.name,
-                exchange.type,
-                durable=exchange.durable,
-                auto_delete=exchange.auto_delete,
-                internal=exchange.internal,
-                arguments=exchange.arguments,
-            )
-    for queue in wanted.queues:
-        if queue.name not in {info.name for info in api.queues(queue.vhost)}:
-            await api.declare_queue(
-                user,
-                queue.vhost,
-                queue.name,
-                durable=queue.durable,
-                auto_delete=queue.auto_delete,
-                arguments=queue.arguments,
-            )
-    for binding in wanted.bindings:
-        await api.bind(user, binding)
+    # Every worker knows the new virtual hosts and permissions before it declares in them.
+    workers = call.workers
+    await workers.catch_up_siblings()
+    for worker in range(workers.count):
+        await workers.on_async(worker, declare_topology, user, wanted)
     return no_content()
 
 
@@ -82,5 +69,6 @@ ROUTES = (
         import_definitions,
         Tag.ADMINISTRATOR,
         answers=("204", "imported"),
+        changes_catalogue=True,
     ),
 )

@@ -8,6 +8,7 @@ from batonmq.engine.access import DEFAULT_EXCHANGE
 from batonmq.management import call as calls
 from batonmq.management import problems, render
 from batonmq.management.call import Call, answer, created, listing, no_content
+from batonmq.management.perworker import owned_exchanges
 from batonmq.management.route import Route
 
 
@@ -18,15 +19,14 @@ def exchange_name(call: Call, key: str = "name") -> str:
     return "" if name == DEFAULT_EXCHANGE else name
 
 
-def vhosts(call: Call) -> list[str]:
-    """The path's virtual host, or every one the caller sees."""
-    if "vhost" in call.request.match_info:
-        return [call.vhost()]
-    return sorted(call.visible_vhosts())
-
-
 async def list_exchanges(call: Call) -> web.Response:
-    items = [render.exchange(info) for vhost in vhosts(call) for info in call.api.exchanges(vhost)]
+    """Of the path's virtual host (its owner answers), or of every one the caller sees."""
+    if "vhost" in call.request.match_info:
+        found = call.api.exchanges(call.vhost())
+    else:
+        visible = call.visible_vhosts()
+        found = [info for info in await call.everywhere(owned_exchanges) if info.vhost in visible]
+    items = [render.exchange(info) for info in found]
     return listing(call, items, ["vhost", "name"])
 
 

@@ -12,7 +12,9 @@ manual's management console shows the broker's logging; RabbitMQ's console leave
 node's files). They come from a ring buffer on the broker's logger, kept while the HTTP listener
 runs (from just before it listens until it stops): the newest `CAPACITY` records that the
 logger's level lets through, each as the JSON object the broker's `json` log format writes (ts,
-level, logger, msg and the record's fields). Administrators only: the log names users, client
+level, logger, msg and the record's fields). With several workers, each keeps its own: the
+answer is the newest of all of them, in the order of their `ts`, and a level change is made in
+every worker. Administrators only: the log names users, client
 addresses and the objects of every virtual host.
 """
 
@@ -20,57 +22,28 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import deque
 from collections.abc import AsyncIterator
-from typing import Final
 
 from aiohttp import web
 
 from batonmq.config.schema import LOG_LEVELS
-from batonmq.log import ROOT_LOGGER, JsonFormatter
+from batonmq.log import ROOT_LOGGER
 from batonmq.management import call as calls
 from batonmq.management import problems
 from batonmq.management.access import Tag
 from batonmq.management.call import Call, answer, no_content
+from batonmq.management.perworker import newest_log_lines, set_worker_log_level
+from batonmq.management.recentlog import CAPACITY, DEFAULT_LINES, RECENT, RecentLog
 from batonmq.management.route import Route
 
 log = logging.getLogger(__name__)
 
-#: How many records the ring buffer keeps; also the most `lines` may ask for.
-CAPACITY: Final = 1000
-#: The records answered when `lines` is not given.
-DEFAULT_LINES: Final = 100
-
-
-class RecentLog(logging.Handler):
-    """The newest `capacity` records of the broker's loggers, each formatted when it is logged
-    (a record's arguments may change after it), as one line of the json log format."""
-
-    def __init__(self, capacity: int = CAPACITY) -> None:
-        super().__init__()
-        self.setFormatter(JsonFormatter())
-        self._lines: deque[str] = deque(maxlen=capacity)
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            self._lines.append(self.format(record))
-        except Exception:
-            self.handleError(record)
-
-    def newest(self, count: int) -> list[str]:
-        """The last `count` lines, oldest first."""
-        lines = list(self._lines)
-        return lines[len(lines) - count :] if count < len(lines) else lines
-
-
-#: The application's ring buffer (http.make_app puts it there with `keep_recent_log`).
-RECENT_LOG: Final = web.AppKey("recent_log", RecentLog)
+__all__ = ["ROUTES", "RecentLog", "keep_recent_log"]
 
 
 def keep_recent_log(app: web.Application) -> None:
-    """Give `app` a ring buffer that holds the broker's log records while the app runs."""
-    recent = RecentLog()
-    app[RECENT_LOG] = recent
+    """Have the process's ring buffer hold the broker's log records while `app` runs."""
+    recent = RECENT
 
     async def attached(_app: web.Application) -> AsyncIterator[None]:
         logger = logging.getLogger(ROOT_LOGGER)
@@ -99,7 +72,8 @@ async def put_log_level(call: Call) -> web.Response:
     level = calls.text(body, "level")
     if level is None or level not in LOG_LEVELS:
         raise problems.bad_request(f"level must be one of {', '.join(LOG_LEVELS)}")
-    call.api.set_log_level(level)
+    call.api.set_log_level(level)  # 400 for a level the engine does not know
+    await call.workers.gather(set_worker_log_level, level)  # and every other worker
     # At warning, so that the change shows at any level but error.
     log.warning("log level changed", extra={"log_level": level, "user": call.caller.name})
     return no_content()
@@ -110,8 +84,11 @@ async def recent_log(call: Call) -> web.Response:
     text = call.query("lines") or str(DEFAULT_LINES)
     if not (text.isascii() and text.isdigit() and 1 <= int(text) <= CAPACITY):
         raise problems.bad_request(f"lines must be a whole number from 1 to {CAPACITY}")
-    recent = call.request.app[RECENT_LOG]
-    return answer([json.loads(line) for line in recent.newest(int(text))])
+    count = int(text)
+    # Every worker's newest, in the order they were logged (the `ts` field's).
+    records = [json.loads(line) for line in await call.everywhere(newest_log_lines, count)]
+    records.sort(key=lambda record: str(record.get("ts", "")))
+    return answer(records[len(records) - count :] if count < len(records) else records)
 
 
 ROUTES = (

@@ -8,20 +8,28 @@ import time
 
 from aiohttp import web
 
-from batonmq.engine.snapshots import StatisticsReading
+from batonmq.engine.snapshots import Overview, StatisticsReading
 from batonmq.management import metrics, render
 from batonmq.management.access import Tag
 from batonmq.management.call import Call, answer
 from batonmq.management.listing import Item, Json
+from batonmq.management.merge import summed_overview, summed_readings
+from batonmq.management.perworker import owned_overview, worker_statistics
 from batonmq.management.route import Route
 
 #: The queue RabbitMQ's aliveness test declares in the virtual host it tests.
 ALIVENESS_QUEUE = "aliveness-test"
 
 
+async def _overview(call: Call) -> Overview:
+    """The broker's overview: its workers' summed."""
+    gathered = await call.workers.gather(owned_overview)
+    call.down.update(gathered.down)
+    return summed_overview(gathered.answers.values())
+
+
 async def overview(call: Call) -> web.Response:
-    api = call.api
-    return answer(render.overview(api.overview(), call.node, call.caller))
+    return answer(render.overview(await _overview(call), call.node, call.caller))
 
 
 async def whoami(call: Call) -> web.Response:
@@ -29,10 +37,17 @@ async def whoami(call: Call) -> web.Response:
 
 
 async def _nodes(call: Call) -> list[Item]:
-    """This broker, or every member of its HA cluster (the store's `list bkr`)."""
-    alarms, now = call.api.overview().alarms, time.time()
+    """This broker, or every member of its HA cluster (the store's `list bkr`). A broker with
+    workers is one node, which names its workers and says which are running."""
+    alarms, now = (await _overview(call)).alarms, time.time()
     if not call.api.in_cluster():
-        return [render.node(call.node, alarms, now)]
+        item = render.node(call.node, alarms, now)
+        if call.workers.count > 1:
+            item["workers"] = [
+                {"index": worker, "running": worker not in call.down}
+                for worker in range(call.workers.count)
+            ]
+        return [item]
     members = await call.api.cluster_members()
     return [render.member_node(info, call.node, alarms, now) for info in members]
 
@@ -51,7 +66,7 @@ async def one_node(call: Call) -> web.Response:
 
 
 async def alarms(call: Call) -> web.Response:
-    status, body = render.alarms_check(call.api.overview().alarms, call.node)
+    status, body = render.alarms_check((await _overview(call)).alarms, call.node)
     return answer(body, status)
 
 
@@ -66,12 +81,12 @@ async def aliveness(call: Call) -> web.Response:
 async def prometheus_metrics(call: Call) -> web.Response:
     """Every statistic in Prometheus's text format, summed over its subjects (no
     authentication, as RabbitMQ's plugin)."""
-    return _scrape(metrics.aggregated(call.api.statistics()))
+    return _scrape(metrics.aggregated(await call.everywhere(worker_statistics)))
 
 
 async def prometheus_metrics_per_object(call: Call) -> web.Response:
     """Every statistic in Prometheus's text format, a sample per queue, connection, channel."""
-    return _scrape(call.api.statistics())
+    return _scrape(summed_readings(await call.everywhere(worker_statistics)))
 
 
 def _scrape(readings: list[StatisticsReading]) -> web.Response:

@@ -67,8 +67,20 @@ async def delete_permission(call: Call) -> web.Response:
 ROUTES = (
     Route("GET", "/api/permissions", list_permissions, Tag.ADMINISTRATOR),
     Route("GET", "/api/permissions/{vhost}/{user}", get_permission, Tag.ADMINISTRATOR),
-    Route("PUT", "/api/permissions/{vhost}/{user}", put_permission, Tag.ADMINISTRATOR),
-    Route("DELETE", "/api/permissions/{vhost}/{user}", delete_permission, Tag.ADMINISTRATOR),
+    Route(
+        "PUT",
+        "/api/permissions/{vhost}/{user}",
+        put_permission,
+        Tag.ADMINISTRATOR,
+        changes_catalogue=True,
+    ),
+    Route(
+        "DELETE",
+        "/api/permissions/{vhost}/{user}",
+        delete_permission,
+        Tag.ADMINISTRATOR,
+        changes_catalogue=True,
+    ),
     Route("GET", "/api/users/{user}/permissions", user_permissions, Tag.ADMINISTRATOR),
     Route("GET", "/api/vhosts/{vhost}/permissions", vhost_permissions, Tag.ADMINISTRATOR),
 )

@@ -11,6 +11,7 @@ from batonmq.management import call as calls
 from batonmq.management import render
 from batonmq.management.call import Call, answer, created, listing, no_content
 from batonmq.management.listing import Completion
+from batonmq.management.perworker import owned_queues
 from batonmq.management.route import Route
 
 _QUEUE_FIGURES: Final = """Each queue as RabbitMQ's management writes it, with `message_stats`
@@ -25,7 +26,7 @@ async def list_queues(call: Call) -> web.Response:
         queues = call.api.queues(call.vhost())
     else:
         visible = call.visible_vhosts()
-        queues = [info for info in call.api.queues() if info.vhost in visible]
+        queues = [info for info in await call.everywhere(owned_queues) if info.vhost in visible]
     # A page of 10,000 queues writes message_stats for its own queues only.
     items = [render.queue(info, call.node, with_message_stats=False) for info in queues]
     info_of = {id(item): info for item, info in zip(items, queues, strict=True)}

@@ -9,6 +9,7 @@ from batonmq.management import call as calls
 from batonmq.management import definitions, problems, render
 from batonmq.management.access import Tag
 from batonmq.management.call import Call, answer, created, listing, no_content
+from batonmq.management.perworker import owned_queues
 from batonmq.management.route import Route
 
 
@@ -51,7 +52,7 @@ async def delete_user(call: Call) -> web.Response:
 
 async def list_vhosts(call: Call) -> web.Response:
     visible = call.visible_vhosts()
-    queues = call.api.queues()
+    queues = await call.everywhere(owned_queues)
     items = [render.vhost(name, queues) for name in call.api.vhosts() if name in visible]
     return listing(call, items, ["name"])
 
@@ -61,7 +62,8 @@ async def get_vhost(call: Call) -> web.Response:
 
 
 async def put_vhost(call: Call) -> web.Response:
-    name = call.path("name")
+    """Carried out by the virtual host's owner (it has it at once), then every worker."""
+    name = call.path("vhost")
     await call.body()  # RabbitMQ takes a description and tags, which BatonMQ does not keep
     existed = name in call.api.vhosts()
     # As RabbitMQ's management: the user who creates a virtual host may do everything in it.
@@ -71,17 +73,17 @@ async def put_vhost(call: Call) -> web.Response:
 
 async def delete_vhost(call: Call) -> web.Response:
     """RabbitMQ: the virtual host's connections are closed and everything in it deleted."""
-    await call.api.delete_vhost(call.path("name"))
+    await call.api.delete_vhost(call.path("vhost"))
     return no_content()
 
 
 ROUTES = (
     Route("GET", "/api/users", list_users, Tag.ADMINISTRATOR),
     Route("GET", "/api/users/{name}", get_user, Tag.ADMINISTRATOR),
-    Route("PUT", "/api/users/{name}", put_user, Tag.ADMINISTRATOR),
-    Route("DELETE", "/api/users/{name}", delete_user, Tag.ADMINISTRATOR),
+    Route("PUT", "/api/users/{name}", put_user, Tag.ADMINISTRATOR, changes_catalogue=True),
+    Route("DELETE", "/api/users/{name}", delete_user, Tag.ADMINISTRATOR, changes_catalogue=True),
     Route("GET", "/api/vhosts", list_vhosts),
     Route("GET", "/api/vhosts/{vhost}", get_vhost),
-    Route("PUT", "/api/vhosts/{name}", put_vhost, Tag.ADMINISTRATOR),
-    Route("DELETE", "/api/vhosts/{name}", delete_vhost, Tag.ADMINISTRATOR),
+    Route("PUT", "/api/vhosts/{vhost}", put_vhost, Tag.ADMINISTRATOR, changes_catalogue=True),
+    Route("DELETE", "/api/vhosts/{vhost}", delete_vhost, Tag.ADMINISTRATOR, changes_catalogue=True),
 )

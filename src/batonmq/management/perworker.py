@@ -1,0 +1,133 @@
+"""What each worker of a broker answers its siblings for the HTTP API
+(`batonmq.management.workers`), through its engine's public API: reads of what it holds (the
+objects of the virtual hosts it owns, since every worker holds every virtual host's default
+exchanges; its connections, channels and consumers; its overview, statistics and newest log
+records), and the few changes made in a given worker (close a connection it holds, declare a
+definitions import's objects in its virtual hosts, set its log level).
+
+Each is a function of the worker's `EngineApi` and of whether it owns a virtual host, then its
+own arguments; a sibling is asked for one by name (`ASKABLE`), so nothing else can be asked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Final
+
+from batonmq.engine.api import EngineApi
+from batonmq.engine.snapshots import (
+    BindingInfo,
+    ChannelInfo,
+    ConnectionInfo,
+    ConsumerInfo,
+    ExchangeInfo,
+    Overview,
+    QueueInfo,
+    StatisticsReading,
+)
+from batonmq.management.definitions import Definitions
+from batonmq.management.recentlog import RECENT
+
+#: Whether this worker owns a virtual host.
+Owns = Callable[[str], bool]
+
+
+def owned_queues(api: EngineApi, owns: Owns, vhost: str | None = None) -> list[QueueInfo]:
+    return [info for info in api.queues(vhost) if owns(info.vhost)]
+
+
+def owned_exchanges(api: EngineApi, owns: Owns, vhost: str | None = None) -> list[ExchangeInfo]:
+    return [info for info in api.exchanges(vhost) if owns(info.vhost)]
+
+
+def owned_bindings(api: EngineApi, owns: Owns, vhost: str | None = None) -> list[BindingInfo]:
+    return [info for info in api.bindings(vhost) if owns(info.vhost)]
+
+
+def held_connections(api: EngineApi, _owns: Owns) -> list[ConnectionInfo]:
+    """Every connection this worker serves (and those in their handshake here)."""
+    return api.connections()
+
+
+def held_channels(
+    api: EngineApi, _owns: Owns
+) -> tuple[list[ConnectionInfo], list[ChannelInfo], list[ConsumerInfo]]:
+    """This worker's connections, channels and consumers, read together: a channel names its
+    connection by a number that is this worker's own."""
+    return api.connections(), api.channels(), api.consumers()
+
+
+def owned_overview(api: EngineApi, owns: Owns) -> Overview:
+    exchanges = sum(1 for info in api.exchanges() if owns(info.vhost))
+    return dataclasses.replace(api.overview(), exchanges=exchanges)
+
+
+def worker_statistics(api: EngineApi, _owns: Owns) -> list[StatisticsReading]:
+    return api.statistics()
+
+
+def newest_log_lines(_api: EngineApi, _owns: Owns, count: int) -> list[str]:
+    """This worker's newest `count` log records, as the json log format writes them."""
+    return RECENT.newest(count)
+
+
+def set_worker_log_level(api: EngineApi, _owns: Owns, level: str) -> None:
+    api.set_log_level(level)
+
+
+def close_held_connection(api: EngineApi, _owns: Owns, connection_id: int, reason: str) -> None:
+    """Close a connection this worker holds (`EngineApi.close_connection`)."""
+    api.close_connection(connection_id, reason)
+
+
+async def declare_topology(api: EngineApi, owns: Owns, user: str, wanted: Definitions) -> None:
+    """Declare what is missing of the exchanges, queues and bindings of `wanted` in the virtual
+    hosts this worker owns, as `user` (a definitions import: RabbitMQ's leaves what exists as
+    it is)."""
+    for exchange in wanted.exchanges:
+        if not owns(exchange.vhost):
+            continue
+        if exchange.name not in {info.name for info in api.exchanges(exchange.vhost)}:
+            await api.declare_exchange(
+                user,
+                exchange.vhost,
+                exchange.name,
+                exchange.type,
+                durable=exchange.durable,
+                auto_delete=exchange.auto_delete,
+                internal=exchange.internal,
+                arguments=exchange.arguments,
+            )
+    for queue in wanted.queues:
+        if owns(queue.vhost) and queue.name not in {info.name for info in api.queues(queue.vhost)}:
+            await api.declare_queue(
+                user,
+                queue.vhost,
+                queue.name,
+                durable=queue.durable,
+                auto_delete=queue.auto_delete,
+                arguments=queue.arguments,
+            )
+    for binding in wanted.bindings:
+        if owns(binding.vhost):
+            await api.bind(user, binding)
+
+
+#: What a sibling may be asked to run, by name.
+ASKABLE: Final[dict[str, Callable[..., object]]] = {
+    read.__name__: read
+    for read in (
+        close_held_connection,
+        declare_topology,
+        newest_log_lines,
+        set_worker_log_level,
+        owned_queues,
+        owned_exchanges,
+        owned_bindings,
+        held_connections,
+        held_channels,
+        owned_overview,
+        worker_statistics,
+    )
+}

@@ -1,0 +1,251 @@
+"""The broker's workers as the HTTP API sees them: one broker, whichever worker a request
+reaches (`broker.workers` above 1; with one worker, everything here is local).
+
+Every worker serves the API on the listening socket the supervisor bound. A request reaches one
+of them, which answers it with its siblings' help over the link between workers
+(`batonmq.server.siblings`), through the engine's public API in each:
+
+- A request about one virtual host (its path names `{vhost}`: a queue, an exchange, bindings,
+  messages, the virtual host itself) is carried out by the worker that owns the virtual host
+  (`batonmq.server.placement`), which holds everything in it: the request is forwarded there
+  whole (`Forwarded`), and its answer comes back as the owner wrote it. So a write is made, and
+  refused, exactly as by a broker of one process.
+- A read over the whole broker (every queue, connection, channel; the overview; the metrics)
+  asks every worker for what it holds (`gather`, with one of the reads of
+  `batonmq.management.perworker`) and merges the answers (`batonmq.management.merge`). The reads go
+  to the workers as they are now: a queue declared over AMQP a moment ago is in the answer.
+- A connection is closed by the worker that holds it.
+- Users, permissions and virtual hosts are written to the store the workers share by whichever
+  worker takes the request; each sibling reads the catalogue again (`CatchUp`) before the
+  answer goes out, so that the next request, whichever worker it reaches, finds the change.
+
+A worker that is down (killed, restarting) or does not answer within the time limit is left out
+of a gathered read, which names it (`Gathered.down`: the API says so in a header and in
+/api/nodes); a request forwarded to it is a 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Concatenate, Final, Generic, ParamSpec, TypeVar
+
+from batonmq.engine.api import ApiError, EngineApi
+from batonmq.engine.snapshots import UserInfo
+from batonmq.management import problems
+from batonmq.management.perworker import ASKABLE, Owns
+from batonmq.server.placement import owner_of
+from batonmq.server.siblings import SiblingFailed, SiblingLink, SiblingUnavailable
+
+_T = TypeVar("_T")
+_P = ParamSpec("_P")
+
+#: Seconds a worker waits for a sibling's answer to a read...
+READ_TIMEOUT: Final = 5.0
+#: ...and to a forwarded request that may change something (it waits for the store's commit).
+WRITE_TIMEOUT: Final = 30.0
+
+_JSON: Final = {"Content-Type": "application/json; charset=utf-8"}
+_NOT_SERVING: Final = problems.HttpProblem(
+    503, "service_unavailable", "the worker that owns the virtual host is starting"
+)
+
+# What goes over the link -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CallRequest:
+    """An HTTP request as a route handler reads it: what a forwarded request carries."""
+
+    method: str
+    raw_path: str
+    match_info: dict[str, str]
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Forwarded:
+    """A request for another worker to carry out: the route (its index in the route table, the
+    same in every worker), the request, and who made it (authenticated already)."""
+
+    route: int
+    request: CallRequest
+    caller: UserInfo
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An HTTP answer as the worker that carried the request out wrote it."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    name: str
+    args: tuple[object, ...]
+    kwargs: dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class _CatchUp:
+    """Read the catalogue again, and answer once it is applied."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Refused:
+    """The engine's ApiError, as it crosses the link."""
+
+    reply_code: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Gathered(Generic[_T]):
+    """Every worker's answer to a read, by worker index; `down`: those that gave none."""
+
+    answers: dict[int, _T]
+    down: tuple[int, ...] = ()
+
+
+class Workers:
+    """This worker and its siblings (see the module docstring)."""
+
+    def __init__(
+        self,
+        api: EngineApi,
+        index: int = 0,
+        count: int = 1,
+        catch_up: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """`catch_up`: read the catalogue from the store and apply it (with workers)."""
+        self.api = api
+        self.index = index
+        self.count = count
+        self._catch_up = catch_up
+        #: The link to the siblings (set once it is made: it answers with `serve`).
+        self.link: SiblingLink | None = None
+        #: Carries out a request forwarded here (the HTTP listener sets it once it runs).
+        self.carry_out: Callable[[Forwarded], Awaitable[Answer]] | None = None
+
+    def owner(self, vhost: str) -> int:
+        return owner_of(vhost, self.count)
+
+    def owns(self, vhost: str) -> bool:
+        return self.owner(vhost) == self.index
+
+    async def gather(
+        self,
+        read: Callable[Concatenate[EngineApi, Owns, _P], _T],
+        *args: _P.args,
+        **kwargs: _P.kwargs,
+    ) -> Gathered[_T]:
+        """`read` (one of this module's reads) in every worker."""
+        answers = {self.index: read(self.api, self.owns, *args, **kwargs)}
+        if self.link is None or self.count == 1:
+            return Gathered(answers)
+        siblings = [worker for worker in range(self.count) if worker != self.index]
+        question = _Read(read.__name__, args, kwargs)
+        results = await asyncio.gather(
+            *(self._ask(worker, question, READ_TIMEOUT) for worker in siblings),
+            return_exceptions=True,
+        )
+        down: list[int] = []
+        for worker, result in zip(siblings, results, strict=True):
+            if isinstance(result, (SiblingUnavailable, SiblingFailed)):
+                down.append(worker)
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                answers[worker] = result  # type: ignore[assignment]  # what `read` returned there
+        return Gathered(dict(sorted(answers.items())), tuple(down))
+
+    async def on(
+        self,
+        worker: int,
+        work: Callable[Concatenate[EngineApi, Owns, _P], _T],
+        *args: _P.args,
+        **kwargs: _P.kwargs,
+    ) -> _T:
+        """`work` (one of this module's) in `worker`; a 503 when it does not answer."""
+        if worker == self.index:
+            return work(self.api, self.owns, *args, **kwargs)
+        try:
+            answer = await self._ask(worker, _Read(work.__name__, args, kwargs), WRITE_TIMEOUT)
+        except (SiblingUnavailable, SiblingFailed) as error:
+            raise problems.HttpProblem(503, "service_unavailable", str(error)) from None
+        return answer  # type: ignore[return-value]  # what `work` returned there
+
+    async def on_async(
+        self,
+        worker: int,
+        work: Callable[Concatenate[EngineApi, Owns, _P], Awaitable[_T]],
+        *args: _P.args,
+        **kwargs: _P.kwargs,
+    ) -> _T:
+        """`work` (one of this module's coroutine functions) in `worker`; a 503 when it does
+        not answer."""
+        if worker == self.index:
+            return await work(self.api, self.owns, *args, **kwargs)
+        try:
+            answer = await self._ask(worker, _Read(work.__name__, args, kwargs), WRITE_TIMEOUT)
+        except (SiblingUnavailable, SiblingFailed) as error:
+            raise problems.HttpProblem(503, "service_unavailable", str(error)) from None
+        return answer  # type: ignore[return-value]  # what `work` returned there
+
+    async def forward(self, worker: int, forwarded: Forwarded) -> Answer:
+        """Have `worker` carry out `forwarded`; a 503 when it does not answer."""
+        timeout = READ_TIMEOUT if forwarded.request.method == "GET" else WRITE_TIMEOUT
+        try:
+            answer = await self._ask(worker, forwarded, timeout)
+        except (SiblingUnavailable, SiblingFailed) as error:
+            raise problems.HttpProblem(503, "service_unavailable", str(error)) from None
+        assert isinstance(answer, Answer)
+        return answer
+
+    async def catch_up_siblings(self) -> None:
+        """Have every sibling read the catalogue again and wait until they have (those that do
+        not answer read it when they start again, or at their next reading of its version)."""
+        if self.link is None:
+            return
+        await asyncio.gather(
+            *(
+                self._ask(worker, _CatchUp(), WRITE_TIMEOUT)
+                for worker in range(self.count)
+                if worker != self.index
+            ),
+            return_exceptions=True,
+        )
+
+    async def _ask(self, worker: int, question: object, timeout: float) -> object:
+        assert self.link is not None
+        answer = await self.link.request(worker, question, timeout)
+        if isinstance(answer, _Refused):
+            raise ApiError(answer.reply_code, answer.text)
+        return answer
+
+    async def serve(self, question: object) -> object:
+        """A sibling's question, answered (the link's `serve`)."""
+        try:
+            if isinstance(question, _Read):
+                work = ASKABLE[question.name]
+                done = work(self.api, self.owns, *question.args, **question.kwargs)
+                return await done if inspect.isawaitable(done) else done
+            if isinstance(question, Forwarded):
+                if self.carry_out is None:  # starting: its HTTP listener is not up yet
+                    return Answer(503, _JSON, json.dumps(_NOT_SERVING.body()).encode())
+                return await self.carry_out(question)
+            if isinstance(question, _CatchUp):
+                if self._catch_up is not None:
+                    await self._catch_up()
+                return None
+        except ApiError as error:
+            return _Refused(error.reply_code, error.text)
+        raise TypeError(f"not a question: {type(question).__name__}")

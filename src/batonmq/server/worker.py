@@ -1,0 +1,106 @@
+"""What a worker process of a broker with several (`broker.workers` above 1,
+`batonmq.server.supervisor`) does beside serving as a broker of one process does:
+
+- it serves the connections its siblings hand to it at connection.open (`batonmq.server.handoff`),
+  replaying what they read;
+- it keeps its copy of the catalogue (users, virtual hosts, permissions) in line with the store
+  the workers share (the HA members' propagation, `batonmq.cluster.catalogue`);
+- it answers its siblings over the link between workers (`batonmq.server.siblings`), and asks
+  them, for the management API (`batonmq.management.workers`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Callable
+
+from batonmq.cluster.catalogue import CatalogueSync
+from batonmq.config import Config
+from batonmq.engine.api import EngineApi
+from batonmq.engine.broker import Broker
+from batonmq.management.workers import Workers
+from batonmq.server.handoff import Inbox, Origin
+from batonmq.server.placement import WorkerSeat
+from batonmq.server.protocol import AMQPProtocol
+from batonmq.server.siblings import SiblingLink
+
+log = logging.getLogger(__name__)
+
+
+class WorkerDuties:
+    def __init__(
+        self,
+        config: Config,
+        seat: WorkerSeat,
+        broker: Broker,
+        protocols: set[AMQPProtocol],
+        new_protocol: Callable[[Origin, bytes], AMQPProtocol | None],
+        quiesced: Callable[[], bool],
+    ) -> None:
+        """`new_protocol(origin, bytes read)`: the protocol of a connection handed over (None:
+        none, for a listener this worker does not have);
+        `quiesced()`: whether the broker takes no new connection."""
+        self.config = config
+        self.seat = seat
+        self.broker = broker
+        self._protocols = protocols
+        self._new_protocol = new_protocol
+        self._quiesced = quiesced
+        self.inbox = Inbox(seat.inbox, self._adopt)
+        #: The catalogue kept in line (from `start` on).
+        self.catalogue: CatalogueSync | None = None
+        self.workers = Workers(EngineApi(broker), seat.index, seat.count, self._catch_up)
+        self.link = SiblingLink(seat.index, seat.controls, self.workers.serve)
+        self.workers.link = self.link
+        #: Connections handed to this worker, until their socket is a transport's.
+        self._adopting: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        from batonmq.store.postgres import PostgresStore
+
+        store = self.broker.store
+        assert isinstance(store, PostgresStore)  # config checks
+        cluster = self.config.cluster
+        self.catalogue = CatalogueSync(
+            self.broker, store, min(cluster.heartbeat.interval, cluster.monitor.interval)
+        )
+        self.catalogue.start()
+        self.inbox.start()
+        self.link.start()
+
+    async def _catch_up(self) -> None:
+        if self.catalogue is not None:
+            await self.catalogue.caught_up()
+
+    async def close(self) -> None:
+        """Answer and adopt no more (the listeners close after)."""
+        await self.link.stop()
+        if self.catalogue is not None:
+            await self.catalogue.close()
+        self.inbox.stop()
+        for adopting in list(self._adopting):
+            adopting.cancel()
+
+    def _adopt(self, client: socket.socket, origin: Origin, received: bytes) -> None:
+        """Serve a connection another worker handed over at connection.open, replaying what
+        it read (`batonmq.server.handoff`)."""
+        protocol = None if self._quiesced() else self._new_protocol(origin, received)
+        if protocol is None:
+            client.close()
+            return
+        self._protocols.add(protocol)
+        adopting = asyncio.get_running_loop().create_task(self._serve_handed(protocol, client))
+        self._adopting.add(adopting)
+        adopting.add_done_callback(self._adopting.discard)
+
+    async def _serve_handed(self, protocol: AMQPProtocol, client: socket.socket) -> None:
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(lambda: protocol, client)
+        except BaseException as error:
+            self._protocols.discard(protocol)
+            client.close()
+            if not isinstance(error, OSError):
+                raise
+            log.info("handed connection gone: %s", error)
