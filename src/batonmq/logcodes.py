@@ -354,6 +354,13 @@ CATALOGUE: Final = (
         "Set synchronous_standby_names on the PostgreSQL primary (README: Durability policies), "
         "or use a policy ending in NONE.",
     ),
+    _code(
+        "BMQ-4020",
+        "virtual hosts moved to their owners",
+        "The broker started on its SQLite store with another number of worker processes "
+        "(broker.workers) than before: the rows and stream directories of the virtual hosts "
+        "given are now the worker's (or the one process's) that owns them.",
+    ),
     # Memory and disk.
     _code(
         "BMQ-5001",

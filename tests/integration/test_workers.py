@@ -1,5 +1,6 @@
 """A broker with `[broker] workers = 2` (README, "Worker processes"): real worker processes under
-the supervisor, on one PostgreSQL store, driven by pika, aio-pika and kombu.
+the supervisor, on one store (each test on SQLite and on PostgreSQL where both apply), driven by
+pika, aio-pika and kombu.
 
 Every connection to a virtual host is served by the worker that owns it, whichever worker
 accepted it: shown by behaviour that only one process can give (an exclusive queue is locked
@@ -68,14 +69,23 @@ class Workers:
         return pids
 
 
-@pytest.fixture
-def workers(tmp_path: Path, postgres_dsn: str) -> Iterator[Workers]:
-    """Two workers on a fresh PostgreSQL database with the virtual hosts of VHOSTS, where guest
-    may do anything (added on the store before the broker starts)."""
-    environment = {
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_environment(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The configuration of a fresh store of either kind: SQLite in the data directory, or a
+    PostgreSQL database of the test's own."""
+    if request.param == "sqlite":
+        return {"BATONMQ__PERSIST__STORE": "sqlite"}
+    return {
         "BATONMQ__PERSIST__STORE": "postgres",
-        "BATONMQ__PERSIST__POSTGRES__DSN": postgres_dsn,
+        "BATONMQ__PERSIST__POSTGRES__DSN": request.getfixturevalue("postgres_dsn"),
     }
+
+
+@pytest.fixture
+def workers(tmp_path: Path, store_environment: dict[str, str]) -> Iterator[Workers]:
+    """Two workers on a fresh store with the virtual hosts of VHOSTS, where guest may do
+    anything (added on the store before the broker starts)."""
+    environment = dict(store_environment)
     (tmp_path / "data").mkdir()
     for vhost in ALL_VHOSTS:
         if vhost == "/":
@@ -203,6 +213,7 @@ def test_refused_logins_and_virtual_hosts_are_refused_as_by_one_process(
                 connect(workers.broker, vhost=missing)
 
 
+@pytest.mark.parametrize("store_environment", ["postgres"], indirect=True)
 def test_a_user_added_on_the_store_can_log_in_on_every_worker(workers: Workers) -> None:
     """Users and permissions are the store's, shared by the workers; each keeps its copy in
     line as the members of an HA cluster do (GlassFish MQ Technical Overview, Table 4-1: the

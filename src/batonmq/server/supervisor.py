@@ -39,7 +39,8 @@ from typing import Final
 from batonmq.config import Config, ConfigError
 from batonmq.server.listeners import configured_listeners, listening_sockets
 from batonmq.server.pidfile import remove_pid_file, write_pid_file
-from batonmq.server.placement import WorkerSeat
+from batonmq.server.placement import WorkerSeat, store_placement
+from batonmq.store.base import StoreError, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,15 @@ class _Worker:
 def supervise(config: Config) -> int:
     """Run the broker's workers until SIGTERM or SIGINT; the exit status."""
     try:
+        configured_listeners(config)  # checked first, as by a broker of one process
+        store_lock = _prepare_store(config)
+    except ConfigError as error:
+        log.error("cannot start: %s", error)
+        return 1
+    except StoreError as error:
+        log.error("cannot open the store: %s", error)
+        return 1
+    try:
         listening = {
             listener.name: listening_sockets(listener.bind, listener.port)
             for listener in configured_listeners(config)
@@ -89,9 +99,42 @@ def supervise(config: Config) -> int:
             end.setblocking(False)  # the flag is the open file's: every worker's too
     pid_file = write_pid_file(config.data_dir)
     try:
-        return Supervisor(config, listening, inboxes).run()
+        return Supervisor(config, listening, inboxes, store_lock).run()
     finally:
         remove_pid_file(pid_file)
+
+
+def _prepare_store(config: Config) -> int | None:
+    """With the SQLite store, which the workers share: lock it for them all (a second broker
+    on the data directory is refused, as with one process; the workers inherit the lock), write
+    every append log a crash left to the database, and give each virtual host's rows to the
+    worker that owns it now (`batonmq.store.placement`). The lock's descriptor; None for
+    PostgreSQL, where each worker holds a lease of its own."""
+    if config.persist.store != "sqlite":
+        return None
+    from batonmq.store.configured import sqlite_path
+    from batonmq.store.sqlite import prepare_for_workers, take_lock
+
+    database = sqlite_path(config.data_dir)
+    try:
+        database.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreUnavailable(
+            f"cannot create the data directory {database.parent}: {exc.strerror}"
+        ) from exc
+    lock = take_lock(database)
+    try:
+        prepare_for_workers(
+            database,
+            broker_id=config.broker_name,
+            sync=config.persist.sync,
+            held_lock=lock,
+            placement=store_placement(config),
+        )
+    except BaseException:
+        os.close(lock)
+        raise
+    return lock
 
 
 class Supervisor:
@@ -100,10 +143,13 @@ class Supervisor:
         config: Config,
         listening: dict[str, list[socket.socket]],
         inboxes: list[tuple[socket.socket, socket.socket]],
+        store_lock: int | None = None,
     ) -> None:
         self.config = config
         self.listening = listening
         self.inboxes = inboxes
+        #: The SQLite store's lock, held for the workers, which inherit it.
+        self.store_lock = store_lock
         self.workers: dict[int, _Worker] = {}
         #: When each worker that ended is to be started again, and its failures in a row, by
         #: index.
@@ -267,7 +313,14 @@ class Supervisor:
         if pid == 0:  # pragma: no cover - the worker process, which exits in `_work`
             os.close(ready_read)
             self._work(
-                WorkerSeat(index, self.config.workers, self.listening, self.inboxes, ready_write)
+                WorkerSeat(
+                    index,
+                    self.config.workers,
+                    self.listening,
+                    self.inboxes,
+                    ready_write,
+                    self.store_lock,
+                )
             )
         os.close(ready_write)
         os.set_blocking(ready_read, False)
