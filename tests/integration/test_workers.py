@@ -9,6 +9,8 @@ connection), and by the log, where each line names its worker."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import os
 import re
@@ -328,3 +330,181 @@ def test_a_worker_that_cannot_start_stops_the_broker(tmp_path: Path) -> None:
     assert "cannot open the store" in output
     assert "cannot start: worker" in output
     assert not (tmp_path / "data" / "batonmq.pid").exists()
+
+
+# -- SQLite: one file the workers share, with the number of workers changing between runs ------
+
+SQLITE = {"BATONMQ__PERSIST__STORE": "sqlite"}
+#: The stream of the runs below, in a virtual host of worker 1 (its directory moves between
+#: data/streams and data/worker-1/streams as the number of workers changes).
+STREAM_VHOST = VHOSTS[1][0]
+
+
+def _start_sqlite(workdir: Path, count: int) -> Workers:
+    environment = {**SQLITE, "BATONMQ__BROKER__WORKERS": str(count)}
+    broker = start_broker(workdir, environment=environment)
+    wait_until(lambda: 'msg="broker started"' in broker.log(), "the broker to serve")
+    return Workers(broker, environment)
+
+
+def _kill_everything(workers: Workers, count: int) -> None:
+    """SIGKILL of the `batonmq` process and of every worker, as a power cut ends them all."""
+    pids = list(workers.pids().values()) if count > 1 else []
+    workers.broker.kill()
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    for pid in pids:
+        wait_until(functools.partial(_gone, pid), f"worker pid {pid} to end")
+
+
+def _gone(pid: int) -> bool:
+    """Ended: no process, or a zombie that nobody reaped (its files are closed)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        return True
+    return state == "Z"
+
+
+def _publish(broker: RunningBroker, vhost: str, queue: str, bodies: list[bytes]) -> None:
+    with confirming_channel(dataclasses.replace(broker, vhost=vhost)) as channel:
+        channel.queue_declare(queue, durable=True)
+        for body in bodies:
+            channel.basic_publish("", queue, body, pika.BasicProperties(delivery_mode=2))
+
+
+def _get(broker: RunningBroker, vhost: str, queue: str, count: int | None) -> list[bytes]:
+    """The bodies of the next `count` messages (None: all there are), each acknowledged."""
+    with connect(broker, vhost=vhost) as connection:
+        channel = connection.channel()
+        channel.queue_declare(queue, durable=True)
+        got = []
+        while count is None or len(got) < count:
+            method, _properties, body = channel.basic_get(queue)
+            if method is None:
+                break
+            channel.basic_ack(method.delivery_tag)
+            got.append(body)
+        return got
+
+
+def _append_to_stream(broker: RunningBroker, bodies: list[bytes]) -> None:
+    with confirming_channel(dataclasses.replace(broker, vhost=STREAM_VHOST)) as channel:
+        channel.queue_declare("log", durable=True, arguments={"x-queue-type": "stream"})
+        for body in bodies:
+            channel.basic_publish("", "log", body)
+
+
+def _read_stream(broker: RunningBroker, count: int) -> list[bytes]:
+    with connect(broker, vhost=STREAM_VHOST) as connection:
+        channel = connection.channel()
+        channel.basic_qos(prefetch_count=50)
+        got: list[bytes] = []
+        for method, _properties, body in channel.consume(
+            "log", arguments={"x-stream-offset": "first"}, inactivity_timeout=2
+        ):
+            if method is None:
+                break
+            channel.basic_ack(method.delivery_tag)
+            got.append(body)
+            if len(got) == count:
+                break
+        channel.cancel()
+        return got
+
+
+def test_the_number_of_workers_changes_between_clean_and_killed_runs_and_nothing_is_lost(
+    tmp_path: Path,
+) -> None:
+    """Confirms' promise (RabbitMQ, "Consumer Acknowledgements and Publisher Confirms": a
+    confirmed persistent message routed to a durable queue has been persisted) across SIGKILL
+    of the whole broker and across changes of `broker.workers` between runs on one SQLite
+    store (made by one process: no migration): every confirmed message is consumed once, in
+    publish order within its queue, and every record of a stream is read back, whether its
+    virtual host moved between workers or not."""
+    runs = [(1, "stop"), (2, "kill"), (2, "kill"), (1, "kill"), (2, "stop"), (1, "stop")]
+    waiting: dict[str, list[bytes]] = {vhost: [] for vhost in ALL_VHOSTS}
+    stream: list[bytes] = []
+    (tmp_path / "data").mkdir()
+    for vhost in ALL_VHOSTS:
+        if vhost != "/":
+            for command in (
+                ("vhost", "add", vhost),
+                ("permissions", "set", "guest", ".*", ".*", ".*", "--vhost", vhost),
+            ):
+                done = run_batonctl(tmp_path, *command, environment=SQLITE)
+                assert done.returncode == 0, done.stderr
+    for number, (count, end) in enumerate(runs):
+        workers = _start_sqlite(tmp_path, count)
+        for vhost in ALL_VHOSTS:
+            # What the previous runs confirmed comes first, then what this run adds.
+            assert _get(workers.broker, vhost, "kept", 3) == waiting[vhost][:3]
+            del waiting[vhost][:3]
+            bodies = [f"run{number}-{n}".encode() for n in range(10)]
+            _publish(workers.broker, vhost, "kept", bodies)
+            waiting[vhost] += bodies
+        records = [f"record{number}-{n}".encode() for n in range(5)]
+        _append_to_stream(workers.broker, records)
+        stream += records
+        if end == "kill":
+            _kill_everything(workers, count)
+        else:
+            workers.broker.stop()
+            assert workers.broker.wait() == 0
+
+    final = _start_sqlite(tmp_path, 2)
+    try:
+        for vhost in ALL_VHOSTS:
+            assert _get(final.broker, vhost, "kept", None) == waiting[vhost]
+        assert _read_stream(final.broker, len(stream)) == stream
+        assert 'msg="virtual hosts moved to their owners"' in final.broker.log()
+        data = tmp_path / "data"
+        assert sorted(path.name for path in data.glob("batonmq.sqlite3-appends*")) == [
+            "batonmq.sqlite3-appends",  # the last one-process run's, empty
+            "batonmq.sqlite3-appends-w0",
+            "batonmq.sqlite3-appends-w1",
+        ]
+    finally:
+        final.broker.stop()
+
+
+def test_a_second_broker_on_the_same_sqlite_store_is_refused(tmp_path: Path) -> None:
+    """One broker per store, as with one process ("is locked by another running broker"),
+    whatever the number of workers of either: the supervisor holds the lock for its workers."""
+    workers = _start_sqlite(tmp_path, 2)
+    try:
+        for count in (1, 2):
+            output = failed_start(tmp_path, {**SQLITE, "BATONMQ__BROKER__WORKERS": str(count)})
+            assert "is locked by another running broker" in output
+            assert f"(pid {workers.broker.process.pid if workers.broker.process else 0})" in output
+        connect(workers.broker).close()  # still serving
+    finally:
+        workers.broker.stop()
+
+
+def test_a_user_added_on_the_stopped_sqlite_store_logs_in_on_every_worker(
+    tmp_path: Path,
+) -> None:
+    """`batonctl user add` and `permissions set` on the stopped store (SQLite's only path
+    for them while the management API is off with workers): the workers share the one
+    catalogue, so the user logs in on a virtual host of each."""
+    first = _start_sqlite(tmp_path, 2)
+    first.broker.stop()
+    for command in (
+        ("user", "add", "alice", "--password", "pw"),
+        ("vhost", "add", VHOSTS[1][0]),
+        ("permissions", "set", "alice", ".*", ".*", ".*", "--vhost", VHOSTS[0][0]),
+        ("permissions", "set", "alice", ".*", ".*", ".*", "--vhost", VHOSTS[1][0]),
+    ):
+        done = run_batonctl(tmp_path, *command, environment=SQLITE)
+        assert done.returncode == 0, done.stderr
+    again = _start_sqlite(tmp_path, 2)
+    try:
+        for owned in VHOSTS.values():
+            for _ in range(ATTEMPTS):
+                connect(again.broker, "alice", "pw", owned[0]).close()
+        opened = {vhost for vhost, _worker in _opened_by_worker(again.broker.log())}
+        assert opened >= {VHOSTS[0][0], VHOSTS[1][0]}
+    finally:
+        again.broker.stop()
