@@ -2,8 +2,12 @@
 listener's sockets once, starts that many worker processes on them, and keeps them running.
 
 Each worker is the broker of one process (`batonmq.server.app`) on the inherited listening
-sockets, with a store identity of its own (the broker's and "w<index>"): its own lease, fencing
-epoch and rows in the PostgreSQL store the workers share. Every worker accepts connections; a
+sockets, with a store identity of its own (the broker's and "w<index>") and its rows in the
+store the workers share: in PostgreSQL with its own lease and fencing epoch; in SQLite's one
+file with its own append log, under the store's lock, which the supervisor takes before it
+binds anything and holds for them all (the workers inherit it), after it replayed every append
+log and gave each virtual host's rows to its owner (`batonmq.store.placement`). Every worker
+accepts connections; a
 connection goes on in the worker that owns its virtual host (`batonmq.server.placement`),
 handed there at connection.open when another accepted it (`batonmq.server.handoff`).
 

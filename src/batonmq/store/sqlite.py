@@ -18,6 +18,15 @@ Why it is built this way:
 - The lock is an `flock` on `<file>.lock`, not SQLite's own locking: SQLite lets two processes
   write one file in turn, but two brokers recovering and committing the same queues would corrupt
   each other's view. The lock file names the holder's pid for the error an operator reads.
+- The worker processes of one broker (`broker.workers` above 1) share the file: the supervisor
+  holds the lock for them (`held_lock`), each worker is a member with an identity of its own
+  (`<broker>w<k>`) whose rows it alone writes, and appends to a log of its own
+  (`<file>-appends-w<k>`), so that group commits never wait for one another; the workers meet on
+  SQLite's write lock only at checkpoints and declarations (BEGIN IMMEDIATE, `busy_timeout`).
+  Before they start, and at the open of a broker of one process, every log is replayed and each
+  virtual host's rows go to the identity that owns it now (`placement`,
+  `batonmq.store.placement`). The catalogue is the file's, shared; its version, bumped by each
+  commit that changes it, is what the workers poll (`watch_catalogue`).
 - No `PRAGMA quick_check` at open: it reads the whole file, minutes for a large backlog. SQLite
   reports damage on the pages it reads (SQLITE_CORRUPT, raised as StoreCorrupt); `restore` does
   check the backup it is about to install.
