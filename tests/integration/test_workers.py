@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import json
 import os
 import re
 import signal
@@ -508,3 +509,27 @@ def test_a_user_added_on_the_stopped_sqlite_store_logs_in_on_every_worker(
         assert opened >= {VHOSTS[0][0], VHOSTS[1][0]}
     finally:
         again.broker.stop()
+
+
+@pytest.mark.parametrize("store_environment", ["sqlite"], indirect=True)
+def test_db_stats_and_backup_count_every_workers_log_while_the_broker_runs(
+    workers: Workers, tmp_path: Path
+) -> None:
+    """`batonctl db stats` and `db backup` "work while a broker runs" (their help): with
+    workers, what each worker confirmed may still be only in its own append log, and both
+    read every log as of one moment."""
+    for owner, count in ((0, 30), (1, 20)):
+        bodies = [b"m%d" % n for n in range(count)]
+        _publish(workers.broker, VHOSTS[owner][0], "counted", bodies)
+    logs = sorted(path.name for path in tmp_path.glob("data/batonmq.sqlite3-appends-w*"))
+    assert logs == ["batonmq.sqlite3-appends-w0", "batonmq.sqlite3-appends-w1"]
+
+    done = run_batonctl(tmp_path, "db", "stats", "--json", environment=SQLITE)
+    assert done.returncode == 0, done.stderr
+    stats = json.loads(done.stdout)
+    assert (stats["messages"], stats["entries"]) == (50, 50)
+
+    done = run_batonctl(tmp_path, "db", "backup", "--dir", str(tmp_path / "backup"))
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((tmp_path / "backup" / "manifest.json").read_text())
+    assert (manifest["messages"], manifest["entries"]) == (50, 50)
