@@ -135,6 +135,15 @@ CATALOGUE: Final = (
         "A worker process failed with an unexpected error (traceback in the line).",
         "Report it; the supervisor starts the worker again.",
     ),
+    _code(
+        "BMQ-1030",
+        "worker not tied to the supervisor: ",
+        "The kernel refused to end this worker with its supervisor (prctl PR_SET_PDEATHSIG): "
+        "if the `batonmq` process is killed, this worker goes on, holding the port and the "
+        "store.",
+        "If the `batonmq` process ends abnormally, stop its workers (their pids are in the "
+        '"worker started" lines) before starting the broker again.',
+    ),
     # Connections and clients.
     _code("BMQ-2001", "connection opened", "A client logged in and opened a virtual host."),
     _code(

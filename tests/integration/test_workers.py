@@ -533,3 +533,23 @@ def test_db_stats_and_backup_count_every_workers_log_while_the_broker_runs(
     assert done.returncode == 0, done.stderr
     manifest = json.loads((tmp_path / "backup" / "manifest.json").read_text())
     assert (manifest["messages"], manifest["entries"]) == (50, 50)
+
+
+@pytest.mark.parametrize("store_environment", ["sqlite"], indirect=True)
+def test_sigkill_of_the_batonmq_process_alone_ends_its_workers_too(
+    workers: Workers, tmp_path: Path
+) -> None:
+    """As a broker of one process: SIGKILL of the `batonmq` process ends the broker, workers
+    included (none is left holding the port and the store's lock), and a broker started again
+    on the data directory brings back every message confirmed before."""
+    _publish(workers.broker, VHOSTS[1][0], "kept", [b"m%d" % n for n in range(20)])
+    pids = list(workers.pids().values())
+    workers.broker.kill()
+    for pid in pids:
+        wait_until(functools.partial(_gone, pid), f"worker pid {pid} to end with the supervisor")
+
+    again = _start_sqlite(tmp_path, WORKERS)
+    try:
+        assert _get(again.broker, VHOSTS[1][0], "kept", None) == [b"m%d" % n for n in range(20)]
+    finally:
+        again.broker.stop()

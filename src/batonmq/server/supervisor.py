@@ -25,12 +25,17 @@ The supervisor holds the pid file, and:
   why), or if another process took a worker's store identity over (exit status 3, as a broker
   of one process that is fenced).
 
+Its workers end with it, however it ends: the kernel kills each when the supervisor is gone
+(`_end_with`), so a SIGKILL of the `batonmq` process ends the broker as it ends a broker of one
+process.
+
 The supervisor runs no event loop and no thread, so that forking a worker from it is safe.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import select
@@ -58,6 +63,8 @@ STABLE_AFTER: Final = 60.0
 #: not imported, so that the supervisor does not load the server).
 _EXIT_FENCED: Final = 3
 _SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)
+#: prctl(2): the signal the calling process gets when its parent ends.
+_PR_SET_PDEATHSIG: Final = 1
 
 
 @dataclass(slots=True)
@@ -313,8 +320,10 @@ class Supervisor:
 
     def _start(self, index: int, failures: int) -> None:
         ready_read, ready_write = os.pipe()
+        supervisor = os.getpid()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the worker process, which exits in `_work`
+            _end_with(supervisor)
             os.close(ready_read)
             self._work(
                 WorkerSeat(
@@ -354,6 +363,22 @@ class Supervisor:
         finally:
             logging.shutdown()
             os._exit(status)
+
+
+def _end_with(supervisor: int) -> None:
+    """In a worker just forked: have the kernel SIGKILL it when the supervisor ends, however
+    that ends (SIGKILL, the OOM killer). A worker without its supervisor would go on holding
+    the port, the SQLite store's lock or its PostgreSQL lease, with no one to restart its
+    siblings; so the whole broker ends, as a broker of one process does, and a new one
+    recovers from the store. Linux's PR_SET_PDEATHSIG; elsewhere the worker outlives it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    prctl = getattr(libc, "prctl", None)
+    if prctl is None:
+        return
+    if prctl(_PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+        log.warning("worker not tied to the supervisor: %s", os.strerror(ctypes.get_errno()))
+    elif os.getppid() != supervisor:
+        os._exit(1)  # it ended before the tie was made
 
 
 def _tag_log_records(worker: int) -> None:
