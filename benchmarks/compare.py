@@ -10,8 +10,9 @@
     python -m benchmarks.compare --rabbitmq-url amqp://user:pass@host:5672/vhost
 
 All brokers are started at the beginning (RabbitMQ, BatonMQ with SQLite, and BatonMQ with
-PostgreSQL when a row needs it; batonmq-w2, BatonMQ with `[broker] workers = 2` on PostgreSQL,
-each queue in a virtual host of its own, for the row that measures what more cores buy), each on
+PostgreSQL when a row needs it; batonmq-w2, BatonMQ with `[broker] workers = 2` on SQLite, and
+batonmq-pg-w2 on PostgreSQL for a persistent row, each queue in a virtual host of its own, for
+the rows that measure what more cores buy), each on
 free loopback ports with temporary directories, and stopped at the end. They stay up together,
 but only one is loaded at a time: a row runs on each broker in turn (alternating which goes
 first, so that drift in the machine's load does not favour one side), and the CPU and memory
@@ -81,6 +82,7 @@ from benchmarks.results import COMPARED_METRICS, Measurement, metric_value, rati
 from benchmarks.runner import UNMEASURED, RunSettings, run_row
 from benchmarks.workloads import (
     HTTP_SUFFIX,
+    PG_WORKERS_PREFIX,
     WORKERS_PREFIX,
     Kind,
     Workload,
@@ -95,6 +97,7 @@ SKIPPABLE = (
     "batonmq",
     "batonmq-pg",
     f"{WORKERS_PREFIX}2",
+    f"{PG_WORKERS_PREFIX}2",
     f"batonmq{HTTP_SUFFIX}",
     f"batonmq-pg{HTTP_SUFFIX}",
 )
@@ -231,7 +234,9 @@ class Brokers(contextlib.ExitStack):
             self._start(rabbitmq_broker(self.rabbitmq_url))
         for target in sorted(self.needed):
             if target.startswith(WORKERS_PREFIX):
-                workers = int(target.removeprefix(WORKERS_PREFIX))
+                self._start(BatonMQWorkers(int(target.removeprefix(WORKERS_PREFIX))))
+            elif target.startswith(PG_WORKERS_PREFIX):
+                workers = int(target.removeprefix(PG_WORKERS_PREFIX))
                 self._start_on_postgres(target, None, partial(BatonMQWorkers, workers))
         for build in (None, *self.builds):
             name = build.name if build else None

@@ -34,8 +34,11 @@ from benchmarks.topology import Topology
 PAIRS = (1, 2, 4, 8, 16, 32, 64)
 BODIES = (128, 1024, 65536)
 TOPIC_KEYS = 100
-#: How results name BatonMQ with `[broker] workers = N` (brokers/workers.py): this + N.
+#: How results name BatonMQ with `[broker] workers = N` (brokers/workers.py): this + N, on
+#: SQLite...
 WORKERS_PREFIX = "batonmq-w"
+#: ... and on PostgreSQL (rows of persistent messages, as `batonmq-pg`).
+PG_WORKERS_PREFIX = "batonmq-pg-w"
 #: How results name BatonMQ with its management HTTP listener on: its store's name + this.
 HTTP_SUFFIX = "+http"
 
@@ -122,7 +125,8 @@ class Workload:
         batonmq = ("batonmq", "batonmq-pg") if self.persistent else ("batonmq",)
         served = tuple(target + HTTP_SUFFIX for target in batonmq) if self.http else ()
         built = tuple(target_name(target, build) for build in self.builds for target in batonmq)
-        workers = (f"{WORKERS_PREFIX}{self.workers}",) if self.workers else ()
+        prefixes = (WORKERS_PREFIX, PG_WORKERS_PREFIX) if self.persistent else (WORKERS_PREFIX,)
+        workers = tuple(f"{prefix}{self.workers}" for prefix in prefixes if self.workers)
         return ("rabbitmq", *batonmq, *served, *workers, *built)
 
     @property
@@ -364,6 +368,21 @@ def many_clients() -> list[Workload]:
             4,
             4,
             1024,
+            queues=2,
+            process_per_client=True,
+            workers=2,
+        )
+    )
+    rows.append(
+        Workload(
+            "clients-4x4-1KiB-2q-persistent",
+            "two durable queues, each with 2/2 of the 4/4 producers/consumers, each its own "
+            "process, 1KiB, persistent, confirms: the store's share of a load split by queue",
+            Kind.THROUGHPUT,
+            4,
+            4,
+            1024,
+            persistent=True,
             queues=2,
             process_per_client=True,
             workers=2,

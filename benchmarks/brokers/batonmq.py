@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,18 +61,22 @@ class BatonMQ(Broker):
         name: str | None = None,
         label: str | None = None,
         workers: int = 1,
+        prepare: Callable[[Path], None] | None = None,
     ) -> None:
         """`management`: with the management HTTP API on `management_port` (else off), named
         with HTTP_SUFFIX. `database`: the PostgreSQL database, shared by the brokers that name
         it (the members of an HA cluster); else one of its own. `settings`: TOML lines added to
         its configuration (the `[cluster]` sections of an HA member). `name` and `label`: else
-        from its store, build and management. `workers`: its `[broker] workers`."""
+        from its store, build and management. `workers`: its `[broker] workers`. `prepare`: run
+        with the configuration file's path before the broker starts (`batonctl` on the stopped
+        store)."""
         self.postgres = postgres
         self.build = build
         self.management_port = free_port() if management else None
         self.database = database
         self.settings = tuple(settings)
         self.workers = workers
+        self.prepare = prepare
         store = "batonmq-pg" if postgres else "batonmq"
         described = "postgres" if postgres else "sqlite"
         self.name = name or target_name(store, build.name if build else None)
@@ -131,6 +135,8 @@ class BatonMQ(Broker):
         config += self.settings
         config_path = self.directory / "batonmq.toml"
         config_path.write_text("\n".join(config) + "\n")
+        if self.prepare is not None:
+            self.prepare(config_path)
         log_path = self.directory / "broker.log"
         environment = {
             key: value for key, value in os.environ.items() if not key.startswith("BATONMQ")

@@ -136,6 +136,15 @@ CATALOGUE: Final = (
         "Report it; the supervisor starts the worker again.",
     ),
     _code(
+        "BMQ-1030",
+        "worker not tied to the supervisor: ",
+        "The kernel refused to end this worker with its supervisor (prctl PR_SET_PDEATHSIG): "
+        "if the `batonmq` process is killed, this worker goes on, holding the port and the "
+        "store.",
+        "If the `batonmq` process ends abnormally, stop its workers (their pids are in the "
+        '"worker started" lines) before starting the broker again.',
+    ),
+    _code(
         "BMQ-1040",
         "sibling packet unreadable; dropped",
         "A worker read a packet on its control inbox that is not one of the link between "
@@ -367,6 +376,13 @@ CATALOGUE: Final = (
         "synchronous standby, so commits wait for the primary alone.",
         "Set synchronous_standby_names on the PostgreSQL primary (README: Durability policies), "
         "or use a policy ending in NONE.",
+    ),
+    _code(
+        "BMQ-4020",
+        "virtual hosts moved to their owners",
+        "The broker started on its SQLite store with another number of worker processes "
+        "(broker.workers) than before: the rows and stream directories of the virtual hosts "
+        "given are now the worker's (or the one process's) that owns them.",
     ),
     # Memory and disk.
     _code(

@@ -1,5 +1,6 @@
-"""The `batonmq-w2` target end to end: the two-queue many-clients row on BatonMQ with
-`[broker] workers = 2` (benchmarks/brokers/workers.py), each queue in a virtual host of a
+"""The `batonmq-w2` and `batonmq-pg-w2` targets end to end: the two-queue many-clients row on
+BatonMQ with `[broker] workers = 2` (benchmarks/brokers/workers.py) on SQLite and on
+PostgreSQL, each queue in a virtual host of a
 different worker, with real load-generator processes over real sockets. It proves the target
 measures something real (both workers move messages, their CPU is counted); no speed is
 asserted."""
@@ -15,14 +16,17 @@ from benchmarks.procstats import cpu_seconds, process_tree
 from benchmarks.runner import RunSettings, run_row
 from benchmarks.workloads import select
 
-from tests.pgthrowaway import ThrowawayServer
-
 SETTINGS = RunSettings(duration=0.5, warmup=0.2)
 
 
-@pytest.fixture
-def workers(postgres_throwaway_server: ThrowawayServer) -> Iterator[BatonMQWorkers]:
-    with BatonMQWorkers(2, BenchPostgres(postgres_throwaway_server)) as broker:
+@pytest.fixture(params=["sqlite", "postgres"])
+def workers(request: pytest.FixtureRequest) -> Iterator[BatonMQWorkers]:
+    postgres = (
+        None
+        if request.param == "sqlite"
+        else BenchPostgres(request.getfixturevalue("postgres_throwaway_server"))
+    )
+    with BatonMQWorkers(2, postgres) as broker:
         yield broker
     assert broker.log_problems == (), "a worker's log showed errors or tracebacks"
 

@@ -1,5 +1,6 @@
 """A broker with `[broker] workers = 2` (README, "Worker processes"): real worker processes under
-the supervisor, on one PostgreSQL store, driven by pika, aio-pika and kombu.
+the supervisor, on one store (each test on SQLite and on PostgreSQL where both apply), driven by
+pika, aio-pika and kombu.
 
 Every connection to a virtual host is served by the worker that owns it, whichever worker
 accepted it: shown by behaviour that only one process can give (an exclusive queue is locked
@@ -8,7 +9,10 @@ connection), and by the log, where each line names its worker."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
+import json
 import os
 import re
 import signal
@@ -71,14 +75,25 @@ class Workers:
         return pids
 
 
-def _start_workers(workdir: Path, postgres_dsn: str, tls: dict[str, str] | None = None) -> Workers:
-    """Two workers on a fresh PostgreSQL database with the virtual hosts of VHOSTS, where guest
-    may do anything (added on the store before the broker starts); with `tls`, an amqps
-    listener too, with those settings."""
-    environment = {
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_environment(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The configuration of a fresh store of either kind: SQLite in the data directory, or a
+    PostgreSQL database of the test's own."""
+    if request.param == "sqlite":
+        return {"BATONMQ__PERSIST__STORE": "sqlite"}
+    return {
         "BATONMQ__PERSIST__STORE": "postgres",
-        "BATONMQ__PERSIST__POSTGRES__DSN": postgres_dsn,
+        "BATONMQ__PERSIST__POSTGRES__DSN": request.getfixturevalue("postgres_dsn"),
     }
+
+
+def _start_workers(
+    workdir: Path, store_environment: dict[str, str], tls: dict[str, str] | None = None
+) -> Workers:
+    """Two workers on a fresh store with the virtual hosts of VHOSTS, where guest may do
+    anything (added on the store before the broker starts); with `tls`, an amqps listener
+    too, with those settings."""
+    environment = dict(store_environment)
     (workdir / "data").mkdir()
     for vhost in ALL_VHOSTS:
         if vhost == "/":
@@ -97,8 +112,8 @@ def _start_workers(workdir: Path, postgres_dsn: str, tls: dict[str, str] | None 
 
 
 @pytest.fixture
-def workers(tmp_path: Path, postgres_dsn: str) -> Iterator[Workers]:
-    started = _start_workers(tmp_path, postgres_dsn)
+def workers(tmp_path: Path, store_environment: dict[str, str]) -> Iterator[Workers]:
+    started = _start_workers(tmp_path, store_environment)
     try:
         yield started
     finally:
@@ -114,7 +129,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> tuple[TestCA, KeyPair, KeyP
 
 @pytest.fixture
 def tls_workers(
-    tmp_path: Path, postgres_dsn: str, pki: tuple[TestCA, KeyPair, KeyPair]
+    tmp_path: Path, store_environment: dict[str, str], pki: tuple[TestCA, KeyPair, KeyPair]
 ) -> Iterator[Workers]:
     """`workers` with an amqps listener that asks for client certificates and offers EXTERNAL."""
     ca, server, _guest = pki
@@ -125,7 +140,7 @@ def tls_workers(
         "BATONMQ__LISTENERS__AMQPS__VERIFY": "required",
         "BATONMQ__LISTENERS__AMQPS__MECHANISMS": "PLAIN EXTERNAL",
     }
-    started = _start_workers(tmp_path, postgres_dsn, tls)
+    started = _start_workers(tmp_path, store_environment, tls)
     try:
         yield started
     finally:
@@ -257,6 +272,7 @@ def test_refused_logins_and_virtual_hosts_are_refused_as_by_one_process(
                 connect(workers.broker, vhost=missing)
 
 
+@pytest.mark.parametrize("store_environment", ["postgres"], indirect=True)
 def test_a_user_added_on_the_store_can_log_in_on_every_worker(workers: Workers) -> None:
     """Users and permissions are the store's, shared by the workers; each keeps its copy in
     line as the members of an HA cluster do (GlassFish MQ Technical Overview, Table 4-1: the
@@ -420,3 +436,225 @@ def test_a_worker_that_cannot_start_stops_the_broker(tmp_path: Path) -> None:
     assert "cannot open the store" in output
     assert "cannot start: worker" in output
     assert not (tmp_path / "data" / "batonmq.pid").exists()
+
+
+# -- SQLite: one file the workers share, with the number of workers changing between runs ------
+
+SQLITE = {"BATONMQ__PERSIST__STORE": "sqlite"}
+#: The stream of the runs below, in a virtual host of worker 1 (its directory moves between
+#: data/streams and data/worker-1/streams as the number of workers changes).
+STREAM_VHOST = VHOSTS[1][0]
+
+
+def _start_sqlite(workdir: Path, count: int) -> Workers:
+    environment = {**SQLITE, "BATONMQ__BROKER__WORKERS": str(count)}
+    broker = start_broker(workdir, environment=environment)
+    wait_until(lambda: 'msg="broker started"' in broker.log(), "the broker to serve")
+    return Workers(broker, environment)
+
+
+def _kill_everything(workers: Workers, count: int) -> None:
+    """SIGKILL of the `batonmq` process and of every worker, as a power cut ends them all."""
+    pids = list(workers.pids().values()) if count > 1 else []
+    workers.broker.kill()
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    for pid in pids:
+        wait_until(functools.partial(_gone, pid), f"worker pid {pid} to end")
+
+
+def _gone(pid: int) -> bool:
+    """Ended: no process, or a zombie that nobody reaped (its files are closed)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        return True
+    return state == "Z"
+
+
+def _publish(broker: RunningBroker, vhost: str, queue: str, bodies: list[bytes]) -> None:
+    with confirming_channel(dataclasses.replace(broker, vhost=vhost)) as channel:
+        channel.queue_declare(queue, durable=True)
+        for body in bodies:
+            channel.basic_publish("", queue, body, pika.BasicProperties(delivery_mode=2))
+
+
+def _get(broker: RunningBroker, vhost: str, queue: str, count: int | None) -> list[bytes]:
+    """The bodies of the next `count` messages (None: all there are), each acknowledged."""
+    with connect(broker, vhost=vhost) as connection:
+        channel = connection.channel()
+        channel.queue_declare(queue, durable=True)
+        got = []
+        while count is None or len(got) < count:
+            method, _properties, body = channel.basic_get(queue)
+            if method is None:
+                break
+            channel.basic_ack(method.delivery_tag)
+            got.append(body)
+        return got
+
+
+def _append_to_stream(broker: RunningBroker, bodies: list[bytes]) -> None:
+    with confirming_channel(dataclasses.replace(broker, vhost=STREAM_VHOST)) as channel:
+        channel.queue_declare("log", durable=True, arguments={"x-queue-type": "stream"})
+        for body in bodies:
+            channel.basic_publish("", "log", body)
+
+
+def _read_stream(broker: RunningBroker, count: int) -> list[bytes]:
+    with connect(broker, vhost=STREAM_VHOST) as connection:
+        channel = connection.channel()
+        channel.basic_qos(prefetch_count=50)
+        got: list[bytes] = []
+        for method, _properties, body in channel.consume(
+            "log", arguments={"x-stream-offset": "first"}, inactivity_timeout=2
+        ):
+            if method is None:
+                break
+            channel.basic_ack(method.delivery_tag)
+            got.append(body)
+            if len(got) == count:
+                break
+        channel.cancel()
+        return got
+
+
+def test_the_number_of_workers_changes_between_clean_and_killed_runs_and_nothing_is_lost(
+    tmp_path: Path,
+) -> None:
+    """Confirms' promise (RabbitMQ, "Consumer Acknowledgements and Publisher Confirms": a
+    confirmed persistent message routed to a durable queue has been persisted) across SIGKILL
+    of the whole broker and across changes of `broker.workers` between runs on one SQLite
+    store (made by one process: no migration): every confirmed message is consumed once, in
+    publish order within its queue, and every record of a stream is read back, whether its
+    virtual host moved between workers or not."""
+    runs = [(1, "stop"), (2, "kill"), (2, "kill"), (1, "kill"), (2, "stop"), (1, "stop")]
+    waiting: dict[str, list[bytes]] = {vhost: [] for vhost in ALL_VHOSTS}
+    stream: list[bytes] = []
+    (tmp_path / "data").mkdir()
+    for vhost in ALL_VHOSTS:
+        if vhost != "/":
+            for command in (
+                ("vhost", "add", vhost),
+                ("permissions", "set", "guest", ".*", ".*", ".*", "--vhost", vhost),
+            ):
+                done = run_batonctl(tmp_path, *command, environment=SQLITE)
+                assert done.returncode == 0, done.stderr
+    for number, (count, end) in enumerate(runs):
+        workers = _start_sqlite(tmp_path, count)
+        for vhost in ALL_VHOSTS:
+            # What the previous runs confirmed comes first, then what this run adds.
+            assert _get(workers.broker, vhost, "kept", 3) == waiting[vhost][:3]
+            del waiting[vhost][:3]
+            bodies = [f"run{number}-{n}".encode() for n in range(10)]
+            _publish(workers.broker, vhost, "kept", bodies)
+            waiting[vhost] += bodies
+        records = [f"record{number}-{n}".encode() for n in range(5)]
+        _append_to_stream(workers.broker, records)
+        stream += records
+        if end == "kill":
+            _kill_everything(workers, count)
+        else:
+            workers.broker.stop()
+            assert workers.broker.wait() == 0
+
+    final = _start_sqlite(tmp_path, 2)
+    try:
+        for vhost in ALL_VHOSTS:
+            assert _get(final.broker, vhost, "kept", None) == waiting[vhost]
+        assert _read_stream(final.broker, len(stream)) == stream
+        assert 'msg="virtual hosts moved to their owners"' in final.broker.log()
+        data = tmp_path / "data"
+        assert sorted(path.name for path in data.glob("batonmq.sqlite3-appends*")) == [
+            "batonmq.sqlite3-appends",  # the last one-process run's, empty
+            "batonmq.sqlite3-appends-w0",
+            "batonmq.sqlite3-appends-w1",
+        ]
+    finally:
+        final.broker.stop()
+
+
+def test_a_second_broker_on_the_same_sqlite_store_is_refused(tmp_path: Path) -> None:
+    """One broker per store, as with one process ("is locked by another running broker"),
+    whatever the number of workers of either: the supervisor holds the lock for its workers."""
+    workers = _start_sqlite(tmp_path, 2)
+    try:
+        for count in (1, 2):
+            output = failed_start(tmp_path, {**SQLITE, "BATONMQ__BROKER__WORKERS": str(count)})
+            assert "is locked by another running broker" in output
+            assert f"(pid {workers.broker.process.pid if workers.broker.process else 0})" in output
+        connect(workers.broker).close()  # still serving
+    finally:
+        workers.broker.stop()
+
+
+def test_a_user_added_on_the_stopped_sqlite_store_logs_in_on_every_worker(
+    tmp_path: Path,
+) -> None:
+    """`batonctl user add` and `permissions set` on the stopped store (SQLite's only path
+    for them while the management API is off with workers): the workers share the one
+    catalogue, so the user logs in on a virtual host of each."""
+    first = _start_sqlite(tmp_path, 2)
+    first.broker.stop()
+    for command in (
+        ("user", "add", "alice", "--password", "pw"),
+        ("vhost", "add", VHOSTS[1][0]),
+        ("permissions", "set", "alice", ".*", ".*", ".*", "--vhost", VHOSTS[0][0]),
+        ("permissions", "set", "alice", ".*", ".*", ".*", "--vhost", VHOSTS[1][0]),
+    ):
+        done = run_batonctl(tmp_path, *command, environment=SQLITE)
+        assert done.returncode == 0, done.stderr
+    again = _start_sqlite(tmp_path, 2)
+    try:
+        for owned in VHOSTS.values():
+            for _ in range(ATTEMPTS):
+                connect(again.broker, "alice", "pw", owned[0]).close()
+        opened = {vhost for vhost, _worker in _opened_by_worker(again.broker.log())}
+        assert opened >= {VHOSTS[0][0], VHOSTS[1][0]}
+    finally:
+        again.broker.stop()
+
+
+@pytest.mark.parametrize("store_environment", ["sqlite"], indirect=True)
+def test_db_stats_and_backup_count_every_workers_log_while_the_broker_runs(
+    workers: Workers, tmp_path: Path
+) -> None:
+    """`batonctl db stats` and `db backup` "work while a broker runs" (their help): with
+    workers, what each worker confirmed may still be only in its own append log, and both
+    read every log as of one moment."""
+    for owner, count in ((0, 30), (1, 20)):
+        bodies = [b"m%d" % n for n in range(count)]
+        _publish(workers.broker, VHOSTS[owner][0], "counted", bodies)
+    logs = sorted(path.name for path in tmp_path.glob("data/batonmq.sqlite3-appends-w*"))
+    assert logs == ["batonmq.sqlite3-appends-w0", "batonmq.sqlite3-appends-w1"]
+
+    done = run_batonctl(tmp_path, "db", "stats", "--json", environment=SQLITE)
+    assert done.returncode == 0, done.stderr
+    stats = json.loads(done.stdout)
+    assert (stats["messages"], stats["entries"]) == (50, 50)
+
+    done = run_batonctl(tmp_path, "db", "backup", "--dir", str(tmp_path / "backup"))
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((tmp_path / "backup" / "manifest.json").read_text())
+    assert (manifest["messages"], manifest["entries"]) == (50, 50)
+
+
+@pytest.mark.parametrize("store_environment", ["sqlite"], indirect=True)
+def test_sigkill_of_the_batonmq_process_alone_ends_its_workers_too(
+    workers: Workers, tmp_path: Path
+) -> None:
+    """As a broker of one process: SIGKILL of the `batonmq` process ends the broker, workers
+    included (none is left holding the port and the store's lock), and a broker started again
+    on the data directory brings back every message confirmed before."""
+    _publish(workers.broker, VHOSTS[1][0], "kept", [b"m%d" % n for n in range(20)])
+    pids = list(workers.pids().values())
+    workers.broker.kill()
+    for pid in pids:
+        wait_until(functools.partial(_gone, pid), f"worker pid {pid} to end with the supervisor")
+
+    again = _start_sqlite(tmp_path, WORKERS)
+    try:
+        assert _get(again.broker, VHOSTS[1][0], "kept", None) == [b"m%d" % n for n in range(20)]
+    finally:
+        again.broker.stop()

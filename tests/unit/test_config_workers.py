@@ -57,16 +57,20 @@ def test_two_workers_on_postgresql(environ: dict[str, str]) -> None:
     assert postgres_schema(config) == "batonmq_s_batonmq"
 
 
+def test_two_workers_on_sqlite(environ: dict[str, str]) -> None:
+    """The workers share the SQLite file, each a member with an identity of its own."""
+    config = load_config(
+        environ=environ,
+        overrides={"broker.workers": 2, "persist.store": "sqlite", "listeners.http.enabled": False},
+    )
+
+    assert config.workers == 2
+    assert [store_broker_id(config, worker) for worker in (0, 1)] == ["batonmqw0", "batonmqw1"]
+
+
 @pytest.mark.parametrize(
     ("overrides", "key", "problem"),
     [
-        (
-            {"persist.store": "sqlite"},
-            "persist.store",
-            'must be "postgres" when broker.workers is more than 1: the workers share one '
-            "catalogue of users, virtual hosts and permissions, which only a PostgreSQL store "
-            "holds for several processes",
-        ),
         (
             {"cluster.ha": True, "cluster.clusterid": "c1", "cluster.brokerid": "b1"},
             "cluster.ha",

@@ -26,13 +26,13 @@ from batonmq.engine.apibase import ApiError
 from batonmq.engine.broker import Broker
 from batonmq.engine.catalogue import apply_catalogue, catalogue_changes
 from batonmq.store.base import StoreError
-from batonmq.store.members import SharedStore
+from batonmq.store.members import CatalogueSource
 
 log = logging.getLogger(__name__)
 
 
 class CatalogueSync:
-    def __init__(self, broker: Broker, store: SharedStore, interval: float) -> None:
+    def __init__(self, broker: Broker, store: CatalogueSource, interval: float) -> None:
         """`interval`: seconds between two readings of the version."""
         self.broker = broker
         self.store = store

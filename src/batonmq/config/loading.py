@@ -414,14 +414,6 @@ def _check_workers(config: Config, values: Mapping[str, _Value]) -> None:
     if config.workers == 1:
         return
     source = _source(values, "broker.workers")
-    if config.persist.store != "postgres":
-        raise ConfigError(
-            'must be "postgres" when broker.workers is more than 1: the workers share one '
-            "catalogue of users, virtual hosts and permissions, which only a PostgreSQL store "
-            "holds for several processes",
-            source=source,
-            key="persist.store",
-        )
     if config.cluster.ha:
         raise ConfigError(
             "must be false when broker.workers is more than 1: the workers of an HA member are "

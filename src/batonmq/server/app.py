@@ -52,7 +52,7 @@ from batonmq.server.control import Administration
 from batonmq.server.handoff import Origin
 from batonmq.server.listeners import Listener, ListenError, Listening, configured_listeners
 from batonmq.server.pidfile import remove_pid_file, write_pid_file
-from batonmq.server.placement import WorkerSeat
+from batonmq.server.placement import WorkerSeat, store_placement
 from batonmq.server.protocol import AMQPProtocol
 from batonmq.server.relay import Relay
 from batonmq.server.worker import WorkerDuties
@@ -62,6 +62,7 @@ from batonmq.store.configured import (
     configured_stream_tables,
     waits_for_no_standby,
 )
+from batonmq.store.placement import streams_root
 
 if TYPE_CHECKING:
     from batonmq.cluster.member import ClusterMember
@@ -87,8 +88,11 @@ class BrokerServer:
                 dataclasses.replace(listener, sockets=tuple(seat.listening[listener.name]))
                 for listener in self.listeners
             ]
-        store = configured_store(config, None if seat is None else seat.index)
-        data_dir = config.data_dir if seat is None else config.data_dir / f"worker-{seat.index}"
+        store = (
+            configured_store(config, placement=store_placement(config))
+            if seat is None
+            else configured_store(config, seat.index, held_lock=seat.store_lock)
+        )
         self.broker = Broker(
             BrokerSettings(
                 name=config.broker_name,
@@ -105,7 +109,7 @@ class BrokerServer:
                 max_messages=config.limits.max_messages,
                 max_bytes=config.limits.max_bytes,
                 autocreate=AutocreatePolicy.from_config(config.autocreate),
-                streams_dir=data_dir / "streams",
+                streams_dir=streams_root(config.data_dir, None if seat is None else seat.index),
                 stream_tables=configured_stream_tables(store),
             ),
             store,

@@ -6,8 +6,10 @@ so a queue, its publishers and its consumers always share one process and no mes
 between processes. The owner of a virtual host is a stable hash of its name: CRC-32 of its
 UTF-8 bytes, modulo the number of workers. It is the same in every worker, at every restart
 and in every Python release (unlike `hash`, which is salted per process). So changing
-`broker.workers` moves virtual hosts to other workers, whose store identity differs: until the
-map is kept in the store, the count is to be changed on a drained broker only.
+`broker.workers` moves virtual hosts to other workers, whose store identity differs. On the
+SQLite store the broker moves their rows to the new owners as it starts
+(`batonmq.store.placement`); on PostgreSQL, until the map is kept in the store, the count is to
+be changed on a drained broker only.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ from __future__ import annotations
 import socket
 import zlib
 from dataclasses import dataclass
+from functools import partial
+
+from batonmq.config import Config
+from batonmq.store.placement import Placement
 
 
 def owner_of(vhost: str, workers: int) -> int:
@@ -40,6 +46,8 @@ class WorkerSeat:
     ready: int
     #: Each worker's control inbox (`batonmq.server.siblings`), by index, as `inboxes`.
     controls: list[tuple[socket.socket, socket.socket]]
+    #: The SQLite store's lock, which the supervisor holds for every worker (None: PostgreSQL).
+    store_lock: int | None = None
 
     def owns(self, vhost: str) -> bool:
         return owner_of(vhost, self.count) == self.index
@@ -61,3 +69,13 @@ def inbox_pairs(workers: int) -> list[tuple[socket.socket, socket.socket]]:
         for end in ends:
             end.setblocking(False)  # the flag is the open file's: every worker's too
     return pairs
+
+
+def store_placement(config: Config) -> Placement:
+    """The owner of each virtual host's rows when the broker starts with `config`."""
+    return Placement(
+        config.broker_name,
+        config.workers,
+        partial(owner_of, workers=config.workers),
+        config.data_dir,
+    )

@@ -2,8 +2,12 @@
 listener's sockets once, starts that many worker processes on them, and keeps them running.
 
 Each worker is the broker of one process (`batonmq.server.app`) on the inherited listening
-sockets, with a store identity of its own (the broker's and "w<index>"): its own lease, fencing
-epoch and rows in the PostgreSQL store the workers share. Every worker accepts connections; a
+sockets, with a store identity of its own (the broker's and "w<index>") and its rows in the
+store the workers share: in PostgreSQL with its own lease and fencing epoch; in SQLite's one
+file with its own append log, under the store's lock, which the supervisor takes before it
+binds anything and holds for them all (the workers inherit it), after it replayed every append
+log and gave each virtual host's rows to its owner (`batonmq.store.placement`). Every worker
+accepts connections; a
 connection goes on in the worker that owns its virtual host (`batonmq.server.placement`),
 handed there at connection.open when another accepted it (`batonmq.server.handoff`).
 
@@ -24,12 +28,17 @@ The supervisor holds the pid file, and:
   why), or if another process took a worker's store identity over (exit status 3, as a broker
   of one process that is fenced).
 
+Its workers end with it, however it ends: the kernel kills each when the supervisor is gone
+(`_end_with`), so a SIGKILL of the `batonmq` process ends the broker as it ends a broker of one
+process.
+
 The supervisor runs no event loop and no thread, so that forking a worker from it is safe.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import select
@@ -42,8 +51,9 @@ from typing import Final
 from batonmq.config import Config, ConfigError
 from batonmq.server.listeners import configured_listeners, listening_sockets
 from batonmq.server.pidfile import remove_pid_file, write_pid_file
-from batonmq.server.placement import WorkerSeat, inbox_pairs
+from batonmq.server.placement import WorkerSeat, inbox_pairs, store_placement
 from batonmq.server.siblings import tell_siblings
+from batonmq.store.base import StoreError, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +67,8 @@ STABLE_AFTER: Final = 60.0
 #: not imported, so that the supervisor does not load the server).
 _EXIT_FENCED: Final = 3
 _SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)
+#: prctl(2): the signal the calling process gets when its parent ends.
+_PR_SET_PDEATHSIG: Final = 1
 
 
 @dataclass(slots=True)
@@ -74,13 +86,18 @@ class _Worker:
 def supervise(config: Config) -> int:
     """Run the broker's workers until SIGTERM or SIGINT; the exit status."""
     try:
-        listening = {
-            listener.name: listening_sockets(listener.bind, listener.port)
-            for listener in configured_listeners(config)
-        }
+        listeners = configured_listeners(config)  # checked first, as by a broker of one process
+        store_lock = _prepare_store(config)
     except ConfigError as error:
         log.error("cannot start: %s", error)
         return 1
+    except StoreError as error:
+        log.error("cannot open the store: %s", error)
+        return 1
+    try:
+        listening = {
+            listener.name: listening_sockets(listener.bind, listener.port) for listener in listeners
+        }
     except OSError as error:
         amqp = config.listeners.amqp
         log.error("cannot listen on %s:%s: %s", amqp.bind, amqp.port, error.strerror or error)
@@ -92,9 +109,42 @@ def supervise(config: Config) -> int:
     inboxes, controls = inbox_pairs(config.workers), inbox_pairs(config.workers)
     pid_file = write_pid_file(config.data_dir)
     try:
-        return Supervisor(config, listening, inboxes, controls).run()
+        return Supervisor(config, listening, inboxes, controls, store_lock).run()
     finally:
         remove_pid_file(pid_file)
+
+
+def _prepare_store(config: Config) -> int | None:
+    """With the SQLite store, which the workers share: lock it for them all (a second broker
+    on the data directory is refused, as with one process; the workers inherit the lock), write
+    every append log a crash left to the database, and give each virtual host's rows to the
+    worker that owns it now (`batonmq.store.placement`). The lock's descriptor; None for
+    PostgreSQL, where each worker holds a lease of its own."""
+    if config.persist.store != "sqlite":
+        return None
+    from batonmq.store.configured import sqlite_path
+    from batonmq.store.sqlite import prepare_for_workers, take_lock
+
+    database = sqlite_path(config.data_dir)
+    try:
+        database.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreUnavailable(
+            f"cannot create the data directory {database.parent}: {exc.strerror}"
+        ) from exc
+    lock = take_lock(database)
+    try:
+        prepare_for_workers(
+            database,
+            broker_id=config.broker_name,
+            sync=config.persist.sync,
+            held_lock=lock,
+            placement=store_placement(config),
+        )
+    except BaseException:
+        os.close(lock)
+        raise
+    return lock
 
 
 class Supervisor:
@@ -104,12 +154,15 @@ class Supervisor:
         listening: dict[str, list[socket.socket]],
         inboxes: list[tuple[socket.socket, socket.socket]],
         controls: list[tuple[socket.socket, socket.socket]],
+        store_lock: int | None = None,
     ) -> None:
         """`inboxes` and `controls`: each worker's hand-off inbox and control inbox."""
         self.config = config
         self.listening = listening
         self.inboxes = inboxes
         self.controls = controls
+        #: The SQLite store's lock, held for the workers, which inherit it.
+        self.store_lock = store_lock
         self.workers: dict[int, _Worker] = {}
         #: When each worker that ended is to be started again, and its failures in a row, by
         #: index.
@@ -271,8 +324,10 @@ class Supervisor:
 
     def _start(self, index: int, failures: int) -> None:
         ready_read, ready_write = os.pipe()
+        supervisor = os.getpid()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the worker process, which exits in `_work`
+            _end_with(supervisor)
             os.close(ready_read)
             self._work(
                 WorkerSeat(
@@ -282,6 +337,7 @@ class Supervisor:
                     self.inboxes,
                     ready_write,
                     self.controls,
+                    self.store_lock,
                 )
             )
         os.close(ready_write)
@@ -332,6 +388,22 @@ def _management_sockets(config: Config) -> dict[str, list[socket.socket]] | None
             extra={"listener": "http"},
         )
         return None
+
+
+def _end_with(supervisor: int) -> None:
+    """In a worker just forked: have the kernel SIGKILL it when the supervisor ends, however
+    that ends (SIGKILL, the OOM killer). A worker without its supervisor would go on holding
+    the port, the SQLite store's lock or its PostgreSQL lease, with no one to restart its
+    siblings; so the whole broker ends, as a broker of one process does, and a new one
+    recovers from the store. Linux's PR_SET_PDEATHSIG; elsewhere the worker outlives it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    prctl = getattr(libc, "prctl", None)
+    if prctl is None:
+        return
+    if prctl(_PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+        log.warning("worker not tied to the supervisor: %s", os.strerror(ctypes.get_errno()))
+    elif os.getppid() != supervisor:
+        os._exit(1)  # it ended before the tie was made
 
 
 def _tag_log_records(worker: int) -> None:

@@ -25,6 +25,7 @@ from batonmq.server.handoff import Inbox, Origin
 from batonmq.server.placement import WorkerSeat
 from batonmq.server.protocol import AMQPProtocol
 from batonmq.server.siblings import SiblingLink
+from batonmq.store.members import CatalogueSource
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +59,8 @@ class WorkerDuties:
         self._adopting: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
-        from batonmq.store.postgres import PostgresStore
-
         store = self.broker.store
-        assert isinstance(store, PostgresStore)  # config checks
+        assert isinstance(store, CatalogueSource)  # either store the workers can share
         cluster = self.config.cluster
         self.catalogue = CatalogueSync(
             self.broker, store, min(cluster.heartbeat.interval, cluster.monitor.interval)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import glob
 import marshal
 import os
 import struct
@@ -71,9 +72,26 @@ QueueKey: TypeAlias = tuple[str, str]
 EntryKey: TypeAlias = tuple[str, str, int]
 
 
-def appends_path(database: Path) -> Path:
-    """The append log of the database file `database`, beside it (as SQLite's -wal is)."""
-    return database.with_name(database.name + "-appends")
+def appends_path(database: Path, worker: int | None = None) -> Path:
+    """The append log of the database file `database`, beside it (as SQLite's -wal is): the
+    broker's one process's, or worker `worker`'s ("-appends-w<k>": the workers share the file,
+    each with a log of its own)."""
+    return database.with_name(
+        database.name + "-appends" + ("" if worker is None else f"-w{worker}")
+    )
+
+
+def appends_paths(database: Path) -> dict[int | None, Path]:
+    """Every append log of `database` there is, by worker (None: the one process's)."""
+    found: dict[int | None, Path] = {}
+    one = appends_path(database)
+    if one.exists():
+        found[None] = one
+    for path in database.parent.glob(f"{glob.escape(one.name)}-w*"):
+        index = path.name.removeprefix(f"{one.name}-w")
+        if index.isdigit():
+            found[int(index)] = path
+    return found
 
 
 def holds_only_entries(batch: WriteBatch) -> bool:
@@ -319,20 +337,30 @@ class AppendLog:
 
 
 @contextlib.contextmanager
-def held_still(database: Path) -> Iterator[Pending]:
-    """What the append log of `database` holds, for a reader in another process (an online
-    backup, `db stats`). The writer's checkpoints wait until the block ends, so the database as
-    read inside the block and the log are of one moment: every batch appended before the log
-    was read, and none after."""
-    path = appends_path(database)
-    try:
-        file = open(path, "rb")  # noqa: SIM115 - closed below, which releases the lock
-    except FileNotFoundError:
-        yield Pending()
-        return
-    with file:
-        fcntl.flock(file, fcntl.LOCK_SH)
-        yield _pending(file.read(), path)
+def held_still(database: Path) -> Iterator[dict[int | None, Pending]]:
+    """What every append log of `database` holds, by worker (None: the one process's), for a
+    reader in another process (an online backup, `db stats`). The writers' checkpoints wait
+    until the block ends, so the database as read inside the block and the logs are of one
+    moment: every batch appended before a log was read, and none after."""
+    with contextlib.ExitStack() as held:
+        logs = {}
+        for worker, path in sorted(appends_paths(database).items(), key=_worker_order):
+            try:
+                file = held.enter_context(open(path, "rb"))
+            except FileNotFoundError:
+                continue  # replayed and removed meanwhile
+            fcntl.flock(file, fcntl.LOCK_SH)
+            logs[worker] = _pending(file.read(), path)
+        yield logs
+
+
+def read_log(path: Path) -> Pending:
+    """What the append log at `path` holds (its owner not running)."""
+    return _pending(path.read_bytes(), path)
+
+
+def _worker_order(item: tuple[int | None, Path]) -> int:
+    return -1 if item[0] is None else item[0]
 
 
 def _pending(data: bytes, path: Path) -> Pending:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Final
 from batonmq.config import Config
 from batonmq.config.durability import parse_durability
 from batonmq.store.base import Store
+from batonmq.store.placement import Placement, worker_id
 
 if TYPE_CHECKING:
     from batonmq.queues.streams.storage import StreamTables
@@ -43,12 +44,20 @@ def store_broker_id(config: Config, worker: int | None = None) -> str:
     that and "w<worker>" for a worker of a broker with broker.workers above 1 (each worker a
     member of the store, with a lease and a fencing epoch of its own)."""
     broker_id = config.cluster.brokerid if config.cluster.ha else config.broker_name
-    return broker_id if worker is None else f"{broker_id}w{worker}"
+    return broker_id if worker is None else worker_id(broker_id, worker)
 
 
-def configured_store(config: Config, worker: int | None = None) -> Store:
+def configured_store(
+    config: Config,
+    worker: int | None = None,
+    *,
+    held_lock: int | None = None,
+    placement: Placement | None = None,
+) -> Store:
     """`worker`: the index of the worker process this store is for (None: the broker has one
-    process)."""
+    process). For the SQLite store: `held_lock`, the store's lock as a worker inherited it
+    from the supervisor; `placement`, for a broker of one process that starts on it (see
+    `batonmq.store.sqlite.SQLiteStore`)."""
     persist = config.persist
     if persist.store == "postgres":
         from batonmq.store.postgres import LEASE_SECONDS, PostgresStore
@@ -69,7 +78,12 @@ def configured_store(config: Config, worker: int | None = None) -> Store:
     from batonmq.store.sqlite import SQLiteStore
 
     return SQLiteStore(
-        sqlite_path(config.data_dir), broker_id=config.broker_name, sync=persist.sync
+        sqlite_path(config.data_dir),
+        broker_id=store_broker_id(config, worker),
+        sync=persist.sync,
+        worker=worker,
+        held_lock=held_lock,
+        placement=placement,
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Final, Protocol
+from typing import Final, Protocol, runtime_checkable
 
 from batonmq.security.permissions import UserPermission
 from batonmq.store.base import (
@@ -19,6 +19,7 @@ from batonmq.store.base import (
     StoredExchange,
     StoredQueue,
     StoredUser,
+    WriteBatch,
 )
 
 #: How far after a queue's next sequence the entries taken over into it start: a live queue
@@ -132,11 +133,48 @@ class Catalogue:
 CatalogueChanged = Callable[[int, str | None], None]
 
 
-class SharedStore(Protocol):
-    """The store of an HA cluster's member."""
+def changes_catalogue(batch: WriteBatch) -> bool:
+    """Whether `batch` changes the catalogue (and so its version)."""
+    return bool(
+        batch.users_put
+        or batch.users_deleted
+        or batch.permissions_put
+        or batch.permissions_deleted
+        or batch.vhosts_put
+        or batch.vhosts_deleted
+    )
+
+
+@runtime_checkable
+class CatalogueSource(Protocol):
+    """A store whose catalogue several processes share and keep their copies of in line
+    (`batonmq.cluster.catalogue`): an HA cluster's PostgreSQL store, or the store of a broker
+    with several worker processes (PostgreSQL or SQLite)."""
 
     @property
     def broker_id(self) -> str: ...
+
+    @property
+    def catalogue_writes(self) -> int:
+        """How many commits that change the catalogue this store has been handed: a snapshot
+        read while it did not change is not older than anything applied to memory since."""
+        ...
+
+    async def catalogue(self) -> Catalogue:
+        """The catalogue as one snapshot, after the writes called before."""
+        ...
+
+    def watch_catalogue(
+        self, on_change: CatalogueChanged, interval: float
+    ) -> Callable[[], Coroutine[object, object, None]]:
+        """The watch of the catalogue's changes, to run as a task until cancelled: it tells
+        `on_change` of the version it reads every `interval` seconds, and of every member's
+        commit that changes it as soon as the store can tell (PostgreSQL's notifications)."""
+        ...
+
+
+class SharedStore(CatalogueSource, Protocol):
+    """The store of an HA cluster's member."""
 
     async def register(
         self, address: str, heartbeat_address: str, version: str, settings: str
@@ -175,22 +213,3 @@ class SharedStore(Protocol):
     async def read_entries(
         self, vhost: str, queue: str, after_sequence: int, limit: int, priority: int | None = None
     ) -> PageRead: ...
-
-    @property
-    def catalogue_writes(self) -> int:
-        """How many commits that change the catalogue this store has been handed: a snapshot
-        read while it did not change is not older than anything applied to memory since."""
-        ...
-
-    async def catalogue(self) -> Catalogue:
-        """The catalogue as one snapshot, after the writes called before."""
-        ...
-
-    def watch_catalogue(
-        self, on_change: CatalogueChanged, interval: float
-    ) -> Callable[[], Coroutine[object, object, None]]:
-        """The watch of the catalogue's changes, to run as a task until cancelled: it tells
-        `on_change` of every member's commit that changes it, as PostgreSQL notifies it, and of
-        the version it reads every `interval` seconds (a notification lost with a connection
-        is caught by that)."""
-        ...

@@ -22,11 +22,13 @@ from typing import Final, TypeAlias
 
 import asyncpg
 
-from batonmq.store.base import StoreError, WriteBatch
-from batonmq.store.members import CatalogueChanged
+from batonmq.store.base import StoreError
+from batonmq.store.members import CatalogueChanged, changes_catalogue
 from batonmq.store.pgerrors import DATABASE_ERRORS
 
 log = logging.getLogger(__name__)
+
+__all__ = ["CatalogueWatch", "announce", "changes_catalogue", "channel", "notice", "parse_notice"]
 
 _Connection: TypeAlias = (
     "asyncpg.Connection[asyncpg.Record] | asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
@@ -65,17 +67,6 @@ async def announce(
     version: int = await connection.fetchval(sql["catalogue_bump"])
     await connection.execute(sql["catalogue_notify"], channel(schema), notice(version, writer))
     return version
-
-
-def changes_catalogue(batch: WriteBatch) -> bool:
-    return bool(
-        batch.users_put
-        or batch.users_deleted
-        or batch.permissions_put
-        or batch.permissions_deleted
-        or batch.vhosts_put
-        or batch.vhosts_deleted
-    )
 
 
 def notice(version: int, writer: str) -> str:

@@ -18,6 +18,15 @@ Why it is built this way:
 - The lock is an `flock` on `<file>.lock`, not SQLite's own locking: SQLite lets two processes
   write one file in turn, but two brokers recovering and committing the same queues would corrupt
   each other's view. The lock file names the holder's pid for the error an operator reads.
+- The worker processes of one broker (`broker.workers` above 1) share the file: the supervisor
+  holds the lock for them (`held_lock`), each worker is a member with an identity of its own
+  (`<broker>w<k>`) whose rows it alone writes, and appends to a log of its own
+  (`<file>-appends-w<k>`), so that group commits never wait for one another; the workers meet on
+  SQLite's write lock only at checkpoints and declarations (BEGIN IMMEDIATE, `busy_timeout`).
+  Before they start, and at the open of a broker of one process, every log is replayed and each
+  virtual host's rows go to the identity that owns it now (`placement`,
+  `batonmq.store.placement`). The catalogue is the file's, shared; its version, bumped by each
+  commit that changes it, is what the workers poll (`watch_catalogue`).
 - No `PRAGMA quick_check` at open: it reads the whole file, minutes for a large backlog. SQLite
   reports damage on the pages it reads (SQLITE_CORRUPT, raised as StoreCorrupt); `restore` does
   check the backup it is about to install.
@@ -40,11 +49,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import logging
 import os
 import shutil
 import socket
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import partial
@@ -58,8 +68,10 @@ from batonmq.store.appendlog import (
     AppendLog,
     Pending,
     appends_path,
+    appends_paths,
     held_still,
     holds_only_entries,
+    read_log,
 )
 from batonmq.store.backup import checked_manifest, make_empty_directory, write_manifest
 from batonmq.store.base import (
@@ -82,6 +94,8 @@ from batonmq.store.base import (
 )
 from batonmq.store.dialect import SQLITE
 from batonmq.store.integrity import checked_entry, checksum, report_quarantined
+from batonmq.store.members import Catalogue, CatalogueChanged, changes_catalogue
+from batonmq.store.placement import Placement, place_rows, place_streams, worker_id, worker_index
 from batonmq.store.plan import (
     RECOVERY_READS,
     STORE_WIDE_READS,
@@ -96,6 +110,7 @@ from batonmq.store.plan import (
 )
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 #: The file a backup directory holds, next to its manifest.json.
 BACKUP_FILE: Final = "batonmq.sqlite3"
@@ -142,6 +157,15 @@ _DELETE_CANDIDATE_ORPHANS: Final = _PLAN.render(
     "DELETE FROM {s}.messages AS m WHERE m.broker_id = $1"
     " AND m.id IN (SELECT id FROM {candidates}) AND {orphans}"
 )
+#: The catalogue's version (users, virtual hosts, permissions): bumped by every commit that
+#: changes it, and read by the workers that share the file (`watch_catalogue`).
+_CATALOGUE_BUMP: Final = (
+    "INSERT INTO meta (key, value) VALUES ('catalogue_version', '1') ON CONFLICT (key)"
+    " DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)"
+)
+_CATALOGUE_VERSION: Final = (
+    "SELECT COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'catalogue_version'), 0)"
+)
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -174,10 +198,31 @@ def _is_corruption(exc: BaseException) -> bool:
 class SQLiteStore:
     """`Store` on one SQLite file; see the module docstring for the choices made."""
 
-    def __init__(self, path: Path, *, broker_id: str, sync: bool = True) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        broker_id: str,
+        sync: bool = True,
+        worker: int | None = None,
+        held_lock: int | None = None,
+        placement: Placement | None = None,
+    ) -> None:
+        """`worker`: the index of the worker process of a broker with several that the store is
+        for (`broker_id` is then its identity, `batonmq.store.placement.worker_id`), which
+        appends to a log of its own. `held_lock`: the lock file's descriptor, locked by this
+        process already (a worker's, inherited from the supervisor, which holds the lock for
+        them all): an open with the lock takes it as held and leaves it at close.
+        `placement`: for a broker that starts on the store (its one process, or the supervisor
+        of its workers): an open with the lock gives each virtual host's rows to its owner."""
         self._path = path
         self._broker_id = broker_id
         self._sync = sync
+        self._worker = worker
+        self._held_lock = held_lock
+        self._placement = placement
+        #: Commits handed to the store that change the catalogue (`catalogue_writes`).
+        self._catalogue_writes = 0
         self._executor: ThreadPoolExecutor | None = None
         # Touched only on the executor's thread, from open to close.
         self._conn: sqlite3.Connection | None = None
@@ -197,6 +242,10 @@ class SQLiteStore:
     @property
     def kind(self) -> str:
         return "sqlite"
+
+    @property
+    def broker_id(self) -> str:
+        return self._broker_id
 
     @property
     def location(self) -> str:
@@ -236,6 +285,8 @@ class SQLiteStore:
         return await self._submit(self._recover_sync)
 
     async def commit(self, batch: WriteBatch) -> None:
+        if changes_catalogue(batch):
+            self._catalogue_writes += 1
         await self._submit(partial(self._commit_sync, batch))
 
     async def read_entries(
@@ -289,7 +340,45 @@ class SQLiteStore:
         """Never called: the lock file is held as long as this process lives, and no other
         broker can take the file over meanwhile."""
 
+    # -- the catalogue the workers of a broker share (`batonmq.cluster.catalogue`) -------------
+
+    @property
+    def catalogue_writes(self) -> int:
+        return self._catalogue_writes
+
+    async def catalogue(self) -> Catalogue:
+        """The users, virtual hosts and permissions, and the catalogue version, as one snapshot
+        (one read transaction), after the writes called before."""
+        return await self._submit(partial(self._read, _catalogue))
+
+    def watch_catalogue(
+        self, on_change: CatalogueChanged, interval: float
+    ) -> Callable[[], Coroutine[object, object, None]]:
+        """The catalogue's version read every `interval` seconds: SQLite has no notifications,
+        and the read is one row of a table that only catalogue changes write."""
+
+        async def watch() -> None:
+            while True:
+                try:
+                    version = await self._submit(partial(self._read, _catalogue_version))
+                except StoreError:
+                    pass  # the next round reads it again
+                else:
+                    on_change(version, None)
+                await asyncio.sleep(interval)
+
+        return watch
+
     # -- open and close, on the store's thread --------------------------------------------------
+
+    def open_and_close_here(self) -> None:
+        """Open the store with the lock, and close it, on the calling thread (with no executor:
+        for a process that must start no thread, see `prepare_for_workers`)."""
+        self._locked = True
+        try:
+            self._open_sync()
+        finally:
+            self._close_sync()
 
     def _open_sync(self) -> None:
         if self._locked:
@@ -302,11 +391,12 @@ class SQLiteStore:
                     ) from exc
             elif not self._path.exists():
                 raise StoreUnavailable(f"there is no store at {self._path}")
-            self._lock_fd = self._take_lock()
+            self._lock_fd = self._take_lock() if self._held_lock is None else None
         self._refuse_lost_store()
         if self._replace_lost and _holds_nothing(self._path):
-            # The log of the database that was lost: nothing to replay into a new one.
-            appends_path(self._path).unlink(missing_ok=True)
+            # The logs of the database that was lost: nothing to replay into a new one.
+            for path in appends_paths(self._path).values():
+                path.unlink(missing_ok=True)
         self._connect()
         self._open_appends()
 
@@ -346,26 +436,7 @@ class SQLiteStore:
             raise StoreUnavailable(f"cannot write {marker}: {exc.strerror}") from exc
 
     def _take_lock(self) -> int:
-        lock_path = f"{self._path}.lock"
-        try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except OSError as exc:
-            raise StoreUnavailable(
-                f"cannot open the lock file {lock_path}: {exc.strerror}"
-            ) from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            if isinstance(exc, BlockingIOError):
-                raise StoreLocked(
-                    f"{self._path} is locked by another running broker (pid {holder})"
-                ) from None
-            raise StoreUnavailable(f"cannot lock {lock_path}: {exc.strerror}") from exc
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        return fd
+        return take_lock(self._path)
 
     def _connect(self) -> None:
         # Without the lock the file is only read: opened read-only, so that it is never created.
@@ -436,15 +507,69 @@ class SQLiteStore:
 
     def _open_appends(self) -> None:
         """Open the append log beside the database, and write what a crash left in it to the
-        database before anything reads it."""
+        database before anything reads it; opened for anything but a worker, the workers' logs
+        too (no worker runs: the lock is held), then give each virtual host's rows to its
+        owner (`placement`)."""
         if not self._locked or self._schema_version != SCHEMA_VERSION:
             return
+        path = appends_path(self._path, self._worker)
         try:
-            self._appends = AppendLog(appends_path(self._path), sync=self._sync)
+            self._appends = AppendLog(path, sync=self._sync)
             self._appends.replay()
         except OSError as exc:
-            raise StoreUnavailable(f"cannot open {appends_path(self._path)}: {exc}") from exc
+            raise StoreUnavailable(f"cannot open {path}: {exc}") from exc
         self._checkpoint()
+        if self._worker is None:
+            self._replay_workers_logs()
+            if self._placement is not None:
+                self._place(self._placement)
+
+    def _replay_workers_logs(self) -> None:
+        """Write what each worker's append log holds to the database, as that worker's, and
+        remove the log: a replay after a crash between the two rewrites the same rows."""
+        for worker, path in appends_paths(self._path).items():
+            if worker is None:
+                continue
+            try:
+                pending = read_log(path)
+                if pending:
+                    self._write(pending.as_batch(), worker_id(self._broker_id, worker))
+                path.unlink()
+                _fsync_directory(path.parent)
+            except OSError as exc:
+                raise StoreUnavailable(f"cannot replay {path}: {exc}") from exc
+
+    def _place(self, placement: Placement) -> None:
+        """Each virtual host's rows and stream directories to the identity that owns it now
+        (`batonmq.store.placement`)."""
+        conn = self._writer()
+        unclean = {
+            broker_id
+            for (broker_id,) in conn.execute(
+                "SELECT broker_id FROM brokers WHERE state = 'running'"
+            )
+            if broker_id != self._broker_id
+        }
+        if self._unclean_stop:
+            unclean.add(self._broker_id)
+        moves = self._transaction(
+            "placement of the virtual hosts",
+            partial(place_rows, placement=placement, recovery=_SQL, unclean=unclean),
+            conn,
+        )
+        try:
+            streams = place_streams(placement)
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot move the stream directories: {exc}") from exc
+        if moves or streams:
+            log.info(
+                "virtual hosts moved to their owners",
+                extra={
+                    "vhosts": len({move.vhost for move in moves}),
+                    "streams": len(streams),
+                    "workers": placement.workers,
+                },
+            )
 
     def _checkpoint(self) -> None:
         """Write what the append log holds to the database, and empty the log."""
@@ -571,14 +696,19 @@ class SQLiteStore:
             self._checkpoint()
             self._write(batch)
 
-    def _write(self, batch: WriteBatch) -> None:
-        """`batch` in one database transaction."""
-        self._transaction("write", partial(self._apply, batch), self._writer())
+    def _write(self, batch: WriteBatch, broker_id: str | None = None) -> None:
+        """`batch` in one database transaction, as this store's identity or `broker_id`'s."""
+        self._transaction("write", partial(self._apply, batch, broker_id=broker_id), self._writer())
 
-    def _apply(self, batch: WriteBatch, conn: sqlite3.Connection) -> None:
+    def _apply(
+        self, batch: WriteBatch, conn: sqlite3.Connection, broker_id: str | None = None
+    ) -> None:
+        broker = self._broker_id if broker_id is None else broker_id
         checksums = [checksum(message) for message in batch.messages_put]
-        for statement, rows in _PLAN.write_steps(self._broker_id, batch, checksums):
+        for statement, rows in _PLAN.write_steps(broker, batch, checksums):
             conn.executemany(statement, rows)
+        if changes_catalogue(batch):
+            conn.execute(_CATALOGUE_BUMP)
         # Last, the messages no entry refers to any more, among those that lost one.
         for chunk in chunks(orphan_candidates(batch)):
             conn.execute(
@@ -586,7 +716,7 @@ class SQLiteStore:
                 f" {', '.join(['(?)'] * len(chunk))} ON CONFLICT DO NOTHING",
                 chunk,
             )
-        conn.execute(_DELETE_CANDIDATE_ORPHANS, (self._broker_id,))
+        conn.execute(_DELETE_CANDIDATE_ORPHANS, (broker,))
         conn.execute("DELETE FROM temp.gc_candidates")
 
     def _read_sync(
@@ -652,13 +782,34 @@ class SQLiteStore:
         self._checkpoint()
 
         def count(conn: sqlite3.Connection) -> StoreStats:
-            with held_still(self._path) as pending:
-                counts = _count_rows(conn, self._broker_id, pending)
+            with held_still(self._path) as logs:
+                totals = [0] * 7
+                for broker_id, pending in self._identities(conn, logs):
+                    counted = _count_rows(conn, broker_id, pending)
+                    totals = [total + part for total, part in zip(totals, counted, strict=True)]
             return StoreStats(
-                self.kind, self.location, self._schema_version, self._broker_id, *counts
+                self.kind, self.location, self._schema_version, self._broker_id, *totals
             )
 
         return self._read(count)
+
+    def _identities(
+        self, conn: sqlite3.Connection, logs: dict[int | None, Pending]
+    ) -> list[tuple[str, Pending]]:
+        """The store identities whose rows this store reads as its broker's, each with what its
+        append log holds (`logs`, by worker): a worker's own; for anything else, the broker's
+        one process's and every worker's (whatever number of workers it ran with)."""
+        if self._worker is not None:
+            return [(self._broker_id, logs.get(self._worker, Pending()))]
+        workers = {
+            index
+            for (broker_id,) in conn.execute("SELECT broker_id FROM brokers")
+            if (index := worker_index(self._broker_id, broker_id)) is not None
+        } | {worker for worker in logs if worker is not None}
+        return [(self._broker_id, logs.get(None, Pending()))] + [
+            (worker_id(self._broker_id, worker), logs.get(worker, Pending()))
+            for worker in sorted(workers)
+        ]
 
     def _backup_sync(self, directory: Path) -> None:
         self._reader()
@@ -676,22 +827,32 @@ class SQLiteStore:
             try:
                 target = sqlite3.connect(directory / BACKUP_FILE, isolation_level=None)
                 try:
-                    with held_still(self._path) as pending:
+                    with held_still(self._path) as logs:
                         source.execute("BEGIN")
                         source.execute("SELECT count(*) FROM meta").fetchone()
                     source.backup(target)
                     source.execute("COMMIT")
-                    if pending:
-                        target.execute(_GC_TABLE)
-                        self._transaction(
-                            "backup", partial(self._apply, pending.as_batch()), target
-                        )
+                    identities = self._identities(target, logs)
+                    target.execute(_GC_TABLE)
+                    for broker_id, pending in identities:
+                        if pending:
+                            self._transaction(
+                                "backup",
+                                partial(self._apply, pending.as_batch(), broker_id=broker_id),
+                                target,
+                            )
                     # One self-contained file, with no -wal beside it.
                     target.execute("PRAGMA journal_mode = DELETE")
                     version = target.execute(
                         "SELECT value FROM meta WHERE key = 'schema_version'"
                     ).fetchone()[0]
-                    counts = _count_rows(target, self._broker_id)
+                    counts = [
+                        sum(parts)
+                        for parts in zip(
+                            *(_count_rows(target, broker_id) for broker_id, _ in identities),
+                            strict=True,
+                        )
+                    ]
                 finally:
                     target.close()
             finally:
@@ -789,6 +950,54 @@ def read_entries_sql(priority: int | None) -> str:
         f" WHERE e.broker_id = ? AND e.vhost = ? AND e.queue = ?{level}"
         " AND e.sequence > ? ORDER BY e.sequence LIMIT ?"
     )
+
+
+def take_lock(database: Path) -> int:
+    """Lock the store at `database` for this process (the file `<database>.lock`, which names
+    the holder's pid); the lock file's descriptor, which holds the lock until it is closed (in
+    every process that inherited it too). StoreLocked if another process holds it."""
+    lock_path = f"{database}.lock"
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise StoreUnavailable(f"cannot open the lock file {lock_path}: {exc.strerror}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        if isinstance(exc, BlockingIOError):
+            raise StoreLocked(
+                f"{database} is locked by another running broker (pid {holder})"
+            ) from None
+        raise StoreUnavailable(f"cannot lock {lock_path}: {exc.strerror}") from exc
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def prepare_for_workers(
+    database: Path, *, broker_id: str, sync: bool, held_lock: int, placement: Placement
+) -> None:
+    """On this thread (the supervisor of a broker's workers, which runs no other): open the
+    store with the lock this process holds, write every append log a crash left to the
+    database, give each virtual host's rows to the worker that owns it now, and close it."""
+    store = SQLiteStore(
+        database, broker_id=broker_id, sync=sync, held_lock=held_lock, placement=placement
+    )
+    store.open_and_close_here()
+
+
+def _catalogue(conn: sqlite3.Connection) -> Catalogue:
+    conn.execute("BEGIN")
+    try:
+        return Catalogue(_users(conn), _vhosts(conn), _permissions(conn), _catalogue_version(conn))
+    finally:
+        conn.execute("COMMIT")
+
+
+def _catalogue_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute(_CATALOGUE_VERSION).fetchone()[0])
 
 
 def _users(conn: sqlite3.Connection) -> list[StoredUser]:

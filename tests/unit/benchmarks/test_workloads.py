@@ -1,11 +1,9 @@
 """The benchmark's rows: names, selection, and the topic row's routing keys."""
 
 from dataclasses import replace
-from typing import cast
 
 import pytest
 from benchmarks.brokers.base import BrokerError
-from benchmarks.brokers.postgres import BenchPostgres
 from benchmarks.brokers.sink import Sink
 from benchmarks.brokers.workers import BatonMQWorkers
 from benchmarks.runner import RowFailed, RunSettings, worker_specs
@@ -206,10 +204,23 @@ def test_the_two_queue_row_gives_each_queue_its_own_producers_and_consumers():
     assert row.targets == ("rabbitmq", "batonmq", "batonmq-w2")
 
 
+def test_the_persistent_two_queue_row_runs_on_workers_on_both_stores():
+    """Persistent rows run on both stores (`batonmq`, `batonmq-pg`), and so on workers: what the
+    store costs two workers sharing SQLite's one file, and PostgreSQL."""
+    (row,) = select(["clients-4x4-1KiB-2q-persistent"], quick=False)
+    assert row.persistent and row.queues == 2
+    assert row.targets == (
+        "rabbitmq",
+        "batonmq",
+        "batonmq-pg",
+        "batonmq-w2",
+        "batonmq-pg-w2",
+    )
+
+
 def _never_started(count: int) -> BatonMQWorkers:
-    """A `batonmq-w<count>` target with no process and no PostgreSQL: only where it would
-    listen."""
-    workers = BatonMQWorkers(count, cast(BenchPostgres, None))
+    """A `batonmq-w<count>` target with no process: only where it would listen."""
+    workers = BatonMQWorkers(count)
     workers.port = 1001
     return workers
 

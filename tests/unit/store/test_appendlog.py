@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from batonmq.store.appendlog import AppendLog, Pending, appends_path, held_still
+from batonmq.store.appendlog import (
+    AppendLog,
+    Pending,
+    appends_path,
+    appends_paths,
+    held_still,
+)
 from batonmq.store.base import StoreCorrupt, StoredEntry, StoredMessage, StoreError, WriteBatch
 
 VHOST = "/"
@@ -249,8 +255,8 @@ def test_a_reader_in_another_process_holds_checkpoints_back(tmp_path: Path) -> N
         checkpointed.set()
 
     try:
-        with held_still(database) as pending:
-            assert list(pending.messages) == [1]
+        with held_still(database) as logs:
+            assert list(logs[None].messages) == [1]
             writer = threading.Thread(target=checkpoint)
             writer.start()
             time.sleep(0.2)
@@ -264,3 +270,55 @@ def test_a_reader_in_another_process_holds_checkpoints_back(tmp_path: Path) -> N
 def test_without_a_log_a_reader_finds_nothing_pending(tmp_path: Path) -> None:
     with held_still(tmp_path / "store.sqlite3") as pending:
         assert not pending
+
+
+def test_each_worker_appends_to_a_log_of_its_own_beside_the_one_process_log(
+    tmp_path: Path,
+) -> None:
+    """A broker of one process keeps the name it always had (no migration of existing
+    stores); worker k of a broker with several appends to "-appends-w<k>"."""
+    database = tmp_path / "store.sqlite3"
+    assert appends_path(database) == tmp_path / "store.sqlite3-appends"
+    assert appends_path(database, 3) == tmp_path / "store.sqlite3-appends-w3"
+    for path in (appends_path(database), appends_path(database, 0), appends_path(database, 12)):
+        path.touch()
+    (tmp_path / "store.sqlite3-appends-wx").touch()  # no worker's
+
+    assert appends_paths(database) == {
+        None: appends_path(database),
+        0: appends_path(database, 0),
+        12: appends_path(database, 12),
+    }
+
+
+def test_a_reader_in_another_process_reads_every_workers_log_and_holds_each(
+    tmp_path: Path,
+) -> None:
+    """`held_still` with several workers: every log is read, by worker, and none of the
+    workers checkpoints until the reader is done."""
+    database = tmp_path / "store.sqlite3"
+    logs = [AppendLog(appends_path(database, worker), sync=False) for worker in (0, 1)]
+    logs[0].append(put(1))
+    logs[1].append(put(2, 3))
+    checkpointed = threading.Event()
+
+    def checkpoint() -> None:
+        with logs[1].checkpointing():
+            pass
+        checkpointed.set()
+
+    try:
+        with held_still(database) as held:
+            assert {worker: sorted(pending.messages) for worker, pending in held.items()} == {
+                0: [1],
+                1: [2, 3],
+            }
+            writer = threading.Thread(target=checkpoint)
+            writer.start()
+            time.sleep(0.2)
+            assert not checkpointed.is_set()
+        writer.join(5)
+        assert checkpointed.is_set()
+    finally:
+        for log in logs:
+            log.close()
