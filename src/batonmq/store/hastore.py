@@ -41,6 +41,7 @@ OWNED_TABLES: Final = (
     "quarantined_messages",
     "stream_segments",
     "stream_chunks",
+    "appends",
 )
 
 _CONNECT_TIMEOUT: Final = 10.0

@@ -114,10 +114,14 @@ class Pending:
         """Take in `batch` (which `holds_only_entries`)."""
         messages, holders, entries = self.messages, self.holders, self.entries
         for message in batch.messages_put:
-            if message.id not in messages:
-                messages[message.id] = message
+            # A put replaces what was put under its id, as the tables' upsert does.
+            replaced = messages.get(message.id)
+            if replaced is None:
                 holders[message.id] = 0
-                self.body_bytes += len(message.body)
+            else:
+                self.body_bytes -= len(replaced.body)
+            messages[message.id] = message
+            self.body_bytes += len(message.body)
         for entry in batch.entries_put:
             held = entries.get((entry.vhost, entry.queue))
             if held is None:

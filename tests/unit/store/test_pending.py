@@ -90,6 +90,14 @@ def test_a_message_put_again_is_held_once() -> None:
     assert not pending
 
 
+def test_a_message_put_again_replaces_what_was_put() -> None:
+    """Rule (WriteBatch): the last put of a key is what a run per row leaves, as the tables'
+    upsert: the log holds the last body put under an id, and counts its bytes once."""
+    pending = Pending()
+    pending.add(WriteBatch(messages_put=[message(1, size=3), message(1, size=7)]))
+    assert len(pending.messages[1].body) == pending.body_bytes == 7
+
+
 def test_a_message_held_by_two_queues_goes_with_its_last_entry() -> None:
     pending = Pending()
     pending.add(
