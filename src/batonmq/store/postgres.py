@@ -414,6 +414,11 @@ class PostgresStore:
         await self._write_tables(connection, self._pending.as_batch(), log_to=self._log_seq)
         self._pending, self._log_seq, self._log_bytes = Pending(), 0, 0
 
+    async def _checkpoint_first(self) -> None:
+        """A checkpoint, called as a write, when this broker owns a log that holds anything."""
+        if self._locking and self._log_seq and self._fenced is None:
+            await self._call("checkpoint", self._checkpoint, write=True)
+
     async def _replay(self, connection: _Connection) -> None:
         """At open, once claimed: what a crash left in this broker's log, to the tables."""
         self._message_bytes = None
@@ -462,7 +467,7 @@ class PostgresStore:
         await self._writes_called()
         held = self._pending.page(vhost, queue, after_sequence, limit, priority)
         if held is None:
-            await self._call("checkpoint", self._checkpoint, write=True)
+            await self._checkpoint_first()
 
         async def work(connection: _Connection) -> PageRead:
             self._require_current(write=False)
@@ -542,8 +547,7 @@ class PostgresStore:
     async def stats(self) -> StoreStats:
         """The tables' counts: the append log checkpointed first by the broker that owns it,
         added to them by any other reader (`counts_with_log`), in one snapshot."""
-        if self._locking:
-            await self._call("checkpoint", self._checkpoint, write=True)
+        await self._checkpoint_first()
 
         async def work(connection: _Connection) -> StoreStats:
             self._require_current(write=False)
@@ -618,8 +622,7 @@ class PostgresStore:
         if not self._opened:
             raise StoreError(f"the store {self._location} is not open")
         self._require_current(write=False)
-        if self._locking:
-            await self._call("checkpoint", self._checkpoint, write=True)
+        await self._checkpoint_first()
         await asyncio.to_thread(make_empty_directory, directory)
         connection = await self._connect()
         try:
