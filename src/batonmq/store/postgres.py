@@ -552,14 +552,7 @@ class PostgresStore:
         async def work(connection: _Connection) -> StoreStats:
             self._require_current(write=False)
             async with connection.transaction(isolation="repeatable_read", readonly=True):
-                counts = list(await _fetch_row(connection, self._sql["counts"], self._broker_id))
-                counts[3], counts[4], counts[5] = await counts_with_log(
-                    connection,
-                    self._sql,
-                    self._broker_id,
-                    (counts[3], counts[4], counts[5]),
-                    quota=False,
-                )
+                counts = await _counted(connection, self._sql, self._broker_id)
             return StoreStats("postgres", self._location, self._version, self._broker_id, *counts)
 
         return await self._call("reading statistics", work, write=False)
@@ -630,7 +623,7 @@ class PostgresStore:
                 async with self._writes:
                     # The snapshot, taken with no write under way, holds every commit made
                     # before.
-                    counts = await _fetch_row(connection, self._sql["counts"], self._broker_id)
+                    counts = await _counted(connection, self._sql, self._broker_id)
                     block = await connection.fetchval(self._sql["block"])
                 for table in _SNAPSHOT:
                     await connection.copy_from_query(
@@ -692,7 +685,7 @@ class PostgresStore:
                         source=directory / f"{table}.bin",
                         format="binary",
                     )
-                counts = await _fetch_row(connection, self._sql["counts"], broker)
+                counts = await _counted(connection, self._sql, broker)
                 if [counts[3], counts[4]] != [manifest.get("messages"), manifest.get("entries")]:
                     raise StoreCorrupt(f"{directory}: the tables do not match manifest.json")
                 # This broker's log was replaced with the backup's, which goes to the tables.
@@ -1199,6 +1192,17 @@ async def _close(closing: _Connection | asyncpg.Pool[asyncpg.Record]) -> None:
     except asyncio.CancelledError:
         closing.terminate()
         raise
+
+
+async def _counted(connection: _Connection, sql: Mapping[str, str], broker: str) -> list[int]:
+    """(exchanges, queues, bindings, messages, entries, message bytes, quarantined) of
+    `broker`, with what its append log holds (`counts_with_log`): read inside a transaction of
+    one snapshot."""
+    counts = [int(value) for value in await _fetch_row(connection, sql["counts"], broker)]
+    counts[3:6] = await counts_with_log(
+        connection, sql, broker, (counts[3], counts[4], counts[5]), quota=False
+    )
+    return counts
 
 
 async def _fetch_row(connection: _Connection, query: str, *arguments: object) -> asyncpg.Record:
