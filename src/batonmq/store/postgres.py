@@ -389,8 +389,8 @@ class PostgresStore:
         """`batch` as one row of the log, in a transaction of one statement that checks the
         epoch; then part of what the log holds."""
         self._require_current(write=True)
-        # Off the event loop, and in call order: a read issued after this commit waits for it.
-        frame = await asyncio.to_thread(encode_frame, batch)
+        # On the event loop: marshal holds the GIL, so a thread would only add its hand-offs.
+        frame = encode_frame(batch)
         seq = self._log_seq + 1
         status = await connection.execute(
             self._sql["append"], self._broker_id, self._epoch, seq, frame
@@ -696,10 +696,11 @@ class PostgresStore:
                 # The users, virtual hosts and permissions were replaced: the running members
                 # read them again (`batonmq.store.postgres_catalogue`).
                 await announce(connection, self._sql, self._schema, broker)
+            # The log's rows this broker had went with the rest.
+            self._pending, self._log_seq, self._log_bytes = Pending(), 0, 0
 
         self._catalogue_writes += 1
         await self._call(f"restoring {directory} into", work, write=True)
-        self._pending, self._log_seq, self._log_bytes = Pending(), 0, 0
 
     async def upgrade(self) -> tuple[int, int]:
         async def work(connection: _Connection) -> tuple[int, int]:

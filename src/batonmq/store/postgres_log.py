@@ -51,7 +51,8 @@ _Connection: TypeAlias = (
     "asyncpg.Connection[asyncpg.Record] | asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
 )
 
-#: A stored message's bytes as the disk quota counts them (`PostgresStore.used_bytes`).
+#: A stored message's bytes as the disk quota counts them (`PostgresStore.used_bytes`):
+#: octet_length reads a TOASTed value's size from its pointer, the value itself is not fetched.
 MESSAGE_SIZE: Final = "octet_length(m.header_payload) + octet_length(m.body)"
 
 #: Statements, "{s}" standing for the quoted schema.
@@ -62,8 +63,8 @@ SQL: Final = {
     "log_rows": "SELECT seq, frame FROM {s}.appends WHERE broker_id = $1 ORDER BY seq",
     "logging_brokers": "SELECT DISTINCT broker_id FROM {s}.appends",
     "drop_log": "DELETE FROM {s}.appends WHERE broker_id = $1 AND seq <= $2",
-    "drop_whole_log": "DELETE FROM {s}.appends WHERE broker_id = $1",
-    # Messages that a checkpoint puts again (another queue paged them out), with their bytes.
+    # The bytes of the messages of $2 the tables have: a write puts them again (another queue
+    # paged them out), replacing their rows.
     "stored_bytes": f"SELECT COALESCE(sum({MESSAGE_SIZE}), 0) FROM {{s}}.messages AS m"
     " WHERE m.broker_id = $1 AND m.id = ANY($2::bigint[])",
     # For a reader: of the messages $2, those the tables have, with their bodies' bytes, the
