@@ -23,10 +23,10 @@ read back soon after never reach the database; it checkpoints first only when th
 entries of that queue changed since. After a crash the store replays the log at open and
 checkpoints it before anything reads the database.
 
-Frames, `Pending` and the number check are the medium's: `batonmq.store.pending`. A frame
-cut short at the end of the file is a write that a crash interrupted; nothing in it was
-confirmed, and replay ignores it. A complete frame whose checksum does not match is damage: the
-store refuses to open (StoreCorrupt), naming the file.
+Frames, `Pending` and the number check do not depend on the file: the PostgreSQL store's log
+shares them (`batonmq.store.pending`). A frame cut short at the end of the file is a write that
+a crash interrupted; nothing in it was confirmed, and replay ignores it. A complete frame whose
+checksum does not match is damage: the store refuses to open (StoreCorrupt), naming the file.
 
 A checkpoint is one database transaction, then the log is emptied (truncated and fsynced)
 before the next append. Replaying a log again after a crash between the two rewrites what the
