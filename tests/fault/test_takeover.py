@@ -234,3 +234,43 @@ def test_a_claim_held_up_by_a_lock_fails_and_is_tried_again_while_the_survivor_k
     wait_until(lambda: _takeovers(b) == 1, "B took A over once the lock was gone", timeout=30)
     received = _consume_all(b, len(confirmed))
     assert sorted(number for number, _ in received) == sorted(confirmed)
+
+
+async def _log_and_messages(dsn: str, broker: str) -> tuple[int, int]:
+    """(rows of `broker`'s append log, its messages in the tables) in the test cluster's store."""
+    connection = await asyncpg.connect(dsn)
+    try:
+        row = await connection.fetchrow(
+            "SELECT (SELECT count(*) FROM batonmq_c_test.appends WHERE broker_id = $1),"
+            " (SELECT count(*) FROM batonmq_c_test.messages WHERE broker_id = $1)",
+            broker,
+        )
+    finally:
+        await connection.close()
+    assert row is not None
+    return row[0], row[1]
+
+
+def test_a_broker_killed_before_its_log_is_checkpointed_loses_nothing_it_confirmed(
+    start_member: StartMember, postgres_dsn: str
+) -> None:
+    """MQ 4.1 HA guide: "When a broker fails, another broker in the cluster takes over its
+    persistent data". With PostgreSQL a confirmed message may be only in the broker's append
+    log (a row per group commit, written to the tables at a later checkpoint): a broker killed
+    by SIGKILL before that checkpoint has all it confirmed there, and the survivor's claim
+    writes the log into the tables before it moves them, so every confirmed message is
+    consumed through the survivor, redelivered, and the log is empty after."""
+    a, b = start_member("A"), start_member("B")
+    with confirming_channel(a) as channel:
+        channel.queue_declare(QUEUE, durable=True)
+        confirmed = _publish(channel, range(2_000))
+    time.sleep(3)  # the members have heard each other
+    log_rows, in_tables = asyncio.run(_log_and_messages(postgres_dsn, "A"))
+    assert log_rows > 0 and in_tables == 0, "A's confirmed messages are in its log only"
+    a.kill()
+    wait_until(lambda: _takeovers(b) == 1, "B took the killed broker over", timeout=30)
+
+    received = _consume_all(b, len(confirmed))
+    assert sorted(number for number, _ in received) == sorted(confirmed)
+    assert all(redelivered for _, redelivered in received)
+    assert asyncio.run(_log_and_messages(postgres_dsn, "A")) == (0, 0)

@@ -30,6 +30,8 @@ import asyncpg
 from batonmq.store.base import SCHEMA_VERSION, StoreError, StoreUnavailable
 from batonmq.store.dsn import parse_dsn
 from batonmq.store.pgerrors import DATABASE_ERRORS
+from batonmq.store.postgres_log import SQL as LOG_SQL
+from batonmq.store.postgres_log import counts_with_log
 
 #: The tables whose rows a broker owns (their broker_id), in the order a restore fills them.
 OWNED_TABLES: Final = (
@@ -41,6 +43,7 @@ OWNED_TABLES: Final = (
     "quarantined_messages",
     "stream_segments",
     "stream_chunks",
+    "appends",
 )
 
 _CONNECT_TIMEOUT: Final = 10.0
@@ -106,15 +109,22 @@ class SharedStoreAdmin:
                 f"broker {broker_id!r} is running: its lease in the store runs (it last updated "
                 f"the store {silent_for:.0f} s ago); shut it down first"
             )
-        owned = [
-            f"{count} {table.replace('_', ' ')}"
-            for table in OWNED_TABLES
-            if (
-                count := await connection.fetchval(
-                    f'SELECT count(*) FROM "{schema}".{table} WHERE broker_id = $1', broker_id
-                )
+        counts = {
+            table: await connection.fetchval(
+                f'SELECT count(*) FROM "{schema}".{table} WHERE broker_id = $1', broker_id
             )
-        ]
+            for table in OWNED_TABLES
+        }
+        # Its messages and entries as they are once its append log is written to the tables;
+        # the log's rows are named only when that leaves nothing else.
+        log_sql = {name: text.replace("{s}", f'"{schema}"') for name, text in LOG_SQL.items()}
+        counts["messages"], counts["entries"], _ = await counts_with_log(
+            connection, log_sql, broker_id, (counts["messages"], counts["entries"], 0), quota=False
+        )
+        log_rows = counts.pop("appends")
+        owned = [f"{count} {table.replace('_', ' ')}" for table, count in counts.items() if count]
+        if log_rows and not owned:
+            owned = [f"{log_rows} append log rows"]
         if owned:
             raise StoreError(
                 f"broker {broker_id!r} still owns records ({', '.join(owned)}): take it over "

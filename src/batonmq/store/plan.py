@@ -200,6 +200,19 @@ MIGRATIONS: Final[tuple[tuple[MigrationStep, ...], ...]] = (
         # that PostgreSQL then fetches without reading (and decompressing) the whole chunk.
         Only("postgres", "ALTER TABLE {s}.stream_chunks ALTER COLUMN chunk SET STORAGE EXTERNAL"),
     ),
+    # Version 14: the PostgreSQL store's append log (`batonmq.store.postgres_log`; SQLite's is
+    # a file beside the database): a frame per batch of message and entry changes, under its
+    # broker and its sequence in that broker's log. An owned row: a takeover applies the failed
+    # broker's. Uncompressed: a frame is written once and read back seldom, and compressing it
+    # cost the server more than storing it.
+    (
+        Only(
+            "postgres",
+            "CREATE TABLE IF NOT EXISTS {s}.appends (broker_id TEXT NOT NULL,"
+            " seq {int64} NOT NULL, frame {blob} NOT NULL, PRIMARY KEY (broker_id, seq))",
+        ),
+        Only("postgres", "ALTER TABLE {s}.appends ALTER COLUMN frame SET STORAGE EXTERNAL"),
+    ),
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime
 import hashlib
 import logging
@@ -51,6 +52,8 @@ import re
 import secrets
 import socket
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from functools import partial
+from operator import attrgetter
 from pathlib import Path
 from typing import Final, TypeAlias, TypeVar
 
@@ -81,7 +84,7 @@ from batonmq.store.base import (
 from batonmq.store.dialect import POSTGRES
 from batonmq.store.dsn import parse_dsn
 from batonmq.store.hastore import OWNED_TABLES
-from batonmq.store.integrity import checked_entry, checksum, report_quarantined
+from batonmq.store.integrity import checked_entry, report_quarantined
 from batonmq.store.members import (
     SERVING_STATES,
     Catalogue,
@@ -90,13 +93,18 @@ from batonmq.store.members import (
     StreamTail,
     TakenOver,
 )
+from batonmq.store.pending import (
+    CHECKPOINT_LOG_BYTES,
+    Pending,
+    encode_frame,
+    holds_only_entries,
+)
 from batonmq.store.pgerrors import DATABASE_ERRORS
 from batonmq.store.plan import (
     RECOVERY_READS,
     STORE_WIDE_READS,
     Plan,
     migrated_meta,
-    orphan_candidates,
     recovery,
     stored_permission,
     stored_user,
@@ -108,6 +116,14 @@ from batonmq.store.postgres_catalogue import (
     changes_catalogue,
     channel,
 )
+from batonmq.store.postgres_log import (
+    MESSAGE_SIZE,
+    apply_log,
+    checksums_of,
+    counts_with_log,
+    write_batch,
+)
+from batonmq.store.postgres_log import SQL as LOG_SQL
 from batonmq.store.takeover import SQL as TAKEOVER_SQL
 from batonmq.store.takeover import claim_lock_timeout, discard_streams, member, take_over
 
@@ -163,9 +179,6 @@ _READ_ENTRIES: Final = (
 )
 _NEXT: Final = "ORDER BY e.sequence LIMIT $5"
 _ORPHANS: Final = POSTGRES.orphans
-#: A stored message's bytes, as `used_bytes` counts them (octet_length reads a TOASTed value's
-#: size from its pointer: the value itself is not fetched).
-_MESSAGE_SIZE: Final = "octet_length(m.header_payload) + octet_length(m.body)"
 #: The statements of this store's own, beside the plan's: reads of pages, the garbage collection
 #: that ends a commit (ids as one array, the bytes freed returned), the lease.
 _SQL: Final = {
@@ -175,15 +188,13 @@ _SQL: Final = {
     "read_level_entries": f"{_READ_ENTRIES} AND e.priority = $6 AND e.priority > 0 {_NEXT}",
     # Both return the bytes of the messages they delete (see `used_bytes`).
     "delete_orphans": "WITH gone AS (DELETE FROM {s}.messages AS m WHERE m.broker_id = $1 "
-    f"AND m.id = ANY($2::bigint[]) AND {_ORPHANS} RETURNING {_MESSAGE_SIZE} AS size) "
+    f"AND m.id = ANY($2::bigint[]) AND {_ORPHANS} RETURNING {MESSAGE_SIZE} AS size) "
     "SELECT COALESCE(sum(size), 0) FROM gone",
     "delete_orphans_too": "WITH gone AS (DELETE FROM {s}.messages AS m WHERE m.broker_id = $1 "
     f"AND m.id IN (SELECT id FROM {_CANDIDATES} UNION ALL SELECT unnest($2::bigint[])) "
-    f"AND {_ORPHANS} RETURNING {_MESSAGE_SIZE} AS size) SELECT COALESCE(sum(size), 0) FROM gone",
-    "message_bytes": f"SELECT COALESCE(sum({_MESSAGE_SIZE}), 0) FROM {{s}}.messages AS m "
+    f"AND {_ORPHANS} RETURNING {MESSAGE_SIZE} AS size) SELECT COALESCE(sum(size), 0) FROM gone",
+    "message_bytes": f"SELECT COALESCE(sum({MESSAGE_SIZE}), 0) FROM {{s}}.messages AS m "
     "WHERE m.broker_id = $1",
-    "stored_bytes": f"SELECT COALESCE(sum({_MESSAGE_SIZE}), 0) FROM {{s}}.messages AS m "
-    "WHERE m.broker_id = $1 AND m.id = ANY($2::bigint[])",
     "enrol": "INSERT INTO {s}.brokers (broker_id, epoch, state, started_at) "
     "VALUES ($1, 0, 'stopped', now()) ON CONFLICT (broker_id) DO NOTHING",
     "lease": "SELECT state, holder, lease_expires, lease_expires > now() FROM {s}.brokers "
@@ -194,6 +205,7 @@ _SQL: Final = {
     "renew": "UPDATE {s}.brokers SET lease_expires = now() + $3::float8 * interval '1 second', "
     "heartbeat_at = now() WHERE broker_id = $1 AND epoch = $2",
     **TAKEOVER_SQL,
+    **LOG_SQL,
     **CATALOGUE_SQL,
     "epoch": "SELECT epoch FROM {s}.brokers WHERE broker_id = $1 FOR SHARE",
     "stop": "UPDATE {s}.brokers SET state = 'stopped', holder = NULL, lease_expires = NULL "
@@ -266,6 +278,12 @@ class PostgresStore:
         #: failed commit, a recovery or a restore), when the next `used_bytes` counts again.
         self._message_bytes: int | None = None
         self._catalogue_writes = 0
+        #: The append log (`batonmq.store.postgres_log`): the net effect of this broker's log
+        #: rows, the sequence of the last, and their frames' bytes; changed by the writes only,
+        #: once their transaction is committed.
+        self._pending = Pending()
+        self._log_seq = 0
+        self._log_bytes = 0
 
     @property
     def kind(self) -> str:
@@ -305,6 +323,7 @@ class PostgresStore:
                         version = await self._migrate(connection)
                     if lock and version == SCHEMA_VERSION:
                         await self._claim(connection)
+                        await self._replay(connection)
                 finally:
                     await pool.release(connection)
             except BaseException as error:
@@ -348,59 +367,108 @@ class PostgresStore:
         return await self._call("recovery", work, write=True)
 
     async def commit(self, batch: WriteBatch) -> None:
-        catalogue = changes_catalogue(batch)
+        """Messages and entries go to the append log (`batonmq.store.postgres_log`), unless
+        the batch puts an entry that the log deletes in the tables; anything else is written
+        to the tables, after a checkpoint."""
+        if not batch:
+            return
+        if holds_only_entries(batch) and not self._pending.conflicts_with(batch):
+            await self._call("commit", partial(self._append, batch), write=True)
+            return
+        if changes_catalogue(batch):
+            self._catalogue_writes += 1
 
         async def work(connection: _Connection) -> None:
             self._require_current(write=True)
-            # Off the event loop (zlib releases the GIL on large bodies), and in call order:
-            # a read issued after this commit waits for it.
-            checksums = (
-                await asyncio.to_thread(_checksums, batch.messages_put)
-                if batch.messages_put
-                else []
-            )
-            counted, self._message_bytes = self._message_bytes, None
-            growth = 0
-            async with connection.transaction():
-                await self._check_epoch(connection)
-                if counted is not None and batch.messages_put:
-                    # A message put again (another queue paging it out) replaces its row.
-                    put = [message.id for message in batch.messages_put]
-                    growth -= await connection.fetchval(
-                        self._sql["stored_bytes"], self._broker_id, put
-                    )
-                    growth += sum(
-                        len(message.header_payload) + len(message.body)
-                        for message in batch.messages_put
-                    )
-                for statement, rows in self._plan.write_steps(self._broker_id, batch, checksums):
-                    await connection.executemany(statement, rows)
-                # Last, the messages no entry refers to any more, among those that lost one.
-                candidates = orphan_candidates(batch)
-                if batch.queues_deleted or batch.ranges_deleted or batch.vhosts_deleted:
-                    growth -= await connection.fetchval(
-                        self._sql["delete_orphans_too"], self._broker_id, candidates
-                    )
-                elif candidates:
-                    growth -= await connection.fetchval(
-                        self._sql["delete_orphans"], self._broker_id, candidates
-                    )
-                if catalogue:
-                    # The other members hear of it at commit (`batonmq.store.postgres_catalogue`).
-                    await announce(connection, self._sql, self._schema, self._broker_id)
-            # Known again only once the transaction is committed: a failed commit (maybe
-            # committed after all, when the connection was lost) leaves it to be counted.
-            if counted is not None:
-                self._message_bytes = counted + growth
+            await self._checkpoint(connection)
+            await self._write_tables(connection, batch)
 
-        if batch:
-            if catalogue:
-                self._catalogue_writes += 1
-            await self._call("commit", work, write=True)
+        await self._call("commit", work, write=True)
+
+    async def _append(self, batch: WriteBatch, connection: _Connection) -> None:
+        """`batch` as one row of the log, in a transaction of one statement that checks the
+        epoch; then part of what the log holds."""
+        self._require_current(write=True)
+        # On the event loop: marshal holds the GIL, so a thread would only add its hand-offs.
+        frame = encode_frame(batch)
+        seq = self._log_seq + 1
+        status = await connection.execute(
+            self._sql["append"], self._broker_id, self._epoch, seq, frame
+        )
+        if _row_count(status) == 0:
+            raise self._fence("its broker record has a newer epoch")
+        self._log_seq, self._log_bytes = seq, self._log_bytes + len(frame)
+        self._pending.add(batch)
+        if self._log_bytes >= CHECKPOINT_LOG_BYTES or self._pending.is_full():
+            try:
+                await self._checkpoint(connection)
+            except (StoreError, *DATABASE_ERRORS) as error:
+                # The batch is committed (and will be confirmed); the next trigger tries again.
+                log.debug("checkpoint of the append log deferred: %s", error)
+
+    async def _checkpoint(self, connection: _Connection) -> None:
+        """Write what the log holds to the tables and delete its rows, in one transaction; in
+        the writers' lane. A failed checkpoint leaves the log and `_pending` as they were."""
+        if not self._log_seq:
+            return
+        await self._write_tables(connection, self._pending.as_batch(), log_to=self._log_seq)
+        self._pending, self._log_seq, self._log_bytes = Pending(), 0, 0
+
+    async def _checkpoint_first(self) -> None:
+        """A checkpoint, called as a write, when this broker owns a log that holds anything."""
+        if self._locking and self._log_seq and self._fenced is None:
+            await self._call("checkpoint", self._checkpoint, write=True)
+
+    async def _replay(self, connection: _Connection) -> None:
+        """At open, once claimed: what a crash left in this broker's log, to the tables."""
+        self._message_bytes = None
+        async with connection.transaction():
+            await self._check_epoch(connection)
+            await apply_log(connection, self._sql, self._plan, self._broker_id)
+        self._pending, self._log_seq, self._log_bytes = Pending(), 0, 0
+
+    async def _write_tables(
+        self, connection: _Connection, batch: WriteBatch, *, log_to: int = 0
+    ) -> None:
+        """`batch` written to the tables in one transaction that checks the epoch, and the
+        log's rows up to `log_to` deleted in it (a checkpoint)."""
+        # Off the event loop (zlib releases the GIL on large bodies).
+        checksums = (
+            await asyncio.to_thread(checksums_of, batch.messages_put) if batch.messages_put else []
+        )
+        counted, self._message_bytes = self._message_bytes, None
+        async with connection.transaction():
+            await self._check_epoch(connection)
+            growth = await write_batch(
+                connection,
+                self._sql,
+                self._plan,
+                self._broker_id,
+                batch,
+                checksums,
+                count_bytes=counted is not None,
+            )
+            if log_to:
+                await connection.execute(self._sql["drop_log"], self._broker_id, log_to)
+            if changes_catalogue(batch):
+                # The other members hear of it at commit (`batonmq.store.postgres_catalogue`).
+                await announce(connection, self._sql, self._schema, self._broker_id)
+        # Known again only once the transaction is committed: a failed commit (maybe
+        # committed after all, when the connection was lost) leaves it to be counted.
+        if counted is not None:
+            self._message_bytes = counted + growth
 
     async def read_entries(
         self, vhost: str, queue: str, after_sequence: int, limit: int, priority: int | None = None
     ) -> PageRead:
+        """The tables' entries, and those the append log holds: paged out and read back before
+        a checkpoint, an entry never reaches the tables. A checkpoint first when the tables'
+        entries of the queue changed since the last (`Pending.page`)."""
+        await self._writes_called()
+        held = self._pending.page(vhost, queue, after_sequence, limit, priority)
+        if held is None:
+            await self._checkpoint_first()
+
         async def work(connection: _Connection) -> PageRead:
             self._require_current(write=False)
             rows = await connection.fetch(
@@ -420,7 +488,19 @@ class PostgresStore:
         quarantined = [entry for entry in page if isinstance(entry, QuarantinedEntry)]
         if quarantined:
             await self._quarantine(vhost, queue, quarantined)
-        return page
+        if not held:
+            return page
+        # The first `limit` of both: none passes over a table entry not read, as the tables
+        # gave `limit` entries, or all they have, after `after_sequence`. An entry in both (a
+        # checkpoint between the two reads) is taken once.
+        merged = {entry.sequence: entry for entry in held} | {e.sequence: e for e in page}
+        return sorted(merged.values(), key=attrgetter("sequence"))[:limit]
+
+    async def _writes_called(self) -> None:
+        """Wait for the writes called so far (as a read does)."""
+        pending = self._last_write
+        if pending is not None and not pending.done():
+            await asyncio.wait([pending])
 
     async def _quarantine(self, vhost: str, queue: str, entries: list[QuarantinedEntry]) -> None:
         """Move the entries, each with a copy of its message as stored, to the quarantine; a
@@ -465,9 +545,14 @@ class PostgresStore:
         return await self._call(what, work, write=False)
 
     async def stats(self) -> StoreStats:
+        """The tables' counts: the append log checkpointed first by the broker that owns it,
+        added to them by any other reader (`counts_with_log`), in one snapshot."""
+        await self._checkpoint_first()
+
         async def work(connection: _Connection) -> StoreStats:
             self._require_current(write=False)
-            counts = await _fetch_row(connection, self._sql["counts"], self._broker_id)
+            async with connection.transaction(isolation="repeatable_read", readonly=True):
+                counts = await _counted(connection, self._sql, self._broker_id)
             return StoreStats("postgres", self._location, self._version, self._broker_id, *counts)
 
         return await self._call("reading statistics", work, write=False)
@@ -496,16 +581,25 @@ class PostgresStore:
         connection: too much for a check every second; keeping the count costs a commit that
         puts messages one indexed read, lost in the noise of a 1.6 ms commit of 50 messages. A
         commit that ran while nothing was counted yet pays nothing (a broker without a quota
-        never counts). A store opened without the lock, which another process writes, counts
-        every time. In the writers' lane, so that a count never crosses a commit."""
+        never counts). The append log is checkpointed first, as for statistics. A store opened
+        without the lock, which another process writes, counts every time, what the log holds
+        with the messages. In the writers' lane, so that a count never crosses a commit."""
 
         async def work(connection: _Connection) -> int:
             self._require_current(write=False)
+            if self._locking:
+                await self._checkpoint(connection)
             counted = self._message_bytes
             if counted is None or not self._locking:
-                counted = int(
-                    await connection.fetchval(self._sql["message_bytes"], self._broker_id)
-                )
+                async with connection.transaction(isolation="repeatable_read", readonly=True):
+                    counted = int(
+                        await connection.fetchval(self._sql["message_bytes"], self._broker_id)
+                    )
+                    if not self._locking:
+                        # Another process's log: what it holds counts too.
+                        _, _, counted = await counts_with_log(
+                            connection, self._sql, self._broker_id, (0, 0, counted), quota=True
+                        )
                 if self._locking:
                     self._message_bytes = counted
             return counted
@@ -515,10 +609,13 @@ class PostgresStore:
     async def backup(self, directory: Path) -> None:
         """This broker's rows of each table as binary COPY files, read in one
         REPEATABLE READ transaction on a second connection. The snapshot is taken in call order,
-        so it holds every commit made before; the copying does not hold up the broker's calls."""
+        so it holds every commit made before; the copying does not hold up the broker's calls.
+        The append log's rows are among them (a restore applies them): the broker that owns
+        the log checkpoints it first, so that they are few."""
         if not self._opened:
             raise StoreError(f"the store {self._location} is not open")
         self._require_current(write=False)
+        await self._checkpoint_first()
         await asyncio.to_thread(make_empty_directory, directory)
         connection = await self._connect()
         try:
@@ -526,7 +623,7 @@ class PostgresStore:
                 async with self._writes:
                     # The snapshot, taken with no write under way, holds every commit made
                     # before.
-                    counts = await _fetch_row(connection, self._sql["counts"], self._broker_id)
+                    counts = await _counted(connection, self._sql, self._broker_id)
                     block = await connection.fetchval(self._sql["block"])
                 for table in _SNAPSHOT:
                     await connection.copy_from_query(
@@ -588,15 +685,19 @@ class PostgresStore:
                         source=directory / f"{table}.bin",
                         format="binary",
                     )
-                counts = await _fetch_row(connection, self._sql["counts"], broker)
+                counts = await _counted(connection, self._sql, broker)
                 if [counts[3], counts[4]] != [manifest.get("messages"), manifest.get("entries")]:
                     raise StoreCorrupt(f"{directory}: the tables do not match manifest.json")
+                # This broker's log was replaced with the backup's, which goes to the tables.
+                await apply_log(connection, self._sql, self._plan, broker)
                 await connection.execute(
                     self._sql["restore_block"], broker, block, MESSAGE_ID_BLOCK
                 )
                 # The users, virtual hosts and permissions were replaced: the running members
                 # read them again (`batonmq.store.postgres_catalogue`).
                 await announce(connection, self._sql, self._schema, broker)
+            # The log's rows this broker had went with the rest.
+            self._pending, self._log_seq, self._log_bytes = Pending(), 0, 0
 
         self._catalogue_writes += 1
         await self._call(f"restoring {directory} into", work, write=True)
@@ -626,9 +727,13 @@ class PostgresStore:
                 return
             try:
                 if self._epoch and self._fenced is None:
-                    # The lease is released: the next holder knows this stop was clean.
+                    # A clean stop leaves the tables complete; if it cannot, the log stays,
+                    # and the next open (or a takeover) applies it. Then the lease is
+                    # released: the next holder knows this stop was clean.
                     with contextlib.suppress(*DATABASE_ERRORS):
                         async with pool.acquire(timeout=_CLOSE_TIMEOUT) as connection:
+                            with contextlib.suppress(*DATABASE_ERRORS, StoreError):
+                                await self._checkpoint(connection)
                             await connection.execute(
                                 self._sql["stop"],
                                 self._broker_id,
@@ -637,6 +742,8 @@ class PostgresStore:
                             )
             finally:
                 self._epoch = 0
+                # What the log holds is in its rows, for the next open.
+                self._pending, self._log_seq, self._log_bytes = Pending(), 0, 0
                 await _close(pool)
 
     def on_fenced(self, handler: Callable[[StoreFenced], None]) -> None:
@@ -736,12 +843,28 @@ class PostgresStore:
 
     async def members(self, *, count_messages: bool = False) -> list[Member]:
         """Every broker recorded in the store, by id; with `count_messages`, what each holds
-        (a scan of the messages: for an operator, not for the failure detector)."""
+        (a scan of the messages, and of its append log's rows, in one snapshot: for an
+        operator, not for the failure detector)."""
 
         async def work(connection: _Connection) -> list[Member]:
             self._require_current(write=False)
-            query = "members_counted" if count_messages else "members"
-            return [member(row) for row in await connection.fetch(self._sql[query])]
+            if not count_messages:
+                return [member(row) for row in await connection.fetch(self._sql["members"])]
+            async with connection.transaction(isolation="repeatable_read", readonly=True):
+                rows = await connection.fetch(self._sql["members_counted"])
+                logging = {row[0] for row in await connection.fetch(self._sql["logging_brokers"])}
+                members = [member(row) for row in rows]
+                for index, found in enumerate(members):
+                    if found.broker_id in logging:
+                        messages, _, _ = await counts_with_log(
+                            connection,
+                            self._sql,
+                            found.broker_id,
+                            (found.messages or 0, 0, 0),
+                            quota=False,
+                        )
+                        members[index] = dataclasses.replace(found, messages=messages)
+                return members
 
         return await self._call("reading the members of", work, write=False)
 
@@ -770,6 +893,7 @@ class PostgresStore:
                 taken = await take_over(
                     connection,
                     self._sql,
+                    self._plan,
                     claimant=self._broker_id,
                     failed=failed,
                     seen_epoch=seen_epoch,
@@ -1045,10 +1169,6 @@ class PostgresStore:
         return f"{what} PostgreSQL at {self._location}: {reason}"
 
 
-def _checksums(messages: list[StoredMessage]) -> list[int]:
-    return [checksum(message) for message in messages]
-
-
 def _checked_page(rows: list[asyncpg.Record]) -> PageRead:
     """Entries read by `read_entries`, each checked against its message's checksum."""
     return [
@@ -1073,6 +1193,17 @@ async def _close(closing: _Connection | asyncpg.Pool[asyncpg.Record]) -> None:
     except asyncio.CancelledError:
         closing.terminate()
         raise
+
+
+async def _counted(connection: _Connection, sql: Mapping[str, str], broker: str) -> list[int]:
+    """(exchanges, queues, bindings, messages, entries, message bytes, quarantined) of
+    `broker`, with what its append log holds (`counts_with_log`): read inside a transaction of
+    one snapshot."""
+    counts = [int(value) for value in await _fetch_row(connection, sql["counts"], broker)]
+    counts[3:6] = await counts_with_log(
+        connection, sql, broker, (counts[3], counts[4], counts[5]), quota=False
+    )
+    return counts
 
 
 async def _fetch_row(connection: _Connection, query: str, *arguments: object) -> asyncpg.Record:

@@ -66,11 +66,9 @@ from batonmq import __version__
 from batonmq.security.permissions import UserPermission
 from batonmq.store.appendlog import (
     AppendLog,
-    Pending,
     appends_path,
     appends_paths,
     held_still,
-    holds_only_entries,
     read_log,
 )
 from batonmq.store.backup import checked_manifest, make_empty_directory, write_manifest
@@ -95,6 +93,7 @@ from batonmq.store.base import (
 from batonmq.store.dialect import SQLITE
 from batonmq.store.integrity import checked_entry, checksum, report_quarantined
 from batonmq.store.members import Catalogue, CatalogueChanged, changes_catalogue
+from batonmq.store.pending import Pending, body_size, holds_only_entries
 from batonmq.store.placement import Placement, place_rows, place_streams, worker_id, worker_index
 from batonmq.store.plan import (
     RECOVERY_READS,
@@ -1021,24 +1020,24 @@ def _count_rows(
     row = conn.execute(_SQL["counts"], (broker,)).fetchone()
     exchanges, queues, bindings, messages, entries, size, quarantined = (int(v) for v in row)
     if pending:
-        entries += pending.entry_count - len(pending.deleted)
-        messages += len(pending.messages)
-        size += pending.body_bytes
+        stored: dict[int, int] = {}
         for chunk in chunks(list(pending.messages)):
             # Put again while the database has them already (another queue paging them out).
-            stored, stored_size = conn.execute(
-                f"SELECT count(*), COALESCE(sum(length(body)), 0) FROM messages"
-                f" WHERE broker_id = ? AND id IN ({', '.join(['?'] * len(chunk))})",
-                (broker, *chunk),
-            ).fetchone()
-            messages -= stored
-            size -= stored_size
-        gained = pending.entries_gained()
+            stored.update(
+                conn.execute(
+                    f"SELECT id, length(body) FROM messages"
+                    f" WHERE broker_id = ? AND id IN ({', '.join(['?'] * len(chunk))})",
+                    (broker, *chunk),
+                ).fetchall()
+            )
+        candidates: dict[int, tuple[int, int]] = {}
         for message_id in pending.orphan_candidates():
             held, body = conn.execute(_HELD_MESSAGE, (broker, message_id)).fetchone()
-            if body is not None and held + gained[message_id] <= 0:
-                messages -= 1
-                size -= body
+            if body is not None:
+                candidates[message_id] = (held, body)
+        messages, entries, size = pending.counted(
+            (messages, entries, size), body_size, stored, candidates
+        )
     return exchanges, queues, bindings, messages, entries, size, quarantined
 
 

@@ -12,6 +12,9 @@ broker, if it was only paused, finds its epoch superseded in its next write and 
 
 - exchanges, queues and bindings it alone had become the claimant's; those both had (a Sun MQ
   cluster's destinations are cluster-wide) stay the claimant's;
+- its append log (`batonmq.store.postgres_log`) is checkpointed first, so that what it confirmed
+  and had not yet written to the tables (a broker killed between an append and its checkpoint)
+  moves with the rest;
 - its persistent messages and their queue entries move over. A queue's entries keep their order:
   they are renumbered to follow everything the claimant has numbered in the queue of that name
   (its next sequence plus `SEQUENCE_GAP`, which leaves room for what it numbers meanwhile);
@@ -48,6 +51,8 @@ from batonmq.store.base import (
 )
 from batonmq.store.fields import decode_table
 from batonmq.store.members import SEQUENCE_GAP, Member, StreamTail, TakenOver
+from batonmq.store.plan import Plan
+from batonmq.store.postgres_log import apply_log
 from batonmq.store.streammerge import SQL as MERGE_SQL
 from batonmq.store.streammerge import merge_streams
 
@@ -157,6 +162,7 @@ async def discard_streams(connection: _Connection, sql: Mapping[str, str], broke
 async def take_over(
     connection: _Connection,
     sql: Mapping[str, str],
+    plan: Plan,
     *,
     claimant: str,
     failed: str,
@@ -168,12 +174,15 @@ async def take_over(
     """Claim `failed` and move its rows to `claimant`, inside the transaction under way on
     `connection` (whose caller has checked the claimant's own epoch); None when the claim found
     the epoch changed or the lease running (another broker won, or the failed one came back).
-    `sql`: SQL and the plan's recovery statements, rendered for the schema.
+    `sql`: SQL and the plan's recovery statements, rendered for the schema (`plan`'s).
     `next_sequences`: the next sequence of each of the claimant's queues; `stream_tails`:
     where each of its streams ends."""
     epoch = await connection.fetchval(sql["claim_failed"], claimant, failed, seen_epoch, force)
     if epoch is None:
         return None
+    # What the failed broker confirmed and had not checkpointed yet: its append log goes to
+    # the tables first. The claim holds its record, so no append of its can follow.
+    await apply_log(connection, sql, plan, failed)
     # As a recovery does: transient entries and entries of no queue go, then orphaned messages.
     await connection.execute(sql["discard_entries"], failed)
     await connection.execute(sql["discard_messages"], failed)

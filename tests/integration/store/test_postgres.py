@@ -386,6 +386,7 @@ async def test_a_store_analysed_while_empty_still_probes_an_index_per_row(
 
     await store.commit(fill(0))
     await store.commit(WriteBatch(entries_deleted=[("/", "q", n, n) for n in range(count)]))
+    await store.stats()  # a checkpoint: the deletions, in the append log, reach the tables
     admin = await asyncpg.connect(postgres_dsn)
     try:
         await admin.execute("ANALYZE batonmq_s_b1.entries; ANALYZE batonmq_s_b1.messages")

@@ -1,5 +1,5 @@
-"""The SQLite store's append log on its own: what its pending state nets out to, and its file's
-frames (a real file in a temporary directory)."""
+"""The SQLite store's append log on its own: its file's frames (a real file in a temporary
+directory); what its pending state nets out to is tested in test_pending."""
 
 from __future__ import annotations
 
@@ -9,13 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from batonmq.store.appendlog import (
-    AppendLog,
-    Pending,
-    appends_path,
-    appends_paths,
-    held_still,
-)
+from batonmq.store.appendlog import AppendLog, appends_path, appends_paths, held_still
 from batonmq.store.base import StoreCorrupt, StoredEntry, StoredMessage, StoreError, WriteBatch
 
 VHOST = "/"
@@ -37,114 +31,6 @@ def put(*numbers: int) -> WriteBatch:
 
 def acked(*numbers: int, queue: str = "q") -> WriteBatch:
     return WriteBatch(entries_deleted=[(VHOST, queue, n, n) for n in numbers])
-
-
-def test_a_message_acknowledged_before_a_checkpoint_nets_out_to_nothing() -> None:
-    """The point of the log: a put and its deletion meet in memory, and the database gets
-    neither."""
-    pending = Pending()
-    pending.add(put(1, 2))
-    pending.add(acked(1))
-
-    assert list(pending.messages) == [2] and pending.entries == {(VHOST, "q"): {2: entry(2, 2)}}
-    assert pending.body_bytes == 10
-    pending.add(acked(2))
-    assert not pending
-    assert pending.as_batch() == WriteBatch()
-
-
-def test_changes_to_entries_the_database_has_are_kept_for_it() -> None:
-    """An entry not put since the checkpoint is in the database: its new delivery count, then
-    its deletion (which replaces the count), go there; its message may be orphaned."""
-    pending = Pending()
-    pending.add(WriteBatch(entries_updated=[(VHOST, "q", 7, 1)]))
-    assert pending.as_batch().entries_updated == [(VHOST, "q", 7, 1)]
-
-    pending.add(acked(7))
-    batch = pending.as_batch()
-    assert (batch.entries_updated, batch.entries_deleted) == ([], [(VHOST, "q", 7, 7)])
-    assert pending.orphan_candidates() == {7}
-
-
-def test_a_delivery_count_of_a_pending_entry_is_written_with_it() -> None:
-    pending = Pending()
-    pending.add(put(3))
-    pending.add(WriteBatch(entries_updated=[(VHOST, "q", 3, 2)]))
-
-    batch = pending.as_batch()
-    assert [e.delivery_count for e in batch.entries_put] == [2] and not batch.entries_updated
-
-
-def test_an_entry_of_a_stored_message_put_and_deleted_leaves_the_message_to_collect() -> None:
-    """A queue's entry of a message that the database holds (another queue's, checkpointed):
-    deleting the entry may orphan that message, so the checkpoint deletes by its key (a no-op)
-    to have the message collected."""
-    pending = Pending()
-    pending.add(WriteBatch(entries_put=[entry(1, 40, queue="other")]))
-    pending.add(WriteBatch(entries_deleted=[(VHOST, "other", 1, 40)]))
-
-    assert pending.released == {(VHOST, "other", 1): 40}
-    assert pending.as_batch().entries_deleted == [(VHOST, "other", 1, 40)]
-    assert pending.orphan_candidates() == {40}
-
-
-def test_a_message_put_again_is_held_once() -> None:
-    """Another queue paging a message out puts it again: its bytes count once, and an entry put
-    twice under one key holds it once (one deletion frees it)."""
-    pending = Pending()
-    pending.add(put(1))
-    pending.add(put(1))
-    assert pending.body_bytes == 10 and pending.holders == {1: 1}
-
-    pending.add(acked(1))
-    assert not pending
-
-
-def test_a_message_held_by_two_queues_goes_with_its_last_entry() -> None:
-    pending = Pending()
-    pending.add(
-        WriteBatch(messages_put=[message(1)], entries_put=[entry(1, 1), entry(1, 1, "other")])
-    )
-    pending.add(acked(1))
-    assert list(pending.messages) == [1]
-    pending.add(acked(1, queue="other"))
-    assert not pending
-
-
-def test_an_entry_put_under_a_key_the_checkpoint_deletes_conflicts() -> None:
-    """The checkpoint deletes after it puts: a batch putting an entry that a pending deletion
-    names must wait for a checkpoint."""
-    pending = Pending()
-    pending.add(acked(5))
-    assert pending.conflicts_with(put(5))
-    assert not pending.conflicts_with(put(6))
-
-
-def test_a_page_is_read_from_what_the_log_holds_in_order() -> None:
-    """Paging reads: entries paged out and read back before a checkpoint come from memory, in
-    sequence order, after the cursor, up to the limit, of the level asked for."""
-    pending = Pending()
-    pending.add(put(5, 3, 9, 7))
-    pending.add(WriteBatch(entries_put=[entry(4, 3)._replace(priority=2)]))
-
-    page = pending.page(VHOST, "q", 3, 2, None)
-    assert page is not None
-    assert [(paged.sequence, paged.message.id) for paged in page] == [(4, 3), (5, 5)]
-    assert [paged.sequence for paged in pending.page(VHOST, "q", 0, 10, 2) or []] == [4]
-    assert pending.page(VHOST, "other", 0, 10, None) == []
-
-
-def test_a_page_goes_to_the_database_when_its_entries_there_changed() -> None:
-    """A deleted or recounted entry of the database, or a message only the database has: the
-    read must follow a checkpoint (None)."""
-    deleted = Pending()
-    deleted.add(put(5))
-    deleted.add(acked(2))
-    assert deleted.page(VHOST, "q", 0, 10, None) is None
-
-    elsewhere = Pending()
-    elsewhere.add(WriteBatch(entries_put=[entry(1, 40)]))  # message 40 is in the database
-    assert elsewhere.page(VHOST, "q", 0, 10, None) is None
 
 
 def test_a_full_pending_state_asks_for_a_checkpoint(tmp_path: Path) -> None:
