@@ -358,12 +358,16 @@ def encode_method(channel: int, method: base.Frame) -> bytes:
     return pamqp_frame.marshal(method, channel)
 
 
-def encode_frame(frame_type: int, channel: int, payload: bytes) -> bytes:
+def encode_frame(frame_type: int, channel: int, payload: bytes | memoryview) -> bytes:
     return b"".join((FRAME_START.pack(frame_type, channel, len(payload)), payload, FRAME_END_BYTES))
 
 
 def encode_content(
-    channel: int, method_frame: bytes, header_payload: bytes, body: bytes, frame_max: int
+    channel: int,
+    method_frame: bytes,
+    header_payload: bytes,
+    body: bytes | memoryview,
+    frame_max: int,
 ) -> list[bytes]:
     """The frames of one content-carrying method: method, header, and the body split to fit."""
     frames = [method_frame, encode_frame(FRAME_HEADER, channel, header_payload)]
