@@ -245,7 +245,8 @@ class ServerConnection:
         #: Whether connection.blocked was sent and connection.unblocked not yet.
         self.blocked = False
         self._reader = FrameReader(settings.frame_max)
-        self._output: list[bytes] = []
+        #: Frames and frame pieces; a body may be a view of a stream chunk (not copied).
+        self._output: list[bytes | memoryview] = []
         self._channels: dict[int, _ChannelSlot] = {}
         self._ended = False
 
@@ -549,7 +550,7 @@ class ServerConnection:
         self._output.append(frame)
 
     def send_content(
-        self, channel: int, method_frame: bytes, header_payload: bytes, body: bytes
+        self, channel: int, method_frame: bytes, header_payload: bytes, body: bytes | memoryview
     ) -> None:
         """A content-carrying method (already encoded: amqp/outgoing.py), its header as received
         from the publisher, and the body split to the negotiated frame_max."""
@@ -628,7 +629,7 @@ class ServerConnection:
         self.state = State.CLOSING
         self._channels.clear()
 
-    def data_to_send(self) -> list[bytes]:
+    def data_to_send(self) -> list[bytes | memoryview]:
         output, self._output = self._output, []
         return output
 

@@ -358,16 +358,28 @@ def encode_method(channel: int, method: base.Frame) -> bytes:
     return pamqp_frame.marshal(method, channel)
 
 
-def encode_frame(frame_type: int, channel: int, payload: bytes) -> bytes:
+def encode_frame(frame_type: int, channel: int, payload: bytes | memoryview) -> bytes:
     return b"".join((FRAME_START.pack(frame_type, channel, len(payload)), payload, FRAME_END_BYTES))
 
 
 def encode_content(
-    channel: int, method_frame: bytes, header_payload: bytes, body: bytes, frame_max: int
-) -> list[bytes]:
-    """The frames of one content-carrying method: method, header, and the body split to fit."""
-    frames = [method_frame, encode_frame(FRAME_HEADER, channel, header_payload)]
+    channel: int,
+    method_frame: bytes,
+    header_payload: bytes,
+    body: bytes | memoryview,
+    frame_max: int,
+) -> list[bytes | memoryview]:
+    """The frames of one content-carrying method: method, header, and the body split to fit,
+    as pieces to be written one after the other: each part of the body is a view of it, between
+    the octets that frame it, so that a body larger than a frame is not copied into frames
+    first."""
+    pieces: list[bytes | memoryview] = [
+        method_frame,
+        encode_frame(FRAME_HEADER, channel, header_payload),
+    ]
+    view = memoryview(body)
     chunk = frame_max - FRAME_OVERHEAD
-    for start in range(0, len(body), chunk):
-        frames.append(encode_frame(FRAME_BODY, channel, body[start : start + chunk]))
-    return frames
+    for start in range(0, len(view), chunk):
+        part = view[start : start + chunk]
+        pieces += (FRAME_START.pack(FRAME_BODY, channel, len(part)), part, FRAME_END_BYTES)
+    return pieces

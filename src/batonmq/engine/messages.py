@@ -44,7 +44,7 @@ def message_info(message: Message, redelivered: bool) -> MessageInfo:
         message.routing_key,
         redelivered,
         message.properties,
-        message.body,
+        bytes(message.body),
     )
 
 

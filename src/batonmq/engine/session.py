@@ -349,7 +349,7 @@ class Session:
         self._pending_output += message.body_size + _DELIVERY_OVERHEAD
         self._request_flush()
 
-    def flush(self) -> list[bytes]:
+    def flush(self) -> list[bytes | memoryview]:
         """Everything to write now: pending publisher confirms, then the queued frames."""
         for channel in self.channels.values():
             self._send_confirms(channel)

@@ -49,13 +49,15 @@ class Message:
     The header was checked when it arrived (amqp/properties.py: every client decodes it), so it
     is trusted here (How BatonMQ code reads, 14). Properties are decoded only when something
     needs them (headers exchange, user-id check, persistence); the header payload is forwarded
-    to consumers unchanged.
+    to consumers unchanged. The body is bytes, except in a delivery read from a stream: there,
+    a read-only view of the chunk it was read from (not copied out of it); what must keep or
+    store a body takes `bytes(body)`, which does not copy bytes.
     """
 
     exchange: str
     routing_key: str
     header_payload: bytes
-    body: bytes
+    body: bytes | memoryview
     id: int = field(default_factory=next_message_id)
     _properties: commands.Basic.Properties | None = None
 

@@ -304,7 +304,7 @@ class Journal:
                 message.exchange,
                 message.routing_key,
                 message.header_payload,
-                message.body,
+                bytes(message.body),
             )
         gathering.entries_put[(entry.vhost, entry.queue, entry.sequence)] = entry
 

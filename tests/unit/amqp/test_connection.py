@@ -320,11 +320,35 @@ def test_tune_ok_lower_frame_max_is_enforced_on_input_and_output():
     end.connection.send_content(
         1, basic_deliver(1, "c", 1, False, "", "q"), b"\x00\x3c" + bytes(12), b"z" * 10000
     )
-    sizes = [len(part) for part in end.connection.data_to_send()]
-    assert max(sizes) == 4096
-    assert len(sizes) == 5
+    written = FrameReader(4096)  # refuses any frame over 4096 octets
+    written.feed(b"".join(end.connection.data_to_send()))
+    frames = [written.next_frame() for _ in range(5)]
+    assert written.next_frame() is None
+    assert [len(f.payload) for f in frames if isinstance(f, BodyFrame)] == [4088, 4088, 1824]
     client.send_bytes(raw_frame(FRAME_BODY, 1, b"b" * (4096 - 7)))
     expect_close(client, ReplyCode.FRAME_ERROR)
+
+
+def test_a_body_given_as_a_view_is_written_as_it_is_not_copied():
+    """A stream delivers bodies as views of the chunk they were read from: a body that fits in
+    one frame goes out as that view, with no copy; one that does not is split as bytes would be
+    (spec 4.2.3: "A peer MUST NOT send frames larger than the agreed-upon size")."""
+    _client, end = opened(frame_max=4096, heartbeat=30)
+    method, header = basic_deliver(1, "c", 1, False, "", "q"), b"\x00\x3c" + bytes(12)
+    chunk = bytes(range(256)) * 40
+    small = memoryview(chunk)[100:1100]
+
+    end.connection.send_content(1, method, header, small)
+    written = end.connection.data_to_send()
+    end.connection.send_content(1, method, header, bytes(small))
+
+    assert any(part is small for part in written)
+    assert b"".join(written) == b"".join(end.connection.data_to_send())
+    large = memoryview(chunk)[1:]
+    end.connection.send_content(1, method, header, large)
+    from_view = b"".join(end.connection.data_to_send())
+    end.connection.send_content(1, method, header, bytes(large))
+    assert from_view == b"".join(end.connection.data_to_send())
 
 
 @pytest.mark.parametrize("channel_max", [0, 17])

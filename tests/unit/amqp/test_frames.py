@@ -340,16 +340,41 @@ def test_encode_content_splits_the_body_to_fit_frame_max():
     body = bytes(range(256)) * 40  # 10240 octets: 4088 + 4088 + 2064
     method = encode_method(1, commands.Basic.Deliver("c", 1, False, "", "q"))
     header_payload = encode_header_payload(commands.Basic.Properties(), len(body))
-    frames = encode_content(1, method, header_payload, body, FRAME_MAX)
-    assert frames[0] == method
-    assert len(frames) == 5
-    assert all(len(f) <= FRAME_MAX for f in frames)
+    pieces = encode_content(1, method, header_payload, body, FRAME_MAX)
+    assert pieces[0] == method
     reader = FrameReader(FRAME_MAX)
-    reader.feed(b"".join(frames))
-    decoded = [reader.next_frame() for _ in frames]
+    reader.feed(b"".join(pieces))
+    decoded = [reader.next_frame() for _ in range(5)]
+    assert reader.next_frame() is None
     assert decoded[1] == HeaderFrame(1, BASIC_CLASS_ID, len(body), header_payload)
     assert [len(f.payload) for f in decoded[2:] if isinstance(f, BodyFrame)] == [4088, 4088, 2064]
     assert b"".join(f.payload for f in decoded[2:] if isinstance(f, BodyFrame)) == body
+
+
+def test_encode_content_writes_the_parts_of_a_body_as_views_of_it():
+    """A body larger than a frame goes out without being copied into frames: each body frame's
+    payload is a view of the body (a large delivery is written with one writev of its pieces),
+    and the octets are what pamqp writes for the same frames."""
+    body = bytes(range(256)) * 40
+    method = encode_method(1, commands.Basic.Deliver("c", 1, False, "", "q"))
+    properties = commands.Basic.Properties()
+    header_payload = encode_header_payload(properties, len(body))
+
+    pieces = encode_content(1, method, header_payload, body, FRAME_MAX)
+
+    parts = [piece for piece in pieces if isinstance(piece, memoryview)]
+    assert [len(part) for part in parts] == [4088, 4088, 2064]
+    assert all(part.obj is body for part in parts)
+    chunk = FRAME_MAX - FRAME_OVERHEAD
+    expected = [
+        frame.marshal(commands.Basic.Deliver("c", 1, False, "", "q"), 1),
+        frame.marshal(header.ContentHeader(0, len(body), properties), 1),
+        *(
+            frame.marshal(ContentBody(body[start : start + chunk]), 1)
+            for start in range(0, len(body), chunk)
+        ),
+    ]
+    assert b"".join(pieces) == b"".join(expected)
 
 
 def test_encode_content_of_an_empty_body_has_no_body_frame():

@@ -37,12 +37,13 @@ class Record(NamedTuple):
     """One message as a stream keeps it: where it was published, its content header as received
     (kept as bytes, forwarded unchanged), its body, and its x-stream-filter-value if any. A named
     tuple: a replay makes one per message, and a frozen dataclass took several times longer to
-    make."""
+    make. A record read back has for body a view of its chunk's payload (`decode_records`), not
+    a copy."""
 
     exchange: str
     routing_key: str
     header: bytes
-    body: bytes
+    body: bytes | memoryview
     filter_value: str | None = None
 
 
@@ -73,7 +74,7 @@ class ChunkHeader:
 
 
 def encode(first_offset: int, timestamp: int, records: Sequence[Record]) -> bytes:
-    parts: list[bytes] = []
+    parts: list[bytes | memoryview] = []
     bloom = bytearray(BLOOM_BYTES)
     for record in records:
         exchange = record.exchange.encode("utf-8")
@@ -118,15 +119,21 @@ def decode_header(data: bytes) -> ChunkHeader:
 
 
 def decode_records(header: ChunkHeader, payload: bytes) -> Iterator[Record]:
-    """The chunk's records, in offset order; ChunkError if the payload is torn or corrupted."""
+    """The chunk's records, in offset order; ChunkError if the payload is torn or corrupted.
+    The CRC is checked before the first record is made, so nothing of a damaged chunk is ever
+    delivered. Bodies are read-only views of `payload`, not copies (copying each body out of
+    the chunk cost a large-message replay about as much as reading the chunk): `payload`
+    lives as long as one of them does."""
     if len(payload) != header.payload_length or zlib.crc32(payload) != header.crc:
         raise ChunkError(f"chunk at offset {header.first_offset}: payload fails its CRC")
     view = memoryview(payload)
     # A chunk's messages mostly share their exchange, routing key, filter value and content
-    # header: those are decoded once per distinct set, found by the octets that hold them (a
-    # slice of the payload, which hashes as its bytes without a copy). Decoding them for each
-    # record took most of a small-message replay's reading.
-    shared: dict[bytes | memoryview, tuple[str, str, bytes, str | None]] = {}
+    # header: those are decoded once per distinct set, found by the octets that hold them.
+    # Decoding them for each record took most of a small-message replay's reading. The key is
+    # a copy of those few octets: a slice of the payload would hash the whole payload first (a
+    # memoryview is hashable only if what it views is, which hashing it checks), a second
+    # pass over each chunk as costly as its CRC.
+    shared: dict[bytes, tuple[str, str, bytes, str | None]] = {}
     position = 0
     for _ in range(header.count):
         rest, exchange_length, key_length, filter_field, header_length = _RECORD.unpack_from(
@@ -135,39 +142,32 @@ def decode_records(header: ChunkHeader, payload: bytes) -> Iterator[Record]:
         end = position + 4 + rest
         body = position + _RECORD.size + exchange_length + key_length
         body += (filter_field >> 1) + header_length
-        described = view[position + 4 : body]
+        described = payload[position + 4 : body]
         fields = shared.get(described)
         if fields is None:
             fields = shared[described] = _fields(described)
         exchange, routing_key, message_header, filter_value = fields
-        yield Record(exchange, routing_key, message_header, bytes(view[body:end]), filter_value)
+        yield Record(exchange, routing_key, message_header, view[body:end], filter_value)
         position = end
 
 
-def _fields(described: memoryview) -> tuple[str, str, bytes, str | None]:
+def _fields(described: bytes) -> tuple[str, str, bytes, str | None]:
     """Exchange, routing key, content header and filter value of a record, from its octets
     after the length of its rest, up to its body."""
     _, exchange_length, key_length, filter_field, header_length = _RECORD.unpack_from(
         b"\0\0\0\0" + described[: _RECORD.size - 4]
     )
     position = _RECORD.size - 4
-    exchange = bytes(described[position : position + exchange_length]).decode("utf-8")
+    exchange = described[position : position + exchange_length].decode("utf-8")
     position += exchange_length
-    routing_key = bytes(described[position : position + key_length]).decode("utf-8")
+    routing_key = described[position : position + key_length].decode("utf-8")
     position += key_length
     filter_length = filter_field >> 1
     filter_value = (
-        bytes(described[position : position + filter_length]).decode("utf-8")
-        if filter_field & 1
-        else None
+        described[position : position + filter_length].decode("utf-8") if filter_field & 1 else None
     )
     position += filter_length
-    return (
-        exchange,
-        routing_key,
-        bytes(described[position : position + header_length]),
-        filter_value,
-    )
+    return exchange, routing_key, described[position : position + header_length], filter_value
 
 
 def _bits(value: bytes) -> Iterator[int]:

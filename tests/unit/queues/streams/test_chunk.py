@@ -124,3 +124,46 @@ def test_what_a_chunk_s_records_share_is_decoded_once_and_shared() -> None:
     assert first.header is second.header is third.header
     assert first.routing_key is third.routing_key
     assert last.routing_key == "other"
+
+
+def test_a_body_read_back_is_a_view_of_its_chunk_not_a_copy() -> None:
+    """Replaying at disk speed: copying each body out of its chunk cost a large-message replay
+    about as much as reading the chunk, so a record read back views the payload it was read
+    from, read-only (a consumer's delivery cannot change what the stream holds)."""
+    header_bytes, payload = split(encode(0, 0, RECORDS))
+
+    bodies = [record.body for record in decode_records(decode_header(header_bytes), payload)]
+
+    assert all(isinstance(body, memoryview) and body.obj is payload for body in bodies)
+    assert all(isinstance(body, memoryview) and body.readonly for body in bodies)
+    assert [bytes(body) for body in bodies] == [record.body for record in RECORDS]
+
+
+class UnhashablePayload(bytes):
+    """A payload that says so when it is hashed."""
+
+    def __hash__(self) -> int:
+        raise AssertionError("the whole payload was hashed")
+
+
+def test_decoding_never_hashes_the_whole_payload() -> None:
+    """What records share is found by the few octets before each body; a slice of the payload
+    as the key would hash the whole payload first (a memoryview is hashable only if what it
+    views is), a second pass over every chunk read, as costly as its CRC."""
+    header_bytes, payload = split(encode(0, 0, RECORDS * 2))
+
+    records = list(decode_records(decode_header(header_bytes), UnhashablePayload(payload)))
+
+    assert records == RECORDS * 2
+
+
+def test_nothing_of_a_damaged_chunk_is_yielded() -> None:
+    """A damaged chunk is refused, never delivered: its CRC is checked before its first record
+    is made, not record by record as they are taken."""
+    header_bytes, payload = split(encode(0, 0, RECORDS))
+    damaged = bytearray(payload)
+    damaged[-1] ^= 0x01
+    records = decode_records(decode_header(header_bytes), bytes(damaged))
+
+    with pytest.raises(ChunkError, match="CRC"):
+        next(records)

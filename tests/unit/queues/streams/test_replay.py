@@ -6,9 +6,11 @@ batch is read while the last is being sent, and the kernel is asked to read ahea
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from pamqp import commands
 from pamqp.common import FieldTable
 
@@ -16,7 +18,7 @@ from batonmq.amqp.frames import encode_header_payload
 from batonmq.model.message import QueueEntry
 from batonmq.queues.paging import Paging
 from batonmq.queues.protocol import Queue
-from batonmq.queues.streams.chunk import Record
+from batonmq.queues.streams.chunk import HEADER_SIZE, Record
 from batonmq.queues.streams.files import READ_AHEAD_BYTES, FileMedium, read_ahead
 from batonmq.queues.streams.log import StreamLog
 from batonmq.queues.streams.queue import READ_AHEAD_BELOW, READ_BATCH, StreamQueue
@@ -37,12 +39,14 @@ class CreditedConsumer:
     arguments: FieldTable = field(default_factory=lambda: {"x-stream-offset": "first"})
     selector: Selector | None = None
     offsets: list[int] = field(default_factory=list)
+    bodies: list[bytes | memoryview] = field(default_factory=list)
 
     def has_room(self) -> bool:
         return len(self.offsets) < self.credit
 
     def deliver(self, queue: Queue, entry: QueueEntry) -> None:
         self.offsets.append(entry.sequence)
+        self.bodies.append(entry.message.body)
 
 
 def filled_stream(root: Path, messages: int, segment_bytes: int = 1 << 20) -> None:
@@ -85,6 +89,79 @@ def test_the_next_batch_is_read_while_the_consumer_still_has_entries_read_for_it
 
     assert offsets == list(range(credit))
     assert buffered == READ_AHEAD_BELOW - 1 + READ_BATCH
+
+
+def consumed(root: Path, credit: int) -> CreditedConsumer:
+    """A consumer of stream "s" from `first`, once it has `credit` deliveries or its reads
+    stopped."""
+
+    async def main() -> CreditedConsumer:
+        storage = StreamStorage(root)
+        queue = StreamQueue("s", paging=Paging(streams=storage))
+        consumer = CreditedConsumer(credit)
+        queue.add_consumer(consumer)
+        queue.dispatch()
+        cursor = queue.consumers.cursors[consumer]
+        for _ in range(500):
+            await asyncio.sleep(0.01)
+            if len(consumer.offsets) == credit or (
+                cursor.offset is not None and not cursor.reading
+            ):
+                break
+        queue.remove_consumer(consumer)
+        await asyncio.to_thread(queue._medium.close)
+        await asyncio.to_thread(storage.close)
+        return consumer
+
+    return asyncio.run(asyncio.wait_for(main(), 20))
+
+
+def test_a_delivered_body_is_a_view_of_the_chunk_read_from_the_segment(tmp_path: Path) -> None:
+    """No copy of a body between the segment file and the socket: a delivery's body is a
+    read-only view of the payload its chunk was read into, which the connection writes as it
+    is (`ServerConnection.send_content`)."""
+    filled_stream(tmp_path, 30)
+
+    consumer = consumed(tmp_path, 30)
+
+    assert consumer.offsets == list(range(30))
+    assert all(isinstance(body, memoryview) and body.readonly for body in consumer.bodies)
+    assert [bytes(body) for body in consumer.bodies] == [b"abc"] * 30
+    # Ten records to a chunk: one payload under each ten bodies.
+    payloads = [body.obj for body in consumer.bodies if isinstance(body, memoryview)]
+    assert [len({id(payload) for payload in payloads[at : at + 10]}) for at in (0, 10, 20)] == [
+        1,
+        1,
+        1,
+    ]
+    assert len({id(payload) for payload in payloads}) == 3
+
+
+def test_a_damaged_chunk_is_refused_and_nothing_of_it_delivered(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Bodies are views of what was read, and the CRC of the whole chunk is checked before any
+    view of it is made: a chunk damaged on the disk is refused (the read fails, naming its
+    segment), and none of its records reaches a consumer."""
+    filled_stream(tmp_path, 100, segment_bytes=2000)
+    medium = FileMedium(tmp_path / "%2F" / "s")
+    try:
+        segment = medium.open()[0]  # not the newest: opening reads none of its payloads
+        damaged = segment.chunks[1]
+    finally:
+        medium.close()
+    path = Path(medium.where(segment.first_offset))
+    data = bytearray(path.read_bytes())
+    data[damaged.locator + HEADER_SIZE + 5] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+    with caplog.at_level(logging.ERROR):
+        consumer = consumed(tmp_path, 100)
+
+    first = damaged.header.first_offset
+    assert not set(consumer.offsets) & set(range(first, damaged.header.next_offset))
+    assert "stream read failed" in caplog.text
+    assert path.name in caplog.text
 
 
 def test_read_ahead_asks_for_the_window_past_a_read_once_half_of_it_was_read() -> None:
