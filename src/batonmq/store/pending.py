@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import marshal
 import struct
-import zlib
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
+
+from zlib_ng.zlib_ng import crc32
 
 from batonmq.store.base import (
     PagedEntry,
@@ -168,7 +169,7 @@ class Pending:
             payload = data[start : start + length]
             if len(payload) < length:
                 break  # cut short by a crash (or being written): never confirmed
-            if zlib.crc32(payload) != crc:
+            if crc32(payload) != crc:
                 raise StoreCorrupt(
                     f"{source} is damaged: the frame at byte {offset} fails its checksum"
                 )
@@ -269,7 +270,7 @@ def encode_frame(batch: WriteBatch) -> bytes:
             batch.entries_deleted,
         )
     )
-    return _FRAME_HEAD.pack(len(payload), zlib.crc32(payload)) + payload
+    return _FRAME_HEAD.pack(len(payload), crc32(payload)) + payload
 
 
 def body_size(message: StoredMessage) -> int:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import struct
-import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple
+
+from zlib_ng.zlib_ng import crc32
 
 MAGIC: Final = b"BSC1"
 #: magic, first offset, record count, timestamp (ms since the epoch), Bloom filter, payload
@@ -104,7 +105,7 @@ def encode(first_offset: int, timestamp: int, records: Sequence[Record]) -> byte
         timestamp,
         bytes(bloom),
         len(payload),
-        zlib.crc32(payload),
+        crc32(payload),
     )
     return header + payload
 
@@ -124,7 +125,7 @@ def decode_records(header: ChunkHeader, payload: bytes) -> Iterator[Record]:
     delivered. Bodies are read-only views of `payload`, not copies (copying each body out of
     the chunk cost a large-message replay about as much as reading the chunk): `payload`
     lives as long as one of them does."""
-    if len(payload) != header.payload_length or zlib.crc32(payload) != header.crc:
+    if len(payload) != header.payload_length or crc32(payload) != header.crc:
         raise ChunkError(f"chunk at offset {header.first_offset}: payload fails its CRC")
     view = memoryview(payload)
     # A chunk's messages mostly share their exchange, routing key, filter value and content
