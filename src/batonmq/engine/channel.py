@@ -364,8 +364,12 @@ class Channel:
         if multiple:
             if released:
                 self._released_tags = {tag for tag in released if tag > delivery_tag}
-            # "up to and including" the named tag; tags are kept in increasing order.
-            return list(itertools.takewhile(lambda tag: tag <= delivery_tag, self.unsettled))
+            # "up to and including" the named tag; tags are kept in increasing order, and the
+            # common ack names the last one: all of them, without a test per tag.
+            unsettled = self.unsettled
+            if not unsettled or delivery_tag >= next(reversed(unsettled)):
+                return list(unsettled)
+            return list(itertools.takewhile(lambda tag: tag <= delivery_tag, unsettled))
         if delivery_tag in released:
             released.discard(delivery_tag)
             return []
