@@ -65,6 +65,8 @@ class Unsettled:
 class Channel:
     def __init__(self, session: Session, number: int) -> None:
         self.session = session
+        #: The session's virtual host (channels open only after connection.open chose it).
+        self.vhost = session.vhost
         self.number = number
         #: As RabbitMQ names a channel: its connection's name and number.
         self.name = f"{session.name} ({number})"

@@ -32,8 +32,7 @@ def publish(channel: Channel, method: base.Frame, message: Message) -> None:
     if method.immediate:
         # RabbitMQ dropped "immediate" (3.0); the spec lets a server refuse it with 540.
         raise amqp_error(ReplyCode.NOT_IMPLEMENTED, "immediate=true")
-    session = channel.session
-    vhost = session.vhost
+    session, vhost = channel.session, channel.vhost
     channel.counters.publish += 1
     exchange = checked_exchange(
         session.broker,
