@@ -12,7 +12,9 @@ Rules of this machine — everything that changes its state lives in this file:
    (`FrameReader.peek_content`), on exactly the conditions under which the three frames one by
    one would complete it with no error; anything else goes frame by frame. Its header is
    checked as in rule 5, so a bad one is refused with the same error either way.
-2. Bytes come out of `data_to_send`: everything queued by the calls since the last time.
+2. Bytes come out of `data_to_send`: everything queued by the calls since the last time, joined
+   into one piece unless a large body is among it (`LARGE_BODY`: then as the pieces they were
+   queued as, so that the body is not copied).
 3. The handshake runs in the order of `_HANDSHAKE`: protocol header, start/start-ok, tune/tune-ok,
    open/open-ok. A method out of that order is 503 COMMAND_INVALID. A connection handed over
    from another worker process replays the client's input from its start, and does not send
@@ -109,6 +111,10 @@ _NOT_READING: Final = (State.AWAITING_HEADER, State.CLOSED)
 
 #: Methods a client sends that carry content (the server-to-client ones are not accepted).
 _CONTENT_METHODS: Final = (commands.Basic.Publish,)
+#: A body of at least this many octets makes `data_to_send` give its pieces as queued, so that
+#: it is written without being copied; smaller output is joined into one piece, since a socket
+#: write costs more per piece than copying a few hundred octets does.
+LARGE_BODY: Final = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +253,8 @@ class ServerConnection:
         self._reader = FrameReader(settings.frame_max)
         #: Frames and frame pieces; a body may be a view of a stream chunk (not copied).
         self._output: list[bytes | memoryview] = []
+        #: A body of `LARGE_BODY` octets or more is in `_output`.
+        self._large_output = False
         self._channels: dict[int, _ChannelSlot] = {}
         self._ended = False
 
@@ -555,9 +563,11 @@ class ServerConnection:
         """A content-carrying method (already encoded: amqp/outgoing.py), its header as received
         from the publisher, and the body split to the negotiated frame_max."""
         body_size = len(body)
+        if body_size >= LARGE_BODY:
+            self._large_output = True
         if 0 < body_size <= self.frame_max - FRAME_OVERHEAD:
             # The common case, a body in one frame, as pieces: the frames are joined when
-            # written, so the payloads are not copied into frames of their own first.
+            # written (`data_to_send`), so the payloads are not copied into frames first.
             self._output += (
                 method_frame,
                 FRAME_START.pack(FRAME_HEADER, channel, len(header_payload)),
@@ -630,7 +640,14 @@ class ServerConnection:
         self._channels.clear()
 
     def data_to_send(self) -> list[bytes | memoryview]:
+        """What to write (rule 2): one piece, or the pieces as queued when a large body is
+        among them; empty when nothing was queued."""
         output, self._output = self._output, []
+        if self._large_output:
+            self._large_output = False
+            return output
+        if len(output) > 1:
+            return [b"".join(output)]
         return output
 
     @property

@@ -250,32 +250,35 @@ def _fast_publish(payload: bytes) -> base.Frame | None:
 
 def _publish_from(encoded: bytes) -> commands.Basic.Publish | None:
     """The basic.publish whose arguments are `encoded`, or None unless they fill it exactly.
-    Raises IndexError or UnicodeDecodeError on some malformed ones."""
-    arguments = _publish_arguments.get(encoded)
-    if arguments is None:
+    Raises IndexError or UnicodeDecodeError on some malformed ones. The same arguments give the
+    same object, which nothing changes (`_publishes`)."""
+    method = _publishes.get(encoded)
+    if method is None:
         arguments = _decode_publish_arguments(encoded)
         if arguments is None:
             return None
-        if len(_publish_arguments) >= _PUBLISH_ARGUMENTS_KEPT:
-            _publish_arguments.clear()
-        _publish_arguments[encoded] = arguments
-    method = object.__new__(commands.Basic.Publish)
-    (
-        method.ticket,
-        method.exchange,
-        method.routing_key,
-        method.mandatory,
-        method.immediate,
-    ) = arguments
+        method = object.__new__(commands.Basic.Publish)
+        (
+            method.ticket,
+            method.exchange,
+            method.routing_key,
+            method.mandatory,
+            method.immediate,
+        ) = arguments
+        if len(_publishes) >= _PUBLISHES_KEPT:
+            _publishes.clear()
+        _publishes[encoded] = method
     return method
 
 
 #: ticket, exchange, routing-key, mandatory, immediate.
 _PublishArguments = tuple[int, str, str, bool, bool]
-#: Decoded basic.publish arguments by their bytes: a publisher repeats its exchange and routing
-#: key, and decoding them is most of the cost of a publish method. Emptied when full.
-_publish_arguments: dict[bytes, _PublishArguments] = {}
-_PUBLISH_ARGUMENTS_KEPT: Final = 1024
+#: Decoded basic.publish methods by the bytes of their arguments: a publisher repeats its
+#: exchange and routing key, and decoding them, or making a method object, is most of the cost
+#: of a publish method. The engine reads a method's arguments and never changes them, so one
+#: object serves every publish with the same bytes. Emptied when full.
+_publishes: dict[bytes, commands.Basic.Publish] = {}
+_PUBLISHES_KEPT: Final = 1024
 
 
 def _decode_publish_arguments(encoded: bytes) -> _PublishArguments | None:

@@ -65,6 +65,8 @@ class Unsettled:
 class Channel:
     def __init__(self, session: Session, number: int) -> None:
         self.session = session
+        #: The session's virtual host (channels open only after connection.open chose it).
+        self.vhost = session.vhost
         self.number = number
         #: As RabbitMQ names a channel: its connection's name and number.
         self.name = f"{session.name} ({number})"
@@ -364,8 +366,12 @@ class Channel:
         if multiple:
             if released:
                 self._released_tags = {tag for tag in released if tag > delivery_tag}
-            # "up to and including" the named tag; tags are kept in increasing order.
-            return list(itertools.takewhile(lambda tag: tag <= delivery_tag, self.unsettled))
+            # "up to and including" the named tag; tags are kept in increasing order, and the
+            # common ack names the last one: all of them, without a test per tag.
+            unsettled = self.unsettled
+            if not unsettled or delivery_tag >= next(reversed(unsettled)):
+                return list(unsettled)
+            return list(itertools.takewhile(lambda tag: tag <= delivery_tag, unsettled))
         if delivery_tag in released:
             released.discard(delivery_tag)
             return []

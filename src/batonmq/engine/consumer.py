@@ -42,7 +42,7 @@ class Consumer:
 
     def has_room(self) -> bool:
         channel = self.channel
-        if not channel.can_deliver() or self.queue in channel.session.vhost.paused:
+        if not channel.can_deliver() or self.queue in channel.vhost.paused:
             return False
         if self.no_ack:
             return True  # RabbitMQ: prefetch does not apply to automatic-acknowledgement consumers

@@ -32,12 +32,12 @@ def publish(channel: Channel, method: base.Frame, message: Message) -> None:
     if method.immediate:
         # RabbitMQ dropped "immediate" (3.0); the spec lets a server refuse it with 540.
         raise amqp_error(ReplyCode.NOT_IMPLEMENTED, "immediate=true")
-    session = channel.session
+    session, vhost = channel.session, channel.vhost
     channel.counters.publish += 1
     exchange = checked_exchange(
         session.broker,
         session.username,
-        session.vhost,
+        vhost,
         method.exchange,
         method.routing_key,
         message,
@@ -48,16 +48,19 @@ def publish(channel: Channel, method: base.Frame, message: Message) -> None:
         return
     confirms = channel.confirms
     sequence = confirms.publish() if confirms is not None else 0
-    queues = session.vhost.route(exchange, message)
-    after_write = session.broker.after_write
-    batch = held_batch(session.broker.journal, [(message, queues)])
+    queues = vhost.route(exchange, message)
+    broker = session.broker
+    after_write = broker.after_write
+    batch = message_batch(broker.journal, message, queues)
     enqueued = enqueue(channel, message, queues, method.mandatory, batch)
     taken = enqueued is not Enqueued.REFUSED
     if batch is not None:
         # The queues show the message only after the commit; a failed one leaves it on none.
         after_write.release(batch, queues)
-    writers = [queue for queue in queues if queue.writes_itself]
-    if not writers:
+    for queue in queues:
+        if queue.writes_itself:
+            break
+    else:  # no queue writes the message itself (a loop: this runs for every publish)
         if confirms is not None:
             # Confirms mean durable: the ack waits for the commit that holds the message; a
             # failed write nacks it. RabbitMQ (x-overflow reject-publish): a refused message
@@ -68,6 +71,7 @@ def publish(channel: Channel, method: base.Frame, message: Message) -> None:
                 after_write.confirm(batch, channel, sequence, taken)
         return
     # The queues that write the message themselves (streams) are waited for too.
+    writers = [queue for queue in queues if queue.writes_itself]
     written = all_done(
         len(writers) + (batch is not None),
         lambda ok: channel.settle_publish(sequence, ok and taken) if confirms is not None else None,
@@ -132,7 +136,8 @@ def checked_exchange(
         raise amqp_error(
             ReplyCode.ACCESS_REFUSED, f"cannot publish to internal exchange '{exchange.name}'"
         )
-    if message.has_property(FLAG_USER_ID):
+    flags = message.property_flags
+    if flags & FLAG_USER_ID:
         user_id = message.properties.user_id
         if user_id != username:
             # RabbitMQ's validated user-id: a publisher cannot claim to be someone else.
@@ -140,7 +145,7 @@ def checked_exchange(
                 ReplyCode.PRECONDITION_FAILED,
                 f"user_id property set to '{user_id}' but authenticated user was '{username}'",
             )
-    if message.has_property(FLAG_EXPIRATION):
+    if flags & FLAG_EXPIRATION:
         try:
             parse_expiration(message.properties.expiration or "")
         except InvalidExpiration as error:
@@ -160,14 +165,19 @@ def held_batch(journal: Journal, routed: list[tuple[Message, list[Queue]]]) -> i
     one being gathered when one of them is persistent and goes to a queue that persists it
     (then all of them wait, so that a failed write leaves none behind); None when nothing is
     written."""
-    if not journal.enabled:
-        return None
     for message, queues in routed:
+        batch = message_batch(journal, message, queues)
+        if batch is not None:
+            return batch
+    return None
+
+
+def message_batch(journal: Journal, message: Message, queues: list[Queue]) -> int | None:
+    """`held_batch` of one routed message."""
+    if journal.enabled:
         for queue in queues:
             if queue.persists and not queue.writes_itself:
-                if message.persistent:
-                    return journal.batch
-                break
+                return journal.batch if message.persistent else None
     return None
 
 

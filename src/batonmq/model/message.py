@@ -12,7 +12,6 @@ from pamqp import commands
 
 from batonmq.amqp.properties import decode_basic_properties
 
-_FLAGS: Final = struct.Struct(">H")
 _TABLE_SIZE: Final = struct.Struct(">I")
 _FLAGS_OFFSET: Final = 12
 #: Property-flag bits of the first flags word (amqp0-9-1.xml, basic class properties, in order:
@@ -63,7 +62,8 @@ class Message:
 
     @property
     def property_flags(self) -> int:
-        return int(_FLAGS.unpack_from(self.header_payload, _FLAGS_OFFSET)[0])
+        payload = self.header_payload
+        return payload[_FLAGS_OFFSET] << 8 | payload[_FLAGS_OFFSET + 1]
 
     def has_property(self, flag: int) -> bool:
         return bool(self.property_flags & flag)

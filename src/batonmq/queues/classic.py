@@ -223,7 +223,9 @@ class ClassicQueue:
             self.dispatch()
         if self._limits.in_force:
             self._limits.taken_in()
-        self._expiry.watch_head()
+        expiry = self._expiry
+        if expiry.expiring:  # no per-message timer work while nothing can expire
+            expiry.watch_head()
 
     def _dropped(self, entry: QueueEntry) -> None:
         self._dead_letter(entry, Reason.MAXLEN)
@@ -251,11 +253,12 @@ class ClassicQueue:
         return self.consumers.has_exclusive()
 
     def dispatch(self) -> None:
-        ready = self.ready
-        self.consumers.hand_out(self, ready, self._expiry.take)
+        ready, expiry = self.ready, self._expiry
+        self.consumers.hand_out(self, ready, expiry.take)
         if ready.paged_count:
             self._pager.page_in()
-        self._expiry.watch_head()
+        if expiry.expiring:
+            expiry.watch_head()
         if self._limits.overfull:
             self._check_underfull()
 

@@ -59,13 +59,16 @@ class ExpiryWatch:
 
     def expiry_of(self, message: Message) -> int | None:
         """When `message`, entering the queue now, expires; None for never."""
+        queue_ttl = self._message_ttl
+        has_expiration = message.property_flags & FLAG_EXPIRATION
+        if queue_ttl is None and not has_expiration:
+            return None  # the common case: nothing to parse (this runs for every message)
         message_ttl = None
-        if message.has_property(FLAG_EXPIRATION):
+        if has_expiration:
             # An invalid expiration is refused at publish; one from the store was checked then.
             with contextlib.suppress(InvalidExpiration):
                 message_ttl = parse_expiration(message.properties.expiration or "")
             self.expiring = True
-        queue_ttl = self._message_ttl
         if queue_ttl is None and message_ttl is None:
             return None
         return expires_at(self.timers.now_ms(), queue_ttl, message_ttl)

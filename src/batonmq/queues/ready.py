@@ -180,9 +180,11 @@ class ReadyEntries:
         if self._spilling:
             return []
         memory_bytes = self.bytes - self.paged_bytes
-        if self.in_memory <= window and memory_bytes <= window_bytes:
-            return []
         head, tail = self._head, self._tail
+        # `in_memory`, inline: this runs for every entry a queue takes in.
+        in_memory = len(head) + len(self._returned) + len(tail)
+        if in_memory <= window and memory_bytes <= window_bytes:
+            return []
         if not tail:
             if self.paged_count:
                 # Memory holds only entries older than the paged ones (read back, or put back

@@ -1,9 +1,10 @@
 """The asyncio glue of one client connection: bytes from the socket go to the session, bytes from
 the session go to the socket. No protocol logic lives here (BatonMQ architecture, server/).
 
-- Writes are coalesced: whatever the engine queues during one loop turn goes out in one call,
-  `writelines` of its pieces: uvloop sends them with one writev, so message bodies are not
-  copied into one buffer first (joining them cost a large-message replay a tenth of its time).
+- Writes are coalesced: whatever the engine queues during one loop turn goes out in one call:
+  one buffer, or with a large body among it `writelines` of its pieces, which uvloop sends with
+  one writev, so that large bodies are not copied (joining them cost a large-message replay a
+  tenth of its time; small pieces cost more written one by one than joined).
 - Backpressure: while the socket's send buffer is over the high-water mark (until it drains
   below the low-water mark), no deliveries are queued for this client. If its unsent output
   still grows past three marks (replies it asked for and does not read), its input is
@@ -251,8 +252,11 @@ class AMQPProtocol(asyncio.Protocol):
             return
         with self._guard():
             chunks = session.flush()
-            if chunks:
+            if len(chunks) == 1:
+                transport.write(chunks[0])
+            elif chunks:
                 transport.writelines(chunks)
+            if chunks:
                 self._last_sent = self._loop.time()
                 if transport.get_write_buffer_size() > HOLD_INPUT_FACTOR * self._high:
                     session.output_backed_up = True

@@ -11,6 +11,7 @@ from pamqp import commands, frame, header
 from pamqp.body import ContentBody
 
 from batonmq.amqp.connection import (
+    LARGE_BODY,
     ChannelClosed,
     ChannelFailed,
     ChannelOpened,
@@ -36,6 +37,7 @@ from batonmq.amqp.frames import (
     HEARTBEAT_BYTES,
     BodyFrame,
     FrameReader,
+    HeaderFrame,
     HeartbeatFrame,
     MethodFrame,
 )
@@ -289,6 +291,36 @@ def test_data_to_send_returns_what_was_queued_since_the_last_call():
     assert connection.data_to_send() == []
 
 
+def test_data_to_send_joins_small_output_into_one_piece():
+    """Rule 2: without a large body, the output is one piece (one socket write)."""
+    _client, end = opened()
+    for tag in (1, 2):
+        end.connection.send_content(
+            1, basic_deliver(1, "c", tag, False, "", "q"), b"\x00\x3c" + bytes(12), b"z" * 128
+        )
+    [piece] = end.connection.data_to_send()
+    reader = FrameReader(1 << 20)
+    reader.feed(piece)
+    assert [type(item) for item in iter(reader.next_frame, None)] == [
+        MethodFrame,
+        HeaderFrame,
+        BodyFrame,
+    ] * 2
+
+
+def test_data_to_send_gives_a_large_body_as_a_piece_of_its_own():
+    """Rule 2: a body of LARGE_BODY octets or more comes out as the object queued, not copied."""
+    _client, end = opened()
+    body = b"z" * LARGE_BODY
+    end.connection.send_content(
+        1, basic_deliver(1, "c", 1, False, "", "q"), b"\x00\x3c" + bytes(12), body
+    )
+    output = end.connection.data_to_send()
+    assert any(piece is body for piece in output)
+    end.connection.send_heartbeat()
+    assert len(end.connection.data_to_send()) == 1, "the next output is joined again"
+
+
 # Tune-ok ----------------------------------------------------------------------------------------
 
 
@@ -320,11 +352,13 @@ def test_tune_ok_lower_frame_max_is_enforced_on_input_and_output():
     end.connection.send_content(
         1, basic_deliver(1, "c", 1, False, "", "q"), b"\x00\x3c" + bytes(12), b"z" * 10000
     )
-    written = FrameReader(4096)  # refuses any frame over 4096 octets
-    written.feed(b"".join(end.connection.data_to_send()))
-    frames = [written.next_frame() for _ in range(5)]
-    assert written.next_frame() is None
-    assert [len(f.payload) for f in frames if isinstance(f, BodyFrame)] == [4088, 4088, 1824]
+    reader = FrameReader(4096)  # refuses a frame over 4096 octets with 501
+    reader.feed(b"".join(end.connection.data_to_send()))
+    frames = list(iter(reader.next_frame, None))
+    assert [type(item) for item in frames] == [MethodFrame, HeaderFrame, *[BodyFrame] * 3]
+    assert b"".join(item.payload for item in frames[2:] if isinstance(item, BodyFrame)) == (
+        b"z" * 10000
+    )
     client.send_bytes(raw_frame(FRAME_BODY, 1, b"b" * (4096 - 7)))
     expect_close(client, ReplyCode.FRAME_ERROR)
 

@@ -349,6 +349,16 @@ def test_what_every_client_decodes_passes(payload):
     assert clients_decode(payload)
 
 
+def test_a_header_is_judged_the_same_however_often_it_comes():
+    """A header that passed is not checked again (a publisher repeats its header), and one that
+    failed is refused every time: hardening, "no message the broker holds can make a consumer
+    ... fail" however many times it was sent."""
+    good, bad = content_header(1 << 12, b"\x01", 128), content_header(1 << 12, b"\x03", 128)
+    for _ in range(3):
+        assert check_passes(good)
+        assert refusal(bad) is ReplyCode.SYNTAX_ERROR
+
+
 # Decoding and editing what passed ----------------------------------------------------------------
 
 

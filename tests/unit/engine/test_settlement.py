@@ -61,6 +61,19 @@ def test_ack_multiple_settles_up_to_and_including_the_tag():
     assert drain(client) == [(b"m2", True), (b"m3", False)]
 
 
+def test_ack_multiple_naming_the_newest_tag_settles_every_delivery():
+    """basic.ack, multiple: "up to and including" the newest tag is every outstanding delivery
+    (the common acknowledgement of a consumer, which the channel settles without a test per
+    tag); a message published after it stays ready."""
+    client, _broker = filled(4)
+    for _ in range(3):
+        get(client)
+    client.send(1, Basic.Ack(delivery_tag=3, multiple=True))
+    client.send(1, Channel.Close(reply_code=200, reply_text="", class_id=0, method_id=0))
+    client.expect(Channel.CloseOk, channel=1)
+    assert drain(client) == [(b"m3", False)]
+
+
 def test_ack_multiple_zero_settles_everything_outstanding():
     """basic.ack, multiple: "If the multiple field is 1, and the delivery tag is zero, this
     indicates acknowledgement of all outstanding messages"."""
