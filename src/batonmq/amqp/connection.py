@@ -13,8 +13,8 @@ Rules of this machine — everything that changes its state lives in this file:
    one would complete it with no error; anything else goes frame by frame. Its header is
    checked as in rule 5, so a bad one is refused with the same error either way.
 2. Bytes come out of `data_to_send`: everything queued by the calls since the last time, joined
-   into one piece unless a large body is among it (`LARGE_BODY`: then as the pieces they were
-   queued as, so that the body is not copied).
+   into one piece, except that a body of `LARGE_BODY` octets or more stays a piece of its own,
+   so that it is not copied (the small pieces around it are joined).
 3. The handshake runs in the order of `_HANDSHAKE`: protocol header, start/start-ok, tune/tune-ok,
    open/open-ok. A method out of that order is 503 COMMAND_INVALID. A connection handed over
    from another worker process replays the client's input from its start, and does not send
@@ -111,10 +111,11 @@ _NOT_READING: Final = (State.AWAITING_HEADER, State.CLOSED)
 
 #: Methods a client sends that carry content (the server-to-client ones are not accepted).
 _CONTENT_METHODS: Final = (commands.Basic.Publish,)
-#: A body of at least this many octets makes `data_to_send` give its pieces as queued, so that
-#: it is written without being copied; smaller output is joined into one piece, since a socket
-#: write costs more per piece than copying a few hundred octets does.
-LARGE_BODY: Final = 64 * 1024
+#: A body of at least this many octets is given by `data_to_send` as a piece of its own, so that
+#: it is written without being copied (a stream's bodies are views of the chunk they were read
+#: from); smaller pieces are joined, since a piece of a socket write (writev) costs more than
+#: copying a few hundred octets does, and less than copying a few thousand.
+LARGE_BODY: Final = 4 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -643,12 +644,12 @@ class ServerConnection:
         """What to write (rule 2): one piece, or the pieces as queued when a large body is
         among them; empty when nothing was queued."""
         output, self._output = self._output, []
-        if self._large_output:
-            self._large_output = False
+        if len(output) <= 1:
             return output
-        if len(output) > 1:
+        if not self._large_output:
             return [b"".join(output)]
-        return output
+        self._large_output = False
+        return _joined_around_large(output)
 
     @property
     def is_open(self) -> bool:
@@ -694,3 +695,20 @@ def short_string(text: str) -> str:
     if len(encoded) <= 255:
         return encoded.decode("utf-8")
     return encoded[:255].decode("utf-8", "ignore")
+
+
+def _joined_around_large(pieces: list[bytes | memoryview]) -> list[bytes | memoryview]:
+    """`pieces` with each run of pieces under `LARGE_BODY` octets joined into one."""
+    joined: list[bytes | memoryview] = []
+    run: list[bytes | memoryview] = []
+    for piece in pieces:
+        if len(piece) < LARGE_BODY:
+            run.append(piece)
+            continue
+        if run:
+            joined.append(b"".join(run))
+            run = []
+        joined.append(piece)
+    if run:
+        joined.append(b"".join(run))
+    return joined
