@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 
 from batonmq.store.appendlog import appends_path
-from batonmq.store.base import StoredEntry, StoredMessage, StoredQueue, WriteBatch
+from batonmq.store.base import StoredQueue, WriteBatch
 from batonmq.store.sqlite import SQLiteStore
-
-VHOST = "/"
+from tests.batches import VHOST, acked, put
 
 
 @pytest.fixture
@@ -32,17 +31,6 @@ async def store(db_path: Path) -> AsyncIterator[SQLiteStore]:
         yield opened
     finally:
         await opened.close()
-
-
-def put(*numbers: int) -> WriteBatch:
-    return WriteBatch(
-        messages_put=[StoredMessage(n, "", "q", b"\x00\x3c", b"body %d" % n) for n in numbers],
-        entries_put=[StoredEntry(VHOST, "q", n, n) for n in numbers],
-    )
-
-
-def acked(*numbers: int) -> WriteBatch:
-    return WriteBatch(entries_deleted=[(VHOST, "q", n, n) for n in numbers])
 
 
 def rows(path: Path) -> tuple[int, int]:

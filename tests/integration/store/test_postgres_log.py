@@ -15,17 +15,15 @@ import pytest
 
 from batonmq.store.base import (
     StoreCorrupt,
-    StoredEntry,
-    StoredMessage,
     StoredQueue,
     StoreFenced,
     WriteBatch,
 )
 from batonmq.store.postgres import PostgresStore
+from tests.batches import VHOST, acked, put
 from tests.integration.store.conftest import CLUSTER_SCHEMA, MakeMember
 from tests.members import lease_run_out
 
-VHOST = "/"
 SCHEMA = "batonmq_s_b1"
 MakeStore = Callable[..., PostgresStore]
 
@@ -46,17 +44,6 @@ async def make_store(postgres_dsn: str) -> AsyncIterator[MakeStore]:
     finally:
         for store in made:
             await store.close()
-
-
-def put(*numbers: int, queue: str = "q") -> WriteBatch:
-    return WriteBatch(
-        messages_put=[StoredMessage(n, "", "q", b"\x00\x3c", b"body %d" % n) for n in numbers],
-        entries_put=[StoredEntry(VHOST, queue, n, n) for n in numbers],
-    )
-
-
-def acked(*numbers: int, queue: str = "q") -> WriteBatch:
-    return WriteBatch(entries_deleted=[(VHOST, queue, n, n) for n in numbers])
 
 
 async def rows(dsn: str, schema: str, broker: str) -> tuple[int, int, int]:

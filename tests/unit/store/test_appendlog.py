@@ -10,27 +10,8 @@ from pathlib import Path
 import pytest
 
 from batonmq.store.appendlog import AppendLog, appends_path, appends_paths, held_still
-from batonmq.store.base import StoreCorrupt, StoredEntry, StoredMessage, StoreError, WriteBatch
-
-VHOST = "/"
-
-
-def message(number: int, size: int = 10) -> StoredMessage:
-    return StoredMessage(number, "", "q", b"header", bytes(size))
-
-
-def entry(sequence: int, message_id: int, queue: str = "q") -> StoredEntry:
-    return StoredEntry(VHOST, queue, sequence, message_id)
-
-
-def put(*numbers: int) -> WriteBatch:
-    return WriteBatch(
-        messages_put=[message(n) for n in numbers], entries_put=[entry(n, n) for n in numbers]
-    )
-
-
-def acked(*numbers: int, queue: str = "q") -> WriteBatch:
-    return WriteBatch(entries_deleted=[(VHOST, queue, n, n) for n in numbers])
+from batonmq.store.base import StoreCorrupt, StoreError, WriteBatch
+from tests.batches import VHOST, acked, message, put
 
 
 def test_a_full_pending_state_asks_for_a_checkpoint(tmp_path: Path) -> None:

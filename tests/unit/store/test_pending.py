@@ -5,28 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from batonmq.store.base import StoreCorrupt, StoredEntry, StoredMessage, StoreError, WriteBatch
+from batonmq.store.base import StoreCorrupt, StoreError, WriteBatch
 from batonmq.store.pending import Pending, body_size, encode_frame
-
-VHOST = "/"
-
-
-def message(number: int, size: int = 10) -> StoredMessage:
-    return StoredMessage(number, "", "q", b"header", bytes(size))
-
-
-def entry(sequence: int, message_id: int, queue: str = "q") -> StoredEntry:
-    return StoredEntry(VHOST, queue, sequence, message_id)
-
-
-def put(*numbers: int) -> WriteBatch:
-    return WriteBatch(
-        messages_put=[message(n) for n in numbers], entries_put=[entry(n, n) for n in numbers]
-    )
-
-
-def acked(*numbers: int, queue: str = "q") -> WriteBatch:
-    return WriteBatch(entries_deleted=[(VHOST, queue, n, n) for n in numbers])
+from tests.batches import VHOST, acked, entry, message, put
 
 
 def test_a_message_acknowledged_before_a_checkpoint_nets_out_to_nothing() -> None:
@@ -37,7 +18,7 @@ def test_a_message_acknowledged_before_a_checkpoint_nets_out_to_nothing() -> Non
     pending.add(acked(1))
 
     assert list(pending.messages) == [2] and pending.entries == {(VHOST, "q"): {2: entry(2, 2)}}
-    assert pending.body_bytes == 10
+    assert pending.body_bytes == len(message(2).body)
     pending.add(acked(2))
     assert not pending
     assert pending.as_batch() == WriteBatch()
@@ -84,7 +65,7 @@ def test_a_message_put_again_is_held_once() -> None:
     pending = Pending()
     pending.add(put(1))
     pending.add(put(1))
-    assert pending.body_bytes == 10 and pending.holders == {1: 1}
+    assert pending.body_bytes == len(message(1).body) and pending.holders == {1: 1}
 
     pending.add(acked(1))
     assert not pending
@@ -189,5 +170,6 @@ def test_counts_of_the_tables_once_the_log_is_checkpointed() -> None:
     pending.add(put(1, 2))  # message 2 is in the tables too (put again by another queue)
     pending.add(WriteBatch(entries_deleted=[(VHOST, "other", 9, 40), (VHOST, "other", 8, 41)]))
     tables = (5, 6, 500)  # messages 40 (one entry) and 41 (two entries) among them
-    counted = pending.counted(tables, body_size, {2: 10}, {40: (1, 100), 41: (2, 100)})
-    assert counted == (5 + 2 - 1 - 1, 6 + 2 - 2, 500 + 20 - 10 - 100)
+    size = len(message(1).body)  # and message 2's
+    counted = pending.counted(tables, body_size, {2: size}, {40: (1, 100), 41: (2, 100)})
+    assert counted == (5 + 2 - 1 - 1, 6 + 2 - 2, 500 + 2 * size - size - 100)
