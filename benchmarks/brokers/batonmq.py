@@ -129,6 +129,7 @@ class BatonMQ(Broker):
                 DATABASE
                 + (f"_{self.build.name}" if self.build else "")
                 + ("_http" if self.management_port is not None else "")
+                + (f"_w{self.workers}" if self.workers > 1 else "")
             )
             dsn = self.postgres.create_database(database, exist_ok=self.database is not None)
             config += ["[persist.postgres]", f"dsn = {_toml_string(dsn)}"]
@@ -177,7 +178,9 @@ class BatonMQ(Broker):
                 self.process.kill()
                 self.process.wait(10)
         if self.directory is not None:
-            log = (self.directory / "broker.log").read_text(errors="replace")
+            log_path = self.directory / "broker.log"
+            # None when the broker could not be started (its database, say).
+            log = log_path.read_text(errors="replace") if log_path.exists() else ""
             self.log_problems = tuple(log_problems(log))
             shutil.rmtree(self.directory, ignore_errors=True)
             self.directory = None
