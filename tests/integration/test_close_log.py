@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import struct
 from collections.abc import Callable
 
 import pytest
-from pamqp import commands, header
+from pamqp import commands, frame, header
 
 from tests.brokerproc import RunningBroker, start_broker, wait_until
 from tests.rawclient import RawClient, connect, open_connection
@@ -18,7 +19,7 @@ from tests.wire import plain_response
 
 pytestmark = pytest.mark.integration
 
-ACCESS_REFUSED, FRAME_ERROR, CHANNEL_ERROR, UNEXPECTED_FRAME = 403, 501, 504, 505
+ACCESS_REFUSED, FRAME_ERROR, SYNTAX_ERROR, CHANNEL_ERROR, UNEXPECTED_FRAME = 403, 501, 502, 504, 505
 NOT_ALLOWED, NOT_IMPLEMENTED = 530, 540
 
 
@@ -65,6 +66,13 @@ def content_header_without_publish(client: RawClient) -> None:
     client.send_frame(header.ContentHeader(0, 5), 1)
 
 
+def malformed_content_header(client: RawClient) -> None:
+    """basic.publish, then a content header whose delivery-mode is 7 (spec 4.2.6.1 header:
+    class-id 60, weight, body-size, property flags; bit 12 is delivery-mode)."""
+    client.send(frame.marshal(commands.Basic.Publish(routing_key="q"), 1))
+    client.send(raw_frame(2, 1, struct.pack(">HHQH", 60, 0, 5, 1 << 12) + b"\x07"))
+
+
 def method_on_a_channel_not_open(client: RawClient) -> None:
     client.send_frame(commands.Basic.Qos(prefetch_count=1), 2)
 
@@ -76,6 +84,11 @@ def prefetch_size(client: RawClient) -> None:
 #: case -> (bad input, reply code, the reason's start)
 CASES: dict[str, tuple[Callable[[RawClient], None], int, str]] = {
     "501 frame error": (bad_frame_end, FRAME_ERROR, "FRAME_ERROR - frame-end"),
+    "502 syntax error": (
+        malformed_content_header,
+        SYNTAX_ERROR,
+        "SYNTAX_ERROR - content header property: delivery-mode 7",
+    ),
     "504 channel error": (method_on_a_channel_not_open, CHANNEL_ERROR, "CHANNEL_ERROR - channel 2"),
     "505 unexpected frame": (
         content_header_without_publish,
@@ -90,7 +103,7 @@ CASES: dict[str, tuple[Callable[[RawClient], None], int, str]] = {
 def test_a_connection_closed_for_bad_frames_is_logged_once_with_all_fields(
     batonmq: RunningBroker, case: str
 ):
-    """Hardening: frame errors 501/504/505/540 are "logged once with peer address, user, vhost,
+    """Hardening: frame errors 501/502/504/505/540 are "logged once with peer address, user, vhost,
     code and reason"; a broker's error close is a warning."""
     send_bad_input, code, reason = CASES[case]
     client = open_connection(batonmq, channel=1)
@@ -103,6 +116,23 @@ def test_a_connection_closed_for_bad_frames_is_logged_once_with_all_fields(
     assert "user=guest" in line and "vhost=/" in line
     assert f"code={code}" in line and "closed_by=broker" in line
     assert f'reason="{reason}' in line, line
+
+
+def test_a_530_for_more_channels_than_channel_max_is_logged_once_with_all_fields(
+    batonmq: RunningBroker,
+):
+    """Hardening: 530 is "logged once with peer address, user, vhost, code and reason"; RabbitMQ
+    closes with 530 when the "number of channels opened (2) has reached the negotiated
+    channel_max (2)"."""
+    client = open_connection(batonmq, channel=1, channel_max=2)
+    client.open_channel(65535)
+    client.send_frame(commands.Channel.Open(), 3)
+    client.expect_connection_close(NOT_ALLOWED)
+    client.send_frame(commands.Connection.CloseOk())
+    line = end_and_read_the_line(batonmq, client)
+    assert line.split()[1] == "warning"
+    assert "user=guest vhost=/ code=530" in line and "closed_by=broker" in line
+    assert 'reason="NOT_ALLOWED - number of channels opened (2) has reached the negotiated' in line
 
 
 def test_a_refused_login_is_logged_once_with_the_user_the_mechanism_and_why(
