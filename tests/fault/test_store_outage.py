@@ -146,6 +146,63 @@ def test_a_durable_delete_whose_write_fails_keeps_the_queue_and_its_messages(
         assert not exists(channel, "work")
 
 
+def routes(channel: BlockingChannel, exchange: str, routing_key: str) -> bool:
+    """Whether a mandatory persistent publish to `exchange` with `routing_key` reaches a queue
+    (on a channel of its own, with confirms: a basic.return is unroutable)."""
+    probe = channel.connection.channel()
+    probe.confirm_delivery()
+    try:
+        probe.basic_publish(exchange, routing_key, b"probe", PERSISTENT, mandatory=True)
+    except pika.exceptions.UnroutableError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
+def test_a_failed_exchange_delete_or_unbind_changes_nothing_and_a_retry_writes_it(
+    life: BrokerLife, outage: ThrowawayServer
+):
+    """Hardening, defect 1: "A failed delete likewise removes the object from memory while the
+    store keeps it." For exchange.delete, queue.unbind and exchange.unbind of durable objects:
+    the client gets 406, the exchange and both bindings stay in memory and still route, a retry
+    once the store is back writes each, and a restart shows them gone."""
+    with connected(life.current) as channel:
+        channel.exchange_declare("doomed", "fanout", durable=True)
+        channel.exchange_declare("source", "direct", durable=True)
+        channel.exchange_declare("fan", "fanout", durable=True)
+        channel.queue_declare("direct-q", durable=True)
+        channel.queue_declare("fan-q", durable=True)
+        channel.queue_bind("direct-q", "source", "k")
+        channel.exchange_bind("fan", "source", "e")
+        channel.queue_bind("fan-q", "fan")
+        connection = channel.connection
+        outage.stop()
+        refused_with(406, lambda: channel.exchange_delete("doomed"))
+        second = connection.channel()
+        refused_with(406, lambda: second.queue_unbind("direct-q", "source", "k"))
+        third = connection.channel()
+        refused_with(406, lambda: third.exchange_unbind("fan", "source", "e"))
+        probe = connection.channel()
+        probe.exchange_declare("doomed", "fanout", passive=True)
+
+        outage.start()
+        # Memory is as it was: the failed unbinds left both routes (the probes need the store).
+        assert routes(probe, "source", "k") and routes(probe, "source", "e")
+        assert probe.queue_declare("direct-q", passive=True).method.message_count == 1
+        assert probe.queue_declare("fan-q", passive=True).method.message_count == 1
+        probe.exchange_delete("doomed")
+        probe.queue_unbind("direct-q", "source", "k")
+        probe.exchange_unbind("fan", "source", "e")
+        assert not routes(probe, "source", "k") and not routes(probe, "source", "e")
+
+    broker = life.restart(kill=True)
+    with connected(broker) as channel:
+        assert not routes(channel, "source", "k") and not routes(channel, "source", "e")
+        channel.queue_bind("fan-q", "fan")  # the exchange and the queue themselves are kept
+        refused_with(404, lambda: channel.exchange_declare("doomed", "fanout", passive=True))
+
+
 def test_a_nacked_publish_is_on_no_queue_and_a_failed_commit_shows_nothing(
     life: BrokerLife, outage: ThrowawayServer
 ):
