@@ -560,11 +560,13 @@ class Channel:
         self.closed = True
         fields = self.log_fields
         try:
-            each(self.consumers, self.remove_consumer, "cancelling a consumer", fields)
-            for queue in self.producing_to:
-                queue.producers.discard(self)
-            each(self.held_by, self._released_by, "releasing a flow-control hold", fields)
-            self.transaction = None
+            try:
+                each(self.consumers, self.remove_consumer, "cancelling a consumer", fields)
+            finally:  # a cancellation raised by a consumer's removal: the rest still runs
+                for queue in self.producing_to:
+                    queue.producers.discard(self)
+                each(self.held_by, self._released_by, "releasing a flow-control hold", fields)
+                self.transaction = None
         finally:
             try:
                 self.settle(list(self.unsettled), Outcome.REQUEUE)

@@ -421,9 +421,13 @@ class Session:
         self.ended = True
         fields = self.log_fields
         try:
-            each(self.channels.values(), Channel.close, "closing a channel", fields)
-            self.channels.clear()
-            each(self.exclusive_queues, self.remove_queue, "deleting an exclusive queue", fields)
+            try:
+                each(self.channels.values(), Channel.close, "closing a channel", fields)
+            finally:  # a cancellation raised by a channel's close: exclusive queues still go
+                self.channels.clear()
+                each(
+                    self.exclusive_queues, self.remove_queue, "deleting an exclusive queue", fields
+                )
         finally:
             self.broker.sessions.discard(self)
             if not self.handed_off:

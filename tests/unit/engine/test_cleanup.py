@@ -18,9 +18,9 @@ from batonmq.store.journal import Journal
 from tests.memclient import MemClient, connect
 
 
-def broken(queue: ClassicQueue) -> None:
+def broken(queue: ClassicQueue, error: BaseException | None = None) -> None:
     def remove_consumer(_consumer: object) -> None:
-        raise RuntimeError("a defect in this queue's consumer removal")
+        raise error or RuntimeError("a defect in this queue's consumer removal")
 
     queue.remove_consumer = remove_consumer  # type: ignore[method-assign]
 
@@ -66,6 +66,45 @@ def test_a_connection_whose_channel_cleanup_raises_still_requeues_and_ends(
     assert queues["first"].message_count == 1
     assert not broker.sessions
     assert "cleanup step failed: " in caplog.text
+
+
+def test_a_channel_close_cancelled_mid_way_still_cancels_and_requeues_the_others() -> None:
+    """Defect 8: channel close "must finish [its] cleanup when ... the task is cancelled": a
+    cancellation raised by the first consumer's removal does not skip the second's. Every
+    consumer is gone from its queue and every message is back; the cancellation then goes on
+    (it is not swallowed)."""
+    broker = Broker()
+    client = two_consumers_holding_a_message_each(broker)
+    queues = broker.vhosts["/"].queues
+    broken(queues["first"], asyncio.CancelledError())
+    with pytest.raises(asyncio.CancelledError):
+        client.send(1, commands.Channel.Close(200, "bye", 0, 0))
+    assert queues["second"].consumer_count == 0
+    assert queues["second"].message_count == 1
+    assert queues["first"].message_count == 1
+
+
+def test_a_session_teardown_cancelled_mid_way_still_ends_every_channel() -> None:
+    """Defect 8: session teardown "must finish [its] cleanup when ... the task is cancelled": a
+    cancellation in one channel's close does not skip the next channel, nor the exclusive
+    queues; the connection is counted out, and the cancellation goes on."""
+    broker = Broker()
+    client, _session = connect(broker)
+    client.open_channel(2)
+    for channel, name in ((1, "first"), (2, "second")):
+        client.declare_queue(channel, name)
+        client.publish(channel, name.encode(), routing_key=name)
+        client.consume(channel, name)
+        assert len(client.deliveries(channel)) == 1
+    owned = client.declare_queue(2, "owned", exclusive=True)
+    queues = broker.vhosts["/"].queues
+    broken(queues["first"], asyncio.CancelledError())
+    with pytest.raises(asyncio.CancelledError):
+        client.send(0, commands.Connection.Close(200, "bye", 0, 0))
+    assert queues["second"].consumer_count == 0
+    assert (queues["first"].message_count, queues["second"].message_count) == (1, 1)
+    assert owned not in queues
+    assert not broker.sessions
 
 
 class HungStore:
