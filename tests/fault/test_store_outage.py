@@ -17,7 +17,7 @@ import pika.exceptions
 import pytest
 from pika.adapters.blocking_connection import BlockingChannel
 
-from tests.brokerproc import BrokerLife, RunningBroker
+from tests.brokerproc import BrokerLife, RunningBroker, start_broker
 from tests.pgserver import ThrowawayServer
 
 pytestmark = [
@@ -274,3 +274,73 @@ def test_acknowledgements_during_an_outage_are_written_when_the_store_returns(
             found.append((body, method.redelivered))
     # job 2 and job 3 were never delivered, but after the crash every message is flagged.
     assert found == [(b"job 1", True), (b"job 2", True), (b"job 3", True)]
+
+
+def test_an_acknowledgement_unwritten_at_a_clean_stop_comes_back_redelivered(
+    life: BrokerLife, outage: ThrowawayServer
+):
+    """Hardening, defect 4: "An ack that could not be persisted must not be reported as done:
+    after a restart the message comes back with the redelivered flag set." The broker is stopped
+    cleanly (SIGTERM) while PostgreSQL is still down, so the acknowledgement was never written
+    (the shutdown says so); with the store back, a new broker delivers that message again,
+    flagged redelivered. That stop could not be recorded either, so the new broker recovers as
+    after a crash ("unclean_stop") and flags the never-delivered message too: the spec's
+    redelivered is a hint that a message "may have been previously delivered"."""
+    with connected(life.current) as channel:
+        channel.confirm_delivery()
+        channel.queue_declare("jobs", durable=True)
+        for number in range(2):
+            channel.basic_publish("", "jobs", f"job {number}".encode(), PERSISTENT)
+        outage.stop()
+        method, _properties, body = channel.basic_get("jobs")
+        assert body == b"job 0"
+        channel.basic_ack(method.delivery_tag)
+        channel.connection.process_data_events(time_limit=1.0)
+    life.current.stop()
+    assert "store write failed at shutdown" in life.current.log()
+
+    outage.start()
+    life.current = start_broker(life.workdir, environment=life.environment)
+    with connected(life.current) as channel:
+        found = []
+        while True:
+            method, _properties, body = channel.basic_get("jobs", auto_ack=True)
+            if method is None:
+                break
+            found.append((body, method.redelivered))
+    assert found == [(b"job 0", True), (b"job 1", True)]
+    [recovered] = [
+        line for line in life.current.log().splitlines() if "recovered 2 messages" in line
+    ]
+    assert "unclean_stop=true" in recovered.lower(), recovered
+
+
+def test_a_delivery_unwritten_in_an_outage_is_flagged_after_a_clean_restart(
+    life: BrokerLife, outage: ThrowawayServer
+):
+    """Hardening, defect 4, without a crash's blanket flag: the acknowledgement and the delivery
+    the store refused are kept and written once it is back; after a clean stop (SIGTERM, store
+    up) the acknowledged message is gone, the one delivered and not acknowledged comes back
+    redelivered, and the one never delivered comes back unflagged."""
+    with connected(life.current) as channel:
+        channel.confirm_delivery()
+        channel.queue_declare("jobs", durable=True)
+        for number in range(3):
+            channel.basic_publish("", "jobs", f"job {number}".encode(), PERSISTENT)
+        outage.stop()
+        first, _properties, _body = channel.basic_get("jobs")
+        channel.basic_ack(first.delivery_tag)
+        _second, _properties, body = channel.basic_get("jobs")
+        assert body == b"job 1"
+        channel.connection.process_data_events(time_limit=1.5)
+        outage.start()
+        channel.basic_publish("", "jobs", b"job 3", PERSISTENT)  # confirmed: all is written
+    broker = life.restart(kill=False)
+    with connected(broker) as channel:
+        found = []
+        while True:
+            method, _properties, body = channel.basic_get("jobs", auto_ack=True)
+            if method is None:
+                break
+            found.append((body, method.redelivered))
+    assert found == [(b"job 1", True), (b"job 2", False), (b"job 3", False)]
