@@ -165,6 +165,7 @@ def test_a_batch_read_returns_exactly_the_range_asked_for(spark, broker: Running
     assert rows[0].properties.message_id == "m5"
     assert (rows[0].routing_key, rows[0].exchange, rows[0].queue) == ("events", "", "events")
     assert rows[0].timestamp.timestamp() == 1_700_000_000
+    assert rows[0].properties.timestamp == rows[0].timestamp
 
 
 def test_a_batch_read_from_first_to_next_reads_the_whole_stream(spark, broker: RunningBroker):
