@@ -8,8 +8,9 @@ words; a command no runner knows fails `test_every_block_is_known`, so a new blo
 untested by accident. `NOT_RUN` names the blocks that are not run, each with the reason. The
 placeholders the README writes for the reader to fill in (DIR, FILE, [--json], a|b) are filled
 in by `_expanded`, and /tmp paths are moved under the test's own directory. A ```python block
-is a Spark job, which tests/integration/test_spark.py runs on the local Spark its tests share, or
-a client of an HA cluster, which tests/fault/test_client_failover.py runs against one.
+is a Spark job, which tests/integration/test_spark.py runs on the local Spark its tests share (and
+the spark-submit command here on a standalone Spark cluster of this machine), or a client of an
+HA cluster, which tests/fault/test_client_failover.py runs against one.
 """
 
 from __future__ import annotations
@@ -275,6 +276,93 @@ def _run_install(command: str, sandbox: Sandbox) -> None:
         process.wait(30)
 
 
+def _run_wheel(tokens: list[str], sandbox: Sandbox) -> None:
+    """The wheel built as written, in a clone of this repository."""
+    _succeeds([sys.executable, *tokens[1:]], sandbox, _clone(sandbox))
+
+
+def _run_wheel_install(tokens: list[str], sandbox: Sandbox) -> None:
+    """The wheel the block built, installed for the driver and the workers: into a directory
+    that their Python finds first (PYTHONPATH), because the test's Python already has the
+    `spark` extra and its own BatonMQ, which this test must not replace."""
+    wheel = _clone(sandbox) / re.sub(r"\[\w+\]$", "", tokens[-1])
+    assert wheel.is_file(), f"{tokens[-1]}: the wheel the README builds has another name"
+    site = sandbox.path("site")
+    _succeeds(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
+         str(wheel)],
+        sandbox, sandbox.directory,
+    )  # fmt: skip
+    sandbox.environment["PYTHONPATH"] = str(site)
+
+
+def _run_spark_submit(tokens: list[str], sandbox: Sandbox) -> None:
+    """The README's Spark job (its ```python block, as events_job.py) submitted as written to a
+    standalone Spark cluster of this machine: a master and a worker started from the installed
+    PySpark (`spark-class ...Master` / `...Worker`), whose address replaces `host:7077`, with
+    the block's broker for localhost:5672 holding the stream `events` it reads."""
+    pyspark = pytest.importorskip("pyspark")
+    parquet = pytest.importorskip("pyarrow.parquet")
+    if shutil.which("java") is None and not os.environ.get("CI"):
+        pytest.skip("Spark needs a Java runtime (CI installs one; there this test must run)")
+    spark_home = Path(pyspark.__file__).parent
+    sandbox.environment.update(
+        SPARK_HOME=str(spark_home),
+        SPARK_WORKER_DIR=str(sandbox.path("spark-work")),  # not under SPARK_HOME
+        PYSPARK_PYTHON=sys.executable,
+    )
+    if sandbox.broker is None:
+        sandbox.broker = start_broker(sandbox.directory, environment=sandbox.environment)
+    broker = sandbox.broker
+    with pika.BlockingConnection(pika.URLParameters(broker.url)) as connection:
+        channel = connection.channel()
+        for queue in ("events", "copy"):
+            channel.queue_declare(queue, durable=True, arguments={"x-queue-type": "stream"})
+        channel.confirm_delivery()
+        for number in range(150):
+            channel.basic_publish("", "events", f"m{number}".encode())
+    (job,) = [block for block in BLOCKS if "import batonmq.spark" in block.text]
+    code = job.text.replace("amqp://guest:guest@localhost:5672/%2F", broker.url)
+    sandbox.path("events_job.py").write_text(_moved(code, sandbox), encoding="utf-8")
+    master = f"127.0.0.1:{free_port()}"
+    daemons = [
+        ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+         "--port", master.split(":")[1], "--webui-port", str(free_port())],
+        ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "2",
+         "--memory", "1g", "--webui-port", str(free_port()), f"spark://{master}"],
+    ]  # fmt: skip
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        for number, daemon in enumerate(daemons):
+            with sandbox.path(f"spark-{number}.log").open("wb") as log:
+                started.append(
+                    subprocess.Popen(
+                        [str(spark_home / "bin" / "spark-class"), *daemon],
+                        env=_environment(sandbox),
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                )
+        worker_log = sandbox.path("spark-1.log")
+        wait_until(
+            lambda: "Successfully registered with master" in worker_log.read_text(errors="replace"),
+            "the Spark worker to register with its master",
+            timeout=120,
+        )
+        argv = [token.replace("host:7077", master) for token in tokens]
+        _succeeds([str(spark_home / "bin" / argv[0]), *argv[1:]], sandbox, sandbox.directory)
+    finally:
+        for process in started:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(30)
+    written = parquet.read_table(sandbox.path("events")).column("offset").to_pylist()
+    assert sorted(written) == list(range(150))
+    with pika.BlockingConnection(pika.URLParameters(broker.url)) as connection:
+        copied = connection.channel().queue_declare("copy", passive=True).method.message_count
+    assert copied == 100
+
+
 Runner = Callable[[str, Sandbox], None]
 
 
@@ -296,6 +384,12 @@ def _runner(command: str) -> Runner | None:
         return _on_words(_run_compare)
     if words[:3] == ["python3", "-m", "venv"]:
         return _run_install
+    if words[:4] == ["python", "-m", "pip", "wheel"]:
+        return _on_words(_run_wheel)
+    if words[:4] == ["python", "-m", "pip", "install"] and words[-1].startswith("dist/"):
+        return _on_words(_run_wheel_install)
+    if words[:1] == ["spark-submit"]:
+        return _on_words(_run_spark_submit)
     return None
 
 

@@ -165,6 +165,7 @@ def test_a_batch_read_returns_exactly_the_range_asked_for(spark, broker: Running
     assert rows[0].properties.message_id == "m5"
     assert (rows[0].routing_key, rows[0].exchange, rows[0].queue) == ("events", "", "events")
     assert rows[0].timestamp.timestamp() == 1_700_000_000
+    assert rows[0].properties.timestamp == rows[0].timestamp
 
 
 def test_a_batch_read_from_first_to_next_reads_the_whole_stream(spark, broker: RunningBroker):
@@ -211,6 +212,78 @@ def test_a_read_between_two_timestamps_reads_what_was_written_between_them(
     ) == list(range(5, 12))
     assert read(startingOffset=later.isoformat()) == []
     assert read(endingOffset=after_five.isoformat()) == list(range(5))
+
+
+@pytest.mark.timeout(300)
+def test_a_streaming_query_starts_at_latest_an_offset_or_a_timestamp(
+    spark, batonmq: RunningBroker, tmp_path: Path
+):
+    """The issue's readStream `startingOffsets`: "earliest | latest | an offset | a timestamp".
+    latest (x-stream-offset "next") reads only what comes after the query started, an offset
+    reads from that offset, a timestamp from the first chunk written at or after it (RabbitMQ's
+    x-stream-offset timestamp, whole seconds)."""
+    declare_and_publish(batonmq.url, "events", bodies(range(5)))
+    time.sleep(1.1)
+    moment = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+    time.sleep(0.1)
+    declare_and_publish(batonmq.url, "events", bodies(range(5, 10)))
+
+    def run(name: str, starting: str) -> Path:
+        out = tmp_path / name
+        frame, sink = stream_query(
+            spark, batonmq.url, "events", out, tmp_path / f"{name}-checkpoint",
+            startingOffsets=starting,
+        )  # fmt: skip
+        run_available_now(frame, sink)
+        return out
+
+    def messages(offsets: range) -> list[tuple[int, bytes]]:
+        return list(zip(offsets, bodies(offsets), strict=True))
+
+    assert written(spark, run("offset", "7")) == messages(range(7, 10))
+    assert written(spark, run("moment", moment.isoformat())) == messages(range(5, 10))
+    frame, sink = stream_query(
+        spark, batonmq.url, "events", tmp_path / "latest", tmp_path / "latest-checkpoint",
+        startingOffsets="latest",
+    )  # fmt: skip
+    query = frame.writeStream.format("parquet").options(**sink).start()
+    try:
+        query.processAllAvailable()  # started: its start is the end of the stream then
+        declare_and_publish(batonmq.url, "events", bodies(range(10, 13)))
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert written(spark, tmp_path / "latest") == messages(range(10, 13))
+
+
+@pytest.mark.timeout(300)
+def test_a_streaming_query_over_a_range_retention_removed_fails_unless_loss_is_accepted(
+    spark, batonmq: RunningBroker, tmp_path: Path
+):
+    """failOnDataLoss through readStream, as through spark.read: a micro-batch whose offsets
+    retention removed fails the query with the data-loss error, or, with failOnDataLoss false,
+    the query reads what the stream still keeps."""
+    declare_and_publish(
+        batonmq.url,
+        "small",
+        [f"{number:0200}".encode() for number in range(40)],
+        **{"x-max-length-bytes": 3000, "x-stream-max-segment-size-bytes": 1000},
+    )
+
+    def run(name: str, fail_on_data_loss: str) -> Path:
+        out = tmp_path / name
+        frame, sink = stream_query(
+            spark, batonmq.url, "small", out, tmp_path / f"{name}-checkpoint",
+            startingOffsets="0", failOnDataLoss=fail_on_data_loss,
+        )  # fmt: skip
+        run_available_now(frame, sink)
+        return out
+
+    with pytest.raises(Exception, match=r"no longer holds offsets 0 to \d+") as raised:
+        run("strict", "true")
+    assert "failOnDataLoss" in str(raised.value)
+    kept = [offset for offset, _body in written(spark, run("lenient", "false"))]
+    assert kept[0] > 0 and kept == list(range(kept[0], 40))
 
 
 @pytest.mark.timeout(300)

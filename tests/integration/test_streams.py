@@ -11,11 +11,16 @@ import datetime
 import shutil
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import aio_pika
 import asyncpg
 import pika
 import pytest
+from kombu.connection import Connection
+from kombu.entity import Queue
+from kombu.message import Message
+from kombu.messaging import Consumer, Producer
 from pika.adapters.blocking_connection import BlockingChannel
 from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker
 
@@ -581,6 +586,46 @@ def test_aio_pika_publishes_and_replays_a_stream(batonmq: RunningBroker):
             return received
 
     assert asyncio.run(asyncio.wait_for(run(), 20)) == [(n, f"m{n}".encode()) for n in range(3)]
+
+
+def test_kombu_publishes_and_replays_a_stream(batonmq: RunningBroker):
+    """The same rules with kombu (py-amqp): the stream declared through a Queue's
+    queue_arguments (x-queue-type stream, durable), publisher confirms, a consumer from
+    x-stream-offset "first" (consumer_arguments) with a prefetch, each delivery with its
+    x-stream-offset header ("Using Streams with AMQP 0-9-1")."""
+    vhost = quote(batonmq.vhost, safe="")
+    url = f"pyamqp://{batonmq.username}:{batonmq.password}@{batonmq.host}:{batonmq.port}/{vhost}"
+    queue = Queue(
+        "kombu-stream",
+        routing_key="kombu-stream",
+        durable=True,
+        queue_arguments=STREAM,
+        consumer_arguments={"x-stream-offset": "first"},
+    )
+    received: list[tuple[int, bytes]] = []
+
+    def on_message(body: object, message: Message) -> None:
+        offset = message.headers["x-stream-offset"]
+        assert isinstance(offset, int)
+        received.append((offset, message.body))
+        message.ack()
+
+    with Connection(url, transport_options={"confirm_publish": True}) as connection:
+        channel = connection.channel()
+        queue(channel).declare()
+        producer = Producer(channel, routing_key="kombu-stream")
+        for body in bodies(5):
+            producer.publish(body, content_type="application/octet-stream")
+        with Consumer(
+            connection.channel(), [queue], callbacks=[on_message], prefetch_count=2
+        ) as consumer:
+            deadline = time.monotonic() + 10
+            while len(received) < 5 and time.monotonic() < deadline:
+                with contextlib.suppress(TimeoutError):
+                    connection.drain_events(timeout=0.5)
+            consumer.cancel()
+
+    assert received == [(n, f"m{n}".encode()) for n in range(5)]
 
 
 def test_messages_published_together_are_written_as_one_chunk(batonmq: RunningBroker):

@@ -2,8 +2,9 @@
 
 Reading (`spark.read` and `spark.readStream`):
 
-- `url` (required): the broker as an AMQP URI, `amqp://user:password@host:port/vhost`; pika's
-  query parameters such as `connection_attempts` and `retry_delay` apply.
+- `url` (required; `uri` is the same option, give one spelling): the broker as an AMQP URI,
+  `amqp://user:password@host:port/vhost`; pika's query parameters such as
+  `connection_attempts` and `retry_delay` apply.
 - `queue` (required): the queue to read.
 - `queueType`: `stream` (the default: read by offset, exactly once, see `readers.py`) or
   `classic` (`spark.readStream` only: messages taken and acknowledged once their micro-batch is
@@ -77,7 +78,7 @@ class ReadOptions:
         given = _lowercased(options)
         max_records = given.get("maxrecordsperbatch")
         return cls(
-            url=_required(given, "url"),
+            url=_url(given),
             queue=_required(given, "queue"),
             queue_type=_queue_type(given.get("queuetype", "stream")),
             starting=_position(given, "startingOffset", ("first", "last", "next"), "first"),
@@ -104,7 +105,7 @@ class WriteOptions:
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
         given = _lowercased(options)
         return cls(
-            url=_required(given, "url"),
+            url=_url(given),
             exchange=given.get("exchange", ""),
             routing_key=given.get("routingkey"),
         )
@@ -112,6 +113,13 @@ class WriteOptions:
 
 def _lowercased(options: Mapping[str, str]) -> dict[str, str]:
     return {key.lower(): value for key, value in options.items()}
+
+
+def _url(given: dict[str, str]) -> str:
+    """Option `url`, or `uri`, its other spelling (an AMQP URI is what it holds)."""
+    if "url" in given and "uri" in given:
+        raise OptionError("options 'url' and 'uri' are the same option: give one")
+    return _required(given, "uri" if "uri" in given else "url")
 
 
 def _required(given: dict[str, str], name: str) -> str:

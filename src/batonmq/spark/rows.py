@@ -3,12 +3,15 @@
 A row read from a stream (`SCHEMA`, in this order):
 
 - `offset` long: the message's stream offset (the `x-stream-offset` of its delivery);
-- `timestamp` timestamp: its `timestamp` property (UTC), null if the publisher set none;
+- `timestamp` timestamp: its `timestamp` property (UTC), null if the publisher set none, from
+  a stream as from a classic queue. (The stream's own timestamp of the message, its chunk's,
+  does not reach an AMQP 0-9-1 consumer: RabbitMQ's streams deliver only x-stream-offset.)
 - `exchange` string: the exchange it was published to (`""`: the default exchange);
 - `routing_key` string: its routing key;
 - `headers` map<string,string>: its headers, each value as text (bytes as UTF-8, tables and
   arrays as JSON), without `x-stream-offset`, which is the `offset` column;
-- `properties` struct: its other basic properties (`PROPERTY_FIELDS`), null where unset;
+- `properties` struct: its other basic properties (`PROPERTY_FIELDS`, `timestamp` among them
+  as a timestamp), null where unset;
 - `body` binary: its body, unchanged;
 - `queue` string: the stream it was read from.
 
@@ -38,6 +41,7 @@ PROPERTY_FIELDS: Final = (
     ("type", "string"),
     ("user_id", "string"),
     ("app_id", "string"),
+    ("timestamp", "timestamp"),
 )
 SCHEMA: Final = (
     "offset long, timestamp timestamp, exchange string, routing_key string, "
@@ -69,7 +73,8 @@ class Delivery:
     routing_key: str
     body: bytes
     headers: Mapping[str, object]
-    #: The PROPERTY_FIELDS the message has (others are absent).
+    #: The PROPERTY_FIELDS the message has (others are absent), as pika gives them (the
+    #: timestamp in seconds since the epoch).
     properties: Mapping[str, object]
     #: The timestamp property, in seconds since the epoch.
     timestamp: int | None
@@ -89,17 +94,14 @@ class Publication:
 
 def row_of(delivery: Delivery, queue: str) -> Row:
     """`delivery`'s row of SCHEMA."""
-    moment = (
-        None
-        if delivery.timestamp is None
-        else datetime.datetime.fromtimestamp(delivery.timestamp, datetime.UTC)
-    )
+    moment = _moment(delivery.timestamp)
     headers = {
         name: header_text(value)
         for name, value in delivery.headers.items()
         if name != OFFSET_HEADER
     }
     properties = {name: delivery.properties.get(name) for name, _kind in PROPERTY_FIELDS}
+    properties["timestamp"] = moment
     return (
         delivery.offset,
         moment,
@@ -110,6 +112,11 @@ def row_of(delivery: Delivery, queue: str) -> Row:
         delivery.body,
         queue,
     )
+
+
+def _moment(seconds: int | None) -> datetime.datetime | None:
+    """An AMQP timestamp (seconds since the epoch) as a Spark timestamp, in UTC."""
+    return None if seconds is None else datetime.datetime.fromtimestamp(seconds, datetime.UTC)
 
 
 def header_text(value: object) -> str | None:
@@ -164,9 +171,17 @@ def publication_of(
             {}
             if not isinstance(properties, Mapping)
             else {
-                name: properties[name]
+                name: _property(properties[name])
                 for name, _kind in PROPERTY_FIELDS
                 if properties.get(name) is not None
             }
         ),
     )
+
+
+def _property(value: object) -> object:
+    """A property of a row as pika sends it: a timestamp in whole seconds since the epoch
+    (PySpark gives a timestamp as a naive local time, which `timestamp()` reads as local)."""
+    if isinstance(value, datetime.datetime):
+        return int(value.timestamp())
+    return value

@@ -126,6 +126,20 @@ def test_a_position_may_be_an_iso_8601_timestamp_in_utc(text, moment):
     ).starting == (1_764_118_923_000)
 
 
+def test_uri_is_another_spelling_of_url():
+    """The issue writes `.option("uri", "amqp://...")`: `uri` is the option `url`, for reading
+    and for writing; giving both is refused, as for the other options with two spellings."""
+    assert ReadOptions.parse({"uri": URL, "queue": "events"}) == ReadOptions.parse(
+        {"url": URL, "queue": "events"}
+    )
+    assert ReadOptions.parse({"URI": URL, "queue": "events"}).url == URL
+    assert WriteOptions.parse({"uri": URL}) == WriteOptions(URL, "", None)
+    with pytest.raises(OptionError, match="options 'url' and 'uri' are the same option"):
+        ReadOptions.parse({"url": URL, "uri": URL, "queue": "events"})
+    with pytest.raises(OptionError, match="'uri' is required"):
+        WriteOptions.parse({"uri": ""})
+
+
 def test_writing_needs_a_url_and_defaults_to_the_default_exchange():
     assert WriteOptions.parse({"url": URL}) == WriteOptions(URL, "", None)
     assert WriteOptions.parse({"url": URL, "exchange": "x", "ROUTINGKEY": "k"}) == (

@@ -44,6 +44,52 @@ def test_the_schema_lists_the_columns_in_the_order_of_a_row():
     assert all(f"{name}: {kind}" in SCHEMA for name, kind in PROPERTY_FIELDS)
 
 
+def _columns(ddl: str) -> dict[str, str]:
+    """The columns of a DDL schema (`name type, ...`, types nested in <>), name to type."""
+    columns: dict[str, str] = {}
+    depth, start = 0, 0
+    for at, char in enumerate(ddl + ","):
+        depth += {"<": 1, ">": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            name, kind = ddl[start:at].strip().split(" ", 1)
+            columns[name.rstrip(":")] = kind.strip()
+            start = at + 1
+    return columns
+
+
+def test_the_schema_gives_each_column_its_spark_type():
+    """The issue's schema: body binary, exchange and routing_key string, headers
+    map<string,string>, properties a struct (the publisher's timestamp among them, as a
+    timestamp), offset long, timestamp timestamp, queue string."""
+    columns = _columns(SCHEMA)
+
+    assert {name: kind for name, kind in columns.items() if name != "properties"} == {
+        "offset": "long",
+        "timestamp": "timestamp",
+        "exchange": "string",
+        "routing_key": "string",
+        "headers": "map<string,string>",
+        "body": "binary",
+        "queue": "string",
+    }
+    struct = columns["properties"]
+    assert struct.startswith("struct<") and struct.endswith(">")
+    assert _columns(struct[len("struct<") : -1]) == {
+        "content_type": "string",
+        "content_encoding": "string",
+        "delivery_mode": "int",
+        "priority": "int",
+        "correlation_id": "string",
+        "reply_to": "string",
+        "expiration": "string",
+        "message_id": "string",
+        "type": "string",
+        "user_id": "string",
+        "app_id": "string",
+        "timestamp": "timestamp",
+    }
+
+
 def test_a_delivery_becomes_a_row_with_its_offset_and_its_body_unchanged():
     """RabbitMQ's streams over AMQP 0-9-1: "every delivery carries its offset in the
     x-stream-offset header": that is the offset column, not a header."""
@@ -62,11 +108,26 @@ def test_a_delivery_becomes_a_row_with_its_offset_and_its_body_unchanged():
     assert properties["content_type"] == "application/json"
     assert properties["priority"] == 5
     assert properties["message_id"] is None
+    assert properties["timestamp"] == moment
     assert list(properties) == [name for name, _kind in PROPERTY_FIELDS]
 
 
 def test_a_message_without_a_timestamp_has_a_null_one():
-    assert row_of(delivery(timestamp=None), "events")[1] is None
+    row = row_of(delivery(timestamp=None), "events")
+
+    assert row[1] is None
+    assert row[5]["timestamp"] is None
+
+
+def test_a_rows_timestamp_property_is_published_in_seconds_since_the_epoch():
+    """AMQP 0-9-1 basic properties: timestamp is a 64-bit POSIX time (seconds); PySpark hands
+    a timestamp column to Python as a naive local datetime."""
+    aware = datetime.datetime(2023, 11, 14, 22, 13, 20, tzinfo=datetime.UTC)
+    for moment in (aware, aware.astimezone().replace(tzinfo=None)):
+        publication = publication_of(
+            {"body": b"b", "properties": {"timestamp": moment}}, exchange="", routing_key="k"
+        )
+        assert publication.properties == {"timestamp": 1_700_000_000}
 
 
 @pytest.mark.parametrize(

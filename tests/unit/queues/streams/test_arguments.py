@@ -35,7 +35,7 @@ def test_the_stream_arguments_are_read():
         }
     )
     assert parsed == StreamArguments(20_000_000_000, 12 * 3_600_000, 1_000_000)
-    assert StreamArguments.parse({}).max_segment_bytes == DEFAULT_SEGMENT_BYTES
+    assert StreamArguments.parse({}).max_segment_bytes == DEFAULT_SEGMENT_BYTES == 500_000_000
 
 
 @pytest.mark.parametrize(
