@@ -379,7 +379,12 @@ class Journal:
     async def durable(self) -> bool:
         """`when_durable` awaited: whether everything recorded so far was committed."""
         written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self.when_durable(written.set_result)
+
+        def settle(ok: bool) -> None:
+            if not written.done():  # its awaiter was cancelled (a shutdown): no one to tell
+                written.set_result(ok)
+
+        self.when_durable(settle)
         return await written
 
     @property

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 
+import pytest
 from pamqp import commands
 
 from batonmq.amqp.frames import encode_header_payload
@@ -292,3 +293,23 @@ async def test_an_acknowledgement_a_failed_commit_could_not_write_is_written_aga
     assert journal.counters.failures > failures, "the failed acknowledgement was not written again"
     await asyncio.wait_for(journal.stop(), 10)
     assert "2 acknowledgements and deliveries not written" in caplog.text
+
+
+async def test_a_wait_for_durability_cancelled_before_the_commit_ends_is_no_error(
+    store_factory: StoreFactory, caplog: pytest.LogCaptureFixture
+):
+    """A task awaiting `durable()` may be cancelled (at a shutdown, the catalogue watch of a
+    worker is) while its batch is still being written: the commit ends without an error. Before,
+    the journal told the cancelled future and logged "journal callback failed" with a
+    traceback."""
+    store = await store_factory()
+    await store.recover()
+    journal = Journal(store)
+    journal.start()
+    journal.put_queue(StoredQueue("/", "q", False, {}))
+    waiting = asyncio.get_running_loop().create_task(journal.durable())
+    await asyncio.sleep(0)  # it waits on the batch being gathered
+    waiting.cancel()
+    assert await settle(journal)
+    await journal.stop()
+    assert "journal callback failed" not in caplog.text
