@@ -328,6 +328,19 @@ def failed_start(workdir: Path, environment: dict[str, str]) -> str:
     return output
 
 
+def worker_pids(log: str) -> dict[int, int]:
+    """The latest pid of each worker of a broker with several, from its "worker started"
+    lines in `log`."""
+    pids: dict[int, int] = {}
+    for line in log.splitlines():
+        if 'msg="worker started"' in line:
+            worker = re.search(r"\bworker=(\d+)", line)
+            pid = re.search(r"\bpid=(\d+)", line)
+            assert worker is not None and pid is not None, line
+            pids[int(worker.group(1))] = int(pid.group(1))
+    return pids
+
+
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
     """Poll `condition` until it holds; an AssertionError naming `what` after `timeout` s."""
     deadline = time.monotonic() + timeout

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import signal
 import urllib.parse
 import urllib.request
@@ -26,7 +25,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from batonmq.server.placement import owner_of
-from tests.brokerproc import RunningBroker, connect, start_broker, wait_until
+from tests.brokerproc import RunningBroker, connect, start_broker, wait_until, worker_pids
 from tests.httpapi import call
 
 pytestmark = pytest.mark.integration
@@ -49,14 +48,7 @@ class Workers:
 
     def pids(self) -> dict[int, int]:
         """The latest pid of each worker, from its "worker started" line."""
-        pids: dict[int, int] = {}
-        for line in self.broker.log().splitlines():
-            if 'msg="worker started"' in line:
-                worker = re.search(r"\bworker=(\d+)", line)
-                pid = re.search(r"\bpid=(\d+)", line)
-                assert worker is not None and pid is not None, line
-                pids[int(worker.group(1))] = int(pid.group(1))
-        return pids
+        return worker_pids(self.broker.log())
 
     def with_vhost(self, vhost: str) -> RunningBroker:
         return RunningBroker(self.broker.host, self.broker.port, vhost=vhost)

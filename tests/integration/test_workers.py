@@ -40,6 +40,7 @@ from tests.brokerproc import (
     run_batonctl,
     start_broker,
     wait_until,
+    worker_pids,
 )
 from tests.tlsca import KeyPair, TestCA
 
@@ -68,11 +69,7 @@ class Workers:
 
     def pids(self) -> dict[int, int]:
         """The latest pid of each worker, from its "worker started" line."""
-        pids: dict[int, int] = {}
-        for line in self.broker.log().splitlines():
-            if 'msg="worker started"' in line:
-                pids[int(_field(line, "worker"))] = int(_field(line, "pid"))
-        return pids
+        return worker_pids(self.broker.log())
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -154,7 +151,6 @@ def _tls_parameters(
     ca, _server, guest = pki
     context = ssl.create_default_context(cafile=ca.certfile)
     context.load_cert_chain(guest.certfile, guest.keyfile)
-    assert broker.amqps_port is not None
     return pika.ConnectionParameters(
         "127.0.0.1",
         broker.amqps_port,
