@@ -239,21 +239,48 @@ def test_a_nacked_publish_is_on_no_queue_and_a_failed_commit_shows_nothing(
         assert received == [b"taken", b"taken"]
 
 
-def test_acknowledgements_during_an_outage_are_written_when_the_store_returns(
-    life: BrokerLife, outage: ThrowawayServer
+def publish_jobs(channel: BlockingChannel, count: int) -> None:
+    """A durable queue "jobs" with `count` confirmed persistent messages "job 0", "job 1", ..."""
+    channel.confirm_delivery()
+    channel.queue_declare("jobs", durable=True)
+    for number in range(count):
+        channel.basic_publish("", "jobs", f"job {number}".encode(), PERSISTENT)
+
+
+def drain_jobs(broker: RunningBroker) -> list[tuple[bytes, bool]]:
+    """Every message left on "jobs", in order, with its redelivered flag."""
+    found = []
+    with connected(broker) as channel:
+        while True:
+            method, _properties, body = channel.basic_get("jobs", auto_ack=True)
+            if method is None:
+                return found
+            found.append((body, method.redelivered))
+
+
+@pytest.mark.parametrize(
+    ("kill", "expected"),
+    [
+        # SIGKILL ends the run: every message left comes back flagged, since the broker cannot
+        # know which were delivered before a crash (job 2 and job 3 never were).
+        (True, [(b"job 1", True), (b"job 2", True), (b"job 3", True)]),
+        # A clean stop (SIGTERM, store up), without a crash's blanket flag: the one never
+        # delivered comes back unflagged.
+        (False, [(b"job 1", True), (b"job 2", False), (b"job 3", False)]),
+    ],
+    ids=["killed", "stopped"],
+)
+def test_acknowledgements_and_deliveries_in_an_outage_are_written_when_the_store_returns(
+    life: BrokerLife, outage: ThrowawayServer, kill: bool, expected: list[tuple[bytes, bool]]
 ):
     """Hardening, defect 4: "An ack that could not be persisted must not be reported as done:
     after a restart the message comes back with the redelivered flag set." The broker keeps
     the acknowledgements and delivery counts its store refused and writes them once it is back:
     the acknowledged message does not come back, the one delivered and not acknowledged comes
     back redelivered. Before, both were forgotten: the acknowledged message came back, and
-    neither was marked redelivered. (SIGKILL ends the run, so every message left comes back
-    flagged: the broker cannot know which were delivered before a crash.)"""
+    neither was marked redelivered."""
     with connected(life.current) as channel:
-        channel.confirm_delivery()
-        channel.queue_declare("jobs", durable=True)
-        for number in range(3):
-            channel.basic_publish("", "jobs", f"job {number}".encode(), PERSISTENT)
+        publish_jobs(channel, 3)
         outage.stop()
         first, _properties, _body = channel.basic_get("jobs")
         channel.basic_ack(first.delivery_tag)
@@ -264,16 +291,7 @@ def test_acknowledgements_during_an_outage_are_written_when_the_store_returns(
         channel.connection.process_data_events(time_limit=1.5)
         outage.start()
         channel.basic_publish("", "jobs", b"job 3", PERSISTENT)  # confirmed: all is written
-        broker = life.restart(kill=True)
-    with connected(broker) as channel:
-        found = []
-        while True:
-            method, _properties, body = channel.basic_get("jobs", auto_ack=True)
-            if method is None:
-                break
-            found.append((body, method.redelivered))
-    # job 2 and job 3 were never delivered, but after the crash every message is flagged.
-    assert found == [(b"job 1", True), (b"job 2", True), (b"job 3", True)]
+    assert drain_jobs(life.restart(kill=kill)) == expected
 
 
 def test_an_acknowledgement_unwritten_at_a_clean_stop_comes_back_redelivered(
@@ -287,10 +305,7 @@ def test_an_acknowledgement_unwritten_at_a_clean_stop_comes_back_redelivered(
     after a crash ("unclean_stop") and flags the never-delivered message too: the spec's
     redelivered is a hint that a message "may have been previously delivered"."""
     with connected(life.current) as channel:
-        channel.confirm_delivery()
-        channel.queue_declare("jobs", durable=True)
-        for number in range(2):
-            channel.basic_publish("", "jobs", f"job {number}".encode(), PERSISTENT)
+        publish_jobs(channel, 2)
         outage.stop()
         method, _properties, body = channel.basic_get("jobs")
         assert body == b"job 0"
@@ -301,46 +316,8 @@ def test_an_acknowledgement_unwritten_at_a_clean_stop_comes_back_redelivered(
 
     outage.start()
     life.current = start_broker(life.workdir, environment=life.environment)
-    with connected(life.current) as channel:
-        found = []
-        while True:
-            method, _properties, body = channel.basic_get("jobs", auto_ack=True)
-            if method is None:
-                break
-            found.append((body, method.redelivered))
-    assert found == [(b"job 0", True), (b"job 1", True)]
+    assert drain_jobs(life.current) == [(b"job 0", True), (b"job 1", True)]
     [recovered] = [
         line for line in life.current.log().splitlines() if "recovered 2 messages" in line
     ]
     assert "unclean_stop=true" in recovered.lower(), recovered
-
-
-def test_a_delivery_unwritten_in_an_outage_is_flagged_after_a_clean_restart(
-    life: BrokerLife, outage: ThrowawayServer
-):
-    """Hardening, defect 4, without a crash's blanket flag: the acknowledgement and the delivery
-    the store refused are kept and written once it is back; after a clean stop (SIGTERM, store
-    up) the acknowledged message is gone, the one delivered and not acknowledged comes back
-    redelivered, and the one never delivered comes back unflagged."""
-    with connected(life.current) as channel:
-        channel.confirm_delivery()
-        channel.queue_declare("jobs", durable=True)
-        for number in range(3):
-            channel.basic_publish("", "jobs", f"job {number}".encode(), PERSISTENT)
-        outage.stop()
-        first, _properties, _body = channel.basic_get("jobs")
-        channel.basic_ack(first.delivery_tag)
-        _second, _properties, body = channel.basic_get("jobs")
-        assert body == b"job 1"
-        channel.connection.process_data_events(time_limit=1.5)
-        outage.start()
-        channel.basic_publish("", "jobs", b"job 3", PERSISTENT)  # confirmed: all is written
-    broker = life.restart(kill=False)
-    with connected(broker) as channel:
-        found = []
-        while True:
-            method, _properties, body = channel.basic_get("jobs", auto_ack=True)
-            if method is None:
-                break
-            found.append((body, method.redelivered))
-    assert found == [(b"job 1", True), (b"job 2", False), (b"job 3", False)]
