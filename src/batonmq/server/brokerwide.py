@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, TypeVar
 
 from batonmq.logrepeat import CoalescingLog, Occurrence
@@ -152,7 +152,9 @@ class BrokerWide:
         answered(answer)
 
     def _log_there(self, occurrence: Occurrence) -> None:
-        self.ask(occurrence, _ignore, lambda: self._session_log.count(occurrence), type(None))
+        # The line names this worker, whose connection it is, not the first that writes it.
+        there = replace(occurrence, fields={**occurrence.fields, "worker": self._link.index})
+        self.ask(there, _ignore, lambda: self._session_log.count(occurrence), type(None))
 
 
 def _ignore(_answer: None) -> None:
