@@ -232,11 +232,16 @@ def start_broker(
             wait_for_port("127.0.0.1", http_port, process, log_path)
         if int(env.get("BATONMQ__BROKER__WORKERS", "1")) > 1:
             # The supervisor bound the ports before it started the workers: wait for them all.
-            wait_until(lambda: 'msg="broker started"' in broker.log(), "every worker to serve")
+            wait_until(lambda: _started_line(broker.log()), "every worker to serve")
     except Exception:
         broker.stop()
         raise
     return broker
+
+
+def _started_line(log: str) -> bool:
+    """Whether `log` has the "broker started" line, in the text format or in JSON."""
+    return 'msg="broker started"' in log or '"msg": "broker started"' in log
 
 
 def http_environment(port: int | None) -> dict[str, str]:

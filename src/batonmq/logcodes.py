@@ -158,6 +158,20 @@ CATALOGUE: Final = (
         "the line); the management API answered without it, or with a 503.",
         "Report it with the traceback.",
     ),
+    _code(
+        "BMQ-1060",
+        "counting failed logins and repeated lines in this worker until the first answers",
+        "A worker of a broker with several got no answer from the first worker, which counts "
+        "failed logins (the lockout) and repeated log lines for the broker: until it answers "
+        "again, this worker counts its own, so a lockout holds per worker.",
+        "Look for the first worker's end or restart (worker=0) in the lines before.",
+    ),
+    _code(
+        "BMQ-1061",
+        "counting failed logins and repeated lines in the first worker again",
+        "The first worker answers again: failed logins and repeated lines are counted for "
+        "the whole broker again.",
+    ),
     # Connections and clients.
     _code("BMQ-2001", "connection opened", "A client logged in and opened a virtual host."),
     _code(

@@ -16,6 +16,11 @@ the caller names a key):
    condition ends (a commit succeeds again) and at shutdown, so that no count is lost.
 5. Memory is bounded: at most `max_keys` keys; a new key beyond that first flushes the key whose
    last line is oldest.
+
+In a broker of several workers, the counts of the session log are the broker's: the other
+workers hand its occurrences (`Occurrence`) to the first, which counts and writes them
+(`CoalescingLog.elsewhere`, `batonmq.server.brokerwide`), so a flood that reaches every worker
+is one line per window, not one per worker.
 """
 
 from __future__ import annotations
@@ -27,10 +32,12 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-__all__ = ["CoalescingLog", "Due", "RepeatCounter"]
+__all__ = ["CoalescingLog", "Due", "Occurrence", "RepeatCounter"]
 
-#: The record names the code that called `log` or `flush`, two frames above `_write`.
+#: The record names the code that called `flush`, two frames above `_write`...
 _CALLER = 3
+#: ...or `log` or `count`, three frames above (through `_count`).
+_COUNT_CALLER = _CALLER + 1
 
 _Line = TypeVar("_Line")
 
@@ -122,6 +129,16 @@ class _LogLine:
     fields: Mapping[str, object]
 
 
+@dataclass(frozen=True, slots=True)
+class Occurrence:
+    """One occurrence of a line, as it can go to another process to be counted there."""
+
+    key: Hashable
+    level: int
+    text: str
+    fields: Mapping[str, object]
+
+
 class CoalescingLog:
     """A logger's lines, coalesced by `RepeatCounter`'s rules. A repeat line is the latest
     occurrence's text with "(xN in the last T s)" added and a `repeats` field of N."""
@@ -135,6 +152,9 @@ class CoalescingLog:
         max_keys: int = 256,
     ) -> None:
         self.logger = logger
+        #: Hands an occurrence to the process that counts it for the broker (None: counted
+        #: here); that process `count`s it, or this one if it cannot.
+        self.elsewhere: Callable[[Occurrence], None] | None = None
         self._counter: RepeatCounter[_LogLine] = RepeatCounter(
             window_seconds, clock, max_keys=max_keys
         )
@@ -149,18 +169,33 @@ class CoalescingLog:
         exc_info: BaseException | None = None,
     ) -> None:
         """Log `text` with `fields` at `level`, or count it as a repeat of `key` (by default its
-        level, text and fields). `exc_info`'s traceback goes with a first occurrence only."""
+        level, text and fields). `exc_info`'s traceback goes with a first occurrence only (and
+        so an occurrence with one is counted here)."""
         if key is None:
             key = (level, text, tuple(sorted((name, repr(v)) for name, v in fields.items())))
-        for due in self._counter.occurred(key, _LogLine(level, text, fields)):
-            self._write(due, exc_info if not due.is_repeat else None)
+        occurrence = Occurrence(key, level, text, fields)
+        if self.elsewhere is not None and exc_info is None:
+            self.elsewhere(occurrence)
+        else:
+            self._count(occurrence, exc_info, _COUNT_CALLER)
+
+    def count(self, occurrence: Occurrence) -> None:
+        """Count `occurrence` here, as `log` does (for one logged in another process)."""
+        self._count(occurrence, None, _COUNT_CALLER)
+
+    def _count(
+        self, occurrence: Occurrence, exc_info: BaseException | None, stacklevel: int
+    ) -> None:
+        line = _LogLine(occurrence.level, occurrence.text, occurrence.fields)
+        for due in self._counter.occurred(occurrence.key, line):
+            self._write(due, exc_info if not due.is_repeat else None, stacklevel)
 
     def flush(self) -> None:
         """Log every count not yet logged (rule 4)."""
         for due in self._counter.flush():
-            self._write(due, None)
+            self._write(due, None, _CALLER)
 
-    def _write(self, due: Due[_LogLine], exc_info: BaseException | None) -> None:
+    def _write(self, due: Due[_LogLine], exc_info: BaseException | None, stacklevel: int) -> None:
         line = due.line
         if not due.is_repeat:
             self.logger.log(
@@ -169,7 +204,7 @@ class CoalescingLog:
                 line.text,
                 extra=dict(line.fields),
                 exc_info=exc_info,
-                stacklevel=_CALLER,
+                stacklevel=stacklevel,
             )
             return
         self.logger.log(
@@ -179,5 +214,5 @@ class CoalescingLog:
             due.occurrences,
             max(1, round(due.seconds)),
             extra={**line.fields, "repeats": due.occurrences},
-            stacklevel=_CALLER,
+            stacklevel=stacklevel,
         )

@@ -6,17 +6,28 @@ own exchanges, queues and ACL")."""
 
 from __future__ import annotations
 
+import contextlib
+import re
+import socket
 import sqlite3
+import time
 from pathlib import Path
 
 import pika
 import pika.exceptions
 import pytest
+from pamqp import commands
 
-from tests.brokerproc import connect, run_batonctl, start_broker
+from tests.brokerproc import RunningBroker, connect, run_batonctl, start_broker
 from tests.httpapi import call
+from tests.rawclient import RawClient
+from tests.wire import plain_response
 
 pytestmark = pytest.mark.integration
+
+#: auth.lockout of the two-worker lockout test, seconds: longer than its refusals take on a busy
+#: machine.
+LOCKOUT = 8
 
 
 def batonctl(workdir: Path, environment: dict[str, str], *args: str, stdin: str = "") -> str:
@@ -139,6 +150,80 @@ def test_a_lockout_refuses_the_failing_user_from_that_address_and_no_one_else(
         assert len(delayed) == 4 and all("user=alice" in line for line in delayed), (
             "guest was answered at once, with no delay: only alice's attempts waited"
         )
+    finally:
+        broker.stop()
+
+
+def _refused_from(broker: RunningBroker, address: str, password: str) -> str:
+    """A login of alice from the local `address` with `password`, refused: the reply text."""
+    client = RawClient(
+        socket.create_connection((broker.host, broker.port), 10, source_address=(address, 0))
+    )
+    try:
+        client.start()
+        client.start_ok("PLAIN", plain_response("alice", password))
+        return str(client.expect_connection_close(403).reply_text)
+    finally:
+        client.close()
+
+
+def _workers_that_delayed(broker: RunningBroker, address: str) -> set[str]:
+    """The workers that logged a delayed login of alice from `address`."""
+    return {
+        match.group(1)
+        for line in broker.log().splitlines()
+        if 'msg="login delayed' in line
+        and f"peer={address} " in line
+        and (match := re.search(r"\bworker=(\d+)", line))
+    }
+
+
+def test_with_two_workers_the_lockout_is_the_brokers_whichever_worker_a_login_reaches(
+    workdir: Path,
+):
+    """Hardening, defect 7: failures are counted "per user and address", and five lock the pair
+    out. With `[broker] workers = 2` a client reaches either worker, so the five are the
+    broker's, wherever each landed: the pair is refused on every worker once they are reached,
+    and let in again on every worker when the lockout has passed."""
+    environment = {
+        "BATONMQ__PERSIST__STORE": "sqlite",
+        "BATONMQ__BROKER__WORKERS": "2",
+        "BATONMQ__AUTH__LOCKOUT": str(LOCKOUT),
+    }
+    batonctl(workdir, environment, "user", "add", "alice", "--password", "s3cret")
+    grant(workdir, environment, "alice")
+    broker = start_broker(workdir, environment=environment)
+    try:
+        # Each address is a pair of its own; the kernel decides which worker takes each
+        # connection, so go on until the failures of one pair were answered by both workers.
+        for host in range(2, 10):
+            address = f"127.0.0.{host}"
+            for _ in range(5):  # auth.max_failures by default
+                assert "Login was refused" in _refused_from(broker, address, "wrong")
+            locked_at = time.monotonic()  # the fifth failure was counted before its refusal
+            if _workers_that_delayed(broker, address) == {"0", "1"}:
+                break
+        else:
+            pytest.skip("the kernel gave every attempt of a pair to the same worker")
+        for _ in range(6):
+            locked = _refused_from(broker, address, "s3cret")
+            assert f"too many failed logins for user 'alice' from {address}" in locked
+        log = broker.log()
+        assert log.count('msg="login locked out') == host - 1, "each pair's lockout logged once"
+        assert time.monotonic() - locked_at < LOCKOUT, "refused while locked out, not after"
+        time.sleep(max(0.0, locked_at + LOCKOUT + 0.5 - time.monotonic()))
+        for _ in range(4):
+            with connect(broker, "alice", "s3cret"):  # from 127.0.0.1: another pair
+                pass
+            client = RawClient(
+                socket.create_connection(
+                    (broker.host, broker.port), 10, source_address=(address, 0)
+                )
+            )
+            with contextlib.closing(client.sock):
+                client.start()
+                client.start_ok("PLAIN", plain_response("alice", "s3cret"))
+                client.expect(commands.Connection.Tune)
     finally:
         broker.stop()
 

@@ -10,7 +10,9 @@ checked against the SASL response of connection.start-ok.
   (`auth.guest_loopback_only`); `batonctl user delete guest` disables it.
 - Repeated failures of one user from one address are slowed down and then locked out for a
   while, that user from that address only; spraying user names from one address is slowed down
-  (`LoginThrottle`, whose docstring has the rules). Each lockout is logged once.
+  (`LoginThrottle`, whose docstring has the rules). Each lockout is logged once. The failures
+  are counted where `failures` keeps them: here, or for every worker of the broker in its first
+  (`batonmq.security.failurecount`).
 
 Checking a password is deliberately slow (about 40 ms of scrypt), so it runs off the event loop
 (`offload`). A password checked once is remembered as a keyed digest (HMAC with a key that lives
@@ -30,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 
+from batonmq.security.failurecount import Admission, FailureCount, LocalCount
 from batonmq.security.lockout import LoginThrottle
 from batonmq.security.passwords import Credential, verify_unknown_user
 from batonmq.security.sasl import (
@@ -141,18 +144,25 @@ class Authenticator:
     offload: Offload = run_inline
     #: Told of a credential upgraded at login, to write it to the store.
     on_upgrade: Callable[[str, Credential], None] | None = None
-    _throttle: LoginThrottle = field(init=False)
+    #: The failed logins counted in this process...
+    counted_here: LocalCount = field(init=False)
+    #: ...and where they are counted (`counted_here` unless a broker of several workers
+    #: counts them in one of them).
+    failures: FailureCount = field(init=False)
     _key: bytes = field(init=False, default_factory=lambda: secrets.token_bytes(32))
     #: username -> (credential, keyed digest of the password last checked good against it)
     _checked: dict[str, tuple[Credential, bytes]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        self._throttle = LoginThrottle(
-            self.max_failures,
-            self.failure_window,
-            self.lockout,
-            clock=lambda: self.timers.now_ms() / 1000,
+        self.counted_here = LocalCount(
+            LoginThrottle(
+                self.max_failures,
+                self.failure_window,
+                self.lockout,
+                clock=lambda: self.timers.now_ms() / 1000,
+            )
         )
+        self.failures = self.counted_here
 
     def replace_users(self, users: dict[str, Credential]) -> None:
         self.users = users
@@ -171,8 +181,17 @@ class Authenticator:
         """Check `attempt` and call `decided` with the username or the refusal: at once, after
         the throttle's delay for its user and address, or when the password check comes back."""
         claim = _claim(attempt)
+        self.failures.admit(
+            claim.username,
+            attempt.peer_host,
+            lambda admission: self._admitted(attempt, claim, admission, decided),
+        )
+
+    def _admitted(
+        self, attempt: LoginAttempt, claim: _Claim, admission: Admission, decided: Decided
+    ) -> None:
         username, host = claim.username, attempt.peer_host
-        locked_for = math.ceil(self._throttle.locked_out_for(username, host))
+        locked_for = math.ceil(admission.locked_for)
         if locked_for:
             decided(
                 AuthenticationError(
@@ -183,28 +202,30 @@ class Authenticator:
                 )
             )
             return
-        delay = self._throttle.delay_for(username, host)
+        delay = admission.delay
         if delay:
             log.debug("login delayed", extra={"user": username, "peer": host, "seconds": delay})
             self.timers.call_later(
-                round(delay * 1000), lambda: self._check(attempt, claim, decided)
+                round(delay * 1000), lambda: self._check(attempt, claim, admission, decided)
             )
         else:
-            self._check(attempt, claim, decided)
+            self._check(attempt, claim, admission, decided)
 
-    def _check(self, attempt: LoginAttempt, claim: _Claim, decided: Decided) -> None:
+    def _check(
+        self, attempt: LoginAttempt, claim: _Claim, admission: Admission, decided: Decided
+    ) -> None:
         username, password = claim.username, claim.password
+
+        def settle(refusal: AuthenticationError | None) -> None:
+            self._settle(attempt, username, admission, refusal, decided)
+
         if claim.malformed is not None:
-            malformed = AuthenticationError(claim.malformed, claim.malformed, username)
-            self._settle(attempt, username, malformed, decided)
+            settle(AuthenticationError(claim.malformed, claim.malformed, username))
             return
         if password is None:  # EXTERNAL: the TLS handshake has verified the certificate
             unknown = f"certificate CN '{username}' is not a known user"
-            self._settle(
-                attempt,
-                username,
-                None if username in self.users else AuthenticationError(unknown, unknown, username),
-                decided,
+            settle(
+                None if username in self.users else AuthenticationError(unknown, unknown, username)
             )
             return
         credential = self.users.get(username)
@@ -214,7 +235,7 @@ class Authenticator:
             hashlib.sha256,
         )
         if credential is not None and self._checked.get(username) == (credential, digest):
-            self._settle(attempt, username, None, decided)
+            settle(None)
             return
 
         def work() -> _Checked:
@@ -247,8 +268,7 @@ class Authenticator:
                     if self.on_upgrade is not None:
                         self.on_upgrade(username, result.upgraded)
                 self._checked[username] = (self.users[username], digest)
-            refusal = None if why is None else _refused(attempt.mechanism, why, username)
-            self._settle(attempt, username, refusal, decided)
+            settle(None if why is None else _refused(attempt.mechanism, why, username))
 
         self.offload(work, checked)
 
@@ -256,19 +276,24 @@ class Authenticator:
         self,
         attempt: LoginAttempt,
         username: str,
+        admission: Admission,
         refusal: AuthenticationError | None,
         decided: Decided,
     ) -> None:
         host = attempt.peer_host
         if refusal is not None:
-            if self._throttle.record_failure(username, host):
-                # Hardening: "log each lockout once with user, peer and duration".
-                log.warning(
-                    "login locked out after %d failed logins",
-                    self.max_failures,
-                    extra={"user": username, "peer": host, "duration": self.lockout},
-                )
-            decided(refusal)
+
+            def counted(locked_out: bool) -> None:
+                if locked_out:
+                    # Hardening: "log each lockout once with user, peer and duration".
+                    log.warning(
+                        "login locked out after %d failed logins",
+                        self.max_failures,
+                        extra={"user": username, "peer": host, "duration": self.lockout},
+                    )
+                decided(refusal)
+
+            self.failures.failed(username, host, counted)
         elif username == GUEST and self.guest_loopback_only and not is_loopback(host):
             decided(
                 AuthenticationError(
@@ -278,5 +303,6 @@ class Authenticator:
                 )
             )
         else:
-            self._throttle.record_success(username, host)
+            if admission.failing:
+                self.failures.succeeded(username, host)
             decided(username)

@@ -119,6 +119,11 @@ class LoginThrottle:
         spraying = self._failing_user_count(address, now) - self.max_failures
         return self._delay(max(failures, spraying))
 
+    def remembers(self, user: str, address: str) -> bool:
+        """Whether the pair has remembered failures: what a success forgets (rule 5)."""
+        record = self._pairs.get((user, address))
+        return record is not None and bool(record.failure_times)
+
     def record_failure(self, user: str, address: str) -> bool:
         """A login of `user` from `address` failed; returns whether this failure locked the
         pair out (rule 3), so that the caller logs each lockout once."""

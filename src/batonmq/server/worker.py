@@ -6,7 +6,9 @@
 - it keeps its copy of the catalogue (users, virtual hosts, permissions) in line with the store
   the workers share (the HA members' propagation, `batonmq.cluster.catalogue`);
 - it answers its siblings over the link between workers (`batonmq.server.siblings`), and asks
-  them, for the management API (`batonmq.management.workers`).
+  them, for the management API (`batonmq.management.workers`);
+- it counts failed logins and repeated log lines with its siblings, in the first worker
+  (`batonmq.server.brokerwide`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from batonmq.config import Config
 from batonmq.engine.api import EngineApi
 from batonmq.engine.broker import Broker
 from batonmq.management.workers import Workers
+from batonmq.server.brokerwide import QUESTIONS, BrokerWide
 from batonmq.server.handoff import Inbox, Origin
 from batonmq.server.placement import WorkerSeat
 from batonmq.server.protocol import AMQPProtocol
@@ -53,8 +56,9 @@ class WorkerDuties:
         #: The catalogue kept in line (from `start` on).
         self.catalogue: CatalogueSync | None = None
         self.workers = Workers(EngineApi(broker), seat.index, seat.count, self._catch_up)
-        self.link = SiblingLink(seat.index, seat.controls, self.workers.serve)
+        self.link = SiblingLink(seat.index, seat.controls, self._serve)
         self.workers.link = self.link
+        self.broker_wide = BrokerWide(self.link, broker.authenticator, broker.session_log)
         #: Connections handed to this worker, until their socket is a transport's.
         self._adopting: set[asyncio.Task[None]] = set()
 
@@ -68,6 +72,13 @@ class WorkerDuties:
         self.catalogue.start()
         self.inbox.start()
         self.link.start()
+        self.broker_wide.install()
+
+    async def _serve(self, question: object) -> object:
+        """A sibling's question (the link's `serve`)."""
+        if isinstance(question, QUESTIONS):
+            return self.broker_wide.answer(question)
+        return await self.workers.serve(question)
 
     async def _catch_up(self) -> None:
         if self.catalogue is not None:
@@ -75,6 +86,7 @@ class WorkerDuties:
 
     async def close(self) -> None:
         """Answer and adopt no more (the listeners close after)."""
+        await self.broker_wide.close()
         await self.link.stop()
         if self.catalogue is not None:
             await self.catalogue.close()

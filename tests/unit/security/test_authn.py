@@ -12,6 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from batonmq.security.authn import AuthenticationError, Authenticator, LoginAttempt
+from batonmq.security.failurecount import Admission, LocalCount
 from batonmq.security.passwords import Credential, CredentialKind
 from tests.manualtimers import ManualTimers
 
@@ -191,3 +192,59 @@ def test_a_malformed_response_is_refused_and_counts_as_a_failure():
     harness.authenticator.authenticate(malformed, outcomes.append)
     assert "locked out" in refused(outcomes)
     assert harness.login() == ["alice"]
+
+
+class LaterCount:
+    """A failure count that answers when told to, as one kept in another worker does
+    (`batonmq.server.brokerwide`); it records what it was told."""
+
+    def __init__(self, here: LocalCount) -> None:
+        self.here = here
+        self.waiting: list[Callable[[], None]] = []
+        self.told: list[str] = []
+
+    def admit(self, user: str, address: str, then: Callable[[Admission], None]) -> None:
+        self.told.append("admit")
+        self.waiting.append(lambda: then(self.here.admission(user, address)))
+
+    def failed(self, user: str, address: str, then: Callable[[bool], None]) -> None:
+        self.told.append("failed")
+        self.waiting.append(lambda: then(self.here.throttle.record_failure(user, address)))
+
+    def succeeded(self, user: str, address: str) -> None:
+        self.told.append("succeeded")
+        self.here.succeeded(user, address)
+
+    def answer(self) -> None:
+        """Answer what was asked so far (not what the answers ask)."""
+        waiting, self.waiting = self.waiting, []
+        for answering in waiting:
+            answering()
+
+
+def test_a_count_that_answers_later_decides_as_one_that_answers_at_once():
+    """A count in another worker: the login waits for the admission, and a refusal goes out
+    only once its failure is counted, so the next attempt finds it. A login whose pair never
+    failed tells the count nothing after it succeeds (no second question on the happy path);
+    one that failed before tells it, so its failures are forgotten (LoginThrottle rule 5)."""
+    harness = Harness(max_failures=2)
+    later = LaterCount(harness.authenticator.counted_here)
+    harness.authenticator.failures = later
+    outcomes = harness.login()
+    assert outcomes == []
+    later.answer()
+    assert outcomes == ["alice"] and later.told == ["admit"]
+
+    later.told.clear()
+    failing = harness.login(password="bad")
+    later.answer()  # admitted, checked, then the failure is counted...
+    assert failing == [] and later.told == ["admit", "failed"]
+    later.answer()  # ...and only then refused
+    refused(failing)
+
+    later.told.clear()
+    outcomes = harness.login()
+    later.answer()
+    assert harness.answered(outcomes) == ["alice"]
+    assert later.told == ["admit", "succeeded"]
+    assert not harness.authenticator.counted_here.throttle.remembers("alice", REMOTE)
