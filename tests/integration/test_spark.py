@@ -41,7 +41,7 @@ if not os.environ.get("CI"):
     pytest.importorskip(
         "pyspark", reason="the spark extra is not installed: pip install -e '.[spark]'"
     )
-from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql import DataFrame, Row, SparkSession  # noqa: E402
 from pyspark.sql.streaming import StreamingQuery  # noqa: E402
 
 import batonmq.spark  # noqa: E402
@@ -164,8 +164,7 @@ def test_a_batch_read_returns_exactly_the_range_asked_for(spark, broker: Running
     assert rows[0].headers == {"n": "m5"}
     assert rows[0].properties.message_id == "m5"
     assert (rows[0].routing_key, rows[0].exchange, rows[0].queue) == ("events", "", "events")
-    assert rows[0].timestamp.timestamp() == 1_700_000_000
-    assert rows[0].properties.timestamp == rows[0].timestamp
+    assert rows[0].properties.timestamp.timestamp() == 1_700_000_000
 
 
 def test_a_batch_read_from_first_to_next_reads_the_whole_stream(spark, broker: RunningBroker):
@@ -176,6 +175,39 @@ def test_a_batch_read_from_first_to_next_reads_the_whole_stream(spark, broker: R
     rows = spark.read.format("batonmq").option("url", broker.url).option("queue", "events").load()
 
     assert sorted(row.offset for row in rows.collect()) == list(range(12))
+
+
+def test_a_rows_timestamp_is_when_the_stream_appended_it_and_what_a_timestamp_seeks_by(
+    spark, batonmq: RunningBroker
+):
+    """The issue's schema has `timestamp` timestamp beside `properties.timestamp`. RabbitMQ's
+    streams give every chunk the timestamp of when it was written, and an x-stream-offset
+    timestamp attaches "at the chunk written then": the column is that moment (BatonMQ delivers
+    it in x-batonmq-stream-timestamp, which RabbitMQ does not send), so a `startingOffset`
+    timestamp reads exactly the rows whose `timestamp` is at or after it; `properties.timestamp`
+    stays the publisher's, here one of 2023."""
+    before = time.time_ns() // 1_000_000
+    declare_and_publish(batonmq.url, "events", bodies(range(3)))
+    after = time.time_ns() // 1_000_000
+    time.sleep(1.1)
+    moment = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+    time.sleep(0.1)
+    declare_and_publish(batonmq.url, "events", bodies(range(3, 5)))
+
+    def read(**options: str) -> list[Row]:
+        frame = spark.read.format("batonmq").option("url", batonmq.url).option("queue", "events")
+        for name, value in options.items():
+            frame = frame.option(name, value)
+        return sorted(frame.load().collect(), key=lambda row: row.offset)
+
+    rows = read()
+    appended = {row.offset: round(row.timestamp.timestamp() * 1000) for row in rows}
+    assert all(before <= appended[offset] <= after for offset in range(3))
+    assert all(row.properties.timestamp.timestamp() == 1_700_000_000 for row in rows)
+    assert all("x-batonmq-stream-timestamp" not in row.headers for row in rows)
+    since = [offset for offset, at in appended.items() if at >= moment.timestamp() * 1000]
+    assert since == [3, 4]
+    assert [row.offset for row in read(startingOffset=moment.isoformat())] == since
 
 
 def test_a_read_between_two_timestamps_reads_what_was_written_between_them(

@@ -94,6 +94,39 @@ def test_publish_with_confirms_then_consume_from_first_with_offsets(batonmq: Run
     assert declared.method.message_count == 5
 
 
+def test_a_delivery_carries_when_the_stream_appended_it(batonmq: RunningBroker):
+    """RabbitMQ's streams give every chunk a timestamp of when it was written (what an
+    x-stream-offset timestamp seeks by) but deliver only x-stream-offset over AMQP 0-9-1;
+    BatonMQ also delivers that moment, in milliseconds, as x-batonmq-stream-timestamp (README,
+    "Stream queues"), in place of any the publisher set, and leaves the publisher's timestamp
+    property as it was published."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "stamped")
+        channel.confirm_delivery()
+        before = time.time_ns() // 1_000_000
+        channel.basic_publish(
+            "",
+            "stamped",
+            b"old",
+            pika.BasicProperties(
+                timestamp=1_700_000_000, headers={"x-batonmq-stream-timestamp": 7, "n": 1}
+            ),
+        )
+        after = time.time_ns() // 1_000_000
+        channel.basic_qos(prefetch_count=1)
+        method, properties, _body = next(
+            channel.consume(
+                "stamped", arguments={"x-stream-offset": "first"}, inactivity_timeout=10
+            )
+        )
+        assert method is not None
+        channel.cancel()
+    assert before <= properties.headers["x-batonmq-stream-timestamp"] <= after
+    assert properties.headers["n"] == 1
+    assert properties.timestamp == 1_700_000_000
+
+
 def test_consume_from_an_offset_next_last_and_a_timestamp(batonmq: RunningBroker):
     """RabbitMQ's x-stream-offset values: an offset; "next" (the default: only what is published
     after the consumer attached); "last" (the start of the last chunk); a timestamp (from the
