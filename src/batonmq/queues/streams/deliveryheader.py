@@ -12,8 +12,8 @@ header fields, each a long-long-int:
 
 A stream's messages mostly share their publisher's header, and a long-long field has the same
 size whatever its value, so the header is rewritten once per distinct header into the octets
-around the two fields' values; each delivery then only packs its offset and timestamp between
-them. Rewriting every delivered header took more than half of a replay's time.
+around the two fields' values; each delivery then packs its offset and timestamp between them
+in one `struct` call. Rewriting every delivered header took more than half of a replay's time.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from batonmq.queues.streams.offsets import OFFSET_ARGUMENT
 
 TIMESTAMP_HEADER: Final = "x-batonmq-stream-timestamp"
 
-_LONG_LONG: Final = struct.Struct(">q")
+#: The octets of a long-long-int value.
+_VALUE_SIZE: Final = struct.calcsize(">q")
 #: Two values that differ in every octet: where two rewritten headers differ is a field.
 _PROBES: Final = (0x0101010101010101, 0x1010101010101010)
 #: Distinct headers kept (a stream's publishers rarely use more); all are dropped when full.
@@ -34,9 +35,11 @@ _KEPT: Final = 256
 
 
 class _Template(NamedTuple):
-    """A rewritten header cut around its two values: `before`, value, `between`, value, `after`,
-    the offset's value first unless the publisher's header put the timestamp's first."""
+    """A rewritten header cut around its two values: `before`, value, `between`, value, `after`
+    (`layout` packs the five), the offset's value first unless the publisher's header put the
+    timestamp's first."""
 
+    layout: struct.Struct
     before: bytes
     between: bytes
     after: bytes
@@ -55,16 +58,10 @@ def delivery_header(header: bytes, offset: int, timestamp: int) -> bytes:
         if len(_templates) >= _KEPT:
             _templates.clear()
         _templates[header] = template
-    first, second = (offset, timestamp) if template.offset_first else (timestamp, offset)
-    return b"".join(
-        (
-            template.before,
-            _LONG_LONG.pack(first),
-            template.between,
-            _LONG_LONG.pack(second),
-            template.after,
-        )
-    )
+    layout, before, between, after, offset_first = template
+    if offset_first:
+        return layout.pack(before, offset, between, timestamp, after)
+    return layout.pack(before, timestamp, between, offset, after)
 
 
 def rewritten(header: bytes, offset: int, timestamp: int) -> bytes:
@@ -80,13 +77,13 @@ def _template(header: bytes) -> _Template:
     offset_at = _first_difference(base, rewritten(header, high, low))
     timestamp_at = _first_difference(base, rewritten(header, low, high))
     first_at, second_at = sorted((offset_at, timestamp_at))
-    size = _LONG_LONG.size
-    return _Template(
+    before, between, after = (
         base[:first_at],
-        base[first_at + size : second_at],
-        base[second_at + size :],
-        offset_first=offset_at < timestamp_at,
+        base[first_at + _VALUE_SIZE : second_at],
+        base[second_at + _VALUE_SIZE :],
     )
+    layout = struct.Struct(f">{len(before)}sq{len(between)}sq{len(after)}s")
+    return _Template(layout, before, between, after, offset_first=offset_at < timestamp_at)
 
 
 def _first_difference(first: bytes, second: bytes) -> int:
