@@ -19,6 +19,9 @@ import pika
 import pika.exceptions
 from pika.adapters.blocking_connection import BlockingChannel
 
+from batonmq.queues.streams.storage import stream_directory
+from batonmq.server.placement import owner_of
+from batonmq.store.placement import streams_root
 from tests.ports import free_port
 
 
@@ -43,6 +46,8 @@ class RunningBroker:
     #: The log as it was when this process ended by stop() or kill(): a test may remove the
     #: log's directory (unmount a small disk) before the harness reads the log.
     final_log: str | None = None
+    #: How many worker processes serve (`broker.workers`; 1: one process).
+    workers: int = 1
 
     @property
     def url(self) -> str:
@@ -83,6 +88,13 @@ class RunningBroker:
             self.process.kill()
             self.process.wait(10)
         self.final_log = self.log()
+
+    def stream_directory(self, queue: str, vhost: str = "/") -> Path:
+        """Where the segment files of stream `queue` of `vhost` are: under the streams root of
+        the worker that owns `vhost` (of the one process, with one)."""
+        assert self.data_dir is not None, "an external broker's files are not ours to read"
+        worker = None if self.workers == 1 else owner_of(vhost, self.workers)
+        return stream_directory(streams_root(self.data_dir, worker), vhost, queue)
 
     def last_log(self) -> str:
         """The log file as it is now, or as it was when the process ended if the file is gone."""
@@ -221,6 +233,7 @@ def start_broker(
         environment=dict(environment or {}),
         amqps_port=amqps_port,
         http_port=http_port,
+        workers=int(env.get("BATONMQ__BROKER__WORKERS", "1")),
     )
     _started.append(broker)
     try:
@@ -230,7 +243,7 @@ def start_broker(
             wait_for_port("127.0.0.1", amqps_port, process, log_path)
         if http_port is not None:
             wait_for_port("127.0.0.1", http_port, process, log_path)
-        if int(env.get("BATONMQ__BROKER__WORKERS", "1")) > 1:
+        if broker.workers > 1:
             # The supervisor bound the ports before it started the workers: wait for them all.
             wait_until(lambda: _started_line(broker.log()), "every worker to serve")
     except Exception:

@@ -41,7 +41,7 @@ if not os.environ.get("CI"):
     pytest.importorskip(
         "pyspark", reason="the spark extra is not installed: pip install -e '.[spark]'"
     )
-from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql import DataFrame, Row, SparkSession  # noqa: E402
 from pyspark.sql.streaming import StreamingQuery  # noqa: E402
 
 import batonmq.spark  # noqa: E402
@@ -164,8 +164,7 @@ def test_a_batch_read_returns_exactly_the_range_asked_for(spark, broker: Running
     assert rows[0].headers == {"n": "m5"}
     assert rows[0].properties.message_id == "m5"
     assert (rows[0].routing_key, rows[0].exchange, rows[0].queue) == ("events", "", "events")
-    assert rows[0].timestamp.timestamp() == 1_700_000_000
-    assert rows[0].properties.timestamp == rows[0].timestamp
+    assert rows[0].properties.timestamp.timestamp() == 1_700_000_000
 
 
 def test_a_batch_read_from_first_to_next_reads_the_whole_stream(spark, broker: RunningBroker):
@@ -176,6 +175,39 @@ def test_a_batch_read_from_first_to_next_reads_the_whole_stream(spark, broker: R
     rows = spark.read.format("batonmq").option("url", broker.url).option("queue", "events").load()
 
     assert sorted(row.offset for row in rows.collect()) == list(range(12))
+
+
+def test_a_rows_timestamp_is_when_the_stream_appended_it_and_what_a_timestamp_seeks_by(
+    spark, batonmq: RunningBroker
+):
+    """The issue's schema has `timestamp` timestamp beside `properties.timestamp`. RabbitMQ's
+    streams give every chunk the timestamp of when it was written, and an x-stream-offset
+    timestamp attaches "at the chunk written then": the column is that moment (BatonMQ delivers
+    it in x-batonmq-stream-timestamp, which RabbitMQ does not send), so a `startingOffset`
+    timestamp reads exactly the rows whose `timestamp` is at or after it; `properties.timestamp`
+    stays the publisher's, here one of 2023."""
+    before = time.time_ns() // 1_000_000
+    declare_and_publish(batonmq.url, "events", bodies(range(3)))
+    after = time.time_ns() // 1_000_000
+    time.sleep(1.1)
+    moment = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+    time.sleep(0.1)
+    declare_and_publish(batonmq.url, "events", bodies(range(3, 5)))
+
+    def read(**options: str) -> list[Row]:
+        frame = spark.read.format("batonmq").option("url", batonmq.url).option("queue", "events")
+        for name, value in options.items():
+            frame = frame.option(name, value)
+        return sorted(frame.load().collect(), key=lambda row: row.offset)
+
+    rows = read()
+    appended = {row.offset: round(row.timestamp.timestamp() * 1000) for row in rows}
+    assert all(before <= appended[offset] <= after for offset in range(3))
+    assert all(row.properties.timestamp.timestamp() == 1_700_000_000 for row in rows)
+    assert all("x-batonmq-stream-timestamp" not in row.headers for row in rows)
+    since = [offset for offset, at in appended.items() if at >= moment.timestamp() * 1000]
+    assert since == [3, 4]
+    assert [row.offset for row in read(startingOffset=moment.isoformat())] == since
 
 
 def test_a_read_between_two_timestamps_reads_what_was_written_between_them(
@@ -321,13 +353,15 @@ def test_a_streaming_query_restarted_from_its_checkpoint_reads_each_message_once
     assert written(spark, out) == list(zip(range(100), bodies(range(100)), strict=True))
 
 
-#: A Spark driver of its own, to be killed: a streaming query of ten messages a micro-batch.
+#: A Spark driver of its own, to be killed: a streaming query of ten messages a micro-batch,
+#: with the trigger its last argument gives (keyword arguments of DataStreamWriter.trigger, as
+#: JSON).
 KILLED_DRIVER = """
-import sys
+import json, sys
 from pyspark.sql import SparkSession
 import batonmq.spark
 
-url, out, checkpoint = sys.argv[1:]
+url, out, checkpoint, trigger = sys.argv[1:]
 spark = (
     SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
     .config("spark.sql.shuffle.partitions", "2").getOrCreate()
@@ -337,17 +371,21 @@ batonmq.spark.register(spark)
     spark.readStream.format("batonmq").option("url", url).option("queue", "events")
     .option("maxRecordsPerBatch", "10").load().select("offset", "body")
     .writeStream.format("parquet").option("path", out).option("checkpointLocation", checkpoint)
-    .trigger(processingTime="0 seconds").start().awaitTermination()
+    .trigger(**json.loads(trigger)).start().awaitTermination()
 )
 """
 
 
-def kill_after_first_commit(driver: str, url: str, out: Path, checkpoint: Path) -> None:
-    """Run the Spark driver `driver` (Python source taking url, out and checkpoint) in a
-    session of its own, and SIGKILL it with its JVM and workers once it has committed a
-    micro-batch."""
+def kill_after_first_commit(
+    driver: str, url: str, out: Path, checkpoint: Path, *, available_now: bool = False
+) -> None:
+    """Run the Spark driver `driver` (Python source taking url, out, checkpoint and its
+    trigger) in a session of its own, its query triggered every moment or, if
+    `available_now`, with Trigger.AvailableNow, and SIGKILL it with its JVM and workers once
+    it has committed a micro-batch."""
+    trigger = {"availableNow": True} if available_now else {"processingTime": "0 seconds"}
     process = subprocess.Popen(
-        [sys.executable, "-c", driver, url, str(out), str(checkpoint)],
+        [sys.executable, "-c", driver, url, str(out), str(checkpoint), json.dumps(trigger)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -379,6 +417,31 @@ def test_a_query_whose_spark_was_killed_mid_way_resumes_from_its_checkpoint_exac
     run_available_now(frame, sink)
 
     assert written(spark, out) == list(zip(range(300), bodies(range(300)), strict=True))
+
+
+@pytest.mark.timeout(300)
+def test_an_available_now_query_with_a_batch_limit_killed_mid_way_resumes_exactly_once(
+    spark, batonmq: RunningBroker, tmp_path: Path
+):
+    """The issue: "kill the query mid-way (the Spark process, not a graceful stop), restart it
+    from the checkpoint: exactly N distinct rows, each once. The same with Trigger.AvailableNow
+    and with maxRecordsPerBatch": both at once here. A query of Trigger.AvailableNow reading
+    ten messages a micro-batch is killed with SIGKILL once it has committed one; restarted the
+    same way on its checkpoint, it reads on in micro-batches of at most ten until the end it
+    saw at its start, and the sink holds every message once."""
+    count = 60
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    declare_and_publish(batonmq.url, "events", bodies(range(count)))
+    kill_after_first_commit(KILLED_DRIVER, batonmq.url, out, checkpoint, available_now=True)
+    assert 0 < len(written(spark, out)) < count
+
+    frame, sink = stream_query(
+        spark, batonmq.url, "events", out, checkpoint, maxRecordsPerBatch="10"
+    )
+    restarted = run_available_now(frame, sink)
+
+    assert written(spark, out) == list(zip(range(count), bodies(range(count)), strict=True))
+    assert 0 < max(progress["numInputRows"] for progress in restarted.recentProgress) <= 10
 
 
 #: A Spark driver of its own, to be killed: a classic queue read ten messages a micro-batch.

@@ -94,6 +94,39 @@ def test_publish_with_confirms_then_consume_from_first_with_offsets(batonmq: Run
     assert declared.method.message_count == 5
 
 
+def test_a_delivery_carries_when_the_stream_appended_it(batonmq: RunningBroker):
+    """RabbitMQ's streams give every chunk a timestamp of when it was written (what an
+    x-stream-offset timestamp seeks by) but deliver only x-stream-offset over AMQP 0-9-1;
+    BatonMQ also delivers that moment, in milliseconds, as x-batonmq-stream-timestamp (README,
+    "Stream queues"), in place of any the publisher set, and leaves the publisher's timestamp
+    property as it was published."""
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "stamped")
+        channel.confirm_delivery()
+        before = time.time_ns() // 1_000_000
+        channel.basic_publish(
+            "",
+            "stamped",
+            b"old",
+            pika.BasicProperties(
+                timestamp=1_700_000_000, headers={"x-batonmq-stream-timestamp": 7, "n": 1}
+            ),
+        )
+        after = time.time_ns() // 1_000_000
+        channel.basic_qos(prefetch_count=1)
+        method, properties, _body = next(
+            channel.consume(
+                "stamped", arguments={"x-stream-offset": "first"}, inactivity_timeout=10
+            )
+        )
+        assert method is not None
+        channel.cancel()
+    assert before <= properties.headers["x-batonmq-stream-timestamp"] <= after
+    assert properties.headers["n"] == 1
+    assert properties.timestamp == 1_700_000_000
+
+
 def test_consume_from_an_offset_next_last_and_a_timestamp(batonmq: RunningBroker):
     """RabbitMQ's x-stream-offset values: an offset; "next" (the default: only what is published
     after the consumer attached); "last" (the start of the last chunk); a timestamp (from the
@@ -368,19 +401,20 @@ def test_retention_by_age_removes_segments_older_than_max_age(broker_life: Broke
 
 
 def test_deleting_a_stream_removes_its_log(batonmq: RunningBroker):
-    """The stream's segment files live under the data directory and go with the queue."""
-    streams = Path(batonmq.data_dir) / "streams" / "%2F"
+    """The stream's segment files live under the data directory (the owning worker's, with
+    workers) and go with the queue."""
+    directory = batonmq.stream_directory("gone/soon")
     with connect(batonmq) as connection:
         channel = connection.channel()
         declare_stream(channel, "gone/soon")
         publish(channel, "gone/soon", [b"x"])
-        assert list((streams / "gone%2Fsoon").glob("*.segment"))
+        assert list(directory.glob("*.segment"))
         channel.queue_delete("gone/soon")
         channel.queue_declare("sync-point", durable=True)
     deadline = time.monotonic() + 5
-    while (streams / "gone%2Fsoon").exists() and time.monotonic() < deadline:
+    while directory.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not (streams / "gone%2Fsoon").exists()
+    assert not directory.exists()
 
 
 def test_a_stream_deleted_just_before_a_crash_is_gone_after_it(tmp_path: Path):
@@ -391,7 +425,7 @@ def test_a_stream_deleted_just_before_a_crash_is_gone_after_it(tmp_path: Path):
     starts empty instead of with the deleted one's messages."""
     life = BrokerLife(tmp_path, {})
     try:
-        streams = Path(life.current.data_dir) / "streams" / "%2F"
+        streams = life.current.stream_directory("doomed").parent
         with connect(life.current) as connection:
             channel = connection.channel()
             declare_stream(channel, "doomed")
@@ -458,7 +492,7 @@ def test_with_postgres_a_stream_is_kept_in_the_store_and_goes_with_its_queue(
         segments, chunks = _stream_rows(postgres_dsn, "tabled")
         assert segments > 1
         assert chunks >= segments
-        assert not list((Path(broker.data_dir) / "streams").rglob("*.segment"))
+        assert not list(Path(broker.data_dir).rglob("*.segment"))
         channel.queue_delete("tabled")
         channel.queue_declare("sync-point", durable=True)
     deadline = time.monotonic() + 5
@@ -644,7 +678,7 @@ def test_messages_published_together_are_written_as_one_chunk(batonmq: RunningBr
 
     asyncio.run(asyncio.wait_for(burst(), 20))
     batonmq.stop()
-    stream_log = StreamLog(FileMedium(Path(batonmq.data_dir) / "streams" / "%2F" / "burst"))
+    stream_log = StreamLog(FileMedium(batonmq.stream_directory("burst")))
     try:
         assert stream_log.next_offset == 200
         assert stream_log.chunk_count <= 100

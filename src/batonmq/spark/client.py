@@ -29,6 +29,9 @@ RabbitMQ stream as well:
   the start of the chunk that holds the offset asked for); a first offset after `start` means
   that retention removed the messages in between (DataLossError, unless the caller accepts
   the loss).
+
+One thing only BatonMQ sends is read when it is there: when the stream appended a message (the
+`x-batonmq-stream-timestamp` header, the `timestamp` column); a RabbitMQ stream's rows have none.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from typing import Final
 import pika  # type: ignore[import-untyped]
 import pika.exceptions  # type: ignore[import-untyped]
 
+from batonmq.queues.streams.deliveryheader import TIMESTAMP_HEADER
 from batonmq.spark.options import Position
 from batonmq.spark.ranges import OffsetRange
 from batonmq.spark.rows import OFFSET_HEADER, PROPERTY_FIELDS, Delivery
@@ -198,6 +202,7 @@ def delivery_of(
 ) -> Delivery:
     """A delivered message as the rows want it, at `offset`."""
     headers: dict[str, object] = dict(properties.headers or {})
+    appended = headers.get(TIMESTAMP_HEADER)
     return Delivery(
         offset=offset,
         exchange=method.exchange,
@@ -210,4 +215,5 @@ def delivery_of(
             if (value := getattr(properties, name)) is not None
         },
         timestamp=properties.timestamp,
+        appended=appended if isinstance(appended, int) else None,
     )

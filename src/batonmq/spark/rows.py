@@ -3,13 +3,16 @@
 A row read from a stream (`SCHEMA`, in this order):
 
 - `offset` long: the message's stream offset (the `x-stream-offset` of its delivery);
-- `timestamp` timestamp: its `timestamp` property (UTC), null if the publisher set none, from
-  a stream as from a classic queue. (The stream's own timestamp of the message, its chunk's,
-  does not reach an AMQP 0-9-1 consumer: RabbitMQ's streams deliver only x-stream-offset.)
+- `timestamp` timestamp: when the stream appended the message (UTC, to the millisecond), the
+  moment a `startingOffsets` timestamp is compared with: its chunk's timestamp, which a
+  BatonMQ stream delivers in the `x-batonmq-stream-timestamp` header. Null from a classic
+  queue, and from a broker that does not send it (RabbitMQ's streams deliver only
+  x-stream-offset). The publisher's `timestamp` property is in `properties`;
 - `exchange` string: the exchange it was published to (`""`: the default exchange);
 - `routing_key` string: its routing key;
 - `headers` map<string,string>: its headers, each value as text (bytes as UTF-8, tables and
-  arrays as JSON), without `x-stream-offset`, which is the `offset` column;
+  arrays as JSON), without `x-stream-offset` and `x-batonmq-stream-timestamp`, which are the
+  `offset` and `timestamp` columns;
 - `properties` struct: its other basic properties (`PROPERTY_FIELDS`, `timestamp` among them
   as a timestamp), null where unset;
 - `body` binary: its body, unchanged;
@@ -27,6 +30,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
+
+from batonmq.queues.streams.deliveryheader import TIMESTAMP_HEADER
 
 #: The basic properties a row carries in its `properties` struct, with their Spark types.
 PROPERTY_FIELDS: Final = (
@@ -51,6 +56,9 @@ SCHEMA: Final = (
 )
 #: The header that carries a delivery's stream offset (RabbitMQ's streams over AMQP 0-9-1).
 OFFSET_HEADER: Final = "x-stream-offset"
+_EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+#: The headers whose values are columns of their own.
+_COLUMN_HEADERS: Final = frozenset((OFFSET_HEADER, TIMESTAMP_HEADER))
 
 Row = tuple[
     int,
@@ -78,6 +86,9 @@ class Delivery:
     properties: Mapping[str, object]
     #: The timestamp property, in seconds since the epoch.
     timestamp: int | None
+    #: When the stream appended it, in milliseconds since the epoch (TIMESTAMP_HEADER); None
+    #: when the delivery does not say.
+    appended: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,17 +105,16 @@ class Publication:
 
 def row_of(delivery: Delivery, queue: str) -> Row:
     """`delivery`'s row of SCHEMA."""
-    moment = _moment(delivery.timestamp)
     headers = {
         name: header_text(value)
         for name, value in delivery.headers.items()
-        if name != OFFSET_HEADER
+        if name not in _COLUMN_HEADERS
     }
     properties = {name: delivery.properties.get(name) for name, _kind in PROPERTY_FIELDS}
-    properties["timestamp"] = moment
+    properties["timestamp"] = _moment(delivery.timestamp)
     return (
         delivery.offset,
-        moment,
+        _appended_moment(delivery.appended),
         delivery.exchange,
         delivery.routing_key,
         headers,
@@ -117,6 +127,14 @@ def row_of(delivery: Delivery, queue: str) -> Row:
 def _moment(seconds: int | None) -> datetime.datetime | None:
     """An AMQP timestamp (seconds since the epoch) as a Spark timestamp, in UTC."""
     return None if seconds is None else datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+
+
+def _appended_moment(milliseconds: int | None) -> datetime.datetime | None:
+    """A stream's timestamp (milliseconds since the epoch) as a Spark timestamp, in UTC, to
+    the millisecond (no rounding through a float)."""
+    if milliseconds is None:
+        return None
+    return _EPOCH + datetime.timedelta(milliseconds=milliseconds)
 
 
 def header_text(value: object) -> str | None:

@@ -12,7 +12,7 @@ from batonmq.spark.rows import Delivery
 
 
 def delivery(number: int) -> Delivery:
-    return Delivery(number, "", "jobs", f"m{number}".encode(), {}, {}, None)
+    return Delivery(number, "", "jobs", f"m{number}".encode(), {}, {}, None, None)
 
 
 def test_a_committed_range_is_acknowledged_by_its_newest_tag_and_forgotten():

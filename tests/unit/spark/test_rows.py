@@ -26,9 +26,15 @@ def delivery(**changes: object) -> Delivery:
         "exchange": "amq.topic",
         "routing_key": "sensor.1",
         "body": b"\x00payload",
-        "headers": {"x-stream-offset": 42, "source": b"plant-7", "count": 3},
+        "headers": {
+            "x-stream-offset": 42,
+            "x-batonmq-stream-timestamp": 1_764_115_200_123,
+            "source": b"plant-7",
+            "count": 3,
+        },
         "properties": {"content_type": "application/json", "priority": 5},
         "timestamp": 1_700_000_000,
+        "appended": 1_764_115_200_123,
     }
     fields.update(changes)
     return Delivery(**fields)  # type: ignore[arg-type]
@@ -92,7 +98,10 @@ def test_the_schema_gives_each_column_its_spark_type():
 
 def test_a_delivery_becomes_a_row_with_its_offset_and_its_body_unchanged():
     """RabbitMQ's streams over AMQP 0-9-1: "every delivery carries its offset in the
-    x-stream-offset header": that is the offset column, not a header."""
+    x-stream-offset header": that is the offset column, not a header. The issue's schema has
+    `timestamp` beside `properties.timestamp`: the column is when the stream appended the
+    message (x-batonmq-stream-timestamp, milliseconds), not a header either; the property is
+    the publisher's."""
     row = row_of(delivery(), "events")
 
     offset, moment, exchange, routing_key, headers, properties, body, queue = row
@@ -103,20 +112,30 @@ def test_a_delivery_becomes_a_row_with_its_offset_and_its_body_unchanged():
         b"\x00payload",
         "events",
     )
-    assert moment == datetime.datetime(2023, 11, 14, 22, 13, 20, tzinfo=datetime.UTC)
+    assert moment == datetime.datetime(2025, 11, 26, 0, 0, 0, 123_000, tzinfo=datetime.UTC)
     assert headers == {"source": "plant-7", "count": "3"}
     assert properties["content_type"] == "application/json"
     assert properties["priority"] == 5
     assert properties["message_id"] is None
-    assert properties["timestamp"] == moment
+    assert properties["timestamp"] == datetime.datetime(
+        2023, 11, 14, 22, 13, 20, tzinfo=datetime.UTC
+    )
     assert list(properties) == [name for name, _kind in PROPERTY_FIELDS]
 
 
-def test_a_message_without_a_timestamp_has_a_null_one():
+def test_a_message_without_a_timestamp_property_has_a_null_one():
     row = row_of(delivery(timestamp=None), "events")
 
-    assert row[1] is None
+    assert row[1] is not None
     assert row[5]["timestamp"] is None
+
+
+def test_a_delivery_that_does_not_say_when_it_was_appended_has_a_null_timestamp():
+    """From a classic queue, or from a broker that sends only x-stream-offset (RabbitMQ)."""
+    row = row_of(delivery(appended=None, headers={"x-stream-offset": 42}), "events")
+
+    assert row[1] is None
+    assert row[5]["timestamp"] == datetime.datetime(2023, 11, 14, 22, 13, 20, tzinfo=datetime.UTC)
 
 
 def test_a_rows_timestamp_property_is_published_in_seconds_since_the_epoch():

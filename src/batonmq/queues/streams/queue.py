@@ -10,9 +10,9 @@ nothing is delivered that a crash could take back.
 Consuming: a consumer starts where its x-stream-offset says (`offsets.py`), is sent what it has
 credit for (its prefetch: RabbitMQ requires one) in batches read off the event loop, the next
 batch read while the last is being sent, and waits at the end of the log for what is appended
-next. Each delivery carries its offset in the
-`x-stream-offset` header. An ack only gives the credit back; a nack or reject does the same (a
-stream requeues nothing and dead-letters nothing).
+next. Each delivery carries its offset in the `x-stream-offset` header, and when it was
+appended in `x-batonmq-stream-timestamp` (`deliveryheader.py`). An ack only gives the credit
+back; a nack or reject does the same (a stream requeues nothing and dead-letters nothing).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from batonmq.queues.streams.arguments import (
     refused_property,
 )
 from batonmq.queues.streams.chunk import FILTER_VALUE_MAX, Record
+from batonmq.queues.streams.deliveryheader import delivery_header
 from batonmq.queues.streams.log import Entry, Filter, StreamLog
-from batonmq.queues.streams.offsetheader import with_offset
 from batonmq.queues.streams.offsets import OffsetSpec, start
 from batonmq.store.base import PagedEntry, QueueBacklog
 from batonmq.store.members import StreamTail
@@ -392,7 +392,7 @@ class StreamQueue:
 
     def _deliver(self, consumer: QueueConsumer, entry: Entry) -> None:
         record = entry.record
-        header = with_offset(record.header, entry.offset)
+        header = delivery_header(record.header, entry.offset, entry.timestamp)
         message = Message(record.exchange, record.routing_key, header, record.body)
         consumer.deliver(self, QueueEntry(message, entry.offset))
 

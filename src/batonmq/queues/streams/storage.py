@@ -58,6 +58,11 @@ class StreamTables(Protocol):
         ...
 
 
+def stream_directory(root: Path, vhost: str, queue: str) -> Path:
+    """The directory of stream `queue` of `vhost` under a broker's streams root."""
+    return root / quote(vhost, safe="") / quote(queue, safe="")
+
+
 class Hold:
     """The writer thread held idle (`StreamStorage.held`), and the jobs it runs once let go."""
 
@@ -113,7 +118,7 @@ class StreamStorage:
             return self._tables.medium(vhost, queue)
         if self._root is None:
             self._root = self._temporary = Path(tempfile.mkdtemp(prefix="batonmq-streams-"))
-        directory = self._root / quote(vhost, safe="") / quote(queue, safe="")
+        directory = stream_directory(self._root, vhost, queue)
         self._directories.add(directory)
         return FileMedium(directory)
 

@@ -4,6 +4,8 @@ commit, messages held for a journal batch, and who is told what."""
 from __future__ import annotations
 
 import asyncio
+import functools
+import os
 from pathlib import Path
 
 from batonmq.queues.streams.appends import Appends, Span
@@ -97,3 +99,54 @@ def test_closing_nacks_what_was_not_written(tmp_path):
     chunks, _spans = run_appends(tmp_path, scenario)
     assert chunks == []
     assert outcomes == [False]
+
+
+def test_each_batch_is_synced_to_the_disk_after_its_bytes_and_before_its_confirms(
+    tmp_path, monkeypatch
+):
+    """The stream-queues issue: segments are "stored in segments on disk (...), fsync per
+    batch", and "a stream survives SIGKILL with every confirmed message at its offset". With the
+    real log, segment file and writer thread, and the system calls recorded: each group of
+    appends is written, then synced once (the same file, after all of its bytes), and only then
+    are its publishers told it is written; the next group's bytes come after that."""
+    events: list[tuple[str, object]] = []
+    pwrite, fdatasync, fsync = os.pwrite, os.fdatasync, os.fsync
+
+    def recorded_pwrite(fd: int, data: bytes | memoryview, position: int) -> int:
+        events.append(("write", (fd, bytes(data))))
+        return pwrite(fd, data, position)
+
+    def recorded_sync(sync, fd: int) -> None:
+        sync(fd)
+        events.append(("sync", fd))
+
+    async def scenario(appends: Appends) -> None:
+        # The log and its segment file are open: from here on, only the appends write.
+        monkeypatch.setattr(os, "pwrite", recorded_pwrite)
+        monkeypatch.setattr(os, "fdatasync", functools.partial(recorded_sync, fdatasync))
+        monkeypatch.setattr(os, "fsync", functools.partial(recorded_sync, fsync))
+        for group in ([b"a1", b"a2", b"a3"], [b"b1", b"b2"]):
+            told: list[bool] = []
+            for body in group:
+                appends.add(record(body), None)
+                appends.when_written(told.append)
+                appends.when_written(lambda ok, body=body: events.append(("confirmed", body)))
+            await _settled(told, len(group))
+            assert told == [True] * len(group)
+
+    chunks, _spans = run_appends(tmp_path, scenario)
+    assert chunks == [[b"a1", b"a2", b"a3"], [b"b1", b"b2"]]
+    kinds = [kind for kind, _what in events]
+    assert kinds == ["write", "sync", *["confirmed"] * 3, "write", "sync", *["confirmed"] * 2]
+    (_, (written_a, chunk_a)), (_, synced_a) = events[0], events[1]
+    (_, (written_b, chunk_b)), (_, synced_b) = events[5], events[6]
+    assert synced_a == written_a == written_b == synced_b  # the segment file's descriptor
+    assert all(body in chunk_a for body in (b"a1", b"a2", b"a3"))
+    assert all(body in chunk_b for body in (b"b1", b"b2"))
+    assert [what for kind, what in events if kind == "confirmed"] == [
+        b"a1",
+        b"a2",
+        b"a3",
+        b"b1",
+        b"b2",
+    ]
