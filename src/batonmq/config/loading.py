@@ -416,8 +416,9 @@ def _check_workers(config: Config, values: Mapping[str, _Value]) -> None:
     source = _source(values, "broker.workers")
     if config.cluster.ha:
         raise ConfigError(
-            "must be false when broker.workers is more than 1: the workers of an HA member are "
-            "not members of their own yet",
+            "must be false when broker.workers is more than 1: an HA member with workers (one "
+            "member to its peers, its takeovers split between its workers by virtual host) is "
+            "not built yet; run the members of an HA cluster with broker.workers = 1",
             source=source,
             key="cluster.ha",
         )
