@@ -64,7 +64,7 @@ class ClusterMember:
         )
         self.heartbeats = HeartbeatService(
             cluster=self.config.clusterid,
-            broker=store.broker_id,
+            broker=self.config.brokerid,
             interval=heartbeat.interval,
             on_heartbeat=self._heard,
             tls=mutual_contexts(config.listeners.amqps) if heartbeat.tls else None,
@@ -128,7 +128,9 @@ class ClusterMember:
 
     @property
     def broker_id(self) -> str:
-        return self.store.broker_id
+        """The member's id (cluster.brokerid), as its peers know it; the store identity it
+        writes as is its own, or its worker's (`batonmq.store.members.as_members`)."""
+        return self.config.brokerid
 
     @property
     def state(self) -> BrokerState:
@@ -185,7 +187,7 @@ class ClusterMember:
             for member in members
             # A member shut down with no failover is nobody's to take over (the claim in the
             # store refuses it too): it is not watched.
-            if member.broker_id != self.store.broker_id
+            if member.broker_id != self.broker_id
             and not member.taken_over
             and not member.no_failover
         ]

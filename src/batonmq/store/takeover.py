@@ -28,6 +28,12 @@ broker, if it was only paused, finds its epoch superseded in its next write and 
   so the failed broker's records follow the claimant's, renumbered from its next offset, with
   their timestamps, filters and producers' ids.
 
+A broker with several worker processes writes as one store identity per worker, each with a
+lease and an epoch of its own, and is one member to its peers (`batonmq.store.members.as_members`):
+it is claimed whole, every identity in the one transaction, and only when every one of them may
+be claimed (a broker one of whose workers still renews its lease is alive); the epoch a claimant
+read is the sum of theirs. Their rows then move one identity after another.
+
 The claim waits for a lock on the failed broker's record at most `claim_lock_timeout` seconds
 (see there): a claim given up is a failed takeover, tried again at a later monitor round.
 
@@ -48,6 +54,7 @@ from batonmq.store.base import (
     StoredBinding,
     StoredExchange,
     StoredQueue,
+    StoreError,
 )
 from batonmq.store.fields import decode_table
 from batonmq.store.members import SEQUENCE_GAP, Member, StreamTail, TakenOver
@@ -70,9 +77,10 @@ _MEMBER_COLUMNS: Final = (
 SQL: Final = {
     # For the rest of the claim's transaction (`claim_lock_timeout`), in milliseconds.
     "claim_lock_timeout": "SELECT set_config('lock_timeout', $1::text, true)",
-    "members": f"SELECT {_MEMBER_COLUMNS}, NULL FROM {{s}}.brokers AS b ORDER BY b.broker_id",
+    "members": f"SELECT {_MEMBER_COLUMNS}, NULL, b.member_of FROM {{s}}.brokers AS b"
+    " ORDER BY b.broker_id",
     "members_counted": f"SELECT {_MEMBER_COLUMNS}, (SELECT count(*) FROM {{s}}.messages AS m"
-    " WHERE m.broker_id = b.broker_id) FROM {s}.brokers AS b ORDER BY b.broker_id",
+    " WHERE m.broker_id = b.broker_id), b.member_of FROM {s}.brokers AS b ORDER BY b.broker_id",
     "register": "UPDATE {s}.brokers SET address = $3, heartbeat_address = $4, version = $5,"
     " settings = $6, taken_over_by = NULL WHERE broker_id = $1 AND epoch = $2",
     "claim_failed": "UPDATE {s}.brokers SET epoch = epoch + 1, state = 'FAILOVER_STARTED',"
@@ -80,6 +88,11 @@ SQL: Final = {
     " AND broker_id <> $1 AND epoch = $3"
     " AND ($4 OR lease_expires IS NULL OR lease_expires < now()) AND ($4 OR NOT no_failover)"
     " RETURNING epoch",
+    # A member's store identities (its own, and its workers': `batonmq.store.members.as_members`),
+    # locked for the claim, each with whether it may be claimed.
+    "identities": "SELECT broker_id, epoch, member_of, ($2 OR lease_expires IS NULL"
+    " OR lease_expires < now()) AND ($2 OR NOT no_failover) AND broker_id <> $3"
+    " FROM {s}.brokers WHERE broker_id = $1 OR member_of = $1 ORDER BY broker_id FOR UPDATE",
     "no_failover": "UPDATE {s}.brokers SET no_failover = true WHERE broker_id = $1 AND epoch = $2",
     "record_state": "UPDATE {s}.brokers SET state = $3 WHERE broker_id = $1 AND epoch = $2",
     "levels": "SELECT e.vhost, e.queue, e.priority, count(*),"
@@ -149,8 +162,11 @@ def claim_lock_timeout(lease_seconds: float, renew_every: float) -> float:
     return (lease_seconds - min(renew_every, lease_seconds / 2)) / 2
 
 
-def member(row: asyncpg.Record) -> Member:
-    return Member(*row)
+def member_record(row: asyncpg.Record) -> tuple[Member, str | None]:
+    """A broker record of SQL's "members" or "members_counted", and the member it is a worker
+    of (`batonmq.store.members.as_members`)."""
+    *fields, member_of = row
+    return Member(*fields), member_of
 
 
 async def discard_streams(connection: _Connection, sql: Mapping[str, str], broker: str) -> None:
@@ -171,15 +187,119 @@ async def take_over(
     next_sequences: Mapping[ObjectKey, int],
     stream_tails: Mapping[ObjectKey, StreamTail],
 ) -> TakenOver | None:
-    """Claim `failed` and move its rows to `claimant`, inside the transaction under way on
-    `connection` (whose caller has checked the claimant's own epoch); None when the claim found
-    the epoch changed or the lease running (another broker won, or the failed one came back).
+    """Claim member `failed` and move its rows to `claimant`, inside the transaction under way
+    on `connection` (whose caller has checked the claimant's own epoch); None when the claim
+    found the epoch changed or a lease running (another broker won, or the failed one came
+    back). A member with workers is claimed whole, every store identity of it in this one
+    transaction or none (`claim`), and its identities' rows move one identity after another.
     `sql`: SQL and the plan's recovery statements, rendered for the schema (`plan`'s).
     `next_sequences`: the next sequence of each of the claimant's queues; `stream_tails`:
     where each of its streams ends."""
-    epoch = await connection.fetchval(sql["claim_failed"], claimant, failed, seen_epoch, force)
-    if epoch is None:
+    claimed = await claim(connection, sql, claimant, failed, seen_epoch, force=force)
+    if claimed is None:
         return None
+    sequences = dict(next_sequences)
+    parts: list[TakenOver] = []
+    for identity, epoch in claimed:
+        part = await _move(
+            connection,
+            sql,
+            plan,
+            claimant=claimant,
+            failed=identity,
+            epoch=epoch,
+            next_sequences=sequences,
+            stream_tails=stream_tails,
+        )
+        # The next identity's entries of a queue follow this one's.
+        for backlog in part.backlogs:
+            key = (backlog.vhost, backlog.queue)
+            sequences[key] = max(sequences.get(key, 0), backlog.last_sequence + 1 - SEQUENCE_GAP)
+        parts.append(part)
+    return parts[0] if len(parts) == 1 else _joined(failed, parts)
+
+
+async def claim(
+    connection: _Connection,
+    sql: Mapping[str, str],
+    claimant: str,
+    failed: str,
+    seen_epoch: int,
+    *,
+    force: bool,
+) -> list[tuple[str, int]] | None:
+    """Claim every store identity of member `failed`, seen at `seen_epoch` (the sum of their
+    epochs: `batonmq.store.members.as_members`): its own, and its workers'. Each must be
+    claimable (its lease run out, no failover not asked for, or `force`); each epoch is bumped
+    and each record says FAILOVER_STARTED. Returns each identity with its new epoch, or None
+    when any is not claimable or an epoch changed since, with nothing claimed. StoreError when
+    `failed` names a worker's identity rather than its member."""
+    rows = await connection.fetch(sql["identities"], failed, force, claimant)
+    if any(member_of is not None and identity == failed for identity, _, member_of, _ in rows):
+        member_of = next(m for identity, _, m, _ in rows if identity == failed)
+        raise StoreError(
+            f"{failed!r} is the store identity of a worker of broker {member_of!r}: a broker "
+            f"is taken over whole, as {member_of!r}"
+        )
+    if not rows or sum(epoch for _, epoch, _, _ in rows) != seen_epoch:
+        return None
+    if not all(claimable for _, _, _, claimable in rows):
+        return None
+    claimed: list[tuple[str, int]] = []
+    for identity, epoch, _, _ in rows:
+        # The rows are locked: each claim finds its epoch as read.
+        bumped = await connection.fetchval(sql["claim_failed"], claimant, identity, epoch, force)
+        claimed.append((identity, bumped))
+    return claimed
+
+
+def _joined(failed: str, parts: list[TakenOver]) -> TakenOver:
+    """What the takeover of a member with workers moved, from what each identity's move did."""
+    levels: dict[tuple[str, str, int], QueueBacklog] = {}
+    for backlog in (backlog for part in parts for backlog in part.backlogs):
+        key = (backlog.vhost, backlog.queue, backlog.priority)
+        found = levels.get(key)
+        levels[key] = (
+            backlog
+            if found is None
+            else QueueBacklog(
+                backlog.vhost,
+                backlog.queue,
+                found.count + backlog.count,
+                found.bytes + backlog.bytes,
+                max(found.last_sequence, backlog.last_sequence),
+                backlog.priority,
+            )
+        )
+    first: dict[ObjectKey, int] = {}
+    for part in parts:
+        for queue, sequence in part.first_sequences.items():
+            first[queue] = min(first.get(queue, sequence), sequence)
+    return TakenOver(
+        failed=failed,
+        epoch=sum(part.epoch for part in parts),
+        exchanges=[exchange for part in parts for exchange in part.exchanges],
+        queues=[queue for part in parts for queue in part.queues],
+        bindings=[binding for part in parts for binding in part.bindings],
+        backlogs=[levels[key] for key in sorted(levels)],
+        first_sequences=first,
+        vhosts=parts[-1].vhosts,
+        merged_streams=[merged for part in parts for merged in part.merged_streams],
+    )
+
+
+async def _move(
+    connection: _Connection,
+    sql: Mapping[str, str],
+    plan: Plan,
+    *,
+    claimant: str,
+    failed: str,
+    epoch: int,
+    next_sequences: Mapping[ObjectKey, int],
+    stream_tails: Mapping[ObjectKey, StreamTail],
+) -> TakenOver:
+    """Move the rows of store identity `failed`, claimed (now at `epoch`), to `claimant`."""
     # What the failed broker confirmed and had not checkpointed yet: its append log goes to
     # the tables first. The claim holds its record, so no append of its can follow.
     await apply_log(connection, sql, plan, failed)
