@@ -126,7 +126,13 @@ from batonmq.store.postgres_log import (
 )
 from batonmq.store.postgres_log import SQL as LOG_SQL
 from batonmq.store.takeover import SQL as TAKEOVER_SQL
-from batonmq.store.takeover import claim_lock_timeout, discard_streams, member_record, take_over
+from batonmq.store.takeover import (
+    adopt,
+    claim_lock_timeout,
+    discard_streams,
+    member_record,
+    take_over,
+)
 
 log = logging.getLogger(__name__)
 
@@ -883,11 +889,14 @@ class PostgresStore:
         force: bool = False,
         next_sequences: Mapping[ObjectKey, int],
         stream_tails: Mapping[ObjectKey, StreamTail] | None = None,
+        vhosts: list[str] | None = None,
     ) -> TakenOver | None:
         """Claim broker `failed` (seen at `seen_epoch`) and take its rows over, in one
         transaction (`batonmq.store.takeover.take_over`); None when another broker won the claim,
         or `failed` renewed its lease meanwhile (and `force` is off). StoreError when the claim
-        waited longer than `claim_lock_timeout` for a lock: nothing moved."""
+        waited longer than `claim_lock_timeout` for a lock: nothing moved. With `vhosts`, the
+        rows of those virtual hosts only: this store's identity is a worker's, whose siblings
+        adopt the others (`adopt`)."""
         timeout = claim_lock_timeout(self._lease_seconds, self._renew_every)
 
         async def work(connection: _Connection) -> TakenOver | None:
@@ -902,11 +911,13 @@ class PostgresStore:
                     self._sql,
                     self._plan,
                     claimant=self._broker_id,
+                    member=self.member_id,
                     failed=failed,
                     seen_epoch=seen_epoch,
                     force=force,
                     next_sequences=next_sequences,
                     stream_tails=stream_tails or {},
+                    vhosts=vhosts,
                 )
                 if taken is not None:
                     self._message_bytes = None
@@ -923,6 +934,42 @@ class PostgresStore:
                 "holds it) and was given up, so that this broker's own lease renewal is not "
                 "held up; it is tried again at a later monitor round"
             ) from error
+
+    async def adopt(
+        self,
+        vhosts: list[str],
+        *,
+        next_sequences: Mapping[ObjectKey, int],
+        stream_tails: Mapping[ObjectKey, StreamTail] | None = None,
+    ) -> TakenOver | None:
+        """Take over the rows of `vhosts` that the identities this worker's member claimed
+        still hold, in one transaction fenced by this identity's epoch
+        (`batonmq.store.takeover.adopt`); None when there are none."""
+
+        async def work(connection: _Connection) -> TakenOver | None:
+            self._require_current(write=True)
+            async with connection.transaction():
+                await self._check_epoch(connection)
+                taken = await adopt(
+                    connection,
+                    self._sql,
+                    claimant=self._broker_id,
+                    member=self.member_id,
+                    next_sequences=next_sequences,
+                    stream_tails=stream_tails or {},
+                    vhosts=vhosts,
+                )
+                if taken is not None:
+                    self._message_bytes = None
+            return taken
+
+        return await self._call("adopting taken-over rows in", work, write=True)
+
+    @property
+    def member_id(self) -> str:
+        """The HA member this store's identity writes for: the member whose worker it is, or
+        its own."""
+        return self._member_of or self._broker_id
 
     @property
     def catalogue_writes(self) -> int:

@@ -88,6 +88,9 @@ SQL: Final = {
     " AND broker_id <> $1 AND epoch = $3"
     " AND ($4 OR lease_expires IS NULL OR lease_expires < now()) AND ($4 OR NOT no_failover)"
     " RETURNING epoch",
+    # The identities a member claimed whose rows its workers have not all adopted yet.
+    "adoptable": "SELECT broker_id, epoch FROM {s}.brokers WHERE taken_over_by = $1"
+    " AND state = 'FAILOVER_STARTED' ORDER BY broker_id FOR UPDATE",
     # A member's store identities (its own, and its workers': `batonmq.store.members.as_members`),
     # locked for the claim, each with whether it may be claimed.
     "identities": "SELECT broker_id, epoch, member_of, ($2 OR lease_expires IS NULL"
@@ -98,30 +101,44 @@ SQL: Final = {
     "levels": "SELECT e.vhost, e.queue, e.priority, count(*),"
     " COALESCE(sum(length(m.body)), 0), min(e.sequence), max(e.sequence) FROM {s}.entries AS e"
     " LEFT JOIN {s}.messages AS m ON m.id = e.message_id WHERE e.broker_id = $1"
+    " AND ($2::text[] IS NULL OR e.vhost = ANY($2::text[]))"
     " GROUP BY e.vhost, e.queue, e.priority ORDER BY e.vhost, e.queue, e.priority",
     "move_exchanges": "INSERT INTO {s}.exchanges (broker_id, vhost, name, type, auto_delete,"
     " internal, arguments) SELECT $1, vhost, name, type, auto_delete, internal, arguments"
-    " FROM {s}.exchanges WHERE broker_id = $2 ON CONFLICT DO NOTHING"
+    " FROM {s}.exchanges WHERE broker_id = $2 AND ($3::text[] IS NULL OR vhost = ANY($3::text[]))"
+    " ON CONFLICT DO NOTHING"
     " RETURNING vhost, name, type, auto_delete, internal, arguments",
     "move_queues": "INSERT INTO {s}.queues (broker_id, vhost, name, auto_delete, arguments)"
     " SELECT $1, vhost, name, auto_delete, arguments FROM {s}.queues WHERE broker_id = $2"
-    " ON CONFLICT DO NOTHING RETURNING vhost, name, auto_delete, arguments",
+    " AND ($3::text[] IS NULL OR vhost = ANY($3::text[])) ON CONFLICT DO NOTHING"
+    " RETURNING vhost, name, auto_delete, arguments",
     "move_bindings": "INSERT INTO {s}.bindings (broker_id, vhost, source, destination_kind,"
     " destination, routing_key, arguments) SELECT $1, vhost, source, destination_kind,"
     " destination, routing_key, arguments FROM {s}.bindings WHERE broker_id = $2"
-    " ON CONFLICT DO NOTHING"
+    " AND ($3::text[] IS NULL OR vhost = ANY($3::text[])) ON CONFLICT DO NOTHING"
     " RETURNING vhost, source, destination_kind, destination, routing_key, arguments",
     **{
         f"drop_{table}": f"DELETE FROM {{s}}.{table} WHERE broker_id = $1"
+        " AND ($2::text[] IS NULL OR vhost = ANY($2::text[]))"
         for table in ("exchanges", "queues", "bindings")
     },
-    "move_messages": "UPDATE {s}.messages SET broker_id = $1 WHERE broker_id = $2",
-    "move_quarantined": "UPDATE {s}.quarantined_messages SET broker_id = $1 WHERE broker_id = $2",
+    # Before the entries move: a message is routed within one virtual host, and moves with
+    # the entries that hold it.
+    "move_messages": "UPDATE {s}.messages AS m SET broker_id = $1 WHERE broker_id = $2"
+    " AND ($3::text[] IS NULL OR EXISTS (SELECT 1 FROM {s}.entries AS e"
+    " WHERE e.message_id = m.id AND e.broker_id = $2 AND e.vhost = ANY($3::text[])))",
+    "move_quarantined": "UPDATE {s}.quarantined_messages SET broker_id = $1 WHERE broker_id = $2"
+    " AND ($3::text[] IS NULL OR vhost = ANY($3::text[]))",
     "move_entries": "UPDATE {s}.entries AS e SET broker_id = $1, sequence = e.sequence + o.shift,"
     " delivery_count = GREATEST(e.delivery_count, 1)"
     " FROM unnest($3::text[], $4::text[], $5::bigint[]) AS o(vhost, queue, shift)"
     " WHERE e.broker_id = $2 AND e.vhost = o.vhost AND e.queue = o.queue",
-    "failover_complete": "UPDATE {s}.brokers SET state = 'FAILOVER_COMPLETE' WHERE broker_id = $1",
+    # Once none of its rows is left to adopt (`adopt`).
+    "failover_complete": "UPDATE {s}.brokers SET state = 'FAILOVER_COMPLETE' WHERE broker_id = $1"
+    " AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE broker_id = $1)"
+    " AND NOT EXISTS (SELECT 1 FROM {s}.exchanges WHERE broker_id = $1)"
+    " AND NOT EXISTS (SELECT 1 FROM {s}.entries WHERE broker_id = $1)"
+    " AND NOT EXISTS (SELECT 1 FROM {s}.stream_segments WHERE broker_id = $1)",
     # The rows of streams whose queue is gone (deleted, and the broker stopped before it
     # removed them; or made by a declaration that never committed), as a recovery discards
     # entries of no queue.
@@ -134,7 +151,8 @@ SQL: Final = {
     # Chunks first: both read the claimant's segments as they were before the move.
     **{
         f"move_stream_{table}": f"UPDATE {{s}}.stream_{table} AS t SET broker_id = $1"
-        " WHERE t.broker_id = $2 AND NOT EXISTS (SELECT 1 FROM {s}.stream_segments AS c"
+        " WHERE t.broker_id = $2 AND ($3::text[] IS NULL OR t.vhost = ANY($3::text[]))"
+        " AND NOT EXISTS (SELECT 1 FROM {s}.stream_segments AS c"
         " WHERE c.broker_id = $1 AND c.vhost = t.vhost AND c.queue = t.queue)"
         for table in ("chunks", "segments")
     },
@@ -181,35 +199,85 @@ async def take_over(
     plan: Plan,
     *,
     claimant: str,
+    member: str,
     failed: str,
     seen_epoch: int,
     force: bool,
     next_sequences: Mapping[ObjectKey, int],
     stream_tails: Mapping[ObjectKey, StreamTail],
+    vhosts: list[str] | None = None,
 ) -> TakenOver | None:
-    """Claim member `failed` and move its rows to `claimant`, inside the transaction under way
-    on `connection` (whose caller has checked the claimant's own epoch); None when the claim
-    found the epoch changed or a lease running (another broker won, or the failed one came
-    back). A member with workers is claimed whole, every store identity of it in this one
-    transaction or none (`claim`), and its identities' rows move one identity after another.
-    `sql`: SQL and the plan's recovery statements, rendered for the schema (`plan`'s).
-    `next_sequences`: the next sequence of each of the claimant's queues; `stream_tails`:
-    where each of its streams ends."""
-    claimed = await claim(connection, sql, claimant, failed, seen_epoch, force=force)
+    """Claim member `failed` for member `member` and move its rows to store identity
+    `claimant` (`member`'s own, or one of its workers'), inside the transaction under way on
+    `connection` (whose caller has checked the claimant's own epoch); None when the claim found
+    the epoch changed or a lease running (another broker won, or the failed one came back). A
+    member with workers is claimed whole, every store identity of it in this one transaction or
+    none (`claim`), and its identities' rows move one identity after another. With `vhosts`,
+    only the rows of those virtual hosts move: the claimant's siblings adopt the others
+    (`adopt`). `sql`: SQL and the plan's recovery statements, rendered for the schema
+    (`plan`'s). `next_sequences`: the next sequence of each of the claimant's queues;
+    `stream_tails`: where each of its streams ends."""
+    claimed = await claim(connection, sql, plan, member, failed, seen_epoch, force=force)
     if claimed is None:
         return None
+    return await _move_all(
+        connection, sql, claimant, failed, claimed, next_sequences, stream_tails, vhosts
+    )
+
+
+async def adopt(
+    connection: _Connection,
+    sql: Mapping[str, str],
+    *,
+    claimant: str,
+    member: str,
+    next_sequences: Mapping[ObjectKey, int],
+    stream_tails: Mapping[ObjectKey, StreamTail],
+    vhosts: list[str],
+) -> TakenOver | None:
+    """Move to worker identity `claimant` the rows of `vhosts` that the identities member
+    `member` claimed (`take_over` by another of its workers) still hold, inside the transaction
+    under way on `connection` (whose caller has checked the claimant's own epoch); None when
+    there is nothing to adopt. A worker adopts when its sibling that claimed asks it, and when
+    it starts, in case it was down then: the rows move in one transaction of the worker's, so
+    they are served once, by it."""
+    rows = await connection.fetch(sql["adoptable"], member)
+    if not rows:
+        return None
+    return await _move_all(
+        connection,
+        sql,
+        claimant,
+        member,
+        [(identity, epoch) for identity, epoch in rows],
+        next_sequences,
+        stream_tails,
+        vhosts,
+    )
+
+
+async def _move_all(
+    connection: _Connection,
+    sql: Mapping[str, str],
+    claimant: str,
+    failed: str,
+    claimed: list[tuple[str, int]],
+    next_sequences: Mapping[ObjectKey, int],
+    stream_tails: Mapping[ObjectKey, StreamTail],
+    vhosts: list[str] | None,
+) -> TakenOver:
     sequences = dict(next_sequences)
     parts: list[TakenOver] = []
     for identity, epoch in claimed:
         part = await _move(
             connection,
             sql,
-            plan,
             claimant=claimant,
             failed=identity,
             epoch=epoch,
             next_sequences=sequences,
             stream_tails=stream_tails,
+            vhosts=vhosts,
         )
         # The next identity's entries of a queue follow this one's.
         for backlog in part.backlogs:
@@ -222,19 +290,21 @@ async def take_over(
 async def claim(
     connection: _Connection,
     sql: Mapping[str, str],
-    claimant: str,
+    plan: Plan,
+    member: str,
     failed: str,
     seen_epoch: int,
     *,
     force: bool,
 ) -> list[tuple[str, int]] | None:
-    """Claim every store identity of member `failed`, seen at `seen_epoch` (the sum of their
-    epochs: `batonmq.store.members.as_members`): its own, and its workers'. Each must be
-    claimable (its lease run out, no failover not asked for, or `force`); each epoch is bumped
-    and each record says FAILOVER_STARTED. Returns each identity with its new epoch, or None
-    when any is not claimable or an epoch changed since, with nothing claimed. StoreError when
-    `failed` names a worker's identity rather than its member."""
-    rows = await connection.fetch(sql["identities"], failed, force, claimant)
+    """Claim for `member` every store identity of member `failed`, seen at `seen_epoch` (the
+    sum of their epochs: `batonmq.store.members.as_members`): its own, and its workers'. Each
+    must be claimable (its lease run out, no failover not asked for, or `force`); each epoch is
+    bumped and each record says FAILOVER_STARTED, taken over by `member`; each append log goes
+    to the tables, and what a recovery discards goes. Returns each identity with its new epoch,
+    or None when any is not claimable or an epoch changed since, with nothing claimed.
+    StoreError when `failed` names a worker's identity rather than its member."""
+    rows = await connection.fetch(sql["identities"], failed, force, member)
     if any(member_of is not None and identity == failed for identity, _, member_of, _ in rows):
         member_of = next(m for identity, _, m, _ in rows if identity == failed)
         raise StoreError(
@@ -248,7 +318,15 @@ async def claim(
     claimed: list[tuple[str, int]] = []
     for identity, epoch, _, _ in rows:
         # The rows are locked: each claim finds its epoch as read.
-        bumped = await connection.fetchval(sql["claim_failed"], claimant, identity, epoch, force)
+        bumped = await connection.fetchval(sql["claim_failed"], member, identity, epoch, force)
+        # What it confirmed and had not checkpointed yet: its append log goes to the tables
+        # first. The claim holds its record, so no append of its can follow.
+        await apply_log(connection, sql, plan, identity)
+        # As a recovery does: transient entries and entries of no queue go, then orphaned
+        # messages.
+        await connection.execute(sql["discard_entries"], identity)
+        await connection.execute(sql["discard_messages"], identity)
+        await discard_streams(connection, sql, identity)
         claimed.append((identity, bumped))
     return claimed
 
@@ -291,23 +369,17 @@ def _joined(failed: str, parts: list[TakenOver]) -> TakenOver:
 async def _move(
     connection: _Connection,
     sql: Mapping[str, str],
-    plan: Plan,
     *,
     claimant: str,
     failed: str,
     epoch: int,
     next_sequences: Mapping[ObjectKey, int],
     stream_tails: Mapping[ObjectKey, StreamTail],
+    vhosts: list[str] | None,
 ) -> TakenOver:
-    """Move the rows of store identity `failed`, claimed (now at `epoch`), to `claimant`."""
-    # What the failed broker confirmed and had not checkpointed yet: its append log goes to
-    # the tables first. The claim holds its record, so no append of its can follow.
-    await apply_log(connection, sql, plan, failed)
-    # As a recovery does: transient entries and entries of no queue go, then orphaned messages.
-    await connection.execute(sql["discard_entries"], failed)
-    await connection.execute(sql["discard_messages"], failed)
-    await discard_streams(connection, sql, failed)
-    levels = await connection.fetch(sql["levels"], failed)
+    """Move the rows of store identity `failed`, claimed (now at `epoch`), to `claimant`: all,
+    or those of `vhosts`."""
+    levels = await connection.fetch(sql["levels"], failed, vhosts)
     first: dict[ObjectKey, int] = {}
     for vhost, queue, _priority, _count, _bytes, lowest, _highest in levels:
         key = (vhost, queue)
@@ -315,13 +387,13 @@ async def _move(
     shifts = {
         key: next_sequences.get(key, 0) + SEQUENCE_GAP - lowest for key, lowest in first.items()
     }
-    exchanges = await connection.fetch(sql["move_exchanges"], claimant, failed)
-    queues = await connection.fetch(sql["move_queues"], claimant, failed)
-    bindings = await connection.fetch(sql["move_bindings"], claimant, failed)
+    exchanges = await connection.fetch(sql["move_exchanges"], claimant, failed, vhosts)
+    queues = await connection.fetch(sql["move_queues"], claimant, failed, vhosts)
+    bindings = await connection.fetch(sql["move_bindings"], claimant, failed, vhosts)
     for table in ("bindings", "queues", "exchanges"):
-        await connection.execute(sql[f"drop_{table}"], failed)
-    await connection.execute(sql["move_messages"], claimant, failed)
-    await connection.execute(sql["move_quarantined"], claimant, failed)
+        await connection.execute(sql[f"drop_{table}"], failed, vhosts)
+    await connection.execute(sql["move_messages"], claimant, failed, vhosts)
+    await connection.execute(sql["move_quarantined"], claimant, failed, vhosts)
     await connection.execute(
         sql["move_entries"],
         claimant,
@@ -334,9 +406,9 @@ async def _move(
         connection, sql, claimant=claimant, failed=failed, tails=stream_tails
     )
     for table in ("chunks", "segments"):
-        await connection.execute(sql[f"move_stream_{table}"], claimant, failed)
+        await connection.execute(sql[f"move_stream_{table}"], claimant, failed, vhosts)
     await connection.execute(sql["failover_complete"], failed)
-    vhosts = await connection.fetch(sql["vhosts"])
+    every_vhost = await connection.fetch(sql["vhosts"])
     return TakenOver(
         failed=failed,
         epoch=epoch,
@@ -353,6 +425,6 @@ async def _move(
             for vhost, queue, priority, count, size, _lowest, highest in levels
         ],
         first_sequences={key: lowest + shifts[key] for key, lowest in first.items()},
-        vhosts=[name for (name,) in vhosts],
+        vhosts=[name for (name,) in every_vhost],
         merged_streams=merged,
     )

@@ -15,6 +15,7 @@ import asyncpg
 import pytest
 from pamqp import commands
 
+from batonmq.cluster.catalogue import CatalogueSync
 from batonmq.cluster.member import ClusterMember
 from batonmq.cluster.states import BrokerState
 from batonmq.config.cluster import ClusterConfig
@@ -24,7 +25,7 @@ from batonmq.engine.broker import Broker, BrokerSettings
 from batonmq.engine.events import Event, EventKind
 from batonmq.engine.messages import AckMode
 from batonmq.engine.recovery import restore
-from batonmq.engine.takeover import take_over
+from batonmq.engine.takeover import adopt, take_over
 from batonmq.store.base import StoreFenced, WriteBatch
 from batonmq.store.postgres import PostgresStore
 from tests.members import lease_run_out
@@ -353,3 +354,41 @@ async def test_a_workers_identity_is_not_taken_over_alone(start_broker: StartBro
 
     assert outcome.taken is None
     assert outcome.error is not None and "taken over whole, as 'brokerA'" in outcome.error
+
+
+async def test_a_survivor_with_workers_splits_a_failed_member_by_virtual_host(
+    start_broker: StartBroker,
+) -> None:
+    """A survivor with two workers: the worker that claims the failed member takes the state of
+    its own virtual hosts, and its sibling adopts the rest, each serving what its virtual hosts
+    held (a client of a virtual host reaches the worker that owns it). The failed member's
+    record says FAILOVER_STARTED until nothing of it is left to adopt, then FAILOVER_COMPLETE;
+    adopting again finds nothing (the rows moved once, in the adopting worker's transaction)."""
+    failed, _ = await start_broker("brokerA", lease_seconds=0.2)
+    worker0, store0 = await start_broker("brokerBw0", member_of="brokerB")
+    worker1, store1 = await start_broker("brokerBw1", member_of="brokerB")
+    failed_api = EngineApi(failed)
+    await failed_api.add_vhost("v1", creator="guest")
+    for vhost in ("/", "v1"):
+        await failed_api.declare_queue("guest", vhost, "q")
+        assert await failed_api.publish("guest", vhost, "", "q", PERSISTENT, vhost.encode())
+    seen = await lease_run_out(store0, "brokerA")
+
+    claimed = await take_over(worker0, store0, "brokerA", seen, vhosts=["/"])
+    half = {m.broker_id: m for m in await store0.members()}["brokerA"]
+    adopted = await adopt(worker1, store1, ["v1"])
+    await CatalogueSync(worker1, store1, 3600.0).reload()  # guest's permissions in v1
+
+    assert claimed.taken is not None and claimed.taken.messages == 1
+    assert (half.state, half.taken_over_by) == ("FAILOVER_STARTED", "brokerB")
+    assert adopted is not None and adopted.messages == 1
+    for worker, vhost in ((worker0, "/"), (worker1, "v1")):
+        got = await EngineApi(worker).get_messages(
+            "guest", vhost, "q", 10, AckMode.ACK_REQUEUE_FALSE
+        )
+        assert [(m.message.body, m.message.redelivered) for m in got] == [(vhost.encode(), True)]
+    assert "v1" not in worker0.vhosts or "q" not in worker0.vhosts["v1"].queues
+    after = {m.broker_id: m for m in await store0.members()}["brokerA"]
+    assert after.state == "FAILOVER_COMPLETE"
+    assert await adopt(worker1, store1, ["v1"]) is None
+    assert (await store0.stats()).entries == (await store1.stats()).entries == 0
