@@ -91,6 +91,8 @@ SQL: Final = {
     # The identities a member claimed whose rows its workers have not all adopted yet.
     "adoptable": "SELECT broker_id, epoch FROM {s}.brokers WHERE taken_over_by = $1"
     " AND state = 'FAILOVER_STARTED' ORDER BY broker_id FOR UPDATE",
+    "inherit": "UPDATE {s}.brokers SET taken_over_by = $1 WHERE taken_over_by = $2"
+    " AND state = 'FAILOVER_STARTED' RETURNING broker_id, epoch",
     # A member's store identities (its own, and its workers': `batonmq.store.members.as_members`),
     # locked for the claim, each with whether it may be claimed.
     "identities": "SELECT broker_id, epoch, member_of, ($2 OR lease_expires IS NULL"
@@ -137,8 +139,7 @@ SQL: Final = {
     "failover_complete": "UPDATE {s}.brokers SET state = 'FAILOVER_COMPLETE' WHERE broker_id = $1"
     " AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE broker_id = $1)"
     " AND NOT EXISTS (SELECT 1 FROM {s}.exchanges WHERE broker_id = $1)"
-    " AND NOT EXISTS (SELECT 1 FROM {s}.entries WHERE broker_id = $1)"
-    " AND NOT EXISTS (SELECT 1 FROM {s}.stream_segments WHERE broker_id = $1)",
+    " AND NOT EXISTS (SELECT 1 FROM {s}.entries WHERE broker_id = $1)",
     # The rows of streams whose queue is gone (deleted, and the broker stopped before it
     # removed them; or made by a declaration that never committed), as a recovery discards
     # entries of no queue.
@@ -301,9 +302,10 @@ async def claim(
     sum of their epochs: `batonmq.store.members.as_members`): its own, and its workers'. Each
     must be claimable (its lease run out, no failover not asked for, or `force`); each epoch is
     bumped and each record says FAILOVER_STARTED, taken over by `member`; each append log goes
-    to the tables, and what a recovery discards goes. Returns each identity with its new epoch,
-    or None when any is not claimable or an epoch changed since, with nothing claimed.
-    StoreError when `failed` names a worker's identity rather than its member."""
+    to the tables, and what a recovery discards goes. The identities `failed` had claimed and
+    its workers had not all adopted yet are `member`'s now too. Returns each identity with its
+    new epoch, or None when any is not claimable or an epoch changed since, with nothing
+    claimed. StoreError when `failed` names a worker's identity rather than its member."""
     rows = await connection.fetch(sql["identities"], failed, force, member)
     if any(member_of is not None and identity == failed for identity, _, member_of, _ in rows):
         member_of = next(m for identity, _, m, _ in rows if identity == failed)
@@ -328,6 +330,8 @@ async def claim(
         await connection.execute(sql["discard_messages"], identity)
         await discard_streams(connection, sql, identity)
         claimed.append((identity, bumped))
+    # What `failed` claimed and its workers had not all adopted yet goes with it.
+    claimed += [tuple(row) for row in await connection.fetch(sql["inherit"], member, failed)]
     return claimed
 
 

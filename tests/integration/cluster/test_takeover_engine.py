@@ -392,3 +392,33 @@ async def test_a_survivor_with_workers_splits_a_failed_member_by_virtual_host(
     assert after.state == "FAILOVER_COMPLETE"
     assert await adopt(worker1, store1, ["v1"]) is None
     assert (await store0.stats()).entries == (await store1.stats()).entries == 0
+
+
+async def test_what_a_failed_survivor_had_not_adopted_yet_goes_to_the_next(
+    start_broker: StartBroker,
+) -> None:
+    """A survivor with workers claimed a member and failed before its sibling adopted its
+    share: whoever takes the survivor over takes that share too, so nothing is stranded."""
+    failed, _ = await start_broker("brokerA", lease_seconds=0.2)
+    worker0, store0 = await start_broker("brokerBw0", lease_seconds=1.0, member_of="brokerB")
+    await start_broker("brokerBw1", lease_seconds=1.0, member_of="brokerB")
+    last, last_store = await start_broker("brokerC")
+    failed_api = EngineApi(failed)
+    await failed_api.add_vhost("v1", creator="guest")
+    await failed_api.declare_queue("guest", "v1", "q")
+    assert await failed_api.publish("guest", "v1", "", "q", PERSISTENT, b"v1")
+    seen = await lease_run_out(store0, "brokerA")
+    assert (await take_over(worker0, store0, "brokerA", seen, vhosts=["/"])).taken is not None
+    seen = await lease_run_out(last_store, "brokerB")
+
+    outcome = await take_over(last, last_store, "brokerB", seen)
+
+    assert outcome.taken is not None and outcome.taken.messages == 1
+    await CatalogueSync(last, last_store, 3600.0).reload()
+    got = await EngineApi(last).get_messages("guest", "v1", "q", 10, AckMode.ACK_REQUEUE_FALSE)
+    assert [m.message.body for m in got] == [b"v1"]
+    listed = {m.broker_id: m for m in await last_store.members()}
+    assert (listed["brokerA"].state, listed["brokerA"].taken_over_by) == (
+        "FAILOVER_COMPLETE",
+        "brokerC",
+    )
