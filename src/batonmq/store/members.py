@@ -215,6 +215,7 @@ class CatalogueSource(Protocol):
         ...
 
 
+@runtime_checkable
 class SharedStore(CatalogueSource, Protocol):
     """The store of an HA cluster's member."""
 
