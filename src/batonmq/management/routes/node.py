@@ -4,12 +4,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from aiohttp import web
 
 from batonmq.engine.snapshots import Overview, StatisticsReading
-from batonmq.management import metrics, render
+from batonmq.management import metrics, problems, render
 from batonmq.management.access import Tag
 from batonmq.management.call import Call, answer
 from batonmq.management.listing import Item, Json
@@ -42,8 +43,10 @@ async def _nodes(call: Call) -> list[Item]:
     alarms, now = (await _overview(call)).alarms, time.time()
     members = None
     if call.api.in_cluster() or call.workers.index != 0:
-        # Worker 0 is an HA member's voice in its cluster (`batonmq.cluster.member`).
-        members = await call.workers.on_async(0, cluster_members)
+        # Worker 0 is an HA member's voice in its cluster (`batonmq.cluster.member`); while it
+        # is down, this broker is shown as one node, with its workers.
+        with contextlib.suppress(problems.HttpProblem):
+            members = await call.workers.on_async(0, cluster_members)
     if members is None:
         item = render.node(call.node, alarms, now)
         if call.workers.count > 1:
