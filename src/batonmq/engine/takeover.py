@@ -167,6 +167,7 @@ async def adopt(broker: Broker, store: SharedStore, vhosts: list[str]) -> TakenO
             _reopen_merged(broker, taken, hold)
     if taken is not None:
         await _serve(broker, store, taken)
+    if taken is not None and (taken.exchanges or taken.queues or taken.backlogs):
         log.info(
             "takeover adopted: %d messages",
             taken.messages,
