@@ -453,6 +453,13 @@ CATALOGUE: Final = (
         "log level, the console): the level and the user are given. It lasts until the "
         "broker stops.",
     ),
+    # The workers of an HA member.
+    _code(
+        "BMQ-6010",
+        "takeover adopted: ",
+        "A worker of a broker with several took over its share of a failed member that a "
+        "sibling worker claimed: the messages of its virtual hosts, now served by it.",
+    ),
     # Clusters.
     _code(
         "BMQ-7001",

@@ -68,31 +68,19 @@ def test_two_workers_on_sqlite(environ: dict[str, str]) -> None:
     assert [store_broker_id(config, worker) for worker in (0, 1)] == ["batonmqw0", "batonmqw1"]
 
 
-@pytest.mark.parametrize(
-    ("overrides", "key", "problem"),
-    [
-        (
-            {"cluster.ha": True, "cluster.clusterid": "c1", "cluster.brokerid": "b1"},
-            "cluster.ha",
-            "must be false when broker.workers is more than 1: the workers of an HA member are "
-            "not members of their own yet",
-        ),
-    ],
-)
-def test_what_more_than_one_worker_refuses(
-    overrides: dict[str, object], key: str, problem: str, environ: dict[str, str]
-) -> None:
-    """Refused at start with one line saying why, rather than a setting that does not do what
-    it says."""
-    with pytest.raises(ConfigError) as raised:
-        load_config(environ=environ, overrides={**TWO_WORKERS, **overrides})
-
-    assert (raised.value.key, raised.value.problem) == (key, problem)
-    assert "\n" not in str(raised.value)
-
-
-def test_one_worker_needs_none_of_it(environ: dict[str, str]) -> None:
+def test_an_ha_member_with_two_workers(environ: dict[str, str]) -> None:
+    """One member of its cluster (cluster.brokerid) whose workers write as store identities of
+    their own in the cluster's schema (docs/multi-core.md, "What the choice means for HA
+    clusters")."""
     config = load_config(
-        environ=environ, overrides={"persist.store": "sqlite", "listeners.amqps.enabled": False}
+        environ=environ,
+        overrides={
+            **TWO_WORKERS,
+            "cluster.ha": True,
+            "cluster.clusterid": "c1",
+            "cluster.brokerid": "b1",
+        },
     )
-    assert config.workers == 1
+
+    assert [store_broker_id(config, worker) for worker in (0, 1)] == ["b1w0", "b1w1"]
+    assert postgres_schema(config) == "batonmq_c_c1"

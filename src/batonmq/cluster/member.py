@@ -19,6 +19,7 @@ import json
 import logging
 import socket
 import time
+from collections.abc import Awaitable, Callable
 
 from batonmq import __version__
 from batonmq.cluster.agreement import disagreement, shared_settings
@@ -49,8 +50,21 @@ def parse_address(text: str) -> tuple[str, int]:
 
 
 class ClusterMember:
-    def __init__(self, config: Config, broker: Broker, store: SharedStore) -> None:
+    def __init__(
+        self,
+        config: Config,
+        broker: Broker,
+        store: SharedStore,
+        *,
+        owns: Callable[[str], bool] | None = None,
+        siblings_adopt: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """With several workers, this is worker 0, the member's voice: `owns(vhost)` says
+        whether it owns a virtual host (its share of a takeover), and `siblings_adopt()` has
+        the other workers adopt theirs; its siblings follow the catalogue themselves."""
         self.config = config.cluster
+        self._owns = owns
+        self._siblings_adopt = siblings_adopt
         self.shared_settings = shared_settings(config)
         self.broker = broker
         self.store = store
@@ -64,7 +78,7 @@ class ClusterMember:
         )
         self.heartbeats = HeartbeatService(
             cluster=self.config.clusterid,
-            broker=store.broker_id,
+            broker=self.config.brokerid,
             interval=heartbeat.interval,
             on_heartbeat=self._heard,
             tls=mutual_contexts(config.listeners.amqps) if heartbeat.tls else None,
@@ -81,8 +95,9 @@ class ClusterMember:
         #: wrote "running").
         self._recorded = "running"
         self._period = min(heartbeat.interval, monitor.interval)
-        #: Users, virtual hosts and permissions changed on another member come in force here.
-        self.catalogue = CatalogueSync(broker, store, self._period)
+        #: Users, virtual hosts and permissions changed on another member come in force here
+        #: (a worker's own duties follow them when the broker has several).
+        self.catalogue = None if owns is not None else CatalogueSync(broker, store, self._period)
         self._takeovers = asyncio.Lock()
         self._watching: asyncio.Task[None] | None = None
 
@@ -110,7 +125,8 @@ class ClusterMember:
         self._watching = asyncio.get_running_loop().create_task(
             self._watch(), name="cluster members"
         )
-        self.catalogue.start()
+        if self.catalogue is not None:
+            self.catalogue.start()
         log.info(
             "joined HA cluster",
             extra={"cluster": self.config.clusterid, "heartbeat_port": bound[1]},
@@ -118,7 +134,8 @@ class ClusterMember:
         return bound
 
     async def close(self) -> None:
-        await self.catalogue.close()
+        if self.catalogue is not None:
+            await self.catalogue.close()
         watching, self._watching = self._watching, None
         if watching is not None:
             watching.cancel()
@@ -128,7 +145,9 @@ class ClusterMember:
 
     @property
     def broker_id(self) -> str:
-        return self.store.broker_id
+        """The member's id (cluster.brokerid), as its peers know it; the store identity it
+        writes as is its own, or its worker's (`batonmq.store.members.as_members`)."""
+        return self.config.brokerid
 
     @property
     def state(self) -> BrokerState:
@@ -185,7 +204,7 @@ class ClusterMember:
             for member in members
             # A member shut down with no failover is nobody's to take over (the claim in the
             # store refuses it too): it is not watched.
-            if member.broker_id != self.store.broker_id
+            if member.broker_id != self.broker_id
             and not member.taken_over
             and not member.no_failover
         ]
@@ -228,10 +247,17 @@ class ClusterMember:
             seen = -1 if found is None or found.taken_over else found.epoch
             self._taking_over = True
             ended = BrokerState.TAKEOVER_FAILED
+            owned = None
+            if self._owns is not None:
+                owned = [name for name in self.broker.vhosts if self._owns(name)]
             try:
-                outcome = await take_over(self.broker, self.store, failed, seen, force=force)
+                outcome = await take_over(
+                    self.broker, self.store, failed, seen, force=force, vhosts=owned
+                )
                 if outcome.taken is not None:
                     ended = BrokerState.TAKEOVER_COMPLETE
+                    if self._siblings_adopt is not None:
+                        await self._siblings_adopt()
             finally:
                 self._taking_over = False
                 self._last_takeover = (ended, time.monotonic())

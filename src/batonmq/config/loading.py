@@ -347,7 +347,6 @@ def _check_together(config: Config, values: Mapping[str, _Value]) -> None:
         )
     _check_durability(config, values)
     _check_cluster(config, values)
-    _check_workers(config, values)
 
 
 def _check_durability(config: Config, values: Mapping[str, _Value]) -> None:
@@ -405,19 +404,3 @@ def _check_cluster(config: Config, values: Mapping[str, _Value]) -> None:
                     source=_source(values, "cluster.heartbeat.tls"),
                     key=f"listeners.amqps.{name}",
                 )
-
-
-def _check_workers(config: Config, values: Mapping[str, _Value]) -> None:
-    """What `broker.workers` above 1 needs for now (`batonmq.server.supervisor`): each worker
-    owns whole virtual hosts, and a client's connection moves to its virtual host's worker at
-    connection.open."""
-    if config.workers == 1:
-        return
-    source = _source(values, "broker.workers")
-    if config.cluster.ha:
-        raise ConfigError(
-            "must be false when broker.workers is more than 1: the workers of an HA member are "
-            "not members of their own yet",
-            source=source,
-            key="cluster.ha",
-        )

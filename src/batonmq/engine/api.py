@@ -46,7 +46,7 @@ from batonmq.engine.snapshots import (
     UserCredential,
     UserInfo,
 )
-from batonmq.engine.takeover import TakeoverOutcome
+from batonmq.engine.takeover import TakeoverOutcome, adopt
 from batonmq.engine.topology import TopologyApi
 from batonmq.engine.vhost import RESERVED_PREFIX, VirtualHost
 from batonmq.model.destination import DestinationKind
@@ -59,6 +59,7 @@ from batonmq.security.passwords import Credential, MalformedHashError
 from batonmq.security.permissions import UserPermission, vhost_refusal
 from batonmq.stats import REGISTRY, Scope
 from batonmq.store.base import StoredUser, StoreError
+from batonmq.store.members import SharedStore
 
 __all__ = ["ApiError", "EngineApi"]
 
@@ -616,6 +617,17 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
         if broker_id not in listed:
             raise ApiError(ReplyCode.NOT_FOUND, f"no broker {broker_id!r} in this cluster")
         return await cluster.take_over(broker_id, force=force)
+
+    async def adopt_taken_over(self, vhosts: list[str]) -> int:
+        """Serve the state of `vhosts` that a takeover by a sibling worker left to this worker
+        (`batonmq.engine.takeover.adopt`); the messages it took."""
+        store = self.broker.store
+        assert isinstance(store, SharedStore)  # a worker of an HA member
+        try:
+            taken = await adopt(self.broker, store, vhosts)
+        except StoreError as error:
+            raise ApiError(ReplyCode.INTERNAL_ERROR, str(error)) from error
+        return 0 if taken is None else taken.messages
 
     def in_cluster(self) -> bool:
         """Whether this broker is a member of an HA cluster (cluster.ha)."""

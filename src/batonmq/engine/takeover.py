@@ -99,10 +99,18 @@ def _reopen_merged(broker: Broker, taken: TakenOver, hold: Hold) -> None:
 
 
 async def take_over(
-    broker: Broker, store: SharedStore, failed: str, seen_epoch: int, *, force: bool = False
+    broker: Broker,
+    store: SharedStore,
+    failed: str,
+    seen_epoch: int,
+    *,
+    force: bool = False,
+    vhosts: list[str] | None = None,
 ) -> TakeoverOutcome:
     """Claim broker `failed` (as the store last saw it, at `seen_epoch`), move its persistent
-    state to this broker and serve it; tell the event feed and the log how it went."""
+    state to this broker and serve it; tell the event feed and the log how it went. With
+    `vhosts` (this broker is a worker of a member with several), the state of those virtual
+    hosts only: the sibling workers adopt the rest (`adopt`)."""
     started = time.monotonic()
     me = store.broker_id
     broker.events.publish(EventKind.TAKEOVER_START, failed, by=me, forced=force)
@@ -116,6 +124,7 @@ async def take_over(
                 force=force,
                 next_sequences=next_sequences(broker),
                 stream_tails=stream_tails(broker),
+                vhosts=vhosts,
             )
             if taken is not None:
                 _reopen_merged(broker, taken, hold)
@@ -144,6 +153,27 @@ async def take_over(
         extra={"failed_broker": failed, "epoch": taken.epoch},
     )
     return TakeoverOutcome(failed, taken, seconds)
+
+
+async def adopt(broker: Broker, store: SharedStore, vhosts: list[str]) -> TakenOver | None:
+    """Serve what a takeover by a sibling worker left to this worker: the rows of `vhosts`,
+    which it owns, held by the identities its member claimed (`SharedStore.adopt`); None when
+    there were none. Run when the sibling asks, and at start."""
+    async with broker.streams.held() as hold:
+        taken = await store.adopt(
+            vhosts, next_sequences=next_sequences(broker), stream_tails=stream_tails(broker)
+        )
+        if taken is not None:
+            _reopen_merged(broker, taken, hold)
+    if taken is not None:
+        await _serve(broker, store, taken)
+    if taken is not None and (taken.exchanges or taken.queues or taken.backlogs):
+        log.info(
+            "takeover adopted: %d messages",
+            taken.messages,
+            extra={"failed_broker": taken.failed, "vhosts": ",".join(vhosts)},
+        )
+    return taken
 
 
 async def _serve(broker: Broker, store: SharedStore, taken: TakenOver) -> None:

@@ -128,6 +128,8 @@ ANONYMOUS = UserInfo("", ())
 #: The header of an answer that some workers did not help make (their indexes, comma-separated):
 #: it holds what the others hold.
 DOWN_HEADER: Final = "X-Workers-Down"
+#: The routes about the broker's HA cluster, which worker 0 answers.
+CLUSTER_PATHS: Final = "/api/cluster/"
 
 
 async def _serve(
@@ -152,6 +154,10 @@ async def _serve(
         {name: value for name, value in request.headers.items() if name != "Authorization"},
         body,
     )
+    if route.path.startswith(CLUSTER_PATHS) and workers.index != 0:
+        # Worker 0 is the broker's voice in its HA cluster (`batonmq.cluster.member`).
+        done = await workers.forward(0, Forwarded(ROUTES.index(route), asked, caller))
+        return web.Response(status=done.status, body=done.body or None, headers=done.headers)
     vhost = asked.match_info.get("vhost")
     if vhost is not None and not workers.owns(vhost):
         # The virtual host's owner holds everything in it: it carries the request out.

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Final
 
 from batonmq.engine.api import EngineApi
+from batonmq.engine.membership import MemberInfo
 from batonmq.engine.snapshots import (
     BindingInfo,
     ChannelInfo,
@@ -114,10 +115,34 @@ async def declare_topology(api: EngineApi, owns: Owns, user: str, wanted: Defini
             await api.bind(user, binding)
 
 
+async def adopt_taken_over(api: EngineApi, owns: Owns) -> int:
+    """Serve the share of a failed member that this worker's sibling claimed and left to it:
+    the state of the virtual hosts it owns (`EngineApi.adopt_taken_over`)."""
+    return await api.adopt_taken_over([name for name in api.broker.vhosts if owns(name)])
+
+
+async def cluster_members(api: EngineApi, _owns: Owns) -> list[MemberInfo] | None:
+    """The members of the broker's HA cluster, as worker 0, its voice there, lists them (None:
+    the broker is not a member)."""
+    return await api.cluster_members() if api.in_cluster() else None
+
+
+def quiesce_worker(api: EngineApi, _owns: Owns) -> None:
+    api.quiesce()
+
+
+def unquiesce_worker(api: EngineApi, _owns: Owns) -> None:
+    api.unquiesce()
+
+
 #: What a sibling may be asked to run, by name.
 ASKABLE: Final[dict[str, Callable[..., object]]] = {
     read.__name__: read
     for read in (
+        adopt_taken_over,
+        cluster_members,
+        quiesce_worker,
+        unquiesce_worker,
         close_held_connection,
         declare_topology,
         newest_log_lines,

@@ -210,6 +210,27 @@ class Workers:
         assert isinstance(answer, Answer)
         return answer
 
+    async def on_siblings(
+        self,
+        work: Callable[Concatenate[EngineApi, Owns, _P], object],
+        *args: _P.args,
+        **kwargs: _P.kwargs,
+    ) -> None:
+        """`work` (one of this module's) in every sibling, with no answer: one that is down
+        does without (a sibling starting again quiesced, or adopting what it missed, is its
+        own business)."""
+        if self.link is None:
+            return
+        question = _Read(work.__name__, args, kwargs)
+        await asyncio.gather(
+            *(
+                self._ask(worker, question, WRITE_TIMEOUT)
+                for worker in range(self.count)
+                if worker != self.index
+            ),
+            return_exceptions=True,
+        )
+
     async def catch_up_siblings(self) -> None:
         """Have every sibling read the catalogue again and wait until they have (those that do
         not answer read it when they start again, or at their next reading of its version)."""

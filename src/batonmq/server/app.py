@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import gc
 import inspect
 import logging
@@ -43,6 +44,7 @@ from batonmq.engine.memory import MemoryGuard, Thresholds
 from batonmq.engine.monitors import queue_monitors
 from batonmq.engine.rates import SAMPLE_INTERVAL
 from batonmq.engine.recovery import restore
+from batonmq.management.perworker import adopt_taken_over
 from batonmq.management.render import Node
 from batonmq.management.topics import BrokerTopics
 from batonmq.security.acl import AclError
@@ -129,7 +131,7 @@ class BrokerServer:
         self.protocols: set[AMQPProtocol] = set()
         self.listening = Listening(self.listeners, self._new_protocol, self.protocols.add)
         #: Quiesce and shutdown, for the engine's API (`quiesce bkr`, `shutdown bkr`).
-        self.control = Administration(self.listening, self.protocols)
+        self.control = Administration(self.listening, self.protocols, stops_broker=seat is not None)
         self.broker.control = self.control
         #: The management API's HTTPS context (listeners.amqps's certificate), checked now.
         http = config.listeners.http
@@ -236,12 +238,18 @@ class BrokerServer:
         first (the real port when the configured one is 0). `addresses` has them by listener
         name."""
         await self.recover()
+        if self.config.cluster.ha and self.seat is not None:
+            # A share of a takeover that this worker's sibling claimed while it was down.
+            seat = self.seat
+            await EngineApi(self.broker).adopt_taken_over(
+                [name for name in self.broker.vhosts if seat.owns(name)]
+            )
         self.addresses = await self.listening.open()
         try:
-            if self.config.cluster.ha:
-                await self._join_cluster()
-            elif self.worker is not None:
+            if self.worker is not None:
                 self.worker.start()
+            if self.config.cluster.ha and (self.seat is None or self.seat.index == 0):
+                await self._join_cluster()
             if self.config.listeners.http.enabled:
                 self.addresses["http"] = await self._open_http()
         except BaseException:
@@ -297,7 +305,18 @@ class BrokerServer:
         store = self.broker.store
         assert isinstance(store, PostgresStore)  # cluster.ha requires it (config checks)
         amqp = self.addresses.get("amqp") or self.addresses["amqps"]
-        self.member = ClusterMember(self.config, self.broker, store)
+        worker = self.worker
+        self.member = (
+            ClusterMember(self.config, self.broker, store)
+            if worker is None
+            else ClusterMember(
+                self.config,
+                self.broker,
+                store,
+                owns=worker.seat.owns,
+                siblings_adopt=functools.partial(worker.workers.on_siblings, adopt_taken_over),
+            )
+        )
         heartbeat = self.config.cluster.heartbeat
         try:
             await self.member.start(amqp[0])

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 from collections.abc import Sized
 
 from batonmq.cluster.states import BrokerState
@@ -20,8 +22,11 @@ log = logging.getLogger(__name__)
 
 
 class Administration:
-    def __init__(self, listening: Listening, clients: Sized) -> None:
+    def __init__(self, listening: Listening, clients: Sized, *, stops_broker: bool = False) -> None:
+        """`stops_broker`: this is a worker of a broker with several, whose shutdown stops the
+        broker: the supervisor, told as by SIGTERM, stops every worker."""
         self._listening = listening
+        self._stops_broker = stops_broker
         #: The client connections being served.
         self._clients = clients
         #: Set when the broker is to stop.
@@ -46,4 +51,9 @@ class Administration:
             log.info("unquiesced: new connections accepted")
 
     def shut_down(self) -> None:
+        if self._stops_broker:
+            # The supervisor passes SIGTERM on to every worker, this one too; stopping here
+            # first, this worker could look to it like one that died.
+            os.kill(os.getppid(), signal.SIGTERM)
+            return
         self.stop.set()

@@ -26,7 +26,7 @@ from pamqp.common import FieldTable
 from batonmq.security.permissions import UserPermission
 
 #: The schema version this code writes; `batonctl db upgrade` migrates older ones to it.
-SCHEMA_VERSION: Final = 14
+SCHEMA_VERSION: Final = 15
 #: The index `entries_priority`, that a priority queue reads a level through (schema version 5),
 #: in both stores. Partial: it holds only levels above 0, so it costs nothing for the entries of
 #: plain queues, and it is never a candidate for a statement that names an entry by its key. With

@@ -30,6 +30,7 @@ import asyncpg
 from batonmq.store.base import SCHEMA_VERSION, StoreError, StoreUnavailable
 from batonmq.store.dsn import parse_dsn
 from batonmq.store.pgerrors import DATABASE_ERRORS
+from batonmq.store.placement import worker_id, worker_index
 from batonmq.store.postgres_log import SQL as LOG_SQL
 from batonmq.store.postgres_log import counts_with_log
 
@@ -85,7 +86,8 @@ class SharedStoreAdmin:
             async with connection.transaction():
                 found = await self._removable(connection, schema, broker_id)
                 await connection.execute(
-                    f'DELETE FROM "{schema}".brokers WHERE broker_id = $1', broker_id
+                    f'DELETE FROM "{schema}".brokers WHERE broker_id = $1 OR member_of = $1',
+                    broker_id,
                 )
             return found
 
@@ -95,32 +97,46 @@ class SharedStoreAdmin:
         self, connection: asyncpg.Connection[asyncpg.Record], schema: str, broker_id: str
     ) -> Removable:
         await self._require_current(connection, schema)
-        row = await connection.fetchrow(
-            f"SELECT state, COALESCE(lease_expires > now(), false), EXTRACT(EPOCH FROM now() - "
-            f'COALESCE(heartbeat_at, started_at))::float8 FROM "{schema}".brokers '
-            "WHERE broker_id = $1 FOR UPDATE",
+        # A broker with several workers: the record of each worker's store identity.
+        rows = await connection.fetch(
+            f"SELECT broker_id, member_of, state, COALESCE(lease_expires > now(), false),"
+            " EXTRACT(EPOCH FROM now() - COALESCE(heartbeat_at, started_at))::float8"
+            f' FROM "{schema}".brokers WHERE broker_id = $1 OR member_of = $1'
+            " ORDER BY broker_id FOR UPDATE",
             broker_id,
         )
-        if row is None:
+        if not rows:
             raise StoreError(f"there is no broker {broker_id!r} in {self._where(schema)}")
-        state, live, silent_for = row
+        for identity, member_of, *_ in rows:
+            if identity == broker_id and member_of is not None:
+                raise StoreError(
+                    f"{broker_id!r} is the store identity of a worker of broker {member_of!r}: "
+                    f"remove {member_of!r}"
+                )
+        state = rows[0][2]
+        live = any(row[3] for row in rows)
+        silent_for = min(row[4] for row in rows)
         if live:
             raise StoreError(
                 f"broker {broker_id!r} is running: its lease in the store runs (it last updated "
                 f"the store {silent_for:.0f} s ago); shut it down first"
             )
-        counts = {
-            table: await connection.fetchval(
-                f'SELECT count(*) FROM "{schema}".{table} WHERE broker_id = $1', broker_id
-            )
-            for table in OWNED_TABLES
-        }
-        # Its messages and entries as they are once its append log is written to the tables;
-        # the log's rows are named only when that leaves nothing else.
+        counts = dict.fromkeys(OWNED_TABLES, 0)
         log_sql = {name: text.replace("{s}", f'"{schema}"') for name, text in LOG_SQL.items()}
-        counts["messages"], counts["entries"], _ = await counts_with_log(
-            connection, log_sql, broker_id, (counts["messages"], counts["entries"], 0), quota=False
-        )
+        for identity, *_ in rows:
+            own = {
+                table: await connection.fetchval(
+                    f'SELECT count(*) FROM "{schema}".{table} WHERE broker_id = $1', identity
+                )
+                for table in OWNED_TABLES
+            }
+            # Its messages and entries as they are once its append log is written to the
+            # tables; the log's rows are named only when that leaves nothing else.
+            own["messages"], own["entries"], _ = await counts_with_log(
+                connection, log_sql, identity, (own["messages"], own["entries"], 0), quota=False
+            )
+            for table, count in own.items():
+                counts[table] += count
         log_rows = counts.pop("appends")
         owned = [f"{count} {table.replace('_', ' ')}" for table, count in counts.items() if count]
         if log_rows and not owned:
@@ -154,7 +170,16 @@ class SharedStoreAdmin:
                     f'SELECT broker_id, COALESCE(lease_expires > now(), false) FROM "{standalone}"'
                     ".brokers ORDER BY broker_id FOR UPDATE"
                 )
-                others = [row[0] for row in brokers if row[0] != broker_name]
+                # A standalone broker that ran with several workers has a store identity per
+                # worker: each becomes the same worker's identity of the member.
+                renamed: dict[str, tuple[str, str | None]] = {}
+                for identity, _live in brokers:
+                    index = worker_index(broker_name, identity)
+                    if identity == broker_name:
+                        renamed[identity] = (broker_id, None)
+                    elif index is not None:
+                        renamed[identity] = (worker_id(broker_id, index), broker_id)
+                others = [row[0] for row in brokers if row[0] not in renamed]
                 if others:
                     raise StoreError(
                         f"{self._where(standalone)} is not broker {broker_name!r}'s standalone "
@@ -166,15 +191,24 @@ class SharedStoreAdmin:
                         "lease in the store runs; shut it down first"
                     )
                 moved = 0
-                if broker_id != broker_name:
-                    for table in ("brokers", *OWNED_TABLES):
+                for old, (new, member_of) in renamed.items():
+                    await connection.execute(
+                        f'UPDATE "{standalone}".brokers SET broker_id = $2, member_of = $3 '
+                        "WHERE broker_id = $1",
+                        old,
+                        new,
+                        member_of,
+                    )
+                    if new == old:
+                        continue
+                    for table in OWNED_TABLES:
                         status = await connection.execute(
                             f'UPDATE "{standalone}".{table} SET broker_id = $2 '
                             "WHERE broker_id = $1",
-                            broker_name,
-                            broker_id,
+                            old,
+                            new,
                         )
-                        moved += int(status.rpartition(" ")[2]) if table != "brokers" else 0
+                        moved += int(status.rpartition(" ")[2])
                 if shared != standalone:
                     await connection.execute(f'ALTER SCHEMA "{standalone}" RENAME TO "{shared}"')
             return moved

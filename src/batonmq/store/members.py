@@ -5,8 +5,9 @@ share, and what a store shared by a cluster offers beyond `Store` (the PostgreSQ
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Protocol, runtime_checkable
 
@@ -63,10 +64,51 @@ class Member:
     settings: str | None
     #: Messages it holds in the store (None: not counted).
     messages: int | None = None
+    #: The store identities of a member with several worker processes, one per worker and the
+    #: member's own if it has a record too (`as_members`); empty: its one identity is its id.
+    identities: tuple[str, ...] = ()
 
     @property
     def taken_over(self) -> bool:
         return self.state in (FAILOVER_STARTED, FAILOVER_COMPLETE)
+
+
+def as_members(records: Iterable[tuple[Member, str | None]]) -> list[Member]:
+    """The members as their peers see them, from the store's broker records, each with the
+    member its identity is a worker of (None: its own). A member with workers is one member:
+    its id, address, heartbeat endpoint, state and settings are those its workers registered
+    (its worker 0's); it is silent in the store only while every identity is, its lease runs
+    while any does, it refuses failover if any identity does, its messages are summed, and its
+    epoch is the sum of theirs, which any claim or restart of one of them changes."""
+    listed = list(records)
+    grouped: dict[str, list[Member]] = {}
+    for record, member_of in listed:
+        if member_of is not None:
+            grouped.setdefault(member_of, []).append(record)
+    members: list[Member] = []
+    for record, member_of in listed:
+        if member_of is None and record.broker_id not in grouped:
+            members.append(record)
+    for member_id, workers in grouped.items():
+        own = [record for record, of in listed if of is None and record.broker_id == member_id]
+        voice = next((w for w in workers if w.address is not None), workers[0])
+        every = [*own, *workers]
+        heard = [record.last_heartbeat for record in every if record.last_heartbeat is not None]
+        counted = [record.messages for record in every]
+        members.append(
+            dataclasses.replace(
+                voice,
+                broker_id=member_id,
+                epoch=sum(record.epoch for record in every),
+                last_heartbeat=max(heard, default=None),
+                silent_for=min(record.silent_for for record in every),
+                lease_live=any(record.lease_live for record in every),
+                no_failover=any(record.no_failover for record in every),
+                messages=None if None in counted else sum(n for n in counted if n is not None),
+                identities=tuple(sorted(record.broker_id for record in every)),
+            )
+        )
+    return sorted(members, key=lambda member: member.broker_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +215,7 @@ class CatalogueSource(Protocol):
         ...
 
 
+@runtime_checkable
 class SharedStore(CatalogueSource, Protocol):
     """The store of an HA cluster's member."""
 
@@ -204,10 +247,23 @@ class SharedStore(CatalogueSource, Protocol):
         force: bool = False,
         next_sequences: Mapping[ObjectKey, int],
         stream_tails: Mapping[ObjectKey, StreamTail] | None = None,
+        vhosts: list[str] | None = None,
     ) -> TakenOver | None:
-        """Claim `failed` and take its rows over; None when the claim was lost.
+        """Claim `failed` and take its rows over (with `vhosts`, those of these virtual hosts;
+        the claimant's sibling workers adopt the others); None when the claim was lost.
         `stream_tails`: where each of the claimant's streams ends, read while its stream
         writer is held (`StreamStorage.held`)."""
+        ...
+
+    async def adopt(
+        self,
+        vhosts: list[str],
+        *,
+        next_sequences: Mapping[ObjectKey, int],
+        stream_tails: Mapping[ObjectKey, StreamTail] | None = None,
+    ) -> TakenOver | None:
+        """Take over the rows of `vhosts` that a sibling worker's claim left to this worker;
+        None when there are none."""
         ...
 
     async def read_entries(

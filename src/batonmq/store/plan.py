@@ -213,6 +213,10 @@ MIGRATIONS: Final[tuple[tuple[MigrationStep, ...], ...]] = (
         ),
         Only("postgres", "ALTER TABLE {s}.appends ALTER COLUMN frame SET STORAGE EXTERNAL"),
     ),
+    # Version 15: the store identity of a worker of an HA member with several worker processes
+    # names the member it is a worker of: the member is one broker to its peers (one row of
+    # `list bkr`), and a takeover claims all of its workers' identities at once.
+    (AddColumn("brokers", "member_of", "TEXT", only="postgres"),),
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
 

@@ -92,6 +92,7 @@ from batonmq.store.members import (
     Member,
     StreamTail,
     TakenOver,
+    as_members,
 )
 from batonmq.store.pending import (
     CHECKPOINT_LOG_BYTES,
@@ -125,7 +126,13 @@ from batonmq.store.postgres_log import (
 )
 from batonmq.store.postgres_log import SQL as LOG_SQL
 from batonmq.store.takeover import SQL as TAKEOVER_SQL
-from batonmq.store.takeover import claim_lock_timeout, discard_streams, member, take_over
+from batonmq.store.takeover import (
+    adopt,
+    claim_lock_timeout,
+    discard_streams,
+    member_record,
+    take_over,
+)
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +208,7 @@ _SQL: Final = {
     "WHERE broker_id = $1 FOR UPDATE",
     "claim": "UPDATE {s}.brokers SET epoch = epoch + 1, state = 'running', started_at = now(), "
     "holder = $2, lease_expires = now() + $3::float8 * interval '1 second', heartbeat_at = now(), "
-    "no_failover = false WHERE broker_id = $1 RETURNING epoch",
+    "no_failover = false, member_of = $4 WHERE broker_id = $1 RETURNING epoch",
     "renew": "UPDATE {s}.brokers SET lease_expires = now() + $3::float8 * interval '1 second', "
     "heartbeat_at = now() WHERE broker_id = $1 AND epoch = $2",
     **TAKEOVER_SQL,
@@ -235,11 +242,14 @@ class PostgresStore:
         synchronous_commit: str = "on",
         lease_seconds: float = LEASE_SECONDS,
         renew_every: float | None = None,
+        member_of: str | None = None,
     ) -> None:
         """`lease_seconds`: how long the lease lasts unless renewed, every `renew_every` seconds
         (a third of it by default). An HA member renews it every monitor interval and for the
         monitor threshold's worth of them (`batonmq.store.configured`): its renewal is its
-        update in the store, which the other members watch."""
+        update in the store, which the other members watch. `member_of`: the HA member whose
+        worker this store's identity is (None: the identity is the broker's own), recorded
+        when the lease is claimed (`batonmq.store.members.as_members`)."""
         if not _SCHEMA_NAME.fullmatch(schema) or schema.startswith("pg_"):
             raise StoreError(
                 f"invalid PostgreSQL schema name {schema!r}: use 1 to 63 of a-z, 0-9 and _, "
@@ -247,6 +257,7 @@ class PostgresStore:
             )
         self._dsn, safe_dsn, self._secrets = parse_dsn(dsn)
         self._broker_id, self._schema = broker_id, schema
+        self._member_of = member_of
         self._synchronous_commit = synchronous_commit
         self._lease_seconds = lease_seconds
         self._renew_every = lease_seconds / 3 if renew_every is None else renew_every
@@ -842,19 +853,21 @@ class PostgresStore:
         await self._call("recording the state in", work, write=True)
 
     async def members(self, *, count_messages: bool = False) -> list[Member]:
-        """Every broker recorded in the store, by id; with `count_messages`, what each holds
-        (a scan of the messages, and of its append log's rows, in one snapshot: for an
-        operator, not for the failure detector)."""
+        """Every member recorded in the store, by id, a member with workers once
+        (`batonmq.store.members.as_members`); with `count_messages`, what each holds (a scan
+        of the messages, and of its append log's rows, in one snapshot: for an operator, not
+        for the failure detector)."""
 
         async def work(connection: _Connection) -> list[Member]:
             self._require_current(write=False)
             if not count_messages:
-                return [member(row) for row in await connection.fetch(self._sql["members"])]
+                rows = await connection.fetch(self._sql["members"])
+                return as_members(member_record(row) for row in rows)
             async with connection.transaction(isolation="repeatable_read", readonly=True):
                 rows = await connection.fetch(self._sql["members_counted"])
                 logging = {row[0] for row in await connection.fetch(self._sql["logging_brokers"])}
-                members = [member(row) for row in rows]
-                for index, found in enumerate(members):
+                records = [member_record(row) for row in rows]
+                for index, (found, member_of) in enumerate(records):
                     if found.broker_id in logging:
                         messages, _, _ = await counts_with_log(
                             connection,
@@ -863,8 +876,8 @@ class PostgresStore:
                             (found.messages or 0, 0, 0),
                             quota=False,
                         )
-                        members[index] = dataclasses.replace(found, messages=messages)
-                return members
+                        records[index] = dataclasses.replace(found, messages=messages), member_of
+                return as_members(records)
 
         return await self._call("reading the members of", work, write=False)
 
@@ -876,11 +889,14 @@ class PostgresStore:
         force: bool = False,
         next_sequences: Mapping[ObjectKey, int],
         stream_tails: Mapping[ObjectKey, StreamTail] | None = None,
+        vhosts: list[str] | None = None,
     ) -> TakenOver | None:
         """Claim broker `failed` (seen at `seen_epoch`) and take its rows over, in one
         transaction (`batonmq.store.takeover.take_over`); None when another broker won the claim,
         or `failed` renewed its lease meanwhile (and `force` is off). StoreError when the claim
-        waited longer than `claim_lock_timeout` for a lock: nothing moved."""
+        waited longer than `claim_lock_timeout` for a lock: nothing moved. With `vhosts`, the
+        rows of those virtual hosts only: this store's identity is a worker's, whose siblings
+        adopt the others (`adopt`)."""
         timeout = claim_lock_timeout(self._lease_seconds, self._renew_every)
 
         async def work(connection: _Connection) -> TakenOver | None:
@@ -895,11 +911,13 @@ class PostgresStore:
                     self._sql,
                     self._plan,
                     claimant=self._broker_id,
+                    member=self.member_id,
                     failed=failed,
                     seen_epoch=seen_epoch,
                     force=force,
                     next_sequences=next_sequences,
                     stream_tails=stream_tails or {},
+                    vhosts=vhosts,
                 )
                 if taken is not None:
                     self._message_bytes = None
@@ -916,6 +934,42 @@ class PostgresStore:
                 "holds it) and was given up, so that this broker's own lease renewal is not "
                 "held up; it is tried again at a later monitor round"
             ) from error
+
+    async def adopt(
+        self,
+        vhosts: list[str],
+        *,
+        next_sequences: Mapping[ObjectKey, int],
+        stream_tails: Mapping[ObjectKey, StreamTail] | None = None,
+    ) -> TakenOver | None:
+        """Take over the rows of `vhosts` that the identities this worker's member claimed
+        still hold, in one transaction fenced by this identity's epoch
+        (`batonmq.store.takeover.adopt`); None when there are none."""
+
+        async def work(connection: _Connection) -> TakenOver | None:
+            self._require_current(write=True)
+            async with connection.transaction():
+                await self._check_epoch(connection)
+                taken = await adopt(
+                    connection,
+                    self._sql,
+                    claimant=self._broker_id,
+                    member=self.member_id,
+                    next_sequences=next_sequences,
+                    stream_tails=stream_tails or {},
+                    vhosts=vhosts,
+                )
+                if taken is not None:
+                    self._message_bytes = None
+            return taken
+
+        return await self._call("adopting taken-over rows in", work, write=True)
+
+    @property
+    def member_id(self) -> str:
+        """The HA member this store's identity writes for: the member whose worker it is, or
+        its own."""
+        return self._member_of or self._broker_id
 
     @property
     def catalogue_writes(self) -> int:
@@ -968,7 +1022,11 @@ class PostgresStore:
                 serving = state in SERVING_STATES
                 if not (live and serving and holder != self._holder) or _gone(holder):
                     self._epoch = await connection.fetchval(
-                        self._sql["claim"], self._broker_id, self._holder, self._lease_seconds
+                        self._sql["claim"],
+                        self._broker_id,
+                        self._holder,
+                        self._lease_seconds,
+                        self._member_of,
                     )
                     self._unclean_stop = serving
                     break

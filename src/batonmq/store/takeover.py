@@ -28,6 +28,12 @@ broker, if it was only paused, finds its epoch superseded in its next write and 
   so the failed broker's records follow the claimant's, renumbered from its next offset, with
   their timestamps, filters and producers' ids.
 
+A broker with several worker processes writes as one store identity per worker, each with a
+lease and an epoch of its own, and is one member to its peers (`batonmq.store.members.as_members`):
+it is claimed whole, every identity in the one transaction, and only when every one of them may
+be claimed (a broker one of whose workers still renews its lease is alive); the epoch a claimant
+read is the sum of theirs. Their rows then move one identity after another.
+
 The claim waits for a lock on the failed broker's record at most `claim_lock_timeout` seconds
 (see there): a claim given up is a failed takeover, tried again at a later monitor round.
 
@@ -48,6 +54,7 @@ from batonmq.store.base import (
     StoredBinding,
     StoredExchange,
     StoredQueue,
+    StoreError,
 )
 from batonmq.store.fields import decode_table
 from batonmq.store.members import SEQUENCE_GAP, Member, StreamTail, TakenOver
@@ -70,9 +77,10 @@ _MEMBER_COLUMNS: Final = (
 SQL: Final = {
     # For the rest of the claim's transaction (`claim_lock_timeout`), in milliseconds.
     "claim_lock_timeout": "SELECT set_config('lock_timeout', $1::text, true)",
-    "members": f"SELECT {_MEMBER_COLUMNS}, NULL FROM {{s}}.brokers AS b ORDER BY b.broker_id",
+    "members": f"SELECT {_MEMBER_COLUMNS}, NULL, b.member_of FROM {{s}}.brokers AS b"
+    " ORDER BY b.broker_id",
     "members_counted": f"SELECT {_MEMBER_COLUMNS}, (SELECT count(*) FROM {{s}}.messages AS m"
-    " WHERE m.broker_id = b.broker_id) FROM {s}.brokers AS b ORDER BY b.broker_id",
+    " WHERE m.broker_id = b.broker_id), b.member_of FROM {s}.brokers AS b ORDER BY b.broker_id",
     "register": "UPDATE {s}.brokers SET address = $3, heartbeat_address = $4, version = $5,"
     " settings = $6, taken_over_by = NULL WHERE broker_id = $1 AND epoch = $2",
     "claim_failed": "UPDATE {s}.brokers SET epoch = epoch + 1, state = 'FAILOVER_STARTED',"
@@ -80,35 +88,58 @@ SQL: Final = {
     " AND broker_id <> $1 AND epoch = $3"
     " AND ($4 OR lease_expires IS NULL OR lease_expires < now()) AND ($4 OR NOT no_failover)"
     " RETURNING epoch",
+    # The identities a member claimed whose rows its workers have not all adopted yet.
+    "adoptable": "SELECT broker_id, epoch FROM {s}.brokers WHERE taken_over_by = $1"
+    " AND state = 'FAILOVER_STARTED' ORDER BY broker_id FOR UPDATE",
+    "inherit": "UPDATE {s}.brokers SET taken_over_by = $1 WHERE taken_over_by = $2"
+    " AND state = 'FAILOVER_STARTED' RETURNING broker_id, epoch",
+    # A member's store identities (its own, and its workers': `batonmq.store.members.as_members`),
+    # locked for the claim, each with whether it may be claimed.
+    "identities": "SELECT broker_id, epoch, member_of, ($2 OR lease_expires IS NULL"
+    " OR lease_expires < now()) AND ($2 OR NOT no_failover) AND broker_id <> $3"
+    " FROM {s}.brokers WHERE broker_id = $1 OR member_of = $1 ORDER BY broker_id FOR UPDATE",
     "no_failover": "UPDATE {s}.brokers SET no_failover = true WHERE broker_id = $1 AND epoch = $2",
     "record_state": "UPDATE {s}.brokers SET state = $3 WHERE broker_id = $1 AND epoch = $2",
     "levels": "SELECT e.vhost, e.queue, e.priority, count(*),"
     " COALESCE(sum(length(m.body)), 0), min(e.sequence), max(e.sequence) FROM {s}.entries AS e"
     " LEFT JOIN {s}.messages AS m ON m.id = e.message_id WHERE e.broker_id = $1"
+    " AND ($2::text[] IS NULL OR e.vhost = ANY($2::text[]))"
     " GROUP BY e.vhost, e.queue, e.priority ORDER BY e.vhost, e.queue, e.priority",
     "move_exchanges": "INSERT INTO {s}.exchanges (broker_id, vhost, name, type, auto_delete,"
     " internal, arguments) SELECT $1, vhost, name, type, auto_delete, internal, arguments"
-    " FROM {s}.exchanges WHERE broker_id = $2 ON CONFLICT DO NOTHING"
+    " FROM {s}.exchanges WHERE broker_id = $2 AND ($3::text[] IS NULL OR vhost = ANY($3::text[]))"
+    " ON CONFLICT DO NOTHING"
     " RETURNING vhost, name, type, auto_delete, internal, arguments",
     "move_queues": "INSERT INTO {s}.queues (broker_id, vhost, name, auto_delete, arguments)"
     " SELECT $1, vhost, name, auto_delete, arguments FROM {s}.queues WHERE broker_id = $2"
-    " ON CONFLICT DO NOTHING RETURNING vhost, name, auto_delete, arguments",
+    " AND ($3::text[] IS NULL OR vhost = ANY($3::text[])) ON CONFLICT DO NOTHING"
+    " RETURNING vhost, name, auto_delete, arguments",
     "move_bindings": "INSERT INTO {s}.bindings (broker_id, vhost, source, destination_kind,"
     " destination, routing_key, arguments) SELECT $1, vhost, source, destination_kind,"
     " destination, routing_key, arguments FROM {s}.bindings WHERE broker_id = $2"
-    " ON CONFLICT DO NOTHING"
+    " AND ($3::text[] IS NULL OR vhost = ANY($3::text[])) ON CONFLICT DO NOTHING"
     " RETURNING vhost, source, destination_kind, destination, routing_key, arguments",
     **{
         f"drop_{table}": f"DELETE FROM {{s}}.{table} WHERE broker_id = $1"
+        " AND ($2::text[] IS NULL OR vhost = ANY($2::text[]))"
         for table in ("exchanges", "queues", "bindings")
     },
-    "move_messages": "UPDATE {s}.messages SET broker_id = $1 WHERE broker_id = $2",
-    "move_quarantined": "UPDATE {s}.quarantined_messages SET broker_id = $1 WHERE broker_id = $2",
+    # Before the entries move: a message is routed within one virtual host, and moves with
+    # the entries that hold it.
+    "move_messages": "UPDATE {s}.messages AS m SET broker_id = $1 WHERE broker_id = $2"
+    " AND ($3::text[] IS NULL OR EXISTS (SELECT 1 FROM {s}.entries AS e"
+    " WHERE e.message_id = m.id AND e.broker_id = $2 AND e.vhost = ANY($3::text[])))",
+    "move_quarantined": "UPDATE {s}.quarantined_messages SET broker_id = $1 WHERE broker_id = $2"
+    " AND ($3::text[] IS NULL OR vhost = ANY($3::text[]))",
     "move_entries": "UPDATE {s}.entries AS e SET broker_id = $1, sequence = e.sequence + o.shift,"
     " delivery_count = GREATEST(e.delivery_count, 1)"
     " FROM unnest($3::text[], $4::text[], $5::bigint[]) AS o(vhost, queue, shift)"
     " WHERE e.broker_id = $2 AND e.vhost = o.vhost AND e.queue = o.queue",
-    "failover_complete": "UPDATE {s}.brokers SET state = 'FAILOVER_COMPLETE' WHERE broker_id = $1",
+    # Once none of its rows is left to adopt (`adopt`).
+    "failover_complete": "UPDATE {s}.brokers SET state = 'FAILOVER_COMPLETE' WHERE broker_id = $1"
+    " AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE broker_id = $1)"
+    " AND NOT EXISTS (SELECT 1 FROM {s}.exchanges WHERE broker_id = $1)"
+    " AND NOT EXISTS (SELECT 1 FROM {s}.entries WHERE broker_id = $1)",
     # The rows of streams whose queue is gone (deleted, and the broker stopped before it
     # removed them; or made by a declaration that never committed), as a recovery discards
     # entries of no queue.
@@ -121,7 +152,8 @@ SQL: Final = {
     # Chunks first: both read the claimant's segments as they were before the move.
     **{
         f"move_stream_{table}": f"UPDATE {{s}}.stream_{table} AS t SET broker_id = $1"
-        " WHERE t.broker_id = $2 AND NOT EXISTS (SELECT 1 FROM {s}.stream_segments AS c"
+        " WHERE t.broker_id = $2 AND ($3::text[] IS NULL OR t.vhost = ANY($3::text[]))"
+        " AND NOT EXISTS (SELECT 1 FROM {s}.stream_segments AS c"
         " WHERE c.broker_id = $1 AND c.vhost = t.vhost AND c.queue = t.queue)"
         for table in ("chunks", "segments")
     },
@@ -149,8 +181,11 @@ def claim_lock_timeout(lease_seconds: float, renew_every: float) -> float:
     return (lease_seconds - min(renew_every, lease_seconds / 2)) / 2
 
 
-def member(row: asyncpg.Record) -> Member:
-    return Member(*row)
+def member_record(row: asyncpg.Record) -> tuple[Member, str | None]:
+    """A broker record of SQL's "members" or "members_counted", and the member it is a worker
+    of (`batonmq.store.members.as_members`)."""
+    *fields, member_of = row
+    return Member(*fields), member_of
 
 
 async def discard_streams(connection: _Connection, sql: Mapping[str, str], broker: str) -> None:
@@ -165,29 +200,190 @@ async def take_over(
     plan: Plan,
     *,
     claimant: str,
+    member: str,
     failed: str,
     seen_epoch: int,
     force: bool,
     next_sequences: Mapping[ObjectKey, int],
     stream_tails: Mapping[ObjectKey, StreamTail],
+    vhosts: list[str] | None = None,
 ) -> TakenOver | None:
-    """Claim `failed` and move its rows to `claimant`, inside the transaction under way on
+    """Claim member `failed` for member `member` and move its rows to store identity
+    `claimant` (`member`'s own, or one of its workers'), inside the transaction under way on
     `connection` (whose caller has checked the claimant's own epoch); None when the claim found
-    the epoch changed or the lease running (another broker won, or the failed one came back).
-    `sql`: SQL and the plan's recovery statements, rendered for the schema (`plan`'s).
-    `next_sequences`: the next sequence of each of the claimant's queues; `stream_tails`:
-    where each of its streams ends."""
-    epoch = await connection.fetchval(sql["claim_failed"], claimant, failed, seen_epoch, force)
-    if epoch is None:
+    the epoch changed or a lease running (another broker won, or the failed one came back). A
+    member with workers is claimed whole, every store identity of it in this one transaction or
+    none (`claim`), and its identities' rows move one identity after another. With `vhosts`,
+    only the rows of those virtual hosts move: the claimant's siblings adopt the others
+    (`adopt`). `sql`: SQL and the plan's recovery statements, rendered for the schema
+    (`plan`'s). `next_sequences`: the next sequence of each of the claimant's queues;
+    `stream_tails`: where each of its streams ends."""
+    claimed = await claim(connection, sql, plan, member, failed, seen_epoch, force=force)
+    if claimed is None:
         return None
-    # What the failed broker confirmed and had not checkpointed yet: its append log goes to
-    # the tables first. The claim holds its record, so no append of its can follow.
-    await apply_log(connection, sql, plan, failed)
-    # As a recovery does: transient entries and entries of no queue go, then orphaned messages.
-    await connection.execute(sql["discard_entries"], failed)
-    await connection.execute(sql["discard_messages"], failed)
-    await discard_streams(connection, sql, failed)
-    levels = await connection.fetch(sql["levels"], failed)
+    return await _move_all(
+        connection, sql, claimant, failed, claimed, next_sequences, stream_tails, vhosts
+    )
+
+
+async def adopt(
+    connection: _Connection,
+    sql: Mapping[str, str],
+    *,
+    claimant: str,
+    member: str,
+    next_sequences: Mapping[ObjectKey, int],
+    stream_tails: Mapping[ObjectKey, StreamTail],
+    vhosts: list[str],
+) -> TakenOver | None:
+    """Move to worker identity `claimant` the rows of `vhosts` that the identities member
+    `member` claimed (`take_over` by another of its workers) still hold, inside the transaction
+    under way on `connection` (whose caller has checked the claimant's own epoch); None when
+    there is nothing to adopt. A worker adopts when its sibling that claimed asks it, and when
+    it starts, in case it was down then: the rows move in one transaction of the worker's, so
+    they are served once, by it."""
+    rows = await connection.fetch(sql["adoptable"], member)
+    if not rows:
+        return None
+    return await _move_all(
+        connection,
+        sql,
+        claimant,
+        member,
+        [(identity, epoch) for identity, epoch in rows],
+        next_sequences,
+        stream_tails,
+        vhosts,
+    )
+
+
+async def _move_all(
+    connection: _Connection,
+    sql: Mapping[str, str],
+    claimant: str,
+    failed: str,
+    claimed: list[tuple[str, int]],
+    next_sequences: Mapping[ObjectKey, int],
+    stream_tails: Mapping[ObjectKey, StreamTail],
+    vhosts: list[str] | None,
+) -> TakenOver:
+    sequences = dict(next_sequences)
+    parts: list[TakenOver] = []
+    for identity, epoch in claimed:
+        part = await _move(
+            connection,
+            sql,
+            claimant=claimant,
+            failed=identity,
+            epoch=epoch,
+            next_sequences=sequences,
+            stream_tails=stream_tails,
+            vhosts=vhosts,
+        )
+        # The next identity's entries of a queue follow this one's.
+        for backlog in part.backlogs:
+            key = (backlog.vhost, backlog.queue)
+            sequences[key] = max(sequences.get(key, 0), backlog.last_sequence + 1 - SEQUENCE_GAP)
+        parts.append(part)
+    return parts[0] if len(parts) == 1 else _joined(failed, parts)
+
+
+async def claim(
+    connection: _Connection,
+    sql: Mapping[str, str],
+    plan: Plan,
+    member: str,
+    failed: str,
+    seen_epoch: int,
+    *,
+    force: bool,
+) -> list[tuple[str, int]] | None:
+    """Claim for `member` every store identity of member `failed`, seen at `seen_epoch` (the
+    sum of their epochs: `batonmq.store.members.as_members`): its own, and its workers'. Each
+    must be claimable (its lease run out, no failover not asked for, or `force`); each epoch is
+    bumped and each record says FAILOVER_STARTED, taken over by `member`; each append log goes
+    to the tables, and what a recovery discards goes. The identities `failed` had claimed and
+    its workers had not all adopted yet are `member`'s now too. Returns each identity with its
+    new epoch, or None when any is not claimable or an epoch changed since, with nothing
+    claimed. StoreError when `failed` names a worker's identity rather than its member."""
+    rows = await connection.fetch(sql["identities"], failed, force, member)
+    if any(member_of is not None and identity == failed for identity, _, member_of, _ in rows):
+        member_of = next(m for identity, _, m, _ in rows if identity == failed)
+        raise StoreError(
+            f"{failed!r} is the store identity of a worker of broker {member_of!r}: a broker "
+            f"is taken over whole, as {member_of!r}"
+        )
+    if not rows or sum(epoch for _, epoch, _, _ in rows) != seen_epoch:
+        return None
+    if not all(claimable for _, _, _, claimable in rows):
+        return None
+    claimed: list[tuple[str, int]] = []
+    for identity, epoch, _, _ in rows:
+        # The rows are locked: each claim finds its epoch as read.
+        bumped = await connection.fetchval(sql["claim_failed"], member, identity, epoch, force)
+        # What it confirmed and had not checkpointed yet: its append log goes to the tables
+        # first. The claim holds its record, so no append of its can follow.
+        await apply_log(connection, sql, plan, identity)
+        # As a recovery does: transient entries and entries of no queue go, then orphaned
+        # messages.
+        await connection.execute(sql["discard_entries"], identity)
+        await connection.execute(sql["discard_messages"], identity)
+        await discard_streams(connection, sql, identity)
+        claimed.append((identity, bumped))
+    # What `failed` claimed and its workers had not all adopted yet goes with it.
+    claimed += [tuple(row) for row in await connection.fetch(sql["inherit"], member, failed)]
+    return claimed
+
+
+def _joined(failed: str, parts: list[TakenOver]) -> TakenOver:
+    """What the takeover of a member with workers moved, from what each identity's move did."""
+    levels: dict[tuple[str, str, int], QueueBacklog] = {}
+    for backlog in (backlog for part in parts for backlog in part.backlogs):
+        key = (backlog.vhost, backlog.queue, backlog.priority)
+        found = levels.get(key)
+        levels[key] = (
+            backlog
+            if found is None
+            else QueueBacklog(
+                backlog.vhost,
+                backlog.queue,
+                found.count + backlog.count,
+                found.bytes + backlog.bytes,
+                max(found.last_sequence, backlog.last_sequence),
+                backlog.priority,
+            )
+        )
+    first: dict[ObjectKey, int] = {}
+    for part in parts:
+        for queue, sequence in part.first_sequences.items():
+            first[queue] = min(first.get(queue, sequence), sequence)
+    return TakenOver(
+        failed=failed,
+        epoch=sum(part.epoch for part in parts),
+        exchanges=[exchange for part in parts for exchange in part.exchanges],
+        queues=[queue for part in parts for queue in part.queues],
+        bindings=[binding for part in parts for binding in part.bindings],
+        backlogs=[levels[key] for key in sorted(levels)],
+        first_sequences=first,
+        vhosts=parts[-1].vhosts,
+        merged_streams=[merged for part in parts for merged in part.merged_streams],
+    )
+
+
+async def _move(
+    connection: _Connection,
+    sql: Mapping[str, str],
+    *,
+    claimant: str,
+    failed: str,
+    epoch: int,
+    next_sequences: Mapping[ObjectKey, int],
+    stream_tails: Mapping[ObjectKey, StreamTail],
+    vhosts: list[str] | None,
+) -> TakenOver:
+    """Move the rows of store identity `failed`, claimed (now at `epoch`), to `claimant`: all,
+    or those of `vhosts`."""
+    levels = await connection.fetch(sql["levels"], failed, vhosts)
     first: dict[ObjectKey, int] = {}
     for vhost, queue, _priority, _count, _bytes, lowest, _highest in levels:
         key = (vhost, queue)
@@ -195,13 +391,13 @@ async def take_over(
     shifts = {
         key: next_sequences.get(key, 0) + SEQUENCE_GAP - lowest for key, lowest in first.items()
     }
-    exchanges = await connection.fetch(sql["move_exchanges"], claimant, failed)
-    queues = await connection.fetch(sql["move_queues"], claimant, failed)
-    bindings = await connection.fetch(sql["move_bindings"], claimant, failed)
+    exchanges = await connection.fetch(sql["move_exchanges"], claimant, failed, vhosts)
+    queues = await connection.fetch(sql["move_queues"], claimant, failed, vhosts)
+    bindings = await connection.fetch(sql["move_bindings"], claimant, failed, vhosts)
     for table in ("bindings", "queues", "exchanges"):
-        await connection.execute(sql[f"drop_{table}"], failed)
-    await connection.execute(sql["move_messages"], claimant, failed)
-    await connection.execute(sql["move_quarantined"], claimant, failed)
+        await connection.execute(sql[f"drop_{table}"], failed, vhosts)
+    await connection.execute(sql["move_messages"], claimant, failed, vhosts)
+    await connection.execute(sql["move_quarantined"], claimant, failed, vhosts)
     await connection.execute(
         sql["move_entries"],
         claimant,
@@ -214,9 +410,9 @@ async def take_over(
         connection, sql, claimant=claimant, failed=failed, tails=stream_tails
     )
     for table in ("chunks", "segments"):
-        await connection.execute(sql[f"move_stream_{table}"], claimant, failed)
+        await connection.execute(sql[f"move_stream_{table}"], claimant, failed, vhosts)
     await connection.execute(sql["failover_complete"], failed)
-    vhosts = await connection.fetch(sql["vhosts"])
+    every_vhost = await connection.fetch(sql["vhosts"])
     return TakenOver(
         failed=failed,
         epoch=epoch,
@@ -233,6 +429,6 @@ async def take_over(
             for vhost, queue, priority, count, size, _lowest, highest in levels
         ],
         first_sequences={key: lowest + shifts[key] for key, lowest in first.items()},
-        vhosts=[name for (name,) in vhosts],
+        vhosts=[name for (name,) in every_vhost],
         merged_streams=merged,
     )

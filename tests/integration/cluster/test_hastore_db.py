@@ -59,12 +59,15 @@ def operator(dsn: str, brokerid: str = "admin") -> dict[str, str]:
 
 
 def recorded(dsn: str, schema: str = SHARED_SCHEMA) -> list[str]:
-    """The broker ids the store in `schema` records."""
+    """The broker ids the store in `schema` records: a broker with several workers once, as the
+    member its workers' store identities belong to."""
 
     async def read() -> list[str]:
         connection = await asyncpg.connect(dsn)
         try:
-            rows = await connection.fetch(f"SELECT broker_id FROM {schema}.brokers ORDER BY 1")
+            rows = await connection.fetch(
+                f"SELECT DISTINCT COALESCE(member_of, broker_id) FROM {schema}.brokers ORDER BY 1"
+            )
         finally:
             await connection.close()
         return [row[0] for row in rows]

@@ -7,6 +7,7 @@ it to clients that reconnect to it; it notifies mq.broker.takeover.start and .co
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import asyncpg
 import pytest
 from pamqp import commands
 
+from batonmq.cluster.catalogue import CatalogueSync
 from batonmq.cluster.member import ClusterMember
 from batonmq.cluster.states import BrokerState
 from batonmq.config.cluster import ClusterConfig
@@ -23,7 +25,7 @@ from batonmq.engine.broker import Broker, BrokerSettings
 from batonmq.engine.events import Event, EventKind
 from batonmq.engine.messages import AckMode
 from batonmq.engine.recovery import restore
-from batonmq.engine.takeover import take_over
+from batonmq.engine.takeover import adopt, take_over
 from batonmq.store.base import StoreFenced, WriteBatch
 from batonmq.store.postgres import PostgresStore
 from tests.members import lease_run_out
@@ -35,13 +37,17 @@ StartBroker = Callable[..., Awaitable[tuple[Broker, PostgresStore]]]
 
 @pytest.fixture
 async def start_broker(postgres_dsn: str, tmp_path: Path) -> AsyncIterator[StartBroker]:
-    """`start(broker_id, lease_seconds=15.0, page_window=10_000)`: a recovered broker on its
-    store in the cluster's schema (a short lease never renewed: a broker that stopped updating
-    the store)."""
+    """`start(broker_id, lease_seconds=15.0, page_window=10_000, member_of=None)`: a recovered
+    broker on its store in the cluster's schema (a short lease never renewed: a broker that
+    stopped updating the store); with `member_of`, as the worker of that member whose store
+    identity is `broker_id`."""
     started: list[Broker] = []
 
     async def start(
-        broker_id: str, lease_seconds: float = 15.0, page_window: int = 10_000
+        broker_id: str,
+        lease_seconds: float = 15.0,
+        page_window: int = 10_000,
+        member_of: str | None = None,
     ) -> tuple[Broker, PostgresStore]:
         store = PostgresStore(
             postgres_dsn,
@@ -49,6 +55,7 @@ async def start_broker(postgres_dsn: str, tmp_path: Path) -> AsyncIterator[Start
             schema=SCHEMA,
             lease_seconds=lease_seconds,
             renew_every=3600.0,
+            member_of=member_of,
         )
         settings = BrokerSettings(streams_dir=tmp_path / broker_id, page_window=page_window)
         broker = Broker(settings, store)
@@ -257,3 +264,161 @@ async def test_a_queue_paging_its_backlog_takes_the_failed_brokers_entries_after
         bodies += [m.message.body for m in got]
     assert bodies == [*ours, *theirs, b"after"]
     assert (await survivor_store.stats()).entries == 0
+
+
+async def test_a_member_with_workers_is_one_member_taken_over_whole(
+    start_broker: StartBroker,
+) -> None:
+    """A broker with two worker processes is one member of the cluster: listed once, with the
+    messages of both its workers' store identities, and claimed whole, both identities in one
+    claim (MQ 4.1 HA guide: the takeover broker "takes over the failed broker's persistent
+    data"). Each identity's entries of a queue follow the survivor's, one identity after the
+    other, redelivered."""
+    worker0, _ = await start_broker("brokerAw0", lease_seconds=0.2, member_of="brokerA")
+    worker1, _ = await start_broker("brokerAw1", lease_seconds=0.2, member_of="brokerA")
+    survivor, survivor_store = await start_broker("brokerB")
+    api0, api1, survivor_api = EngineApi(worker0), EngineApi(worker1), EngineApi(survivor)
+    for api in (api0, api1, survivor_api):
+        await api.declare_queue("guest", "/", "shared")
+    await api1.declare_queue("guest", "/", "only1")
+    await _publish(api0, "shared", b"a0", b"a1")
+    await _publish(api1, "shared", b"c0")
+    await _publish(api1, "only1", b"x0")
+    await _publish(survivor_api, "shared", b"b0")
+    listed = {m.broker_id: m for m in await survivor_store.members(count_messages=True)}
+    assert sorted(listed) == ["brokerA", "brokerB"]
+    assert listed["brokerA"].identities == ("brokerAw0", "brokerAw1")
+    assert listed["brokerA"].messages == 4
+    seen = await lease_run_out(survivor_store, "brokerA")
+    events: list[Event] = []
+    survivor.events.subscribe(events.append)
+
+    outcome = await take_over(survivor, survivor_store, "brokerA", seen)
+
+    assert outcome.taken is not None and outcome.taken.messages == 4
+    got = await survivor_api.get_messages("guest", "/", "shared", 10, AckMode.ACK_REQUEUE_FALSE)
+    assert [(m.message.body, m.message.redelivered) for m in got] == [
+        (b"b0", False),
+        (b"a0", True),
+        (b"a1", True),
+        (b"c0", True),
+    ]
+    got = await survivor_api.get_messages("guest", "/", "only1", 10, AckMode.ACK_REQUEUE_FALSE)
+    assert [m.message.body for m in got] == [b"x0"]
+    after = {m.broker_id: m for m in await survivor_store.members()}["brokerA"]
+    assert (after.state, after.taken_over_by) == ("FAILOVER_COMPLETE", "brokerB")
+    assert [(e.kind, e.name) for e in events if e.kind.value.startswith("takeover.")] == [
+        (EventKind.TAKEOVER_START, "brokerA"),
+        (EventKind.TAKEOVER_COMPLETE, "brokerA"),
+    ]
+
+
+async def test_a_member_with_a_worker_still_renewing_is_not_claimed_at_all(
+    start_broker: StartBroker, postgres_dsn: str
+) -> None:
+    """While any worker of a member renews its lease the member is alive: a claim takes none
+    of its identities, not even those of workers that stopped (a broker is taken over whole or
+    not at all, so that two survivors never split it)."""
+    stopped, stopped_store = await start_broker("brokerAw0", lease_seconds=0.2, member_of="brokerA")
+    await start_broker("brokerAw1", member_of="brokerA")
+    survivor, survivor_store = await start_broker("brokerB")
+    await EngineApi(stopped).declare_queue("guest", "/", "q")
+    await _publish(EngineApi(stopped), "q", b"kept")
+    connection = await asyncpg.connect(postgres_dsn)
+    try:
+        while not await connection.fetchval(
+            f'SELECT lease_expires < now() FROM "{SCHEMA}".brokers WHERE broker_id = $1',
+            "brokerAw0",
+        ):
+            await asyncio.sleep(0.02)
+    finally:
+        await connection.close()
+    member = {m.broker_id: m for m in await survivor_store.members()}["brokerA"]
+    assert member.lease_live
+
+    outcome = await take_over(survivor, survivor_store, "brokerA", member.epoch)
+
+    assert outcome.taken is None
+    assert (await stopped_store.stats()).entries == 1
+    listed = {m.broker_id: m for m in await survivor_store.members()}
+    assert listed["brokerA"].state == "running" and listed["brokerA"].epoch == member.epoch
+
+
+async def test_a_workers_identity_is_not_taken_over_alone(start_broker: StartBroker) -> None:
+    """Naming the store identity of one worker claims nothing: the claim names its member."""
+    await start_broker("brokerAw0", lease_seconds=0.2, member_of="brokerA")
+    survivor, survivor_store = await start_broker("brokerB")
+    await lease_run_out(survivor_store, "brokerA")
+
+    outcome = await take_over(survivor, survivor_store, "brokerAw0", 1)
+
+    assert outcome.taken is None
+    assert outcome.error is not None and "taken over whole, as 'brokerA'" in outcome.error
+
+
+async def test_a_survivor_with_workers_splits_a_failed_member_by_virtual_host(
+    start_broker: StartBroker,
+) -> None:
+    """A survivor with two workers: the worker that claims the failed member takes the state of
+    its own virtual hosts, and its sibling adopts the rest, each serving what its virtual hosts
+    held (a client of a virtual host reaches the worker that owns it). The failed member's
+    record says FAILOVER_STARTED until nothing of it is left to adopt, then FAILOVER_COMPLETE;
+    adopting again finds nothing (the rows moved once, in the adopting worker's transaction)."""
+    failed, _ = await start_broker("brokerA", lease_seconds=0.2)
+    worker0, store0 = await start_broker("brokerBw0", member_of="brokerB")
+    worker1, store1 = await start_broker("brokerBw1", member_of="brokerB")
+    failed_api = EngineApi(failed)
+    await failed_api.add_vhost("v1", creator="guest")
+    for vhost in ("/", "v1"):
+        await failed_api.declare_queue("guest", vhost, "q")
+        assert await failed_api.publish("guest", vhost, "", "q", PERSISTENT, vhost.encode())
+    seen = await lease_run_out(store0, "brokerA")
+
+    claimed = await take_over(worker0, store0, "brokerA", seen, vhosts=["/"])
+    half = {m.broker_id: m for m in await store0.members()}["brokerA"]
+    adopted = await adopt(worker1, store1, ["v1"])
+    await CatalogueSync(worker1, store1, 3600.0).reload()  # guest's permissions in v1
+
+    assert claimed.taken is not None and claimed.taken.messages == 1
+    assert (half.state, half.taken_over_by) == ("FAILOVER_STARTED", "brokerB")
+    assert adopted is not None and adopted.messages == 1
+    for worker, vhost in ((worker0, "/"), (worker1, "v1")):
+        got = await EngineApi(worker).get_messages(
+            "guest", vhost, "q", 10, AckMode.ACK_REQUEUE_FALSE
+        )
+        assert [(m.message.body, m.message.redelivered) for m in got] == [(vhost.encode(), True)]
+    assert "v1" not in worker0.vhosts or "q" not in worker0.vhosts["v1"].queues
+    after = {m.broker_id: m for m in await store0.members()}["brokerA"]
+    assert after.state == "FAILOVER_COMPLETE"
+    assert await adopt(worker1, store1, ["v1"]) is None
+    assert (await store0.stats()).entries == (await store1.stats()).entries == 0
+
+
+async def test_what_a_failed_survivor_had_not_adopted_yet_goes_to_the_next(
+    start_broker: StartBroker,
+) -> None:
+    """A survivor with workers claimed a member and failed before its sibling adopted its
+    share: whoever takes the survivor over takes that share too, so nothing is stranded."""
+    failed, _ = await start_broker("brokerA", lease_seconds=0.2)
+    worker0, store0 = await start_broker("brokerBw0", lease_seconds=1.0, member_of="brokerB")
+    await start_broker("brokerBw1", lease_seconds=1.0, member_of="brokerB")
+    last, last_store = await start_broker("brokerC")
+    failed_api = EngineApi(failed)
+    await failed_api.add_vhost("v1", creator="guest")
+    await failed_api.declare_queue("guest", "v1", "q")
+    assert await failed_api.publish("guest", "v1", "", "q", PERSISTENT, b"v1")
+    seen = await lease_run_out(store0, "brokerA")
+    assert (await take_over(worker0, store0, "brokerA", seen, vhosts=["/"])).taken is not None
+    seen = await lease_run_out(last_store, "brokerB")
+
+    outcome = await take_over(last, last_store, "brokerB", seen)
+
+    assert outcome.taken is not None and outcome.taken.messages == 1
+    await CatalogueSync(last, last_store, 3600.0).reload()
+    got = await EngineApi(last).get_messages("guest", "v1", "q", 10, AckMode.ACK_REQUEUE_FALSE)
+    assert [m.message.body for m in got] == [b"v1"]
+    listed = {m.broker_id: m for m in await last_store.members()}
+    assert (listed["brokerA"].state, listed["brokerA"].taken_over_by) == (
+        "FAILOVER_COMPLETE",
+        "brokerC",
+    )

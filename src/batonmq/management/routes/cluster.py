@@ -22,6 +22,7 @@ from batonmq.engine.membership import MemberInfo
 from batonmq.management import problems, render
 from batonmq.management.access import Tag
 from batonmq.management.call import Call, answer, flag, integer
+from batonmq.management.perworker import quiesce_worker, unquiesce_worker
 from batonmq.management.route import Route
 
 log = logging.getLogger(__name__)
@@ -72,12 +73,14 @@ async def take_over(call: Call) -> web.Response:
 async def quiesce(call: Call) -> web.Response:
     await _this_broker(call)
     call.api.quiesce()
+    await call.workers.on_siblings(quiesce_worker)
     return answer(render.cluster_member(await _named(call)))
 
 
 async def unquiesce(call: Call) -> web.Response:
     await _this_broker(call)
     call.api.unquiesce()
+    await call.workers.on_siblings(unquiesce_worker)
     return answer(render.cluster_member(await _named(call)))
 
 

@@ -4,17 +4,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from aiohttp import web
 
 from batonmq.engine.snapshots import Overview, StatisticsReading
-from batonmq.management import metrics, render
+from batonmq.management import metrics, problems, render
 from batonmq.management.access import Tag
 from batonmq.management.call import Call, answer
 from batonmq.management.listing import Item, Json
 from batonmq.management.merge import summed_overview, summed_readings
-from batonmq.management.perworker import owned_overview, worker_statistics
+from batonmq.management.perworker import cluster_members, owned_overview, worker_statistics
 from batonmq.management.route import Route
 
 #: The queue RabbitMQ's aliveness test declares in the virtual host it tests.
@@ -40,7 +41,13 @@ async def _nodes(call: Call) -> list[Item]:
     """This broker, or every member of its HA cluster (the store's `list bkr`). A broker with
     workers is one node, which names its workers and says which are running."""
     alarms, now = (await _overview(call)).alarms, time.time()
-    if not call.api.in_cluster():
+    members = None
+    if call.api.in_cluster() or call.workers.index != 0:
+        # Worker 0 is an HA member's voice in its cluster (`batonmq.cluster.member`); while it
+        # is down, this broker is shown as one node, with its workers.
+        with contextlib.suppress(problems.HttpProblem):
+            members = await call.workers.on_async(0, cluster_members)
+    if members is None:
         item = render.node(call.node, alarms, now)
         if call.workers.count > 1:
             item["workers"] = [
@@ -48,7 +55,6 @@ async def _nodes(call: Call) -> list[Item]:
                 for worker in range(call.workers.count)
             ]
         return [item]
-    members = await call.api.cluster_members()
     return [render.member_node(info, call.node, alarms, now) for info in members]
 
 
