@@ -74,6 +74,7 @@ def configured_store(
             synchronous_commit=persist.synchronous_commit(),
             lease_seconds=lease,
             renew_every=min(monitor.interval, lease / 2) if config.cluster.ha else None,
+            family=None if config.cluster.ha else config.broker_name,
         )
     from batonmq.store.sqlite import SQLiteStore
 

@@ -100,6 +100,9 @@ from batonmq.store.pending import (
     holds_only_entries,
 )
 from batonmq.store.pgerrors import DATABASE_ERRORS
+from batonmq.store.pgfamily import SQL as FAMILY_SQL
+from batonmq.store.pgfamily import identities, rival_lease
+from batonmq.store.placement import worker_index
 from batonmq.store.plan import (
     RECOVERY_READS,
     STORE_WIDE_READS,
@@ -207,6 +210,7 @@ _SQL: Final = {
     **TAKEOVER_SQL,
     **LOG_SQL,
     **CATALOGUE_SQL,
+    **FAMILY_SQL,
     "epoch": "SELECT epoch FROM {s}.brokers WHERE broker_id = $1 FOR SHARE",
     "stop": "UPDATE {s}.brokers SET state = 'stopped', holder = NULL, lease_expires = NULL "
     "WHERE broker_id = $1 AND epoch = $2",
@@ -235,11 +239,14 @@ class PostgresStore:
         synchronous_commit: str = "on",
         lease_seconds: float = LEASE_SECONDS,
         renew_every: float | None = None,
+        family: str | None = None,
     ) -> None:
         """`lease_seconds`: how long the lease lasts unless renewed, every `renew_every` seconds
         (a third of it by default). An HA member renews it every monitor interval and for the
         monitor threshold's worth of them (`batonmq.store.configured`): its renewal is its
-        update in the store, which the other members watch."""
+        update in the store, which the other members watch. `family`: the standalone broker
+        whose identity (`broker_id` itself) or worker's identity this is (None for an HA
+        member; see `batonmq.store.pgfamily`)."""
         if not _SCHEMA_NAME.fullmatch(schema) or schema.startswith("pg_"):
             raise StoreError(
                 f"invalid PostgreSQL schema name {schema!r}: use 1 to 63 of a-z, 0-9 and _, "
@@ -257,6 +264,8 @@ class PostgresStore:
             **{name: text.replace("{s}", f'"{schema}"') for name, text in _SQL.items()},
         }
         self._migration_key = _advisory_key("migrate", schema)
+        self._family = family
+        self._family_key = _advisory_key("family", schema, family or broker_id)
         self._pool: asyncpg.Pool[asyncpg.Record] | None = None
         #: Writes run one at a time, in call order; `_last_write` is done once the last write
         #: called so far is, and the reads called after it wait for it.
@@ -450,6 +459,8 @@ class PostgresStore:
             )
             if log_to:
                 await connection.execute(self._sql["drop_log"], self._broker_id, log_to)
+            if batch.vhosts_deleted:
+                await self._delete_workers_vhosts(connection, batch.vhosts_deleted)
             if changes_catalogue(batch):
                 # The other members hear of it at commit (`batonmq.store.postgres_catalogue`).
                 await announce(connection, self._sql, self._schema, self._broker_id)
@@ -457,6 +468,17 @@ class PostgresStore:
         # committed after all, when the connection was lost) leaves it to be counted.
         if counted is not None:
             self._message_bytes = counted + growth
+
+    async def _delete_workers_vhosts(self, connection: _Connection, vhosts: list[str]) -> None:
+        """For the broker's own identity, which holds the family's lock (so no worker runs):
+        the virtual hosts' rows that its workers left go with them, after what their logs
+        hold (`batonmq.store.pgfamily`)."""
+        gone = WriteBatch(vhosts_deleted=vhosts)
+        for worker in (await self._identities(connection))[1:]:
+            await apply_log(connection, self._sql, self._plan, worker)
+            await write_batch(
+                connection, self._sql, self._plan, worker, gone, [], count_bytes=False
+            )
 
     async def read_entries(
         self, vhost: str, queue: str, after_sequence: int, limit: int, priority: int | None = None
@@ -546,13 +568,14 @@ class PostgresStore:
 
     async def stats(self) -> StoreStats:
         """The tables' counts: the append log checkpointed first by the broker that owns it,
-        added to them by any other reader (`counts_with_log`), in one snapshot."""
+        added to them by any other reader (`counts_with_log`), in one snapshot; of every
+        identity of the broker (`_identities`)."""
         await self._checkpoint_first()
 
         async def work(connection: _Connection) -> StoreStats:
             self._require_current(write=False)
             async with connection.transaction(isolation="repeatable_read", readonly=True):
-                counts = await _counted(connection, self._sql, self._broker_id)
+                counts = await self._counted_all(connection, await self._identities(connection))
             return StoreStats("postgres", self._location, self._version, self._broker_id, *counts)
 
         return await self._call("reading statistics", work, write=False)
@@ -623,12 +646,13 @@ class PostgresStore:
                 async with self._writes:
                     # The snapshot, taken with no write under way, holds every commit made
                     # before.
-                    counts = await _counted(connection, self._sql, self._broker_id)
+                    owners = await self._identities(connection)
+                    counts = await self._counted_all(connection, owners)
                     block = await connection.fetchval(self._sql["block"])
                 for table in _SNAPSHOT:
                     await connection.copy_from_query(
-                        f'SELECT * FROM "{self._schema}".{table} WHERE broker_id = $1',
-                        self._broker_id,
+                        f'SELECT * FROM "{self._schema}".{table} WHERE broker_id = ANY($1)',
+                        owners,
                         output=directory / f"{table}.bin",
                         format="binary",
                     )
@@ -646,6 +670,7 @@ class PostgresStore:
             "kind": "postgres",
             "schema_version": SCHEMA_VERSION,
             "broker_id": self._broker_id,
+            "identities": owners,
             "schema": self._schema,
             "created_at": datetime.datetime.now(datetime.UTC).isoformat(),
             "messages": counts[3],
@@ -666,15 +691,21 @@ class PostgresStore:
         block = manifest.get("message_id_block")
         if not isinstance(block, int):
             raise StoreCorrupt(f"{directory}/manifest.json: bad message_id_block {block!r}")
+        # A backup of the broker's identity alone says none.
+        owners = manifest.get("identities", [self._broker_id])
+        if not (isinstance(owners, list) and all(map(self._is_ours, owners))):
+            raise StoreCorrupt(f"{directory}/manifest.json: bad identities {owners!r}")
 
         async def work(connection: _Connection) -> None:
             self._require_current(write=True)
             broker = self._broker_id
             self._message_bytes = None
             async with connection.transaction():
+                replaced = sorted({*owners, *await self._identities(connection)})
                 for table in reversed(_SNAPSHOT):
                     await connection.execute(
-                        f'DELETE FROM "{self._schema}".{table} WHERE broker_id = $1', broker
+                        f'DELETE FROM "{self._schema}".{table} WHERE broker_id = ANY($1)',
+                        replaced,
                     )
                 for table in _SHARED_SNAPSHOT:
                     await connection.execute(f'DELETE FROM "{self._schema}".{table}')
@@ -685,14 +716,17 @@ class PostgresStore:
                         source=directory / f"{table}.bin",
                         format="binary",
                     )
-                counts = await _counted(connection, self._sql, broker)
+                counts = await self._counted_all(connection, owners)
                 if [counts[3], counts[4]] != [manifest.get("messages"), manifest.get("entries")]:
                     raise StoreCorrupt(f"{directory}: the tables do not match manifest.json")
-                # This broker's log was replaced with the backup's, which goes to the tables.
-                await apply_log(connection, self._sql, self._plan, broker)
-                await connection.execute(
-                    self._sql["restore_block"], broker, block, MESSAGE_ID_BLOCK
-                )
+                for owner in owners:
+                    # Enrolled, so that the broker's own identity finds its workers' rows.
+                    await connection.execute(self._sql["enrol"], owner)
+                    # Its log was replaced with the backup's, which goes to the tables.
+                    await apply_log(connection, self._sql, self._plan, owner)
+                    await connection.execute(
+                        self._sql["restore_block"], owner, block, MESSAGE_ID_BLOCK
+                    )
                 # The users, virtual hosts and permissions were replaced: the running members
                 # read them again (`batonmq.store.postgres_catalogue`).
                 await announce(connection, self._sql, self._schema, broker)
@@ -701,6 +735,29 @@ class PostgresStore:
 
         self._catalogue_writes += 1
         await self._call(f"restoring {directory} into", work, write=True)
+
+    async def _identities(self, connection: _Connection) -> list[str]:
+        """Whose rows this store reads as its broker's: a worker's or an HA member's own; for
+        a standalone broker's own identity, its workers' too (`batonmq.store.pgfamily`)."""
+        if self._family != self._broker_id:
+            return [self._broker_id]
+        return await identities(connection, self._sql, self._broker_id)
+
+    def _is_ours(self, owner: object) -> bool:
+        """Whether `owner` is this store's identity or, for a broker's own, a worker's."""
+        return owner == self._broker_id or (
+            isinstance(owner, str)
+            and self._family == self._broker_id
+            and worker_index(self._broker_id, owner) is not None
+        )
+
+    async def _counted_all(self, connection: _Connection, owners: list[str]) -> list[int]:
+        """`_counted` summed over `owners`."""
+        totals = [0] * 7
+        for owner in owners:
+            counted = await _counted(connection, self._sql, owner)
+            totals = [total + part for total, part in zip(totals, counted, strict=True)]
+        return totals
 
     async def upgrade(self) -> tuple[int, int]:
         async def work(connection: _Connection) -> tuple[int, int]:
@@ -962,11 +1019,20 @@ class PostgresStore:
         await connection.execute(self._sql["enrol"], self._broker_id)
         while True:
             async with connection.transaction():
+                if self._family is not None:
+                    await connection.execute(self._sql["family_lock"], self._family_key)
                 state, holder, expires, live = await _fetch_row(
                     connection, self._sql["lease"], self._broker_id
                 )
                 serving = state in SERVING_STATES
-                if not (live and serving and holder != self._holder) or _gone(holder):
+                rival = None
+                if self._family is not None:
+                    rival = await rival_lease(
+                        connection, self._sql, self._family, self._broker_id, _gone
+                    )
+                if rival is not None:
+                    holder, expires = rival
+                elif not (live and serving and holder != self._holder) or _gone(holder):
                     self._epoch = await connection.fetchval(
                         self._sql["claim"], self._broker_id, self._holder, self._lease_seconds
                     )
@@ -974,7 +1040,8 @@ class PostgresStore:
                     break
             if asyncio.get_running_loop().time() >= deadline:
                 raise StoreLocked(
-                    f"the store of broker {self._broker_id!r} at {self._location} is in use by "
+                    f"the store of broker {(self._family or self._broker_id)!r} at "
+                    f"{self._location} is in use by "
                     f"another running broker ({holder}); its lease expires at "
                     f"{expires:%Y-%m-%d %H:%M:%S %Z} unless that broker renews it"
                 )
