@@ -128,10 +128,10 @@ def _prepare_store(config: Config) -> int | None:
     host's rows to the worker that owns it now (`batonmq.store.placement`); the lock's
     descriptor. With PostgreSQL, where each worker holds a lease of its own: open the store as
     the broker's own identity, whose lease no worker of a running broker lets anyone claim
-    (`batonmq.store.pgfamily`), migrating its schema once for all the workers, and close it
-    again; None."""
+    (`batonmq.store.pgfamily`), migrating its schema once for all the workers and giving each
+    virtual host's rows to the worker that owns it now, and close it again; None."""
     if config.persist.store != "sqlite":
-        asyncio.run(_open_and_close(configured_store(config)))
+        asyncio.run(_open_and_close(configured_store(config, placement=store_placement(config))))
         return None
     from batonmq.store.sqlite import prepare_for_workers, take_lock
 

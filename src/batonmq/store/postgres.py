@@ -101,8 +101,8 @@ from batonmq.store.pending import (
 )
 from batonmq.store.pgerrors import DATABASE_ERRORS
 from batonmq.store.pgfamily import SQL as FAMILY_SQL
-from batonmq.store.pgfamily import identities, rival_lease
-from batonmq.store.placement import worker_index
+from batonmq.store.pgfamily import identities, place_rows, rival_lease
+from batonmq.store.placement import Placement, worker_index
 from batonmq.store.plan import (
     RECOVERY_READS,
     STORE_WIDE_READS,
@@ -240,13 +240,16 @@ class PostgresStore:
         lease_seconds: float = LEASE_SECONDS,
         renew_every: float | None = None,
         family: str | None = None,
+        placement: Placement | None = None,
     ) -> None:
         """`lease_seconds`: how long the lease lasts unless renewed, every `renew_every` seconds
         (a third of it by default). An HA member renews it every monitor interval and for the
         monitor threshold's worth of them (`batonmq.store.configured`): its renewal is its
         update in the store, which the other members watch. `family`: the standalone broker
         whose identity (`broker_id` itself) or worker's identity this is (None for an HA
-        member; see `batonmq.store.pgfamily`)."""
+        member; see `batonmq.store.pgfamily`). `placement`: for the broker's own identity that
+        starts (one process, or the supervisor of its workers), where each virtual host's rows
+        go at open (`batonmq.store.pgfamily.place_rows`)."""
         if not _SCHEMA_NAME.fullmatch(schema) or schema.startswith("pg_"):
             raise StoreError(
                 f"invalid PostgreSQL schema name {schema!r}: use 1 to 63 of a-z, 0-9 and _, "
@@ -265,6 +268,7 @@ class PostgresStore:
         }
         self._migration_key = _advisory_key("migrate", schema)
         self._family = family
+        self._placement = placement if family == broker_id else None
         self._family_key = _advisory_key("family", schema, family or broker_id)
         self._pool: asyncpg.Pool[asyncpg.Record] | None = None
         #: Writes run one at a time, in call order; `_last_write` is done once the last write
@@ -333,6 +337,8 @@ class PostgresStore:
                     if lock and version == SCHEMA_VERSION:
                         await self._claim(connection)
                         await self._replay(connection)
+                        if self._placement is not None:
+                            await self._place(connection, self._placement)
                 finally:
                     await pool.release(connection)
             except BaseException as error:
@@ -435,6 +441,29 @@ class PostgresStore:
             await self._check_epoch(connection)
             await apply_log(connection, self._sql, self._plan, self._broker_id)
         self._pending, self._log_seq, self._log_bytes = Pending(), 0, 0
+
+    async def _place(self, connection: _Connection, placement: Placement) -> None:
+        """At open, once claimed and replayed: each virtual host's rows to the identity that
+        owns it now (`batonmq.store.pgfamily`)."""
+        async with connection.transaction():
+            await self._check_epoch(connection)
+            moves, streams = await place_rows(
+                connection,
+                self._sql,
+                self._plan,
+                placement,
+                claimant=self._broker_id,
+                claimant_unclean=self._unclean_stop,
+            )
+        if moves:
+            log.info(
+                "virtual hosts moved to their owners",
+                extra={
+                    "vhosts": len({move.vhost for move in moves}),
+                    "streams": streams,
+                    "workers": placement.workers,
+                },
+            )
 
     async def _write_tables(
         self, connection: _Connection, batch: WriteBatch, *, log_to: int = 0
