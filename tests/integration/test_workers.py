@@ -419,8 +419,26 @@ def _url(broker: RunningBroker, vhost: str, scheme: str = "amqp") -> str:
 
 
 def test_a_worker_that_cannot_start_stops_the_broker(tmp_path: Path) -> None:
-    """As a broker of one process whose store cannot be opened: exit status 1, with the reason
-    in the log, and no worker left behind."""
+    """As a broker of one process that cannot start (the Security requirements: "A file that
+    does not parse names the file, line and column: the broker refuses to start with it"; the
+    workers load the ACL file): exit status 1, with the reason in the log, and no worker left
+    behind."""
+    acl_path = tmp_path / "broker.acl"
+    acl_path.write_text("ACL ALLOW bob PUBLSH\n", encoding="utf-8")
+    output = failed_start(
+        tmp_path, {"BATONMQ__BROKER__WORKERS": "2", "BATONMQ__ACL__FILE": str(acl_path)}
+    )
+    assert f"{acl_path}:1:15: unknown action 'PUBLSH'" in output
+    assert "cannot start: worker" in output
+    assert not (tmp_path / "data" / "batonmq.pid").exists()
+
+
+def test_a_store_that_cannot_be_opened_is_refused_before_any_worker_starts(
+    tmp_path: Path,
+) -> None:
+    """As a broker of one process whose store cannot be opened: exit status 1 with the reason
+    ("cannot open the store"), here from the `batonmq` process itself, which opens the store
+    before it binds a port or starts a worker."""
     output = failed_start(
         tmp_path,
         {
@@ -430,7 +448,7 @@ def test_a_worker_that_cannot_start_stops_the_broker(tmp_path: Path) -> None:
         },
     )
     assert "cannot open the store" in output
-    assert "cannot start: worker" in output
+    assert "worker=" not in output
     assert not (tmp_path / "data" / "batonmq.pid").exists()
 
 

@@ -268,6 +268,9 @@ class PostgresStore:
         }
         self._migration_key = _advisory_key("migrate", schema)
         self._family = family
+        #: Opened to write the catalogue alone (see `open`), and whether a worker of the broker
+        #: held its lease when this store claimed its own (whose rows it then leaves alone).
+        self._catalogue_only = self._workers_run = False
         self._placement = placement if family == broker_id else None
         self._family_key = _advisory_key("family", schema, family or broker_id)
         self._pool: asyncpg.Pool[asyncpg.Record] | None = None
@@ -317,6 +320,7 @@ class PostgresStore:
         migrate: bool = True,
         lock: bool = True,
         replace_lost: bool = False,
+        catalogue_only: bool = False,
     ) -> None:
         """See `Store.open`; `replace_lost` changes nothing here: a schema holds its own version,
         so a store is found whole or not at all (a dropped schema is an empty store)."""
@@ -324,6 +328,7 @@ class PostgresStore:
             if self._opened or self._pool is not None:
                 raise StoreError(f"the store {self._location} is already open")
             self._locking = lock
+            self._catalogue_only = catalogue_only
             pool = self._pool = await self._create_pool()
             try:
                 try:
@@ -488,7 +493,7 @@ class PostgresStore:
             )
             if log_to:
                 await connection.execute(self._sql["drop_log"], self._broker_id, log_to)
-            if batch.vhosts_deleted:
+            if batch.vhosts_deleted and not self._workers_run:
                 await self._delete_workers_vhosts(connection, batch.vhosts_deleted)
             if changes_catalogue(batch):
                 # The other members hear of it at commit (`batonmq.store.postgres_catalogue`).
@@ -499,9 +504,10 @@ class PostgresStore:
             self._message_bytes = counted + growth
 
     async def _delete_workers_vhosts(self, connection: _Connection, vhosts: list[str]) -> None:
-        """For the broker's own identity, which holds the family's lock (so no worker runs):
+        """For the broker's own identity, which holds the family's lock while no worker runs:
         the virtual hosts' rows that its workers left go with them, after what their logs
-        hold (`batonmq.store.pgfamily`)."""
+        hold (`batonmq.store.pgfamily`). Running workers delete their own rows of a virtual
+        host deleted in the catalogue."""
         gone = WriteBatch(vhosts_deleted=vhosts)
         for worker in (await self._identities(connection))[1:]:
             await apply_log(connection, self._sql, self._plan, worker)
@@ -1059,7 +1065,8 @@ class PostgresStore:
                     rival = await rival_lease(
                         connection, self._sql, self._family, self._broker_id, _gone
                     )
-                if rival is not None:
+                self._workers_run = rival is not None
+                if rival is not None and not self._catalogue_only:
                     holder, expires = rival
                 elif not (live and serving and holder != self._holder) or _gone(holder):
                     self._epoch = await connection.fetchval(

@@ -268,7 +268,9 @@ class SQLiteStore:
         migrate: bool = True,
         lock: bool = True,
         replace_lost: bool = False,
+        catalogue_only: bool = False,
     ) -> None:
+        del catalogue_only  # the lock is the file's, whatever is written
         if self._executor is not None:
             raise StoreError(f"{self._path}: the store is already open")
         self._create, self._migrate, self._locked = create, migrate, lock
