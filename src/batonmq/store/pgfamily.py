@@ -8,7 +8,9 @@ each identity with a lease of its own. The identities of one broker are its fami
   holds its lease, the broker's own identity cannot be claimed (by a broker of one process, a
   broker's supervisor, or `batonctl db create`, `upgrade` and `restore`), and while that is held
   no worker's can be. Siblings do not exclude each other. Each claim checks its rivals' leases
-  under an advisory lock of the family, so that two claims cannot both miss each other.
+  under an advisory lock of the family, so that two claims cannot both miss each other. One
+  exception: `batonctl user`, `vhost` and `permissions` write the catalogue, which running
+  workers share as HA members do (`Store.open`'s `catalogue_only`), beside them.
 - One store to place. Opened as the broker's own identity with a placement (a broker of one
   process, or the supervisor of a broker's workers, before it forks them), the store gives each
   virtual host's rows to the identity that owns it now (`place_rows`, as
