@@ -394,9 +394,9 @@ CATALOGUE: Final = (
     _code(
         "BMQ-4020",
         "virtual hosts moved to their owners",
-        "The broker started on its SQLite store with another number of worker processes "
-        "(broker.workers) than before: the rows and stream directories of the virtual hosts "
-        "given are now the worker's (or the one process's) that owns them.",
+        "The broker started on its store with another number of worker processes "
+        "(broker.workers) than before: the rows and streams (SQLite: stream directories) of the "
+        "virtual hosts given are now the worker's (or the one process's) that owns them.",
     ),
     # Memory and disk.
     _code(

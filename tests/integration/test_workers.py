@@ -419,8 +419,26 @@ def _url(broker: RunningBroker, vhost: str, scheme: str = "amqp") -> str:
 
 
 def test_a_worker_that_cannot_start_stops_the_broker(tmp_path: Path) -> None:
-    """As a broker of one process whose store cannot be opened: exit status 1, with the reason
-    in the log, and no worker left behind."""
+    """As a broker of one process that cannot start (the Security requirements: "A file that
+    does not parse names the file, line and column: the broker refuses to start with it"; the
+    workers load the ACL file): exit status 1, with the reason in the log, and no worker left
+    behind."""
+    acl_path = tmp_path / "broker.acl"
+    acl_path.write_text("ACL ALLOW bob PUBLSH\n", encoding="utf-8")
+    output = failed_start(
+        tmp_path, {"BATONMQ__BROKER__WORKERS": "2", "BATONMQ__ACL__FILE": str(acl_path)}
+    )
+    assert f"{acl_path}:1:15: unknown action 'PUBLSH'" in output
+    assert "cannot start: worker" in output
+    assert not (tmp_path / "data" / "batonmq.pid").exists()
+
+
+def test_a_store_that_cannot_be_opened_is_refused_before_any_worker_starts(
+    tmp_path: Path,
+) -> None:
+    """As a broker of one process whose store cannot be opened: exit status 1 with the reason
+    ("cannot open the store"), here from the `batonmq` process itself, which opens the store
+    before it binds a port or starts a worker."""
     output = failed_start(
         tmp_path,
         {
@@ -430,7 +448,7 @@ def test_a_worker_that_cannot_start_stops_the_broker(tmp_path: Path) -> None:
         },
     )
     assert "cannot open the store" in output
-    assert "cannot start: worker" in output
+    assert "worker=" not in output
     assert not (tmp_path / "data" / "batonmq.pid").exists()
 
 
@@ -442,8 +460,9 @@ SQLITE = {"BATONMQ__PERSIST__STORE": "sqlite"}
 STREAM_VHOST = VHOSTS[1][0]
 
 
-def _start_sqlite(workdir: Path, count: int) -> Workers:
-    environment = {**SQLITE, "BATONMQ__BROKER__WORKERS": str(count)}
+def _start_sqlite(workdir: Path, count: int, store: dict[str, str] = SQLITE) -> Workers:
+    """A broker with `count` workers on `store` (SQLite unless given)."""
+    environment = {**store, "BATONMQ__BROKER__WORKERS": str(count)}
     broker = start_broker(workdir, environment=environment)
     wait_until(lambda: 'msg="broker started"' in broker.log(), "the broker to serve")
     return Workers(broker, environment)
@@ -517,14 +536,14 @@ def _read_stream(broker: RunningBroker, count: int) -> list[bytes]:
 
 
 def test_the_number_of_workers_changes_between_clean_and_killed_runs_and_nothing_is_lost(
-    tmp_path: Path,
+    tmp_path: Path, store_environment: dict[str, str]
 ) -> None:
     """Confirms' promise (RabbitMQ, "Consumer Acknowledgements and Publisher Confirms": a
     confirmed persistent message routed to a durable queue has been persisted) across SIGKILL
-    of the whole broker and across changes of `broker.workers` between runs on one SQLite
-    store (made by one process: no migration): every confirmed message is consumed once, in
-    publish order within its queue, and every record of a stream is read back, whether its
-    virtual host moved between workers or not."""
+    of the whole broker and across changes of `broker.workers` between runs on one store
+    (SQLite's file, or a PostgreSQL schema; made by one process: no migration): every confirmed
+    message is consumed once, in publish order within its queue, and every record of a stream
+    is read back, whether its virtual host moved between workers or not."""
     runs = [(1, "stop"), (2, "kill"), (2, "kill"), (1, "kill"), (2, "stop"), (1, "stop")]
     waiting: dict[str, list[bytes]] = {vhost: [] for vhost in ALL_VHOSTS}
     stream: list[bytes] = []
@@ -535,10 +554,10 @@ def test_the_number_of_workers_changes_between_clean_and_killed_runs_and_nothing
                 ("vhost", "add", vhost),
                 ("permissions", "set", "guest", ".*", ".*", ".*", "--vhost", vhost),
             ):
-                done = run_batonctl(tmp_path, *command, environment=SQLITE)
+                done = run_batonctl(tmp_path, *command, environment=store_environment)
                 assert done.returncode == 0, done.stderr
     for number, (count, end) in enumerate(runs):
-        workers = _start_sqlite(tmp_path, count)
+        workers = _start_sqlite(tmp_path, count, store_environment)
         for vhost in ALL_VHOSTS:
             # What the previous runs confirmed comes first, then what this run adds.
             assert _get(workers.broker, vhost, "kept", 3) == waiting[vhost][:3]
@@ -555,12 +574,14 @@ def test_the_number_of_workers_changes_between_clean_and_killed_runs_and_nothing
             workers.broker.stop()
             assert workers.broker.wait() == 0
 
-    final = _start_sqlite(tmp_path, 2)
+    final = _start_sqlite(tmp_path, 2, store_environment)
     try:
         for vhost in ALL_VHOSTS:
             assert _get(final.broker, vhost, "kept", None) == waiting[vhost]
         assert _read_stream(final.broker, len(stream)) == stream
         assert 'msg="virtual hosts moved to their owners"' in final.broker.log()
+        if store_environment != SQLITE:
+            return
         data = tmp_path / "data"
         assert sorted(path.name for path in data.glob("batonmq.sqlite3-appends*")) == [
             "batonmq.sqlite3-appends",  # the last one-process run's, empty
@@ -571,15 +592,30 @@ def test_the_number_of_workers_changes_between_clean_and_killed_runs_and_nothing
         final.broker.stop()
 
 
-def test_a_second_broker_on_the_same_sqlite_store_is_refused(tmp_path: Path) -> None:
-    """One broker per store, as with one process ("is locked by another running broker"),
-    whatever the number of workers of either: the supervisor holds the lock for its workers."""
-    workers = _start_sqlite(tmp_path, 2)
+def test_a_second_broker_on_the_same_store_is_refused(
+    tmp_path: Path, store_environment: dict[str, str]
+) -> None:
+    """One broker per store, as with one process ("is locked by another running broker",
+    "is in use by another running broker"), whatever the number of workers of either: on
+    SQLite the supervisor holds the lock for its workers; on PostgreSQL the broker's own
+    identity and its workers' exclude each other. A second supervisor is refused before it
+    binds a port or starts a worker."""
+    workers = _start_sqlite(tmp_path, 2, store_environment)
     try:
         for count in (1, 2):
-            output = failed_start(tmp_path, {**SQLITE, "BATONMQ__BROKER__WORKERS": str(count)})
-            assert "is locked by another running broker" in output
-            assert f"(pid {workers.broker.process.pid if workers.broker.process else 0})" in output
+            output = failed_start(
+                tmp_path, {**store_environment, "BATONMQ__BROKER__WORKERS": str(count)}
+            )
+            if store_environment == SQLITE:
+                assert "is locked by another running broker" in output
+                pid = workers.broker.process.pid if workers.broker.process else 0
+                assert f"(pid {pid})" in output
+            else:
+                assert "is in use by another running broker" in output
+                assert any(f" pid {pid} #" in output for pid in workers.pids().values())
+            assert 'msg="cannot open the store: ' in output
+            assert 'msg="listening"' not in output
+            assert "worker=" not in output
         connect(workers.broker).close()  # still serving
     finally:
         workers.broker.stop()

@@ -118,7 +118,7 @@ def _set(args: argparse.Namespace, config: Config) -> int:
             validate(record)
         except InvalidPattern as error:
             raise CommandFailed(str(error)) from None
-        async with opened(store, create=True, migrate=True, lock=True):
+        async with opened(store, create=True, migrate=True, lock=True, catalogue_only=True):
             users = {user.name for user in await store.users()}
             if record.user not in users:
                 raise CommandFailed(f"there is no user '{record.user}'")
@@ -143,7 +143,7 @@ def _clear(args: argparse.Namespace, config: Config) -> int:
     what = f"cannot clear the permissions of user '{user}' in virtual host '{vhost}'"
 
     async def clearing(store: Store) -> str:
-        async with opened(store, create=False, migrate=True, lock=True):
+        async with opened(store, create=False, migrate=True, lock=True, catalogue_only=True):
             if not any(p.user == user and p.vhost == vhost for p in await store.permissions()):
                 raise CommandFailed(f"user '{user}' has no permissions in virtual host '{vhost}'")
             await store.commit(WriteBatch(permissions_deleted=[(user, vhost)]))

@@ -63,10 +63,22 @@ def run_on_store(
 
 @contextlib.asynccontextmanager
 async def opened(
-    store: Store, *, create: bool, migrate: bool, lock: bool, replace_lost: bool = False
+    store: Store,
+    *,
+    create: bool,
+    migrate: bool,
+    lock: bool,
+    replace_lost: bool = False,
+    catalogue_only: bool = False,
 ) -> AsyncIterator[None]:
     """The store open for the block, closed after it (a failed open leaves nothing open)."""
-    await store.open(create=create, migrate=migrate, lock=lock, replace_lost=replace_lost)
+    await store.open(
+        create=create,
+        migrate=migrate,
+        lock=lock,
+        replace_lost=replace_lost,
+        catalogue_only=catalogue_only,
+    )
     try:
         yield
     finally:

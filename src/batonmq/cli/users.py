@@ -144,7 +144,7 @@ def _set_password(args: argparse.Namespace, config: Config, *, adding: bool) -> 
     tags = _tags(args.tags)
 
     async def set_password(store: Store) -> str:
-        async with opened(store, create=adding, migrate=True, lock=True):
+        async with opened(store, create=adding, migrate=True, lock=True, catalogue_only=True):
             existing = await _user(store, name)
             if adding and existing is not None:
                 raise CommandFailed(f"user '{name}' exists: use `batonctl user passwd`")
@@ -171,7 +171,7 @@ def _set_tags(args: argparse.Namespace, config: Config) -> int:
     tags = _tags(" ".join(args.tags)) or ()
 
     async def set_tags(store: Store) -> str:
-        async with opened(store, create=False, migrate=True, lock=True):
+        async with opened(store, create=False, migrate=True, lock=True, catalogue_only=True):
             existing = await _user(store, name)
             if existing is None:
                 raise CommandFailed(f"there is no user '{name}'")
@@ -186,7 +186,7 @@ def _delete(args: argparse.Namespace, config: Config) -> int:
     name: str = args.name
 
     async def delete(store: Store) -> str:
-        async with opened(store, create=False, migrate=True, lock=True):
+        async with opened(store, create=False, migrate=True, lock=True, catalogue_only=True):
             if name not in await _names(store):
                 raise CommandFailed(f"there is no user '{name}'")
             await store.commit(WriteBatch(users_deleted=[name]))
@@ -224,7 +224,7 @@ def _import(args: argparse.Namespace, config: Config) -> int:
         raise CommandFailed(f"cannot import {path}: {error}") from None
 
     async def import_users(store: Store) -> str:
-        async with opened(store, create=True, migrate=True, lock=True):
+        async with opened(store, create=True, migrate=True, lock=True, catalogue_only=True):
             tags = {user.name: user.tags for user in await store.users()}
             existing = tags.keys() & {entry.username for entry in entries}
             if existing and not replace:

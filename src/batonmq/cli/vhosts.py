@@ -61,7 +61,7 @@ def _add(args: argparse.Namespace, config: Config) -> int:
     async def add(store: Store) -> str:
         if not name:
             raise CommandFailed("a virtual host needs a name")
-        async with opened(store, create=True, migrate=True, lock=True):
+        async with opened(store, create=True, migrate=True, lock=True, catalogue_only=True):
             if name in await store.vhosts():
                 raise CommandFailed(f"virtual host '{name}' exists")
             granted = []
@@ -85,7 +85,7 @@ def _delete(args: argparse.Namespace, config: Config) -> int:
             raise CommandFailed(
                 f"'{name}' is the default virtual host (broker.default_vhost), which always exists"
             )
-        async with opened(store, create=False, migrate=True, lock=True):
+        async with opened(store, create=False, migrate=True, lock=True, catalogue_only=True):
             if name not in await store.vhosts():
                 raise CommandFailed(f"there is no virtual host '{name}'")
             await store.commit(WriteBatch(vhosts_deleted=[name]))

@@ -254,13 +254,15 @@ class Authenticator:
             return _Checked(True)
 
         def checked(result: _Checked) -> None:
-            # A user deleted or given a new password meanwhile is checked against the new state.
+            if self.users.get(username) is not credential:
+                # A user added, deleted or given a new password meanwhile (by another worker
+                # that upgraded its hash at a login, say) is checked against the new state.
+                self._check(attempt, claim, decided)
+                return
             if credential is None:
                 why: str | None = "no such user"
             elif not result.ok:
                 why = "wrong password"
-            elif self.users.get(username) is not credential:
-                why = "the user was changed or deleted during the check"
             else:
                 why = None
                 if result.upgraded is not None:

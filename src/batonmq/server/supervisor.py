@@ -3,7 +3,9 @@ listener's sockets once, starts that many worker processes on them, and keeps th
 
 Each worker is the broker of one process (`batonmq.server.app`) on the inherited listening
 sockets, with a store identity of its own (the broker's and "w<index>") and its rows in the
-store the workers share: in PostgreSQL with its own lease and fencing epoch; in SQLite's one
+store the workers share: in PostgreSQL with its own lease and fencing epoch, after the
+supervisor opened and closed the store as the broker's own identity, which no worker of a
+running broker lets it claim (`batonmq.store.pgfamily`); in SQLite's one
 file with its own append log, under the store's lock, which the supervisor takes before it
 binds anything and holds for them all (the workers inherit it), after it replayed every append
 log and gave each virtual host's rows to its owner (`batonmq.store.placement`). Every worker
@@ -32,11 +34,13 @@ Its workers end with it, however it ends: the kernel kills each when the supervi
 (`_end_with`), so a SIGKILL of the `batonmq` process ends the broker as it ends a broker of one
 process.
 
-The supervisor runs no event loop and no thread, so that forking a worker from it is safe.
+The supervisor runs no event loop and no thread once it forks, so that forking a worker from
+it is safe (the PostgreSQL store's check runs its event loop to the end before).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import logging
@@ -53,7 +57,8 @@ from batonmq.server.listeners import configured_listeners, listening_sockets
 from batonmq.server.pidfile import remove_pid_file, write_pid_file
 from batonmq.server.placement import WorkerSeat, inbox_pairs, store_placement
 from batonmq.server.siblings import tell_siblings
-from batonmq.store.base import StoreError, StoreUnavailable
+from batonmq.store.base import Store, StoreError, StoreUnavailable
+from batonmq.store.configured import configured_store, sqlite_path
 
 log = logging.getLogger(__name__)
 
@@ -115,14 +120,24 @@ def supervise(config: Config) -> int:
 
 
 def _prepare_store(config: Config) -> int | None:
-    """With the SQLite store, which the workers share: lock it for them all (a second broker
-    on the data directory is refused, as with one process; the workers inherit the lock), write
-    every append log a crash left to the database, and give each virtual host's rows to the
-    worker that owns it now (`batonmq.store.placement`). The lock's descriptor; None for
-    PostgreSQL, where each worker holds a lease of its own."""
+    """Refuse a store that another running broker holds before anything is bound or forked,
+    as a broker of one process does (StoreLocked).
+
+    With the SQLite store, which the workers share: lock it for them all (the workers inherit
+    the lock), write every append log a crash left to the database, and give each virtual
+    host's rows to the worker that owns it now (`batonmq.store.placement`); the lock's
+    descriptor. With PostgreSQL, where each worker holds a lease of its own: open the store as
+    the broker's own identity, whose lease no worker of a running broker lets anyone claim
+    (`batonmq.store.pgfamily`), migrating its schema once for all the workers and giving each
+    virtual host's rows to the worker that owns it now, and close it again; None. An HA
+    member's store has no identity of the broker's own to open: each worker claims its own,
+    and the cluster takes them over together (`batonmq.store.members`)."""
     if config.persist.store != "sqlite":
+        if not config.cluster.ha:  # an HA member's identities are its workers' alone
+            asyncio.run(
+                _open_and_close(configured_store(config, placement=store_placement(config)))
+            )
         return None
-    from batonmq.store.configured import sqlite_path
     from batonmq.store.sqlite import prepare_for_workers, take_lock
 
     database = sqlite_path(config.data_dir)
@@ -145,6 +160,11 @@ def _prepare_store(config: Config) -> int | None:
         os.close(lock)
         raise
     return lock
+
+
+async def _open_and_close(store: Store) -> None:
+    await store.open(create=True, migrate=True, lock=True)
+    await store.close()
 
 
 class Supervisor:

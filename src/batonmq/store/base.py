@@ -330,6 +330,7 @@ class Store(Protocol):
         migrate: bool = True,
         lock: bool = True,
         replace_lost: bool = False,
+        catalogue_only: bool = False,
     ) -> None:
         """Connect. With `lock`, take the broker's lock (StoreLocked if another running broker
         or batonctl holds it); without it, only reads (stats, backup) are allowed. An empty store
@@ -340,7 +341,12 @@ class Store(Protocol):
         A store known to have existed whose data is gone (the SQLite store's file missing or
         empty: see `batonmq.store.sqlite`) is StoreCorrupt, never silently started anew, unless
         `replace_lost` (with `create`) says to make a new one there: `batonctl db create` and
-        `db restore`, which an operator runs to do just that."""
+        `db restore`, which an operator runs to do just that.
+
+        `catalogue_only`: the opener writes users, virtual hosts and permissions only, which a
+        running broker's workers share with it (`batonctl user`, `vhost`, `permissions`): on
+        PostgreSQL the leases of the broker's workers do not refuse its lock then
+        (`batonmq.store.pgfamily`)."""
         ...
 
     @property

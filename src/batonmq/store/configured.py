@@ -56,8 +56,9 @@ def configured_store(
 ) -> Store:
     """`worker`: the index of the worker process this store is for (None: the broker has one
     process). For the SQLite store: `held_lock`, the store's lock as a worker inherited it
-    from the supervisor; `placement`, for a broker of one process that starts on it (see
-    `batonmq.store.sqlite.SQLiteStore`)."""
+    from the supervisor. `placement`, for a broker of one process, or the supervisor of a
+    broker's workers, that starts on it: where each virtual host's rows go (see
+    `batonmq.store.sqlite.SQLiteStore` and `batonmq.store.pgfamily`)."""
     persist = config.persist
     if persist.store == "postgres":
         from batonmq.store.postgres import LEASE_SECONDS, PostgresStore
@@ -75,6 +76,8 @@ def configured_store(
             lease_seconds=lease,
             renew_every=min(monitor.interval, lease / 2) if config.cluster.ha else None,
             member_of=config.cluster.brokerid if config.cluster.ha and worker is not None else None,
+            family=None if config.cluster.ha else config.broker_name,
+            placement=placement,
         )
     from batonmq.store.sqlite import SQLiteStore
 

@@ -33,10 +33,10 @@ from urllib.parse import unquote
 if TYPE_CHECKING:
     import sqlite3
 
-#: The tables whose rows carry their owner and their virtual host.
-_VHOST_TABLES: Final = ("exchanges", "queues", "bindings", "entries", "quarantined_messages")
+#: The tables whose rows carry their owner and their virtual host (both stores).
+VHOST_TABLES: Final = ("exchanges", "queues", "bindings", "entries", "quarantined_messages")
 _HELD: Final = " UNION ".join(
-    f"SELECT broker_id, vhost FROM {table}" for table in _VHOST_TABLES if table != "entries"
+    f"SELECT broker_id, vhost FROM {table}" for table in VHOST_TABLES if table != "entries"
 )
 #: A message moves with the entries that hold it (a message is routed within one virtual host).
 _MOVE_MESSAGES: Final = (
@@ -112,7 +112,7 @@ def place_rows(
         conn.execute(recovery["discard_entries"], (source,))
         conn.execute(recovery["discard_messages"], (source,))
     for move in moves:
-        for table in _VHOST_TABLES:
+        for table in VHOST_TABLES:
             conn.execute(
                 f"UPDATE {table} SET broker_id = ? WHERE broker_id = ? AND vhost = ?",
                 (move.owner, move.source, move.vhost),

@@ -101,6 +101,9 @@ from batonmq.store.pending import (
     holds_only_entries,
 )
 from batonmq.store.pgerrors import DATABASE_ERRORS
+from batonmq.store.pgfamily import SQL as FAMILY_SQL
+from batonmq.store.pgfamily import identities, place_rows, rival_lease
+from batonmq.store.placement import Placement, worker_index
 from batonmq.store.plan import (
     RECOVERY_READS,
     STORE_WIDE_READS,
@@ -214,6 +217,7 @@ _SQL: Final = {
     **TAKEOVER_SQL,
     **LOG_SQL,
     **CATALOGUE_SQL,
+    **FAMILY_SQL,
     "epoch": "SELECT epoch FROM {s}.brokers WHERE broker_id = $1 FOR SHARE",
     "stop": "UPDATE {s}.brokers SET state = 'stopped', holder = NULL, lease_expires = NULL "
     "WHERE broker_id = $1 AND epoch = $2",
@@ -243,13 +247,19 @@ class PostgresStore:
         lease_seconds: float = LEASE_SECONDS,
         renew_every: float | None = None,
         member_of: str | None = None,
+        family: str | None = None,
+        placement: Placement | None = None,
     ) -> None:
         """`lease_seconds`: how long the lease lasts unless renewed, every `renew_every` seconds
         (a third of it by default). An HA member renews it every monitor interval and for the
         monitor threshold's worth of them (`batonmq.store.configured`): its renewal is its
         update in the store, which the other members watch. `member_of`: the HA member whose
         worker this store's identity is (None: the identity is the broker's own), recorded
-        when the lease is claimed (`batonmq.store.members.as_members`)."""
+        when the lease is claimed (`batonmq.store.members.as_members`). `family`: the standalone
+        broker whose identity (`broker_id` itself) or worker's identity this is (None for an HA
+        member; see `batonmq.store.pgfamily`). `placement`: for the broker's own identity that
+        starts (one process, or the supervisor of its workers), where each virtual host's rows
+        go at open (`batonmq.store.pgfamily.place_rows`)."""
         if not _SCHEMA_NAME.fullmatch(schema) or schema.startswith("pg_"):
             raise StoreError(
                 f"invalid PostgreSQL schema name {schema!r}: use 1 to 63 of a-z, 0-9 and _, "
@@ -268,6 +278,12 @@ class PostgresStore:
             **{name: text.replace("{s}", f'"{schema}"') for name, text in _SQL.items()},
         }
         self._migration_key = _advisory_key("migrate", schema)
+        self._family = family
+        #: Opened to write the catalogue alone (see `open`), and whether a worker of the broker
+        #: held its lease when this store claimed its own (whose rows it then leaves alone).
+        self._catalogue_only = self._workers_run = False
+        self._placement = placement if family == broker_id else None
+        self._family_key = _advisory_key("family", schema, family or broker_id)
         self._pool: asyncpg.Pool[asyncpg.Record] | None = None
         #: Writes run one at a time, in call order; `_last_write` is done once the last write
         #: called so far is, and the reads called after it wait for it.
@@ -315,6 +331,7 @@ class PostgresStore:
         migrate: bool = True,
         lock: bool = True,
         replace_lost: bool = False,
+        catalogue_only: bool = False,
     ) -> None:
         """See `Store.open`; `replace_lost` changes nothing here: a schema holds its own version,
         so a store is found whole or not at all (a dropped schema is an empty store)."""
@@ -322,6 +339,7 @@ class PostgresStore:
             if self._opened or self._pool is not None:
                 raise StoreError(f"the store {self._location} is already open")
             self._locking = lock
+            self._catalogue_only = catalogue_only
             pool = self._pool = await self._create_pool()
             try:
                 try:
@@ -335,6 +353,8 @@ class PostgresStore:
                     if lock and version == SCHEMA_VERSION:
                         await self._claim(connection)
                         await self._replay(connection)
+                        if self._placement is not None:
+                            await self._place(connection, self._placement)
                 finally:
                     await pool.release(connection)
             except BaseException as error:
@@ -438,6 +458,29 @@ class PostgresStore:
             await apply_log(connection, self._sql, self._plan, self._broker_id)
         self._pending, self._log_seq, self._log_bytes = Pending(), 0, 0
 
+    async def _place(self, connection: _Connection, placement: Placement) -> None:
+        """At open, once claimed and replayed: each virtual host's rows to the identity that
+        owns it now (`batonmq.store.pgfamily`)."""
+        async with connection.transaction():
+            await self._check_epoch(connection)
+            moves, streams = await place_rows(
+                connection,
+                self._sql,
+                self._plan,
+                placement,
+                claimant=self._broker_id,
+                claimant_unclean=self._unclean_stop,
+            )
+        if moves:
+            log.info(
+                "virtual hosts moved to their owners",
+                extra={
+                    "vhosts": len({move.vhost for move in moves}),
+                    "streams": streams,
+                    "workers": placement.workers,
+                },
+            )
+
     async def _write_tables(
         self, connection: _Connection, batch: WriteBatch, *, log_to: int = 0
     ) -> None:
@@ -461,6 +504,8 @@ class PostgresStore:
             )
             if log_to:
                 await connection.execute(self._sql["drop_log"], self._broker_id, log_to)
+            if batch.vhosts_deleted and not self._workers_run:
+                await self._delete_workers_vhosts(connection, batch.vhosts_deleted)
             if changes_catalogue(batch):
                 # The other members hear of it at commit (`batonmq.store.postgres_catalogue`).
                 await announce(connection, self._sql, self._schema, self._broker_id)
@@ -468,6 +513,18 @@ class PostgresStore:
         # committed after all, when the connection was lost) leaves it to be counted.
         if counted is not None:
             self._message_bytes = counted + growth
+
+    async def _delete_workers_vhosts(self, connection: _Connection, vhosts: list[str]) -> None:
+        """For the broker's own identity, which holds the family's lock while no worker runs:
+        the virtual hosts' rows that its workers left go with them, after what their logs
+        hold (`batonmq.store.pgfamily`). Running workers delete their own rows of a virtual
+        host deleted in the catalogue."""
+        gone = WriteBatch(vhosts_deleted=vhosts)
+        for worker in (await self._identities(connection))[1:]:
+            await apply_log(connection, self._sql, self._plan, worker)
+            await write_batch(
+                connection, self._sql, self._plan, worker, gone, [], count_bytes=False
+            )
 
     async def read_entries(
         self, vhost: str, queue: str, after_sequence: int, limit: int, priority: int | None = None
@@ -557,13 +614,14 @@ class PostgresStore:
 
     async def stats(self) -> StoreStats:
         """The tables' counts: the append log checkpointed first by the broker that owns it,
-        added to them by any other reader (`counts_with_log`), in one snapshot."""
+        added to them by any other reader (`counts_with_log`), in one snapshot; of every
+        identity of the broker (`_identities`)."""
         await self._checkpoint_first()
 
         async def work(connection: _Connection) -> StoreStats:
             self._require_current(write=False)
             async with connection.transaction(isolation="repeatable_read", readonly=True):
-                counts = await _counted(connection, self._sql, self._broker_id)
+                counts = await self._counted_all(connection, await self._identities(connection))
             return StoreStats("postgres", self._location, self._version, self._broker_id, *counts)
 
         return await self._call("reading statistics", work, write=False)
@@ -634,12 +692,13 @@ class PostgresStore:
                 async with self._writes:
                     # The snapshot, taken with no write under way, holds every commit made
                     # before.
-                    counts = await _counted(connection, self._sql, self._broker_id)
+                    owners = await self._identities(connection)
+                    counts = await self._counted_all(connection, owners)
                     block = await connection.fetchval(self._sql["block"])
                 for table in _SNAPSHOT:
                     await connection.copy_from_query(
-                        f'SELECT * FROM "{self._schema}".{table} WHERE broker_id = $1',
-                        self._broker_id,
+                        f'SELECT * FROM "{self._schema}".{table} WHERE broker_id = ANY($1)',
+                        owners,
                         output=directory / f"{table}.bin",
                         format="binary",
                     )
@@ -657,6 +716,7 @@ class PostgresStore:
             "kind": "postgres",
             "schema_version": SCHEMA_VERSION,
             "broker_id": self._broker_id,
+            "identities": owners,
             "schema": self._schema,
             "created_at": datetime.datetime.now(datetime.UTC).isoformat(),
             "messages": counts[3],
@@ -677,15 +737,21 @@ class PostgresStore:
         block = manifest.get("message_id_block")
         if not isinstance(block, int):
             raise StoreCorrupt(f"{directory}/manifest.json: bad message_id_block {block!r}")
+        # A backup of the broker's identity alone says none.
+        owners = manifest.get("identities", [self._broker_id])
+        if not (isinstance(owners, list) and all(map(self._is_ours, owners))):
+            raise StoreCorrupt(f"{directory}/manifest.json: bad identities {owners!r}")
 
         async def work(connection: _Connection) -> None:
             self._require_current(write=True)
             broker = self._broker_id
             self._message_bytes = None
             async with connection.transaction():
+                replaced = sorted({*owners, *await self._identities(connection)})
                 for table in reversed(_SNAPSHOT):
                     await connection.execute(
-                        f'DELETE FROM "{self._schema}".{table} WHERE broker_id = $1', broker
+                        f'DELETE FROM "{self._schema}".{table} WHERE broker_id = ANY($1)',
+                        replaced,
                     )
                 for table in _SHARED_SNAPSHOT:
                     await connection.execute(f'DELETE FROM "{self._schema}".{table}')
@@ -696,14 +762,17 @@ class PostgresStore:
                         source=directory / f"{table}.bin",
                         format="binary",
                     )
-                counts = await _counted(connection, self._sql, broker)
+                counts = await self._counted_all(connection, owners)
                 if [counts[3], counts[4]] != [manifest.get("messages"), manifest.get("entries")]:
                     raise StoreCorrupt(f"{directory}: the tables do not match manifest.json")
-                # This broker's log was replaced with the backup's, which goes to the tables.
-                await apply_log(connection, self._sql, self._plan, broker)
-                await connection.execute(
-                    self._sql["restore_block"], broker, block, MESSAGE_ID_BLOCK
-                )
+                for owner in owners:
+                    # Enrolled, so that the broker's own identity finds its workers' rows.
+                    await connection.execute(self._sql["enrol"], owner)
+                    # Its log was replaced with the backup's, which goes to the tables.
+                    await apply_log(connection, self._sql, self._plan, owner)
+                    await connection.execute(
+                        self._sql["restore_block"], owner, block, MESSAGE_ID_BLOCK
+                    )
                 # The users, virtual hosts and permissions were replaced: the running members
                 # read them again (`batonmq.store.postgres_catalogue`).
                 await announce(connection, self._sql, self._schema, broker)
@@ -712,6 +781,29 @@ class PostgresStore:
 
         self._catalogue_writes += 1
         await self._call(f"restoring {directory} into", work, write=True)
+
+    async def _identities(self, connection: _Connection) -> list[str]:
+        """Whose rows this store reads as its broker's: a worker's or an HA member's own; for
+        a standalone broker's own identity, its workers' too (`batonmq.store.pgfamily`)."""
+        if self._family != self._broker_id:
+            return [self._broker_id]
+        return await identities(connection, self._sql, self._broker_id)
+
+    def _is_ours(self, owner: object) -> bool:
+        """Whether `owner` is this store's identity or, for a broker's own, a worker's."""
+        return owner == self._broker_id or (
+            isinstance(owner, str)
+            and self._family == self._broker_id
+            and worker_index(self._broker_id, owner) is not None
+        )
+
+    async def _counted_all(self, connection: _Connection, owners: list[str]) -> list[int]:
+        """`_counted` summed over `owners`."""
+        totals = [0] * 7
+        for owner in owners:
+            counted = await _counted(connection, self._sql, owner)
+            totals = [total + part for total, part in zip(totals, counted, strict=True)]
+        return totals
 
     async def upgrade(self) -> tuple[int, int]:
         async def work(connection: _Connection) -> tuple[int, int]:
@@ -1016,11 +1108,21 @@ class PostgresStore:
         await connection.execute(self._sql["enrol"], self._broker_id)
         while True:
             async with connection.transaction():
+                if self._family is not None:
+                    await connection.execute(self._sql["family_lock"], self._family_key)
                 state, holder, expires, live = await _fetch_row(
                     connection, self._sql["lease"], self._broker_id
                 )
                 serving = state in SERVING_STATES
-                if not (live and serving and holder != self._holder) or _gone(holder):
+                rival = None
+                if self._family is not None:
+                    rival = await rival_lease(
+                        connection, self._sql, self._family, self._broker_id, _gone
+                    )
+                self._workers_run = rival is not None
+                if rival is not None and not self._catalogue_only:
+                    holder, expires = rival
+                elif not (live and serving and holder != self._holder) or _gone(holder):
                     self._epoch = await connection.fetchval(
                         self._sql["claim"],
                         self._broker_id,
@@ -1032,7 +1134,8 @@ class PostgresStore:
                     break
             if asyncio.get_running_loop().time() >= deadline:
                 raise StoreLocked(
-                    f"the store of broker {self._broker_id!r} at {self._location} is in use by "
+                    f"the store of broker {(self._family or self._broker_id)!r} at "
+                    f"{self._location} is in use by "
                     f"another running broker ({holder}); its lease expires at "
                     f"{expires:%Y-%m-%d %H:%M:%S %Z} unless that broker renews it"
                 )

@@ -268,7 +268,9 @@ class SQLiteStore:
         migrate: bool = True,
         lock: bool = True,
         replace_lost: bool = False,
+        catalogue_only: bool = False,
     ) -> None:
+        del catalogue_only  # the lock is the file's, whatever is written
         if self._executor is not None:
             raise StoreError(f"{self._path}: the store is already open")
         self._create, self._migrate, self._locked = create, migrate, lock
@@ -717,6 +719,12 @@ class SQLiteStore:
             )
         conn.execute(_DELETE_CANDIDATE_ORPHANS, (broker,))
         conn.execute("DELETE FROM temp.gc_candidates")
+        if batch.vhosts_deleted and broker_id is None and self._worker is None:
+            # The broker's own identity, holding the lock: the virtual hosts' rows that
+            # workers of an earlier run left go with them.
+            gone = WriteBatch(vhosts_deleted=batch.vhosts_deleted)
+            for worker, _ in self._identities(conn, {})[1:]:
+                self._apply(gone, conn, broker_id=worker)
 
     def _read_sync(
         self, vhost: str, queue: str, after: int, limit: int, priority: int | None
@@ -894,6 +902,18 @@ class SQLiteStore:
             raise StoreError(f"restore of {self._path} from {directory} failed: {exc}") from exc
         finally:
             self._connect()
+        assert self._conn is not None
+        self._transaction("restore", self._stopped_workers, self._conn)
+
+    def _stopped_workers(self, conn: sqlite3.Connection) -> None:
+        """The worker identities of a restored backup as stopped cleanly, as this store's own
+        is at its close: the backup's records say how the broker ran when it was taken, not how
+        the restored store was left (its entries were not delivered since)."""
+        for worker, _ in self._identities(conn, {})[1:]:
+            conn.execute(
+                "UPDATE brokers SET state = 'stopped', holder = NULL WHERE broker_id = ?",
+                (worker,),
+            )
 
     def _used_bytes_sync(self) -> int:
         """The database's pages in use (`_pages_in_use`), the append log written out first: a

@@ -80,8 +80,10 @@ class FakeStore:
         migrate: bool = True,
         lock: bool = True,
         replace_lost: bool = False,
+        catalogue_only: bool = False,
     ) -> None:
         assert not self.is_open
+        del catalogue_only
         self.opens.append(
             {"create": create, "migrate": migrate, "lock": lock, "replace_lost": replace_lost}
         )

@@ -180,6 +180,32 @@ def test_a_weak_md5_credential_is_upgraded_to_scrypt_at_login():
     assert harness.authenticator.users["alice"] is upgraded
 
 
+@pytest.mark.parametrize(("new_password", "logged_in"), [("wonderland", True), ("changed", False)])
+def test_a_user_changed_during_the_check_is_checked_again_against_the_new_credential(
+    new_password: str, logged_in: bool
+) -> None:
+    """Another worker upgrades a weak hash at a login (Qpid manual §2.1.1: MD5 is weak) while
+    this one checks the same user: the login is decided by the credential the user has once
+    the check ends (the same password in a new hash logs in; a new password refuses the old)."""
+    harness = Harness()
+    changed = Credential.from_password(new_password)
+    pending: list[Callable[[], None]] = []
+
+    def offload(work: Callable[[], object], done: Callable[[object], None]) -> None:
+        result = work()
+        pending.append(lambda: done(result))
+
+    harness.authenticator.offload = offload
+    outcomes = harness.login()
+    harness.authenticator.set_user("alice", changed)
+    while pending:
+        pending.pop(0)()
+    if logged_in:
+        assert outcomes == ["alice"]
+    else:
+        assert "Login was refused" in refused(outcomes)
+
+
 def test_a_malformed_response_is_refused_and_counts_as_a_failure():
     """A response that names no user counts against the pair of no user and its address."""
     harness = Harness(max_failures=1)

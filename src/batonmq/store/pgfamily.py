@@ -1,0 +1,150 @@
+"""A standalone broker's store identities in its PostgreSQL schema, taken as one store.
+
+A broker of one process owns its rows as `broker.name`; with `broker.workers` above 1, worker k
+owns the rows of its virtual hosts as "<broker.name>w<k>" (`batonmq.store.placement.worker_id`),
+each identity with a lease of its own. The identities of one broker are its family:
+
+- One lock. The broker's own identity and its workers' exclude each other: while a worker
+  holds its lease, the broker's own identity cannot be claimed (by a broker of one process, a
+  broker's supervisor, or `batonctl db create`, `upgrade` and `restore`), and while that is held
+  no worker's can be. Siblings do not exclude each other. Each claim checks its rivals' leases
+  under an advisory lock of the family, so that two claims cannot both miss each other. One
+  exception: `batonctl user`, `vhost` and `permissions` write the catalogue, which running
+  workers share as HA members do (`Store.open`'s `catalogue_only`), beside them.
+- One store to place. Opened as the broker's own identity with a placement (a broker of one
+  process, or the supervisor of a broker's workers, before it forks them), the store gives each
+  virtual host's rows to the identity that owns it now (`place_rows`, as
+  `batonmq.store.placement` does for SQLite): the family's lock means no worker runs. So the
+  number of workers may change between two runs on PostgreSQL too, and a store written by a
+  broker of one process (an earlier release's) is found by its workers.
+- One store to read and to copy. `batonctl db stats` and `backup`, opened as the broker's own
+  identity, count and copy the rows of every identity of the family that the store has enrolled
+  (each `brokers` row), whatever number of workers wrote them; `restore` replaces them all and
+  enrols the identities of the backup.
+
+An HA cluster's members stand alone (no family): a member's id is a member's, whatever it reads.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Mapping
+from typing import Final, TypeAlias
+
+import asyncpg
+
+from batonmq.store.members import SERVING_STATES
+from batonmq.store.placement import VHOST_TABLES, Moved, Placement, worker_id, worker_index
+from batonmq.store.plan import Plan
+from batonmq.store.postgres_log import apply_log
+from batonmq.store.takeover import discard_streams
+
+_Connection: TypeAlias = (
+    "asyncpg.Connection[asyncpg.Record] | asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
+)
+
+#: Statements, with {s} for the quoted schema.
+SQL: Final = {
+    "enrolled": "SELECT broker_id FROM {s}.brokers",
+    "live_leases": "SELECT broker_id, holder, lease_expires FROM {s}.brokers "
+    "WHERE broker_id <> $1 AND lease_expires > now() AND state = ANY($2::text[])",
+    "family_lock": "SELECT pg_advisory_xact_lock($1)",
+    "placed_held": " UNION ".join(
+        f"SELECT broker_id, vhost FROM {{s}}.{table}"
+        for table in (*VHOST_TABLES, "stream_segments")
+        if table != "entries"
+    ),
+    "placed_unclean": "SELECT broker_id FROM {s}.brokers WHERE state = ANY($1::text[])",
+    "placed_streams": "SELECT count(DISTINCT queue) FROM {s}.stream_segments"
+    " WHERE broker_id = $1 AND vhost = $2",
+    **{
+        f"place_{table}": f"UPDATE {{s}}.{table} SET broker_id = $1"
+        " WHERE broker_id = $2 AND vhost = $3"
+        for table in (*VHOST_TABLES, "stream_segments", "stream_chunks")
+    },
+    # A message moves with the entries that hold it (a message is routed within one vhost).
+    "place_messages": "UPDATE {s}.messages SET broker_id = $1 WHERE broker_id = $2 AND id IN"
+    " (SELECT message_id FROM {s}.entries WHERE broker_id = $1 AND vhost = $3)",
+}
+#: The tables `place_rows` moves a virtual host's rows in, messages last.
+_PLACED: Final = (*VHOST_TABLES, "stream_segments", "stream_chunks", "messages")
+
+
+def is_rival(family: str, claimant: str, other: str) -> bool:
+    """Whether `other`'s lease keeps `claimant` (both of `family`, or `other` of none) from
+    claiming its own: the broker's own identity and any of its workers' exclude each other."""
+    if worker_index(family, claimant) is not None:
+        return other == family
+    return claimant == family and worker_index(family, other) is not None
+
+
+async def rival_lease(
+    connection: _Connection,
+    sql: Mapping[str, str],
+    family: str,
+    claimant: str,
+    gone: Callable[[str | None], bool],
+) -> tuple[str, datetime.datetime] | None:
+    """Inside the claim's transaction, holding the family's advisory lock: the holder and expiry
+    of a live lease that keeps `claimant` from claiming its own (`is_rival`), or None. `gone`
+    tells a holder whose process no longer runs, whose lease is not waited out."""
+    for other, holder, expires in await connection.fetch(
+        sql["live_leases"], claimant, sorted(SERVING_STATES)
+    ):
+        if is_rival(family, claimant, other) and not gone(holder):
+            return holder, expires
+    return None
+
+
+async def identities(connection: _Connection, sql: Mapping[str, str], family: str) -> list[str]:
+    """The broker's own identity, then each of its workers' that the store has enrolled."""
+    workers = {
+        index
+        for (broker_id,) in await connection.fetch(sql["enrolled"])
+        if (index := worker_index(family, broker_id)) is not None
+    }
+    return [family, *(worker_id(family, index) for index in sorted(workers))]
+
+
+async def place_rows(
+    connection: _Connection,
+    sql: Mapping[str, str],
+    plan: Plan,
+    placement: Placement,
+    *,
+    claimant: str,
+    claimant_unclean: bool,
+) -> tuple[list[Moved], int]:
+    """Inside a transaction of `claimant`, the broker's own identity, which holds the family's
+    lock and checked its epoch: every other identity's append log written to the tables, then
+    every virtual host's rows given to the identity that owns it now. Before rows leave an
+    identity, its recovery is done for it (what its own start would do): after an unclean stop
+    (`claimant_unclean` for the claimant) its entries count as delivered, and its transient
+    entries, the messages no entry holds and the streams with no queue go. What moved, and how
+    many streams."""
+    for other in (await identities(connection, sql, placement.broker))[1:]:
+        await apply_log(connection, sql, plan, other)
+    moves = [
+        Moved(vhost, source, placement.owner_id(vhost))
+        for source, vhost in await connection.fetch(sql["placed_held"])
+        if placement.is_ours(source) and placement.owner_id(vhost) != source
+    ]
+    unclean = {
+        broker_id
+        for (broker_id,) in await connection.fetch(sql["placed_unclean"], sorted(SERVING_STATES))
+        if broker_id != claimant
+    }
+    if claimant_unclean:
+        unclean.add(claimant)
+    for source in sorted({move.source for move in moves}):
+        if source in unclean:
+            await connection.execute(sql["mark_delivered"], source)
+        await connection.execute(sql["discard_entries"], source)
+        await connection.execute(sql["discard_messages"], source)
+        await discard_streams(connection, sql, source)
+    streams = 0
+    for move in moves:
+        streams += int(await connection.fetchval(sql["placed_streams"], move.source, move.vhost))
+        for table in _PLACED:
+            await connection.execute(sql[f"place_{table}"], move.owner, move.source, move.vhost)
+    return moves, streams
