@@ -257,7 +257,7 @@ class Authenticator:
             if self.users.get(username) is not credential:
                 # A user added, deleted or given a new password meanwhile (by another worker
                 # that upgraded its hash at a login, say) is checked against the new state.
-                self._check(attempt, claim, decided)
+                self._check(attempt, claim, admission, decided)
                 return
             if credential is None:
                 why: str | None = "no such user"
