@@ -26,7 +26,15 @@ from batonmq.queues.streams.files import MARKED_SUFFIX, FileMedium
 from batonmq.queues.streams.log import StreamLog
 from tests.brokerproc import BrokerLife, RunningBroker, start_broker
 from tests.httpapi import call
-from tests.streamclients import CLIENTS, STREAM, Refused, StreamClient, plain, stream_client
+from tests.streamclients import (
+    CLIENTS,
+    STREAM,
+    PikaClient,
+    Refused,
+    StreamClient,
+    plain,
+    stream_client,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -37,38 +45,6 @@ def connect(broker: RunningBroker) -> pika.BlockingConnection:
 
 def declare_stream(channel: BlockingChannel, name: str, **arguments: object) -> None:
     channel.queue_declare(name, durable=True, arguments={**STREAM, **arguments})
-
-
-def publish(channel: BlockingChannel, queue: str, bodies: list[bytes], **headers: object) -> None:
-    """With confirms: each returns once its message is written."""
-    channel.confirm_delivery()
-    for body in bodies:
-        channel.basic_publish("", queue, body, pika.BasicProperties(headers=headers or None))
-
-
-def consume(
-    channel: BlockingChannel,
-    queue: str,
-    count: int,
-    *,
-    prefetch: int = 10,
-    timeout: float = 10.0,
-    **arguments: object,
-) -> list[tuple[int, bytes]]:
-    """(x-stream-offset, body) of the first `count` messages delivered, each acknowledged."""
-    channel.basic_qos(prefetch_count=prefetch)
-    received: list[tuple[int, bytes]] = []
-    deadline = time.monotonic() + timeout
-    for method, properties, body in channel.consume(
-        queue, arguments=arguments or None, inactivity_timeout=0.2
-    ):
-        if method is not None:
-            received.append((properties.headers["x-stream-offset"], body))
-            channel.basic_ack(method.delivery_tag)
-        if len(received) >= count or time.monotonic() > deadline:
-            break
-    channel.cancel()
-    return received
 
 
 def bodies(count: int, prefix: str = "m") -> list[bytes]:
@@ -162,7 +138,7 @@ def test_two_consumers_at_different_offsets_each_keep_their_own_position(
     with connect(batonmq) as connection:
         one, two = connection.channel(), connection.channel()
         declare_stream(one, "shared")
-        publish(one, "shared", bodies(6))
+        PikaClient(batonmq).publish("shared", plain(bodies(6)))
         one.basic_qos(prefetch_count=2)
         two.basic_qos(prefetch_count=2)
         seen: dict[str, list[int]] = {"one": [], "two": []}
@@ -188,7 +164,7 @@ def test_prefetch_is_the_credit_and_acks_return_it(batonmq: RunningBroker):
     with connect(batonmq) as connection:
         channel = connection.channel()
         declare_stream(channel, "credit")
-        publish(channel, "credit", bodies(10))
+        PikaClient(batonmq).publish("credit", plain(bodies(10)))
         channel.basic_qos(prefetch_count=3)
         tags: list[int] = []
         channel.basic_consume(
@@ -344,18 +320,12 @@ def test_retention_by_size_removes_whole_old_segments(broker_life: BrokerLife):
     """RabbitMQ: x-max-length-bytes retention removes whole segments (segment size from
     x-stream-max-segment-size-bytes), oldest first; consumers from "first" start at what is
     left. On each store: segment files beside SQLite, the store's tables in PostgreSQL."""
-    with connect(broker_life.current) as connection:
-        channel = connection.channel()
-        declare_stream(
-            channel,
-            "small",
-            **{"x-max-length-bytes": 3000, "x-stream-max-segment-size-bytes": 1000},
-        )
-        publish(channel, "small", [bytes(200) for _ in range(40)])
-        declared = channel.queue_declare("small", passive=True)
-        kept = declared.method.message_count
-        assert 0 < kept < 40
-        first = consume(channel, "small", 1, **{"x-stream-offset": "first"})
+    client = PikaClient(broker_life.current)
+    client.declare("small", {"x-max-length-bytes": 3000, "x-stream-max-segment-size-bytes": 1000})
+    client.publish("small", plain([bytes(200) for _ in range(40)]))
+    kept = client.message_count("small")
+    assert 0 < kept < 40
+    first = client.consume("small", 1, {"x-stream-offset": "first"})
     assert first[0][0] == 40 - kept
 
 
@@ -363,16 +333,13 @@ def test_retention_by_age_removes_segments_older_than_max_age(broker_life: Broke
     """RabbitMQ: x-max-age ("1s") removes the segments whose messages are all older than it,
     checked as the stream is written to (whole segments; the one being written stays). On each
     store."""
-    with connect(broker_life.current) as connection:
-        channel = connection.channel()
-        declare_stream(
-            channel, "aged", **{"x-max-age": "1s", "x-stream-max-segment-size-bytes": 1000}
-        )
-        publish(channel, "aged", [bytes(300) for _ in range(10)])
-        time.sleep(1.5)
-        publish(channel, "aged", [b"new"])
-        kept = channel.queue_declare("aged", passive=True).method.message_count
-        first = consume(channel, "aged", 1, **{"x-stream-offset": "first"})
+    client = PikaClient(broker_life.current)
+    client.declare("aged", {"x-max-age": "1s", "x-stream-max-segment-size-bytes": 1000})
+    client.publish("aged", plain([bytes(300) for _ in range(10)]))
+    time.sleep(1.5)
+    client.publish("aged", plain([b"new"]))
+    kept = client.message_count("aged")
+    first = client.consume("aged", 1, {"x-stream-offset": "first"})
     assert kept < 11
     assert first == [(11 - kept, bytes(300) if kept > 1 else b"new")]
 
@@ -384,7 +351,7 @@ def test_deleting_a_stream_removes_its_log(batonmq: RunningBroker):
     with connect(batonmq) as connection:
         channel = connection.channel()
         declare_stream(channel, "gone/soon")
-        publish(channel, "gone/soon", [b"x"])
+        PikaClient(batonmq).publish("gone/soon", plain([b"x"]))
         assert list(directory.glob("*.segment"))
         channel.queue_delete("gone/soon")
         channel.queue_declare("sync-point", durable=True)
@@ -406,7 +373,7 @@ def test_a_stream_deleted_just_before_a_crash_is_gone_after_it(tmp_path: Path):
         with connect(life.current) as connection:
             channel = connection.channel()
             declare_stream(channel, "doomed")
-            publish(channel, "doomed", bodies(20))
+            PikaClient(life.current).publish("doomed", plain(bodies(20)))
             saved = tmp_path / "saved"
             shutil.copytree(streams / "doomed", saved)
             channel.queue_delete("doomed")
@@ -465,7 +432,7 @@ def test_with_postgres_a_stream_is_kept_in_the_store_and_goes_with_its_queue(
     with connect(broker) as connection:
         channel = connection.channel()
         declare_stream(channel, "tabled", **{"x-stream-max-segment-size-bytes": 1000})
-        publish(channel, "tabled", [bytes(300) for _ in range(10)])
+        PikaClient(broker).publish("tabled", plain([bytes(300) for _ in range(10)]))
         segments, chunks = _stream_rows(postgres_dsn, "tabled")
         assert segments > 1
         assert chunks >= segments
@@ -503,35 +470,32 @@ def test_a_producer_s_repeated_publishing_ids_are_confirmed_and_stored_once(
     x-batonmq-sequence headers; a message without them is kept as ever. The last ids are kept
     with the segments, so a replay after a SIGKILL and restart stores nothing twice."""
 
-    def publish_ids(channel: BlockingChannel, producer: str, ids: range) -> None:
-        channel.confirm_delivery()
-        for number in ids:
-            # pika raises NackError for a nacked message: each of these is acked.
-            channel.basic_publish(
-                "",
-                "deduplicated",
-                f"{producer}{number}".encode(),
-                pika.BasicProperties(
-                    headers={"x-batonmq-producer": producer, "x-batonmq-sequence": number}
-                ),
-            )
-
-    with connect(broker_life.current) as connection:
-        channel = connection.channel()
-        declare_stream(channel, "deduplicated", **{"x-stream-max-segment-size-bytes": 2000})
-        publish_ids(channel, "a", range(0, 30))
-        publish_ids(channel, "a", range(20, 40))  # 20 to 29 again
-        publish_ids(channel, "b", range(0, 5))
-        publish(channel, "deduplicated", [b"plain", b"plain"])
-        publish_ids(channel, "a", range(10, 15))  # behind the last id
-    broker = broker_life.restart(kill=True)
-    with connect(broker) as connection:
-        channel = connection.channel()
-        publish_ids(channel, "a", range(35, 45))  # 35 to 39 again
-        publish_ids(channel, "b", range(0, 6))
-        received = consume(
-            channel, "deduplicated", 100, prefetch=100, timeout=3, **{"x-stream-offset": "first"}
+    def publish_ids(client: PikaClient, producer: str, ids: range) -> None:
+        # pika raises NackError for a nacked message: each of these is acked.
+        client.publish(
+            "deduplicated",
+            [
+                (
+                    f"{producer}{number}".encode(),
+                    {"x-batonmq-producer": producer, "x-batonmq-sequence": number},
+                )
+                for number in ids
+            ],
         )
+
+    client = PikaClient(broker_life.current)
+    client.declare("deduplicated", {"x-stream-max-segment-size-bytes": 2000})
+    publish_ids(client, "a", range(0, 30))
+    publish_ids(client, "a", range(20, 40))  # 20 to 29 again
+    publish_ids(client, "b", range(0, 5))
+    client.publish("deduplicated", plain([b"plain", b"plain"]))
+    publish_ids(client, "a", range(10, 15))  # behind the last id
+    client = PikaClient(broker_life.restart(kill=True))
+    publish_ids(client, "a", range(35, 45))  # 35 to 39 again
+    publish_ids(client, "b", range(0, 6))
+    received = client.consume(
+        "deduplicated", 100, {"x-stream-offset": "first"}, prefetch=100, timeout=3
+    )
     expected = (
         [f"a{n}".encode() for n in range(40)]
         + [f"b{n}".encode() for n in range(5)]
@@ -555,7 +519,7 @@ def test_a_transaction_commits_its_messages_into_the_stream(batonmq: RunningBrok
         assert channel.queue_declare("tx", passive=True).method.message_count == 0
         channel.tx_commit()
         assert channel.queue_declare("tx", passive=True).method.message_count == 3
-        received = consume(channel, "tx", 3, **{"x-stream-offset": "first"})
+        received = PikaClient(batonmq).consume("tx", 3, {"x-stream-offset": "first"})
     assert received == [(n, f"m{n}".encode()) for n in range(3)]
 
 
@@ -659,13 +623,9 @@ def test_a_kill_mid_publish_loses_no_confirmed_message(broker_life: BrokerLife):
 
     asyncio.run(asyncio.wait_for(publish_until_killed(), 60))
     assert len(confirmed) >= 500
-    broker = broker_life.restart(kill=True)
-    with connect(broker) as connection:
-        channel = connection.channel()
-        held = channel.queue_declare("crash", passive=True).method.message_count
-        received = consume(
-            channel, "crash", held, prefetch=500, timeout=30, **{"x-stream-offset": "first"}
-        )
+    client = PikaClient(broker_life.restart(kill=True))
+    held = client.message_count("crash")
+    received = client.consume("crash", held, {"x-stream-offset": "first"}, prefetch=500, timeout=30)
     assert len(received) == held
     assert all(int(body) == offset for offset, body in received)
     assert confirmed <= {offset for offset, _body in received}
