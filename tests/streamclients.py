@@ -17,6 +17,7 @@ from urllib.parse import quote
 import aio_pika
 import aiormq.channel
 import aiormq.connection
+import aiormq.exceptions
 import amqp.exceptions
 import pika
 from kombu.connection import Connection
@@ -170,6 +171,7 @@ class PikaClient:
         return count
 
 
+# aiormq raises one class per reply code, carrying only the reply text: the code from its class.
 _AIORMQ_CODES = {
     kind: code
     for mapping in (aiormq.channel.EXCEPTION_MAPPING, aiormq.connection.EXCEPTION_MAPPING)
@@ -213,7 +215,7 @@ class AioPikaClient:
                     queue,
                     durable=durable,
                     exclusive=exclusive,
-                    arguments={**STREAM, **(arguments or {})},  # type: ignore[dict-item]
+                    arguments={**STREAM, **(arguments or {})},
                 )
 
         self._run(declare())
@@ -222,7 +224,7 @@ class AioPikaClient:
         async def publish() -> None:
             async with self._channel(confirms=True) as channel:
                 for body, headers in messages:
-                    message = aio_pika.Message(body, headers=dict(headers) if headers else None)  # type: ignore[arg-type]
+                    message = aio_pika.Message(body, headers=dict(headers) if headers else None)
                     await channel.default_exchange.publish(message, routing_key=queue)
 
         self._run(publish())
@@ -258,7 +260,7 @@ class AioPikaClient:
                         enough.set()
 
                 stream = await channel.get_queue(queue, ensure=False)
-                await stream.consume(take, no_ack=no_ack, arguments=dict(arguments or {}))  # type: ignore[arg-type]
+                await stream.consume(take, no_ack=no_ack, arguments=dict(arguments or {}))
                 if then is not None:
                     await asyncio.to_thread(then)
                 with contextlib.suppress(TimeoutError):
