@@ -135,10 +135,18 @@ def written(spark: SparkSession, out: Path) -> list[tuple[int, bytes]]:
     return sorted((row.offset, bytes(row.body)) for row in rows)
 
 
-def run_available_now(frame: DataFrame, sink: dict[str, str]) -> StreamingQuery:
-    query = frame.writeStream.format("parquet").options(**sink).trigger(availableNow=True).start()
-    query.awaitTermination(120)
+def ends_on_its_own(query: StreamingQuery) -> StreamingQuery:
+    """Trigger.AvailableNow "processes all available data ... and then terminates" (Spark's
+    Structured Streaming guide): awaitTermination(timeout) returns True once it has, False if
+    it is still running, and a query that never ends fails the test."""
+    assert query.awaitTermination(120) is True, "the AvailableNow query did not end on its own"
     return query
+
+
+def run_available_now(frame: DataFrame, sink: dict[str, str]) -> StreamingQuery:
+    return ends_on_its_own(
+        frame.writeStream.format("parquet").options(**sink).trigger(availableNow=True).start()
+    )
 
 
 def test_a_batch_read_returns_exactly_the_range_asked_for(spark, broker: RunningBroker):
@@ -704,7 +712,7 @@ def test_a_stream_copied_to_another_stream_by_a_streaming_query(
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination(120)
+    ends_on_its_own(query)
 
     rows = (
         spark.read.format("batonmq").option("url", broker.url).option("queue", "copy").load()
@@ -745,8 +753,7 @@ def test_a_micro_batch_replayed_into_a_stream_is_stored_once(
             .trigger(availableNow=True)
             .start()
         )
-        query.awaitTermination(120)
-        return query
+        return ends_on_its_own(query)
 
     copy()
     last = max(int(path.name) for path in (checkpoint / "commits").glob("[0-9]*"))

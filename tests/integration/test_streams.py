@@ -1,7 +1,9 @@
-"""Stream queues (`x-queue-type: stream`) with a real broker and pika, as RabbitMQ's streams over
-AMQP 0-9-1 behave ("Streams" guide, "Using Streams with AMQP 0-9-1"; rabbit_stream_queue.erl):
-an append-only log read by offset, each consumer from its own position, nothing removed by
-consuming."""
+"""Stream queues (`x-queue-type: stream`) with a real broker, as RabbitMQ's streams over AMQP
+0-9-1 behave ("Streams" guide, "Using Streams with AMQP 0-9-1"; rabbit_stream_queue.erl): an
+append-only log read by offset, each consumer from its own position, nothing removed by
+consuming. The rules the stream-queues issue names (offset specs, filters, the refusals,
+SIGKILL recovery) run with pika, aio-pika and kombu (tests/streamclients.py); the rest with
+pika."""
 
 from __future__ import annotations
 
@@ -10,17 +12,13 @@ import contextlib
 import datetime
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import quote
 
 import aio_pika
 import asyncpg
 import pika
 import pytest
-from kombu.connection import Connection
-from kombu.entity import Queue
-from kombu.message import Message
-from kombu.messaging import Consumer, Producer
 from pika.adapters.blocking_connection import BlockingChannel
 from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker
 
@@ -28,10 +26,17 @@ from batonmq.queues.streams.files import MARKED_SUFFIX, FileMedium
 from batonmq.queues.streams.log import StreamLog
 from tests.brokerproc import BrokerLife, RunningBroker, start_broker
 from tests.httpapi import call
+from tests.streamclients import (
+    CLIENTS,
+    STREAM,
+    PikaClient,
+    Refused,
+    StreamClient,
+    plain,
+    stream_client,
+)
 
 pytestmark = pytest.mark.integration
-
-STREAM = {"x-queue-type": "stream"}
 
 
 def connect(broker: RunningBroker) -> pika.BlockingConnection:
@@ -42,56 +47,33 @@ def declare_stream(channel: BlockingChannel, name: str, **arguments: object) -> 
     channel.queue_declare(name, durable=True, arguments={**STREAM, **arguments})
 
 
-def publish(channel: BlockingChannel, queue: str, bodies: list[bytes], **headers: object) -> None:
-    """With confirms: each returns once its message is written."""
-    channel.confirm_delivery()
-    for body in bodies:
-        channel.basic_publish("", queue, body, pika.BasicProperties(headers=headers or None))
-
-
-def consume(
-    channel: BlockingChannel,
-    queue: str,
-    count: int,
-    *,
-    prefetch: int = 10,
-    timeout: float = 10.0,
-    **arguments: object,
-) -> list[tuple[int, bytes]]:
-    """(x-stream-offset, body) of the first `count` messages delivered, each acknowledged."""
-    channel.basic_qos(prefetch_count=prefetch)
-    received: list[tuple[int, bytes]] = []
-    deadline = time.monotonic() + timeout
-    for method, properties, body in channel.consume(
-        queue, arguments=arguments or None, inactivity_timeout=0.2
-    ):
-        if method is not None:
-            received.append((properties.headers["x-stream-offset"], body))
-            channel.basic_ack(method.delivery_tag)
-        if len(received) >= count or time.monotonic() > deadline:
-            break
-    channel.cancel()
-    return received
-
-
 def bodies(count: int, prefix: str = "m") -> list[bytes]:
     return [f"{prefix}{number}".encode() for number in range(count)]
 
 
-def test_publish_with_confirms_then_consume_from_first_with_offsets(batonmq: RunningBroker):
+@pytest.fixture(params=CLIENTS)
+def client_name(request: pytest.FixtureRequest) -> str:
+    """Each stream rule below holds for every client the stream-queues issue names."""
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+def client(batonmq: RunningBroker, client_name: str) -> StreamClient:
+    return stream_client(client_name, batonmq)
+
+
+def test_publish_with_confirms_then_consume_from_first_with_offsets(client: StreamClient):
     """RabbitMQ: "x-stream-offset ... first - start from the first available message"; every
     delivery carries its offset in the x-stream-offset header; an ack removes nothing (a second
     consumer from first reads the same messages)."""
-    with connect(batonmq) as connection:
-        channel = connection.channel()
-        declare_stream(channel, "events")
-        publish(channel, "events", bodies(5))
-        first = consume(channel, "events", 5, **{"x-stream-offset": "first"})
-        again = consume(channel, "events", 5, **{"x-stream-offset": "first"})
-        declared = channel.queue_declare("events", passive=True)
+    client.declare("events")
+    client.publish("events", plain(bodies(5)))
+    first = client.consume("events", 5, {"x-stream-offset": "first"})
+    again = client.consume("events", 5, {"x-stream-offset": "first"})
     assert first == [(number, f"m{number}".encode()) for number in range(5)]
     assert again == first
-    assert declared.method.message_count == 5
+    assert client.message_count("events") == 5
 
 
 def test_a_delivery_carries_when_the_stream_appended_it(batonmq: RunningBroker):
@@ -127,40 +109,25 @@ def test_a_delivery_carries_when_the_stream_appended_it(batonmq: RunningBroker):
     assert properties.timestamp == 1_700_000_000
 
 
-def test_consume_from_an_offset_next_last_and_a_timestamp(batonmq: RunningBroker):
+def test_consume_from_an_offset_next_last_and_a_timestamp(client: StreamClient):
     """RabbitMQ's x-stream-offset values: an offset; "next" (the default: only what is published
     after the consumer attached); "last" (the start of the last chunk); a timestamp (from the
     chunk written at or after it)."""
-    with connect(batonmq) as connection:
-        channel = connection.channel()
-        declare_stream(channel, "offsets")
-        publish(channel, "offsets", bodies(4, "a"))
-        time.sleep(1.1)  # a timestamp is in seconds
-        since = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
-        time.sleep(0.1)
-        publish(channel, "offsets", [b"b0"])
-        assert consume(channel, "offsets", 3, **{"x-stream-offset": 2}) == [
-            (2, b"a2"),
-            (3, b"a3"),
-            (4, b"b0"),
-        ]
-        assert consume(channel, "offsets", 1, **{"x-stream-offset": "last"}) == [(4, b"b0")]
-        assert consume(channel, "offsets", 1, **{"x-stream-offset": since}) == [(4, b"b0")]
-        channel.basic_qos(prefetch_count=5)
-        tail: list[tuple[int, bytes]] = []
-        channel.basic_consume(
-            "offsets",
-            lambda ch, method, properties, body: tail.append(
-                (properties.headers["x-stream-offset"], body)
-            ),
-        )
-        connection.process_data_events(time_limit=0.5)
-        assert tail == []  # "next": nothing that was there before
-        other = connection.channel()
-        publish(other, "offsets", [b"c0"])
-        deadline = time.monotonic() + 10
-        while not tail and time.monotonic() < deadline:
-            connection.process_data_events(time_limit=0.1)
+    client.declare("offsets")
+    client.publish("offsets", plain(bodies(4, "a")))
+    time.sleep(1.1)  # a timestamp is in seconds
+    since = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+    time.sleep(0.1)
+    client.publish("offsets", plain([b"b0"]))
+    assert client.consume("offsets", 3, {"x-stream-offset": 2}) == [
+        (2, b"a2"),
+        (3, b"a3"),
+        (4, b"b0"),
+    ]
+    assert client.consume("offsets", 1, {"x-stream-offset": "last"}) == [(4, b"b0")]
+    assert client.consume("offsets", 1, {"x-stream-offset": since}) == [(4, b"b0")]
+    # "next", as no x-stream-offset: the first delivery is the one published once attached.
+    tail = client.consume("offsets", 1, then=lambda: client.publish("offsets", plain([b"c0"])))
     assert tail == [(5, b"c0")]
 
 
@@ -171,7 +138,7 @@ def test_two_consumers_at_different_offsets_each_keep_their_own_position(
     with connect(batonmq) as connection:
         one, two = connection.channel(), connection.channel()
         declare_stream(one, "shared")
-        publish(one, "shared", bodies(6))
+        PikaClient(batonmq).publish("shared", plain(bodies(6)))
         one.basic_qos(prefetch_count=2)
         two.basic_qos(prefetch_count=2)
         seen: dict[str, list[int]] = {"one": [], "two": []}
@@ -197,7 +164,7 @@ def test_prefetch_is_the_credit_and_acks_return_it(batonmq: RunningBroker):
     with connect(batonmq) as connection:
         channel = connection.channel()
         declare_stream(channel, "credit")
-        publish(channel, "credit", bodies(10))
+        PikaClient(batonmq).publish("credit", plain(bodies(10)))
         channel.basic_qos(prefetch_count=3)
         tags: list[int] = []
         channel.basic_consume(
@@ -213,26 +180,28 @@ def test_prefetch_is_the_credit_and_acks_return_it(batonmq: RunningBroker):
 
 
 @pytest.mark.parametrize(
-    ("durable", "exclusive", "auto_delete", "refused"),
-    [
-        (False, False, False, "non-durable"),
-        (True, True, False, "exclusive-owner"),
-        (True, False, True, "auto-delete"),
-    ],
+    ("durable", "exclusive", "refused"),
+    [(False, False, "non-durable"), (True, True, "exclusive-owner")],
 )
-def test_a_stream_is_durable_not_exclusive_not_auto_delete(
-    batonmq: RunningBroker, durable: bool, exclusive: bool, auto_delete: bool, refused: str
+def test_a_stream_is_durable_and_not_exclusive(
+    client: StreamClient, durable: bool, exclusive: bool, refused: str
 ):
     """RabbitMQ (rabbit_queue_type_util): 406 "invalid property 'non-durable' for queue ..."
-    (and 'exclusive-owner', 'auto-delete')."""
+    (and 'exclusive-owner')."""
+    with pytest.raises(Refused) as closed:
+        client.declare("s", durable=durable, exclusive=exclusive)
+    assert closed.value.code == 406
+    assert f"invalid property '{refused}' for queue 's' in vhost '/'" in closed.value.text
+
+
+def test_a_stream_is_not_auto_delete(batonmq: RunningBroker):
+    """RabbitMQ (rabbit_queue_type_util): 406 "invalid property 'auto-delete' for queue ..."."""
     with connect(batonmq) as connection:
         channel = connection.channel()
         with pytest.raises(ChannelClosedByBroker) as closed:
-            channel.queue_declare(
-                "s", durable=durable, exclusive=exclusive, auto_delete=auto_delete, arguments=STREAM
-            )
+            channel.queue_declare("s", durable=True, auto_delete=True, arguments=STREAM)
     assert closed.value.reply_code == 406
-    assert f"invalid property '{refused}' for queue 's' in vhost '/'" in closed.value.reply_text
+    assert "invalid property 'auto-delete' for queue 's' in vhost '/'" in closed.value.reply_text
 
 
 @pytest.mark.parametrize(
@@ -274,91 +243,75 @@ def test_the_arguments_a_stream_takes_are_accepted(batonmq: RunningBroker):
         )
 
 
-def test_a_consumer_needs_a_prefetch(batonmq: RunningBroker):
+def test_a_consumer_needs_a_prefetch(client: StreamClient):
     """rabbit_stream_queue:consume: 406 "consumer prefetch count is not set for stream ..."."""
-    with connect(batonmq) as connection:
-        channel = connection.channel()
-        declare_stream(channel, "s")
-        with pytest.raises(ChannelClosedByBroker) as closed:
-            channel.basic_consume("s", lambda *_: None)
-    assert closed.value.reply_code == 406
-    assert (
-        "consumer prefetch count is not set for stream queue 's' in vhost '/'"
-        in closed.value.reply_text
+    client.declare("s")
+    with pytest.raises(Refused) as closed:
+        client.consume("s", 1, prefetch=None)
+    assert closed.value.code == 406
+    assert "consumer prefetch count is not set for stream queue 's' in vhost '/'" in (
+        closed.value.text
     )
 
 
-def _refused_with_540(broker: RunningBroker, prepare, refused_call) -> str:
-    with connect(broker) as connection:
-        channel = connection.channel()
-        declare_stream(channel, "s")
-        prepare(channel)
-        with pytest.raises(ConnectionClosedByBroker) as closed:
-            refused_call(channel)
-    assert closed.value.reply_code == 540
-    return closed.value.reply_text
+def _refused_with_540(client: StreamClient, refused_call: Callable[[], object]) -> str:
+    client.declare("s")
+    with pytest.raises(Refused) as closed:
+        refused_call()
+    assert closed.value.code == 540
+    return closed.value.text
 
 
-def _prefetch(channel: BlockingChannel) -> None:
-    channel.basic_qos(prefetch_count=10)
-
-
-def test_automatic_acknowledgement_is_refused(batonmq: RunningBroker):
+def test_automatic_acknowledgement_is_refused(client: StreamClient):
     """rabbit_stream_queue:consume: 540 "automatic acknowledgement not supported by stream
     ..."."""
-    text = _refused_with_540(
-        batonmq, _prefetch, lambda channel: channel.basic_consume("s", print, auto_ack=True)
-    )
+    text = _refused_with_540(client, lambda: client.consume("s", 1, no_ack=True))
     assert "automatic acknowledgement not supported by stream queue 's' in vhost '/'" in text
 
 
-def test_basic_get_is_refused(batonmq: RunningBroker):
+def test_basic_get_is_refused(client: StreamClient):
     """rabbit_stream_queue:dequeue: 540 "basic.get not supported by stream queues ..."."""
-    text = _refused_with_540(batonmq, _prefetch, lambda channel: channel.basic_get("s"))
+    text = _refused_with_540(client, lambda: client.get("s"))
     assert "basic.get not supported by stream queues queue 's' in vhost '/'" in text
 
 
-def test_global_qos_is_refused(batonmq: RunningBroker):
+def test_global_qos_is_refused(client: StreamClient):
     """rabbit_stream_queue:consume: 540 "... does not support global qos"."""
-
-    def global_qos(channel: BlockingChannel) -> None:
-        channel.basic_qos(prefetch_count=10)
-        channel.basic_qos(prefetch_count=10, global_qos=True)
-
-    text = _refused_with_540(batonmq, global_qos, lambda channel: channel.basic_consume("s", print))
+    text = _refused_with_540(client, lambda: client.consume("s", 1, global_qos=True))
     assert "queue 's' in vhost '/' does not support global qos" in text
 
 
 def test_purge_is_refused(batonmq: RunningBroker):
     """rabbit_channel (queue.purge): 540 "queue.purge not supported by stream queues ..."."""
-    text = _refused_with_540(batonmq, _prefetch, lambda channel: channel.queue_purge("s"))
-    assert "queue.purge not supported by stream queues queue 's' in vhost '/'" in text
+    with connect(batonmq) as connection:
+        channel = connection.channel()
+        declare_stream(channel, "s")
+        with pytest.raises(ConnectionClosedByBroker) as closed:
+            channel.queue_purge("s")
+    assert closed.value.reply_code == 540
+    assert "queue.purge not supported by stream queues queue 's' in vhost '/'" in (
+        closed.value.reply_text
+    )
 
 
-def test_filters_deliver_only_matching_values(batonmq: RunningBroker):
+def test_filters_deliver_only_matching_values(client: StreamClient):
     """RabbitMQ stream filtering: a message's x-stream-filter-value header is its filter value;
     a consumer with x-stream-filter gets the messages with one of its values, and with
     x-stream-match-unfiltered also those without a value."""
-    with connect(batonmq) as connection:
-        channel = connection.channel()
-        declare_stream(channel, "filtered")
-        channel.confirm_delivery()
-        for body, value in [(b"r1", "red"), (b"b1", "blue"), (b"n1", None), (b"r2", "red")]:
-            headers = None if value is None else {"x-stream-filter-value": value}
-            channel.basic_publish("", "filtered", body, pika.BasicProperties(headers=headers))
-        red = consume(
-            channel, "filtered", 2, **{"x-stream-offset": "first", "x-stream-filter": "red"}
-        )
-        both = consume(
-            channel,
-            "filtered",
-            3,
-            **{
-                "x-stream-offset": "first",
-                "x-stream-filter": ["red"],
-                "x-stream-match-unfiltered": True,
-            },
-        )
+    client.declare("filtered")
+    client.publish(
+        "filtered",
+        [
+            (body, None if value is None else {"x-stream-filter-value": value})
+            for body, value in [(b"r1", "red"), (b"b1", "blue"), (b"n1", None), (b"r2", "red")]
+        ],
+    )
+    red = client.consume("filtered", 2, {"x-stream-offset": "first", "x-stream-filter": "red"})
+    both = client.consume(
+        "filtered",
+        3,
+        {"x-stream-offset": "first", "x-stream-filter": ["red"], "x-stream-match-unfiltered": True},
+    )
     assert red == [(0, b"r1"), (3, b"r2")]
     assert both == [(0, b"r1"), (2, b"n1"), (3, b"r2")]
 
@@ -367,18 +320,12 @@ def test_retention_by_size_removes_whole_old_segments(broker_life: BrokerLife):
     """RabbitMQ: x-max-length-bytes retention removes whole segments (segment size from
     x-stream-max-segment-size-bytes), oldest first; consumers from "first" start at what is
     left. On each store: segment files beside SQLite, the store's tables in PostgreSQL."""
-    with connect(broker_life.current) as connection:
-        channel = connection.channel()
-        declare_stream(
-            channel,
-            "small",
-            **{"x-max-length-bytes": 3000, "x-stream-max-segment-size-bytes": 1000},
-        )
-        publish(channel, "small", [bytes(200) for _ in range(40)])
-        declared = channel.queue_declare("small", passive=True)
-        kept = declared.method.message_count
-        assert 0 < kept < 40
-        first = consume(channel, "small", 1, **{"x-stream-offset": "first"})
+    client = PikaClient(broker_life.current)
+    client.declare("small", {"x-max-length-bytes": 3000, "x-stream-max-segment-size-bytes": 1000})
+    client.publish("small", plain([bytes(200) for _ in range(40)]))
+    kept = client.message_count("small")
+    assert 0 < kept < 40
+    first = client.consume("small", 1, {"x-stream-offset": "first"})
     assert first[0][0] == 40 - kept
 
 
@@ -386,16 +333,13 @@ def test_retention_by_age_removes_segments_older_than_max_age(broker_life: Broke
     """RabbitMQ: x-max-age ("1s") removes the segments whose messages are all older than it,
     checked as the stream is written to (whole segments; the one being written stays). On each
     store."""
-    with connect(broker_life.current) as connection:
-        channel = connection.channel()
-        declare_stream(
-            channel, "aged", **{"x-max-age": "1s", "x-stream-max-segment-size-bytes": 1000}
-        )
-        publish(channel, "aged", [bytes(300) for _ in range(10)])
-        time.sleep(1.5)
-        publish(channel, "aged", [b"new"])
-        kept = channel.queue_declare("aged", passive=True).method.message_count
-        first = consume(channel, "aged", 1, **{"x-stream-offset": "first"})
+    client = PikaClient(broker_life.current)
+    client.declare("aged", {"x-max-age": "1s", "x-stream-max-segment-size-bytes": 1000})
+    client.publish("aged", plain([bytes(300) for _ in range(10)]))
+    time.sleep(1.5)
+    client.publish("aged", plain([b"new"]))
+    kept = client.message_count("aged")
+    first = client.consume("aged", 1, {"x-stream-offset": "first"})
     assert kept < 11
     assert first == [(11 - kept, bytes(300) if kept > 1 else b"new")]
 
@@ -407,7 +351,7 @@ def test_deleting_a_stream_removes_its_log(batonmq: RunningBroker):
     with connect(batonmq) as connection:
         channel = connection.channel()
         declare_stream(channel, "gone/soon")
-        publish(channel, "gone/soon", [b"x"])
+        PikaClient(batonmq).publish("gone/soon", plain([b"x"]))
         assert list(directory.glob("*.segment"))
         channel.queue_delete("gone/soon")
         channel.queue_declare("sync-point", durable=True)
@@ -429,7 +373,7 @@ def test_a_stream_deleted_just_before_a_crash_is_gone_after_it(tmp_path: Path):
         with connect(life.current) as connection:
             channel = connection.channel()
             declare_stream(channel, "doomed")
-            publish(channel, "doomed", bodies(20))
+            PikaClient(life.current).publish("doomed", plain(bodies(20)))
             saved = tmp_path / "saved"
             shutil.copytree(streams / "doomed", saved)
             channel.queue_delete("doomed")
@@ -488,7 +432,7 @@ def test_with_postgres_a_stream_is_kept_in_the_store_and_goes_with_its_queue(
     with connect(broker) as connection:
         channel = connection.channel()
         declare_stream(channel, "tabled", **{"x-stream-max-segment-size-bytes": 1000})
-        publish(channel, "tabled", [bytes(300) for _ in range(10)])
+        PikaClient(broker).publish("tabled", plain([bytes(300) for _ in range(10)]))
         segments, chunks = _stream_rows(postgres_dsn, "tabled")
         assert segments > 1
         assert chunks >= segments
@@ -501,20 +445,19 @@ def test_with_postgres_a_stream_is_kept_in_the_store_and_goes_with_its_queue(
     assert _stream_rows(postgres_dsn, "tabled") == (0, 0)
 
 
-def test_confirmed_messages_survive_sigkill_at_their_offsets(broker_life: BrokerLife):
+def test_confirmed_messages_survive_sigkill_at_their_offsets(
+    broker_life: BrokerLife, client_name: str
+):
     """Confirms mean durable: every confirmed message of a stream is at its offset after a
     SIGKILL, and the stream goes on from there."""
-    with connect(broker_life.current) as connection:
-        channel = connection.channel()
-        declare_stream(channel, "durable")
-        publish(channel, "durable", bodies(50))
-    broker = broker_life.restart(kill=True)
-    with connect(broker) as connection:
-        channel = connection.channel()
-        # Answered once the log is open again: its count is the span of offsets it holds.
-        assert channel.queue_declare("durable", passive=True).method.message_count == 50
-        publish(channel, "durable", [b"after"])
-        received = consume(channel, "durable", 51, prefetch=100, **{"x-stream-offset": "first"})
+    before = stream_client(client_name, broker_life.current)
+    before.declare("durable")
+    before.publish("durable", plain(bodies(50)))
+    after = stream_client(client_name, broker_life.restart(kill=True))
+    # Answered once the log is open again: its count is the span of offsets it holds.
+    assert after.message_count("durable") == 50
+    after.publish("durable", plain([b"after"]))
+    received = after.consume("durable", 51, {"x-stream-offset": "first"}, prefetch=100)
     assert received == [(n, f"m{n}".encode()) for n in range(50)] + [(50, b"after")]
 
 
@@ -527,35 +470,32 @@ def test_a_producer_s_repeated_publishing_ids_are_confirmed_and_stored_once(
     x-batonmq-sequence headers; a message without them is kept as ever. The last ids are kept
     with the segments, so a replay after a SIGKILL and restart stores nothing twice."""
 
-    def publish_ids(channel: BlockingChannel, producer: str, ids: range) -> None:
-        channel.confirm_delivery()
-        for number in ids:
-            # pika raises NackError for a nacked message: each of these is acked.
-            channel.basic_publish(
-                "",
-                "deduplicated",
-                f"{producer}{number}".encode(),
-                pika.BasicProperties(
-                    headers={"x-batonmq-producer": producer, "x-batonmq-sequence": number}
-                ),
-            )
-
-    with connect(broker_life.current) as connection:
-        channel = connection.channel()
-        declare_stream(channel, "deduplicated", **{"x-stream-max-segment-size-bytes": 2000})
-        publish_ids(channel, "a", range(0, 30))
-        publish_ids(channel, "a", range(20, 40))  # 20 to 29 again
-        publish_ids(channel, "b", range(0, 5))
-        publish(channel, "deduplicated", [b"plain", b"plain"])
-        publish_ids(channel, "a", range(10, 15))  # behind the last id
-    broker = broker_life.restart(kill=True)
-    with connect(broker) as connection:
-        channel = connection.channel()
-        publish_ids(channel, "a", range(35, 45))  # 35 to 39 again
-        publish_ids(channel, "b", range(0, 6))
-        received = consume(
-            channel, "deduplicated", 100, prefetch=100, timeout=3, **{"x-stream-offset": "first"}
+    def publish_ids(client: PikaClient, producer: str, ids: range) -> None:
+        # pika raises NackError for a nacked message: each of these is acked.
+        client.publish(
+            "deduplicated",
+            [
+                (
+                    f"{producer}{number}".encode(),
+                    {"x-batonmq-producer": producer, "x-batonmq-sequence": number},
+                )
+                for number in ids
+            ],
         )
+
+    client = PikaClient(broker_life.current)
+    client.declare("deduplicated", {"x-stream-max-segment-size-bytes": 2000})
+    publish_ids(client, "a", range(0, 30))
+    publish_ids(client, "a", range(20, 40))  # 20 to 29 again
+    publish_ids(client, "b", range(0, 5))
+    client.publish("deduplicated", plain([b"plain", b"plain"]))
+    publish_ids(client, "a", range(10, 15))  # behind the last id
+    client = PikaClient(broker_life.restart(kill=True))
+    publish_ids(client, "a", range(35, 45))  # 35 to 39 again
+    publish_ids(client, "b", range(0, 6))
+    received = client.consume(
+        "deduplicated", 100, {"x-stream-offset": "first"}, prefetch=100, timeout=3
+    )
     expected = (
         [f"a{n}".encode() for n in range(40)]
         + [f"b{n}".encode() for n in range(5)]
@@ -579,7 +519,7 @@ def test_a_transaction_commits_its_messages_into_the_stream(batonmq: RunningBrok
         assert channel.queue_declare("tx", passive=True).method.message_count == 0
         channel.tx_commit()
         assert channel.queue_declare("tx", passive=True).method.message_count == 3
-        received = consume(channel, "tx", 3, **{"x-stream-offset": "first"})
+        received = PikaClient(batonmq).consume("tx", 3, {"x-stream-offset": "first"})
     assert received == [(n, f"m{n}".encode()) for n in range(3)]
 
 
@@ -594,72 +534,6 @@ def test_a_redeclaration_must_repeat_the_retention_arguments(batonmq: RunningBro
             declare_stream(channel, "kept", **{"x-max-age": "1D"})
     assert closed.value.reply_code == 406
     assert "inequivalent arg 'x-max-age'" in closed.value.reply_text
-
-
-def test_aio_pika_publishes_and_replays_a_stream(batonmq: RunningBroker):
-    """The same rules with aio-pika: publisher confirms, then a consumer from "first" with a
-    prefetch, each delivery with its x-stream-offset."""
-
-    async def run() -> list[tuple[int, bytes]]:
-        connection = await aio_pika.connect(batonmq.url)
-        async with connection:
-            channel = await connection.channel(publisher_confirms=True)
-            queue = await channel.declare_queue("aio", durable=True, arguments=STREAM)
-            for body in bodies(3):
-                await channel.default_exchange.publish(aio_pika.Message(body), routing_key="aio")
-            await channel.set_qos(prefetch_count=2)
-            received: list[tuple[int, bytes]] = []
-            async with queue.iterator(arguments={"x-stream-offset": "first"}) as messages:
-                async for message in messages:
-                    await message.ack()
-                    offset = message.headers["x-stream-offset"]
-                    assert isinstance(offset, int)
-                    received.append((offset, message.body))
-                    if len(received) == 3:
-                        break
-            return received
-
-    assert asyncio.run(asyncio.wait_for(run(), 20)) == [(n, f"m{n}".encode()) for n in range(3)]
-
-
-def test_kombu_publishes_and_replays_a_stream(batonmq: RunningBroker):
-    """The same rules with kombu (py-amqp): the stream declared through a Queue's
-    queue_arguments (x-queue-type stream, durable), publisher confirms, a consumer from
-    x-stream-offset "first" (consumer_arguments) with a prefetch, each delivery with its
-    x-stream-offset header ("Using Streams with AMQP 0-9-1")."""
-    vhost = quote(batonmq.vhost, safe="")
-    url = f"pyamqp://{batonmq.username}:{batonmq.password}@{batonmq.host}:{batonmq.port}/{vhost}"
-    queue = Queue(
-        "kombu-stream",
-        routing_key="kombu-stream",
-        durable=True,
-        queue_arguments=STREAM,
-        consumer_arguments={"x-stream-offset": "first"},
-    )
-    received: list[tuple[int, bytes]] = []
-
-    def on_message(body: object, message: Message) -> None:
-        offset = message.headers["x-stream-offset"]
-        assert isinstance(offset, int)
-        received.append((offset, message.body))
-        message.ack()
-
-    with Connection(url, transport_options={"confirm_publish": True}) as connection:
-        channel = connection.channel()
-        queue(channel).declare()
-        producer = Producer(channel, routing_key="kombu-stream")
-        for body in bodies(5):
-            producer.publish(body, content_type="application/octet-stream")
-        with Consumer(
-            connection.channel(), [queue], callbacks=[on_message], prefetch_count=2
-        ) as consumer:
-            deadline = time.monotonic() + 10
-            while len(received) < 5 and time.monotonic() < deadline:
-                with contextlib.suppress(TimeoutError):
-                    connection.drain_events(timeout=0.5)
-            consumer.cancel()
-
-    assert received == [(n, f"m{n}".encode()) for n in range(5)]
 
 
 def test_messages_published_together_are_written_as_one_chunk(batonmq: RunningBroker):
@@ -749,13 +623,9 @@ def test_a_kill_mid_publish_loses_no_confirmed_message(broker_life: BrokerLife):
 
     asyncio.run(asyncio.wait_for(publish_until_killed(), 60))
     assert len(confirmed) >= 500
-    broker = broker_life.restart(kill=True)
-    with connect(broker) as connection:
-        channel = connection.channel()
-        held = channel.queue_declare("crash", passive=True).method.message_count
-        received = consume(
-            channel, "crash", held, prefetch=500, timeout=30, **{"x-stream-offset": "first"}
-        )
+    client = PikaClient(broker_life.restart(kill=True))
+    held = client.message_count("crash")
+    received = client.consume("crash", held, {"x-stream-offset": "first"}, prefetch=500, timeout=30)
     assert len(received) == held
     assert all(int(body) == offset for offset, body in received)
     assert confirmed <= {offset for offset, _body in received}
