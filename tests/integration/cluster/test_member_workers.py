@@ -118,8 +118,9 @@ def test_a_quiesced_member_with_workers_counts_every_workers_clients_and_stays_q
     """MQ 4.1 HA guide: quiesce bkr: "The broker will stop accepting new connections; existing
     connections will continue to operate"; Example 1 shows QUIESCING, then QUIESCE_COMPLETE
     once no client is connected. With two workers, a client of either keeps the member
-    QUIESCING; a worker killed (SIGKILL) while the member is quiesced is started again by the
-    supervisor quiesced: it refuses new connections too, until unquiesce bkr."""
+    QUIESCING; a worker killed (SIGKILL) while the member is quiesced, worker 1 and then worker
+    0, is started again by the supervisor quiesced: it refuses new connections too, until
+    unquiesce bkr."""
     a = start_member(tmp_path, postgres_dsn, "A", http=True, environment=TWO_WORKERS)
     try:
         assert call(a, "PUT", f"/api/vhosts/{urllib.parse.quote(VHOSTS[1], safe='')}")[0] == 201
@@ -141,6 +142,14 @@ def test_a_quiesced_member_with_workers_counts_every_workers_clients_and_stays_q
         # The listening socket is shared: each attempt may reach either worker's accept.
         assert all(_refused(a, VHOSTS[1]) for _ in range(10))
         assert _own_state(a, "A") == "QUIESCE_COMPLETE"
+
+        # Worker 0 too, the member's voice: it starts again quiesced, and says so.
+        before = worker_pids(a.log())
+        os.kill(before[0], signal.SIGKILL)
+        wait_until(lambda: worker_pids(a.log())[0] != before[0], "worker 0 started again")
+        assert a.log().count("started again quiesced") == 2
+        assert all(_refused(a, VHOSTS[0]) for _ in range(10))
+        wait_until(lambda: _own_state(a, "A") == "QUIESCE_COMPLETE", "worker 0 says so")
 
         status, row = call(a, "PUT", "/api/cluster/brokers/A/unquiesce")
         assert status == 200 and isinstance(row, dict) and row["state"] == "OPERATING"
