@@ -460,6 +460,13 @@ CATALOGUE: Final = (
         "A worker of a broker with several took over its share of a failed member that a "
         "sibling worker claimed: the messages of its virtual hosts, now served by it.",
     ),
+    _code(
+        "BMQ-6020",
+        "started again quiesced",
+        "A worker of a quiesced broker (quiesce bkr), started again by the supervisor after it "
+        "ended, asked its siblings and refuses new client connections as they do.",
+        "Unquiesce the broker to accept clients again.",
+    ),
     # Clusters.
     _code(
         "BMQ-7001",

@@ -58,13 +58,17 @@ class ClusterMember:
         *,
         owns: Callable[[str], bool] | None = None,
         siblings_adopt: Callable[[], Awaitable[None]] | None = None,
+        count_clients: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """With several workers, this is worker 0, the member's voice: `owns(vhost)` says
-        whether it owns a virtual host (its share of a takeover), and `siblings_adopt()` has
-        the other workers adopt theirs; its siblings follow the catalogue themselves."""
+        whether it owns a virtual host (its share of a takeover), `siblings_adopt()` has
+        the other workers adopt theirs, and `count_clients()` asks them again whether they
+        have clients (a quiesced member's state counts every worker's); its siblings follow
+        the catalogue themselves."""
         self.config = config.cluster
         self._owns = owns
         self._siblings_adopt = siblings_adopt
+        self._count_clients = count_clients
         self.shared_settings = shared_settings(config)
         self.broker = broker
         self.store = store
@@ -170,8 +174,14 @@ class ClusterMember:
         log.info("no failover: no member will take this broker over once it stops")
 
     async def listed_members(self) -> list[Member]:
-        """Every member the store records, with the messages each holds (`list bkr`)."""
+        """Every member the store records, with the messages each holds (`list bkr`); this
+        member's own state is read after it counted its workers' clients."""
+        await self._counted()
         return await self.store.members(count_messages=True)
+
+    async def _counted(self) -> None:
+        if self._count_clients is not None:
+            await self._count_clients()
 
     def _heard(self, peer: str) -> None:
         self._carry_out(self.detector.heartbeat(peer, time.monotonic()))
@@ -193,6 +203,7 @@ class ClusterMember:
         """One round: record this member's state if it changed (`quiesce bkr`: Example 1 of
         the HA guide lists QUIESCING from any member), read the members, send heartbeats to
         them, judge them."""
+        await self._counted()
         state = stored_state(self.state)
         if state != self._recorded:
             await self.store.record_state(state)

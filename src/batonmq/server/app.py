@@ -130,9 +130,6 @@ class BrokerServer:
         self.broker.access = AccessControl.load(config.acl)
         self.protocols: set[AMQPProtocol] = set()
         self.listening = Listening(self.listeners, self._new_protocol, self.protocols.add)
-        #: Quiesce and shutdown, for the engine's API (`quiesce bkr`, `shutdown bkr`).
-        self.control = Administration(self.listening, self.protocols, stops_broker=seat is not None)
-        self.broker.control = self.control
         #: The management API's HTTPS context (listeners.amqps's certificate), checked now.
         http = config.listeners.http
         self._http_tls: ssl.SSLContext | None = (
@@ -161,6 +158,19 @@ class BrokerServer:
                 lambda: self.listening.quiesced,
             )
         )
+        #: Quiesce and shutdown, for the engine's API (`quiesce bkr`, `shutdown bkr`); the
+        #: first of several workers counts its siblings' clients too.
+        self.control = Administration(
+            self.listening,
+            self.protocols,
+            stops_broker=seat is not None,
+            siblings_serve=(
+                self.worker.siblings_serve
+                if self.worker is not None and self.worker.seat.index == 0
+                else None
+            ),
+        )
+        self.broker.control = self.control
         #: TLS connections this worker accepted and relays to their owners.
         self.relays: set[Relay] = set()
 
@@ -244,6 +254,8 @@ class BrokerServer:
             await EngineApi(self.broker).adopt_taken_over(
                 [name for name in self.broker.vhosts if seat.owns(name)]
             )
+        if self.worker is not None and await self.worker.siblings_quiesced():
+            self.control.quiesce()  # before the listeners open: no client comes in meanwhile
         self.addresses = await self.listening.open()
         try:
             if self.worker is not None:
@@ -315,6 +327,7 @@ class BrokerServer:
                 store,
                 owns=worker.seat.owns,
                 siblings_adopt=functools.partial(worker.workers.on_siblings, adopt_taken_over),
+                count_clients=self.control.count_siblings,
             )
         )
         heartbeat = self.config.cluster.heartbeat

@@ -48,6 +48,8 @@ class WorkerSeat:
     controls: list[tuple[socket.socket, socket.socket]]
     #: The SQLite store's lock, which the supervisor holds for every worker (None: PostgreSQL).
     store_lock: int | None = None
+    #: Whether the supervisor started this worker again, after it ended (its siblings serve).
+    started_again: bool = False
 
     def owns(self, vhost: str) -> bool:
         return owner_of(vhost, self.count) == self.index

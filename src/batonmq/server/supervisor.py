@@ -340,9 +340,9 @@ class Supervisor:
         for index, (when, failures) in list(self.restarts.items()):
             if when <= now:
                 del self.restarts[index]
-                self._start(index, failures)
+                self._start(index, failures, again=True)
 
-    def _start(self, index: int, failures: int) -> None:
+    def _start(self, index: int, failures: int, *, again: bool = False) -> None:
         ready_read, ready_write = os.pipe()
         supervisor = os.getpid()
         pid = os.fork()
@@ -358,6 +358,7 @@ class Supervisor:
                     ready_write,
                     self.controls,
                     self.store_lock,
+                    again,
                 )
             )
         os.close(ready_write)

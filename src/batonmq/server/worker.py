@@ -8,7 +8,13 @@
 - it answers its siblings over the link between workers (`batonmq.server.siblings`), and asks
   them, for the management API (`batonmq.management.workers`);
 - it counts failed logins and repeated log lines with its siblings, in the first worker
-  (`batonmq.server.brokerwide`).
+  (`batonmq.server.brokerwide`);
+- it tells its siblings how many clients it serves (the first worker's state of a quiesced
+  broker counts them all, `batonmq.server.control`) and whether it is quiesced: a worker the
+  supervisor started again asks them that before its listeners open, and starts quiesced when
+  one of them is (the quiesce lives in the running workers; the store's record of the
+  member's state is written by the first worker a period later, and is stale after a
+  restart of the whole broker).
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import asyncio
 import logging
 import socket
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
 
 from batonmq.cluster.catalogue import CatalogueSync
 from batonmq.config import Config
@@ -27,10 +35,23 @@ from batonmq.server.brokerwide import QUESTIONS, BrokerWide
 from batonmq.server.handoff import Inbox, Origin
 from batonmq.server.placement import WorkerSeat
 from batonmq.server.protocol import AMQPProtocol
-from batonmq.server.siblings import SiblingLink
+from batonmq.server.siblings import SiblingFailed, SiblingLink, SiblingUnavailable
 from batonmq.store.members import CatalogueSource
 
 log = logging.getLogger(__name__)
+
+#: Seconds a worker waits for a sibling's count of its clients, or whether it is quiesced.
+ASK_TIMEOUT: Final = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class _ClientsOpen:
+    """How many client connections the worker serves."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Quiesced:
+    """Whether the worker refuses new clients (`quiesce bkr`)."""
 
 
 class WorkerDuties:
@@ -71,13 +92,47 @@ class WorkerDuties:
         )
         self.catalogue.start()
         self.inbox.start()
-        self.link.start()
         self.broker_wide.install()
+
+    async def siblings_quiesced(self) -> bool:
+        """Start answering and asking the siblings; then, in a worker the supervisor started
+        again, whether one of them is quiesced (one that does not answer cannot say)."""
+        self.link.start()
+        if not self.seat.started_again:
+            return False
+        answers = await self._ask_siblings(_Quiesced())
+        if not any(answer is True for answer in answers):
+            return False
+        log.info("started again quiesced, as the broker is")
+        return True
+
+    async def siblings_serve(self) -> bool:
+        """Whether a sibling may have a client: it has, or it did not answer."""
+        answers = await self._ask_siblings(_ClientsOpen())
+        return any(not isinstance(answer, int) or answer > 0 for answer in answers)
+
+    async def _ask_siblings(self, question: object) -> list[object]:
+        """Every sibling's answer, or the error of one that gave none."""
+        asked = [worker for worker in range(self.seat.count) if worker != self.seat.index]
+        answers = await asyncio.gather(
+            *(self.link.request(worker, question, ASK_TIMEOUT) for worker in asked),
+            return_exceptions=True,
+        )
+        for answer in answers:
+            if isinstance(answer, BaseException) and not isinstance(
+                answer, (SiblingUnavailable, SiblingFailed)
+            ):
+                raise answer
+        return answers
 
     async def _serve(self, question: object) -> object:
         """A sibling's question (the link's `serve`)."""
         if isinstance(question, QUESTIONS):
             return self.broker_wide.answer(question)
+        if isinstance(question, _ClientsOpen):
+            return len(self._protocols)
+        if isinstance(question, _Quiesced):
+            return self._quiesced()
         return await self.workers.serve(question)
 
     async def _catch_up(self) -> None:

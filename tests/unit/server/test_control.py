@@ -3,6 +3,8 @@ Table 7, and the states of Example 1)."""
 
 from __future__ import annotations
 
+import asyncio
+
 from batonmq.cluster.states import BrokerState
 from batonmq.server.control import Administration
 from batonmq.server.listeners import Listening
@@ -44,3 +46,34 @@ def test_a_shutdown_sets_the_stop_serve_waits_for_and_shows_shutdown_started() -
 
     assert control.stop.is_set()
     assert control.state is BrokerState.SHUTDOWN_STARTED
+
+
+def test_a_quiesced_broker_of_several_workers_is_complete_only_once_no_worker_has_a_client() -> (
+    None
+):
+    """MQ 4.1 HA guide, Example 1: QUIESCING while clients are connected, QUIESCE_COMPLETE once
+    none is: with several workers, none of any worker. Until the siblings have answered, and
+    while one does not (it answers as having clients), they may have clients."""
+    listening = Listening([], _refuse_protocols, lambda _protocol: None)  # type: ignore[arg-type]
+    asked: list[bool] = []
+    siblings_answer = [True]
+
+    async def siblings_serve() -> bool:
+        asked.append(listening.quiesced)
+        return siblings_answer[0]
+
+    control = Administration(listening, set(), siblings_serve=siblings_serve)
+    asyncio.run(control.count_siblings())
+    assert (control.state, asked) == (BrokerState.OPERATING, [])  # not asked unless quiesced
+
+    control.quiesce()
+    assert control.state is BrokerState.QUIESCING  # not asked yet
+    asyncio.run(control.count_siblings())
+    assert (control.state, asked) == (BrokerState.QUIESCING, [True])
+    siblings_answer[0] = False
+    asyncio.run(control.count_siblings())
+    assert control.state is BrokerState.QUIESCE_COMPLETE
+
+    control.unquiesce()
+    control.quiesce()  # a new quiesce: the siblings are asked again
+    assert control.state is BrokerState.QUIESCING
