@@ -164,7 +164,8 @@ class HeartbeatService:
                 writer.write(hello_line(self.cluster, self.broker))
                 for number in beats:
                     writer.write(beat_line(number))
-                    await asyncio.wait_for(writer.drain(), self.interval)
+                    async with asyncio.timeout(self.interval):
+                        await writer.drain()
                     await asyncio.sleep(self.interval)
             except (OSError, TimeoutError):
                 await asyncio.sleep(self.interval)
@@ -176,7 +177,11 @@ class HeartbeatService:
         its handshake, bounded by TLS_HANDSHAKE_TIMEOUT. The handshake runs on the open
         connection rather than inside open_connection: cancelled there by a timeout, asyncio
         leaves the socket unclosed."""
-        _, writer = await asyncio.wait_for(asyncio.open_connection(*address), self.interval)
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the result of an
+        # awaitable that completes as its task is cancelled and drops the cancellation, so a
+        # sender cancelled by `close` just as it connected went on sending forever.
+        async with asyncio.timeout(self.interval):
+            _, writer = await asyncio.open_connection(*address)
         if self.tls is not None:
             try:
                 await writer.start_tls(

@@ -136,3 +136,25 @@ async def test_a_sender_keeps_trying_until_the_member_listens() -> None:
     finally:
         await early.close()
         await late.close()
+
+
+async def test_close_ends_a_sender_whatever_it_was_doing() -> None:
+    """A member that leaves, or a test that ends, closes its heartbeat service: its senders must
+    end, also one cancelled in the very turn its connection completes. (Python 3.11's
+    asyncio.wait_for returns such a connection and drops the cancellation: the sender then went
+    on beating and `close` never returned.) Closed at each point of the first turns of a
+    sender's connecting, many times over."""
+    member = service("B", [])
+    try:
+        address = await member.listen("127.0.0.1", 0)
+        for attempt in range(140):
+            sender = service("A", [])
+            sender.watch({"B": address})
+            for _ in range(attempt % 7):
+                await asyncio.sleep(0)
+            try:
+                await asyncio.wait_for(sender.close(), 2)
+            except TimeoutError:
+                pytest.fail(f"close of a sender did not return (attempt {attempt})")
+    finally:
+        await member.close()
