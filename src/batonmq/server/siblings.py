@@ -18,7 +18,7 @@ A request has a time limit: a sibling that does not answer in time (too busy, or
 when a sibling ends and when it serves again (`tell_siblings`, a packet on their inboxes): what
 waits for a worker that ended fails at once, and so does what is asked of it until it serves
 again. A request is dropped unread when its deadline has passed by the time it is read, or when
-it was sent before the reading process started (to the process of the same worker that ended),
+it was sent before the reading process started again (to the process of the same worker that ended),
 so that a change the requester gave up on, and may have answered as failed, is not made later.
 An answer meant for an earlier process of the same worker index is dropped too (by pid).
 
@@ -173,9 +173,14 @@ class SiblingLink:
         index: int,
         inboxes: list[tuple[socket.socket, socket.socket]],
         serve: Serve,
+        *,
+        started_again: bool = False,
     ) -> None:
         """`inboxes`: each worker's control inbox by index, the end its worker reads and the
-        end the others send on."""
+        end the others send on. `started_again`: this process replaces one of this worker that
+        ended (`WorkerSeat.started_again`); the first process of a worker reads what was sent
+        before it started, since nothing was meant for an earlier one (a sibling that started
+        sooner may ask it before it reads)."""
         self.index = index
         self._inboxes = inboxes
         self._serve = serve
@@ -188,8 +193,8 @@ class SiblingLink:
         self._reading = False
         #: The siblings that ended and do not serve again yet, as the supervisor told.
         self.down: set[int] = set()
-        #: Requests sent before this process started were meant for an earlier one.
-        self._started = time.time()
+        #: Requests sent before this process started were meant for an earlier one, if any.
+        self._started = time.time() if started_again else 0.0
 
     @property
     def workers(self) -> int:

@@ -77,7 +77,9 @@ class WorkerDuties:
         #: The catalogue kept in line (from `start` on).
         self.catalogue: CatalogueSync | None = None
         self.workers = Workers(EngineApi(broker), seat.index, seat.count, self._catch_up)
-        self.link = SiblingLink(seat.index, seat.controls, self._serve)
+        self.link = SiblingLink(
+            seat.index, seat.controls, self._serve, started_again=seat.started_again
+        )
         self.workers.link = self.link
         self.broker_wide = BrokerWide(self.link, broker.authenticator, broker.session_log)
         #: Connections handed to this worker, until their socket is a transport's.
