@@ -18,11 +18,14 @@ reads it.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 
 from pamqp import commands, frame, header
+
+from benchmarks.histogram import LatencyHistogram
+from benchmarks.loadgen import shape
 
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 FRAME_METHOD = 1
@@ -127,7 +130,7 @@ class InboundScanner:
 
     Counters: `deliveries` (basic.deliver frames), `last_delivery_tag`, `confirmed` (publishes
     acknowledged by basic.ack), `nacked`. Latencies (now - stamp, in the unit of the clock passed
-    to `feed`) go to `record_latency` while `recording` is true. Method frames the scanner does not
+    to `feed`) go to `latencies` while `recording` is true. Method frames the scanner does not
     handle are appended to `others` as (channel, raw frame) for the caller to decode.
     """
 
@@ -135,19 +138,21 @@ class InboundScanner:
         "_confirm_watermark",
         "_out_of_order",
         "_pending",
+        "_shape",
         "_skip",
+        "_stale",
         "_want_stamp",
         "confirmed",
         "deliveries",
         "last_delivery_tag",
+        "latencies",
         "nacked",
         "others",
-        "record_latency",
         "recording",
     )
 
-    def __init__(self, record_latency: Callable[[int], None] | None = None) -> None:
-        self.record_latency = record_latency
+    def __init__(self, latencies: LatencyHistogram | None = None) -> None:
+        self.latencies = latencies
         self.recording = False
         self.deliveries = 0
         self.last_delivery_tag = 0
@@ -160,6 +165,10 @@ class InboundScanner:
         self._want_stamp = False
         self._confirm_watermark = 0
         self._out_of_order: set[int] = set()
+        #: The layout of the deliveries so far, once two in a row were walked (see shape.py).
+        self._shape: shape.DeliveryShape | None = None
+        #: No shape learned, or the last one did not fit the message that followed.
+        self._stale = True
 
     def feed(self, data: bytes, now: int) -> None:
         """Consume `data`; a frame cut off at its end waits for the next call, except a body
@@ -180,7 +189,9 @@ class InboundScanner:
         unpack_header = _FRAME_HEADER.unpack_from
         unpack_u32 = _UINT32.unpack_from
         unpack_u64 = _UINT64.unpack_from
-        record = self.record_latency if self.recording else None
+        record = self.latencies if self.recording else None
+        #: Where the last basic.deliver walked in `data` starts, while only its content followed.
+        message_at = -1
         while end - offset >= FRAME_OVERHEAD:
             frame_type, channel, size = unpack_header(data, offset)
             frame_end = offset + 7 + size
@@ -195,31 +206,70 @@ class InboundScanner:
             if frame_type == FRAME_BODY:
                 self._read_stamp(data, offset, now, record)
             elif frame_type == FRAME_METHOD:
-                class_method = unpack_u32(data, offset + 7)[0]
-                if class_method == BASIC_DELIVER:
-                    # consumer-tag (shortstr), then the delivery tag (longlong).
-                    tag_at = offset + 12 + data[offset + 11]
-                    self.last_delivery_tag = unpack_u64(data, tag_at)[0]
-                    self.deliveries += 1
-                elif class_method in (BASIC_ACK, BASIC_NACK):
-                    tag = unpack_u64(data, offset + 11)[0]
-                    self._confirm(tag, bool(data[offset + 19] & 1), class_method == BASIC_NACK)
+                if unpack_u32(data, offset + 7)[0] == BASIC_DELIVER:
+                    run_end = self._delivered(data, offset, end, now, message_at, record)
+                    if run_end:
+                        offset, message_at = run_end, -1
+                        continue
+                    message_at = offset
                 else:
-                    self.others.append((channel, data[offset : frame_end + 1]))
+                    self._method(data, offset, frame_end, channel)
+                    message_at = -1
             elif frame_type == FRAME_HEADER:
                 # class-id (2), weight (2), body-size (8): a stamp opens any body of 8+ bytes.
                 self._want_stamp = unpack_u64(data, offset + 11)[0] >= STAMP_SIZE
+            else:
+                message_at = -1
             offset = frame_end + 1
         self._pending = data[offset:] if offset < end else b""
 
+    def _delivered(
+        self,
+        data: bytes,
+        offset: int,
+        end: int,
+        now: int,
+        message_at: int,
+        record: LatencyHistogram | None,
+    ) -> int:
+        """The basic.deliver at `offset`: count the run of messages of the learned shape that
+        starts there and return where it ends, or count this one alone and return 0. A message
+        walked just before (from `message_at`, if not -1) teaches the shape when the last one
+        learned did not fit."""
+        if message_at >= 0 and self._stale:
+            self._shape = shape.learn(data, message_at, offset, STAMP_SIZE)
+        learned = self._shape
+        run = learned.run(data, offset, end) if learned is not None else 0
+        self._stale = run == 0
+        if learned is None or run == 0:
+            # consumer-tag (shortstr), then the delivery tag (longlong).
+            self.last_delivery_tag = _UINT64.unpack_from(data, offset + 12 + data[offset + 11])[0]
+            self.deliveries += 1
+            return 0
+        stop = offset + run * learned.stride
+        self.last_delivery_tag = learned.delivery_tag(data, stop - learned.stride)
+        self.deliveries += run
+        if record is not None and learned.stamp_at >= 0:
+            record.record_many(now - learned.stamps(data, offset, run))
+        return stop
+
+    def _method(self, data: bytes, offset: int, frame_end: int, channel: int) -> None:
+        """A method frame other than basic.deliver: a confirm, or one handed back raw."""
+        class_method = _UINT32.unpack_from(data, offset + 7)[0]
+        if class_method in (BASIC_ACK, BASIC_NACK):
+            tag = _UINT64.unpack_from(data, offset + 11)[0]
+            self._confirm(tag, bool(data[offset + 19] & 1), class_method == BASIC_NACK)
+        else:
+            self.others.append((channel, data[offset : frame_end + 1]))
+
     def _read_stamp(
-        self, data: bytes, offset: int, now: int, record: Callable[[int], None] | None
+        self, data: bytes, offset: int, now: int, record: LatencyHistogram | None
     ) -> None:
         """The body frame at `offset`: the first of a message carries its send time."""
         if self._want_stamp:
             self._want_stamp = False
             if record is not None:
-                record(now - _UINT64.unpack_from(data, offset + 7)[0])
+                record.record(now - _UINT64.unpack_from(data, offset + 7)[0])
 
     def _confirm(self, tag: int, multiple: bool, nack: bool) -> None:
         """Publisher confirms (an ack or a nack: either way the publish is settled)."""

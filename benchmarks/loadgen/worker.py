@@ -114,7 +114,7 @@ class _Connections:
 
     async def open(self, spec: WorkerSpec, backlog: Backlog) -> None:
         for queue in spec.consumer_queues:
-            client = await connect(spec.endpoint, InboundScanner(self.histogram.record))
+            client = await connect(spec.endpoint, InboundScanner(self.histogram))
             self.clients.append(client)
             consumer = Consumer(client, queue, spec.prefetch, backlog, spec.stream_offset)
             # A replay's consumers start consuming when the run starts: the first delivery of
