@@ -2,16 +2,18 @@
 generator's processes.
 
 Without one, publishers that outrun the consumers make the queue grow for the whole run: the
-consumers' rate is then the throughput, but the latencies are those of an ever longer queue and
-the broker's memory grows without limit (RabbitMQ slows such publishers with its credit flow;
-BatonMQ pauses reading at `server.write_buffer_high`). With it, a publisher waits while
-`published - delivered / deliveries_per_publish` is at the limit, so every broker is measured in
-the same steady state. Each process adds to its own slot of a shared array, so no lock is needed.
+consumers' rate is then the throughput, but the latencies are those of an ever longer queue and the
+broker's memory grows without limit (RabbitMQ slows such publishers with its credit flow; BatonMQ
+pauses reading at `server.write_buffer_high`). With it, a publisher waits while
+`published - delivered / deliveries_per_publish` leaves no room below the limit for its next
+batch, so every broker is measured in the same steady state. Each process adds to its own slot
+of a shared array, so no lock is needed.
 """
 
 from __future__ import annotations
 
 import ctypes
+import math
 from typing import TypeAlias
 
 Counters: TypeAlias = "ctypes.Array[ctypes.c_int64]"
@@ -37,8 +39,9 @@ class Backlog:
     def in_flight(self) -> float:
         return sum(self.published) - sum(self.delivered) / self.deliveries_per_publish
 
-    def has_room(self) -> bool:
-        return self.limit <= 0 or self.in_flight() < self.limit
+    def room(self) -> float:
+        """How many more messages may be published now (unbounded: infinity)."""
+        return self.limit - self.in_flight() if self.limit > 0 else math.inf
 
     def add_published(self, count: int) -> None:
         self.published[self._slot] += count
