@@ -12,7 +12,6 @@ from pamqp.body import ContentBody
 from batonmq.amqp.constants import (
     BASIC_CLASS_ID,
     FRAME_BODY,
-    FRAME_END,
     FRAME_HEADER,
     FRAME_HEARTBEAT,
     FRAME_METHOD,
@@ -324,7 +323,7 @@ def test_encode_frame_is_type_channel_size_payload_frame_end():
     """Spec 4.2.3: frame = type (octet), channel (short), size (long), payload, frame-end
     (%xCE)."""
     assert encode_frame(FRAME_BODY, 5, b"abc") == b"\x03\x00\x05\x00\x00\x00\x03abc\xce"
-    assert bytes((FRAME_HEARTBEAT, 0, 0, 0, 0, 0, 0, FRAME_END)) == HEARTBEAT_BYTES
+    assert HEARTBEAT_BYTES == b"\x08\x00\x00\x00\x00\x00\x00\xce"  # spec 4.2.3: type 8, channel 0
 
 
 def test_encode_method_matches_pamqp():
