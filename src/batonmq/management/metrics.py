@@ -16,11 +16,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 
-from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from batonmq.engine.snapshots import StatisticsReading
+from batonmq.management.processes import ProcessFigure
 from batonmq.stats import REGISTRY, Kind, Scope, Statistic
 
 #: prometheus-client's text exposition format (version 0.0.4).
@@ -63,20 +64,26 @@ def _family(
 
 
 class _Readings(Collector):
-    def __init__(self, readings: Sequence[StatisticsReading]) -> None:
+    def __init__(
+        self, readings: Sequence[StatisticsReading], processes: Sequence[ProcessFigure]
+    ) -> None:
         self._readings = readings
+        self._processes = processes
 
     def collect(self) -> Iterable[Metric]:
-        return metric_families(self._readings)
+        yield from metric_families(self._readings)
+        for figure in self._processes:
+            family = Metric(figure.family, figure.help, figure.type)
+            family.add_sample(figure.sample, {}, figure.value)
+            yield family
 
 
-def exposition(readings: Sequence[StatisticsReading]) -> bytes:
-    """The text of a scrape of `readings`, and the broker process's own figures (resident
+def exposition(readings: Sequence[StatisticsReading], processes: Sequence[ProcessFigure]) -> bytes:
+    """The text of a scrape of `readings`, and the figures of the broker's processes (resident
     memory, CPU seconds, open files: prometheus-client's standard `process_*` metrics, which
-    RabbitMQ's plugin serves too)."""
+    RabbitMQ's plugin serves too; `batonmq.management.processes`)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Readings(readings))
-    ProcessCollector(registry=registry)
+    registry.register(_Readings(readings, processes))
     return generate_latest(registry)
 
 

@@ -1,9 +1,9 @@
 """What each worker of a broker answers its siblings for the HTTP API
 (`batonmq.management.workers`), through its engine's public API: reads of what it holds (the
 objects of the virtual hosts it owns, since every worker holds every virtual host's default
-exchanges; its connections, channels and consumers; its overview, statistics and newest log
-records), and the few changes made in a given worker (close a connection it holds, declare a
-definitions import's objects in its virtual hosts, set its log level).
+exchanges; its connections, channels and consumers; its overview, statistics, process figures
+and newest log records), and the few changes made in a given worker (close a connection it
+holds, declare a definitions import's objects in its virtual hosts, set its log level).
 
 Each is a function of the worker's `EngineApi` and of whether it owns a virtual host, then its
 own arguments; a sibling is asked for one by name (`ASKABLE`), so nothing else can be asked.
@@ -28,6 +28,7 @@ from batonmq.engine.snapshots import (
     StatisticsReading,
 )
 from batonmq.management.definitions import Definitions
+from batonmq.management.processes import ProcessFigure, process_figures
 from batonmq.management.recentlog import RECENT
 
 #: Whether this worker owns a virtual host.
@@ -66,6 +67,11 @@ def owned_overview(api: EngineApi, owns: Owns) -> Overview:
 
 def worker_statistics(api: EngineApi, _owns: Owns) -> list[StatisticsReading]:
     return api.statistics()
+
+
+def own_process_figures(_api: EngineApi, _owns: Owns) -> list[ProcessFigure]:
+    """This worker process's `process_*` figures (memory, CPU seconds, open files)."""
+    return process_figures()
 
 
 def newest_log_lines(_api: EngineApi, _owns: Owns, count: int) -> list[str]:
@@ -154,5 +160,6 @@ ASKABLE: Final[dict[str, Callable[..., object]]] = {
         held_channels,
         owned_overview,
         worker_statistics,
+        own_process_figures,
     )
 }

@@ -7,7 +7,11 @@ AMQP client can watch by binding a queue to them.
   properties: one which specifies the metrics message type and one which records a timestamp"
   (here the AMQP `type` and `timestamp` properties). Routing keys `broker` (the broker's totals),
   `connection` (every connection) and `queue.NAME` (one queue); JSON bodies with the management
-  API's field names. [metrics.topic] sets the interval, persistence and time to live.
+  API's field names. [metrics.topic] sets the interval, persistence and time to live. With
+  workers, one snapshot of each kind for the whole broker: the worker that owns the default
+  virtual host, where the queues bound to the exchange are, publishes the figures of every
+  worker merged as the management API merges them (`batonmq.management.workers`); the others
+  have nothing bound there, so publish nothing.
 - `amq.batonmq.events`: the engine's event feed, as RabbitMQ's event exchange publishes it: the
   routing key is the event's kind (`queue.created`, `connection.closed`, ...), the headers carry
   what it is about (`name`, `vhost`) and its details, the body is empty; transient.
@@ -31,7 +35,10 @@ from batonmq.engine.broker import EVENTS_EXCHANGE, METRICS_EXCHANGE
 from batonmq.engine.events import Event
 from batonmq.management import render
 from batonmq.management.listing import Json
+from batonmq.management.merge import concatenated, summed_overview
+from batonmq.management.perworker import held_connections, owned_overview, owned_queues
 from batonmq.management.render import Node
+from batonmq.management.workers import Workers
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +49,16 @@ class BrokerTopics:
     """Publishes metrics snapshots (`publish_metrics`, run at the configured interval) and the
     event feed (from `start` to `close`) on the broker's own exchanges."""
 
-    def __init__(self, api: EngineApi, node: Node, settings: MetricsTopicConfig) -> None:
-        self._api = api
+    def __init__(self, workers: Workers, node: Node, settings: MetricsTopicConfig) -> None:
+        """`workers`: this worker and its siblings, whose figures a snapshot merges (with one
+        process, only this one)."""
+        self._workers = workers
+        self._api: EngineApi = workers.api
         self._node = node
         self._settings = settings
         self._events: deque[Event] = deque()
         self._flushing: asyncio.Task[None] | None = None
-        self._unsubscribe = api.broker.events.subscribe(self._event)
+        self._unsubscribe = self._api.broker.events.subscribe(self._event)
 
     def close(self) -> None:
         self._unsubscribe()
@@ -59,9 +69,10 @@ class BrokerTopics:
         """One snapshot of each kind, each only if someone is bound to receive it."""
         if not self._api.watched(METRICS_EXCHANGE):
             return
-        api, node = self._api, self._node
-        queues = api.queues()
-        overview = api.overview()
+        workers, node = self._workers, self._node
+        queues = concatenated((await workers.gather(owned_queues)).answers.values())
+        overview = summed_overview((await workers.gather(owned_overview)).answers.values())
+        connections = concatenated((await workers.gather(held_connections)).answers.values())
         snapshots: list[tuple[str, Json]] = [
             (
                 "broker",
@@ -77,7 +88,7 @@ class BrokerTopics:
                     "alarms": [name for name in sorted(overview.alarms)],
                 },
             ),
-            ("connection", [render.connection(info, node) for info in api.connections()]),
+            ("connection", [render.connection(info, node) for info in connections]),
         ]
         snapshots += [(f"queue.{info.name}", render.queue(info, node)) for info in queues]
         settings = self._settings

@@ -47,6 +47,7 @@ from batonmq.engine.recovery import restore
 from batonmq.management.perworker import adopt_taken_over
 from batonmq.management.render import Node
 from batonmq.management.topics import BrokerTopics
+from batonmq.management.workers import Workers
 from batonmq.security.acl import AclError
 from batonmq.security.authn import Authenticator
 from batonmq.security.tls import server_context
@@ -297,7 +298,7 @@ class BrokerServer:
             self.every(interval, work)
         self.every(SAMPLE_INTERVAL, EngineApi(self.broker).sample_rates)
         topic = self.config.metrics.topic
-        self.topics = BrokerTopics(EngineApi(self.broker), self._node(), topic)
+        self.topics = BrokerTopics(self._workers(), self._node(), topic)
         if topic.enabled:
             self.every(topic.interval, self.topics.publish_metrics)
         for name, addresses in self.addresses.items():
@@ -345,12 +346,10 @@ class BrokerServer:
     async def _open_http(self) -> list[tuple[str, int]]:
         """Start the management API (aiohttp is loaded only here: not when it is disabled)."""
         from batonmq.management.http import HttpListener
-        from batonmq.management.workers import Workers
 
         http = self.config.listeners.http
-        worker = self.worker
         self.http = HttpListener(
-            Workers(EngineApi(self.broker)) if worker is None else worker.workers,
+            self._workers(),
             self._node(),
             http.bind,
             http.port,
@@ -362,6 +361,11 @@ class BrokerServer:
         except OSError as error:
             self.http = None
             raise ListenError(Listener("http", http.bind, http.port, ()), error) from error
+
+    def _workers(self) -> Workers:
+        """This worker and its siblings, for what the management plane asks of every worker
+        (only this process without workers)."""
+        return Workers(EngineApi(self.broker)) if self.worker is None else self.worker.workers
 
     def _node(self) -> Node:
         """What the management API and the metrics topic say about this broker."""

@@ -14,7 +14,8 @@
   supervisor started again asks them that before its listeners open, and starts quiesced when
   one of them is (the quiesce lives in the running workers; the store's record of the
   member's state is written by the first worker a period later, and is stale after a
-  restart of the whole broker).
+  restart of the whole broker), and takes their log level, which the management API may have
+  changed since the broker started (`PUT /api/broker/log-level` sets it in every worker).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from batonmq.cluster.catalogue import CatalogueSync
 from batonmq.config import Config
 from batonmq.engine.api import EngineApi
 from batonmq.engine.broker import Broker
+from batonmq.log import ROOT_LOGGER
 from batonmq.management.workers import Workers
 from batonmq.server.brokerwide import QUESTIONS, BrokerWide
 from batonmq.server.handoff import Inbox, Origin
@@ -52,6 +54,11 @@ class _ClientsOpen:
 @dataclass(frozen=True, slots=True)
 class _Quiesced:
     """Whether the worker refuses new clients (`quiesce bkr`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _LogLevel:
+    """The worker's log level now (the name `log.level` takes)."""
 
 
 class WorkerDuties:
@@ -98,15 +105,24 @@ class WorkerDuties:
 
     async def siblings_quiesced(self) -> bool:
         """Start answering and asking the siblings; then, in a worker the supervisor started
-        again, whether one of them is quiesced (one that does not answer cannot say)."""
+        again, take their log level, and say whether one of them is quiesced (one that does
+        not answer cannot say)."""
         self.link.start()
         if not self.seat.started_again:
             return False
+        await self._take_siblings_log_level()
         answers = await self._ask_siblings(_Quiesced())
         if not any(answer is True for answer in answers):
             return False
         log.info("started again quiesced, as the broker is")
         return True
+
+    async def _take_siblings_log_level(self) -> None:
+        """Log at the level of the first sibling that answers (none: at the configured)."""
+        answers = await self._ask_siblings(_LogLevel())
+        level = next((answer for answer in answers if isinstance(answer, str)), None)
+        if level is not None:
+            EngineApi.set_log_level(level)
 
     async def siblings_serve(self) -> bool:
         """Whether a sibling may have a client: it has, or it did not answer."""
@@ -135,6 +151,9 @@ class WorkerDuties:
             return len(self._protocols)
         if isinstance(question, _Quiesced):
             return self._quiesced()
+        if isinstance(question, _LogLevel):
+            level = logging.getLogger(ROOT_LOGGER).getEffectiveLevel()
+            return logging.getLevelName(level).lower()
         return await self.workers.serve(question)
 
     async def _catch_up(self) -> None:

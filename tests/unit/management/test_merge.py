@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import json
+
 from batonmq.engine.counters import ChannelCounters
 from batonmq.engine.snapshots import Overview, StatisticsReading
-from batonmq.management.merge import concatenated, summed_overview, summed_readings
+from batonmq.management.merge import (
+    START_TIME,
+    broker_process_figures,
+    concatenated,
+    merged_log,
+    summed_overview,
+    summed_readings,
+)
+from batonmq.management.processes import ProcessFigure
 from batonmq.stats import Scope
 
 
@@ -64,3 +74,68 @@ def test_summing_leaves_the_readings_it_was_given_unchanged() -> None:
     first = StatisticsReading(Scope.BROKER, {}, {"n": 1.0})
     summed_readings([first, StatisticsReading(Scope.BROKER, {}, {"n": 2.0})])
     assert first.values == {"n": 1.0}
+
+
+def _figures(resident: float, cpu: float, fds: float, start: float) -> list[ProcessFigure]:
+    resident_memory = "process_resident_memory_bytes"
+    return [
+        ProcessFigure(resident_memory, "rss", "gauge", resident_memory, resident),
+        ProcessFigure("process_start_time_seconds", "start", "gauge", START_TIME, start),
+        ProcessFigure("process_cpu_seconds", "cpu", "counter", "process_cpu_seconds_total", cpu),
+        ProcessFigure("process_open_fds", "fds", "gauge", "process_open_fds", fds),
+    ]
+
+
+def _by_family(figures: list[ProcessFigure]) -> dict[str, float]:
+    return {figure.family: figure.value for figure in figures}
+
+
+def test_process_figures_are_summed_over_the_processes_but_the_start_time() -> None:
+    """The brief of broker-wide process metrics: resident memory, CPU seconds and open fds of
+    the supervisor and every worker summed, one series each; the start time the broker's, its
+    supervisor's (the earliest: it starts the workers)."""
+    supervisor = _figures(10, 0.5, 4, 1000.0)
+    workers = [_figures(100, 2.0, 20, 1001.0), _figures(200, 3.0, 30, 1500.0)]
+    merged = broker_process_figures([*workers, supervisor])
+    assert _by_family(merged) == {
+        "process_resident_memory_bytes": 310,
+        "process_start_time_seconds": 1000.0,
+        "process_cpu_seconds": 5.5,
+        "process_open_fds": 54,
+    }
+    assert [figure.help for figure in merged] == ["rss", "start", "cpu", "fds"]
+
+
+def test_process_figures_of_one_process_are_its_own() -> None:
+    alone = _figures(10, 0.5, 4, 1000.0)
+    assert broker_process_figures([alone]) == alone
+    assert broker_process_figures([]) == []
+
+
+def _line(ts: str, msg: str, **fields: object) -> str:
+    return json.dumps({"ts": ts, "level": "info", "logger": "batonmq", "msg": msg, **fields})
+
+
+def test_the_log_is_every_workers_records_in_the_order_they_were_logged() -> None:
+    """/api/broker/log with workers: the lines of every worker merged in time order, each
+    saying which worker; a record of the same millisecond in worker order."""
+    lines = {
+        1: [_line("2026-11-26T10:00:00.002Z", "b"), _line("2026-11-26T10:00:00.003Z", "d")],
+        0: [_line("2026-11-26T10:00:00.001Z", "a"), _line("2026-11-26T10:00:00.003Z", "c")],
+    }
+    merged = merged_log(lines, name_workers=True)
+    assert [(record["msg"], record["worker"]) for record in merged] == [
+        ("a", 0),
+        ("b", 1),
+        ("c", 0),
+        ("d", 1),
+    ]
+
+
+def test_a_record_that_names_its_worker_keeps_it_and_one_process_names_none() -> None:
+    lines = {0: [_line("2026-11-26T10:00:00.001Z", "a", worker=0)]}
+    assert merged_log(lines, name_workers=True)[0]["worker"] == 0
+    assert (
+        "worker"
+        not in merged_log({0: [_line("2026-11-26T10:00:00.001Z", "a")]}, name_workers=False)[0]
+    )

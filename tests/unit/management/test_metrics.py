@@ -7,11 +7,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from batonmq.engine.snapshots import StatisticsReading
 from batonmq.management.metrics import aggregated, exposition
+from batonmq.management.processes import process_figures
 from batonmq.stats import REGISTRY, Scope
 
 
 def scrape(readings: list[StatisticsReading]) -> dict:
-    text = exposition(readings).decode()
+    text = exposition(readings, process_figures()).decode()
     return {family.name: family for family in text_string_to_metric_families(text)}
 
 

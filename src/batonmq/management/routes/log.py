@@ -13,14 +13,15 @@ node's files). They come from a ring buffer on the broker's logger, kept while t
 runs (from just before it listens until it stops): the newest `CAPACITY` records that the
 logger's level lets through, each as the JSON object the broker's `json` log format writes (ts,
 level, logger, msg and the record's fields). With several workers, each keeps its own: the
-answer is the newest of all of them, in the order of their `ts`, and a level change is made in
-every worker. Administrators only: the log names users, client
-addresses and the objects of every virtual host.
+answer is the newest of all of them, in the order of their `ts`, each naming its worker
+(`worker`), and a worker that is down is named in the `X-Workers-Down` header. A level change
+is made in every worker; a worker the supervisor starts again takes its siblings' level.
+Administrators only: the log names users, client addresses and the objects of every virtual
+host.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator
 
@@ -32,6 +33,8 @@ from batonmq.management import call as calls
 from batonmq.management import problems
 from batonmq.management.access import Tag
 from batonmq.management.call import Call, answer, no_content
+from batonmq.management.listing import Json
+from batonmq.management.merge import merged_log
 from batonmq.management.perworker import newest_log_lines, set_worker_log_level
 from batonmq.management.recentlog import CAPACITY, DEFAULT_LINES, RECENT, RecentLog
 from batonmq.management.route import Route
@@ -73,7 +76,8 @@ async def put_log_level(call: Call) -> web.Response:
     if level is None or level not in LOG_LEVELS:
         raise problems.bad_request(f"level must be one of {', '.join(LOG_LEVELS)}")
     call.api.set_log_level(level)  # 400 for a level the engine does not know
-    await call.workers.gather(set_worker_log_level, level)  # and every other worker
+    # And every other worker; one that is down starts again at its siblings' level.
+    call.down.update((await call.workers.gather(set_worker_log_level, level)).down)
     # At warning, so that the change shows at any level but error.
     log.warning("log level changed", extra={"log_level": level, "user": call.caller.name})
     return no_content()
@@ -85,9 +89,9 @@ async def recent_log(call: Call) -> web.Response:
     if not (text.isascii() and text.isdigit() and 1 <= int(text) <= CAPACITY):
         raise problems.bad_request(f"lines must be a whole number from 1 to {CAPACITY}")
     count = int(text)
-    # Every worker's newest, in the order they were logged (the `ts` field's).
-    records = [json.loads(line) for line in await call.everywhere(newest_log_lines, count)]
-    records.sort(key=lambda record: str(record.get("ts", "")))
+    gathered = await call.workers.gather(newest_log_lines, count)
+    call.down.update(gathered.down)
+    records: list[Json] = list(merged_log(gathered.answers, name_workers=call.workers.count > 1))
     return answer(records[len(records) - count :] if count < len(records) else records)
 
 

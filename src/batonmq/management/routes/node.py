@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 
 from aiohttp import web
@@ -14,8 +15,14 @@ from batonmq.management import metrics, problems, render
 from batonmq.management.access import Tag
 from batonmq.management.call import Call, answer
 from batonmq.management.listing import Item, Json
-from batonmq.management.merge import summed_overview, summed_readings
-from batonmq.management.perworker import cluster_members, owned_overview, worker_statistics
+from batonmq.management.merge import broker_process_figures, summed_overview, summed_readings
+from batonmq.management.perworker import (
+    cluster_members,
+    own_process_figures,
+    owned_overview,
+    worker_statistics,
+)
+from batonmq.management.processes import process_figures
 from batonmq.management.route import Route
 
 #: The queue RabbitMQ's aliveness test declares in the virtual host it tests.
@@ -87,17 +94,25 @@ async def aliveness(call: Call) -> web.Response:
 async def prometheus_metrics(call: Call) -> web.Response:
     """Every statistic in Prometheus's text format, summed over its subjects (no
     authentication, as RabbitMQ's plugin)."""
-    return _scrape(metrics.aggregated(await call.everywhere(worker_statistics)))
+    return await _scrape(call, metrics.aggregated(await call.everywhere(worker_statistics)))
 
 
 async def prometheus_metrics_per_object(call: Call) -> web.Response:
     """Every statistic in Prometheus's text format, a sample per queue, connection, channel."""
-    return _scrape(summed_readings(await call.everywhere(worker_statistics)))
+    return await _scrape(call, summed_readings(await call.everywhere(worker_statistics)))
 
 
-def _scrape(readings: list[StatisticsReading]) -> web.Response:
+async def _scrape(call: Call, readings: list[StatisticsReading]) -> web.Response:
+    """`readings`, and the `process_*` figures of the broker's processes: with workers, the
+    supervisor's (this worker's parent) and every worker's that answers."""
+    gathered = await call.workers.gather(own_process_figures)
+    call.down.update(gathered.down)
+    processes = list(gathered.answers.values())
+    if call.workers.count > 1:
+        processes.append(process_figures(os.getppid()))
     return web.Response(
-        body=metrics.exposition(readings), headers={"Content-Type": metrics.CONTENT_TYPE}
+        body=metrics.exposition(readings, broker_process_figures(processes)),
+        headers={"Content-Type": metrics.CONTENT_TYPE},
     )
 
 
