@@ -155,6 +155,7 @@ def cluster(tmp_path: Path, postgres_throwaway_server: ThrowawayServer) -> Itera
 @pytest.mark.timeout(240)
 @pytest.mark.expected_log_errors(
     r"no longer owns its store",
+    r"was fenced off its store",
     r"store \w+ failed",
     reason="the paused member finds, when it resumes, that the other took its store over; "
     "the nemesis restarts PostgreSQL under the members",

@@ -160,6 +160,7 @@ def test_a_killed_brokers_open_transaction_is_rolled_back_by_the_takeover(
 
 @pytest.mark.expected_log_errors(
     r"no longer owns its store",
+    r"was fenced off its store",
     r"store write failed",
     reason="the paused broker finds, when it resumes, that a survivor took its store over",
 )
