@@ -72,11 +72,12 @@ class RunningBroker:
         returns once every process of the broker has ended, so that none still holds the
         store's lock or its lease when the test goes on."""
         assert self.process is not None
-        workers = self.pids()[1:]
-        self.process.kill()
-        self.process.wait(10)
-        for pid in workers:
-            wait_until(functools.partial(process_gone, pid), f"worker pid {pid} to end", 10)
+        if self.process.poll() is None:  # not ended yet (by kill(), or by itself)
+            workers = self.pids()[1:]
+            self.process.kill()
+            self.process.wait(10)
+            for pid in workers:
+                wait_until(functools.partial(process_gone, pid), f"worker pid {pid} to end", 10)
         self.final_log = self.log()
 
     def pids(self) -> list[int]:
