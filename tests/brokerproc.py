@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import signal
@@ -66,11 +67,47 @@ class RunningBroker:
         return self.process.wait(timeout)
 
     def kill(self) -> None:
-        """SIGKILL: the broker gets no chance to write anything more."""
+        """SIGKILL of the `batonmq` process: the broker gets no chance to write anything more.
+        With workers, the kernel ends each with it (the supervisor's parent-death signal);
+        returns once every process of the broker has ended, so that none still holds the
+        store's lock or its lease when the test goes on."""
         assert self.process is not None
-        self.process.kill()
-        self.process.wait(10)
+        if self.process.poll() is None:  # not ended yet (by kill(), or by itself)
+            workers = self.pids()[1:]
+            self.process.kill()
+            self.process.wait(10)
+            for pid in workers:
+                wait_until(functools.partial(process_gone, pid), f"worker pid {pid} to end", 10)
         self.final_log = self.log()
+
+    def pids(self) -> list[int]:
+        """The broker's processes: the `batonmq` process, then (with workers) each worker it
+        runs now."""
+        assert self.process is not None, "an external broker's processes are not ours"
+        pid = self.process.pid
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except FileNotFoundError:  # it has ended
+            children = []
+        return [pid, *map(int, children)]
+
+    def pause(self) -> None:
+        """SIGSTOP the whole broker, as a machine that stops answering: the `batonmq` process
+        first (so that it starts no worker meanwhile), then every worker. Pausing the
+        supervisor alone would leave the workers serving."""
+        self._signal_every_process(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT every process of a broker that `pause` paused."""
+        self._signal_every_process(signal.SIGCONT)
+
+    def _signal_every_process(self, signum: int) -> None:
+        """`signum` to the `batonmq` process, then to each worker it has once it got it."""
+        assert self.process is not None, "an external broker cannot be signalled"
+        self.process.send_signal(signum)
+        for pid in self.pids()[1:]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
 
     def __enter__(self) -> RunningBroker:
         return self
@@ -357,6 +394,16 @@ def worker_pids(log: str) -> dict[int, int]:
             assert worker is not None and pid is not None, line
             pids[int(worker.group(1))] = int(pid.group(1))
     return pids
+
+
+def process_gone(pid: int) -> bool:
+    """Whether process `pid` has ended: no such process, or a zombie that nobody reaped yet
+    (its files, locks and sockets are closed)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rpartition(")")[2].split()[0] == "Z"
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:

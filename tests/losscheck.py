@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -294,11 +293,3 @@ async def _connection(url: Addresses):  # type: ignore[no-untyped-def]
 
 async def _patiently(awaitable):  # type: ignore[no-untyped-def]
     return await asyncio.wait_for(awaitable, PATIENCE)
-
-
-def pause(process_signal: Callable[[int], None], seconds: float) -> str:
-    """SIGSTOP the broker for `seconds`, then SIGCONT it."""
-    process_signal(signal.SIGSTOP)
-    time.sleep(seconds)
-    process_signal(signal.SIGCONT)
-    return f"paused {seconds:.1f} s"

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,15 +96,17 @@ class Cluster:
         broker = self.members[used]
         taken = _takeovers(self.members[other])
         started = time.monotonic()
-        broker.signal(signal.SIGKILL if kill else signal.SIGSTOP)
+        if kill:
+            broker.kill()
+        else:
+            broker.pause()
         wait_until(lambda: _takeovers(self.members[other]) > taken, f"{other} took {used} over", 30)
         took = time.monotonic() - started
         self.order = [other, used]
         if kill:
-            broker.wait()
             done = f"SIGKILL {used}, taken over in {took:.1f} s"
         else:
-            broker.signal(signal.SIGCONT)
+            broker.resume()
             assert broker.wait(20) == EXIT_FENCED, f"{used} resumed after its takeover"
             done = f"SIGSTOP {used}, taken over in {took:.1f} s, SIGCONT: exited fenced"
         self._start(used)
@@ -154,6 +155,7 @@ def cluster(tmp_path: Path, postgres_throwaway_server: ThrowawayServer) -> Itera
 @pytest.mark.timeout(240)
 @pytest.mark.expected_log_errors(
     r"no longer owns its store",
+    r"was fenced off its store",
     r"store \w+ failed",
     reason="the paused member finds, when it resumes, that the other took its store over; "
     "the nemesis restarts PostgreSQL under the members",

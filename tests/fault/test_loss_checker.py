@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.brokerproc import BrokerLife
-from tests.losscheck import Report, Workload, analyse, check, pause
+from tests.losscheck import Report, Workload, analyse, check
 from tests.pgthrowaway import ThrowawayServer
 
 pytestmark = pytest.mark.integration
@@ -35,7 +35,15 @@ def broker_faults(life: BrokerLife) -> list[Callable[[], str]]:
         life.restart(kill=False)
         return "clean restart"
 
-    return [kill, restart, lambda: pause(life.current.signal, 2.0)]
+    def pause() -> str:
+        """SIGSTOP the whole broker (with workers, each of its processes) for 2 s, then
+        SIGCONT it."""
+        life.current.pause()
+        time.sleep(2.0)
+        life.current.resume()
+        return "paused 2.0 s"
+
+    return [kill, restart, pause]
 
 
 def run(life: BrokerLife, faults: list[Callable[[], str]], workload: Workload) -> Report:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import signal
 import time
 
 import asyncpg
@@ -60,6 +59,16 @@ def _consume_all(broker: RunningBroker, expected: int) -> list[tuple[int, bool]]
     finally:
         connection.close()
     return received
+
+
+def _identities(member: str) -> str:
+    """SQL for the store identities of HA member `member` in the test cluster's schema: the
+    member's own, or (with `broker.workers` above 1) each of its workers', whose records name
+    the member they belong to (`member_of`)."""
+    return (
+        f"SELECT broker_id FROM batonmq_c_test.brokers"
+        f" WHERE broker_id = '{member}' OR member_of = '{member}'"
+    )
 
 
 def _takeovers(broker: RunningBroker) -> int:
@@ -151,6 +160,7 @@ def test_a_killed_brokers_open_transaction_is_rolled_back_by_the_takeover(
 
 @pytest.mark.expected_log_errors(
     r"no longer owns its store",
+    r"was fenced off its store",
     r"store write failed",
     reason="the paused broker finds, when it resumes, that a survivor took its store over",
 )
@@ -169,9 +179,9 @@ def test_a_paused_broker_taken_over_writes_nothing_more_and_exits(
         channel.queue_declare("takeovers")
         channel.queue_bind("takeovers", "amq.batonmq.events", "takeover.*")
     time.sleep(3)
-    paused.signal(signal.SIGSTOP)
+    paused.pause()
     wait_until(lambda: _takeovers(survivor) == 1, "the survivor took over", timeout=30)
-    paused.signal(signal.SIGCONT)
+    paused.resume()
 
     assert paused.wait(timeout=20) == EXIT_FENCED
 
@@ -212,15 +222,18 @@ def test_a_claim_held_up_by_a_lock_fails_and_is_tried_again_while_the_survivor_k
         a.kill()
         loop.run_until_complete(holder.execute("BEGIN"))
         loop.run_until_complete(
-            holder.execute("SELECT 1 FROM batonmq_c_test.brokers WHERE broker_id = 'A' FOR SHARE")
+            holder.execute(
+                f"SELECT 1 FROM batonmq_c_test.brokers WHERE broker_id IN ({_identities('A')})"
+                " FOR SHARE"
+            )
         )
         deadline = time.monotonic() + 30
         while len(failed.findall(b.log())) < 2:
             assert time.monotonic() < deadline, "B's claims were not given up twice"
             live = loop.run_until_complete(
                 holder.fetchval(
-                    "SELECT lease_expires > clock_timestamp() FROM batonmq_c_test.brokers"
-                    " WHERE broker_id = 'B'"
+                    "SELECT bool_and(lease_expires > clock_timestamp())"
+                    f" FROM batonmq_c_test.brokers WHERE broker_id IN ({_identities('B')})"
                 )
             )
             assert live, "B's own lease ran out while it claimed"
@@ -236,14 +249,16 @@ def test_a_claim_held_up_by_a_lock_fails_and_is_tried_again_while_the_survivor_k
     assert sorted(number for number, _ in received) == sorted(confirmed)
 
 
-async def _log_and_messages(dsn: str, broker: str) -> tuple[int, int]:
-    """(rows of `broker`'s append log, its messages in the tables) in the test cluster's store."""
+async def _log_and_messages(dsn: str, member: str) -> tuple[int, int]:
+    """(rows of `member`'s append logs, its messages in the tables) in the test cluster's
+    store, over all its store identities."""
     connection = await asyncpg.connect(dsn)
     try:
         row = await connection.fetchrow(
-            "SELECT (SELECT count(*) FROM batonmq_c_test.appends WHERE broker_id = $1),"
-            " (SELECT count(*) FROM batonmq_c_test.messages WHERE broker_id = $1)",
-            broker,
+            "SELECT (SELECT count(*) FROM batonmq_c_test.appends"
+            f" WHERE broker_id IN ({_identities(member)})),"
+            " (SELECT count(*) FROM batonmq_c_test.messages"
+            f" WHERE broker_id IN ({_identities(member)}))"
         )
     finally:
         await connection.close()

@@ -37,6 +37,7 @@ from tests.brokerproc import (
     confirming_channel,
     connect,
     failed_start,
+    process_gone,
     run_batonctl,
     start_broker,
     wait_until,
@@ -476,16 +477,7 @@ def _kill_everything(workers: Workers, count: int) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     for pid in pids:
-        wait_until(functools.partial(_gone, pid), f"worker pid {pid} to end")
-
-
-def _gone(pid: int) -> bool:
-    """Ended: no process, or a zombie that nobody reaped (its files are closed)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except FileNotFoundError:
-        return True
-    return state == "Z"
+        wait_until(functools.partial(process_gone, pid), f"worker pid {pid} to end")
 
 
 def _publish(broker: RunningBroker, vhost: str, queue: str, bodies: list[bytes]) -> None:
@@ -683,7 +675,9 @@ def test_sigkill_of_the_batonmq_process_alone_ends_its_workers_too(
     pids = list(workers.pids().values())
     workers.broker.kill()
     for pid in pids:
-        wait_until(functools.partial(_gone, pid), f"worker pid {pid} to end with the supervisor")
+        wait_until(
+            functools.partial(process_gone, pid), f"worker pid {pid} to end with the supervisor"
+        )
 
     again = _start_sqlite(tmp_path, WORKERS)
     try:
