@@ -31,6 +31,7 @@ import pika.exceptions
 import pytest
 from kombu import Connection, Queue
 
+from batonmq.engine import memory
 from batonmq.server.placement import owner_of
 from tests.brokerproc import (
     RunningBroker,
@@ -684,3 +685,36 @@ def test_sigkill_of_the_batonmq_process_alone_ends_its_workers_too(
         assert _get(again.broker, VHOSTS[1][0], "kept", None) == [b"m%d" % n for n in range(20)]
     finally:
         again.broker.stop()
+
+
+def test_the_memory_budget_holds_for_the_whole_broker_not_for_each_worker(
+    tmp_path: Path,
+) -> None:
+    """MQ 3.5 admin guide (Table 2-4): the broker's memory, as a share of its budget, sets its
+    state, and in red every publisher is blocked. With workers the broker's memory is that of
+    all its processes: a budget that their sum passes, and no one process does, puts every
+    worker in red. Held per worker, the same budget left the broker green, and two workers
+    could use twice the memory the operator had allowed."""
+    measured = _start_sqlite(tmp_path / "measured", WORKERS)
+    try:
+        sizes = [memory.resident_bytes(pid) for pid in measured.broker.pids()]
+    finally:
+        measured.broker.stop()
+    # Red begins at 98 % of the budget: put it halfway between the largest process and all.
+    budget = int((max(sizes) + sum(sizes)) / 2 / 0.98)
+    environment = {**SQLITE, "BATONMQ__MEMORY__BUDGET": str(budget)}
+    workers = _start_sqlite(tmp_path / "budgeted", WORKERS, environment)
+    try:
+        parameters = pika.URLParameters(workers.broker.url + "?blocked_connection_timeout=1")
+        with pytest.raises(pika.exceptions.ConnectionBlockedTimeout):  # noqa: PT012 - the wait
+            connection = pika.BlockingConnection(parameters)
+            connection.channel().queue_declare("q")
+            connection.process_data_events(time_limit=5)
+        red = [
+            int(_field(line, "worker"))
+            for line in workers.broker.log().splitlines()
+            if "memory state red" in line
+        ]
+        assert sorted(set(red)) == list(range(WORKERS)), red
+    finally:
+        workers.broker.stop()

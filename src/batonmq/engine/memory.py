@@ -20,6 +20,7 @@ it periodically (`memory.check_interval`) and applies a change of state.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import enum
@@ -93,10 +94,23 @@ def default_budget() -> int:
     return int(0.4 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
-def resident_bytes() -> int:
-    """This process's resident memory (Linux /proc/self/statm)."""
-    with open("/proc/self/statm", "rb") as statm:
+def resident_bytes(pid: int | None = None) -> int:
+    """The resident memory of process `pid`, this one when None (Linux /proc/PID/statm)."""
+    with open(f"/proc/{pid or 'self'}/statm", "rb") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def broker_resident_bytes(supervisor: int) -> int:
+    """The resident memory of a broker with workers: its supervisor's and each of its children's
+    (the workers), as a broker in one process has its own. Each worker holds the whole budget
+    against this sum, so that N workers do not use N budgets."""
+    with open(f"/proc/{supervisor}/task/{supervisor}/children", "rb") as children:
+        pids = [supervisor, *map(int, children.read().split())]
+    used = 0
+    for pid in pids:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # a worker just ended
+            used += resident_bytes(pid)
+    return used
 
 
 def _malloc_trim() -> Callable[[], None]:

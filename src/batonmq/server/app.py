@@ -40,7 +40,7 @@ from batonmq.engine.api import EngineApi
 from batonmq.engine.autocreate import AutocreatePolicy, IdleQueueSweep
 from batonmq.engine.broker import Broker, BrokerSettings
 from batonmq.engine.diskguard import DiskGuard
-from batonmq.engine.memory import MemoryGuard, Thresholds
+from batonmq.engine.memory import MemoryGuard, Thresholds, broker_resident_bytes, resident_bytes
 from batonmq.engine.monitors import queue_monitors
 from batonmq.engine.rates import SAMPLE_INTERVAL
 from batonmq.engine.recovery import restore
@@ -283,6 +283,10 @@ class BrokerServer:
                 memory.yellow_count,
                 memory.orange_count,
             ),
+            # A worker holds the budget against the whole broker's memory.
+            resident_bytes
+            if self.seat is None
+            else functools.partial(broker_resident_bytes, os.getppid()),
         )
         memory_guard.check()
         self.every(memory.check_interval, memory_guard.check)
