@@ -151,6 +151,8 @@ def worker_specs(
     ]
     # Rate-limited and counted publishers need no backlog bound; nor do the sinks.
     bounded = workload.kind is Kind.THROUGHPUT
+    limit = settings.backlog_limit(workload.body_size, workload.consumers) if bounded else 0
+    peers = backlog_peers([_queues_of(queues, plans) for queues, plans in groups])
     specs = [
         WorkerSpec(
             endpoint=_endpoint(broker, consumer_queues, publishers),
@@ -158,9 +160,12 @@ def worker_specs(
             publishers=publishers,
             consumer_queues=consumer_queues,
             prefetch=settings.prefetch,
-            backlog_limit=settings.backlog_limit(workload.body_size, workload.consumers)
-            if bounded
+            # Each group of clients that share queues is bounded apart, by its share of the
+            # consumers: one slow queue must not hold back the publishers of another.
+            backlog_limit=max(1, limit * _consumers(groups, peers[slot]) // workload.consumers)
+            if limit
             else 0,
+            backlog_peers=peers[slot],
             deliveries_per_publish=workload.deliveries_per_publish,
         )
         for slot, (consumer_queues, publishers) in enumerate(groups)
@@ -170,6 +175,46 @@ def worker_specs(
             WorkerSpec(endpoint=broker.endpoint, slot=len(specs), idle=workload.idle_connections)
         )
     return specs
+
+
+def _queues_of(
+    consumer_queues: Sequence[str], publishers: Sequence[PublisherPlan]
+) -> frozenset[str] | None:
+    """The queues one load-generator process's clients touch; None when it publishes through
+    an exchange, whose queues may be any."""
+    if any(exchange for plan in publishers for exchange, _ in plan.routes):
+        return None
+    return frozenset(consumer_queues).union(key for plan in publishers for _, key in plan.routes)
+
+
+def backlog_peers(touched: Sequence[frozenset[str] | None]) -> list[tuple[int, ...]]:
+    """For each process (by slot), the slots whose messages count against its backlog bound:
+    the processes connected to it through the queues they share (every process, when one
+    publishes through an exchange). Two queues with their own publishers and consumers are two
+    groups, each bounded by its own backlog."""
+    if any(queues is None for queues in touched):
+        return [tuple(range(len(touched)))] * len(touched)
+    groups: list[tuple[set[str], list[int]]] = []
+    for slot, queues in enumerate(touched):
+        assert queues is not None
+        joined = [group for group in groups if group[0] & queues]
+        merged: tuple[set[str], list[int]] = (set(queues), [slot])
+        for group in joined:
+            merged[0].update(group[0])
+            merged[1].extend(group[1])
+            groups.remove(group)
+        groups.append(merged)
+    peers = [()] * len(touched)
+    for _, slots in groups:
+        for slot in slots:
+            peers[slot] = tuple(sorted(slots))
+    return peers
+
+
+def _consumers(
+    groups: Sequence[tuple[tuple[str, ...], tuple[PublisherPlan, ...]]], slots: Sequence[int]
+) -> int:
+    return sum(len(groups[slot][0]) for slot in slots)
 
 
 def _endpoint(

@@ -8,6 +8,11 @@ pauses reading at `server.write_buffer_high`). With it, a publisher waits while
 `published - delivered / deliveries_per_publish` leaves no room below the limit for its next
 batch, so every broker is measured in the same steady state. Each process adds to its own slot
 of a shared array, so no lock is needed.
+
+Processes that share no queue are bounded apart (`peers`, from runner.backlog_peers): over two
+queues with their own producers and consumers, one bound let the queue that fell behind hold
+back the other's publishers, so a broker serving the two queues on two cores ran at twice the
+rate of the slower.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ Counters: TypeAlias = "ctypes.Array[ctypes.c_int64]"
 
 
 class Backlog:
-    __slots__ = ("_slot", "delivered", "deliveries_per_publish", "limit", "published")
+    __slots__ = ("_peers", "_slot", "delivered", "deliveries_per_publish", "limit", "published")
 
     def __init__(
         self,
@@ -29,15 +34,22 @@ class Backlog:
         slot: int,
         deliveries_per_publish: int,
         limit: int,
+        peers: tuple[int, ...] = (),
     ) -> None:
+        """`peers`: the slots whose messages count against `limit` (the processes that share
+        queues with this one, itself among them); (): every slot."""
         self.published = published
         self.delivered = delivered
         self._slot = slot
+        self._peers = peers or tuple(range(len(published)))
         self.deliveries_per_publish = deliveries_per_publish
         self.limit = limit
 
     def in_flight(self) -> float:
-        return sum(self.published) - sum(self.delivered) / self.deliveries_per_publish
+        published, delivered = self.published, self.delivered
+        sent = sum(published[peer] for peer in self._peers)
+        received = sum(delivered[peer] for peer in self._peers)
+        return sent - received / self.deliveries_per_publish
 
     def room(self) -> float:
         """How many more messages may be published now (unbounded: infinity)."""

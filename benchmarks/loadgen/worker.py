@@ -35,6 +35,8 @@ class WorkerSpec:
     prefetch: int = 1000
     #: Bound on messages in flight (see backlog.py); 0: none.
     backlog_limit: int = 0
+    #: The slots (this one among them) whose messages count against that bound; (): all.
+    backlog_peers: tuple[int, ...] = ()
     deliveries_per_publish: int = 1
     #: Connections to open and keep idle, exchanging heartbeats only.
     idle: int = 0
@@ -230,7 +232,12 @@ async def _work(
     spec: WorkerSpec, published: Counters, delivered: Counters, pipe: Connection
 ) -> None:
     backlog = Backlog(
-        published, delivered, spec.slot, spec.deliveries_per_publish, spec.backlog_limit
+        published,
+        delivered,
+        spec.slot,
+        spec.deliveries_per_publish,
+        spec.backlog_limit,
+        spec.backlog_peers,
     )
     connections = _Connections()
     try:

@@ -25,3 +25,12 @@ def test_room_is_the_limit_less_what_is_in_flight_over_every_process():
 def test_a_backlog_without_a_limit_always_has_room():
     backlog = Backlog(counters(10**9), counters(0), 0, 1, 0)
     assert backlog.room() == math.inf
+
+
+def test_only_the_peers_messages_count_against_the_bound():
+    """Slots 0 and 2 publish to and consume from one queue, 1 and 3 from another: the first
+    group's backlog leaves the second's room as it was."""
+    published, delivered = counters(900, 100, 0, 0), counters(0, 0, 100, 100)
+    first = Backlog(published, delivered, 0, 1, 1000, (0, 2))
+    second = Backlog(published, delivered, 1, 1, 1000, (1, 3))
+    assert (first.room(), second.room()) == (200, 1000)

@@ -6,7 +6,7 @@ import pytest
 from benchmarks.brokers.base import BrokerError
 from benchmarks.brokers.sink import Sink
 from benchmarks.brokers.workers import BatonMQWorkers
-from benchmarks.runner import RowFailed, RunSettings, worker_specs
+from benchmarks.runner import RowFailed, RunSettings, backlog_peers, worker_specs
 from benchmarks.workloads import (
     HEADLINES,
     QUICK,
@@ -281,3 +281,38 @@ def test_http_adds_batonmq_with_its_http_listener_on_beside_each_store():
     )
     (transient,) = select(["transient-1x1-128B"], quick=False)
     assert replace(transient, http=True).targets == ("rabbitmq", "batonmq", "batonmq+http")
+
+
+def test_each_queue_with_its_own_clients_has_a_backlog_bound_of_its_own():
+    """The backlog bound keeps every broker in the same steady state (loadgen/backlog.py). Over
+    two queues, each with its own producers and consumers, one bound shared by both let a
+    queue that fell behind hold back the other's publishers, and a broker that serves the two
+    queues on two cores waited on the slower one. Each group of clients that share a queue is
+    bounded by its share of the consumers; clients that route through an exchange, or one
+    process that consumes from both queues, make one group again."""
+    (row,) = select(["clients-4x4-1KiB-2q"], quick=False)
+    settings = RunSettings()
+    specs = worker_specs(row, row.topology("t"), Sink("publish", 1024), settings)
+    queue_of = {
+        spec.slot: (spec.consumer_queues or (spec.publishers[0].routes[0][1],))[0] for spec in specs
+    }
+    for spec in specs:
+        assert {queue_of[peer] for peer in spec.backlog_peers} == {queue_of[spec.slot]}
+        assert len(spec.backlog_peers) == 4  # 2 producers and 2 consumers
+        assert spec.backlog_limit == settings.backlog_limit(1024, 4) // 2
+
+    shared = replace(row, process_per_client=False)
+    specs = worker_specs(shared, shared.topology("t"), Sink("publish", 1024), settings)
+    assert {spec.backlog_peers for spec in specs} == {(0, 1)}
+    assert {spec.backlog_limit for spec in specs} == {settings.backlog_limit(1024, 4)}
+
+    (fanout,) = select(["fanout10-128B"], quick=False)
+    specs = worker_specs(fanout, fanout.topology("f"), Sink("publish", 128), settings)
+    assert {spec.backlog_peers for spec in specs} == {tuple(range(len(specs)))}
+
+
+def test_backlog_peers_join_processes_through_every_queue_they_share():
+    q0, q1, q2 = frozenset({"q0"}), frozenset({"q1"}), frozenset({"q2"})
+    assert backlog_peers([q0, q1, q0, q1]) == [(0, 2), (1, 3), (0, 2), (1, 3)]
+    assert backlog_peers([q0, q1, q0 | q1, q2]) == [(0, 1, 2), (0, 1, 2), (0, 1, 2), (3,)]
+    assert backlog_peers([q0, None, q1]) == [(0, 1, 2)] * 3
