@@ -11,16 +11,8 @@ Its concerns have modules of their own: the sessions and their settings (`pgsess
 schema and its migrations (`pgschema`), the lease (`pglease`), a standalone broker's identities
 (`pgfamily`), the append log (`postgres_log`), the shared catalogue (`postgres_catalogue`), an
 HA member's takeover (`takeover`) and backups (`pgbackup`); this module is the `Store` that
-runs them, each call on the right connection at the right time.
-
-Calls go over a pool of asyncpg connections. Writes (commits, recovery, restore, upgrade) run
-one at a time, in the order of the calls (an asyncio.Lock wakes its waiters first in, first out):
-the journal hands batches one by one, and group commit wants one writer. Reads (a page of entries,
-users, statistics) run on other connections of the pool, beside a commit, but each waits first
-for the writes called before it, which is what the `Store` protocol promises: a read issued after
-a commit sees it. A connection lost with PostgreSQL (restarted) fails the call under way with
-StoreError; the pool connects again for the next call, and its first write checks the epoch again.
-The lease is renewed on a connection of its own, outside the pool.
+runs them, each call on the right connection at the right time (`pgcalls`, and
+`pgmember` for an HA member's calls).
 
 Every session runs with the `synchronous_commit` of the configuration's durability policy
 (`batonmq.config.durability`): "off" returns from a commit before PostgreSQL has flushed its
@@ -40,15 +32,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import datetime
 import logging
-import re
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from functools import partial
 from operator import attrgetter
 from pathlib import Path
-from typing import Final, TypeVar
 
 import asyncpg
 
@@ -57,227 +45,44 @@ from batonmq.store.backup import checked_manifest, make_empty_directory, write_m
 from batonmq.store.base import (
     MESSAGE_ID_BLOCK,
     SCHEMA_VERSION,
-    ObjectKey,
     PageRead,
     QuarantinedEntry,
     Recovery,
-    SchemaTooOld,
     StoreCorrupt,
     StoredMessage,
     StoredUser,
     StoreError,
-    StoreFenced,
     StoreStats,
     StoreUnavailable,
     WriteBatch,
     message_id_base,
 )
-from batonmq.store.dialect import POSTGRES
 from batonmq.store.integrity import checked_entry, report_quarantined
-from batonmq.store.members import (
-    Catalogue,
-    CatalogueChanged,
-    Member,
-    StreamTail,
-    TakenOver,
-    as_members,
-)
-from batonmq.store.pending import (
-    CHECKPOINT_LOG_BYTES,
-    Pending,
-    encode_frame,
-    holds_only_entries,
-)
+from batonmq.store.pending import CHECKPOINT_LOG_BYTES, Pending, encode_frame, holds_only_entries
 from batonmq.store.pgbackup import backup_manifest, copy_in, copy_out, counted, restored
 from batonmq.store.pgerrors import DATABASE_ERRORS
-from batonmq.store.pgfamily import SQL as FAMILY_SQL
-from batonmq.store.pgfamily import identities, place_rows
-from batonmq.store.pglease import LEASE_SECONDS, Lease
-from batonmq.store.pglease import SQL as LEASE_SQL
+from batonmq.store.pgfamily import place_rows
+from batonmq.store.pgmember import PostgresMember
 from batonmq.store.pgschema import migrate_schema, read_version
-from batonmq.store.pgsession import (
-    CLOSE_TIMEOUT,
-    CONNECT_TIMEOUT,
-    Connection,
-    Sessions,
-    row_count,
-)
+from batonmq.store.pgsession import CLOSE_TIMEOUT, CONNECT_TIMEOUT, Connection, row_count
 from batonmq.store.pgsession import close as close_session
-from batonmq.store.placement import Placement, worker_index
+from batonmq.store.placement import Placement
 from batonmq.store.plan import (
     RECOVERY_READS,
     STORE_WIDE_READS,
-    Plan,
     recovery,
     stored_permission,
     stored_user,
 )
-from batonmq.store.postgres_catalogue import SQL as CATALOGUE_SQL
-from batonmq.store.postgres_catalogue import (
-    CatalogueWatch,
-    announce,
-    changes_catalogue,
-    channel,
-)
-from batonmq.store.postgres_log import (
-    MESSAGE_SIZE,
-    apply_log,
-    checksums_of,
-    counts_with_log,
-    write_batch,
-)
-from batonmq.store.postgres_log import SQL as LOG_SQL
-from batonmq.store.takeover import SQL as TAKEOVER_SQL
-from batonmq.store.takeover import (
-    adopt,
-    claim_lock_timeout,
-    discard_streams,
-    member_record,
-    take_over,
-)
+from batonmq.store.postgres_catalogue import announce, changes_catalogue
+from batonmq.store.postgres_log import apply_log, checksums_of, counts_with_log, write_batch
+from batonmq.store.takeover import discard_streams
 
 log = logging.getLogger(__name__)
 
-_T = TypeVar("_T")
 
-_SCHEMA_NAME: Final = re.compile(r"[a-z0-9_]{1,63}")
-
-_PLAN: Final = Plan(POSTGRES)
-
-
-_CANDIDATES: Final = POSTGRES.candidates
-_CANDIDATES_TABLE: Final = _CANDIDATES.removeprefix("pg_temp.")
-# A page of entries: the message of each entry is looked up in a subquery fenced with OFFSET 0
-# (see `batonmq.store.dialect.POSTGRES`), so that each is one probe of the index.
-_READ_ENTRIES: Final = (
-    "SELECT e.sequence, e.delivery_count, e.expires_at, e.priority, m.id, m.exchange, "
-    "m.routing_key, m.header_payload, m.body, m.checksum FROM {s}.entries AS e "
-    "CROSS JOIN LATERAL (SELECT * FROM "
-    "{s}.messages AS m WHERE m.id = e.message_id OFFSET 0) AS m "
-    "WHERE e.broker_id = $1 AND e.vhost = $2 AND e.queue = $3 AND e.sequence > $4"
-)
-_NEXT: Final = "ORDER BY e.sequence LIMIT $5"
-_ORPHANS: Final = POSTGRES.orphans
-#: The statements of this store's own, beside the plan's: reads of pages, the garbage collection
-#: that ends a commit (ids as one array, the bytes freed returned), the lease.
-_SQL: Final = {
-    # Any level ($6 null) or level 0, through the primary key.
-    "read_entries": f"{_READ_ENTRIES} AND ($6::integer IS NULL OR e.priority = $6) {_NEXT}",
-    # A level above 0: `e.priority > 0` lets the planner prove the partial index applies.
-    "read_level_entries": f"{_READ_ENTRIES} AND e.priority = $6 AND e.priority > 0 {_NEXT}",
-    # Both return the bytes of the messages they delete (see `used_bytes`).
-    "delete_orphans": "WITH gone AS (DELETE FROM {s}.messages AS m WHERE m.broker_id = $1 "
-    f"AND m.id = ANY($2::bigint[]) AND {_ORPHANS} RETURNING {MESSAGE_SIZE} AS size) "
-    "SELECT COALESCE(sum(size), 0) FROM gone",
-    "delete_orphans_too": "WITH gone AS (DELETE FROM {s}.messages AS m WHERE m.broker_id = $1 "
-    f"AND m.id IN (SELECT id FROM {_CANDIDATES} UNION ALL SELECT unnest($2::bigint[])) "
-    f"AND {_ORPHANS} RETURNING {MESSAGE_SIZE} AS size) SELECT COALESCE(sum(size), 0) FROM gone",
-    "message_bytes": f"SELECT COALESCE(sum({MESSAGE_SIZE}), 0) FROM {{s}}.messages AS m "
-    "WHERE m.broker_id = $1",
-    **TAKEOVER_SQL,
-    **LOG_SQL,
-    **CATALOGUE_SQL,
-    **FAMILY_SQL,
-    **LEASE_SQL,
-    # Ids of restored messages must never be handed out again.
-    "restore_block": "UPDATE {s}.counters SET value = GREATEST(value, $2::bigint, "
-    "(SELECT COALESCE(max(id), 0) / $3::bigint FROM {s}.messages WHERE broker_id = $1)) "
-    "WHERE name = 'message_id_block'",
-}
-
-
-class PostgresStore:
+class PostgresStore(PostgresMember):
     """A broker's store in one schema of a PostgreSQL database (see the module docstring)."""
-
-    def __init__(
-        self,
-        dsn: str,
-        *,
-        broker_id: str,
-        schema: str,
-        synchronous_commit: str = "on",
-        lease_seconds: float = LEASE_SECONDS,
-        renew_every: float | None = None,
-        member_of: str | None = None,
-        family: str | None = None,
-        placement: Placement | None = None,
-    ) -> None:
-        """`lease_seconds`: how long the lease lasts unless renewed, every `renew_every` seconds
-        (a third of it by default). An HA member renews it every monitor interval and for the
-        monitor threshold's worth of them (`batonmq.store.configured`): its renewal is its
-        update in the store, which the other members watch. `member_of`: the HA member whose
-        worker this store's identity is (None: the identity is the broker's own), recorded
-        when the lease is claimed (`batonmq.store.members.as_members`). `family`: the standalone
-        broker whose identity (`broker_id` itself) or worker's identity this is (None for an HA
-        member; see `batonmq.store.pgfamily`). `placement`: for the broker's own identity that
-        starts (one process, or the supervisor of its workers), where each virtual host's rows
-        go at open (`batonmq.store.pgfamily.place_rows`)."""
-        if not _SCHEMA_NAME.fullmatch(schema) or schema.startswith("pg_"):
-            raise StoreError(
-                f"invalid PostgreSQL schema name {schema!r}: use 1 to 63 of a-z, 0-9 and _, "
-                "not starting with pg_"
-            )
-        self._broker_id, self._schema = broker_id, schema
-        self._member_of = member_of
-        self._lease_seconds = lease_seconds
-        self._renew_every = lease_seconds / 3 if renew_every is None else renew_every
-        self._sessions = Sessions(
-            dsn,
-            broker_id=broker_id,
-            schema=schema,
-            synchronous_commit=synchronous_commit,
-            lease_seconds=lease_seconds,
-        )
-        self._location = self._sessions.location
-        self._plan = Plan(POSTGRES, schema)
-        self._sql = {
-            **self._plan.sql,
-            **{name: text.replace("{s}", f'"{schema}"') for name, text in _SQL.items()},
-        }
-        self._family = family
-        self._lease = Lease(
-            self._sessions,
-            self._sql,
-            broker_id=broker_id,
-            schema=schema,
-            family=family,
-            member_of=member_of,
-            lease_seconds=lease_seconds,
-            renew_every=self._renew_every,
-        )
-        #: Opened to write the catalogue alone (see `open`).
-        self._catalogue_only = False
-        self._placement = placement if family == broker_id else None
-        self._pool: asyncpg.Pool[asyncpg.Record] | None = None
-        #: Writes run one at a time, in call order; `_last_write` is done once the last write
-        #: called so far is, and the reads called after it wait for it.
-        self._writes = asyncio.Lock()
-        self._last_write: asyncio.Future[None] | None = None
-        self._opened = self._locking = False
-        self._version = 0
-        #: The bytes of this broker's stored messages (`used_bytes`), kept up to date by each
-        #: commit once counted; None when not known (before the first count, and after a
-        #: failed commit, a recovery or a restore), when the next `used_bytes` counts again.
-        self._message_bytes: int | None = None
-        self._catalogue_writes = 0
-        #: The append log (`batonmq.store.postgres_log`): the net effect of this broker's log
-        #: rows, the sequence of the last, and their frames' bytes; changed by the writes only,
-        #: once their transaction is committed.
-        self._pending = Pending()
-        self._log_seq = 0
-        self._log_bytes = 0
-
-    @property
-    def kind(self) -> str:
-        return "postgres"
-
-    @property
-    def location(self) -> str:
-        return self._location
-
-    @property
-    def schema_version(self) -> int:
-        return self._version
 
     async def open(
         self,
@@ -527,12 +332,6 @@ class PostgresStore:
         merged = {entry.sequence: entry for entry in held} | {e.sequence: e for e in page}
         return sorted(merged.values(), key=attrgetter("sequence"))[:limit]
 
-    async def _writes_called(self) -> None:
-        """Wait for the writes called so far (as a read does)."""
-        pending = self._last_write
-        if pending is not None and not pending.done():
-            await asyncio.wait([pending])
-
     async def _quarantine(self, vhost: str, queue: str, entries: list[QuarantinedEntry]) -> None:
         """Move the entries, each with a copy of its message as stored, to the quarantine; a
         message no entry holds any more goes. A write: it changes the bytes stored."""
@@ -701,21 +500,6 @@ class PostgresStore:
         self._catalogue_writes += 1
         await self._call(f"restoring {directory} into", work, write=True)
 
-    async def _identities(self, connection: Connection) -> list[str]:
-        """Whose rows this store reads as its broker's: a worker's or an HA member's own; for
-        a standalone broker's own identity, its workers' too (`batonmq.store.pgfamily`)."""
-        if self._family != self._broker_id:
-            return [self._broker_id]
-        return await identities(connection, self._sql, self._broker_id)
-
-    def _is_ours(self, owner: object) -> bool:
-        """Whether `owner` is this store's identity or, for a broker's own, a worker's."""
-        return owner == self._broker_id or (
-            isinstance(owner, str)
-            and self._family == self._broker_id
-            and worker_index(self._broker_id, owner) is not None
-        )
-
     async def upgrade(self) -> tuple[int, int]:
         async def work(connection: Connection) -> tuple[int, int]:
             if not self._locking:
@@ -752,286 +536,6 @@ class PostgresStore:
                 # What the log holds is in its rows, for the next open.
                 self._pending, self._log_seq, self._log_bytes = Pending(), 0, 0
                 await close_session(pool)
-
-    def on_fenced(self, handler: Callable[[StoreFenced], None]) -> None:
-        self._lease.on_fenced = handler
-
-    # Streams kept in the store's tables (`batonmq.store.streamtables`) ----------------------
-
-    @property
-    def schema(self) -> str:
-        return self._schema
-
-    @property
-    def epoch(self) -> int:
-        """The fencing epoch this broker holds (0 before it claimed the store): every write of
-        its streams checks it, as its commits do."""
-        return self._lease.epoch
-
-    async def session(self) -> asyncpg.Connection[asyncpg.Record]:
-        """A session of its own, outside the pool, set up as the pool's writing sessions are
-        (the durability policy's synchronous_commit; a stalled transaction ended after a whole
-        lease, and a statement of a client that died cancelled, so that a takeover's claim is
-        not held up by either)."""
-        return await self._sessions.session()
-
-    def failure(self, what: str, error: BaseException) -> StoreError:
-        """A database error of a session of this store as a StoreError for an operator."""
-        return StoreError(self._sessions.failure(what, error))
-
-    def fenced_elsewhere(self, why: str) -> None:
-        """A write of this broker outside the store's own calls (a stream's) found its epoch
-        superseded: the store is fenced, as if one of its own writes had found it (on the
-        event loop)."""
-        self._lease.fence(why)
-
-    # The members of an HA cluster (see `batonmq.store.takeover`) ----------------------------
-
-    @property
-    def broker_id(self) -> str:
-        return self._broker_id
-
-    async def register(
-        self, address: str, heartbeat_address: str, version: str, settings: str
-    ) -> None:
-        """Record where this member serves AMQP and heartbeats, its version and the settings
-        every member must share (JSON); StoreFenced if it no longer owns its record."""
-        await self._write_record(
-            "registering in", "register", address, heartbeat_address, version, settings
-        )
-
-    async def refuse_failover(self) -> None:
-        """Mark this member's record so that no survivor takes it over once it stops (`shutdown
-        bkr -nofailover`) until it starts again; StoreFenced if it no longer owns its record."""
-        await self._write_record("marking no failover in", "no_failover")
-
-    async def record_state(self, state: str) -> None:
-        """Record this member's state (one of SERVING_STATES) in its record, where the other
-        members list it; StoreFenced if it no longer owns its record."""
-        await self._write_record("recording the state in", "record_state", state)
-
-    async def _write_record(self, what: str, statement: str, *arguments: object) -> None:
-        """Run `statement` on this identity's record in `brokers`, given its id, its epoch and
-        `arguments`; StoreFenced if the record has a newer epoch."""
-
-        async def work(connection: Connection) -> None:
-            self._require_current(write=True)
-            status = await connection.execute(
-                self._sql[statement], self._broker_id, self._lease.epoch, *arguments
-            )
-            if row_count(status) == 0:
-                raise self._lease.fence("its broker record has a newer epoch")
-
-        await self._call(what, work, write=True)
-
-    async def members(self, *, count_messages: bool = False) -> list[Member]:
-        """Every member recorded in the store, by id, a member with workers once
-        (`batonmq.store.members.as_members`); with `count_messages`, what each holds (a scan
-        of the messages, and of its append log's rows, in one snapshot: for an operator, not
-        for the failure detector)."""
-
-        async def work(connection: Connection) -> list[Member]:
-            self._require_current(write=False)
-            if not count_messages:
-                rows = await connection.fetch(self._sql["members"])
-                return as_members(member_record(row) for row in rows)
-            async with connection.transaction(isolation="repeatable_read", readonly=True):
-                rows = await connection.fetch(self._sql["members_counted"])
-                logging = {row[0] for row in await connection.fetch(self._sql["logging_brokers"])}
-                records = [member_record(row) for row in rows]
-                for index, (found, member_of) in enumerate(records):
-                    if found.broker_id in logging:
-                        messages, _, _ = await counts_with_log(
-                            connection,
-                            self._sql,
-                            found.broker_id,
-                            (found.messages or 0, 0, 0),
-                            quota=False,
-                        )
-                        records[index] = dataclasses.replace(found, messages=messages), member_of
-                return as_members(records)
-
-        return await self._call("reading the members of", work, write=False)
-
-    async def take_over(
-        self,
-        failed: str,
-        seen_epoch: int,
-        *,
-        force: bool = False,
-        next_sequences: Mapping[ObjectKey, int],
-        stream_tails: Mapping[ObjectKey, StreamTail] | None = None,
-        vhosts: list[str] | None = None,
-    ) -> TakenOver | None:
-        """Claim broker `failed` (seen at `seen_epoch`) and take its rows over, in one
-        transaction (`batonmq.store.takeover.take_over`); None when another broker won the claim,
-        or `failed` renewed its lease meanwhile (and `force` is off). StoreError when the claim
-        waited longer than `claim_lock_timeout` for a lock: nothing moved. With `vhosts`, the
-        rows of those virtual hosts only: this store's identity is a worker's, whose siblings
-        adopt the others (`adopt`)."""
-        timeout = claim_lock_timeout(self._lease_seconds, self._renew_every)
-        move = partial(
-            take_over,
-            sql=self._sql,
-            plan=self._plan,
-            claimant=self._broker_id,
-            member=self.member_id,
-            failed=failed,
-            seen_epoch=seen_epoch,
-            force=force,
-            next_sequences=next_sequences,
-            stream_tails=stream_tails or {},
-            vhosts=vhosts,
-        )
-        try:
-            return await self._move_rows(f"takeover of {failed!r} in", move, lock_timeout=timeout)
-        except StoreError as error:
-            if not isinstance(error.__cause__, asyncpg.LockNotAvailableError):
-                raise
-            raise StoreError(
-                f"the claim of broker {failed!r} waited {timeout:g} s for a lock on its record "
-                f"in {self._location} (a statement of that broker, or another claim, still "
-                "holds it) and was given up, so that this broker's own lease renewal is not "
-                "held up; it is tried again at a later monitor round"
-            ) from error
-
-    async def adopt(
-        self,
-        vhosts: list[str],
-        *,
-        next_sequences: Mapping[ObjectKey, int],
-        stream_tails: Mapping[ObjectKey, StreamTail] | None = None,
-    ) -> TakenOver | None:
-        """Take over the rows of `vhosts` that the identities this worker's member claimed
-        still hold, in one transaction fenced by this identity's epoch
-        (`batonmq.store.takeover.adopt`); None when there are none."""
-        move = partial(
-            adopt,
-            sql=self._sql,
-            claimant=self._broker_id,
-            member=self.member_id,
-            next_sequences=next_sequences,
-            stream_tails=stream_tails or {},
-            vhosts=vhosts,
-        )
-        return await self._move_rows("adopting taken-over rows in", move)
-
-    async def _move_rows(
-        self,
-        what: str,
-        move: Callable[[Connection], Awaitable[TakenOver | None]],
-        *,
-        lock_timeout: float | None = None,
-    ) -> TakenOver | None:
-        """Rows moved to this identity by `move` (a takeover's or an adoption's), in one
-        transaction fenced by its epoch, whose locks are waited for `lock_timeout` seconds at
-        most (None: as long as they are held)."""
-
-        async def work(connection: Connection) -> TakenOver | None:
-            self._require_current(write=True)
-            async with connection.transaction():
-                if lock_timeout is not None:
-                    await connection.execute(
-                        self._sql["claim_lock_timeout"], str(max(1, round(lock_timeout * 1000)))
-                    )
-                await self._lease.check_epoch(connection)
-                taken = await move(connection)
-                if taken is not None:
-                    self._message_bytes = None
-            return taken
-
-        return await self._call(what, work, write=True)
-
-    @property
-    def member_id(self) -> str:
-        """The HA member this store's identity writes for: the member whose worker it is, or
-        its own."""
-        return self._member_of or self._broker_id
-
-    @property
-    def catalogue_writes(self) -> int:
-        return self._catalogue_writes
-
-    async def catalogue(self) -> Catalogue:
-        """The users, virtual hosts and permissions, and the catalogue version, as one snapshot
-        (a repeatable-read transaction), after the writes called before."""
-
-        async def work(connection: Connection) -> Catalogue:
-            self._require_current(write=False)
-            async with connection.transaction(isolation="repeatable_read", readonly=True):
-                users = await connection.fetch(self._sql["users"])
-                vhosts = await connection.fetch(self._sql["vhosts"])
-                permissions = await connection.fetch(self._sql["permissions"])
-                version = await connection.fetchval(self._sql["catalogue_version"])
-            return Catalogue(
-                [stored_user(row) for row in users],
-                [row[0] for row in vhosts],
-                [stored_permission(row) for row in permissions],
-                version,
-            )
-
-        return await self._call("reading the catalogue of", work, write=False)
-
-    def watch_catalogue(
-        self, on_change: CatalogueChanged, interval: float
-    ) -> Callable[[], Coroutine[object, object, None]]:
-        """See `batonmq.store.members.SharedStore.watch_catalogue`."""
-        return CatalogueWatch(
-            self._sessions.connect,
-            channel(self._schema),
-            self._sql["catalogue_version"],
-            on_change,
-            interval,
-        ).run
-
-    async def _call(
-        self, what: str, work: Callable[[Connection], Awaitable[_T]], *, write: bool
-    ) -> _T:
-        """Run `work` on a connection of the pool: a write after the writes called before it,
-        one at a time; a read once those writes are done, beside any write called after it. A
-        database error becomes StoreError."""
-        if not write:
-            # Read synchronously, before the first await: the writes called before this read.
-            pending = self._last_write
-            if pending is not None and not pending.done():
-                await asyncio.wait([pending])
-            return await self._run(what, work)
-        done = self._last_write = asyncio.get_running_loop().create_future()
-        try:
-            async with self._writes:
-                return await self._run(what, work)
-        finally:
-            done.set_result(None)
-
-    async def _run(self, what: str, work: Callable[[Connection], Awaitable[_T]]) -> _T:
-        pool = self._pool
-        if not self._opened or pool is None:
-            raise StoreError(f"the store {self._location} is not open")
-        if self._lease.fenced is not None:
-            raise StoreFenced(str(self._lease.fenced))
-        try:
-            # A connection lost with the server is found closed here, and the pool replaces it.
-            async with pool.acquire(timeout=CONNECT_TIMEOUT) as connection:
-                return await work(connection)
-        except DATABASE_ERRORS as error:
-            raise StoreError(self._sessions.failure(f"{what} failed on", error)) from error
-
-    @staticmethod
-    async def _prepare_session(connection: Connection) -> None:
-        await connection.execute(
-            f"CREATE TEMPORARY TABLE {_CANDIDATES_TABLE} (id BIGINT NOT NULL) ON COMMIT DELETE ROWS"
-        )
-
-    def _require_current(self, *, write: bool) -> None:
-        if write and not self._locking:
-            raise StoreError(f"{self._location} was opened read-only (without the lock)")
-        if self._version == 0:
-            raise StoreError(f"{self._location} holds no BatonMQ store")
-        if self._version < SCHEMA_VERSION:
-            raise SchemaTooOld(
-                f"{self._location} has schema version {self._version}; this BatonMQ needs "
-                f"{SCHEMA_VERSION}: run `batonctl db upgrade`"
-            )
 
 
 def _checked_page(rows: list[asyncpg.Record]) -> PageRead:
