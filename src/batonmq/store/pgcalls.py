@@ -56,8 +56,10 @@ _READ_ENTRIES: Final = (
 )
 _NEXT: Final = "ORDER BY e.sequence LIMIT $5"
 _ORPHANS: Final = POSTGRES.orphans
-#: The statements of this store's own, beside the plan's: reads of pages, the garbage collection
-#: that ends a commit (ids as one array, the bytes freed returned), the lease.
+#: The statements of this store's own, beside the plan's and those of the modules it runs (the
+#: lease, the append log, the catalogue, the family, the takeover): reads of pages, the garbage
+#: collection that ends a commit (ids as one array, the bytes freed returned), the bytes stored,
+#: and the message id block a restore keeps.
 _SQL: Final = {
     # Any level ($6 null) or level 0, through the primary key.
     "read_entries": f"{_READ_ENTRIES} AND ($6::integer IS NULL OR e.priority = $6) {_NEXT}",
