@@ -7,7 +7,7 @@ interval, whichever is shorter) it reads the members from the store, sends heart
 that are not taken over, and feeds the detector the clock, what it heard and, for suspects, how
 long each has been silent in the store by the database's clock. A member the detector fails is
 taken over (`batonmq.engine.takeover`): the store's claim decides which survivor wins; a lost
-claim puts the member back under watch. Its own lease renewal (`batonmq.store.postgres`) is its
+claim puts the member back under watch. Its own lease renewal (`batonmq.store.pglease`) is its
 update in the store that the others watch; a member fenced by a takeover exits (server.app).
 """
 

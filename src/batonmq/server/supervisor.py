@@ -138,7 +138,8 @@ def _prepare_store(config: Config) -> int | None:
                 _open_and_close(configured_store(config, placement=store_placement(config)))
             )
         return None
-    from batonmq.store.sqlite import prepare_for_workers, take_lock
+    from batonmq.store.sqlite import prepare_for_workers
+    from batonmq.store.sqlitefile import take_lock
 
     database = sqlite_path(config.data_dir)
     try:

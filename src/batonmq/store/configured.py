@@ -61,7 +61,8 @@ def configured_store(
     `batonmq.store.sqlite.SQLiteStore` and `batonmq.store.pgfamily`)."""
     persist = config.persist
     if persist.store == "postgres":
-        from batonmq.store.postgres import LEASE_SECONDS, PostgresStore
+        from batonmq.store.pglease import LEASE_SECONDS
+        from batonmq.store.postgres import PostgresStore
 
         monitor = config.cluster.monitor
         # An HA member's lease renewal is its update in the store, which the other members

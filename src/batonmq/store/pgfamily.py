@@ -29,19 +29,14 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Mapping
-from typing import Final, TypeAlias
-
-import asyncpg
+from typing import Final
 
 from batonmq.store.members import SERVING_STATES
+from batonmq.store.pgsession import Connection
 from batonmq.store.placement import VHOST_TABLES, Moved, Placement, worker_id, worker_index
 from batonmq.store.plan import Plan
 from batonmq.store.postgres_log import apply_log
 from batonmq.store.takeover import discard_streams
-
-_Connection: TypeAlias = (
-    "asyncpg.Connection[asyncpg.Record] | asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
-)
 
 #: Statements, with {s} for the quoted schema.
 SQL: Final = {
@@ -79,7 +74,7 @@ def is_rival(family: str, claimant: str, other: str) -> bool:
 
 
 async def rival_lease(
-    connection: _Connection,
+    connection: Connection,
     sql: Mapping[str, str],
     family: str,
     claimant: str,
@@ -96,7 +91,7 @@ async def rival_lease(
     return None
 
 
-async def identities(connection: _Connection, sql: Mapping[str, str], family: str) -> list[str]:
+async def identities(connection: Connection, sql: Mapping[str, str], family: str) -> list[str]:
     """The broker's own identity, then each of its workers' that the store has enrolled."""
     workers = {
         index
@@ -107,7 +102,7 @@ async def identities(connection: _Connection, sql: Mapping[str, str], family: st
 
 
 async def place_rows(
-    connection: _Connection,
+    connection: Connection,
     sql: Mapping[str, str],
     plan: Plan,
     placement: Placement,

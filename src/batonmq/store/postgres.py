@@ -5,31 +5,20 @@ Open MQ suffixes table names, MQ 4.1 HA guide Table 8: S<brokerID> for a standal
 C<clusterID> for a cluster's shared one), and every row carries its broker's id, so brokers may
 share a schema too.
 
-A broker owns its store by a lease: its row in `brokers` names the holder (host, pid and a token
-of this process's store) and when the lease expires, on the database's clock, and carries a
-fencing epoch that each start bumps. The lease is renewed on a connection of its own every third
-of its length; a second broker is refused while it runs, with the holder and the expiry named.
-Every write transaction first reads the epoch, FOR SHARE, and goes on only while it is still the
-one this broker was given: a takeover that bumps it waits for a commit under way, and every write
-after it fails with StoreFenced, whatever became of the connections in between (a session
-advisory lock, used before, vanished when PostgreSQL restarted, and a second broker could then
-open the store while the first kept serving). A holder on this host whose process is gone is not
-waited for: a broker restarted after a crash takes its store back at once.
+A broker owns its store by a lease, and every write transaction checks the fencing epoch the
+lease gave it (`batonmq.store.pglease`): a broker taken over writes nothing more (StoreFenced).
+Its concerns have modules of their own: the sessions and their settings (`pgsession`), the
+schema and its migrations (`pgschema`), the lease (`pglease`), a standalone broker's identities
+(`pgfamily`), the append log (`postgres_log`), the shared catalogue (`postgres_catalogue`), an
+HA member's takeover (`takeover`) and backups (`pgbackup`); this module is the `Store` that
+runs them, each call on the right connection at the right time (`pgcalls`, and
+`pgmember` for an HA member's calls).
 
-Calls go over a pool of asyncpg connections. Writes (commits, recovery, restore, upgrade) run
-one at a time, in the order of the calls (an asyncio.Lock wakes its waiters first in, first out):
-the journal hands batches one by one, and group commit wants one writer. Reads (a page of entries,
-users, statistics) run on other connections of the pool, beside a commit, but each waits first
-for the writes called before it, which is what the `Store` protocol promises: a read issued after
-a commit sees it. A connection lost with PostgreSQL (restarted) fails the call under way with
-StoreError; the pool connects again for the next call, and its first write checks the epoch again.
-The lease is renewed on a connection of its own, outside the pool.
-
-Every session of the store runs with the `synchronous_commit` it is given (the configuration's
-durability policy, `batonmq.config.durability`): "off" returns from a commit before PostgreSQL has
-flushed its write-ahead log, so a crash of PostgreSQL (or of its machine) may lose the last
-commits, while a crash of the broker loses nothing; "on" and "remote_write" also wait for the
-synchronous standbys. The database stays consistent either way.
+Every session runs with the `synchronous_commit` of the configuration's durability policy
+(`batonmq.config.durability`): "off" returns from a commit before PostgreSQL has flushed its
+write-ahead log, so a crash of PostgreSQL (or of its machine) may lose the last commits, while a
+crash of the broker loses nothing; "on" and "remote_write" also wait for the synchronous
+standbys. The database stays consistent either way.
 
 A commit writes the rows a batch has many of (messages and entries put, entries updated and
 deleted) in one statement per kind, each column an array (`batonmq.store.plan.ARRAY_STATEMENTS`):
@@ -43,19 +32,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import datetime
-import hashlib
 import logging
-import os
-import re
-import secrets
-import socket
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from functools import partial
 from operator import attrgetter
 from pathlib import Path
-from typing import Final, TypeAlias, TypeVar
 
 import asyncpg
 
@@ -64,265 +45,44 @@ from batonmq.store.backup import checked_manifest, make_empty_directory, write_m
 from batonmq.store.base import (
     MESSAGE_ID_BLOCK,
     SCHEMA_VERSION,
-    ObjectKey,
     PageRead,
     QuarantinedEntry,
     Recovery,
-    SchemaTooNew,
-    SchemaTooOld,
     StoreCorrupt,
     StoredMessage,
     StoredUser,
     StoreError,
-    StoreFenced,
-    StoreLocked,
     StoreStats,
     StoreUnavailable,
     WriteBatch,
     message_id_base,
 )
-from batonmq.store.dialect import POSTGRES
-from batonmq.store.dsn import parse_dsn
-from batonmq.store.hastore import OWNED_TABLES
 from batonmq.store.integrity import checked_entry, report_quarantined
-from batonmq.store.members import (
-    SERVING_STATES,
-    Catalogue,
-    CatalogueChanged,
-    Member,
-    StreamTail,
-    TakenOver,
-    as_members,
-)
-from batonmq.store.pending import (
-    CHECKPOINT_LOG_BYTES,
-    Pending,
-    encode_frame,
-    holds_only_entries,
-)
+from batonmq.store.pending import CHECKPOINT_LOG_BYTES, Pending, encode_frame, holds_only_entries
+from batonmq.store.pgbackup import backup_manifest, copy_in, copy_out, counted, restored
 from batonmq.store.pgerrors import DATABASE_ERRORS
-from batonmq.store.pgfamily import SQL as FAMILY_SQL
-from batonmq.store.pgfamily import identities, place_rows, rival_lease
-from batonmq.store.placement import Placement, worker_index
+from batonmq.store.pgfamily import place_rows
+from batonmq.store.pgmember import PostgresMember
+from batonmq.store.pgschema import migrate_schema, read_version
+from batonmq.store.pgsession import CLOSE_TIMEOUT, CONNECT_TIMEOUT, Connection, row_count
+from batonmq.store.pgsession import close as close_session
+from batonmq.store.placement import Placement
 from batonmq.store.plan import (
     RECOVERY_READS,
     STORE_WIDE_READS,
-    Plan,
-    migrated_meta,
     recovery,
     stored_permission,
     stored_user,
 )
-from batonmq.store.postgres_catalogue import SQL as CATALOGUE_SQL
-from batonmq.store.postgres_catalogue import (
-    CatalogueWatch,
-    announce,
-    changes_catalogue,
-    channel,
-)
-from batonmq.store.postgres_log import (
-    MESSAGE_SIZE,
-    apply_log,
-    checksums_of,
-    counts_with_log,
-    write_batch,
-)
-from batonmq.store.postgres_log import SQL as LOG_SQL
-from batonmq.store.takeover import SQL as TAKEOVER_SQL
-from batonmq.store.takeover import (
-    adopt,
-    claim_lock_timeout,
-    discard_streams,
-    member_record,
-    take_over,
-)
+from batonmq.store.postgres_catalogue import announce, changes_catalogue
+from batonmq.store.postgres_log import apply_log, checksums_of, counts_with_log, write_batch
+from batonmq.store.takeover import discard_streams
 
 log = logging.getLogger(__name__)
 
-_Connection: TypeAlias = (
-    "asyncpg.Connection[asyncpg.Record] | asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
-)
-_T = TypeVar("_T")
 
-_SCHEMA_NAME: Final = re.compile(r"[a-z0-9_]{1,63}")
-_CONNECT_TIMEOUT: Final = 10.0
-#: How often PostgreSQL checks that a client running a statement is still there (14 and later).
-_CLIENT_CHECK_MS: Final = 1000
-_CLOSE_TIMEOUT: Final = 5.0
-#: How long an open waits for another holder's lease to be released before StoreLocked (a
-#: broker stopping while its successor starts).
-_LOCK_WAIT: Final = 5.0
-_LOCK_RETRY: Final = 0.1
-#: Seconds a lease lasts unless renewed; it is renewed every third of that.
-LEASE_SECONDS: Final = 15.0
-
-_PLAN: Final = Plan(POSTGRES)
-
-
-def _migration_script(version: int) -> str:
-    """The SQL that makes schema `version` (from 1), "{s}" standing for the quoted schema."""
-    steps = [
-        step
-        if isinstance(step, str)
-        else f"ALTER TABLE {{s}}.{step.table} ADD COLUMN IF NOT EXISTS {step.column}"
-        f" {POSTGRES.render(step.definition)}"
-        for step in _PLAN.migration(version)
-    ]
-    if version == 1:
-        steps.insert(0, "CREATE SCHEMA IF NOT EXISTS {s}")
-    return ";\n".join(steps)
-
-
-#: Migration n (from 0) takes the schema from version n to n + 1 (the plan's, in PostgreSQL).
-_MIGRATIONS: Final = tuple(_migration_script(v) for v in range(1, SCHEMA_VERSION + 1))
-
-_CANDIDATES: Final = POSTGRES.candidates
-_CANDIDATES_TABLE: Final = _CANDIDATES.removeprefix("pg_temp.")
-# A page of entries: the message of each entry is looked up in a subquery fenced with OFFSET 0
-# (see `batonmq.store.dialect.POSTGRES`), so that each is one probe of the index.
-_READ_ENTRIES: Final = (
-    "SELECT e.sequence, e.delivery_count, e.expires_at, e.priority, m.id, m.exchange, "
-    "m.routing_key, m.header_payload, m.body, m.checksum FROM {s}.entries AS e "
-    "CROSS JOIN LATERAL (SELECT * FROM "
-    "{s}.messages AS m WHERE m.id = e.message_id OFFSET 0) AS m "
-    "WHERE e.broker_id = $1 AND e.vhost = $2 AND e.queue = $3 AND e.sequence > $4"
-)
-_NEXT: Final = "ORDER BY e.sequence LIMIT $5"
-_ORPHANS: Final = POSTGRES.orphans
-#: The statements of this store's own, beside the plan's: reads of pages, the garbage collection
-#: that ends a commit (ids as one array, the bytes freed returned), the lease.
-_SQL: Final = {
-    # Any level ($6 null) or level 0, through the primary key.
-    "read_entries": f"{_READ_ENTRIES} AND ($6::integer IS NULL OR e.priority = $6) {_NEXT}",
-    # A level above 0: `e.priority > 0` lets the planner prove the partial index applies.
-    "read_level_entries": f"{_READ_ENTRIES} AND e.priority = $6 AND e.priority > 0 {_NEXT}",
-    # Both return the bytes of the messages they delete (see `used_bytes`).
-    "delete_orphans": "WITH gone AS (DELETE FROM {s}.messages AS m WHERE m.broker_id = $1 "
-    f"AND m.id = ANY($2::bigint[]) AND {_ORPHANS} RETURNING {MESSAGE_SIZE} AS size) "
-    "SELECT COALESCE(sum(size), 0) FROM gone",
-    "delete_orphans_too": "WITH gone AS (DELETE FROM {s}.messages AS m WHERE m.broker_id = $1 "
-    f"AND m.id IN (SELECT id FROM {_CANDIDATES} UNION ALL SELECT unnest($2::bigint[])) "
-    f"AND {_ORPHANS} RETURNING {MESSAGE_SIZE} AS size) SELECT COALESCE(sum(size), 0) FROM gone",
-    "message_bytes": f"SELECT COALESCE(sum({MESSAGE_SIZE}), 0) FROM {{s}}.messages AS m "
-    "WHERE m.broker_id = $1",
-    "enrol": "INSERT INTO {s}.brokers (broker_id, epoch, state, started_at) "
-    "VALUES ($1, 0, 'stopped', now()) ON CONFLICT (broker_id) DO NOTHING",
-    "lease": "SELECT state, holder, lease_expires, lease_expires > now() FROM {s}.brokers "
-    "WHERE broker_id = $1 FOR UPDATE",
-    "claim": "UPDATE {s}.brokers SET epoch = epoch + 1, state = 'running', started_at = now(), "
-    "holder = $2, lease_expires = now() + $3::float8 * interval '1 second', heartbeat_at = now(), "
-    "no_failover = false, member_of = $4 WHERE broker_id = $1 RETURNING epoch",
-    "renew": "UPDATE {s}.brokers SET lease_expires = now() + $3::float8 * interval '1 second', "
-    "heartbeat_at = now() WHERE broker_id = $1 AND epoch = $2",
-    **TAKEOVER_SQL,
-    **LOG_SQL,
-    **CATALOGUE_SQL,
-    **FAMILY_SQL,
-    "epoch": "SELECT epoch FROM {s}.brokers WHERE broker_id = $1 FOR SHARE",
-    "stop": "UPDATE {s}.brokers SET state = 'stopped', holder = NULL, lease_expires = NULL "
-    "WHERE broker_id = $1 AND epoch = $2",
-    # Ids of restored messages must never be handed out again.
-    "restore_block": "UPDATE {s}.counters SET value = GREATEST(value, $2::bigint, "
-    "(SELECT COALESCE(max(id), 0) / $3::bigint FROM {s}.messages WHERE broker_id = $1)) "
-    "WHERE name = 'message_id_block'",
-}
-#: Pool connections: one writer at a time, and reads beside it.
-_POOL_SIZE: Final = 4
-#: A snapshot's tables, in the order a restore fills them.
-_SNAPSHOT: Final = OWNED_TABLES
-#: The tables the brokers sharing the store share, restored whole.
-_SHARED_SNAPSHOT: Final = ("users", "vhosts", "permissions")
-
-
-class PostgresStore:
+class PostgresStore(PostgresMember):
     """A broker's store in one schema of a PostgreSQL database (see the module docstring)."""
-
-    def __init__(
-        self,
-        dsn: str,
-        *,
-        broker_id: str,
-        schema: str,
-        synchronous_commit: str = "on",
-        lease_seconds: float = LEASE_SECONDS,
-        renew_every: float | None = None,
-        member_of: str | None = None,
-        family: str | None = None,
-        placement: Placement | None = None,
-    ) -> None:
-        """`lease_seconds`: how long the lease lasts unless renewed, every `renew_every` seconds
-        (a third of it by default). An HA member renews it every monitor interval and for the
-        monitor threshold's worth of them (`batonmq.store.configured`): its renewal is its
-        update in the store, which the other members watch. `member_of`: the HA member whose
-        worker this store's identity is (None: the identity is the broker's own), recorded
-        when the lease is claimed (`batonmq.store.members.as_members`). `family`: the standalone
-        broker whose identity (`broker_id` itself) or worker's identity this is (None for an HA
-        member; see `batonmq.store.pgfamily`). `placement`: for the broker's own identity that
-        starts (one process, or the supervisor of its workers), where each virtual host's rows
-        go at open (`batonmq.store.pgfamily.place_rows`)."""
-        if not _SCHEMA_NAME.fullmatch(schema) or schema.startswith("pg_"):
-            raise StoreError(
-                f"invalid PostgreSQL schema name {schema!r}: use 1 to 63 of a-z, 0-9 and _, "
-                "not starting with pg_"
-            )
-        self._dsn, safe_dsn, self._secrets = parse_dsn(dsn)
-        self._broker_id, self._schema = broker_id, schema
-        self._member_of = member_of
-        self._synchronous_commit = synchronous_commit
-        self._lease_seconds = lease_seconds
-        self._renew_every = lease_seconds / 3 if renew_every is None else renew_every
-        self._location = f"{safe_dsn} schema {schema}"
-        self._plan = Plan(POSTGRES, schema)
-        self._sql = {
-            **self._plan.sql,
-            **{name: text.replace("{s}", f'"{schema}"') for name, text in _SQL.items()},
-        }
-        self._migration_key = _advisory_key("migrate", schema)
-        self._family = family
-        #: Opened to write the catalogue alone (see `open`), and whether a worker of the broker
-        #: held its lease when this store claimed its own (whose rows it then leaves alone).
-        self._catalogue_only = self._workers_run = False
-        self._placement = placement if family == broker_id else None
-        self._family_key = _advisory_key("family", schema, family or broker_id)
-        self._pool: asyncpg.Pool[asyncpg.Record] | None = None
-        #: Writes run one at a time, in call order; `_last_write` is done once the last write
-        #: called so far is, and the reads called after it wait for it.
-        self._writes = asyncio.Lock()
-        self._last_write: asyncio.Future[None] | None = None
-        self._opened = self._locking = False
-        self._version = 0
-        #: Who holds the lease when this store does: this host, process, and store object.
-        self._holder = f"{socket.gethostname()} pid {os.getpid()} #{secrets.token_hex(4)}"
-        #: The fencing epoch this broker was given when it claimed the store (0: not claimed).
-        self._epoch = 0
-        #: Whether the previous holder stopped without releasing the lease (a crash).
-        self._unclean_stop = False
-        self._fenced: StoreFenced | None = None
-        self._fenced_handler: Callable[[StoreFenced], None] | None = None
-        self._lease_task: asyncio.Task[None] | None = None
-        #: The bytes of this broker's stored messages (`used_bytes`), kept up to date by each
-        #: commit once counted; None when not known (before the first count, and after a
-        #: failed commit, a recovery or a restore), when the next `used_bytes` counts again.
-        self._message_bytes: int | None = None
-        self._catalogue_writes = 0
-        #: The append log (`batonmq.store.postgres_log`): the net effect of this broker's log
-        #: rows, the sequence of the last, and their frames' bytes; changed by the writes only,
-        #: once their transaction is committed.
-        self._pending = Pending()
-        self._log_seq = 0
-        self._log_bytes = 0
-
-    @property
-    def kind(self) -> str:
-        return "postgres"
-
-    @property
-    def location(self) -> str:
-        return self._location
-
-    @property
-    def schema_version(self) -> int:
-        return self._version
 
     async def open(
         self,
@@ -340,18 +100,26 @@ class PostgresStore:
                 raise StoreError(f"the store {self._location} is already open")
             self._locking = lock
             self._catalogue_only = catalogue_only
-            pool = self._pool = await self._create_pool()
+            pool = self._pool = await self._sessions.create_pool(
+                self._prepare_session if self._locking else None
+            )
             try:
                 try:
-                    connection = await pool.acquire(timeout=_CONNECT_TIMEOUT)
+                    connection = await pool.acquire(timeout=CONNECT_TIMEOUT)
                 except (*DATABASE_ERRORS, ValueError) as error:
-                    raise StoreUnavailable(self._failure("cannot connect to", error)) from error
+                    raise StoreUnavailable(
+                        self._sessions.failure("cannot connect to", error)
+                    ) from error
                 try:
-                    version = await self._read_version(connection)
+                    version = await read_version(
+                        connection, self._sql, self._schema, self._location
+                    )
                     if lock and version < SCHEMA_VERSION and (migrate if version else create):
-                        version = await self._migrate(connection)
+                        version = await migrate_schema(
+                            connection, self._sql, self._schema, self._location
+                        )
                     if lock and version == SCHEMA_VERSION:
-                        await self._claim(connection)
+                        await self._lease.claim(connection, catalogue_only=self._catalogue_only)
                         await self._replay(connection)
                         if self._placement is not None:
                             await self._place(connection, self._placement)
@@ -361,12 +129,12 @@ class PostgresStore:
                 self._pool = None
                 pool.terminate()
                 if isinstance(error, DATABASE_ERRORS):
-                    raise StoreUnavailable(self._failure("cannot open", error)) from error
+                    raise StoreUnavailable(self._sessions.failure("cannot open", error)) from error
                 raise
             self._version, self._opened = version, True
 
     async def recover(self) -> Recovery:
-        async def work(connection: _Connection) -> Recovery:
+        async def work(connection: Connection) -> Recovery:
             self._require_current(write=True)
             broker, sql = self._broker_id, self._sql
             self._message_bytes = None
@@ -375,11 +143,11 @@ class PostgresStore:
                 # empty, a nested loop walked one table per row of the other (38 s for 20,000
                 # entries); hash and merge joins are linear whatever the statistics.
                 await connection.execute("SET LOCAL enable_nestloop = off")
-                await self._check_epoch(connection)
-                discarded = _row_count(await connection.execute(sql["discard_entries"], broker))
+                await self._lease.check_epoch(connection)
+                discarded = row_count(await connection.execute(sql["discard_entries"], broker))
                 await connection.execute(sql["discard_messages"], broker)
                 await discard_streams(connection, sql, broker)
-                if self._unclean_stop:
+                if self._lease.unclean_stop:
                     await connection.execute(sql["mark_delivered"], broker)
                 block = await connection.fetchval(sql["next_block"])
                 reads = {
@@ -392,7 +160,7 @@ class PostgresStore:
                 reads,
                 message_id_base=message_id_base(block, self._location),
                 discarded_entries=discarded,
-                unclean_stop=self._unclean_stop,
+                unclean_stop=self._lease.unclean_stop,
             )
 
         return await self._call("recovery", work, write=True)
@@ -409,14 +177,14 @@ class PostgresStore:
         if changes_catalogue(batch):
             self._catalogue_writes += 1
 
-        async def work(connection: _Connection) -> None:
+        async def work(connection: Connection) -> None:
             self._require_current(write=True)
             await self._checkpoint(connection)
             await self._write_tables(connection, batch)
 
         await self._call("commit", work, write=True)
 
-    async def _append(self, batch: WriteBatch, connection: _Connection) -> None:
+    async def _append(self, batch: WriteBatch, connection: Connection) -> None:
         """`batch` as one row of the log, in a transaction of one statement that checks the
         epoch; then part of what the log holds."""
         self._require_current(write=True)
@@ -424,10 +192,10 @@ class PostgresStore:
         frame = encode_frame(batch)
         seq = self._log_seq + 1
         status = await connection.execute(
-            self._sql["append"], self._broker_id, self._epoch, seq, frame
+            self._sql["append"], self._broker_id, self._lease.epoch, seq, frame
         )
-        if _row_count(status) == 0:
-            raise self._fence("its broker record has a newer epoch")
+        if row_count(status) == 0:
+            raise self._lease.fence("its broker record has a newer epoch")
         self._log_seq, self._log_bytes = seq, self._log_bytes + len(frame)
         self._pending.add(batch)
         if self._log_bytes >= CHECKPOINT_LOG_BYTES or self._pending.is_full():
@@ -437,7 +205,7 @@ class PostgresStore:
                 # The batch is committed (and will be confirmed); the next trigger tries again.
                 log.debug("checkpoint of the append log deferred: %s", error)
 
-    async def _checkpoint(self, connection: _Connection) -> None:
+    async def _checkpoint(self, connection: Connection) -> None:
         """Write what the log holds to the tables and delete its rows, in one transaction; in
         the writers' lane. A failed checkpoint leaves the log and `_pending` as they were."""
         if not self._log_seq:
@@ -447,29 +215,29 @@ class PostgresStore:
 
     async def _checkpoint_first(self) -> None:
         """A checkpoint, called as a write, when this broker owns a log that holds anything."""
-        if self._locking and self._log_seq and self._fenced is None:
+        if self._locking and self._log_seq and self._lease.fenced is None:
             await self._call("checkpoint", self._checkpoint, write=True)
 
-    async def _replay(self, connection: _Connection) -> None:
+    async def _replay(self, connection: Connection) -> None:
         """At open, once claimed: what a crash left in this broker's log, to the tables."""
         self._message_bytes = None
         async with connection.transaction():
-            await self._check_epoch(connection)
+            await self._lease.check_epoch(connection)
             await apply_log(connection, self._sql, self._plan, self._broker_id)
         self._pending, self._log_seq, self._log_bytes = Pending(), 0, 0
 
-    async def _place(self, connection: _Connection, placement: Placement) -> None:
+    async def _place(self, connection: Connection, placement: Placement) -> None:
         """At open, once claimed and replayed: each virtual host's rows to the identity that
         owns it now (`batonmq.store.pgfamily`)."""
         async with connection.transaction():
-            await self._check_epoch(connection)
+            await self._lease.check_epoch(connection)
             moves, streams = await place_rows(
                 connection,
                 self._sql,
                 self._plan,
                 placement,
                 claimant=self._broker_id,
-                claimant_unclean=self._unclean_stop,
+                claimant_unclean=self._lease.unclean_stop,
             )
         if moves:
             log.info(
@@ -482,7 +250,7 @@ class PostgresStore:
             )
 
     async def _write_tables(
-        self, connection: _Connection, batch: WriteBatch, *, log_to: int = 0
+        self, connection: Connection, batch: WriteBatch, *, log_to: int = 0
     ) -> None:
         """`batch` written to the tables in one transaction that checks the epoch, and the
         log's rows up to `log_to` deleted in it (a checkpoint)."""
@@ -492,7 +260,7 @@ class PostgresStore:
         )
         counted, self._message_bytes = self._message_bytes, None
         async with connection.transaction():
-            await self._check_epoch(connection)
+            await self._lease.check_epoch(connection)
             growth = await write_batch(
                 connection,
                 self._sql,
@@ -504,7 +272,7 @@ class PostgresStore:
             )
             if log_to:
                 await connection.execute(self._sql["drop_log"], self._broker_id, log_to)
-            if batch.vhosts_deleted and not self._workers_run:
+            if batch.vhosts_deleted and not self._lease.workers_run:
                 await self._delete_workers_vhosts(connection, batch.vhosts_deleted)
             if changes_catalogue(batch):
                 # The other members hear of it at commit (`batonmq.store.postgres_catalogue`).
@@ -514,7 +282,7 @@ class PostgresStore:
         if counted is not None:
             self._message_bytes = counted + growth
 
-    async def _delete_workers_vhosts(self, connection: _Connection, vhosts: list[str]) -> None:
+    async def _delete_workers_vhosts(self, connection: Connection, vhosts: list[str]) -> None:
         """For the broker's own identity, which holds the family's lock while no worker runs:
         the virtual hosts' rows that its workers left go with them, after what their logs
         hold (`batonmq.store.pgfamily`). Running workers delete their own rows of a virtual
@@ -537,7 +305,7 @@ class PostgresStore:
         if held is None:
             await self._checkpoint_first()
 
-        async def work(connection: _Connection) -> PageRead:
+        async def work(connection: Connection) -> PageRead:
             self._require_current(write=False)
             rows = await connection.fetch(
                 self._sql["read_level_entries" if priority else "read_entries"],
@@ -564,23 +332,17 @@ class PostgresStore:
         merged = {entry.sequence: entry for entry in held} | {e.sequence: e for e in page}
         return sorted(merged.values(), key=attrgetter("sequence"))[:limit]
 
-    async def _writes_called(self) -> None:
-        """Wait for the writes called so far (as a read does)."""
-        pending = self._last_write
-        if pending is not None and not pending.done():
-            await asyncio.wait([pending])
-
     async def _quarantine(self, vhost: str, queue: str, entries: list[QuarantinedEntry]) -> None:
         """Move the entries, each with a copy of its message as stored, to the quarantine; a
         message no entry holds any more goes. A write: it changes the bytes stored."""
 
-        async def work(connection: _Connection) -> None:
+        async def work(connection: Connection) -> None:
             self._require_current(write=True)
             self._message_bytes = None
             now = datetime.datetime.now(datetime.UTC)
             keys = [(self._broker_id, vhost, queue, entry.sequence) for entry in entries]
             async with connection.transaction():
-                await self._check_epoch(connection)
+                await self._lease.check_epoch(connection)
                 await connection.executemany(
                     self._sql["quarantine_entry"], [(*key, now) for key in keys]
                 )
@@ -606,7 +368,7 @@ class PostgresStore:
         return [stored_permission(row) for row in rows]
 
     async def _fetch_all(self, what: str, query: str) -> list[asyncpg.Record]:
-        async def work(connection: _Connection) -> list[asyncpg.Record]:
+        async def work(connection: Connection) -> list[asyncpg.Record]:
             self._require_current(write=False)
             return await connection.fetch(self._sql[query])
 
@@ -618,10 +380,10 @@ class PostgresStore:
         identity of the broker (`_identities`)."""
         await self._checkpoint_first()
 
-        async def work(connection: _Connection) -> StoreStats:
+        async def work(connection: Connection) -> StoreStats:
             self._require_current(write=False)
             async with connection.transaction(isolation="repeatable_read", readonly=True):
-                counts = await self._counted_all(connection, await self._identities(connection))
+                counts = await counted(connection, self._sql, await self._identities(connection))
             return StoreStats("postgres", self._location, self._version, self._broker_id, *counts)
 
         return await self._call("reading statistics", work, write=False)
@@ -630,7 +392,7 @@ class PostgresStore:
         """The sessions' synchronous_commit and the server's synchronous_standby_names (which
         standbys a commit waits for), for the startup log."""
 
-        async def work(connection: _Connection) -> dict[str, str]:
+        async def work(connection: Connection) -> dict[str, str]:
             return {
                 name: str(await connection.fetchval(f"SHOW {name}"))
                 for name in ("synchronous_commit", "synchronous_standby_names")
@@ -654,7 +416,7 @@ class PostgresStore:
         without the lock, which another process writes, counts every time, what the log holds
         with the messages. In the writers' lane, so that a count never crosses a commit."""
 
-        async def work(connection: _Connection) -> int:
+        async def work(connection: Connection) -> int:
             self._require_current(write=False)
             if self._locking:
                 await self._checkpoint(connection)
@@ -686,83 +448,39 @@ class PostgresStore:
         self._require_current(write=False)
         await self._checkpoint_first()
         await asyncio.to_thread(make_empty_directory, directory)
-        connection = await self._connect()
+        connection = await self._sessions.connect()
         try:
             async with connection.transaction(isolation="repeatable_read", readonly=True):
                 async with self._writes:
                     # The snapshot, taken with no write under way, holds every commit made
                     # before.
                     owners = await self._identities(connection)
-                    counts = await self._counted_all(connection, owners)
+                    counts = await counted(connection, self._sql, owners)
                     block = await connection.fetchval(self._sql["block"])
-                for table in _SNAPSHOT:
-                    await connection.copy_from_query(
-                        f'SELECT * FROM "{self._schema}".{table} WHERE broker_id = ANY($1)',
-                        owners,
-                        output=directory / f"{table}.bin",
-                        format="binary",
-                    )
-                for table in _SHARED_SNAPSHOT:
-                    await connection.copy_from_query(
-                        f'SELECT * FROM "{self._schema}".{table}',
-                        output=directory / f"{table}.bin",
-                        format="binary",
-                    )
+                await copy_out(connection, self._schema, owners, directory)
         except DATABASE_ERRORS as error:
-            raise StoreError(self._failure("backup failed on", error)) from error
+            raise StoreError(self._sessions.failure("backup failed on", error)) from error
         finally:
-            await _close(connection)
-        manifest = {
-            "kind": "postgres",
-            "schema_version": SCHEMA_VERSION,
-            "broker_id": self._broker_id,
-            "identities": owners,
-            "schema": self._schema,
-            "created_at": datetime.datetime.now(datetime.UTC).isoformat(),
-            "messages": counts[3],
-            "entries": counts[4],
-            "message_id_block": block,
-        }
+            await close_session(connection)
         # Written last: a directory without a manifest is not a backup.
-        await asyncio.to_thread(write_manifest, directory, manifest)
+        await asyncio.to_thread(
+            write_manifest,
+            directory,
+            backup_manifest(self._broker_id, self._schema, owners, counts, block),
+        )
 
     async def restore(self, directory: Path) -> None:
         manifest = await asyncio.to_thread(checked_manifest, directory, self.kind, self._broker_id)
-        if manifest["schema_version"] != SCHEMA_VERSION:
-            # Tables are copied whole: their columns must be this version's.
-            raise StoreError(
-                f"{directory} holds schema version {manifest['schema_version']}; this "
-                f"BatonMQ restores version {SCHEMA_VERSION} only"
-            )
-        block = manifest.get("message_id_block")
-        if not isinstance(block, int):
-            raise StoreCorrupt(f"{directory}/manifest.json: bad message_id_block {block!r}")
-        # A backup of the broker's identity alone says none.
-        owners = manifest.get("identities", [self._broker_id])
-        if not (isinstance(owners, list) and all(map(self._is_ours, owners))):
-            raise StoreCorrupt(f"{directory}/manifest.json: bad identities {owners!r}")
+        block, owners = restored(directory, manifest, self._broker_id, self._is_ours)
 
-        async def work(connection: _Connection) -> None:
+        async def work(connection: Connection) -> None:
             self._require_current(write=True)
             broker = self._broker_id
             self._message_bytes = None
             async with connection.transaction():
                 replaced = sorted({*owners, *await self._identities(connection)})
-                for table in reversed(_SNAPSHOT):
-                    await connection.execute(
-                        f'DELETE FROM "{self._schema}".{table} WHERE broker_id = ANY($1)',
-                        replaced,
-                    )
-                for table in _SHARED_SNAPSHOT:
-                    await connection.execute(f'DELETE FROM "{self._schema}".{table}')
-                for table in (*_SHARED_SNAPSHOT, *_SNAPSHOT):
-                    await connection.copy_to_table(
-                        table,
-                        schema_name=self._schema,
-                        source=directory / f"{table}.bin",
-                        format="binary",
-                    )
-                counts = await self._counted_all(connection, owners)
+                await copy_in(connection, self._schema, replaced, directory)
+                counts = await counted(connection, self._sql, owners)
                 if [counts[3], counts[4]] != [manifest.get("messages"), manifest.get("entries")]:
                     raise StoreCorrupt(f"{directory}: the tables do not match manifest.json")
                 for owner in owners:
@@ -782,37 +500,16 @@ class PostgresStore:
         self._catalogue_writes += 1
         await self._call(f"restoring {directory} into", work, write=True)
 
-    async def _identities(self, connection: _Connection) -> list[str]:
-        """Whose rows this store reads as its broker's: a worker's or an HA member's own; for
-        a standalone broker's own identity, its workers' too (`batonmq.store.pgfamily`)."""
-        if self._family != self._broker_id:
-            return [self._broker_id]
-        return await identities(connection, self._sql, self._broker_id)
-
-    def _is_ours(self, owner: object) -> bool:
-        """Whether `owner` is this store's identity or, for a broker's own, a worker's."""
-        return owner == self._broker_id or (
-            isinstance(owner, str)
-            and self._family == self._broker_id
-            and worker_index(self._broker_id, owner) is not None
-        )
-
-    async def _counted_all(self, connection: _Connection, owners: list[str]) -> list[int]:
-        """`_counted` summed over `owners`."""
-        totals = [0] * 7
-        for owner in owners:
-            counted = await _counted(connection, self._sql, owner)
-            totals = [total + part for total, part in zip(totals, counted, strict=True)]
-        return totals
-
     async def upgrade(self) -> tuple[int, int]:
-        async def work(connection: _Connection) -> tuple[int, int]:
+        async def work(connection: Connection) -> tuple[int, int]:
             if not self._locking:
                 raise StoreError(f"{self._location} was opened read-only: cannot upgrade it")
             found = self._version
             if found < SCHEMA_VERSION:
-                self._version = await self._migrate(connection)
-                await self._claim(connection)
+                self._version = await migrate_schema(
+                    connection, self._sql, self._schema, self._location
+                )
+                await self._lease.claim(connection, catalogue_only=self._catalogue_only)
             return found, self._version
 
         return await self._call("upgrade of", work, write=True)
@@ -821,513 +518,24 @@ class PostgresStore:
         async with self._writes:
             pool, self._pool, self._opened = self._pool, None, False
             self._message_bytes = None
-            lease, self._lease_task = self._lease_task, None
-            if lease is not None:
-                lease.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await lease
+            await self._lease.stop_renewing()
             if pool is None:
                 return
             try:
-                if self._epoch and self._fenced is None:
+                if self._lease.epoch and self._lease.fenced is None:
                     # A clean stop leaves the tables complete; if it cannot, the log stays,
                     # and the next open (or a takeover) applies it. Then the lease is
                     # released: the next holder knows this stop was clean.
                     with contextlib.suppress(*DATABASE_ERRORS):
-                        async with pool.acquire(timeout=_CLOSE_TIMEOUT) as connection:
+                        async with pool.acquire(timeout=CLOSE_TIMEOUT) as connection:
                             with contextlib.suppress(*DATABASE_ERRORS, StoreError):
                                 await self._checkpoint(connection)
-                            await connection.execute(
-                                self._sql["stop"],
-                                self._broker_id,
-                                self._epoch,
-                                timeout=_CLOSE_TIMEOUT,
-                            )
+                            await self._lease.release(connection)
             finally:
-                self._epoch = 0
+                self._lease.epoch = 0
                 # What the log holds is in its rows, for the next open.
                 self._pending, self._log_seq, self._log_bytes = Pending(), 0, 0
-                await _close(pool)
-
-    def on_fenced(self, handler: Callable[[StoreFenced], None]) -> None:
-        self._fenced_handler = handler
-
-    # Streams kept in the store's tables (`batonmq.store.streamtables`) ----------------------
-
-    @property
-    def schema(self) -> str:
-        return self._schema
-
-    @property
-    def epoch(self) -> int:
-        """The fencing epoch this broker holds (0 before it claimed the store): every write of
-        its streams checks it, as its commits do."""
-        return self._epoch
-
-    async def session(self) -> asyncpg.Connection[asyncpg.Record]:
-        """A session of its own, outside the pool, set up as the pool's writing sessions are
-        (the durability policy's synchronous_commit; a stalled transaction ended after a whole
-        lease, and a statement of a client that died cancelled, so that a takeover's claim is
-        not held up by either)."""
-        try:
-            return await asyncpg.connect(
-                self._dsn,
-                timeout=_CONNECT_TIMEOUT,
-                server_settings=self._writing_settings(),
-            )
-        except (*DATABASE_ERRORS, ValueError) as error:
-            raise StoreUnavailable(self._failure("cannot connect to", error)) from error
-
-    def failure(self, what: str, error: BaseException) -> StoreError:
-        """A database error of a session of this store as a StoreError for an operator."""
-        return StoreError(self._failure(what, error))
-
-    def fenced_elsewhere(self, why: str) -> None:
-        """A write of this broker outside the store's own calls (a stream's) found its epoch
-        superseded: the store is fenced, as if one of its own writes had found it (on the
-        event loop)."""
-        self._fence(why)
-
-    # The members of an HA cluster (see `batonmq.store.takeover`) ----------------------------
-
-    @property
-    def broker_id(self) -> str:
-        return self._broker_id
-
-    async def register(
-        self, address: str, heartbeat_address: str, version: str, settings: str
-    ) -> None:
-        """Record where this member serves AMQP and heartbeats, its version and the settings
-        every member must share (JSON); StoreFenced if it no longer owns its record."""
-
-        async def work(connection: _Connection) -> None:
-            self._require_current(write=True)
-            status = await connection.execute(
-                self._sql["register"],
-                self._broker_id,
-                self._epoch,
-                address,
-                heartbeat_address,
-                version,
-                settings,
-            )
-            if _row_count(status) == 0:
-                raise self._fence("its broker record has a newer epoch")
-
-        await self._call("registering in", work, write=True)
-
-    async def refuse_failover(self) -> None:
-        """Mark this member's record so that no survivor takes it over once it stops (`shutdown
-        bkr -nofailover`) until it starts again; StoreFenced if it no longer owns its record."""
-
-        async def work(connection: _Connection) -> None:
-            self._require_current(write=True)
-            status = await connection.execute(
-                self._sql["no_failover"], self._broker_id, self._epoch
-            )
-            if _row_count(status) == 0:
-                raise self._fence("its broker record has a newer epoch")
-
-        await self._call("marking no failover in", work, write=True)
-
-    async def record_state(self, state: str) -> None:
-        """Record this member's state (one of SERVING_STATES) in its record, where the other
-        members list it; StoreFenced if it no longer owns its record."""
-
-        async def work(connection: _Connection) -> None:
-            self._require_current(write=True)
-            status = await connection.execute(
-                self._sql["record_state"], self._broker_id, self._epoch, state
-            )
-            if _row_count(status) == 0:
-                raise self._fence("its broker record has a newer epoch")
-
-        await self._call("recording the state in", work, write=True)
-
-    async def members(self, *, count_messages: bool = False) -> list[Member]:
-        """Every member recorded in the store, by id, a member with workers once
-        (`batonmq.store.members.as_members`); with `count_messages`, what each holds (a scan
-        of the messages, and of its append log's rows, in one snapshot: for an operator, not
-        for the failure detector)."""
-
-        async def work(connection: _Connection) -> list[Member]:
-            self._require_current(write=False)
-            if not count_messages:
-                rows = await connection.fetch(self._sql["members"])
-                return as_members(member_record(row) for row in rows)
-            async with connection.transaction(isolation="repeatable_read", readonly=True):
-                rows = await connection.fetch(self._sql["members_counted"])
-                logging = {row[0] for row in await connection.fetch(self._sql["logging_brokers"])}
-                records = [member_record(row) for row in rows]
-                for index, (found, member_of) in enumerate(records):
-                    if found.broker_id in logging:
-                        messages, _, _ = await counts_with_log(
-                            connection,
-                            self._sql,
-                            found.broker_id,
-                            (found.messages or 0, 0, 0),
-                            quota=False,
-                        )
-                        records[index] = dataclasses.replace(found, messages=messages), member_of
-                return as_members(records)
-
-        return await self._call("reading the members of", work, write=False)
-
-    async def take_over(
-        self,
-        failed: str,
-        seen_epoch: int,
-        *,
-        force: bool = False,
-        next_sequences: Mapping[ObjectKey, int],
-        stream_tails: Mapping[ObjectKey, StreamTail] | None = None,
-        vhosts: list[str] | None = None,
-    ) -> TakenOver | None:
-        """Claim broker `failed` (seen at `seen_epoch`) and take its rows over, in one
-        transaction (`batonmq.store.takeover.take_over`); None when another broker won the claim,
-        or `failed` renewed its lease meanwhile (and `force` is off). StoreError when the claim
-        waited longer than `claim_lock_timeout` for a lock: nothing moved. With `vhosts`, the
-        rows of those virtual hosts only: this store's identity is a worker's, whose siblings
-        adopt the others (`adopt`)."""
-        timeout = claim_lock_timeout(self._lease_seconds, self._renew_every)
-
-        async def work(connection: _Connection) -> TakenOver | None:
-            self._require_current(write=True)
-            async with connection.transaction():
-                await connection.execute(
-                    self._sql["claim_lock_timeout"], str(max(1, round(timeout * 1000)))
-                )
-                await self._check_epoch(connection)
-                taken = await take_over(
-                    connection,
-                    self._sql,
-                    self._plan,
-                    claimant=self._broker_id,
-                    member=self.member_id,
-                    failed=failed,
-                    seen_epoch=seen_epoch,
-                    force=force,
-                    next_sequences=next_sequences,
-                    stream_tails=stream_tails or {},
-                    vhosts=vhosts,
-                )
-                if taken is not None:
-                    self._message_bytes = None
-            return taken
-
-        try:
-            return await self._call(f"takeover of {failed!r} in", work, write=True)
-        except StoreError as error:
-            if not isinstance(error.__cause__, asyncpg.LockNotAvailableError):
-                raise
-            raise StoreError(
-                f"the claim of broker {failed!r} waited {timeout:g} s for a lock on its record "
-                f"in {self._location} (a statement of that broker, or another claim, still "
-                "holds it) and was given up, so that this broker's own lease renewal is not "
-                "held up; it is tried again at a later monitor round"
-            ) from error
-
-    async def adopt(
-        self,
-        vhosts: list[str],
-        *,
-        next_sequences: Mapping[ObjectKey, int],
-        stream_tails: Mapping[ObjectKey, StreamTail] | None = None,
-    ) -> TakenOver | None:
-        """Take over the rows of `vhosts` that the identities this worker's member claimed
-        still hold, in one transaction fenced by this identity's epoch
-        (`batonmq.store.takeover.adopt`); None when there are none."""
-
-        async def work(connection: _Connection) -> TakenOver | None:
-            self._require_current(write=True)
-            async with connection.transaction():
-                await self._check_epoch(connection)
-                taken = await adopt(
-                    connection,
-                    self._sql,
-                    claimant=self._broker_id,
-                    member=self.member_id,
-                    next_sequences=next_sequences,
-                    stream_tails=stream_tails or {},
-                    vhosts=vhosts,
-                )
-                if taken is not None:
-                    self._message_bytes = None
-            return taken
-
-        return await self._call("adopting taken-over rows in", work, write=True)
-
-    @property
-    def member_id(self) -> str:
-        """The HA member this store's identity writes for: the member whose worker it is, or
-        its own."""
-        return self._member_of or self._broker_id
-
-    @property
-    def catalogue_writes(self) -> int:
-        return self._catalogue_writes
-
-    async def catalogue(self) -> Catalogue:
-        """The users, virtual hosts and permissions, and the catalogue version, as one snapshot
-        (a repeatable-read transaction), after the writes called before."""
-
-        async def work(connection: _Connection) -> Catalogue:
-            self._require_current(write=False)
-            async with connection.transaction(isolation="repeatable_read", readonly=True):
-                users = await connection.fetch(self._sql["users"])
-                vhosts = await connection.fetch(self._sql["vhosts"])
-                permissions = await connection.fetch(self._sql["permissions"])
-                version = await connection.fetchval(self._sql["catalogue_version"])
-            return Catalogue(
-                [stored_user(row) for row in users],
-                [row[0] for row in vhosts],
-                [stored_permission(row) for row in permissions],
-                version,
-            )
-
-        return await self._call("reading the catalogue of", work, write=False)
-
-    def watch_catalogue(
-        self, on_change: CatalogueChanged, interval: float
-    ) -> Callable[[], Coroutine[object, object, None]]:
-        """See `batonmq.store.members.SharedStore.watch_catalogue`."""
-        return CatalogueWatch(
-            self._connect,
-            channel(self._schema),
-            self._sql["catalogue_version"],
-            on_change,
-            interval,
-        ).run
-
-    # The lease ------------------------------------------------------------------------------
-
-    async def _claim(self, connection: _Connection) -> None:
-        """Take the store's lease and a new fencing epoch, waiting a little for a holder that is
-        letting go; StoreLocked while another broker holds it."""
-        deadline = asyncio.get_running_loop().time() + _LOCK_WAIT
-        await connection.execute(self._sql["enrol"], self._broker_id)
-        while True:
-            async with connection.transaction():
-                if self._family is not None:
-                    await connection.execute(self._sql["family_lock"], self._family_key)
-                state, holder, expires, live = await _fetch_row(
-                    connection, self._sql["lease"], self._broker_id
-                )
-                serving = state in SERVING_STATES
-                rival = None
-                if self._family is not None:
-                    rival = await rival_lease(
-                        connection, self._sql, self._family, self._broker_id, _gone
-                    )
-                self._workers_run = rival is not None
-                if rival is not None and not self._catalogue_only:
-                    holder, expires = rival
-                elif not (live and serving and holder != self._holder) or _gone(holder):
-                    self._epoch = await connection.fetchval(
-                        self._sql["claim"],
-                        self._broker_id,
-                        self._holder,
-                        self._lease_seconds,
-                        self._member_of,
-                    )
-                    self._unclean_stop = serving
-                    break
-            if asyncio.get_running_loop().time() >= deadline:
-                raise StoreLocked(
-                    f"the store of broker {(self._family or self._broker_id)!r} at "
-                    f"{self._location} is in use by "
-                    f"another running broker ({holder}); its lease expires at "
-                    f"{expires:%Y-%m-%d %H:%M:%S %Z} unless that broker renews it"
-                )
-            await asyncio.sleep(_LOCK_RETRY)
-        self._fenced = None
-        if self._lease_task is None:
-            self._lease_task = asyncio.get_running_loop().create_task(
-                self._keep_lease(), name="store lease"
-            )
-
-    async def _keep_lease(self) -> None:
-        """Renew the lease on a connection of its own, so that commits never delay it; find out
-        there, too, that another broker took the store over."""
-        connection: _Connection | None = None
-        try:
-            while self._fenced is None:
-                await asyncio.sleep(self._renew_every)
-                try:
-                    if connection is None or connection.is_closed():
-                        connection = await self._connect()
-                    renewed = await connection.execute(
-                        self._sql["renew"], self._broker_id, self._epoch, self._lease_seconds
-                    )
-                except (StoreError, *DATABASE_ERRORS) as error:
-                    # The next commit reports an outage; the lease is renewed once it is over.
-                    log.debug("store lease not renewed: %s", error)
-                    if connection is not None:
-                        connection.terminate()
-                        connection = None
-                    continue
-                if _row_count(renewed) == 0:
-                    self._fence("its lease could not be renewed")
-        finally:
-            if connection is not None:
-                await _close(connection)
-
-    async def _check_epoch(self, connection: _Connection) -> None:
-        """Inside a write transaction: go on only while this broker still owns the store."""
-        epoch = await connection.fetchval(self._sql["epoch"], self._broker_id)
-        if epoch != self._epoch:
-            raise self._fence(f"its epoch {self._epoch} is now {epoch}")
-
-    def _fence(self, why: str) -> StoreFenced:
-        if self._fenced is None:
-            self._fenced = StoreFenced(
-                f"broker {self._broker_id!r} no longer owns its store at {self._location}: "
-                f"another broker has taken it over ({why}); nothing more is written"
-            )
-            if self._fenced_handler is not None:
-                self._fenced_handler(self._fenced)
-        return StoreFenced(str(self._fenced))
-
-    async def _call(
-        self, what: str, work: Callable[[_Connection], Awaitable[_T]], *, write: bool
-    ) -> _T:
-        """Run `work` on a connection of the pool: a write after the writes called before it,
-        one at a time; a read once those writes are done, beside any write called after it. A
-        database error becomes StoreError."""
-        if not write:
-            # Read synchronously, before the first await: the writes called before this read.
-            pending = self._last_write
-            if pending is not None and not pending.done():
-                await asyncio.wait([pending])
-            return await self._run(what, work)
-        done = self._last_write = asyncio.get_running_loop().create_future()
-        try:
-            async with self._writes:
-                return await self._run(what, work)
-        finally:
-            done.set_result(None)
-
-    async def _run(self, what: str, work: Callable[[_Connection], Awaitable[_T]]) -> _T:
-        pool = self._pool
-        if not self._opened or pool is None:
-            raise StoreError(f"the store {self._location} is not open")
-        if self._fenced is not None:
-            raise StoreFenced(str(self._fenced))
-        try:
-            # A connection lost with the server is found closed here, and the pool replaces it.
-            async with pool.acquire(timeout=_CONNECT_TIMEOUT) as connection:
-                return await work(connection)
-        except DATABASE_ERRORS as error:
-            raise StoreError(self._failure(f"{what} failed on", error)) from error
-
-    def _server_settings(self) -> dict[str, str]:
-        return {
-            "application_name": f"batonmq {self._broker_id}"[:63],
-            "synchronous_commit": self._synchronous_commit,
-        }
-
-    async def _connect(self) -> _Connection:
-        """A new session outside the pool (the lease's, a backup's)."""
-        try:
-            return await asyncpg.connect(
-                self._dsn, timeout=_CONNECT_TIMEOUT, server_settings=self._server_settings()
-            )
-        except (*DATABASE_ERRORS, ValueError) as error:
-            raise StoreUnavailable(self._failure("cannot connect to", error)) from error
-
-    async def _create_pool(self) -> asyncpg.Pool[asyncpg.Record]:
-        """The pool; when this store writes, each session has the temporary table the commits
-        use. None is kept open when idle (`min_size` 0): a pool that keeps a floor connects again
-        on its own after an outage, logging a traceback per attempt; this one connects when a
-        call needs it, and `open` makes the first connection, so a wrong DSN or a server down
-        is found there."""
-        try:
-            return await asyncpg.create_pool(
-                self._dsn,
-                min_size=0,
-                max_size=_POOL_SIZE,
-                init=self._prepare_session if self._locking else None,
-                reset=_keep_session,
-                timeout=_CONNECT_TIMEOUT,
-                server_settings=self._writing_settings(),
-            )
-        except (*DATABASE_ERRORS, ValueError) as error:
-            raise StoreUnavailable(self._failure("cannot connect to", error)) from error
-
-    def _writing_settings(self) -> dict[str, str]:
-        return {
-            **self._server_settings(),
-            # A broker stalled inside a write (paused, SIGSTOP) holds the share lock of its
-            # epoch check on its record, which a takeover's claim must update: once it has been
-            # idle in the transaction for a whole lease, the time after which it may be taken
-            # over, PostgreSQL ends its session and the claim goes on.
-            "idle_in_transaction_session_timeout": str(max(1, round(self._lease_seconds * 1000))),
-            # A broker that died inside a long statement (a commit deleting the messages of a
-            # large backlog) would hold the same lock until the statement ends, minutes later:
-            # PostgreSQL looks for the vanished client every second and cancels its statement.
-            "client_connection_check_interval": str(_CLIENT_CHECK_MS),
-        }
-
-    @staticmethod
-    async def _prepare_session(connection: _Connection) -> None:
-        await connection.execute(
-            f"CREATE TEMPORARY TABLE {_CANDIDATES_TABLE} (id BIGINT NOT NULL) ON COMMIT DELETE ROWS"
-        )
-
-    async def _read_version(self, connection: _Connection) -> int:
-        """0 for no schema or an empty one; StoreCorrupt for tables without a version."""
-        tables = await connection.fetch(
-            "SELECT c.relname FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f')",
-            self._schema,
-        )
-        if not tables:
-            return 0
-        found = "meta" in {row[0] for row in tables} and await connection.fetchval(
-            self._sql["version"]
-        )
-        if not isinstance(found, str) or not found.isdigit():
-            raise StoreCorrupt(
-                f"{self._location} holds tables but no BatonMQ schema version: it is not a "
-                "BatonMQ store, or it is damaged"
-            )
-        if int(found) > SCHEMA_VERSION:
-            raise SchemaTooNew(
-                f"{self._location} has schema version {found}, written by a newer BatonMQ; this "
-                f"one reads up to version {SCHEMA_VERSION}"
-            )
-        return int(found)
-
-    async def _migrate(self, connection: _Connection) -> int:
-        """Migrate to SCHEMA_VERSION in one transaction, under a lock on the schema, so that
-        brokers sharing it migrate it once."""
-        async with connection.transaction():
-            await connection.execute("SELECT pg_advisory_xact_lock($1)", self._migration_key)
-            for migration in _MIGRATIONS[await self._read_version(connection) :]:
-                await connection.execute(migration.replace("{s}", f'"{self._schema}"'))
-            await connection.execute(
-                self._sql["meta_created"], datetime.datetime.now(datetime.UTC).isoformat()
-            )
-            await connection.executemany(self._sql["set_meta"], migrated_meta())
-        return SCHEMA_VERSION
-
-    def _require_current(self, *, write: bool) -> None:
-        if write and not self._locking:
-            raise StoreError(f"{self._location} was opened read-only (without the lock)")
-        if self._version == 0:
-            raise StoreError(f"{self._location} holds no BatonMQ store")
-        if self._version < SCHEMA_VERSION:
-            raise SchemaTooOld(
-                f"{self._location} has schema version {self._version}; this BatonMQ needs "
-                f"{SCHEMA_VERSION}: run `batonctl db upgrade`"
-            )
-
-    def _failure(self, what: str, error: BaseException) -> str:
-        """Text for an operator: what failed where, and why; never the password."""
-        reason = str(error) or type(error).__name__
-        for secret in self._secrets:
-            reason = reason.replace(secret, "***")
-        return f"{what} PostgreSQL at {self._location}: {reason}"
+                await close_session(pool)
 
 
 def _checked_page(rows: list[asyncpg.Record]) -> PageRead:
@@ -1336,65 +544,3 @@ def _checked_page(rows: list[asyncpg.Record]) -> PageRead:
         checked_entry(row[0], row[1], row[2], row[3], StoredMessage(*row[4:9]), row[9])
         for row in rows
     ]
-
-
-async def _keep_session(connection: _Connection) -> None:
-    """Nothing to reset when a connection goes back to the pool: the store changes no session
-    setting (SET LOCAL only), and its temporary table is emptied at each commit. The default
-    reset (RESET ALL, CLOSE ALL, ...) would cost a round trip per call."""
-
-
-async def _close(closing: _Connection | asyncpg.Pool[asyncpg.Record]) -> None:
-    """Close a connection or the pool gracefully, or abort it (the server then ends the
-    sessions, and with them anything they held), also when the close is cancelled."""
-    try:
-        await asyncio.wait_for(closing.close(), _CLOSE_TIMEOUT)
-    except DATABASE_ERRORS:
-        closing.terminate()
-    except asyncio.CancelledError:
-        closing.terminate()
-        raise
-
-
-async def _counted(connection: _Connection, sql: Mapping[str, str], broker: str) -> list[int]:
-    """(exchanges, queues, bindings, messages, entries, message bytes, quarantined) of
-    `broker`, with what its append log holds (`counts_with_log`): read inside a transaction of
-    one snapshot."""
-    counts = [int(value) for value in await _fetch_row(connection, sql["counts"], broker)]
-    counts[3:6] = await counts_with_log(
-        connection, sql, broker, (counts[3], counts[4], counts[5]), quota=False
-    )
-    return counts
-
-
-async def _fetch_row(connection: _Connection, query: str, *arguments: object) -> asyncpg.Record:
-    row = await connection.fetchrow(query, *arguments)
-    assert row is not None  # an aggregate query always returns a row
-    return row
-
-
-def _gone(holder: str | None) -> bool:
-    """Whether the lease holder `holder` ("host pid N #token") is a process of this host that no
-    longer runs: its lease need not be waited out."""
-    host, _, rest = (holder or "").partition(" pid ")
-    pid = rest.split(" ", 1)[0]
-    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
-def _row_count(status: str) -> int:
-    """The row count of a command status such as "DELETE 3"."""
-    return int(status.rsplit(" ", 1)[-1])
-
-
-def _advisory_key(*parts: str) -> int:
-    """A signed 64-bit advisory lock key for `parts` (the lock space is per database)."""
-    digest = hashlib.blake2b("\0".join(("batonmq", *parts)).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)

@@ -18,21 +18,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Final, TypeAlias
-
-import asyncpg
+from typing import Final
 
 from batonmq.store.base import StoreError
 from batonmq.store.members import CatalogueChanged, changes_catalogue
 from batonmq.store.pgerrors import DATABASE_ERRORS
+from batonmq.store.pgsession import Connection
 
 log = logging.getLogger(__name__)
 
 __all__ = ["CatalogueWatch", "announce", "changes_catalogue", "channel", "notice", "parse_notice"]
-
-_Connection: TypeAlias = (
-    "asyncpg.Connection[asyncpg.Record] | asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
-)
 
 _SUFFIX: Final = "_catalogue"
 #: PostgreSQL's longest identifier (NAMEDATALEN - 1), which a channel name is.
@@ -59,9 +54,7 @@ def channel(schema: str) -> str:
     return schema[: _NAME_MAX - len(_SUFFIX)] + _SUFFIX
 
 
-async def announce(
-    connection: _Connection, sql: Mapping[str, str], schema: str, writer: str
-) -> int:
+async def announce(connection: Connection, sql: Mapping[str, str], schema: str, writer: str) -> int:
     """Inside a transaction that changed the catalogue: bump its version and notify it, as
     member `writer`'s change (the members hear of it at commit); the new version."""
     version: int = await connection.fetchval(sql["catalogue_bump"])
@@ -85,7 +78,7 @@ class CatalogueWatch:
 
     def __init__(
         self,
-        connect: Callable[[], Awaitable[_Connection]],
+        connect: Callable[[], Awaitable[Connection]],
         channel_name: str,
         version_sql: str,
         on_change: CatalogueChanged,
@@ -98,7 +91,7 @@ class CatalogueWatch:
         self._interval = interval
 
     async def run(self) -> None:
-        connection: _Connection | None = None
+        connection: Connection | None = None
         try:
             while True:
                 try:

@@ -38,18 +38,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Final, TypeAlias
-
-import asyncpg
+from typing import Final
 
 from batonmq.store.base import StoreCorrupt, StoredMessage, WriteBatch
 from batonmq.store.integrity import checksum
 from batonmq.store.pending import Counts, Pending, body_size
+from batonmq.store.pgsession import Connection
 from batonmq.store.plan import Plan, orphan_candidates
-
-_Connection: TypeAlias = (
-    "asyncpg.Connection[asyncpg.Record] | asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
-)
 
 #: A stored message's bytes as the disk quota counts them (`PostgresStore.used_bytes`):
 #: octet_length reads a TOASTed value's size from its pointer, the value itself is not fetched.
@@ -77,7 +72,7 @@ SQL: Final = {
 
 
 async def logged(
-    connection: _Connection, sql: Mapping[str, str], broker: str
+    connection: Connection, sql: Mapping[str, str], broker: str
 ) -> tuple[Pending, int]:
     """The net effect of `broker`'s log rows as `connection` sees them, and the sequence of the
     last (0: none); StoreCorrupt if a frame is damaged."""
@@ -92,7 +87,7 @@ async def logged(
 
 
 async def write_batch(
-    connection: _Connection,
+    connection: Connection,
     sql: Mapping[str, str],
     plan: Plan,
     broker: str,
@@ -122,7 +117,7 @@ async def write_batch(
 
 
 async def apply_log(
-    connection: _Connection, sql: Mapping[str, str], plan: Plan, broker: str
+    connection: Connection, sql: Mapping[str, str], plan: Plan, broker: str
 ) -> None:
     """Checkpoint `broker`'s log as the tables hold it, inside the transaction under way on
     `connection` (which holds the broker's record: its own epoch checked, or the claim of a
@@ -141,7 +136,7 @@ def checksums_of(messages: list[StoredMessage]) -> list[int]:
 
 
 async def counts_with_log(
-    connection: _Connection, sql: Mapping[str, str], broker: str, tables: Counts, *, quota: bool
+    connection: Connection, sql: Mapping[str, str], broker: str, tables: Counts, *, quota: bool
 ) -> Counts:
     """For a reader that cannot checkpoint, inside a transaction that reads one snapshot:
     `broker`'s (messages, entries, message bytes) of `tables` with what its log holds added

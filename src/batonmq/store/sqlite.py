@@ -2,22 +2,16 @@
 
 Why it is built this way:
 
-- SQLite calls block, so every one of them runs on one thread of the store's own (a
-  single-worker executor, the connection created on it). One thread also gives the protocol's
-  ordering for free: jobs run in the order they were submitted, so a read issued after a commit
-  sees it.
+- The database: one thread of the store's own runs every SQLite call, in the order submitted,
+  in WAL mode, with the lock and the schema (`batonmq.store.sqlitedb`). This module is the
+  `Store` on it, with the append log.
 - Messages and entries go to an append log first (`batonmq.store.appendlog`, the file
   `<file>-appends`): one write and one fsync per batch, and a message consumed before the next
   checkpoint never reaches the database. Everything else checkpoints the log first, and so do
   statistics, backups and a clean close; paging reads merge the log's entries with the
   database's. An online reader in another process (a backup, `db stats`) adds what the log
   holds to what it reads.
-- WAL mode: readers (`batonctl db stats`, an online backup) never block the broker's writer.
-  `sync=True` is `synchronous=FULL` (each commit fsynced); `sync=False` is `NORMAL`, which in WAL
-  mode survives a crash of the process but not of the machine (imq.persist.file.sync.enabled).
-- The lock is an `flock` on `<file>.lock`, not SQLite's own locking: SQLite lets two processes
-  write one file in turn, but two brokers recovering and committing the same queues would corrupt
-  each other's view. The lock file names the holder's pid for the error an operator reads.
+- The lock is an `flock` on `<file>.lock`, not SQLite's own locking (`batonmq.store.sqlitefile`).
 - The worker processes of one broker (`broker.workers` above 1) share the file: the supervisor
   holds the lock for them (`held_lock`), each worker is a member with an identity of its own
   (`<broker>w<k>`) whose rows it alone writes, and appends to a log of its own
@@ -31,13 +25,8 @@ Why it is built this way:
   reports damage on the pages it reads (SQLITE_CORRUPT, raised as StoreCorrupt); `restore` does
   check the backup it is about to install.
 - A store that is lost is not started anew: a missing or zero-length database file where a store
-  was made (SQLite would create a new empty database in its place, and a broker would start
-  empty as if it had never held anything) is StoreCorrupt, naming the file. What says a store
-  was made there is the marker file `<file>.created`, written (and fsynced, with its directory)
-  once the schema is committed, and by any later open that finds it missing (a store made before
-  the marker existed gets it at its next start). Not the lock file, which an open that failed
-  before creating anything leaves too; not the -wal and -shm files, which a clean close removes.
-  A brand-new data directory has no marker and starts empty. `batonctl db create` and `db
+  was made (its marker file says so, `batonmq.store.sqlitefile`) is StoreCorrupt, naming the
+  file. A brand-new data directory has no marker and starts empty. `batonctl db create` and `db
   restore` (`replace_lost`) make a store where one was lost: an operator's decision.
 - A full disk: a failed commit is rolled back and the store stays usable, but in WAL mode a
   deletion needs free space too (its pages go to the WAL first), so it is space freed outside the
@@ -48,11 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
-import os
-import shutil
-import socket
 import sqlite3
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
@@ -60,10 +45,10 @@ from datetime import UTC, datetime
 from functools import partial
 from operator import attrgetter
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final
 
-from batonmq import __version__
 from batonmq.security.permissions import UserPermission
+from batonmq.store import sqlitereads
 from batonmq.store.appendlog import (
     AppendLog,
     appends_path,
@@ -77,14 +62,9 @@ from batonmq.store.base import (
     PageRead,
     QuarantinedEntry,
     Recovery,
-    SchemaTooNew,
-    SchemaTooOld,
-    StoreCorrupt,
     StoredMessage,
     StoredUser,
     StoreError,
-    StoreFenced,
-    StoreLocked,
     StoreStats,
     StoreUnavailable,
     WriteBatch,
@@ -93,65 +73,33 @@ from batonmq.store.base import (
 from batonmq.store.dialect import SQLITE
 from batonmq.store.integrity import checked_entry, checksum, report_quarantined
 from batonmq.store.members import Catalogue, CatalogueChanged, changes_catalogue
-from batonmq.store.pending import Pending, body_size, holds_only_entries
+from batonmq.store.pending import Pending, holds_only_entries
 from batonmq.store.placement import Placement, place_rows, place_streams, worker_id, worker_index
 from batonmq.store.plan import (
     RECOVERY_READS,
     STORE_WIDE_READS,
-    AddColumn,
     Plan,
     chunks,
-    migrated_meta,
     orphan_candidates,
     recovery,
-    stored_permission,
-    stored_user,
+)
+from batonmq.store.sqlitedb import GC_TABLE, SQLiteDatabase
+from batonmq.store.sqlitefile import (
+    check_backup,
+    fsync_directory,
+    holds_nothing,
+    install,
 )
 
-T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 #: The file a backup directory holds, next to its manifest.json.
 BACKUP_FILE: Final = "batonmq.sqlite3"
-#: Appended to the database file's name: the marker that says a store was made there.
-CREATED_SUFFIX: Final = ".created"
-
 
 _PLAN: Final = Plan(SQLITE)
 _SQL: Final = _PLAN.sql
 
-
-def _add_column(column: AddColumn, conn: sqlite3.Connection) -> None:
-    """SQLite has no ADD COLUMN IF NOT EXISTS."""
-    if column.column not in {row[1] for row in conn.execute(f"PRAGMA table_info({column.table})")}:
-        conn.execute(
-            f"ALTER TABLE {column.table} ADD COLUMN {column.column}"
-            f" {_PLAN.render(column.definition)}"
-        )
-
-
-#: The plan's migrations in SQLite: version n + 1 is made by the steps of `_MIGRATIONS[n]`.
-_MIGRATIONS: Final[tuple[tuple[str | Callable[[sqlite3.Connection], None], ...], ...]] = tuple(
-    tuple(
-        step if isinstance(step, str) else partial(_add_column, step)
-        for step in _PLAN.migration(version)
-    )
-    for version in range(1, SCHEMA_VERSION + 1)
-)
-
-# Primary result codes (the low byte of an extended code) that mean a damaged or foreign file.
-_CORRUPT_CODES: Final = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
-_WAL_SIZE_LIMIT: Final = 64 * 1024 * 1024
-_SYNCHRONOUS_NAMES: Final = {0: "off", 1: "normal", 2: "full", 3: "extra"}
-
-# Messages that may have lost their last entry in this transaction; a temp table so that deleting
-# a queue of millions of entries never pulls their ids into Python.
-#: How many entries of the database hold a message, and its body's length (None: no message).
-_HELD_MESSAGE: Final = (
-    "SELECT (SELECT count(*) FROM entries WHERE broker_id = ?1 AND message_id = ?2),"
-    " (SELECT length(body) FROM messages WHERE broker_id = ?1 AND id = ?2)"
-)
-_GC_TABLE: Final = "CREATE TEMP TABLE IF NOT EXISTS gc_candidates (id INTEGER PRIMARY KEY)"
+#: The messages no entry holds any more among the candidates of `GC_TABLE`.
 _DELETE_CANDIDATE_ORPHANS: Final = _PLAN.render(
     "DELETE FROM {s}.messages AS m WHERE m.broker_id = $1"
     " AND m.id IN (SELECT id FROM {candidates}) AND {orphans}"
@@ -162,104 +110,14 @@ _CATALOGUE_BUMP: Final = (
     "INSERT INTO meta (key, value) VALUES ('catalogue_version', '1') ON CONFLICT (key)"
     " DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)"
 )
-_CATALOGUE_VERSION: Final = (
-    "SELECT COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'catalogue_version'), 0)"
-)
 
 
-def _fsync_directory(directory: Path) -> None:
-    """Make the creation, rename or removal of a file in `directory` durable."""
-    directory_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(directory_fd)
-    finally:
-        os.close(directory_fd)
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
-
-
-def _holds_nothing(path: Path) -> bool:
-    """Whether the database file is missing or empty (0 bytes)."""
-    try:
-        return not path.stat().st_size
-    except FileNotFoundError:
-        return True
-
-
-def _is_corruption(exc: BaseException) -> bool:
-    return isinstance(exc, sqlite3.Error) and (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (
-        _CORRUPT_CODES
-    )
-
-
-class SQLiteStore:
+class SQLiteStore(SQLiteDatabase):
     """`Store` on one SQLite file; see the module docstring for the choices made."""
 
-    def __init__(
-        self,
-        path: Path,
-        *,
-        broker_id: str,
-        sync: bool = True,
-        worker: int | None = None,
-        held_lock: int | None = None,
-        placement: Placement | None = None,
-    ) -> None:
-        """`worker`: the index of the worker process of a broker with several that the store is
-        for (`broker_id` is then its identity, `batonmq.store.placement.worker_id`), which
-        appends to a log of its own. `held_lock`: the lock file's descriptor, locked by this
-        process already (a worker's, inherited from the supervisor, which holds the lock for
-        them all): an open with the lock takes it as held and leaves it at close.
-        `placement`: for a broker that starts on the store (its one process, or the supervisor
-        of its workers): an open with the lock gives each virtual host's rows to its owner."""
-        self._path = path
-        self._broker_id = broker_id
-        self._sync = sync
-        self._worker = worker
-        self._held_lock = held_lock
-        self._placement = placement
-        #: Commits handed to the store that change the catalogue (`catalogue_writes`).
-        self._catalogue_writes = 0
-        self._executor: ThreadPoolExecutor | None = None
-        # Touched only on the executor's thread, from open to close.
-        self._conn: sqlite3.Connection | None = None
-        self._lock_fd: int | None = None
-        self._locked = False
-        #: Whether the previous holder stopped without closing the store (a crash).
-        self._unclean_stop = False
-        self._create = True
-        self._migrate = True
-        self._replace_lost = False
-        self._empty = True
-        self._schema_version = 0
-        #: Message and entry writes, ahead of the database (`batonmq.store.appendlog`); open
-        #: while the store is, with its lock and its current schema.
-        self._appends: AppendLog | None = None
-
-    @property
-    def kind(self) -> str:
-        return "sqlite"
-
-    @property
-    def broker_id(self) -> str:
-        return self._broker_id
-
-    @property
-    def location(self) -> str:
-        return str(self._path)
-
-    @property
-    def schema_version(self) -> int:
-        return self._schema_version
-
-    # -- the asynchronous surface: each method submits one job before its first await ----------
-
-    def _submit(self, job: Callable[[], T]) -> asyncio.Future[T]:
-        if self._executor is None:
-            raise StoreError(f"{self._path}: the store is not open")
-        return asyncio.get_running_loop().run_in_executor(self._executor, job)
+    #: Message and entry writes, ahead of the database (`batonmq.store.appendlog`); open while
+    #: the store is, with its lock and its current schema.
+    _appends: AppendLog | None = None
 
     async def open(
         self,
@@ -282,6 +140,18 @@ class SQLiteStore:
             await self.close()
             raise
 
+    async def close(self) -> None:
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        try:
+            # Shielded: a cancelled close must still release the lock and the connection.
+            await asyncio.shield(
+                asyncio.get_running_loop().run_in_executor(executor, self._close_sync)
+            )
+        finally:
+            executor.shutdown(wait=False)
+
     async def recover(self) -> Recovery:
         return await self._submit(self._recover_sync)
 
@@ -298,13 +168,13 @@ class SQLiteStore:
         )
 
     async def users(self) -> list[StoredUser]:
-        return await self._submit(partial(self._read, _users))
+        return await self._submit(partial(self._read, sqlitereads.users))
 
     async def vhosts(self) -> list[str]:
-        return await self._submit(partial(self._read, _vhosts))
+        return await self._submit(partial(self._read, sqlitereads.vhosts))
 
     async def permissions(self) -> list[UserPermission]:
-        return await self._submit(partial(self._read, _permissions))
+        return await self._submit(partial(self._read, sqlitereads.permissions))
 
     async def stats(self) -> StoreStats:
         return await self._submit(self._stats_sync)
@@ -318,29 +188,6 @@ class SQLiteStore:
     async def restore(self, directory: Path) -> None:
         await self._submit(partial(self._restore_sync, directory))
 
-    async def upgrade(self) -> tuple[int, int]:
-        return await self._submit(self._upgrade_sync)
-
-    async def connection_settings(self) -> dict[str, str]:
-        """The connection's journal mode and synchronous level, for the startup log line."""
-        return await self._submit(self._settings_sync)
-
-    async def close(self) -> None:
-        executor, self._executor = self._executor, None
-        if executor is None:
-            return
-        try:
-            # Shielded: a cancelled close must still release the lock and the connection.
-            await asyncio.shield(
-                asyncio.get_running_loop().run_in_executor(executor, self._close_sync)
-            )
-        finally:
-            executor.shutdown(wait=False)
-
-    def on_fenced(self, handler: Callable[[StoreFenced], None]) -> None:
-        """Never called: the lock file is held as long as this process lives, and no other
-        broker can take the file over meanwhile."""
-
     # -- the catalogue the workers of a broker share (`batonmq.cluster.catalogue`) -------------
 
     @property
@@ -350,7 +197,7 @@ class SQLiteStore:
     async def catalogue(self) -> Catalogue:
         """The users, virtual hosts and permissions, and the catalogue version, as one snapshot
         (one read transaction), after the writes called before."""
-        return await self._submit(partial(self._read, _catalogue))
+        return await self._submit(partial(self._read, sqlitereads.catalogue))
 
     def watch_catalogue(
         self, on_change: CatalogueChanged, interval: float
@@ -361,7 +208,7 @@ class SQLiteStore:
         async def watch() -> None:
             while True:
                 try:
-                    version = await self._submit(partial(self._read, _catalogue_version))
+                    version = await self._submit(partial(self._read, sqlitereads.catalogue_version))
                 except StoreError:
                     pass  # the next round reads it again
                 else:
@@ -382,129 +229,14 @@ class SQLiteStore:
             self._close_sync()
 
     def _open_sync(self) -> None:
-        if self._locked:
-            if self._create:
-                try:
-                    self._path.parent.mkdir(parents=True, exist_ok=True)
-                except OSError as exc:
-                    raise StoreUnavailable(
-                        f"cannot create the data directory {self._path.parent}: {exc.strerror}"
-                    ) from exc
-            elif not self._path.exists():
-                raise StoreUnavailable(f"there is no store at {self._path}")
-            self._lock_fd = self._take_lock() if self._held_lock is None else None
-        self._refuse_lost_store()
-        if self._replace_lost and _holds_nothing(self._path):
+        """The database opened, then its append log (`_open_appends`)."""
+        self._lock_and_check()
+        if self._replace_lost and holds_nothing(self._path):
             # The logs of the database that was lost: nothing to replay into a new one.
             for path in appends_paths(self._path).values():
                 path.unlink(missing_ok=True)
         self._connect()
         self._open_appends()
-
-    @property
-    def _marker(self) -> Path:
-        return self._path.with_name(self._path.name + CREATED_SUFFIX)
-
-    def _refuse_lost_store(self) -> None:
-        """StoreCorrupt if a store was made here (its marker) but its file is gone or empty."""
-        if self._replace_lost or not self._marker.exists():
-            return
-        try:
-            if self._path.stat().st_size:
-                return
-            state = "is empty (0 bytes)"
-        except FileNotFoundError:
-            state = "is missing"
-        raise StoreCorrupt(
-            f"{self._path} {state}, but a store was made there ({self._marker} says so): restore"
-            " it with `batonctl db restore`, or run `batonctl db create` to start an empty store"
-        )
-
-    def _mark_created(self) -> None:
-        """Write the marker that a store was made here, durably, unless it is there."""
-        marker = self._marker
-        if marker.exists():
-            return
-        try:
-            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-            try:
-                os.write(fd, f"BatonMQ store {self._path.name} made by {__version__}\n".encode())
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            _fsync_directory(self._path.parent)
-        except OSError as exc:
-            raise StoreUnavailable(f"cannot write {marker}: {exc.strerror}") from exc
-
-    def _take_lock(self) -> int:
-        return take_lock(self._path)
-
-    def _connect(self) -> None:
-        # Without the lock the file is only read: opened read-only, so that it is never created.
-        if self._locked:
-            target, uri = str(self._path), False
-        else:
-            target, uri = f"{self._path.absolute().as_uri()}?mode=ro", True
-        try:
-            self._conn = conn = sqlite3.connect(target, uri=uri, isolation_level=None)
-            conn.execute("PRAGMA busy_timeout = 5000")
-            if self._locked:
-                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                if mode != "wal":
-                    raise StoreUnavailable(f"{self._path}: cannot use WAL mode (got {mode})")
-                # A checkpointed log is reused, not shrunk: without a limit, one huge batch
-                # would leave a log file that large for good.
-                conn.execute(f"PRAGMA journal_size_limit = {_WAL_SIZE_LIMIT}")
-                conn.execute("PRAGMA temp_store = MEMORY")
-                conn.execute(_GC_TABLE)
-            conn.execute(f"PRAGMA synchronous = {'FULL' if self._sync else 'NORMAL'}")
-            self._read_schema_version(conn)
-            if self._schema_version > SCHEMA_VERSION:
-                raise SchemaTooNew(
-                    f"{self._path} has schema version {self._schema_version}, newer than this"
-                    f" BatonMQ's {SCHEMA_VERSION}: run a newer BatonMQ"
-                )
-            if self._locked and (
-                (self._empty and self._create)
-                or (not self._empty and self._schema_version < SCHEMA_VERSION and self._migrate)
-            ):
-                self._run_migrations(conn)
-            if self._locked and self._schema_version == SCHEMA_VERSION:
-                self._register_broker(conn)
-            if self._locked and not self._empty:
-                self._mark_created()
-        except sqlite3.Error as exc:
-            if _is_corruption(exc):
-                raise StoreCorrupt(f"{self._path} is not a BatonMQ store: {exc}") from exc
-            raise StoreUnavailable(f"cannot open {self._path}: {exc}") from exc
-
-    def _read_schema_version(self, conn: sqlite3.Connection) -> None:
-        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
-        self._empty = "meta" not in tables
-        if self._empty:
-            if tables:
-                raise StoreCorrupt(f"{self._path} is an SQLite database but not a BatonMQ store")
-            self._schema_version = 0
-            return
-        row = conn.execute(_SQL["version"]).fetchone()
-        try:
-            self._schema_version = int(row[0])
-        except (TypeError, ValueError):
-            raise StoreCorrupt(f"{self._path} has no valid schema version") from None
-
-    def _run_migrations(self, conn: sqlite3.Connection) -> None:
-        def migrate(conn: sqlite3.Connection) -> None:
-            for version in range(self._schema_version + 1, SCHEMA_VERSION + 1):
-                for statement in _MIGRATIONS[version - 1]:
-                    if isinstance(statement, str):
-                        conn.execute(statement)
-                    else:
-                        statement(conn)
-            conn.execute(_SQL["meta_created"], (_now(),))
-            conn.executemany(_SQL["set_meta"], migrated_meta())
-
-        self._transaction("schema migration", migrate, conn)
-        self._schema_version, self._empty = SCHEMA_VERSION, False
 
     def _open_appends(self) -> None:
         """Open the append log beside the database, and write what a crash left in it to the
@@ -536,7 +268,7 @@ class SQLiteStore:
                 if pending:
                     self._write(pending.as_batch(), worker_id(self._broker_id, worker))
                 path.unlink()
-                _fsync_directory(path.parent)
+                fsync_directory(path.parent)
             except OSError as exc:
                 raise StoreUnavailable(f"cannot replay {path}: {exc}") from exc
 
@@ -592,71 +324,7 @@ class SQLiteStore:
             finally:
                 self._appends = None
                 appends.close()
-        conn, self._conn = self._conn, None
-        try:
-            if conn is not None:
-                if self._locked and self._schema_version == SCHEMA_VERSION:
-                    # Informational (a broker record left "running" means an unclean stop), so
-                    # a full disk must not stop the lock from being released.
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute(
-                            "UPDATE brokers SET state = 'stopped', holder = NULL"
-                            " WHERE broker_id = ?",
-                            (self._broker_id,),
-                        )
-                conn.close()
-        finally:
-            fd, self._lock_fd = self._lock_fd, None
-            if fd is not None:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                os.close(fd)
-
-    # -- helpers -----------------------------------------------------------------------------
-
-    def _reader(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise StoreError(f"{self._path}: the store is not open")
-        if self._schema_version != SCHEMA_VERSION:
-            if self._empty:
-                raise StoreError(f"{self._path} is empty: open it with create to make a store")
-            raise SchemaTooOld(
-                f"{self._path} has schema version {self._schema_version}, older than"
-                f" {SCHEMA_VERSION}: run `batonctl db upgrade`"
-            )
-        return self._conn
-
-    def _writer(self) -> sqlite3.Connection:
-        conn = self._reader()
-        if not self._locked:
-            raise StoreError(f"{self._path} was opened without the lock, for reading only")
-        return conn
-
-    def _transaction(
-        self, action: str, work: Callable[[sqlite3.Connection], T], conn: sqlite3.Connection
-    ) -> T:
-        """Run `work` in one IMMEDIATE transaction (the write lock taken at BEGIN, so the
-        transaction never fails half-way for want of it); roll back on any error."""
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            result = work(conn)
-            conn.execute("COMMIT")
-        except BaseException as exc:
-            # SQLite may already have rolled back (a full disk does); ROLLBACK would then fail.
-            if conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error | OverflowError):
-                error = StoreCorrupt if _is_corruption(exc) else StoreError
-                raise error(f"{action} failed: {exc} ({self._path})") from exc
-            raise
-        return result
-
-    def _read(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        try:
-            return work(self._reader())
-        except sqlite3.Error as exc:
-            error = StoreCorrupt if _is_corruption(exc) else StoreError
-            raise error(f"read failed: {exc} ({self._path})") from exc
+        self._close_database()
 
     # -- the protocol's work, on the store's thread --------------------------------------------
 
@@ -741,7 +409,7 @@ class SQLiteStore:
 
         def read(conn: sqlite3.Connection) -> PageRead:
             rows = conn.execute(
-                read_entries_sql(priority),
+                sqlitereads.read_entries_sql(priority),
                 (
                     self._broker_id,
                     vhost,
@@ -790,10 +458,7 @@ class SQLiteStore:
 
         def count(conn: sqlite3.Connection) -> StoreStats:
             with held_still(self._path) as logs:
-                totals = [0] * 7
-                for broker_id, pending in self._identities(conn, logs):
-                    counted = _count_rows(conn, broker_id, pending)
-                    totals = [total + part for total, part in zip(totals, counted, strict=True)]
+                totals = sqlitereads.counted(conn, self._identities(conn, logs))
             return StoreStats(
                 self.kind, self.location, self._schema_version, self._broker_id, *totals
             )
@@ -840,7 +505,7 @@ class SQLiteStore:
                     source.backup(target)
                     source.execute("COMMIT")
                     identities = self._identities(target, logs)
-                    target.execute(_GC_TABLE)
+                    target.execute(GC_TABLE)
                     for broker_id, pending in identities:
                         if pending:
                             self._transaction(
@@ -853,13 +518,10 @@ class SQLiteStore:
                     version = target.execute(
                         "SELECT value FROM meta WHERE key = 'schema_version'"
                     ).fetchone()[0]
-                    counts = [
-                        sum(parts)
-                        for parts in zip(
-                            *(_count_rows(target, broker_id) for broker_id, _ in identities),
-                            strict=True,
-                        )
-                    ]
+                    # What the logs held is in the copy now.
+                    counts = sqlitereads.counted(
+                        target, [(broker_id, None) for broker_id, _ in identities]
+                    )
                 finally:
                     target.close()
             finally:
@@ -868,7 +530,7 @@ class SQLiteStore:
                 "kind": self.kind,
                 "schema_version": int(version),
                 "broker_id": self._broker_id,
-                "created_at": _now(),
+                "created_at": datetime.now(UTC).isoformat(),
                 "messages": counts[3],
                 "entries": counts[4],
             }
@@ -881,23 +543,13 @@ class SQLiteStore:
             raise StoreError(f"{self._path}: restore needs the store open with its lock")
         source = directory / BACKUP_FILE
         checked_manifest(directory, self.kind, self._broker_id)
-        _check_backup(source)
+        check_backup(source)
         if self._appends is not None:
             self._appends.discard()
         self._conn.close()
         self._conn = None
         try:
-            staged = self._path.with_name(self._path.name + ".restoring")
-            shutil.copyfile(source, staged)
-            with open(staged, "rb") as staged_file:
-                os.fsync(staged_file.fileno())
-            # Our connection was the last one, so the -wal is checkpointed; a stale one must not
-            # be read as the log of the new file.
-            for suffix in ("-wal", "-shm"):
-                Path(f"{self._path}{suffix}").unlink(missing_ok=True)
-            os.replace(staged, self._path)
-            # The rename is durable only once the directory is.
-            _fsync_directory(self._path.parent)
+            install(source, self._path)
         except OSError as exc:
             raise StoreError(f"restore of {self._path} from {directory} failed: {exc}") from exc
         finally:
@@ -916,83 +568,11 @@ class SQLiteStore:
             )
 
     def _used_bytes_sync(self) -> int:
-        """The database's pages in use (`_pages_in_use`), the append log written out first: a
-        measure that falls as consumers acknowledge, which producers held over
+        """The database's pages in use (`sqlitereads.pages_in_use`), the append log written out
+        first: a measure that falls as consumers acknowledge, which producers held over
         disk.store_overfull wait for (measured only when that is set)."""
         self._checkpoint()
-        return self._read(_pages_in_use)
-
-    def _upgrade_sync(self) -> tuple[int, int]:
-        if self._conn is None or not self._locked:
-            raise StoreError(f"{self._path}: upgrade needs the store open with its lock")
-        found = self._schema_version
-        if found < SCHEMA_VERSION:
-            self._run_migrations(self._conn)
-            # The broker record that open skips while the schema is old.
-            self._transaction("broker registration", self._register_broker, self._conn)
-        return found, SCHEMA_VERSION
-
-    def _register_broker(self, conn: sqlite3.Connection) -> None:
-        previous = conn.execute(
-            "SELECT state FROM brokers WHERE broker_id = ?", (self._broker_id,)
-        ).fetchone()
-        self._unclean_stop = previous is not None and previous[0] == "running"
-        conn.execute(
-            "INSERT INTO brokers (broker_id, epoch, state, started_at, holder)"
-            " VALUES (?, 1, 'running', ?, ?) ON CONFLICT (broker_id) DO UPDATE"
-            " SET epoch = epoch + 1, state = 'running', started_at = excluded.started_at,"
-            " holder = excluded.holder",
-            (self._broker_id, _now(), f"{socket.gethostname()} pid {os.getpid()}"),
-        )
-
-    def _settings_sync(self) -> dict[str, str]:
-        conn = self._reader()
-        mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0])
-        level = int(conn.execute("PRAGMA synchronous").fetchone()[0])
-        return {"journal_mode": mode, "synchronous": _SYNCHRONOUS_NAMES.get(level, str(level))}
-
-
-def read_entries_sql(priority: int | None) -> str:
-    """The read of a queue's entries after a sequence: of any level (`priority` None), or of
-    one. A level above 0 is read through the partial index (LEVEL_INDEX), named: without
-    statistics (the store never runs ANALYZE) SQLite prefers the primary key of a WITHOUT ROWID
-    table, which would walk every level's entries; `priority > 0` is the index's condition,
-    which SQLite must find in the query to use it. Level 0 is read through the primary key."""
-    index, level = "", "" if priority is None else " AND e.priority = ?"
-    if priority:
-        index, level = " INDEXED BY entries_priority", level + " AND e.priority > 0"
-    return (
-        "SELECT e.sequence, e.delivery_count, e.expires_at, e.priority, m.id, m.exchange,"
-        f" m.routing_key, m.header_payload, m.body, m.checksum FROM entries e{index}"
-        " JOIN messages m"
-        " ON m.broker_id = e.broker_id AND m.id = e.message_id"
-        f" WHERE e.broker_id = ? AND e.vhost = ? AND e.queue = ?{level}"
-        " AND e.sequence > ? ORDER BY e.sequence LIMIT ?"
-    )
-
-
-def take_lock(database: Path) -> int:
-    """Lock the store at `database` for this process (the file `<database>.lock`, which names
-    the holder's pid); the lock file's descriptor, which holds the lock until it is closed (in
-    every process that inherited it too). StoreLocked if another process holds it."""
-    lock_path = f"{database}.lock"
-    try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        raise StoreUnavailable(f"cannot open the lock file {lock_path}: {exc.strerror}") from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-        os.close(fd)
-        if isinstance(exc, BlockingIOError):
-            raise StoreLocked(
-                f"{database} is locked by another running broker (pid {holder})"
-            ) from None
-        raise StoreUnavailable(f"cannot lock {lock_path}: {exc.strerror}") from exc
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
+        return self._read(sqlitereads.pages_in_use)
 
 
 def prepare_for_workers(
@@ -1005,88 +585,3 @@ def prepare_for_workers(
         database, broker_id=broker_id, sync=sync, held_lock=held_lock, placement=placement
     )
     store.open_and_close_here()
-
-
-def _catalogue(conn: sqlite3.Connection) -> Catalogue:
-    conn.execute("BEGIN")
-    try:
-        return Catalogue(_users(conn), _vhosts(conn), _permissions(conn), _catalogue_version(conn))
-    finally:
-        conn.execute("COMMIT")
-
-
-def _catalogue_version(conn: sqlite3.Connection) -> int:
-    return int(conn.execute(_CATALOGUE_VERSION).fetchone()[0])
-
-
-def _users(conn: sqlite3.Connection) -> list[StoredUser]:
-    return [stored_user(row) for row in conn.execute(_SQL["users"])]
-
-
-def _vhosts(conn: sqlite3.Connection) -> list[str]:
-    return [name for (name,) in conn.execute(_SQL["vhosts"])]
-
-
-def _permissions(conn: sqlite3.Connection) -> list[UserPermission]:
-    return [stored_permission(row) for row in conn.execute(_SQL["permissions"])]
-
-
-def _count_rows(
-    conn: sqlite3.Connection, broker: str, pending: Pending | None = None
-) -> tuple[int, int, int, int, int, int, int]:
-    """(exchanges, queues, bindings, messages, entries, message bytes, quarantined entries) of
-    one broker, with what `pending` (its append log) changes: its messages and entries, less
-    the entries it deletes and the messages of the database that no entry holds then."""
-    row = conn.execute(_SQL["counts"], (broker,)).fetchone()
-    exchanges, queues, bindings, messages, entries, size, quarantined = (int(v) for v in row)
-    if pending:
-        stored: dict[int, int] = {}
-        for chunk in chunks(list(pending.messages)):
-            # Put again while the database has them already (another queue paging them out).
-            stored.update(
-                conn.execute(
-                    f"SELECT id, length(body) FROM messages"
-                    f" WHERE broker_id = ? AND id IN ({', '.join(['?'] * len(chunk))})",
-                    (broker, *chunk),
-                ).fetchall()
-            )
-        candidates: dict[int, tuple[int, int]] = {}
-        for message_id in pending.orphan_candidates():
-            held, body = conn.execute(_HELD_MESSAGE, (broker, message_id)).fetchone()
-            if body is not None:
-                candidates[message_id] = (held, body)
-        messages, entries, size = pending.counted(
-            (messages, entries, size), body_size, stored, candidates
-        )
-    return exchanges, queues, bindings, messages, entries, size, quarantined
-
-
-def _pages_in_use(conn: sqlite3.Connection) -> int:
-    """The bytes of the database's pages that hold data: its pages less the free ones, as this
-    connection sees the database (WAL frames included). A deletion puts pages on the freelist,
-    where the next writes reuse them, so this falls as messages go although the file never
-    shrinks. The WAL file is not counted: it is reused after each checkpoint (1,000 pages, about
-    4 MiB, by default; cut back to 64 MiB after a larger batch), so it does not grow with the
-    backlog, and the free-disk alarm watches the disk as a whole. Two reads of the file header:
-    no scan."""
-    page_count = int(conn.execute("PRAGMA page_count").fetchone()[0])
-    free_pages = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
-    page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
-    return (page_count - free_pages) * page_size
-
-
-def _check_backup(source: Path) -> None:
-    """Refuse a backup file that is missing, foreign or damaged before the store is replaced."""
-    if not source.is_file():
-        raise StoreError(f"{source} does not exist")
-    try:
-        check = sqlite3.connect(f"{source.absolute().as_uri()}?mode=ro", uri=True)
-        try:
-            result = check.execute("PRAGMA quick_check").fetchone()[0]
-            check.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        finally:
-            check.close()
-    except sqlite3.Error as exc:
-        raise StoreCorrupt(f"{source} is not a BatonMQ store: {exc}") from exc
-    if result != "ok":
-        raise StoreCorrupt(f"{source} is damaged: {result}")

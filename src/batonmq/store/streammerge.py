@@ -22,18 +22,13 @@ holds no chunk has nothing to merge: its rows go.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final, TypeAlias
-
-import asyncpg
+from typing import Final
 
 from batonmq.queues.streams.chunk import HEADER_SIZE, decode_header
 from batonmq.queues.streams.dedup import Producers
 from batonmq.store.base import ObjectKey, StoreCorrupt
 from batonmq.store.members import MergedStream, StreamTail
-
-_Connection: TypeAlias = (
-    "asyncpg.Connection[asyncpg.Record] | asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
-)
+from batonmq.store.pgsession import Connection
 
 
 def _little_endian(value: str) -> str:
@@ -80,7 +75,7 @@ SQL: Final = {
 
 
 async def merge_streams(
-    connection: _Connection,
+    connection: Connection,
     sql: Mapping[str, str],
     *,
     claimant: str,

@@ -33,6 +33,7 @@ from batonmq.queues.streams.chunk import HEADER_SIZE, ChunkHeader, decode_header
 from batonmq.queues.streams.medium import StoredChunk, StoredSegment
 from batonmq.store.base import StoreFenced
 from batonmq.store.pgerrors import DATABASE_ERRORS
+from batonmq.store.pgsession import close
 from batonmq.store.postgres import PostgresStore
 
 _Connection: TypeAlias = "asyncpg.Connection[asyncpg.Record]"
@@ -142,7 +143,7 @@ class PostgresStreamTables:
             return
         try:
             if connection is not None:
-                loop.run_until_complete(_close(connection))
+                loop.run_until_complete(close(connection))
         finally:
             loop.close()
 
@@ -202,10 +203,3 @@ class TableMedium:
 
     def destroy(self) -> None:
         self._tables.write([("destroy_chunks", self._key), ("destroy_segments", self._key)])
-
-
-async def _close(connection: _Connection) -> None:
-    try:
-        await asyncio.wait_for(connection.close(), 5.0)
-    except DATABASE_ERRORS:
-        connection.terminate()

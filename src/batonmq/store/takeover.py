@@ -44,7 +44,7 @@ What a takeover returns, and the members' records, are in `batonmq.store.members
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final, TypeAlias
+from typing import Final
 
 import asyncpg
 
@@ -58,14 +58,11 @@ from batonmq.store.base import (
 )
 from batonmq.store.fields import decode_table
 from batonmq.store.members import SEQUENCE_GAP, Member, StreamTail, TakenOver
+from batonmq.store.pgsession import Connection
 from batonmq.store.plan import Plan
 from batonmq.store.postgres_log import apply_log
 from batonmq.store.streammerge import SQL as MERGE_SQL
 from batonmq.store.streammerge import merge_streams
-
-_Connection: TypeAlias = (
-    "asyncpg.Connection[asyncpg.Record] | asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
-)
 
 _MEMBER_COLUMNS: Final = (
     "b.broker_id, b.state, b.address, b.heartbeat_address, b.version, b.epoch, b.taken_over_by,"
@@ -188,14 +185,14 @@ def member_record(row: asyncpg.Record) -> tuple[Member, str | None]:
     return Member(*fields), member_of
 
 
-async def discard_streams(connection: _Connection, sql: Mapping[str, str], broker: str) -> None:
+async def discard_streams(connection: Connection, sql: Mapping[str, str], broker: str) -> None:
     """Remove `broker`'s rows of streams that have no queue any more (see `SQL`)."""
     for table in ("chunks", "segments"):
         await connection.execute(sql[f"discard_stream_{table}"], broker)
 
 
 async def take_over(
-    connection: _Connection,
+    connection: Connection,
     sql: Mapping[str, str],
     plan: Plan,
     *,
@@ -227,7 +224,7 @@ async def take_over(
 
 
 async def adopt(
-    connection: _Connection,
+    connection: Connection,
     sql: Mapping[str, str],
     *,
     claimant: str,
@@ -258,7 +255,7 @@ async def adopt(
 
 
 async def _move_all(
-    connection: _Connection,
+    connection: Connection,
     sql: Mapping[str, str],
     claimant: str,
     failed: str,
@@ -289,7 +286,7 @@ async def _move_all(
 
 
 async def claim(
-    connection: _Connection,
+    connection: Connection,
     sql: Mapping[str, str],
     plan: Plan,
     member: str,
@@ -371,7 +368,7 @@ def _joined(failed: str, parts: list[TakenOver]) -> TakenOver:
 
 
 async def _move(
-    connection: _Connection,
+    connection: Connection,
     sql: Mapping[str, str],
     *,
     claimant: str,

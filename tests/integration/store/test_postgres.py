@@ -16,7 +16,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from batonmq.store import postgres as postgres_store
+from batonmq.store import pglease, pgschema
 from batonmq.store.base import (
     SCHEMA_VERSION,
     QueueBacklog,
@@ -197,7 +197,7 @@ async def test_a_second_locking_open_is_refused(make_store: MakeStore, postgres_
 
 async def test_an_open_waits_for_a_lock_released_meanwhile(make_store: MakeStore) -> None:
     """A broker started while its predecessor is still stopping finds the lease held until
-    that one releases it: an open waits a few seconds (`_LOCK_WAIT`) for the lease before it is
+    that one releases it: an open waits a few seconds (`LOCK_WAIT`) for the lease before it is
     StoreLocked."""
     holder = make_store()
     await holder.open()
@@ -206,7 +206,7 @@ async def test_an_open_waits_for_a_lock_released_meanwhile(make_store: MakeStore
     await asyncio.sleep(0.5)
     assert not opening.done()
     await holder.close()
-    await asyncio.wait_for(opening, timeout=postgres_store._LOCK_WAIT)
+    await asyncio.wait_for(opening, timeout=pglease.LOCK_WAIT)
     await successor.recover()
 
 
@@ -237,7 +237,7 @@ async def test_a_version_2_schema_is_migrated_in_place(
     come back at level 0."""
     admin = await asyncpg.connect(postgres_dsn)
     try:
-        for migration in postgres_store._MIGRATIONS[:2]:
+        for migration in pgschema.MIGRATIONS[:2]:
             await admin.execute(migration.format(s="batonmq_s_b1"))
         await admin.execute(
             "INSERT INTO batonmq_s_b1.meta VALUES ('schema_version', '2');"
@@ -279,7 +279,7 @@ async def test_users_of_a_version_7_schema_get_no_tags(
     guest included (only the guest of a schema created at version 8 is an administrator)."""
     admin = await asyncpg.connect(postgres_dsn)
     try:
-        for migration in postgres_store._MIGRATIONS[:7]:
+        for migration in pgschema.MIGRATIONS[:7]:
             await admin.execute(migration.replace("{s}", "batonmq_s_b1"))
         await admin.execute("INSERT INTO batonmq_s_b1.meta VALUES ('schema_version', '7')")
     finally:

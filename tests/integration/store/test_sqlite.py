@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from batonmq.store import sqlite as sqlite_store
+from batonmq.store import sqliteschema
 from batonmq.store.base import (
     SCHEMA_VERSION,
     QueueBacklog,
@@ -34,7 +34,8 @@ from batonmq.store.base import (
     StoreUnavailable,
     WriteBatch,
 )
-from batonmq.store.sqlite import SQLiteStore, read_entries_sql
+from batonmq.store.sqlite import SQLiteStore
+from batonmq.store.sqlitereads import read_entries_sql
 from tests import tmpfs
 
 VHOST = "/"
@@ -171,7 +172,7 @@ _HOLD_THE_LOCK = textwrap.dedent(
     """
     import asyncio, sys
     from pathlib import Path
-    from batonmq.store.sqlite import SQLiteStore, read_entries_sql
+    from batonmq.store.sqlite import SQLiteStore
 
     async def main() -> None:
         store = SQLiteStore(Path(sys.argv[1]), broker_id="holder")
@@ -616,7 +617,7 @@ async def test_a_version_1_store_gains_entry_expiry_times_and_priority_levels(
     level 0."""
     db_path.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.closing(sqlite3.connect(db_path)) as conn, conn:
-        for statement in sqlite_store._MIGRATIONS[0]:
+        for statement in sqliteschema.MIGRATIONS[0]:
             conn.execute(str(statement))
         conn.executemany(
             "INSERT INTO meta VALUES (?, ?)", [("schema_version", "1"), ("created_at", "then")]

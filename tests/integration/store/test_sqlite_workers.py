@@ -16,7 +16,8 @@ from batonmq.security.passwords import hash_password
 from batonmq.store.appendlog import AppendLog, appends_path
 from batonmq.store.base import StoredEntry, StoredMessage, StoredQueue, StoredUser, WriteBatch
 from batonmq.store.placement import Placement, worker_id
-from batonmq.store.sqlite import SQLiteStore, prepare_for_workers, take_lock
+from batonmq.store.sqlite import SQLiteStore, prepare_for_workers
+from batonmq.store.sqlitefile import take_lock
 
 #: Virtual host "a" is worker 0's, "b" worker 1's.
 OWNERS = {"a": 0, "b": 1}
