@@ -383,6 +383,15 @@ def failed_start(workdir: Path, environment: dict[str, str]) -> str:
     return output
 
 
+def vhost_of_each_worker(workers: int) -> dict[int, str]:
+    """A virtual host owned by each of `workers` workers, by index ("/" is one of them)."""
+    candidates = ["/", *(f"tenant{n}" for n in range(20 * workers))]
+    return {
+        owner: next(name for name in candidates if owner_of(name, workers) == owner)
+        for owner in range(workers)
+    }
+
+
 def worker_pids(log: str) -> dict[int, int]:
     """The latest pid of each worker of a broker with several, from its "worker started"
     lines in `log`."""

@@ -32,8 +32,8 @@ def batonmq(tmp_path: Path) -> Iterator[RunningBroker]:
 @pytest.fixture(params=[1, 2], ids=["one-process", "two-workers"])
 def workers_environment(request: pytest.FixtureRequest) -> dict[str, str]:
     """The configuration (as environment variables) of a broker of one process, and of one with
-    two worker processes (README, "Worker processes"), on a fresh PostgreSQL database as
-    workers need: for the tests that hold for both."""
+    two worker processes (README, "Worker processes") on a fresh PostgreSQL database: for the
+    tests that hold for both."""
     if request.param == 1:
         return {}
     dsn: str = request.getfixturevalue("postgres_dsn")

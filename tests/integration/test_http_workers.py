@@ -24,20 +24,21 @@ import pika.exceptions
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from batonmq.server.placement import owner_of
-from tests.brokerproc import RunningBroker, connect, start_broker, wait_until, worker_pids
+from tests.brokerproc import (
+    RunningBroker,
+    connect,
+    start_broker,
+    vhost_of_each_worker,
+    wait_until,
+    worker_pids,
+)
 from tests.httpapi import call
 
 pytestmark = pytest.mark.integration
 
 WORKERS = 2
 #: A virtual host owned by each worker ("/" is one of them).
-VHOSTS = {
-    owner: next(
-        name for name in ["/", *(f"tenant{n}" for n in range(20))] if owner_of(name, 2) == owner
-    )
-    for owner in range(WORKERS)
-}
+VHOSTS = vhost_of_each_worker(WORKERS)
 #: Requests per check: enough that both workers answer some.
 ATTEMPTS = 6
 

@@ -20,21 +20,23 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from batonmq.engine.memory import resident_bytes
 from batonmq.management.processes import process_figures
-from batonmq.server.placement import owner_of
-from tests.brokerproc import RunningBroker, connect, start_broker, wait_until, worker_pids
+from tests.brokerproc import (
+    RunningBroker,
+    connect,
+    start_broker,
+    vhost_of_each_worker,
+    wait_until,
+    worker_pids,
+)
 from tests.httpapi import call
 
 pytestmark = pytest.mark.integration
 
 WORKERS = 2
 #: A virtual host owned by each worker ("/" is one of them).
-VHOSTS = {
-    owner: next(
-        name for name in ["/", *(f"tenant{n}" for n in range(20))] if owner_of(name, 2) == owner
-    )
-    for owner in range(WORKERS)
-}
+VHOSTS = vhost_of_each_worker(WORKERS)
 #: Requests per check: enough that both workers answer some.
 ATTEMPTS = 6
 METRICS = "amq.batonmq.metrics"
@@ -82,11 +84,6 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _resident_bytes(pid: int) -> int:
-    """proc(5): the resident set size of `pid`, field 2 of /proc/<pid>/statm, in pages."""
-    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
 def _scrape(broker: RunningBroker) -> dict[str, float]:
     url = f"http://127.0.0.1:{broker.http_port}/metrics"
     with urllib.request.urlopen(url, timeout=30) as response:
@@ -114,7 +111,7 @@ def test_process_metrics_are_the_supervisors_and_every_workers_summed(
     for _ in range(ATTEMPTS):
         pids = [supervisor, *worker_pids(broker.log()).values()]
         cpu_before = sum(_cpu_seconds(pid) for pid in pids)
-        largest = max(_resident_bytes(pid) for pid in pids)
+        largest = max(resident_bytes(pid) for pid in pids)
         samples = _scrape(broker)
         assert samples["process_cpu_seconds_total"] >= cpu_before
         assert samples["process_resident_memory_bytes"] > largest

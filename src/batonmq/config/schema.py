@@ -56,7 +56,7 @@ class Config:
     )
     default_vhost: str = setting("/", check=non_empty, key="broker.default_vhost")
     #: Worker processes: more than 1 spreads the virtual hosts over that many processes, one
-    #: core each (`batonmq.server.supervisor`); needs the PostgreSQL store.
+    #: core each (`batonmq.server.supervisor`), on either store.
     workers: int = setting(1, check=between(1, WORKERS_MAX), key="broker.workers")
     listeners: ListenersConfig = field(default_factory=ListenersConfig)
     amqp: AmqpConfig = field(default_factory=AmqpConfig)

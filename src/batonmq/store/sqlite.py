@@ -47,6 +47,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Final
 
+from batonmq.fsync import fsync_directory
 from batonmq.security.permissions import UserPermission
 from batonmq.store import sqlitereads
 from batonmq.store.appendlog import (
@@ -84,12 +85,7 @@ from batonmq.store.plan import (
     recovery,
 )
 from batonmq.store.sqlitedb import GC_TABLE, SQLiteDatabase
-from batonmq.store.sqlitefile import (
-    check_backup,
-    fsync_directory,
-    holds_nothing,
-    install,
-)
+from batonmq.store.sqlitefile import check_backup, holds_nothing, install
 
 log = logging.getLogger(__name__)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Final
 
 from batonmq import __version__
+from batonmq.fsync import fsync_directory
 from batonmq.store.base import StoreCorrupt, StoreError, StoreLocked, StoreUnavailable
 
 #: Appended to the database file's name: the marker that says a store was made there.
@@ -58,15 +59,6 @@ def release_lock(fd: int) -> None:
     """Release the lock `take_lock` returned."""
     fcntl.flock(fd, fcntl.LOCK_UN)
     os.close(fd)
-
-
-def fsync_directory(directory: Path) -> None:
-    """Make the creation, rename or removal of a file in `directory` durable."""
-    directory_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(directory_fd)
-    finally:
-        os.close(directory_fd)
 
 
 def holds_nothing(database: Path) -> bool:

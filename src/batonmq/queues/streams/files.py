@@ -33,6 +33,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Final
 
+from batonmq.fsync import fsync_directory
 from batonmq.queues.streams.chunk import (
     HEADER_SIZE,
     ChunkError,
@@ -161,7 +162,7 @@ class FileMedium:
         try:
             _write_all(fd, FILE_HEADER, 0)
             os.fsync(fd)
-            _fsync_directory(self.directory)
+            fsync_directory(self.directory)
         except OSError:
             os.close(fd)
             path.unlink(missing_ok=True)
@@ -191,7 +192,7 @@ class FileMedium:
             self._read_ahead.pop(first_offset, None)
             self._path(first_offset).unlink()
             self._snapshot_path(first_offset).unlink(missing_ok=True)
-        _fsync_directory(self.directory)
+        fsync_directory(self.directory)
 
     # --- reading --------------------------------------------------------------------------
 
@@ -237,7 +238,7 @@ class FileMedium:
         marked = self.directory.with_name(self.directory.name + MARKED_SUFFIX)
         shutil.rmtree(marked, ignore_errors=True)  # an earlier one's that a crash left
         os.rename(self.directory, marked)
-        _fsync_directory(self.directory.parent)
+        fsync_directory(self.directory.parent)
         shutil.rmtree(marked)
 
     def _path(self, first_offset: int) -> Path:
@@ -319,11 +320,3 @@ def _truncate_quietly(fd: int, size: int) -> None:
         os.ftruncate(fd, size)
     except OSError:
         log.exception("could not cut a failed append off a stream segment")
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
