@@ -9,7 +9,7 @@ failed write leaves memory exactly as it was, and a nack means the message is on
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pika
@@ -61,8 +61,7 @@ def connected(broker: RunningBroker) -> Iterator[BlockingChannel]:
             connection.close()
 
 
-def refused_with(code: int, call: object) -> None:
-    assert callable(call)
+def refused_with(code: int, call: Callable[[], object]) -> None:
     with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
         call()
     assert closed.value.reply_code == code, closed.value

@@ -45,8 +45,9 @@ def make_worker(index: int, inboxes: Inboxes, logger: logging.Logger) -> Worker:
     session_log = CoalescingLog(logger)
 
     async def serve(question: object) -> object:
-        assert isinstance(question, QUESTIONS)
-        return broker_wide.answer(question)
+        """As a worker serves its siblings (`server/worker.py`): the broker-wide questions;
+        nothing else is asked here."""
+        return broker_wide.answer(question) if isinstance(question, QUESTIONS) else None
 
     link = SiblingLink(index, inboxes, serve)
     broker_wide = BrokerWide(link, authenticator, session_log)
