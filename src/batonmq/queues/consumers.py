@@ -18,6 +18,12 @@ refinements, each free when unused:
   others are backups, and the first of them becomes active when an active one goes.
 - Selectors (basic.consume argument x-selector): a consumer takes only the entries whose message
   its JMS selector selects; an entry no consumer with room takes keeps its place.
+
+A hand-out asks each consumer without room once, not once per entry: nothing a hand-out does gives
+a consumer room (deliveries only use it up, and what the client's socket drains is counted after
+the loop turn), so a consumer found full sits out the rest of it and then goes to the back of the
+round-robin, as a consumer passed over always does. With one consumer of many acking, an ack's
+worth of entries then costs one question per entry, as with one consumer.
 """
 
 from __future__ import annotations
@@ -165,29 +171,34 @@ class ConsumerSet:
         until either runs out. An entry no consumer with room will take (a selector) is passed
         over and keeps its place. Ending for want of room marks the set `saturated`."""
         self.saturated = False
-        if self._selective:
-            self._hand_out_selected(queue, ready, take)
-            return
-        # No selector: the consumer is chosen before the entry is taken, in one walk.
-        while ready:
-            consumer = self.choose(None)
-            if consumer is None:
-                self.saturated = True
+        full = _Full()
+        try:
+            if self._selective:
+                self._hand_out_selected(queue, ready, take, full)
                 return
-            entry = take()
-            if entry is None:
-                return  # the next entries are in the store
-            try:
-                consumer.deliver(queue, entry)
-            except BaseException:
-                ready.put_back(entry)  # never lose a message to a failed hand-over
-                raise
+            # No selector: the consumer is chosen before the entry is taken, in one walk.
+            while ready:
+                consumer = self._choose(None, full)
+                if consumer is None:
+                    self.saturated = True
+                    return
+                entry = take()
+                if entry is None:
+                    return  # the next entries are in the store
+                try:
+                    consumer.deliver(queue, entry)
+                except BaseException:
+                    ready.put_back(entry)  # never lose a message to a failed hand-over
+                    raise
+        finally:
+            full.rejoin()
 
     def _hand_out_selected(
         self,
         queue: Queue,
         ready: ReadyEntries | PriorityReady,
         take: Callable[[], QueueEntry | None],
+        full: _Full,
     ) -> None:
         passed_over: list[QueueEntry] = []
         try:
@@ -198,7 +209,7 @@ class ConsumerSet:
                 entry = take()
                 if entry is None:
                     return  # the next entries are in the store
-                consumer = self.choose(entry)
+                consumer = self._choose(entry, full)
                 if consumer is None:
                     passed_over.append(entry)
                     continue
@@ -215,27 +226,39 @@ class ConsumerSet:
         """The consumer to hand `entry` to, moving the round-robin on; None when no consumer
         that has room will take it. Without selectors `entry` is not looked at (None: the
         next consumer with room)."""
+        full = _Full()
+        try:
+            return self._choose(entry, full)
+        finally:
+            full.rejoin()
+
+    def _choose(self, entry: QueueEntry | None, full: _Full) -> QueueConsumer | None:
+        """`choose`, within a hand-out: consumers found without room sit out in `full`."""
         if self.single_active:
             return self._choose_active(entry)
         groups = self._by_priority
         if groups is None:
-            return self._next_taker(self._consumers, entry)
+            return self._next_taker(self._consumers, entry, full)
         for _, group in groups:
-            consumer = self._next_taker(group, entry)
+            consumer = self._next_taker(group, entry, full)
             if consumer is not None:
                 return consumer
         return None
 
     def _next_taker(
-        self, consumers: deque[QueueConsumer], entry: QueueEntry | None
+        self, consumers: deque[QueueConsumer], entry: QueueEntry | None, full: _Full
     ) -> QueueConsumer | None:
         """The next consumer of `consumers` in round-robin order that has room and takes
-        `entry`; each one looked at goes to the back."""
+        `entry`; one that takes nothing goes to the back, one without room sits out in
+        `full`."""
         selective = self._selective
         for _ in range(len(consumers)):
             consumer = consumers[0]
+            if not consumer.has_room():
+                full.sit_out(consumers)
+                continue
             consumers.rotate(-1)
-            if consumer.has_room() and (not selective or _takes(consumer, entry)):
+            if not selective or _takes(consumer, entry):
                 return consumer
         return None
 
@@ -246,3 +269,21 @@ class ConsumerSet:
         if active.has_room() and (not self._selective or _takes(active, entry)):
             return active
         return None
+
+
+class _Full:
+    """The consumers a hand-out found without room: out of their round-robin until it ends, then
+    back at its end, in the order they were found."""
+
+    __slots__ = ("_out",)
+
+    def __init__(self) -> None:
+        self._out: list[tuple[deque[QueueConsumer], QueueConsumer]] = []
+
+    def sit_out(self, consumers: deque[QueueConsumer]) -> None:
+        """Take the first of `consumers` out."""
+        self._out.append((consumers, consumers.popleft()))
+
+    def rejoin(self) -> None:
+        for consumers, consumer in self._out:
+            consumers.append(consumer)

@@ -198,6 +198,32 @@ def test_a_hand_out_asks_each_consumer_at_most_once_per_message():
     assert sum(consumer.asked for consumer in consumers) == 8
 
 
+def test_a_hand_out_asks_a_full_consumer_once_not_once_per_message():
+    """When one of many consumers gets room back (its ack), the entries it takes cost one question
+    each, not a walk past every full consumer per entry: a consumer found full in a hand-out is
+    not asked again in it, since nothing a hand-out does gives a consumer room. The round-robin
+    (AMQP 0-9-1 basic class) is kept: the full ones go to its back."""
+    queue = ClassicQueue("q")
+    consumers = [CountingConsumer(str(n), room=0) for n in range(16)]
+    for consumer in consumers:
+        queue.add_consumer(consumer)
+    publish(queue, *(str(n) for n in range(100)))
+    assert sum(consumer.asked for consumer in consumers) == 16  # all full: saturated
+    for consumer in consumers:
+        consumer.asked = 0
+    consumers[3].room = 100
+
+    queue.dispatch()  # as an ack of consumer 3 would
+
+    assert len(consumers[3].received) == 100
+    # Each of the 15 full consumers once, consumer 3 once per entry (then the queue was empty).
+    assert sum(consumer.asked for consumer in consumers) == 15 + 100
+    consumers[3].room = 1
+    consumers[9].room = 1
+    publish(queue, "a", "b")
+    assert (bodies(consumers[3])[-1], bodies(consumers[9])) == ("a", ["b"])
+
+
 def _taken_over(sequence: int, body: str, delivery_count: int = 1) -> PagedEntry:
     stored = StoredMessage(0, "", "q", b"\x00" * 14, body.encode())
     return PagedEntry(sequence, delivery_count, stored)
