@@ -623,8 +623,9 @@ def test_a_second_broker_on_the_same_store_is_refused(
     """One broker per store, as with one process ("is locked by another running broker",
     "is in use by another running broker"), whatever the number of workers of either: on
     SQLite the supervisor holds the lock for its workers; on PostgreSQL the broker's own
-    identity and its workers' exclude each other. A second supervisor is refused before it
-    binds a port or starts a worker."""
+    identity and its workers' exclude each other, and the refusal names the first broker's
+    `batonmq` process, the one an operator would signal, beside the worker that holds the lease.
+    A second supervisor is refused before it binds a port or starts a worker."""
     workers = _start_sqlite(tmp_path, 2, store_environment)
     try:
         for count in (1, 2):
@@ -637,7 +638,11 @@ def test_a_second_broker_on_the_same_store_is_refused(
                 assert f"(pid {pid})" in output
             else:
                 assert "is in use by another running broker" in output
-                assert any(f" pid {pid} #" in output for pid in workers.pids().values())
+                batonmq = workers.broker.pids()[0]
+                assert any(
+                    f" pid {pid} (batonmq pid {batonmq}) #" in output
+                    for pid in workers.pids().values()
+                ), output
             assert 'msg="cannot open the store: ' in output
             assert 'msg="listening"' not in output
             assert "worker=" not in output
