@@ -16,7 +16,7 @@ import pytest
 from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
 from pika.spec import Basic, BasicProperties
 
-from tests.brokerproc import RunningBroker, start_broker
+from tests.brokerproc import RunningBroker, run_batonctl, start_broker
 
 pytestmark = pytest.mark.integration
 
@@ -79,10 +79,10 @@ def test_metrics_snapshots_name_their_type_and_time_and_carry_the_api_fields(
         channel.queue_declare("orders", durable=True)
         for n in range(3):
             channel.basic_publish("", "orders", b"order %d" % n)
-        queue = watch(channel, METRICS, "broker", "queue.*", "connection")
+        queue = watch(channel, METRICS, "broker", "queue.#", "connection")
         started = time.time()
 
-        _, properties, body = receive(channel, queue, "queue.orders")
+        _, properties, body = receive(channel, queue, "queue./.orders")
         assert properties.type == "metrics.queue"
         assert properties.content_type == "application/json"
         assert properties.delivery_mode == 1
@@ -103,6 +103,53 @@ def test_metrics_snapshots_name_their_type_and_time_and_carry_the_api_fields(
         assert properties.type == "metrics.connection"
         (described,) = json.loads(body)
         assert described["user"] == "guest" and described["vhost"] == "/"
+
+
+def test_same_named_queues_of_two_virtual_hosts_each_have_their_own_snapshot(
+    tmp_path: Path,
+) -> None:
+    """AMQP 0-9-1, virtual hosts: "A virtual host comprises its own name space, a set of
+    exchanges, message queues, and all associated objects", so a queue is its virtual host and
+    its name. Each queue's snapshot says both, in its routing key (`queue.VHOST.NAME`) and in
+    its headers `vhost` and `name`, as RabbitMQ's event exchange names what an event is about:
+    two queues "q" give two snapshots an interval, told apart."""
+    (tmp_path / "data").mkdir()
+    for command in (
+        ("vhost", "add", "other"),
+        ("permissions", "set", "guest", ".*", ".*", ".*", "--vhost", "other"),
+    ):
+        done = run_batonctl(tmp_path, *command)
+        assert done.returncode == 0, done.stderr
+    with broker_with(tmp_path) as broker, connect(broker) as connection:
+        other = RunningBroker(broker.host, broker.port, vhost="other")
+        with pika.BlockingConnection(pika.URLParameters(other.url)) as in_other:
+            in_other.channel().queue_declare("q")
+        channel = connection.channel()
+        channel.queue_declare("q")
+        channel.basic_publish("", "q", b"one")
+        watcher = watch(channel, METRICS, "queue.#")
+        # Each queue's snapshots (its key, its headers, its message count), the watcher's own
+        # too, over two intervals and more.
+        snapshots: dict[tuple[str, str, str], list[int]] = {}
+        deadline = time.monotonic() + 10
+        keys = [("queue./.q", "/", "q"), ("queue.other.q", "other", "q")]
+        while any(len(snapshots.get(key, [])) < 2 for key in keys):
+            assert time.monotonic() < deadline, snapshots
+            method, properties, body = channel.basic_get(watcher, auto_ack=True)
+            if method is None:
+                time.sleep(0.05)
+                continue
+            assert properties.headers is not None
+            vhost, name = properties.headers["vhost"], properties.headers["name"]
+            snapshot = json.loads(body)
+            assert (snapshot["vhost"], snapshot["name"]) == (vhost, name)
+            snapshots.setdefault((method.routing_key, vhost, name), []).append(snapshot["messages"])
+    assert set(snapshots) == {
+        ("queue./.q", "/", "q"),
+        ("queue.other.q", "other", "q"),
+        (f"queue./.{watcher}", "/", watcher),
+    }
+    assert [snapshots[key][:2] for key in keys] == [[1, 1], [0, 0]]
 
 
 def test_persistent_metrics_with_their_own_time_to_live(tmp_path: Path) -> None:

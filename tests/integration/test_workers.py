@@ -17,6 +17,7 @@ import os
 import re
 import signal
 import ssl
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -348,6 +349,37 @@ def test_a_killed_worker_comes_back_and_its_siblings_clients_never_notice(
         assert bodies == [str(n).encode() for n in range(50)]
 
 
+@pytest.mark.parametrize("store_environment", ["sqlite"], indirect=True)
+def test_a_worker_killed_again_and_again_waits_longer_each_time(workers: Workers) -> None:
+    """README, "Worker processes": the `batonmq` process starts again a worker that died "after
+    1 s, doubled for each death in a row within 60 s of its start": SIGKILL of worker 1 three
+    times as soon as it serves logs delays of 1, 2 and 4 s, and its next process is forked no
+    sooner (nor much later). Its sibling is never restarted."""
+    supervisor, sibling = workers.broker.pids()[0], workers.pids()[0]
+    for expected in (1.0, 2.0, 4.0):
+        victim = workers.pids()[1]
+        os.kill(victim, signal.SIGKILL)
+        killed_at = time.monotonic()
+        # The supervisor's children (a killed one stays a zombie until it is reaped), polled
+        # more often than wait_until does, to time the fork.
+        while set(workers.broker.pids()[1:]) <= {sibling, victim}:
+            assert time.monotonic() < killed_at + expected + 10, "worker 1 never forked again"
+            time.sleep(0.01)
+        forked_after = time.monotonic() - killed_at
+        wait_until(
+            functools.partial(lambda gone: workers.pids().get(1) not in (None, gone), victim),
+            "worker 1 to serve",
+        )
+        delays = [
+            float(_field(line, "delay"))
+            for line in workers.broker.log().splitlines()
+            if 'msg="worker died; restarting"' in line
+        ]
+        assert delays[-1] == expected, delays
+        assert expected <= forked_after < expected + 1.5, forked_after
+    assert workers.broker.pids()[0] == supervisor and workers.pids()[0] == sibling
+
+
 def test_tls_clients_are_relayed_to_the_worker_that_owns_their_virtual_host(
     tls_workers: Workers, pki: tuple[TestCA, KeyPair, KeyPair]
 ) -> None:
@@ -591,8 +623,9 @@ def test_a_second_broker_on_the_same_store_is_refused(
     """One broker per store, as with one process ("is locked by another running broker",
     "is in use by another running broker"), whatever the number of workers of either: on
     SQLite the supervisor holds the lock for its workers; on PostgreSQL the broker's own
-    identity and its workers' exclude each other. A second supervisor is refused before it
-    binds a port or starts a worker."""
+    identity and its workers' exclude each other, and the refusal names the first broker's
+    `batonmq` process, the one an operator would signal, beside the worker that holds the lease.
+    A second supervisor is refused before it binds a port or starts a worker."""
     workers = _start_sqlite(tmp_path, 2, store_environment)
     try:
         for count in (1, 2):
@@ -605,7 +638,11 @@ def test_a_second_broker_on_the_same_store_is_refused(
                 assert f"(pid {pid})" in output
             else:
                 assert "is in use by another running broker" in output
-                assert any(f" pid {pid} #" in output for pid in workers.pids().values())
+                batonmq = workers.broker.pids()[0]
+                assert any(
+                    f" pid {pid} (batonmq pid {batonmq}) #" in output
+                    for pid in workers.pids().values()
+                ), output
             assert 'msg="cannot open the store: ' in output
             assert 'msg="listening"' not in output
             assert "worker=" not in output

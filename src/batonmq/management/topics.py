@@ -6,12 +6,14 @@ AMQP client can watch by binding a queue to them.
   the corresponding metrics topic destination", and "the header of each message has two
   properties: one which specifies the metrics message type and one which records a timestamp"
   (here the AMQP `type` and `timestamp` properties). Routing keys `broker` (the broker's totals),
-  `connection` (every connection) and `queue.NAME` (one queue); JSON bodies with the management
-  API's field names. [metrics.topic] sets the interval, persistence and time to live. With
-  workers, one snapshot of each kind for the whole broker: the worker that owns the default
-  virtual host, where the queues bound to the exchange are, publishes the figures of every
-  worker merged as the management API merges them (`batonmq.management.workers`); the others
-  have nothing bound there, so publish nothing.
+  `connection` (every connection) and `queue.VHOST.NAME` (one queue, whose headers `vhost` and
+  `name` name it exactly, as the events exchange's do: either name may hold dots, which a topic
+  binding reads as word breaks); JSON bodies with the management API's field names.
+  [metrics.topic] sets the interval, persistence and time to live. With workers, one snapshot
+  of each kind for the whole broker: the worker that owns the default virtual host, where the
+  queues bound to the exchange are, publishes the figures of every worker merged as the
+  management API merges them (`batonmq.management.workers`); the others have nothing bound
+  there, so publish nothing.
 - `amq.batonmq.events`: the engine's event feed, as RabbitMQ's event exchange publishes it: the
   routing key is the event's kind (`queue.created`, `connection.closed`, ...), the headers carry
   what it is about (`name`, `vhost`) and its details, the body is empty; transient.
@@ -73,7 +75,7 @@ class BrokerTopics:
         queues = concatenated((await workers.gather(owned_queues)).answers.values())
         overview = summed_overview((await workers.gather(owned_overview)).answers.values())
         connections = concatenated((await workers.gather(held_connections)).answers.values())
-        snapshots: list[tuple[str, Json]] = [
+        snapshots: list[tuple[str, Json, dict[str, Json] | None]] = [
             (
                 "broker",
                 {
@@ -87,18 +89,27 @@ class BrokerTopics:
                     "message_stats": render.message_stats(overview.message_totals),
                     "alarms": [name for name in sorted(overview.alarms)],
                 },
+                None,
             ),
-            ("connection", [render.connection(info, node) for info in connections]),
+            ("connection", [render.connection(info, node) for info in connections], None),
         ]
-        snapshots += [(f"queue.{info.name}", render.queue(info, node)) for info in queues]
+        snapshots += [
+            (
+                f"queue.{info.vhost}.{info.name}",
+                render.queue(info, node),
+                {"vhost": info.vhost, "name": info.name},
+            )
+            for info in queues
+        ]
         settings = self._settings
-        for routing_key, snapshot in snapshots:
+        for routing_key, snapshot, about in snapshots:
             properties = commands.Basic.Properties(
                 content_type="application/json",
                 delivery_mode=PERSISTENT if settings.persist else TRANSIENT,
                 expiration=str(settings.timetolive * 1000),
                 message_type=f"metrics.{routing_key.partition('.')[0]}",
                 timestamp=_now(),
+                headers=None if about is None else render.field_table(about),
             )
             body = json.dumps(snapshot, separators=(",", ":")).encode()
             await self._publish(METRICS_EXCHANGE, routing_key, properties, body)

@@ -331,8 +331,7 @@ class Supervisor:
             self.stop()
         else:
             ran = time.monotonic() - worker.started_at
-            failures = 0 if ran >= STABLE_AFTER else worker.failures + 1
-            delay = min(RESTART_DELAY * 2 ** max(failures - 1, 0), RESTART_DELAY_MAX)
+            failures, delay = restart_backoff(ran, worker.failures)
             log.warning("worker died; restarting", extra={**fields, "delay": delay})
             self.restarts[worker.index] = (time.monotonic() + delay, failures)
 
@@ -390,6 +389,15 @@ class Supervisor:
         finally:
             logging.shutdown()
             os._exit(status)
+
+
+def restart_backoff(ran: float, failures: int) -> tuple[int, float]:
+    """For a worker that ended after `ran` seconds, started after `failures` starts in a row
+    that ended soon after: those starts in a row now, and the seconds to wait before the next.
+    RESTART_DELAY, doubled for each start in a row after the first, at most RESTART_DELAY_MAX;
+    a worker that ran STABLE_AFTER or longer counts none and waits RESTART_DELAY."""
+    failures = 0 if ran >= STABLE_AFTER else failures + 1
+    return failures, min(RESTART_DELAY * 2 ** max(failures - 1, 0), RESTART_DELAY_MAX)
 
 
 def _management_sockets(config: Config) -> dict[str, list[socket.socket]] | None:

@@ -1,8 +1,9 @@
 """A broker's lease on its PostgreSQL store, and the fencing epoch that comes with it.
 
-The broker's row in `brokers` names the holder (host, pid and a token of this process's store)
-and when the lease expires, on the database's clock, and carries a fencing epoch that each claim
-bumps. The lease is renewed on a session of its own every third of its length (by default); a
+The broker's row in `brokers` names the holder (host, pid and a token of this process's store;
+for a worker, the pid of its `batonmq` process too, the one an operator signals) and when the
+lease expires, on the database's clock, and carries a fencing epoch that each claim bumps. The
+lease is renewed on a session of its own every third of its length (by default); a
 second broker is refused while it runs, with the holder and the expiry named. Every write
 transaction first reads the epoch, FOR SHARE (`Lease.check_epoch`), and goes on only while it is
 still the one this broker was given: a takeover that bumps it waits for a commit under way, and
@@ -87,8 +88,12 @@ class Lease:
         self._broker_id, self._family, self._member_of = broker_id, family, member_of
         self._family_key = advisory_key("family", schema, family or broker_id)
         self._lease_seconds, self._renew_every = lease_seconds, renew_every
-        #: Who holds the lease when this store does: this host, process, and store object.
-        self._holder = f"{socket.gethostname()} pid {os.getpid()} #{secrets.token_hex(4)}"
+        #: Who holds the lease when this store does: this host, process, and store object;
+        #: "host pid N #token", or for a worker's identity "host pid N (batonmq pid P) #token",
+        #: P the `batonmq` process that forked it (`batonmq.server.supervisor`), which ends it.
+        worker = member_of is not None or family not in (None, broker_id)
+        batonmq = f" (batonmq pid {os.getppid()})" if worker else ""
+        self._holder = f"{socket.gethostname()} pid {os.getpid()}{batonmq} #{secrets.token_hex(4)}"
         #: The fencing epoch this broker was given when it claimed the store (0: not claimed).
         self.epoch = 0
         #: Whether the previous holder stopped without releasing the lease (a crash).
@@ -205,8 +210,9 @@ class Lease:
 
 
 def _gone(holder: str | None) -> bool:
-    """Whether the lease holder `holder` ("host pid N #token") is a process of this host that no
-    longer runs: its lease need not be waited out."""
+    """Whether the lease holder `holder` ("host pid N ..."; N the process that holds it, a
+    worker's own) is a process of this host that no longer runs: its lease need not be waited
+    out."""
     host, _, rest = (holder or "").partition(" pid ")
     pid = rest.split(" ", 1)[0]
     if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
