@@ -12,6 +12,9 @@ the session go to the socket. No protocol logic lives here (BatonMQ architecture
   socket stops being read. So no client can make the broker buffer without bound.
 - Heartbeats (spec 4.2.7): sent when nothing else was sent for half the negotiated interval; a
   client silent for two intervals is disconnected.
+- One timer per connection, set for the earliest of its deadlines only (the handshake timeout,
+  the close-ok timeout, the heartbeat to send, the client's silence): an idle connection costs
+  one wake-up per half heartbeat interval, and none at all with heartbeats off.
 - With several worker processes: what the client sent until connection.open is kept, and at
   connection.open for a virtual host another worker owns, the socket and those bytes go to that
   worker (`batonmq.server.handoff`), which replays them into a session of its own. A TLS
@@ -26,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import socket
 import ssl
 from collections.abc import Callable, Iterator
@@ -48,6 +52,9 @@ CLOSE_TIMEOUT: Final = 3.0
 #: (the same size); beyond three marks, replies the client asked for and does not read are to
 #: blame, and its input is held.
 HOLD_INPUT_FACTOR: Final = 3
+#: A timer runs up to its loop clock's resolution early (uvloop's: a millisecond): a deadline
+#: that near counts as reached, or the timer would be set again for it, and again.
+TIMER_SLACK: Final = 0.001
 _TUNED: Final = frozenset({State.AWAITING_OPEN, State.OPENING, State.OPEN, State.CLOSING})
 
 
@@ -96,6 +103,8 @@ class AMQPProtocol(asyncio.Protocol):
         self._flush_scheduled = False
         self._connected_at = self._last_received = self._last_sent = self._loop.time()
         self._closing_since: float | None = None
+        #: Until connection.tune-ok: no heartbeat deadlines yet (`_flush` sets the timer then).
+        self._untuned = True
         self._reading_paused = False
         self._input_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
@@ -270,6 +279,10 @@ class AMQPProtocol(asyncio.Protocol):
                 self._loop.call_later(CLOSE_TIMEOUT, transport.abort)
             elif connection.state is State.CLOSING and self._closing_since is None:
                 self._closing_since = self._loop.time()
+                self._schedule_tick()  # the close-ok timeout may be due before the timer
+            if self._untuned and connection.state in _TUNED:
+                self._untuned = False
+                self._schedule_tick()  # our heartbeat may be due before the handshake timeout
         if (session.input_held and session.may_read) or (
             # The input was held for a store commit, which has ended: read the socket again.
             self._reading_paused and not session.input_held
@@ -314,16 +327,31 @@ class AMQPProtocol(asyncio.Protocol):
 
     # Timers -------------------------------------------------------------------------------
 
-    def _schedule_tick(self) -> None:
+    def _deadlines(self) -> tuple[float, float, float, float]:
+        """The loop times at which `_check_timers` has something to do (inf: nothing): the
+        handshake timeout, the close-ok timeout, the client's silence reaching two heartbeat
+        intervals (not while its socket is not read), our heartbeat (half an interval after we
+        last sent anything)."""
         assert self.session is not None
         connection = self.session.connection
-        interval = 1.0
-        if connection.state in _TUNED and connection.heartbeat:
-            # Wake up in time to send ours, and when the client's silence reaches two intervals
-            # (detected then, not up to half an interval later).
-            silent_until = self._last_received + 2 * connection.heartbeat - self._loop.time()
-            interval = min(interval, connection.heartbeat / 2, max(silent_until, 0.01))
-        self._timer = self._loop.call_later(interval, self._tick)
+        tuned = connection.state in _TUNED
+        handshake = math.inf if tuned else self._connected_at + HANDSHAKE_TIMEOUT
+        close = math.inf if self._closing_since is None else self._closing_since + CLOSE_TIMEOUT
+        heartbeat = connection.heartbeat if tuned else 0
+        silence = math.inf
+        if heartbeat and not self._reading_paused:
+            silence = self._last_received + 2 * heartbeat
+        ours = self._last_sent + heartbeat / 2 if heartbeat else math.inf
+        return handshake, close, silence, ours
+
+    def _schedule_tick(self) -> None:
+        """Wake at the earliest deadline, or never. Input and output only move the heartbeat
+        deadlines later, so the timer is not touched for them: it may wake early, finds nothing
+        due and sets itself again. `_flush` resets it when a deadline may come earlier."""
+        if self._timer is not None:
+            self._timer.cancel()
+        due = min(self._deadlines())
+        self._timer = None if due == math.inf else self._loop.call_at(due, self._tick)
 
     def _tick(self) -> None:
         with self._guard():
@@ -334,21 +362,21 @@ class AMQPProtocol(asyncio.Protocol):
         assert transport is not None and session is not None
         if transport.is_closing():
             return
-        now, connection = self._loop.time(), session.connection
-        if connection.state not in _TUNED and now - self._connected_at > HANDSHAKE_TIMEOUT:
+        now = self._loop.time() + TIMER_SLACK
+        handshake, close, silence, ours = self._deadlines()
+        if now >= handshake:
             self._abort("handshake timed out")
             return
-        if self._closing_since is not None and now - self._closing_since > CLOSE_TIMEOUT:
+        if now >= close:
             self._abort("no connection.close-ok")
             return
-        heartbeat = connection.heartbeat if connection.state in _TUNED else 0
-        if heartbeat:
-            if not self._reading_paused and now - self._last_received >= 2 * heartbeat:
-                self._abort(f"missed heartbeats from client, timeout: {heartbeat}s")
-                return
-            if now - self._last_sent >= heartbeat / 2:
-                connection.send_heartbeat()
-                self._flush()
+        if now >= silence:
+            heartbeat = session.connection.heartbeat
+            self._abort(f"missed heartbeats from client, timeout: {heartbeat}s")
+            return
+        if now >= ours:
+            session.connection.send_heartbeat()
+            self._flush()
         self._schedule_tick()
 
     def _abort(self, reason: str) -> None:
