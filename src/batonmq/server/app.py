@@ -94,7 +94,13 @@ class BrokerServer:
         store = (
             configured_store(config, placement=store_placement(config))
             if seat is None
-            else configured_store(config, seat.index, held_lock=seat.store_lock)
+            else configured_store(
+                config,
+                seat.index,
+                held_lock=seat.store_lock,
+                # An HA member's first worker to start places its rows (`PostgresStore`).
+                placement=store_placement(config) if config.cluster.ha else None,
+            )
         )
         self.broker = Broker(
             BrokerSettings(

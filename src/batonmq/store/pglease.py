@@ -144,6 +144,11 @@ class Lease:
         if self._renewal is None:
             self._renewal = asyncio.get_running_loop().create_task(self._keep(), name="store lease")
 
+    @staticmethod
+    def holder_gone(holder: str | None) -> bool:
+        """Whether the lease holder `holder` is a process of this host that no longer runs."""
+        return _gone(holder)
+
     async def check_epoch(self, connection: Connection) -> None:
         """Inside a write transaction: go on only while this broker still owns the store."""
         epoch = await connection.fetchval(self._sql["epoch"], self._broker_id)
