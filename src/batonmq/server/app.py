@@ -257,10 +257,7 @@ class BrokerServer:
         await self.recover()
         if self.config.cluster.ha and self.seat is not None:
             # A share of a takeover that this worker's sibling claimed while it was down.
-            seat = self.seat
-            await EngineApi(self.broker).adopt_taken_over(
-                [name for name in self.broker.vhosts if seat.owns(name)]
-            )
+            await EngineApi(self.broker).adopt_taken_over(self.seat.owns)
         if self.worker is not None and await self.worker.siblings_quiesced():
             self.control.quiesce()  # before the listeners open: no client comes in meanwhile
         self.addresses = await self.listening.open()
