@@ -24,6 +24,7 @@ import os
 import secrets
 import socket
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Final
 
 from batonmq.store.base import StoreError, StoreFenced, StoreLocked
@@ -222,4 +223,15 @@ def _gone(holder: str | None) -> bool:
         return True
     except PermissionError:
         return False
-    return False
+    return _ended(int(pid))
+
+
+def _ended(pid: int) -> bool:
+    """Whether process `pid`, which still exists, has ended and waits to be reaped (a worker of
+    a killed broker until its new parent reaps it; Linux: state Z in /proc): it writes nothing
+    more. False where /proc cannot tell."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]
