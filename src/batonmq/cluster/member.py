@@ -258,12 +258,9 @@ class ClusterMember:
             seen = -1 if found is None or found.taken_over else found.epoch
             self._taking_over = True
             ended = BrokerState.TAKEOVER_FAILED
-            owned = None
-            if self._owns is not None:
-                owned = [name for name in self.broker.vhosts if self._owns(name)]
             try:
                 outcome = await take_over(
-                    self.broker, self.store, failed, seen, force=force, vhosts=owned
+                    self.broker, self.store, failed, seen, force=force, owns=self._owns
                 )
                 if outcome.taken is not None:
                     ended = BrokerState.TAKEOVER_COMPLETE

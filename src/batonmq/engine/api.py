@@ -17,7 +17,7 @@ import dataclasses
 import functools
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -618,13 +618,13 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
             raise ApiError(ReplyCode.NOT_FOUND, f"no broker {broker_id!r} in this cluster")
         return await cluster.take_over(broker_id, force=force)
 
-    async def adopt_taken_over(self, vhosts: list[str]) -> int:
-        """Serve the state of `vhosts` that a takeover by a sibling worker left to this worker
-        (`batonmq.engine.takeover.adopt`); the messages it took."""
+    async def adopt_taken_over(self, owns: Callable[[str], bool]) -> int:
+        """Serve the state of the virtual hosts this worker `owns` that a takeover by a sibling
+        worker left to it (`batonmq.engine.takeover.adopt`); the messages it took."""
         store = self.broker.store
         assert isinstance(store, SharedStore)  # a worker of an HA member
         try:
-            taken = await adopt(self.broker, store, vhosts)
+            taken = await adopt(self.broker, store, owns)
         except StoreError as error:
             raise ApiError(ReplyCode.INTERNAL_ERROR, str(error)) from error
         return 0 if taken is None else taken.messages

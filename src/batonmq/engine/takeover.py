@@ -35,6 +35,9 @@ from batonmq.store.members import SharedStore, StreamTail, TakenOver
 
 log = logging.getLogger(__name__)
 
+#: Whether this worker owns a virtual host (`batonmq.server.placement.WorkerSeat.owns`).
+Owns = Callable[[str], bool]
+
 
 @runtime_checkable
 class _Stream(Protocol):
@@ -98,6 +101,14 @@ def _reopen_merged(broker: Broker, taken: TakenOver, hold: Hold) -> None:
             queue.reopen_log(hold.then)
 
 
+async def owned_vhosts(store: SharedStore, owns: Owns) -> list[str]:
+    """The virtual hosts of the store's catalogue that a worker owns (`owns`): its share of a
+    takeover. Read from the store, not from the worker's copy of the catalogue, which a virtual
+    host the failed member created just before it failed may not have reached yet: its rows
+    would be left to none of the workers."""
+    return [name for name in (await store.catalogue()).vhosts if owns(name)]
+
+
 async def take_over(
     broker: Broker,
     store: SharedStore,
@@ -105,18 +116,19 @@ async def take_over(
     seen_epoch: int,
     *,
     force: bool = False,
-    vhosts: list[str] | None = None,
+    owns: Owns | None = None,
 ) -> TakeoverOutcome:
     """Claim broker `failed` (as the store last saw it, at `seen_epoch`), move its persistent
     state to this broker and serve it; tell the event feed and the log how it went. With
-    `vhosts` (this broker is a worker of a member with several), the state of those virtual
-    hosts only: the sibling workers adopt the rest (`adopt`)."""
+    `owns` (this broker is a worker of a member with several), the state of the virtual hosts
+    it owns only (`owned_vhosts`): the sibling workers adopt the rest (`adopt`)."""
     started = time.monotonic()
     me = store.broker_id
     broker.events.publish(EventKind.TAKEOVER_START, failed, by=me, forced=force)
     log.info("takeover started", extra={"failed_broker": failed, "forced": force})
     error: str | None = None
     try:
+        vhosts = None if owns is None else await owned_vhosts(store, owns)
         async with broker.streams.held() as hold:
             taken = await store.take_over(
                 failed,
@@ -155,10 +167,12 @@ async def take_over(
     return TakeoverOutcome(failed, taken, seconds)
 
 
-async def adopt(broker: Broker, store: SharedStore, vhosts: list[str]) -> TakenOver | None:
-    """Serve what a takeover by a sibling worker left to this worker: the rows of `vhosts`,
-    which it owns, held by the identities its member claimed (`SharedStore.adopt`); None when
-    there were none. Run when the sibling asks, and at start."""
+async def adopt(broker: Broker, store: SharedStore, owns: Owns) -> TakenOver | None:
+    """Serve what a takeover by a sibling worker left to this worker: the rows of the virtual
+    hosts it owns (`owned_vhosts`) held by the identities its member claimed
+    (`SharedStore.adopt`); None when there were none. Run when the sibling asks, and at
+    start."""
+    vhosts = await owned_vhosts(store, owns)
     async with broker.streams.held() as hold:
         taken = await store.adopt(
             vhosts, next_sequences=next_sequences(broker), stream_tails=stream_tails(broker)

@@ -124,7 +124,7 @@ async def declare_topology(api: EngineApi, owns: Owns, user: str, wanted: Defini
 async def adopt_taken_over(api: EngineApi, owns: Owns) -> int:
     """Serve the share of a failed member that this worker's sibling claimed and left to it:
     the state of the virtual hosts it owns (`EngineApi.adopt_taken_over`)."""
-    return await api.adopt_taken_over([name for name in api.broker.vhosts if owns(name)])
+    return await api.adopt_taken_over(owns)
 
 
 async def cluster_members(api: EngineApi, _owns: Owns) -> list[MemberInfo] | None:

@@ -94,7 +94,13 @@ class BrokerServer:
         store = (
             configured_store(config, placement=store_placement(config))
             if seat is None
-            else configured_store(config, seat.index, held_lock=seat.store_lock)
+            else configured_store(
+                config,
+                seat.index,
+                held_lock=seat.store_lock,
+                # An HA member's first worker to start places its rows (`PostgresStore`).
+                placement=store_placement(config) if config.cluster.ha else None,
+            )
         )
         self.broker = Broker(
             BrokerSettings(
@@ -251,10 +257,7 @@ class BrokerServer:
         await self.recover()
         if self.config.cluster.ha and self.seat is not None:
             # A share of a takeover that this worker's sibling claimed while it was down.
-            seat = self.seat
-            await EngineApi(self.broker).adopt_taken_over(
-                [name for name in self.broker.vhosts if seat.owns(name)]
-            )
+            await EngineApi(self.broker).adopt_taken_over(self.seat.owns)
         if self.worker is not None and await self.worker.siblings_quiesced():
             self.control.quiesce()  # before the listeners open: no client comes in meanwhile
         self.addresses = await self.listening.open()

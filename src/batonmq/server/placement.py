@@ -6,10 +6,9 @@ so a queue, its publishers and its consumers always share one process and no mes
 between processes. The owner of a virtual host is a stable hash of its name: CRC-32 of its
 UTF-8 bytes, modulo the number of workers. It is the same in every worker, at every restart
 and in every Python release (unlike `hash`, which is salted per process). So changing
-`broker.workers` moves virtual hosts to other workers, whose store identity differs. On the
-SQLite store the broker moves their rows to the new owners as it starts
-(`batonmq.store.placement`); on PostgreSQL, until the map is kept in the store, the count is to
-be changed on a drained broker only.
+`broker.workers` moves virtual hosts to other workers, whose store identity differs: the broker
+moves their rows to the new owners as it starts (`batonmq.store.placement` on SQLite,
+`batonmq.store.pgfamily` on PostgreSQL, an HA member's too).
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from batonmq.config import Config
+from batonmq.store.configured import store_broker_id
 from batonmq.store.placement import Placement
 
 
@@ -76,7 +76,7 @@ def inbox_pairs(workers: int) -> list[tuple[socket.socket, socket.socket]]:
 def store_placement(config: Config) -> Placement:
     """The owner of each virtual host's rows when the broker starts with `config`."""
     return Placement(
-        config.broker_name,
+        store_broker_id(config),
         config.workers,
         partial(owner_of, workers=config.workers),
         config.data_dir,

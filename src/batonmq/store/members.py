@@ -76,8 +76,10 @@ class Member:
 def as_members(records: Iterable[tuple[Member, str | None]]) -> list[Member]:
     """The members as their peers see them, from the store's broker records, each with the
     member its identity is a worker of (None: its own). A member with workers is one member:
-    its id, address, heartbeat endpoint, state and settings are those its workers registered
-    (its worker 0's); it is silent in the store only while every identity is, its lease runs
+    its id, address, heartbeat endpoint, state and settings are those it registered last (its
+    worker 0's, or its own process's if it runs one: of the identities that registered, the one
+    heard from last, since the member may have run with another number of workers before); it
+    is silent in the store only while every identity is, its lease runs
     while any does, it refuses failover if any identity does, its messages are summed, and its
     epoch is the sum of theirs, which any claim or restart of one of them changes."""
     listed = list(records)
@@ -91,8 +93,9 @@ def as_members(records: Iterable[tuple[Member, str | None]]) -> list[Member]:
             members.append(record)
     for member_id, workers in grouped.items():
         own = [record for record, of in listed if of is None and record.broker_id == member_id]
-        voice = next((w for w in workers if w.address is not None), workers[0])
         every = [*own, *workers]
+        registered = [record for record in every if record.address is not None]
+        voice = min(registered, key=lambda record: record.silent_for, default=workers[0])
         heard = [record.last_heartbeat for record in every if record.last_heartbeat is not None]
         counted = [record.messages for record in every]
         members.append(

@@ -111,8 +111,9 @@ class PostgresCalls:
         when the lease is claimed (`batonmq.store.members.as_members`). `family`: the standalone
         broker whose identity (`broker_id` itself) or worker's identity this is (None for an HA
         member; see `batonmq.store.pgfamily`). `placement`: for the broker's own identity that
-        starts (one process, or the supervisor of its workers), where each virtual host's rows
-        go at open (`batonmq.store.pgfamily.place_rows`)."""
+        starts (one process, or the supervisor of its workers), or any identity of an HA member,
+        where each virtual host's rows go at open (`batonmq.store.pgfamily.place_rows` and
+        `place_member`)."""
         if not _SCHEMA_NAME.fullmatch(schema) or schema.startswith("pg_"):
             raise StoreError(
                 f"invalid PostgreSQL schema name {schema!r}: use 1 to 63 of a-z, 0-9 and _, "
@@ -148,7 +149,7 @@ class PostgresCalls:
         )
         #: Opened to write the catalogue alone (see `open`).
         self._catalogue_only = False
-        self._placement = placement if family == broker_id else None
+        self._placement = placement if family in (broker_id, None) else None
         self._pool: asyncpg.Pool[asyncpg.Record] | None = None
         #: Writes run one at a time, in call order; `_last_write` is done once the last write
         #: called so far is, and the reads called after it wait for it.

@@ -23,15 +23,17 @@ each identity with a lease of its own. The identities of one broker are its fami
   enrols the identities of the backup.
 
 An HA cluster's members stand alone (no family): a member's id is a member's, whatever it reads.
+A member's own identities are placed alike, by whichever of its processes starts first
+(`place_member`): an HA member may change its number of workers between two runs too.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Final
 
-from batonmq.store.members import SERVING_STATES
+from batonmq.store.members import FAILOVER_STARTED, SERVING_STATES
 from batonmq.store.pgsession import Connection
 from batonmq.store.placement import VHOST_TABLES, Moved, Placement, worker_id, worker_index
 from batonmq.store.plan import Plan
@@ -60,6 +62,15 @@ SQL: Final = {
     # A message moves with the entries that hold it (a message is routed within one vhost).
     "place_messages": "UPDATE {s}.messages SET broker_id = $1 WHERE broker_id = $2 AND id IN"
     " (SELECT message_id FROM {s}.entries WHERE broker_id = $1 AND vhost = $3)",
+    # An HA member's identities: its own and its workers' (`batonmq.store.members.as_members`).
+    "member_lock": "SELECT pg_advisory_lock($1)",
+    "member_unlock": "SELECT pg_advisory_unlock($1)",
+    "member_identities": "SELECT broker_id, state, holder, COALESCE(lease_expires > now(), false)"
+    " FROM {s}.brokers WHERE broker_id = $1 OR member_of = $1 ORDER BY broker_id FOR UPDATE",
+    # The identities whose rows were placed elsewhere: whatever a process of theirs that is
+    # only paused would write is refused, and their next claim finds them stopped cleanly.
+    "fence_placed": "UPDATE {s}.brokers SET epoch = epoch + 1, state = 'stopped', holder = NULL,"
+    " lease_expires = NULL WHERE broker_id = ANY($1::text[])",
 }
 #: The tables `place_rows` moves a virtual host's rows in, messages last.
 _PLACED: Final = (*VHOST_TABLES, "stream_segments", "stream_chunks", "messages")
@@ -109,20 +120,21 @@ async def place_rows(
     *,
     claimant: str,
     claimant_unclean: bool,
+    ours: Collection[str],
 ) -> tuple[list[Moved], int]:
-    """Inside a transaction of `claimant`, the broker's own identity, which holds the family's
-    lock and checked its epoch: every other identity's append log written to the tables, then
-    every virtual host's rows given to the identity that owns it now. Before rows leave an
-    identity, its recovery is done for it (what its own start would do): after an unclean stop
-    (`claimant_unclean` for the claimant) its entries count as delivered, and its transient
-    entries, the messages no entry holds and the streams with no queue go. What moved, and how
-    many streams."""
-    for other in (await identities(connection, sql, placement.broker))[1:]:
+    """Inside a transaction of `claimant`, which checked its epoch and holds the lock that
+    keeps every other identity of `ours` (the broker's, `claimant` among them) from running:
+    every other identity's append log written to the tables, then every virtual host's rows
+    given to the identity that owns it now. Before rows leave an identity, its recovery is done
+    for it (what its own start would do): after an unclean stop (`claimant_unclean` for the
+    claimant) its entries count as delivered, and its transient entries, the messages no entry
+    holds and the streams with no queue go. What moved, and how many streams."""
+    for other in sorted(set(ours) - {claimant}):
         await apply_log(connection, sql, plan, other)
     moves = [
         Moved(vhost, source, placement.owner_id(vhost))
         for source, vhost in await connection.fetch(sql["placed_held"])
-        if placement.is_ours(source) and placement.owner_id(vhost) != source
+        if source in ours and placement.owner_id(vhost) != source
     ]
     unclean = {
         broker_id
@@ -142,4 +154,47 @@ async def place_rows(
         streams += int(await connection.fetchval(sql["placed_streams"], move.source, move.vhost))
         for table in _PLACED:
             await connection.execute(sql[f"place_{table}"], move.owner, move.source, move.vhost)
+    return moves, streams
+
+
+async def place_member(
+    connection: Connection,
+    sql: Mapping[str, str],
+    plan: Plan,
+    placement: Placement,
+    *,
+    claimant: str,
+    claimant_unclean: bool,
+    gone: Callable[[str | None], bool],
+) -> tuple[list[Moved], int] | None:
+    """Inside a transaction of `claimant`, an identity of HA member `placement.broker` that has
+    just claimed its lease and checked its epoch, holding the member's lock (`member_lock`,
+    which every identity of the member holds from before its claim until it is placed): when
+    no other identity of the member runs, the member's process that starts first, every
+    virtual host's rows of the member go to the identity that owns it now (`place_rows`), and
+    the identities they left are fenced. None, with nothing moved, when another identity runs:
+    its lease is live and its holder is not a process of this host that has ended (`gone`; a
+    SIGKILLed broker's leases run on), so it placed the rows as it started. Nothing is placed
+    either while a survivor has not adopted everything it claimed of the member: those rows are
+    the survivor's."""
+    records = await connection.fetch(sql["member_identities"], placement.broker)
+    others = [record for record in records if record[0] != claimant]
+    if any(
+        state in SERVING_STATES and live and not gone(holder) for _, state, holder, live in others
+    ):
+        return None
+    if any(state == FAILOVER_STARTED for _, state, _, _ in others):
+        return None
+    moves, streams = await place_rows(
+        connection,
+        sql,
+        plan,
+        placement,
+        claimant=claimant,
+        claimant_unclean=claimant_unclean,
+        ours=[identity for identity, _, _, _ in records],
+    )
+    left = sorted({move.source for move in moves} - {claimant})
+    if left:
+        await connection.execute(sql["fence_placed"], left)
     return moves, streams

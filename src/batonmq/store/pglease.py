@@ -25,6 +25,7 @@ import os
 import secrets
 import socket
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Final
 
 from batonmq.store.base import StoreError, StoreFenced, StoreLocked
@@ -149,6 +150,11 @@ class Lease:
         if self._renewal is None:
             self._renewal = asyncio.get_running_loop().create_task(self._keep(), name="store lease")
 
+    @staticmethod
+    def holder_gone(holder: str | None) -> bool:
+        """Whether the lease holder `holder` is a process of this host that no longer runs."""
+        return _gone(holder)
+
     async def check_epoch(self, connection: Connection) -> None:
         """Inside a write transaction: go on only while this broker still owns the store."""
         epoch = await connection.fetchval(self._sql["epoch"], self._broker_id)
@@ -223,4 +229,15 @@ def _gone(holder: str | None) -> bool:
         return True
     except PermissionError:
         return False
-    return False
+    return _ended(int(pid))
+
+
+def _ended(pid: int) -> bool:
+    """Whether process `pid`, which still exists, has ended and waits to be reaped (a worker of
+    a killed broker until its new parent reaps it; Linux: state Z in /proc): it writes nothing
+    more. False where /proc cannot tell."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]

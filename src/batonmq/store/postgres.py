@@ -61,10 +61,16 @@ from batonmq.store.integrity import checked_entry, report_quarantined
 from batonmq.store.pending import CHECKPOINT_LOG_BYTES, Pending, encode_frame, holds_only_entries
 from batonmq.store.pgbackup import backup_manifest, copy_in, copy_out, counted, restored
 from batonmq.store.pgerrors import DATABASE_ERRORS
-from batonmq.store.pgfamily import place_rows
+from batonmq.store.pgfamily import place_member, place_rows
 from batonmq.store.pgmember import PostgresMember
 from batonmq.store.pgschema import migrate_schema, read_version
-from batonmq.store.pgsession import CLOSE_TIMEOUT, CONNECT_TIMEOUT, Connection, row_count
+from batonmq.store.pgsession import (
+    CLOSE_TIMEOUT,
+    CONNECT_TIMEOUT,
+    Connection,
+    advisory_key,
+    row_count,
+)
 from batonmq.store.pgsession import close as close_session
 from batonmq.store.placement import Placement
 from batonmq.store.plan import (
@@ -119,10 +125,7 @@ class PostgresStore(PostgresMember):
                             connection, self._sql, self._schema, self._location
                         )
                     if lock and version == SCHEMA_VERSION:
-                        await self._lease.claim(connection, catalogue_only=self._catalogue_only)
-                        await self._replay(connection)
-                        if self._placement is not None:
-                            await self._place(connection, self._placement)
+                        await self._claim(connection)
                 finally:
                     await pool.release(connection)
             except BaseException as error:
@@ -226,19 +229,54 @@ class PostgresStore(PostgresMember):
             await apply_log(connection, self._sql, self._plan, self._broker_id)
         self._pending, self._log_seq, self._log_bytes = Pending(), 0, 0
 
+    async def _claim(self, connection: Connection) -> None:
+        """At open: claim the lease, replay the append log, and place the rows. An identity
+        of an HA member holds the member's lock (a session's advisory lock) from before its
+        claim until its rows are placed, so that the member's first process to start places
+        every identity's rows while none of the others runs, and the others find it running
+        (`batonmq.store.pgfamily.place_member`)."""
+        member = self._placement is not None and self._family is None
+        key = advisory_key("member", self._schema, self.member_id)
+        if member:
+            await connection.execute(self._sql["member_lock"], key)
+        try:
+            await self._lease.claim(connection, catalogue_only=self._catalogue_only)
+            await self._replay(connection)
+            if self._placement is not None:
+                await self._place(connection, self._placement)
+        finally:
+            if member and not connection.is_closed():
+                await connection.execute(self._sql["member_unlock"], key)
+
     async def _place(self, connection: Connection, placement: Placement) -> None:
         """At open, once claimed and replayed: each virtual host's rows to the identity that
-        owns it now (`batonmq.store.pgfamily`)."""
+        owns it now (`batonmq.store.pgfamily`): a standalone broker's own identity places its
+        workers' rows, an HA member's first process to start its member's."""
         async with connection.transaction():
             await self._lease.check_epoch(connection)
-            moves, streams = await place_rows(
-                connection,
-                self._sql,
-                self._plan,
-                placement,
-                claimant=self._broker_id,
-                claimant_unclean=self._lease.unclean_stop,
-            )
+            if self._family is None:
+                placed = await place_member(
+                    connection,
+                    self._sql,
+                    self._plan,
+                    placement,
+                    claimant=self._broker_id,
+                    claimant_unclean=self._lease.unclean_stop,
+                    gone=self._lease.holder_gone,
+                )
+            else:
+                placed = await place_rows(
+                    connection,
+                    self._sql,
+                    self._plan,
+                    placement,
+                    claimant=self._broker_id,
+                    claimant_unclean=self._lease.unclean_stop,
+                    ours=await self._identities(connection),
+                )
+        if placed is None:
+            return
+        moves, streams = placed
         if moves:
             log.info(
                 "virtual hosts moved to their owners",

@@ -26,6 +26,8 @@ from batonmq.engine.events import Event, EventKind
 from batonmq.engine.messages import AckMode
 from batonmq.engine.recovery import restore
 from batonmq.engine.takeover import adopt, take_over
+from batonmq.management.perworker import adopt_taken_over
+from batonmq.server.placement import owner_of
 from batonmq.store.base import StoreFenced, WriteBatch
 from batonmq.store.postgres import PostgresStore
 from tests.members import lease_run_out
@@ -72,6 +74,11 @@ async def start_broker(postgres_dsn: str, tmp_path: Path) -> AsyncIterator[Start
             await broker.journal.stop()
             assert broker.store is not None
             await broker.store.close()
+
+
+def _owner(worker: int) -> Callable[[str], bool]:
+    """Whether worker `worker` of two owns a virtual host ("/" is worker 0's, "v1" worker 1's)."""
+    return lambda vhost: owner_of(vhost, 2) == worker
 
 
 async def _publish(api: EngineApi, queue: str, *bodies: bytes) -> None:
@@ -374,9 +381,9 @@ async def test_a_survivor_with_workers_splits_a_failed_member_by_virtual_host(
         assert await failed_api.publish("guest", vhost, "", "q", PERSISTENT, vhost.encode())
     seen = await lease_run_out(store0, "brokerA")
 
-    claimed = await take_over(worker0, store0, "brokerA", seen, vhosts=["/"])
+    claimed = await take_over(worker0, store0, "brokerA", seen, owns=_owner(0))
     half = {m.broker_id: m for m in await store0.members()}["brokerA"]
-    adopted = await adopt(worker1, store1, ["v1"])
+    adopted = await adopt(worker1, store1, _owner(1))
     await CatalogueSync(worker1, store1, 3600.0).reload()  # guest's permissions in v1
 
     assert claimed.taken is not None and claimed.taken.messages == 1
@@ -390,7 +397,7 @@ async def test_a_survivor_with_workers_splits_a_failed_member_by_virtual_host(
     assert "v1" not in worker0.vhosts or "q" not in worker0.vhosts["v1"].queues
     after = {m.broker_id: m for m in await store0.members()}["brokerA"]
     assert after.state == "FAILOVER_COMPLETE"
-    assert await adopt(worker1, store1, ["v1"]) is None
+    assert await adopt(worker1, store1, _owner(1)) is None
     assert (await store0.stats()).entries == (await store1.stats()).entries == 0
 
 
@@ -408,7 +415,7 @@ async def test_what_a_failed_survivor_had_not_adopted_yet_goes_to_the_next(
     await failed_api.declare_queue("guest", "v1", "q")
     assert await failed_api.publish("guest", "v1", "", "q", PERSISTENT, b"v1")
     seen = await lease_run_out(store0, "brokerA")
-    assert (await take_over(worker0, store0, "brokerA", seen, vhosts=["/"])).taken is not None
+    assert (await take_over(worker0, store0, "brokerA", seen, owns=_owner(0))).taken is not None
     seen = await lease_run_out(last_store, "brokerB")
 
     outcome = await take_over(last, last_store, "brokerB", seen)
@@ -422,3 +429,51 @@ async def test_what_a_failed_survivor_had_not_adopted_yet_goes_to_the_next(
         "FAILOVER_COMPLETE",
         "brokerC",
     )
+
+
+async def test_virtual_hosts_the_survivors_workers_had_not_seen_are_taken_over_by_their_owners(
+    start_broker: StartBroker,
+) -> None:
+    """The failed member created a virtual host for each worker of the survivor and published to
+    it just before it failed, and the survivor's workers had not applied the catalogue since:
+    each worker's share of the takeover is what the store's catalogue says it owns, so the
+    worker that claims takes its own, its sibling adopts the other, and each serves it (MQ 4.1
+    HA guide: the takeover broker "takes over the failed broker's persistent data")."""
+    worker0, store0 = await start_broker("brokerBw0", member_of="brokerB")
+    worker1, store1 = await start_broker("brokerBw1", member_of="brokerB")
+    failed, _ = await start_broker("brokerA", lease_seconds=0.2)
+    failed_api = EngineApi(failed)
+    unseen = {
+        worker: next(f"late{n}" for n in range(20) if owner_of(f"late{n}", 2) == worker)
+        for worker in (0, 1)
+    }
+    for vhost in unseen.values():
+        await failed_api.add_vhost(vhost, creator="guest")
+        await failed_api.declare_queue("guest", vhost, "q")
+        assert await failed_api.publish("guest", vhost, "", "q", PERSISTENT, vhost.encode())
+    assert not set(unseen.values()) & {*worker0.vhosts, *worker1.vhosts}
+    await lease_run_out(store0, "brokerA")
+
+    async def siblings_adopt() -> None:
+        await adopt_taken_over(EngineApi(worker1), _owner(1))
+
+    member = ClusterMember(
+        Config(cluster=ClusterConfig(ha=True, clusterid="test", brokerid="brokerB")),
+        worker0,
+        store0,
+        owns=_owner(0),
+        siblings_adopt=siblings_adopt,
+    )
+    outcome = await member.take_over("brokerA")
+
+    assert outcome.taken is not None
+    for index, worker in enumerate((worker0, worker1)):
+        await CatalogueSync(worker, store0 if index == 0 else store1, 3600.0).reload()
+        got = await EngineApi(worker).get_messages(
+            "guest", unseen[index], "q", 10, AckMode.ACK_REQUEUE_FALSE
+        )
+        assert [(m.message.body, m.message.redelivered) for m in got] == [
+            (unseen[index].encode(), True)
+        ]
+    after = {m.broker_id: m for m in await store0.members()}["brokerA"]
+    assert after.state == "FAILOVER_COMPLETE"

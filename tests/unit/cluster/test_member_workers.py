@@ -77,3 +77,21 @@ def test_a_members_own_record_from_before_it_had_workers_is_one_of_its_identitie
     assert member.identities == ("A", "Aw0")
     assert (member.address, member.epoch, member.no_failover) == ("a:5672", 5, True)
     assert member.messages is None  # not counted
+
+
+def test_a_member_that_ran_with_workers_and_now_runs_one_process_speaks_through_it() -> None:
+    """Started again with one process, the member registers as its own identity; the records of
+    the workers it ran before keep the addresses they registered, which are not its own any
+    more: its peers reach the member where it registered last."""
+    own = record("A", epoch=6, address="a:5672", silent_for=0.5)
+    worker0 = record("Aw0", epoch=3, address="old:5672", live=False, silent_for=60.0)
+    worker1 = record("Aw1", epoch=2, live=False, silent_for=60.0, state="stopped")
+
+    (member,) = as_members([(own, None), (worker0, "A"), (worker1, "A")])
+
+    assert (member.address, member.heartbeat_address, member.state) == (
+        "a:5672",
+        "a:7676",
+        "running",
+    )
+    assert (member.epoch, member.identities) == (11, ("A", "Aw0", "Aw1"))
