@@ -65,6 +65,9 @@ class ConsumerSet:
         #: The last hand-out ended because no consumer had room: a new entry need not look
         #: again (see `offer`); whatever may make room calls `hand_out`, which clears it.
         self.saturated = False
+        #: The consumers the hand-out under way found without room, each with the round-robin
+        #: it sits out of, in the order found: back at that round-robin's end when it ends.
+        self._sitting_out: list[tuple[deque[QueueConsumer], QueueConsumer]] = []
 
     @property
     def hands_over(self) -> bool:
@@ -171,14 +174,13 @@ class ConsumerSet:
         until either runs out. An entry no consumer with room will take (a selector) is passed
         over and keeps its place. Ending for want of room marks the set `saturated`."""
         self.saturated = False
-        full = _Full()
         try:
             if self._selective:
-                self._hand_out_selected(queue, ready, take, full)
+                self._hand_out_selected(queue, ready, take)
                 return
             # No selector: the consumer is chosen before the entry is taken, in one walk.
             while ready:
-                consumer = self._choose(None, full)
+                consumer = self._choose(None)
                 if consumer is None:
                     self.saturated = True
                     return
@@ -191,14 +193,14 @@ class ConsumerSet:
                     ready.put_back(entry)  # never lose a message to a failed hand-over
                     raise
         finally:
-            full.rejoin()
+            if self._sitting_out:
+                self._rejoin()
 
     def _hand_out_selected(
         self,
         queue: Queue,
         ready: ReadyEntries | PriorityReady,
         take: Callable[[], QueueEntry | None],
-        full: _Full,
     ) -> None:
         passed_over: list[QueueEntry] = []
         try:
@@ -209,7 +211,7 @@ class ConsumerSet:
                 entry = take()
                 if entry is None:
                     return  # the next entries are in the store
-                consumer = self._choose(entry, full)
+                consumer = self._choose(entry)
                 if consumer is None:
                     passed_over.append(entry)
                     continue
@@ -226,41 +228,46 @@ class ConsumerSet:
         """The consumer to hand `entry` to, moving the round-robin on; None when no consumer
         that has room will take it. Without selectors `entry` is not looked at (None: the
         next consumer with room)."""
-        full = _Full()
         try:
-            return self._choose(entry, full)
+            return self._choose(entry)
         finally:
-            full.rejoin()
+            if self._sitting_out:
+                self._rejoin()
 
-    def _choose(self, entry: QueueEntry | None, full: _Full) -> QueueConsumer | None:
-        """`choose`, within a hand-out: consumers found without room sit out in `full`."""
+    def _choose(self, entry: QueueEntry | None) -> QueueConsumer | None:
+        """`choose`, within a hand-out: consumers found without room sit it out."""
         if self.single_active:
             return self._choose_active(entry)
         groups = self._by_priority
         if groups is None:
-            return self._next_taker(self._consumers, entry, full)
+            return self._next_taker(self._consumers, entry)
         for _, group in groups:
-            consumer = self._next_taker(group, entry, full)
+            consumer = self._next_taker(group, entry)
             if consumer is not None:
                 return consumer
         return None
 
     def _next_taker(
-        self, consumers: deque[QueueConsumer], entry: QueueEntry | None, full: _Full
+        self, consumers: deque[QueueConsumer], entry: QueueEntry | None
     ) -> QueueConsumer | None:
         """The next consumer of `consumers` in round-robin order that has room and takes
-        `entry`; one that takes nothing goes to the back, one without room sits out in
-        `full`."""
+        `entry`; one that takes nothing goes to the back, one without room sits out the
+        hand-out."""
         selective = self._selective
         for _ in range(len(consumers)):
             consumer = consumers[0]
             if not consumer.has_room():
-                full.sit_out(consumers)
+                self._sitting_out.append((consumers, consumers.popleft()))
                 continue
             consumers.rotate(-1)
             if not selective or _takes(consumer, entry):
                 return consumer
         return None
+
+    def _rejoin(self) -> None:
+        for consumers, consumer in self._sitting_out:
+            consumers.append(consumer)
+        self._sitting_out.clear()
 
     def _choose_active(self, entry: QueueEntry | None) -> QueueConsumer | None:
         if not self._consumers:
@@ -269,21 +276,3 @@ class ConsumerSet:
         if active.has_room() and (not self._selective or _takes(active, entry)):
             return active
         return None
-
-
-class _Full:
-    """The consumers a hand-out found without room: out of their round-robin until it ends, then
-    back at its end, in the order they were found."""
-
-    __slots__ = ("_out",)
-
-    def __init__(self) -> None:
-        self._out: list[tuple[deque[QueueConsumer], QueueConsumer]] = []
-
-    def sit_out(self, consumers: deque[QueueConsumer]) -> None:
-        """Take the first of `consumers` out."""
-        self._out.append((consumers, consumers.popleft()))
-
-    def rejoin(self) -> None:
-        for consumers, consumer in self._out:
-            consumers.append(consumer)
