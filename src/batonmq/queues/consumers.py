@@ -107,6 +107,8 @@ class ConsumerSet:
 
     def remove(self, consumer: QueueConsumer) -> None:
         self.saturated = False
+        if self._sitting_out:  # removed by a delivery of a hand-out under way: all back first
+            self._rejoin()
         if consumer in self._backups:
             self._backups.remove(consumer)
             return
@@ -135,6 +137,7 @@ class ConsumerSet:
 
     def clear(self) -> None:
         self.saturated = False
+        self._sitting_out.clear()
         self._consumers = deque()
         self._backups = deque()
         self._by_priority = None

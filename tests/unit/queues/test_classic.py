@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pytest
+
 from batonmq.model.message import ENTRY_COST, Message, QueueEntry
 from batonmq.queues.classic import ClassicQueue
 from batonmq.selectors import Selector
@@ -222,6 +224,91 @@ def test_a_hand_out_asks_a_full_consumer_once_not_once_per_message():
     consumers[9].room = 1
     publish(queue, "a", "b")
     assert (bodies(consumers[3])[-1], bodies(consumers[9])) == ("a", ["b"])
+
+
+@dataclass(eq=False)
+class FailingConsumer(StubConsumer):
+    """A consumer whose hand-over fails (as a channel's write could)."""
+
+    def deliver(self, queue: ClassicQueue, entry: QueueEntry) -> None:
+        raise RuntimeError("hand-over failed")
+
+
+def test_consumers_that_sat_out_a_failed_hand_out_are_still_the_queues():
+    """A hand-out that ends in an error keeps every consumer: the ones it found full sit out only
+    while it runs, so the failure neither loses the entry (it keeps its place) nor drops a
+    consumer from the round-robin."""
+    queue = ClassicQueue("q")
+    full = [StubConsumer(f"full {n}", room=0) for n in range(3)]
+    failing = FailingConsumer("failing")
+    for consumer in (*full, failing):
+        queue.add_consumer(consumer)
+
+    with pytest.raises(RuntimeError):
+        publish(queue, "kept")
+
+    assert queue.message_count == 1
+    assert {consumer.tag for consumer in queue.consumers} == {
+        "full 0",
+        "full 1",
+        "full 2",
+        "failing",
+    }
+    queue.remove_consumer(failing)
+    full[1].room = 1
+    queue.dispatch()
+    assert bodies(full[1]) == ["kept"]
+
+
+@dataclass(eq=False)
+class CancellingConsumer(StubConsumer):
+    """A consumer whose hand-over cancels another consumer of the queue."""
+
+    victim: StubConsumer | None = None
+
+    def deliver(self, queue: ClassicQueue, entry: QueueEntry) -> None:
+        super().deliver(queue, entry)
+        if self.victim is not None:
+            queue.remove_consumer(self.victim)
+            self.victim = None
+
+
+def test_a_consumer_that_sits_out_a_hand_out_can_be_cancelled_during_it():
+    """A consumer found full sits out the rest of the hand-out; if a delivery cancels it
+    meanwhile, it is gone for good and every other consumer stays."""
+    queue = ClassicQueue("q")
+    victim, other = StubConsumer("victim", room=0), StubConsumer("other", room=0)
+    cancelling = CancellingConsumer("cancelling", room=2, victim=victim)
+    for consumer in (victim, other, cancelling):
+        queue.add_consumer(consumer)
+
+    publish(queue, "a")
+
+    assert bodies(cancelling) == ["a"]
+    assert [consumer.tag for consumer in queue.consumers] == ["cancelling", "other"]
+    other.room = 1
+    publish(queue, "b", "c")
+    assert (bodies(cancelling), bodies(other)) == (["a", "b"], ["c"])
+
+
+def test_full_consumers_of_a_higher_priority_sit_out_and_come_back_first():
+    """RabbitMQ's "Consumer Priorities": "messages only going to lower priority consumers when
+    the high priority consumers block"; once they have room again they come first."""
+    queue = ClassicQueue("q")
+    high = [CountingConsumer(f"high {n}", room=0, priority=5) for n in range(2)]
+    low = CountingConsumer("low", room=3)
+    for consumer in (*high, low):
+        queue.add_consumer(consumer)
+
+    publish(queue, "a", "b", "c")
+
+    assert bodies(low) == ["a", "b", "c"]
+    # Each full high-priority consumer was asked once per hand-out (one per publish), not
+    # once per entry on top.
+    assert [consumer.asked for consumer in high] == [3, 3]
+    high[1].room = 1
+    publish(queue, "d")
+    assert bodies(high[1]) == ["d"]
 
 
 def _taken_over(sequence: int, body: str, delivery_count: int = 1) -> PagedEntry:
