@@ -152,6 +152,23 @@ def test_same_named_queues_of_two_virtual_hosts_each_have_their_own_snapshot(
     assert [snapshots[key][:2] for key in keys] == [[1, 1], [0, 0]]
 
 
+def test_a_queue_whose_key_would_not_fit_has_its_snapshot_under_queue_alone(
+    watched: RunningBroker,
+) -> None:
+    """AMQP 0-9-1: a routing key is a short string, at most 255 octets, and a queue name may be
+    as long: `queue./.NAME` would not fit in basic.deliver, so its snapshot goes out as `queue`,
+    its headers naming it, and the watcher's queue keeps flowing."""
+    name = "q" * 255
+    with connect(watched) as connection:
+        channel = connection.channel()
+        channel.queue_declare(name)
+        watcher = watch(channel, METRICS, "queue", "queue.#")
+        _, properties, body = receive(channel, watcher, "queue")
+        assert properties.headers == {"vhost": "/", "name": name}
+        assert json.loads(body)["name"] == name
+        receive(channel, watcher, f"queue./.{watcher}")  # later snapshots still arrive
+
+
 def test_persistent_metrics_with_their_own_time_to_live(tmp_path: Path) -> None:
     """imq.metrics.topic.persist: "whether metrics messages are persistent or not";
     imq.metrics.topic.timetolive: "the lifetime, in seconds, of metrics messages"."""

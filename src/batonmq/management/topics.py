@@ -8,7 +8,8 @@ AMQP client can watch by binding a queue to them.
   (here the AMQP `type` and `timestamp` properties). Routing keys `broker` (the broker's totals),
   `connection` (every connection) and `queue.VHOST.NAME` (one queue, whose headers `vhost` and
   `name` name it exactly, as the events exchange's do: either name may hold dots, which a topic
-  binding reads as word breaks); JSON bodies with the management API's field names.
+  binding reads as word breaks; `queue` alone where the key would pass 255 octets); JSON
+  bodies with the management API's field names.
   [metrics.topic] sets the interval, persistence and time to live. With workers, one snapshot
   of each kind for the whole broker: the worker that owns the default virtual host, where the
   queues bound to the exchange are, publishes the figures of every worker merged as the
@@ -45,6 +46,18 @@ from batonmq.management.workers import Workers
 log = logging.getLogger(__name__)
 
 TRANSIENT, PERSISTENT = 1, 2
+
+
+#: The longest routing key AMQP can carry: a short string, 255 octets of UTF-8 (AMQP 0-9-1,
+#: "shortstr"); a delivery with a longer one cannot be written.
+ROUTING_KEY_LIMIT = 255
+
+
+def queue_key(vhost: str, name: str) -> str:
+    """The routing key of a queue's snapshot: `queue.VHOST.NAME`, or `queue` alone where that
+    would not fit in a routing key (the headers `vhost` and `name` still say which queue)."""
+    key = f"queue.{vhost}.{name}"
+    return key if len(key.encode()) <= ROUTING_KEY_LIMIT else "queue"
 
 
 class BrokerTopics:
@@ -95,7 +108,7 @@ class BrokerTopics:
         ]
         snapshots += [
             (
-                f"queue.{info.vhost}.{info.name}",
+                queue_key(info.vhost, info.name),
                 render.queue(info, node),
                 {"vhost": info.vhost, "name": info.name},
             )
