@@ -77,6 +77,8 @@ class ConsumerSet:
 
     def add(self, consumer: QueueConsumer) -> None:
         self.saturated = False
+        if self._sitting_out:  # added by a delivery of a hand-out under way: all back first
+            self._rejoin()
         if self.max_active is not None and len(self._consumers) >= self.max_active:
             self._backups.append(consumer)
             return
@@ -107,7 +109,7 @@ class ConsumerSet:
 
     def remove(self, consumer: QueueConsumer) -> None:
         self.saturated = False
-        if self._sitting_out:  # removed by a delivery of a hand-out under way: all back first
+        if self._sitting_out:  # as in `add`
             self._rejoin()
         if consumer in self._backups:
             self._backups.remove(consumer)

@@ -291,6 +291,38 @@ def test_a_consumer_that_sits_out_a_hand_out_can_be_cancelled_during_it():
     assert (bodies(cancelling), bodies(other)) == (["a", "b"], ["c"])
 
 
+@dataclass(eq=False)
+class ConsumingConsumer(StubConsumer):
+    """A consumer whose hand-over adds another consumer to the queue."""
+
+    newcomer: StubConsumer | None = None
+
+    def deliver(self, queue: ClassicQueue, entry: QueueEntry) -> None:
+        super().deliver(queue, entry)
+        if self.newcomer is not None:
+            queue.add_consumer(self.newcomer)
+            self.newcomer = None
+
+
+def test_a_consumer_added_during_a_hand_out_leaves_the_full_ones_in_their_places():
+    """A consumer added while others sit out a hand-out (here with a new priority, which
+    splits the consumers into priority groups) finds every consumer there: the full one is
+    served once it has room."""
+    queue = ClassicQueue("q")
+    full, high = StubConsumer("full", room=0), StubConsumer("high", priority=5)
+    adding = ConsumingConsumer("adding", room=1, newcomer=high)
+    for consumer in (full, adding):
+        queue.add_consumer(consumer)
+
+    publish(queue, "a")
+
+    assert {consumer.tag for consumer in queue.consumers} == {"full", "adding", "high"}
+    queue.remove_consumer(high)
+    full.room = 1
+    publish(queue, "b")
+    assert (bodies(adding), bodies(full)) == (["a"], ["b"])
+
+
 def test_full_consumers_of_a_higher_priority_sit_out_and_come_back_first():
     """RabbitMQ's "Consumer Priorities": "messages only going to lower priority consumers when
     the high priority consumers block"; once they have room again they come first."""
