@@ -143,7 +143,6 @@ def _run_harness(rows: tuple[str, ...], arguments: list[str], output: Path) -> R
     ):
         watched = ClientProcesses(harness.pid)
         try:
-            assert harness.stderr is not None
             for line in harness.stderr:
                 said.append((time.monotonic(), line))
             returncode = harness.wait()

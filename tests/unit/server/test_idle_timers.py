@@ -78,7 +78,6 @@ async def _open(server: Server, heartbeat: int) -> tuple[RawClient, AMQPProtocol
     await asyncio.to_thread(client.handshake, heartbeat_interval=heartbeat)
     await asyncio.to_thread(client.open_channel, 1)
     protocol = server.only_protocol()
-    assert protocol.session is not None
     assert protocol.session.connection.heartbeat == heartbeat
     return client, protocol
 
