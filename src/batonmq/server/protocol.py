@@ -44,7 +44,8 @@ from batonmq.server.relay import Relay
 
 log = logging.getLogger(__name__)
 
-#: A client that has not finished the handshake by then is disconnected (RabbitMQ: 10 s).
+#: A client that has not finished the handshake (connection.open-ok) by then is disconnected
+#: (RabbitMQ: 10 s).
 HANDSHAKE_TIMEOUT: Final = 10.0
 #: How long to wait for connection.close-ok after the broker closed a connection.
 CLOSE_TIMEOUT: Final = 3.0
@@ -56,6 +57,9 @@ HOLD_INPUT_FACTOR: Final = 3
 #: that near counts as reached, or the timer would be set again for it, and again.
 TIMER_SLACK: Final = 0.001
 _TUNED: Final = frozenset({State.AWAITING_OPEN, State.OPENING, State.OPEN, State.CLOSING})
+#: Past the handshake: it ends at connection.open-ok (or at a connection.close, whose own
+#: timeout then runs), not at tune-ok.
+_OPENED: Final = frozenset({State.OPEN, State.CLOSING})
 
 
 def _address(address: object) -> tuple[str, int] | None:
@@ -103,8 +107,9 @@ class AMQPProtocol(asyncio.Protocol):
         self._flush_scheduled = False
         self._connected_at = self._last_received = self._last_sent = self._loop.time()
         self._closing_since: float | None = None
-        #: Until connection.tune-ok: no heartbeat deadlines yet (`_flush` sets the timer then).
-        self._untuned = True
+        #: The connection's state at the last flush, until connection.open-ok (then None): the
+        #: handshake's deadlines change with it (`_flush` sets the timer again).
+        self._handshake_state: State | None = State.AWAITING_HEADER
         self._reading_paused = False
         self._input_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
@@ -280,9 +285,12 @@ class AMQPProtocol(asyncio.Protocol):
             elif connection.state is State.CLOSING and self._closing_since is None:
                 self._closing_since = self._loop.time()
                 self._schedule_tick()  # the close-ok timeout may be due before the timer
-            if self._untuned and connection.state in _TUNED:
-                self._untuned = False
-                self._schedule_tick()  # our heartbeat may be due before the handshake timeout
+            if self._handshake_state is not None and connection.state is not self._handshake_state:
+                # The deadlines move with the handshake: our heartbeat starts at tune-ok and
+                # may be due before the handshake timeout, which ends at open-ok.
+                opened = connection.state in _OPENED
+                self._handshake_state = None if opened else connection.state
+                self._schedule_tick()
         if (session.input_held and session.may_read) or (
             # The input was held for a store commit, which has ended: read the socket again.
             self._reading_paused and not session.input_held
@@ -335,7 +343,8 @@ class AMQPProtocol(asyncio.Protocol):
         assert self.session is not None
         connection = self.session.connection
         tuned = connection.state in _TUNED
-        handshake = math.inf if tuned else self._connected_at + HANDSHAKE_TIMEOUT
+        opened = connection.state in _OPENED
+        handshake = math.inf if opened else self._connected_at + HANDSHAKE_TIMEOUT
         close = math.inf if self._closing_since is None else self._closing_since + CLOSE_TIMEOUT
         heartbeat = connection.heartbeat if tuned else 0
         silence = math.inf

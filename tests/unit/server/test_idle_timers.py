@@ -24,6 +24,7 @@ from batonmq.engine.broker import Broker
 from batonmq.server.protocol import CLOSE_TIMEOUT, HANDSHAKE_TIMEOUT, AMQPProtocol
 from tests.ports import free_port
 from tests.rawclient import RawClient
+from tests.wire import plain_response
 
 BUFFER = 1 << 20
 CHANNEL_ERROR = 504
@@ -80,6 +81,14 @@ async def _open(server: Server, heartbeat: int) -> tuple[RawClient, AMQPProtocol
     protocol = server.only_protocol()
     assert protocol.session.connection.heartbeat == heartbeat
     return client, protocol
+
+
+def _login_and_tune_ok(client: RawClient) -> commands.Connection.Tune:
+    """The handshake up to tune-ok (heartbeat 0), without connection.open."""
+    client.start()
+    tune = client.login("PLAIN", plain_response("guest", "guest"))
+    client.tune_ok(tune.channel_max, tune.frame_max, 0)
+    return tune
 
 
 def _seconds_to_wake(protocol: AMQPProtocol) -> float | None:
@@ -141,6 +150,31 @@ async def test_handshake_timeout_still_ends_a_silent_connection(
         wake = _seconds_to_wake(protocol)
         assert wake is not None and HANDSHAKE_TIMEOUT - 1 < wake <= HANDSHAKE_TIMEOUT, wake
         started = time.monotonic() - 0.2
+
+        received = await asyncio.to_thread(client.read_until_closed, HANDSHAKE_TIMEOUT + 5)
+
+        elapsed = time.monotonic() - started
+        assert received == b""
+        assert HANDSHAKE_TIMEOUT - 0.5 <= elapsed <= HANDSHAKE_TIMEOUT + 1.0, elapsed
+        reasons = [getattr(record, "reason", None) for record in caplog.records]
+        assert "handshake timed out" in reasons
+
+
+async def test_handshake_timeout_ends_a_tuned_connection_that_never_opens(
+    server: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    """RabbitMQ's `handshake_timeout` bounds the whole AMQP 0-9-1 handshake, which ends with
+    connection.open-ok (spec 2.2.4: the client "opens a virtual host" to finish it), not at
+    tune-ok. A client that logs in, sends tune-ok with heartbeat 0 and then nothing would
+    otherwise hold its connection, with no timer left, for ever."""
+    client = server.client()
+    with client:
+        started = time.monotonic()
+        tune = await asyncio.to_thread(_login_and_tune_ok, client)
+        assert tune.heartbeat > 0  # the broker proposed one; the client chose 0
+        protocol = server.only_protocol()
+        wake = _seconds_to_wake(protocol)
+        assert wake is not None and wake <= HANDSHAKE_TIMEOUT, wake
 
         received = await asyncio.to_thread(client.read_until_closed, HANDSHAKE_TIMEOUT + 5)
 
