@@ -101,14 +101,6 @@ def _reopen_merged(broker: Broker, taken: TakenOver, hold: Hold) -> None:
             queue.reopen_log(hold.then)
 
 
-async def owned_vhosts(store: SharedStore, owns: Owns) -> list[str]:
-    """The virtual hosts of the store's catalogue that a worker owns (`owns`): its share of a
-    takeover. Read from the store, not from the worker's copy of the catalogue, which a virtual
-    host the failed member created just before it failed may not have reached yet: its rows
-    would be left to none of the workers."""
-    return [name for name in (await store.catalogue()).vhosts if owns(name)]
-
-
 async def take_over(
     broker: Broker,
     store: SharedStore,
@@ -121,14 +113,13 @@ async def take_over(
     """Claim broker `failed` (as the store last saw it, at `seen_epoch`), move its persistent
     state to this broker and serve it; tell the event feed and the log how it went. With
     `owns` (this broker is a worker of a member with several), the state of the virtual hosts
-    it owns only (`owned_vhosts`): the sibling workers adopt the rest (`adopt`)."""
+    it owns only: the sibling workers adopt the rest (`adopt`)."""
     started = time.monotonic()
     me = store.broker_id
     broker.events.publish(EventKind.TAKEOVER_START, failed, by=me, forced=force)
     log.info("takeover started", extra={"failed_broker": failed, "forced": force})
     error: str | None = None
     try:
-        vhosts = None if owns is None else await owned_vhosts(store, owns)
         async with broker.streams.held() as hold:
             taken = await store.take_over(
                 failed,
@@ -136,7 +127,7 @@ async def take_over(
                 force=force,
                 next_sequences=next_sequences(broker),
                 stream_tails=stream_tails(broker),
-                vhosts=vhosts,
+                owns=owns,
             )
             if taken is not None:
                 _reopen_merged(broker, taken, hold)
@@ -169,23 +160,24 @@ async def take_over(
 
 async def adopt(broker: Broker, store: SharedStore, owns: Owns) -> TakenOver | None:
     """Serve what a takeover by a sibling worker left to this worker: the rows of the virtual
-    hosts it owns (`owned_vhosts`) held by the identities its member claimed
-    (`SharedStore.adopt`); None when there were none. Run when the sibling asks, and at
-    start."""
-    vhosts = await owned_vhosts(store, owns)
+    hosts it owns held by the identities its member claimed (`SharedStore.adopt`); None when
+    there were none. Run when the sibling asks, and at start."""
     async with broker.streams.held() as hold:
         taken = await store.adopt(
-            vhosts, next_sequences=next_sequences(broker), stream_tails=stream_tails(broker)
+            owns, next_sequences=next_sequences(broker), stream_tails=stream_tails(broker)
         )
         if taken is not None:
             _reopen_merged(broker, taken, hold)
     if taken is not None:
         await _serve(broker, store, taken)
     if taken is not None and (taken.exchanges or taken.queues or taken.backlogs):
+        vhosts = {
+            row.vhost for rows in (taken.exchanges, taken.queues, taken.backlogs) for row in rows
+        }
         log.info(
             "takeover adopted: %d messages",
             taken.messages,
-            extra={"failed_broker": taken.failed, "vhosts": ",".join(vhosts)},
+            extra={"failed_broker": taken.failed, "vhosts": ",".join(sorted(vhosts))},
         )
     return taken
 
@@ -195,10 +187,13 @@ async def _serve(broker: Broker, store: SharedStore, taken: TakenOver) -> None:
     for name in taken.vhosts:
         if name not in broker.vhosts:
             broker.add_vhost(name)
+    # A virtual host deleted while the failed broker was down comes back with its rows, as at
+    # a recovery (`restore_definitions`).
     new_queues = {
         (stored.vhost, stored.name)
         for stored in taken.queues
-        if stored.name not in broker.vhosts[stored.vhost].queues
+        if stored.vhost not in broker.vhosts
+        or stored.name not in broker.vhosts[stored.vhost].queues
     }
     restore_definitions(broker, taken.exchanges, taken.queues, taken.bindings)
     merged: list[tuple[ObjectKey, int]] = []

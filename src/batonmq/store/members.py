@@ -250,23 +250,23 @@ class SharedStore(CatalogueSource, Protocol):
         force: bool = False,
         next_sequences: Mapping[ObjectKey, int],
         stream_tails: Mapping[ObjectKey, StreamTail] | None = None,
-        vhosts: list[str] | None = None,
+        owns: Callable[[str], bool] | None = None,
     ) -> TakenOver | None:
-        """Claim `failed` and take its rows over (with `vhosts`, those of these virtual hosts;
-        the claimant's sibling workers adopt the others); None when the claim was lost.
+        """Claim `failed` and take its rows over (with `owns`, those of the virtual hosts it
+        owns; the claimant's sibling workers adopt the others); None when the claim was lost.
         `stream_tails`: where each of the claimant's streams ends, read while its stream
         writer is held (`StreamStorage.held`)."""
         ...
 
     async def adopt(
         self,
-        vhosts: list[str],
+        owns: Callable[[str], bool],
         *,
         next_sequences: Mapping[ObjectKey, int],
         stream_tails: Mapping[ObjectKey, StreamTail] | None = None,
     ) -> TakenOver | None:
-        """Take over the rows of `vhosts` that a sibling worker's claim left to this worker;
-        None when there are none."""
+        """Take over the rows of the virtual hosts it `owns` that a sibling worker's claim left
+        to this worker; None when there are none."""
         ...
 
     async def read_entries(

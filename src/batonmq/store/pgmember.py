@@ -103,14 +103,14 @@ class PostgresMember(PostgresCalls):
         force: bool = False,
         next_sequences: Mapping[ObjectKey, int],
         stream_tails: Mapping[ObjectKey, StreamTail] | None = None,
-        vhosts: list[str] | None = None,
+        owns: Callable[[str], bool] | None = None,
     ) -> TakenOver | None:
         """Claim broker `failed` (seen at `seen_epoch`) and take its rows over, in one
         transaction (`batonmq.store.takeover.take_over`); None when another broker won the claim,
         or `failed` renewed its lease meanwhile (and `force` is off). StoreError when the claim
-        waited longer than `claim_lock_timeout` for a lock: nothing moved. With `vhosts`, the
-        rows of those virtual hosts only: this store's identity is a worker's, whose siblings
-        adopt the others (`adopt`)."""
+        waited longer than `claim_lock_timeout` for a lock: nothing moved. With `owns`, the
+        rows of the virtual hosts it owns only: this store's identity is a worker's, whose
+        siblings adopt the others (`adopt`)."""
         timeout = claim_lock_timeout(self._lease_seconds, self._renew_every)
         move = partial(
             take_over,
@@ -123,7 +123,7 @@ class PostgresMember(PostgresCalls):
             force=force,
             next_sequences=next_sequences,
             stream_tails=stream_tails or {},
-            vhosts=vhosts,
+            owns=owns,
         )
         try:
             return await self._move_rows(f"takeover of {failed!r} in", move, lock_timeout=timeout)
@@ -139,13 +139,13 @@ class PostgresMember(PostgresCalls):
 
     async def adopt(
         self,
-        vhosts: list[str],
+        owns: Callable[[str], bool],
         *,
         next_sequences: Mapping[ObjectKey, int],
         stream_tails: Mapping[ObjectKey, StreamTail] | None = None,
     ) -> TakenOver | None:
-        """Take over the rows of `vhosts` that the identities this worker's member claimed
-        still hold, in one transaction fenced by this identity's epoch
+        """Take over the rows of the virtual hosts it `owns` that the identities this worker's
+        member claimed still hold, in one transaction fenced by this identity's epoch
         (`batonmq.store.takeover.adopt`); None when there are none."""
         move = partial(
             adopt,
@@ -154,7 +154,7 @@ class PostgresMember(PostgresCalls):
             member=self.member_id,
             next_sequences=next_sequences,
             stream_tails=stream_tails or {},
-            vhosts=vhosts,
+            owns=owns,
         )
         return await self._move_rows("adopting taken-over rows in", move)
 

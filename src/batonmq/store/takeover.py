@@ -43,7 +43,7 @@ What a takeover returns, and the members' records, are in `batonmq.store.members
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 import asyncpg
@@ -68,6 +68,16 @@ _MEMBER_COLUMNS: Final = (
     "b.broker_id, b.state, b.address, b.heartbeat_address, b.version, b.epoch, b.taken_over_by,"
     " b.heartbeat_at, EXTRACT(EPOCH FROM now() - COALESCE(b.heartbeat_at, b.started_at))::float8,"
     " COALESCE(b.lease_expires > now(), false), b.no_failover, b.settings"
+)
+
+#: The tables whose rows name a virtual host.
+_VHOST_TABLES: Final = (
+    "exchanges",
+    "queues",
+    "bindings",
+    "entries",
+    "quarantined_messages",
+    "stream_segments",
 )
 
 #: Statements, "{s}" standing for the quoted schema.
@@ -132,6 +142,10 @@ SQL: Final = {
     " delivery_count = GREATEST(e.delivery_count, 1)"
     " FROM unnest($3::text[], $4::text[], $5::bigint[]) AS o(vhost, queue, shift)"
     " WHERE e.broker_id = $2 AND e.vhost = o.vhost AND e.queue = o.queue",
+    # The virtual hosts an identity holds rows of (its share of them goes to a worker).
+    "held_vhosts": " UNION ".join(
+        f"SELECT vhost FROM {{s}}.{table} WHERE broker_id = $1" for table in _VHOST_TABLES
+    ),
     # Once none of its rows is left to adopt (`adopt`).
     "failover_complete": "UPDATE {s}.brokers SET state = 'FAILOVER_COMPLETE' WHERE broker_id = $1"
     " AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE broker_id = $1)"
@@ -203,23 +217,24 @@ async def take_over(
     force: bool,
     next_sequences: Mapping[ObjectKey, int],
     stream_tails: Mapping[ObjectKey, StreamTail],
-    vhosts: list[str] | None = None,
+    owns: Callable[[str], bool] | None = None,
 ) -> TakenOver | None:
     """Claim member `failed` for member `member` and move its rows to store identity
     `claimant` (`member`'s own, or one of its workers'), inside the transaction under way on
     `connection` (whose caller has checked the claimant's own epoch); None when the claim found
     the epoch changed or a lease running (another broker won, or the failed one came back). A
     member with workers is claimed whole, every store identity of it in this one transaction or
-    none (`claim`), and its identities' rows move one identity after another. With `vhosts`,
-    only the rows of those virtual hosts move: the claimant's siblings adopt the others
-    (`adopt`). `sql`: SQL and the plan's recovery statements, rendered for the schema
-    (`plan`'s). `next_sequences`: the next sequence of each of the claimant's queues;
+    none (`claim`), and its identities' rows move one identity after another. With `owns`, only
+    the rows of the virtual hosts it owns move (of those the identities hold rows of, whether
+    or not the catalogue still has them): the claimant's siblings adopt the others (`adopt`).
+    `sql`: SQL and the plan's recovery statements, rendered for the schema (`plan`'s).
+    `next_sequences`: the next sequence of each of the claimant's queues;
     `stream_tails`: where each of its streams ends."""
     claimed = await claim(connection, sql, plan, member, failed, seen_epoch, force=force)
     if claimed is None:
         return None
     return await _move_all(
-        connection, sql, claimant, failed, claimed, next_sequences, stream_tails, vhosts
+        connection, sql, claimant, failed, claimed, next_sequences, stream_tails, owns
     )
 
 
@@ -231,9 +246,10 @@ async def adopt(
     member: str,
     next_sequences: Mapping[ObjectKey, int],
     stream_tails: Mapping[ObjectKey, StreamTail],
-    vhosts: list[str],
+    owns: Callable[[str], bool],
 ) -> TakenOver | None:
-    """Move to worker identity `claimant` the rows of `vhosts` that the identities member
+    """Move to worker identity `claimant` the rows of the virtual hosts it `owns` that the
+    identities member
     `member` claimed (`take_over` by another of its workers) still hold, inside the transaction
     under way on `connection` (whose caller has checked the claimant's own epoch); None when
     there is nothing to adopt. A worker adopts when its sibling that claimed asks it, and when
@@ -250,7 +266,7 @@ async def adopt(
         [(identity, epoch) for identity, epoch in rows],
         next_sequences,
         stream_tails,
-        vhosts,
+        owns,
     )
 
 
@@ -262,11 +278,15 @@ async def _move_all(
     claimed: list[tuple[str, int]],
     next_sequences: Mapping[ObjectKey, int],
     stream_tails: Mapping[ObjectKey, StreamTail],
-    vhosts: list[str] | None,
+    owns: Callable[[str], bool] | None,
 ) -> TakenOver:
     sequences = dict(next_sequences)
     parts: list[TakenOver] = []
     for identity, epoch in claimed:
+        vhosts = None
+        if owns is not None:
+            held = await connection.fetch(sql["held_vhosts"], identity)
+            vhosts = [vhost for (vhost,) in held if owns(vhost)]
         part = await _move(
             connection,
             sql,

@@ -477,3 +477,48 @@ async def test_virtual_hosts_the_survivors_workers_had_not_seen_are_taken_over_b
         ]
     after = {m.broker_id: m for m in await store0.members()}["brokerA"]
     assert after.state == "FAILOVER_COMPLETE"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_a_failed_members_rows_in_a_virtual_host_deleted_meanwhile_are_taken_over(
+    start_broker: StartBroker, workers: int
+) -> None:
+    """The failed member held a queue and a persistent message in a virtual host deleted while
+    it was down. The survivor takes over "the failed broker's persistent data" (MQ 4.1 HA
+    guide), all of it: the rows come back with their virtual host, as the failed broker's own
+    restart would bring them back (a recovery restores every stored queue), and a worker's share
+    is the virtual hosts it owns among those the failed broker holds rows of, not among those
+    the catalogue still lists. Before, one survivor failed with a KeyError and a worker's share
+    left the rows to no one, so the record stayed FAILOVER_STARTED."""
+    gone = next(f"gone{n}" for n in range(20) if owner_of(f"gone{n}", 2) == 0)
+    failed, _ = await start_broker("brokerA", lease_seconds=0.2)
+    failed_api = EngineApi(failed)
+    await failed_api.add_vhost(gone, creator="guest")
+    for vhost in (gone, "/"):
+        await failed_api.declare_queue("guest", vhost, "q")
+        assert await failed_api.publish("guest", vhost, "", "q", PERSISTENT, vhost.encode())
+    if workers == 1:
+        survivor, store = await start_broker("brokerB")
+        owns = None
+    else:
+        survivor, store = await start_broker("brokerBw0", member_of="brokerB")
+        owns = _owner(0)
+    await EngineApi(survivor).delete_vhost(gone)
+    assert gone not in (await store.catalogue()).vhosts
+    await lease_run_out(store, "brokerA")
+
+    member = ClusterMember(
+        Config(cluster=ClusterConfig(ha=True, clusterid="test", brokerid="brokerB")),
+        survivor,
+        store,
+        owns=owns,
+    )
+    outcome = await member.take_over("brokerA")
+
+    assert outcome.taken is not None and outcome.error is None
+    got = await EngineApi(survivor).get_messages("guest", "/", "q", 10, AckMode.ACK_REQUEUE_FALSE)
+    assert [(m.message.body, m.message.redelivered) for m in got] == [(b"/", True)]
+    # No one has permissions there any more: the queue is read as a restart would restore it.
+    assert survivor.vhosts[gone].queues["q"].message_count == 1
+    after = {m.broker_id: m for m in await store.members()}["brokerA"]
+    assert after.state == "FAILOVER_COMPLETE"
