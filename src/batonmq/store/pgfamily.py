@@ -134,7 +134,7 @@ async def place_rows(
     many streams."""
     for other in sorted(set(ours) - {claimant}):
         await apply_log(connection, sql, plan, other)
-    held = await connection.fetch(sql["placed_held"])
+    held = await connection.fetch(sql[placement.held])
     moves = planned_moves(
         ((source, vhost, queue) for source, vhost, queue in held if source in ours), placement
     )

@@ -59,9 +59,11 @@ TOPOLOGY_TABLES: Final = ("exchanges", "bindings")
 QUEUE_TABLES: Final = ("queues", "entries", "quarantined_messages")
 
 
-def held_sql(queue_tables: Sequence[str]) -> str:
+def held_sql(queue_tables: Sequence[str], *, per_queue: bool) -> str:
     """The rows that may move, as (owner, virtual host, queue): the queue is None for a
-    virtual host's topology. Entries go with their queue's row (none without one is kept)."""
+    virtual host's topology, and for every row unless `per_queue` (when a virtual host is
+    spread: a start with none reads no queue's name). Entries go with their queue's row (none
+    without one is kept)."""
     return " UNION ".join(
         [
             *(
@@ -69,7 +71,8 @@ def held_sql(queue_tables: Sequence[str]) -> str:
                 for table in TOPOLOGY_TABLES
             ),
             *(
-                f"SELECT broker_id, vhost, {_queue_column(table)} FROM {{s}}.{table}"
+                f"SELECT broker_id, vhost,"
+                f" {_queue_column(table) if per_queue else 'CAST(NULL AS TEXT)'} FROM {{s}}.{table}"
                 for table in queue_tables
                 if table != "entries"
             ),
@@ -117,7 +120,8 @@ def placement_sql(queue_tables: Sequence[str]) -> dict[str, str]:
     """A store's placement statements, neutral (`batonmq.store.dialect`), for its queue tables:
     `QUEUE_TABLES` and those of its own (PostgreSQL's stream rows)."""
     return {
-        "placed_held": held_sql(queue_tables),
+        "placed_held": held_sql(queue_tables, per_queue=False),
+        "placed_queues_held": held_sql(queue_tables, per_queue=True),
         **{
             f"place_{table}": move_sql(table, per_queue=False)
             for table in (*TOPOLOGY_TABLES, *queue_tables)
@@ -174,6 +178,11 @@ class Placement:
     def is_spread(self, vhost: str) -> bool:
         return self.workers > 1 and ("*" in self.spread or vhost in self.spread)
 
+    @property
+    def held(self) -> str:
+        """The name of the statement of `placement_sql` that reads the rows that may move."""
+        return "placed_queues_held" if self.spread and self.workers > 1 else "placed_held"
+
     def queue_owner_id(self, vhost: str, queue: str) -> str:
         """The identity that owns queue `queue`'s rows: its owner's in a spread virtual host,
         else the virtual host's owner's."""
@@ -211,7 +220,7 @@ class Moved:
 
 
 def planned_moves(held: Iterable[tuple[str, str, str | None]], placement: Placement) -> list[Moved]:
-    """What moves of the rows `held` (the broker's identities' rows, from "placed_held"): a
+    """What moves of the rows `held` (the broker's identities' rows, from `Placement.held`): a
     virtual host's rows together, but a spread one's queues each on its own."""
     moves = set()
     for source, vhost, queue in held:
@@ -221,7 +230,9 @@ def planned_moves(held: Iterable[tuple[str, str, str | None]], placement: Placem
             move = Moved(vhost, source, placement.owner_id(vhost), None, placement.is_spread(vhost))
         if move.owner != source:
             moves.add(move)
-    return sorted(moves, key=lambda move: (move.vhost, move.source, move.queue or "", move.queue))
+    return sorted(
+        moves, key=lambda move: (move.vhost, move.source, move.queue is not None, move.queue or "")
+    )
 
 
 def message_owners(moves: Iterable[Moved]) -> list[tuple[str, str]]:
@@ -241,7 +252,7 @@ def place_rows(
     "mark_delivered", "discard_entries", "discard_messages" and "next_block", rendered;
     `unclean`: the identities that did not stop cleanly. Returns what moved."""
     moves = planned_moves(
-        (row for row in conn.execute(_SQL["placed_held"]) if placement.is_ours(row[0])), placement
+        (row for row in conn.execute(_SQL[placement.held]) if placement.is_ours(row[0])), placement
     )
     for source in sorted({move.source for move in moves}):
         if source in unclean:

@@ -78,6 +78,12 @@ def test_a_spread_virtual_hosts_queues_are_their_owners_and_the_rest_its_homes()
     one = spread(Path("/d"), 1, frozenset({"*"}))
     assert (one.is_spread("a"), one.queue_owner_id("a", "q1")) == (False, "b1")
     assert layout(Path("/d"), 2).queue_owner_id("a", "q1") == "b1w0"
+    # Queue names are read only when a virtual host is spread.
+    assert (layout(Path("/d"), 2).held, three.held, one.held) == (
+        "placed_held",
+        "placed_queues_held",
+        "placed_held",
+    )
     with pytest.raises(ValueError, match="queue owner"):
         Placement("b1", 2, OWNERS.__getitem__, Path("/d"), spread=frozenset({"a"}))
 
