@@ -9,6 +9,10 @@ and in every Python release (unlike `hash`, which is salted per process). So cha
 `broker.workers` moves virtual hosts to other workers, whose store identity differs: the broker
 moves their rows to the new owners as it starts (`batonmq.store.placement` on SQLite,
 `batonmq.store.pgfamily` on PostgreSQL, an HA member's too).
+
+The store's placement also knows each queue's owner in a virtual host spread over the workers
+(`queue_owner`, the same kind of hash of the virtual host's and the queue's names), whose rows
+are placed per queue; no virtual host is spread yet (`store_placement` names none).
 """
 
 from __future__ import annotations
@@ -26,6 +30,15 @@ from batonmq.store.placement import Placement
 def owner_of(vhost: str, workers: int) -> int:
     """The index (from 0) of the worker that serves `vhost` among `workers`."""
     return zlib.crc32(vhost.encode("utf-8", "surrogatepass")) % workers
+
+
+def queue_owner(vhost: str, queue: str, workers: int) -> int:
+    """The index (from 0) of the worker that owns queue `queue` of a spread virtual host
+    `vhost` among `workers`: CRC-32 of "<vhost>\\0<queue>" (UTF-8), modulo `workers`. Stable as
+    `owner_of` is, so every worker finds a queue's owner without asking, and a start with
+    another number of workers moves each queue's rows by the same rule. The NUL between the
+    names keeps ("a", "bc") and ("ab", "c") apart."""
+    return owner_of(f"{vhost}\0{queue}", workers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,4 +93,5 @@ def store_placement(config: Config) -> Placement:
         config.workers,
         partial(owner_of, workers=config.workers),
         config.data_dir,
+        queue_owner=partial(queue_owner, workers=config.workers),
     )

@@ -13,8 +13,9 @@ each identity with a lease of its own. The identities of one broker are its fami
   workers share as HA members do (`Store.open`'s `catalogue_only`), beside them.
 - One store to place. Opened as the broker's own identity with a placement (a broker of one
   process, or the supervisor of a broker's workers, before it forks them), the store gives each
-  virtual host's rows to the identity that owns it now (`place_rows`, as
-  `batonmq.store.placement` does for SQLite): the family's lock means no worker runs. So the
+  virtual host's rows, or each queue's of a spread one, to the identity that owns it now
+  (`place_rows`, with the statements and rules of `batonmq.store.placement`, as for SQLite):
+  the family's lock means no worker runs. So the
   number of workers may change between two runs on PostgreSQL too, and a store written by a
   broker of one process (an earlier release's) is found by its workers.
 - One store to read and to copy. `batonctl db stats` and `backup`, opened as the broker's own
@@ -30,38 +31,40 @@ A member's own identities are placed alike, by whichever of its processes starts
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Collection, Mapping
+import itertools
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Final
 
+from batonmq.store.base import message_id_base
 from batonmq.store.members import FAILOVER_STARTED, SERVING_STATES
 from batonmq.store.pgsession import Connection
-from batonmq.store.placement import VHOST_TABLES, Moved, Placement, worker_id, worker_index
+from batonmq.store.placement import (
+    QUEUE_TABLES,
+    Moved,
+    Placement,
+    message_owners,
+    placement_sql,
+    planned_moves,
+    worker_id,
+    worker_index,
+)
 from batonmq.store.plan import Plan
 from batonmq.store.postgres_log import apply_log
 from batonmq.store.takeover import discard_streams
 
+#: The tables whose rows belong to one queue: a stream's rows too.
+_QUEUE_TABLES: Final = (*QUEUE_TABLES, "stream_segments", "stream_chunks")
 #: Statements, with {s} for the quoted schema.
 SQL: Final = {
     "enrolled": "SELECT broker_id FROM {s}.brokers",
     "live_leases": "SELECT broker_id, holder, lease_expires FROM {s}.brokers "
     "WHERE broker_id <> $1 AND lease_expires > now() AND state = ANY($2::text[])",
     "family_lock": "SELECT pg_advisory_xact_lock($1)",
-    "placed_held": " UNION ".join(
-        f"SELECT broker_id, vhost FROM {{s}}.{table}"
-        for table in (*VHOST_TABLES, "stream_segments")
-        if table != "entries"
-    ),
     "placed_unclean": "SELECT broker_id FROM {s}.brokers WHERE state = ANY($1::text[])",
     "placed_streams": "SELECT count(DISTINCT queue) FROM {s}.stream_segments"
-    " WHERE broker_id = $1 AND vhost = $2",
-    **{
-        f"place_{table}": f"UPDATE {{s}}.{table} SET broker_id = $1"
-        " WHERE broker_id = $2 AND vhost = $3"
-        for table in (*VHOST_TABLES, "stream_segments", "stream_chunks")
-    },
-    # A message moves with the entries that hold it (a message is routed within one vhost).
-    "place_messages": "UPDATE {s}.messages SET broker_id = $1 WHERE broker_id = $2 AND id IN"
-    " (SELECT message_id FROM {s}.entries WHERE broker_id = $1 AND vhost = $3)",
+    " WHERE broker_id = $1 AND vhost = $2 AND (CAST($3 AS TEXT) IS NULL OR queue = $3)",
+    # Each virtual host's rows, or each queue's of a spread one, and their messages.
+    **placement_sql(_QUEUE_TABLES),
     # An HA member's identities: its own and its workers' (`batonmq.store.members.as_members`).
     "member_lock": "SELECT pg_advisory_lock($1)",
     "member_unlock": "SELECT pg_advisory_unlock($1)",
@@ -72,8 +75,6 @@ SQL: Final = {
     "fence_placed": "UPDATE {s}.brokers SET epoch = epoch + 1, state = 'stopped', holder = NULL,"
     " lease_expires = NULL WHERE broker_id = ANY($1::text[])",
 }
-#: The tables `place_rows` moves a virtual host's rows in, messages last.
-_PLACED: Final = (*VHOST_TABLES, "stream_segments", "stream_chunks", "messages")
 
 
 def is_rival(family: str, claimant: str, other: str) -> bool:
@@ -124,18 +125,19 @@ async def place_rows(
 ) -> tuple[list[Moved], int]:
     """Inside a transaction of `claimant`, which checked its epoch and holds the lock that
     keeps every other identity of `ours` (the broker's, `claimant` among them) from running:
-    every other identity's append log written to the tables, then every virtual host's rows
-    given to the identity that owns it now. Before rows leave an identity, its recovery is done
-    for it (what its own start would do): after an unclean stop (`claimant_unclean` for the
-    claimant) its entries count as delivered, and its transient entries, the messages no entry
-    holds and the streams with no queue go. What moved, and how many streams."""
+    every other identity's append log written to the tables, then every virtual host's rows,
+    or every queue's of a spread one, given to the identity that owns it now (messages and
+    their copies as `batonmq.store.placement` says). Before rows leave an identity, its
+    recovery is done for it (what its own start would do): after an unclean stop
+    (`claimant_unclean` for the claimant) its entries count as delivered, and its transient
+    entries, the messages no entry holds and the streams with no queue go. What moved, and how
+    many streams."""
     for other in sorted(set(ours) - {claimant}):
         await apply_log(connection, sql, plan, other)
-    moves = [
-        Moved(vhost, source, placement.owner_id(vhost))
-        for source, vhost in await connection.fetch(sql["placed_held"])
-        if source in ours and placement.owner_id(vhost) != source
-    ]
+    held = await connection.fetch(sql[placement.held])
+    moves = planned_moves(
+        ((source, vhost, queue) for source, vhost, queue in held if source in ours), placement
+    )
     unclean = {
         broker_id
         for (broker_id,) in await connection.fetch(sql["placed_unclean"], sorted(SERVING_STATES))
@@ -151,9 +153,26 @@ async def place_rows(
         await discard_streams(connection, sql, source)
     streams = 0
     for move in moves:
-        streams += int(await connection.fetchval(sql["placed_streams"], move.source, move.vhost))
-        for table in _PLACED:
-            await connection.execute(sql[f"place_{table}"], move.owner, move.source, move.vhost)
+        if move.queue is not None or not move.spread:
+            streams += int(
+                await connection.fetchval(
+                    sql["placed_streams"], move.source, move.vhost, move.queue
+                )
+            )
+        for name, arguments in move.statements(_QUEUE_TABLES):
+            await connection.execute(sql[name], *arguments)
+    ids: Iterator[int] | None = None
+    for owner, vhost in message_owners(moves):
+        await connection.execute(sql["place_messages"], owner, vhost)
+        held_ids = [row[0] for row in await connection.fetch(sql["place_copies"], owner, vhost)]
+        if not held_ids:
+            continue
+        if ids is None:
+            block = await connection.fetchval(sql["next_block"])
+            ids = itertools.count(message_id_base(block, "the store"))
+        copies = [(owner, next(ids), message_id) for message_id in held_ids]
+        await connection.executemany(sql["place_copy"], copies)
+        await connection.executemany(sql["place_repoint"], copies)
     return moves, streams
 
 

@@ -1,14 +1,26 @@
-"""Which of a broker's store identities owns a virtual host, and the moves of stream directories
-when the number of workers changes (`batonmq.store.placement`)."""
+"""Which of a broker's store identities owns a virtual host, or a queue of a spread one, and the
+moves of stream directories when the number of workers changes (`batonmq.store.placement`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from urllib.parse import quote
 
-from batonmq.store.placement import Placement, place_streams, streams_root, worker_id, worker_index
+import pytest
+
+from batonmq.store.placement import (
+    Moved,
+    Placement,
+    place_streams,
+    planned_moves,
+    streams_root,
+    worker_id,
+    worker_index,
+)
 
 OWNERS = {"a": 0, "b/x": 1}
+#: Each queue's owner in a spread virtual host: the number its name ends with.
+QUEUE_OWNERS = {"q0": 0, "q1": 1, "q2": 2, "s2": 2}
 
 
 def layout(data_dir: Path, workers: int) -> Placement:
@@ -34,6 +46,94 @@ def test_a_workers_identity_is_the_brokers_name_and_its_index() -> None:
         True,
         False,
         False,
+    ]
+
+
+def spread(data_dir: Path, workers: int, vhosts: frozenset[str]) -> Placement:
+    return Placement(
+        "b1",
+        workers,
+        OWNERS.__getitem__,
+        data_dir,
+        spread=vhosts,
+        queue_owner=lambda _vhost, queue: QUEUE_OWNERS[queue] % workers,
+    )
+
+
+def test_a_spread_virtual_hosts_queues_are_their_owners_and_the_rest_its_homes() -> None:
+    """docs/multi-core.md, step 6: in a spread virtual host each queue has one owner worker,
+    whose identity owns its rows; the others' queues stay with their virtual host's owner, and
+    so does everything with one process or no virtual host spread."""
+    three = spread(Path("/d"), 3, frozenset({"a"}))
+    assert [three.queue_owner_id("a", queue) for queue in ("q0", "q1", "q2")] == [
+        "b1w0",
+        "b1w1",
+        "b1w2",
+    ]
+    assert (three.owner_id("a"), three.queue_owner_id("b/x", "q2")) == ("b1w0", "b1w1")
+    assert (three.is_spread("a"), three.is_spread("b/x")) == (True, False)
+    every = spread(Path("/d"), 2, frozenset({"*"}))
+    assert [every.queue_owner_id(vhost, "q1") for vhost in ("a", "b/x")] == ["b1w1", "b1w1"]
+    assert every.queue_owner_id("b/x", "q2") == "b1w0"
+    one = spread(Path("/d"), 1, frozenset({"*"}))
+    assert (one.is_spread("a"), one.queue_owner_id("a", "q1")) == (False, "b1")
+    assert layout(Path("/d"), 2).queue_owner_id("a", "q1") == "b1w0"
+    # Queue names are read only when a virtual host is spread.
+    assert (layout(Path("/d"), 2).held, three.held, one.held) == (
+        "placed_held",
+        "placed_queues_held",
+        "placed_held",
+    )
+    with pytest.raises(ValueError, match="queue owner"):
+        Placement("b1", 2, OWNERS.__getitem__, Path("/d"), spread=frozenset({"a"}))
+
+
+def test_a_spread_virtual_host_moves_per_queue_and_the_others_whole() -> None:
+    """What moves of rows held as (identity, virtual host, queue; None for exchanges and
+    bindings): a spread virtual host's queues one by one to their owners and its topology to its
+    home; a virtual host not spread in one move, as before."""
+    held = [
+        ("b1w0", "a", None),
+        ("b1w0", "a", "q0"),
+        ("b1w0", "a", "q1"),
+        ("b1w0", "a", "q2"),
+        ("b1w1", "b/x", None),
+        ("b1w1", "b/x", "q2"),
+        ("b1w2", "b/x", "q0"),
+    ]
+    assert planned_moves(held, spread(Path("/d"), 3, frozenset({"a"}))) == [
+        Moved("a", "b1w0", "b1w1", "q1", spread=True),
+        Moved("a", "b1w0", "b1w2", "q2", spread=True),
+        Moved("b/x", "b1w2", "b1w1"),
+    ]
+    assert planned_moves(held, spread(Path("/d"), 1, frozenset({"a"}))) == [
+        Moved("a", "b1w0", "b1"),
+        Moved("b/x", "b1w1", "b1"),
+        Moved("b/x", "b1w2", "b1"),
+    ]
+    topology, queue = Moved("a", "b1w1", "b1w0", None, True), Moved("a", "b1w0", "b1w1", "q1", True)
+    assert [name for name, _ in topology.statements(("queues", "entries"))] == [
+        "place_exchanges",
+        "place_bindings",
+    ]
+    assert queue.statements(("queues", "entries")) == [
+        ("place_queues_queue", ("b1w1", "b1w0", "a", "q1")),
+        ("place_entries_queue", ("b1w1", "b1w0", "a", "q1")),
+    ]
+
+
+def test_a_spread_virtual_hosts_streams_go_to_their_queues_owners(tmp_path: Path) -> None:
+    """A stream is a queue: in a spread virtual host its directory is its owner's."""
+    for queue in ("q1", "s2"):
+        (tmp_path / "worker-0/streams/a" / queue).mkdir(parents=True)
+
+    assert place_streams(spread(tmp_path, 3, frozenset({"a"}))) == [
+        tmp_path / "worker-1/streams/a/q1",
+        tmp_path / "worker-2/streams/a/s2",
+    ]
+    assert place_streams(layout(tmp_path, 2)) == [
+        tmp_path / "worker-0/streams/a/q1",
+        tmp_path / "worker-0/streams/a/s2",
     ]
 
 
