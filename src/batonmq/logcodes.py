@@ -159,6 +159,33 @@ CATALOGUE: Final = (
         "Report it with the traceback.",
     ),
     _code(
+        "BMQ-1042",
+        "peer link up",
+        "A worker's link with another worker of the broker (peer, and the peer process's start "
+        "id) is up: at start, or once a worker started again serves.",
+    ),
+    _code(
+        "BMQ-1043",
+        "peer link down",
+        "A worker's link with another worker ended (the reason is given): the peer ended, "
+        "or stops. A restarted peer makes the link again (BMQ-1042).",
+        "If no BMQ-1042 line for that peer follows, look for its end (BMQ-1021).",
+    ),
+    _code(
+        "BMQ-1044",
+        "peer link record not understood; link closed",
+        "A worker read on its link with another worker what that link does not carry (a bug); "
+        "it closed the link.",
+        "Report it with the lines around it.",
+    ),
+    _code(
+        "BMQ-1045",
+        "peer link not made: ",
+        "A worker could not send its end of a link to another worker's inbox (the reason is "
+        "given): the pair has no link until one of the two starts again.",
+        "Report it with the lines around it.",
+    ),
+    _code(
         "BMQ-1060",
         "counting failed logins and repeated lines in this worker until the first answers",
         "A worker of a broker with several got no answer from the first worker, which counts "

@@ -17,6 +17,9 @@ the socket it gets, which for a TLS client is not the client's (`batonmq.server.
 session cannot move to another process, so the accepting worker keeps it and relays the
 plaintext over a Unix socket pair, whose other end is what the owner gets).
 
+A worker sends its siblings the ends of the links between workers this way too
+(`batonmq.cluster.peerlink`): their origin names the worker that made them (`link_from`).
+
 Each worker's inbox is a Unix SOCK_SEQPACKET socket pair that the supervisor made: the worker
 reads one end, and every worker sends on the other, one packet per connection. The supervisor
 holds both ends too, so a connection handed to a worker that is restarting waits in its inbox
@@ -39,6 +42,8 @@ from batonmq.security.sasl import PeerCertificate
 
 log = logging.getLogger(__name__)
 
+#: The listener name in the origin of a link's end between workers.
+PEER_LINK: Final = "peerlink"
 #: The start of every hand-off packet, after which come the origin's length (4 octets, big
 #: endian), the origin and the bytes read from the socket.
 MAGIC: Final = b"BMQ2"
@@ -56,17 +61,31 @@ class Origin:
     local: tuple[str, int] | None = None
     #: The verified TLS client certificate (as `getpeercert()`), on the amqps listener.
     peer_certificate: PeerCertificate | None = None
+    #: Set for the end of a link between workers (`batonmq.cluster.peerlink`), which is no
+    #: client's: the index and process start id of the worker that made it.
+    link_from: tuple[int, int] | None = None
+
+    @classmethod
+    def peer_link(cls, worker: int, start: int) -> Origin:
+        """The origin of a link's end that process `start` of worker `worker` made."""
+        return cls(PEER_LINK, ("", 0), link_from=(worker, start))
 
     def encode(self) -> bytes:
         # marshal keeps the certificate's tuples (its subject is read as tuples); the packet
         # comes from a sibling process over a socket pair the supervisor made.
         certificate = None if self.peer_certificate is None else dict(self.peer_certificate)
-        return marshal.dumps((self.listener, self.peer, self.local, certificate))
+        return marshal.dumps((self.listener, self.peer, self.local, certificate, self.link_from))
 
     @classmethod
     def decode(cls, data: bytes) -> Origin:
-        listener, peer, local, certificate = marshal.loads(data)
-        return cls(listener, tuple(peer), None if local is None else tuple(local), certificate)
+        listener, peer, local, certificate, link_from = marshal.loads(data)
+        return cls(
+            listener,
+            tuple(peer),
+            None if local is None else tuple(local),
+            certificate,
+            None if link_from is None else tuple(link_from),
+        )
 
 
 def packet(origin: Origin, received: bytes) -> bytes:

@@ -3,6 +3,8 @@
 
 - it serves the connections its siblings hand to it at connection.open (`batonmq.server.handoff`),
   replaying what they read;
+- it holds a link with each sibling (`batonmq.cluster.peerlink`), whose ends come through the
+  same inbox;
 - it keeps its copy of the catalogue (users, virtual hosts, permissions) in line with the store
   the workers share (the HA members' propagation, `batonmq.cluster.catalogue`);
 - it answers its siblings over the link between workers (`batonmq.server.siblings`), and asks
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from batonmq.cluster.catalogue import CatalogueSync
+from batonmq.cluster.peerlink import PeerLinks
 from batonmq.config import Config
 from batonmq.engine.api import EngineApi
 from batonmq.engine.broker import Broker
@@ -81,6 +84,12 @@ class WorkerDuties:
         self._new_protocol = new_protocol
         self._quiesced = quiesced
         self.inbox = Inbox(seat.inbox, self._adopt)
+        self.peer_links = PeerLinks(
+            seat.index,
+            seat.count,
+            [sending for _reading, sending in seat.inboxes],
+            started_again=seat.started_again,
+        )
         #: The catalogue kept in line (from `start` on).
         self.catalogue: CatalogueSync | None = None
         self.workers = Workers(EngineApi(broker), seat.index, seat.count, self._catch_up)
@@ -101,6 +110,7 @@ class WorkerDuties:
         )
         self.catalogue.start()
         self.inbox.start()
+        self.peer_links.start()
         self.broker_wide.install()
 
     async def siblings_quiesced(self) -> bool:
@@ -167,12 +177,16 @@ class WorkerDuties:
         if self.catalogue is not None:
             await self.catalogue.close()
         self.inbox.stop()
+        self.peer_links.close()
         for adopting in list(self._adopting):
             adopting.cancel()
 
     def _adopt(self, client: socket.socket, origin: Origin, received: bytes) -> None:
         """Serve a connection another worker handed over at connection.open, replaying what
-        it read (`batonmq.server.handoff`)."""
+        it read (`batonmq.server.handoff`), or the end of a link a sibling made."""
+        if origin.link_from is not None:
+            self.peer_links.adopt(client, origin.link_from)
+            return
         protocol = None if self._quiesced() else self._new_protocol(origin, received)
         if protocol is None:
             client.close()

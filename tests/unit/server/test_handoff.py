@@ -100,6 +100,16 @@ def test_the_origin_keeps_a_client_certificate_as_the_tls_library_gives_it() -> 
     assert unpack(packet(origin, b"frames")) == (origin, b"frames")
 
 
+def test_the_origin_of_a_link_end_names_the_worker_and_process_that_made_it() -> None:
+    """A link's end between workers comes through the inbox too (`batonmq.cluster.peerlink`):
+    its origin says who made it, which a client's never does."""
+    origin = Origin.peer_link(3, 1_795_000_000_123_456_789)
+
+    assert unpack(packet(origin, b"")) == (origin, b"")
+    assert origin.link_from == (3, 1_795_000_000_123_456_789)
+    assert ORIGIN.link_from is None
+
+
 @pytest.mark.parametrize("data", [b"BMQ1" + b"old", MAGIC, MAGIC + b"\x00\x00\x00\x09garbage!!"])
 def test_a_packet_of_another_version_or_damaged_is_not_a_hand_off(data: bytes) -> None:
     assert unpack(data) is None

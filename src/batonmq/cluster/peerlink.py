@@ -1,0 +1,330 @@
+"""The link between two worker processes of one broker (`broker.workers` above 1): a stream of
+records each way, on one Unix SOCK_STREAM socket pair per pair of workers.
+
+It is not the control inbox (`batonmq.server.siblings`): that is one SOCK_SEQPACKET buffer
+that every sender shares, with no back-pressure or end per pair, and a pickle per message.
+Here each pair has its own stream, so a worker that ends is seen by its end of stream, and a
+peer that does not read holds back only what is sent to it.
+
+Set-up. A worker makes the socket pair and sends the far end to the peer's hand-off inbox
+(`batonmq.server.handoff.hand_over`), with an `Origin` that says which worker and process made
+it (`Origin.link_from`); the peer gives it to its `PeerLinks` instead of serving it as AMQP. At
+its first start a worker makes the link to every peer of a higher index; a worker the
+supervisor started again makes it to every peer, since the links of its predecessor ended with
+it. So each pair has one link, made by the one that started later. The supervisor holds the
+inboxes, so an end sent to a worker that is restarting waits there for the new process.
+
+Liveness. Each side opens with a HELLO record (its worker index and process start id), and a
+link is up only once the peer's HELLO came: an end whose maker closed its own (it ended, or
+the link was replaced) reads the end of the stream first, and never counts. Should two links
+of one pair be up at once (two workers started again together made one each), both sides keep
+the one made by the later process (start id, then index) and close the other.
+
+Records. A record is a `struct` header (kind, payload length) and raw payload bytes, no pickle.
+A sender appends to the link's buffer and the buffer is written once per turn of the event
+loop (`writelines`); a reader takes every whole record of what it read (a partial one waits
+for the rest) and calls the handler registered for its kind. `record_kind` registers a kind.
+A record of a kind with no handler, or before HELLO, closes the link with a logged error.
+
+Back-pressure. The transport's pause/resume_writing make `PeerLink.writable` False/True and
+call `PeerLinks.on_writable`, so that what sends on a link can hold its own sources. The reader
+never stops reading: what a peer answers (later steps) comes on the same stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import struct
+import time
+from collections.abc import Callable
+from typing import Final
+
+from batonmq.server.handoff import Origin, hand_over
+
+log = logging.getLogger(__name__)
+
+#: A record's header: its kind and its payload's length in octets.
+_HEADER: Final = struct.Struct("!BI")
+#: The longest payload read; a longer length means the stream is not a link's.
+RECORD_MAX: Final = 1 << 30
+
+#: Every record kind, by number: its name (for the log).
+KINDS: dict[int, str] = {}
+
+
+def record_kind(number: int, name: str) -> int:
+    """Register a record kind (a number from 1 to 255 not taken); returns the number."""
+    if not 0 < number < 256 or number in KINDS:
+        raise ValueError(f"record kind {number} ({name}) is taken or out of range")
+    KINDS[number] = name
+    return number
+
+
+#: The first record each way: the sender's worker index and process start id.
+HELLO: Final = record_kind(1, "hello")
+_HELLO: Final = struct.Struct("!HQ")
+
+
+class MalformedRecord(ValueError):
+    """The stream holds what no link sends."""
+
+
+def header(kind: int, length: int) -> bytes:
+    """The header of a record of `kind` with a payload of `length` octets."""
+    return _HEADER.pack(kind, length)
+
+
+class RecordReader:
+    """Whole records out of a byte stream read in pieces."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        """(kind, payload) of every record that `data` completes, in order; the start of a
+        record not yet whole is kept for the next read. MalformedRecord for a length over
+        RECORD_MAX."""
+        buffer = self._buffer
+        buffer += data
+        records = []
+        at = 0
+        while len(buffer) - at >= _HEADER.size:
+            kind, length = _HEADER.unpack_from(buffer, at)
+            if length > RECORD_MAX:
+                raise MalformedRecord(f"a record of {length} octets")
+            end = at + _HEADER.size + length
+            if end > len(buffer):
+                break
+            records.append((kind, bytes(buffer[at + _HEADER.size : end])))
+            at = end
+        del buffer[:at]
+        return records
+
+
+#: What reads a record of one kind: the link it came on, and its payload.
+Handler = Callable[["PeerLink", bytes], None]
+#: What is told that a link came up, went down, or became writable or not.
+Watcher = Callable[["PeerLink"], None]
+
+
+class PeerLink(asyncio.Protocol):
+    """This worker's end of its link with worker `peer`."""
+
+    def __init__(self, links: PeerLinks, peer: int, made_by: tuple[int, int]) -> None:
+        """`made_by`: the worker index and process start id of the side that made it."""
+        self._links = links
+        self.peer = peer
+        self.made_by = made_by
+        #: The peer's process start id, from its HELLO (None until then: not up).
+        self.peer_start: int | None = None
+        #: Whether the transport takes more without going over its high-water mark.
+        self.writable = True
+        self.transport: asyncio.Transport | None = None
+        self._reader = RecordReader()
+        self._unsent: list[bytes] = []
+        self._flushing = False
+
+    @property
+    def rank(self) -> tuple[int, int]:
+        """Of two links of one pair, both sides keep the one of the higher rank: made later."""
+        index, start = self.made_by
+        return start, index
+
+    def send(self, kind: int, payload: bytes) -> None:
+        """Append a record; it is written with the others of this turn of the event loop (or
+        dropped, once the link is closing)."""
+        self._unsent += (header(kind, len(payload)), payload)
+        if not self._flushing:
+            self._flushing = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flushing = False
+        unsent, self._unsent = self._unsent, []
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines(unsent)
+
+    def close(self) -> None:
+        """Close after what was sent so far."""
+        self._flush()
+        if self.transport is not None:
+            self.transport.close()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        links = self._links
+        self.send(HELLO, _HELLO.pack(links.index, links.start_id))
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            records = self._reader.feed(data)
+        except MalformedRecord as error:
+            self._refuse(str(error))
+            return
+        for kind, payload in records:
+            if self.transport is None or self.transport.is_closing():
+                return
+            if self.peer_start is None:
+                self._hello(kind, payload)
+                continue
+            handler = self._links.handlers.get(kind)
+            if handler is None:
+                self._refuse(f"no handler for a record of kind {KINDS.get(kind, kind)}")
+                continue
+            handler(self, payload)
+
+    def _hello(self, kind: int, payload: bytes) -> None:
+        if kind != HELLO or len(payload) != _HELLO.size:
+            self._refuse(f"a record of kind {KINDS.get(kind, kind)} before HELLO")
+            return
+        index, start = _HELLO.unpack(payload)
+        made_by_peer = self.made_by[0] == self.peer
+        if index != self.peer or (made_by_peer and start != self.made_by[1]):
+            self._refuse(f"HELLO from worker {index} (start {start})")
+            return
+        self.peer_start = start
+        self._links.hello(self)
+
+    def _refuse(self, reason: str) -> None:
+        log.error(
+            "peer link record not understood; link closed",
+            extra={"peer": self.peer, "reason": reason},
+        )
+        if self.transport is not None:
+            self.transport.abort()
+
+    def eof_received(self) -> bool:
+        return False  # the peer's end closed: close ours
+
+    def pause_writing(self) -> None:
+        self._set_writable(False)
+
+    def resume_writing(self) -> None:
+        self._set_writable(True)
+
+    def _set_writable(self, writable: bool) -> None:
+        self.writable = writable
+        for watcher in self._links.on_writable:
+            watcher(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self._links.lost(self, exc)
+
+
+class PeerLinks:
+    """This worker's links with its peers, while the event loop runs (`start` to `close`)."""
+
+    def __init__(
+        self, index: int, count: int, outboxes: list[socket.socket], *, started_again: bool
+    ) -> None:
+        """`outboxes`: each worker's hand-off inbox by index, the end the others send on.
+        `started_again`: this process replaces one of this worker that ended."""
+        self.index = index
+        self.count = count
+        #: This process's start id (HELLO), later than any earlier process's of this worker.
+        self.start_id = time.time_ns()
+        self._outboxes = outboxes
+        self._started_again = started_again
+        #: The handler of each record kind but HELLO (`handle`).
+        self.handlers: dict[int, Handler] = {}
+        #: Told of a link that is up, of one that went down, of one whose `writable` changed.
+        self.on_up: list[Watcher] = []
+        self.on_down: list[Watcher] = []
+        self.on_writable: list[Watcher] = []
+        #: The link with each peer that is up, by peer index.
+        self._up: dict[int, PeerLink] = {}
+        #: Links whose peer's HELLO has not come yet, and their connections being made.
+        self._opening: set[PeerLink] = set()
+        self._connecting: set[asyncio.Task[object]] = set()
+        self._closed = False
+
+    def handle(self, kind: int, handler: Handler) -> None:
+        """Call `handler` for every record of `kind` (registered with `record_kind`)."""
+        if kind not in KINDS or kind == HELLO or kind in self.handlers:
+            raise ValueError(f"record kind {kind} is not registered, or handled already")
+        self.handlers[kind] = handler
+
+    def link(self, peer: int) -> PeerLink | None:
+        """The link with `peer` that is up, if any."""
+        return self._up.get(peer)
+
+    def start(self) -> None:
+        """Make the links that this worker makes: to every peer of a higher index, or to every
+        peer if it was started again."""
+        for peer in range(self.count):
+            if peer != self.index and (self._started_again or peer > self.index):
+                self._make(peer)
+
+    def _make(self, peer: int) -> None:
+        near, far = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        origin = Origin.peer_link(self.index, self.start_id)
+        try:
+            why = hand_over(far.fileno(), origin, b"", self._outboxes[peer])
+        finally:
+            far.close()
+        if why is not None:
+            near.close()
+            log.warning("peer link not made: %s", why, extra={"peer": peer})
+            return
+        self._connect(PeerLink(self, peer, (self.index, self.start_id)), near)
+
+    def adopt(self, end: socket.socket, made_by: tuple[int, int]) -> None:
+        """A link's end that worker `made_by[0]` (process start id `made_by[1]`) made and
+        handed to this worker."""
+        peer, start = made_by
+        current = self._up.get(peer)
+        stale = current is not None and (current.peer_start or 0) > start
+        if self._closed or stale or not 0 <= peer < self.count or peer == self.index:
+            end.close()  # made by a process of that worker that a later one replaced
+            return
+        self._connect(PeerLink(self, peer, made_by), end)
+
+    def _connect(self, link: PeerLink, end: socket.socket) -> None:
+        end.setblocking(False)
+        self._opening.add(link)
+        loop = asyncio.get_running_loop()
+        connecting = loop.create_task(loop.connect_accepted_socket(lambda: link, end))
+        self._connecting.add(connecting)
+        connecting.add_done_callback(lambda done: self._connected(done, link, end))
+
+    def _connected(self, done: asyncio.Task[object], link: PeerLink, end: socket.socket) -> None:
+        self._connecting.discard(done)
+        if done.cancelled() or done.exception() is not None:
+            self._opening.discard(link)
+            end.close()
+
+    def hello(self, link: PeerLink) -> None:
+        """`link`'s peer said HELLO: it is up, unless the pair has a link of a higher rank."""
+        self._opening.discard(link)
+        current = self._up.get(link.peer)
+        if current is not None:
+            loser = min(current, link, key=lambda each: each.rank)
+            loser.close()
+            if loser is link:
+                return
+        self._up[link.peer] = link
+        log.info("peer link up", extra={"peer": link.peer, "peer_start": link.peer_start})
+        for watcher in self.on_up:
+            watcher(link)
+
+    def lost(self, link: PeerLink, exc: Exception | None) -> None:
+        self._opening.discard(link)
+        if self._up.get(link.peer) is not link:
+            return  # never up, or replaced
+        del self._up[link.peer]
+        if not self._closed:
+            reason = "end of stream" if exc is None else str(exc)
+            log.info("peer link down", extra={"peer": link.peer, "reason": reason})
+        for watcher in self.on_down:
+            watcher(link)
+
+    def close(self) -> None:
+        """Close every link (after what was sent on it), and take no more."""
+        self._closed = True
+        for connecting in list(self._connecting):
+            connecting.cancel()
+        for link in [*self._up.values(), *self._opening]:
+            link.close()
