@@ -29,6 +29,11 @@ A record of a kind with no handler, or before HELLO, closes the link with a logg
 Back-pressure. The transport's pause/resume_writing make `PeerLink.writable` False/True and
 call `PeerLinks.on_writable`, so that what sends on a link can hold its own sources. The reader
 never stops reading: what a peer answers (later steps) comes on the same stream.
+
+Description. `PeerLinks.describe` says of each link that is up since when, how many records and
+octets went each way (HELLO included) and whether it is writable: what the management API shows
+of it (RabbitMQ's `cluster_links`). The counts move once per write and once per read, not per
+record.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import socket
 import struct
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Final
 
 from batonmq.server.handoff import Origin, hand_over
@@ -103,6 +109,21 @@ class RecordReader:
         return records
 
 
+@dataclass(frozen=True, slots=True)
+class PeerLinkState:
+    """A link that is up, as this worker sees it."""
+
+    peer: int
+    #: When the peer's HELLO came (seconds since the epoch).
+    up_since: float
+    records_sent: int
+    bytes_sent: int
+    records_received: int
+    bytes_received: int
+    #: False while the transport is over its high-water mark (paused).
+    writable: bool
+
+
 #: What reads a record of one kind: the link it came on, and its payload.
 Handler = Callable[["PeerLink", bytes], None]
 #: What is told that a link came up, went down, or became writable or not.
@@ -119,12 +140,17 @@ class PeerLink(asyncio.Protocol):
         self.made_by = made_by
         #: The peer's process start id, from its HELLO (None until then: not up).
         self.peer_start: int | None = None
+        #: When the peer's HELLO came (seconds since the epoch; 0 until then).
+        self.up_since = 0.0
         #: Whether the transport takes more without going over its high-water mark.
         self.writable = True
         self.transport: asyncio.Transport | None = None
         self._reader = RecordReader()
         self._unsent: list[bytes] = []
         self._flushing = False
+        #: What was written (records handed to the transport) and read, HELLO included.
+        self.records_sent = self.bytes_sent = 0
+        self.records_received = self.bytes_received = 0
 
     @property
     def rank(self) -> tuple[int, int]:
@@ -145,6 +171,8 @@ class PeerLink(asyncio.Protocol):
         unsent, self._unsent = self._unsent, []
         if self.transport is not None and not self.transport.is_closing():
             self.transport.writelines(unsent)
+            self.records_sent += len(unsent) // 2  # a header and a payload each
+            self.bytes_sent += sum(map(len, unsent))
 
     def close(self) -> None:
         """Close after what was sent so far."""
@@ -163,6 +191,8 @@ class PeerLink(asyncio.Protocol):
         except MalformedRecord as error:
             self._refuse(str(error))
             return
+        self.bytes_received += len(data)
+        self.records_received += len(records)
         for kind, payload in records:
             if self.transport is None or self.transport.is_closing():
                 return
@@ -185,7 +215,19 @@ class PeerLink(asyncio.Protocol):
             self._refuse(f"HELLO from worker {index} (start {start})")
             return
         self.peer_start = start
+        self.up_since = time.time()
         self._links.hello(self)
+
+    def state(self) -> PeerLinkState:
+        return PeerLinkState(
+            self.peer,
+            self.up_since,
+            self.records_sent,
+            self.bytes_sent,
+            self.records_received,
+            self.bytes_received,
+            self.writable,
+        )
 
     def _refuse(self, reason: str) -> None:
         log.error(
@@ -250,6 +292,10 @@ class PeerLinks:
     def link(self, peer: int) -> PeerLink | None:
         """The link with `peer` that is up, if any."""
         return self._up.get(peer)
+
+    def describe(self) -> list[PeerLinkState]:
+        """Every link that is up, by peer index."""
+        return [self._up[peer].state() for peer in sorted(self._up)]
 
     def start(self) -> None:
         """Make the links that this worker makes: to every peer of a higher index, or to every

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import socket
 import struct
+import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 
@@ -304,3 +305,33 @@ async def test_a_peer_that_does_not_read_makes_the_link_unwritable_until_it_read
     finally:
         peer.close()
         links.close()
+
+
+async def test_a_link_counts_what_it_wrote_and_read(pair: Pair) -> None:
+    """What the management API shows of a link (RabbitMQ's `cluster_links`: octets sent and
+    received per link): records and octets each way, HELLO included, the same seen from the
+    other side, and whether it is writable."""
+    got: list[bytes] = []
+    pair.links[1].handle(ECHO, lambda _link, payload: got.append(payload))
+    first, second = pair.links
+    hello = len(_hello(0, 0))
+    [sending] = first.describe()
+    [receiving] = second.describe()
+    assert (sending.peer, receiving.peer) == (1, 0)
+    assert (sending.records_sent, sending.bytes_sent) == (1, hello)
+    assert (receiving.records_received, receiving.bytes_received) == (1, hello)
+    link = first.link(1)
+    assert link is not None
+    payloads = [bytes(n) for n in range(50)]
+    for payload in payloads:
+        link.send(ECHO, payload)
+    await pair.until(lambda: len(got) == 50)
+    octets = hello + sum(len(header(ECHO, len(payload)) + payload) for payload in payloads)
+    [sending] = first.describe()
+    [receiving] = second.describe()
+    assert (sending.records_sent, sending.bytes_sent) == (51, octets)
+    assert (receiving.records_received, receiving.bytes_received) == (51, octets)
+    assert (sending.records_received, sending.bytes_received) == (1, hello)
+    assert (receiving.records_sent, receiving.bytes_sent) == (1, hello)
+    assert sending.writable and receiving.writable
+    assert 0 < sending.up_since <= time.time()
