@@ -431,6 +431,8 @@ def test_virtual_hosts_nodes_and_health(broker: RunningBroker) -> None:
     [node] = nodes
     assert node["running"] is True and node["mem_alarm"] is False
     assert node["name"].startswith("batonmq@")
+    if "workers" not in node:  # one process: no link with another (RabbitMQ's `cluster_links`)
+        assert node["cluster_links"] == []
     _, document = call(broker, "GET", "/api/openapi.json")
     assert isinstance(document, dict)
     assert set(document["paths"]["/api/queues/{vhost}/{name}"]) == {"get", "put", "delete"}

@@ -1,6 +1,6 @@
 """The links between the workers of a broker with `[broker] workers` above 1
 (`batonmq.cluster.peerlink`), seen in the log of a real broker on SQLite: each pair of workers
-holds one link, which a worker's restart makes again."""
+holds one link, which a worker's restart makes again; /api/nodes lists each worker's."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from batonmq.server.placement import owner_of
 from tests.brokerproc import RunningBroker, connect, start_broker, wait_until, worker_pids
+from tests.httpapi import call
 
 
 def _link_events(log: str) -> list[tuple[int, int, str]]:
@@ -115,3 +117,51 @@ def test_a_killed_worker_links_again_with_every_other_and_their_clients_go_on(
         # The victim's lines: its first process's link, then its new process's (that the
         # first's end was not seen going down is its death).
         assert states[(victim, peer)] == ["up", "up"]
+
+
+def _cluster_links(running: RunningBroker) -> list[list[dict[str, Any]]]:
+    """Each worker's `cluster_links`, as /api/nodes lists them."""
+    status, nodes = call(running, "GET", "/api/nodes")
+    assert status == 200 and isinstance(nodes, list)
+    [node] = nodes
+    return [worker["cluster_links"] for worker in node["workers"]]
+
+
+def _links_up(running: RunningBroker) -> bool:
+    """Whether every worker lists one link, with the other, that went both ways (HELLO)."""
+    listed = _cluster_links(running)
+    return all(
+        [link["name"] for link in links] == [1 - worker]
+        and all(
+            link["stats"]["send_bytes"] > 0 and link["stats"]["recv_bytes"] > 0 for link in links
+        )
+        for worker, links in enumerate(listed)
+    )
+
+
+def test_the_api_lists_each_workers_link_with_the_other_and_again_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    """RabbitMQ's management API lists a node's links with the others under `cluster_links`,
+    each with its peer's `name` and the octets sent and received (`stats.send_bytes`,
+    `stats.recv_bytes`): here each worker's links with its siblings, in /api/nodes. After a
+    SIGKILL of worker 1 (README, "Worker processes": the supervisor starts it again) the new
+    process's link is listed on both sides."""
+    environment = {"BATONMQ__PERSIST__STORE": "sqlite", "BATONMQ__BROKER__WORKERS": "2"}
+    with start_broker(tmp_path, http=True, environment=environment) as running:
+        wait_until(lambda: 'msg="broker started"' in running.log(), "every worker to serve")
+        wait_until(lambda: _every_link_up(running.log(), 2), "every link up")
+        wait_until(lambda: _links_up(running), "both links listed")
+        for links in _cluster_links(running):
+            [link] = links
+            stats = link["stats"]
+            assert stats["send_records"] >= 1 and stats["recv_records"] >= 1
+            assert link["writable"] is True
+        before = worker_pids(running.log())
+        os.kill(before[1], signal.SIGKILL)
+        wait_until(
+            lambda: worker_pids(running.log()).get(1) not in (None, before[1]),
+            "worker 1 to start again",
+        )
+        wait_until(lambda: _every_link_up(running.log(), 2, 1), "every link up again")
+        wait_until(lambda: _links_up(running), "both links listed again")

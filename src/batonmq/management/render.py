@@ -21,6 +21,7 @@ from typing import Final
 
 from pamqp.common import FieldTable, FieldValue
 
+from batonmq.cluster.peerlink import PeerLinkState
 from batonmq.engine.counters import ChannelCounters
 from batonmq.engine.membership import MemberInfo
 from batonmq.engine.snapshots import (
@@ -298,6 +299,24 @@ def node(node_info: Node, alarms: Mapping[str, str], now: float) -> Item:
         "disk_free_alarm": "disk" in resources,
         "partitions": [],
         "product_version": node_info.product_version,
+    }
+
+
+def cluster_link(state: PeerLinkState, now: float) -> Item:
+    """A worker's link with a sibling in the shape of RabbitMQ's `cluster_links` (a node's link
+    with another: its `name` and `stats` of octets sent and received): `name` is the sibling's
+    index, as /api/nodes names workers; the records each way, its uptime (ms, as a node's) and
+    whether it takes more (False: paused, over its high-water mark) are BatonMQ's."""
+    return {
+        "name": state.peer,
+        "uptime": max(0, round((now - state.up_since) * 1000)),
+        "writable": state.writable,
+        "stats": {
+            "send_bytes": state.bytes_sent,
+            "recv_bytes": state.bytes_received,
+            "send_records": state.records_sent,
+            "recv_records": state.records_received,
+        },
     }
 
 

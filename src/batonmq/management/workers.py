@@ -15,6 +15,8 @@ of them, which answers it with its siblings' help over the link between workers
   `batonmq.management.perworker`) and merges the answers (`batonmq.management.merge`). The reads go
   to the workers as they are now: a queue declared over AMQP a moment ago is in the answer.
 - A connection is closed by the worker that holds it.
+- Each worker's links with its siblings (`batonmq.cluster.peerlink`) are read in each
+  (`gather_links`), for /api/nodes.
 - Users, permissions and virtual hosts are written to the store the workers share by whichever
   worker takes the request; each sibling reads the catalogue again (`CatchUp`) before the
   answer goes out, so that the next request, whichever worker it reaches, finds the change.
@@ -33,6 +35,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Concatenate, Final, Generic, ParamSpec, TypeVar
 
+from batonmq.cluster.peerlink import PeerLinkState
 from batonmq.engine.api import ApiError, EngineApi
 from batonmq.engine.snapshots import UserInfo
 from batonmq.management import problems
@@ -100,6 +103,11 @@ class _CatchUp:
 
 
 @dataclass(frozen=True, slots=True)
+class _LinkStates:
+    """The worker's links with its siblings that are up."""
+
+
+@dataclass(frozen=True, slots=True)
 class _Refused:
     """The engine's ApiError, as it crosses the link."""
 
@@ -134,6 +142,9 @@ class Workers:
         self.link: SiblingLink | None = None
         #: Carries out a request forwarded here (the HTTP listener sets it once it runs).
         self.carry_out: Callable[[Forwarded], Awaitable[Answer]] | None = None
+        #: This worker's links with its siblings that are up (`PeerLinks.describe`, with
+        #: workers): none with one process.
+        self.link_states: Callable[[], list[PeerLinkState]] = list
 
     def owner(self, vhost: str) -> int:
         return owner_of(vhost, self.count)
@@ -148,11 +159,19 @@ class Workers:
         **kwargs: _P.kwargs,
     ) -> Gathered[_T]:
         """`read` (one of this module's reads) in every worker."""
-        answers = {self.index: read(self.api, self.owns, *args, **kwargs)}
+        here = read(self.api, self.owns, *args, **kwargs)
+        return await self._gather(here, _Read(read.__name__, args, kwargs))
+
+    async def gather_links(self) -> Gathered[list[PeerLinkState]]:
+        """Every worker's links with its siblings that are up."""
+        return await self._gather(self.link_states(), _LinkStates())
+
+    async def _gather(self, here: _T, question: object) -> Gathered[_T]:
+        """`here`, this worker's answer to `question`, and every sibling's."""
+        answers = {self.index: here}
         if self.link is None or self.count == 1:
             return Gathered(answers)
         siblings = [worker for worker in range(self.count) if worker != self.index]
-        question = _Read(read.__name__, args, kwargs)
         results = await asyncio.gather(
             *(self._ask(worker, question, READ_TIMEOUT) for worker in siblings),
             return_exceptions=True,
@@ -164,7 +183,7 @@ class Workers:
             elif isinstance(result, BaseException):
                 raise result
             else:
-                answers[worker] = result  # type: ignore[assignment]  # what `read` returned there
+                answers[worker] = result  # type: ignore[assignment]  # what `question` asks
         return Gathered(dict(sorted(answers.items())), tuple(down))
 
     async def on(
@@ -263,6 +282,8 @@ class Workers:
                 if self.carry_out is None:  # starting: its HTTP listener is not up yet
                     return Answer(503, _JSON, json.dumps(_NOT_SERVING.body()).encode())
                 return await self.carry_out(question)
+            if isinstance(question, _LinkStates):
+                return self.link_states()
             if isinstance(question, _CatchUp):
                 if self._catch_up is not None:
                     await self._catch_up()

@@ -97,6 +97,7 @@ class WorkerDuties:
             seat.index, seat.controls, self._serve, started_again=seat.started_again
         )
         self.workers.link = self.link
+        self.workers.link_states = self.peer_links.describe
         self.broker_wide = BrokerWide(self.link, broker.authenticator, broker.session_log)
         #: Connections handed to this worker, until their socket is a transport's.
         self._adopting: set[asyncio.Task[None]] = set()

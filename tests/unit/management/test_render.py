@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 from decimal import Decimal
 
+from batonmq.cluster.peerlink import PeerLinkState
 from batonmq.cluster.states import BrokerState
 from batonmq.engine.counters import ChannelCounters
 from batonmq.engine.membership import MemberInfo
@@ -310,6 +311,19 @@ def test_every_member_is_a_rabbitmq_node_object_running_while_its_lease_runs():
         _member("B", local=False, state=BrokerState.BROKER_DOWN, lease_live=False), NODE, {}, 2000
     )
     assert (other["name"], other["running"], other["state"]) == ("B@hostB", False, "BROKER_DOWN")
+
+
+def test_a_link_between_workers_is_a_rabbitmq_cluster_link():
+    """RabbitMQ's node object lists its links with the other nodes (`cluster_links`: the
+    peer's `name` and `stats` with `send_bytes` and `recv_bytes`); a worker's links with its
+    siblings take that shape, the peer named by its index."""
+    state = PeerLinkState(1, 1990.5, 3, 300, 2, 40, writable=False)
+    assert render.cluster_link(state, 2000) == {
+        "name": 1,
+        "uptime": 9500,
+        "writable": False,
+        "stats": {"send_bytes": 300, "recv_bytes": 40, "send_records": 3, "recv_records": 2},
+    }
 
 
 def test_a_takeover_outcome_says_whether_this_broker_won_and_why_not():

@@ -46,7 +46,9 @@ async def whoami(call: Call) -> web.Response:
 
 async def _nodes(call: Call) -> list[Item]:
     """This broker, or every member of its HA cluster (the store's `list bkr`). A broker with
-    workers is one node, which names its workers and says which are running."""
+    workers is one node, which names its workers, says which are running and lists each one's
+    links with its siblings that are up (`cluster_links`, as RabbitMQ lists a node's links with
+    the others); a broker of one process has none."""
     alarms, now = (await _overview(call)).alarms, time.time()
     members = None
     if call.api.in_cluster() or call.workers.index != 0:
@@ -56,11 +58,21 @@ async def _nodes(call: Call) -> list[Item]:
             members = await call.workers.on_async(0, cluster_members)
     if members is None:
         item = render.node(call.node, alarms, now)
-        if call.workers.count > 1:
-            item["workers"] = [
-                {"index": worker, "running": worker not in call.down}
-                for worker in range(call.workers.count)
-            ]
+        if call.workers.count == 1:
+            item["cluster_links"] = []
+            return [item]
+        links = await call.workers.gather_links()
+        call.down.update(links.down)
+        item["workers"] = [
+            {
+                "index": worker,
+                "running": worker not in call.down,
+                "cluster_links": [
+                    render.cluster_link(state, now) for state in links.answers.get(worker, [])
+                ],
+            }
+            for worker in range(call.workers.count)
+        ]
         return [item]
     return [render.member_node(info, call.node, alarms, now) for info in members]
 
