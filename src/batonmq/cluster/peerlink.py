@@ -267,7 +267,7 @@ class PeerLinks:
         self.index = index
         self.count = count
         #: This process's start id (HELLO), later than any earlier process's of this worker.
-        self.start_id = time.time_ns()
+        self.start_id = time.monotonic_ns()
         self._outboxes = outboxes
         self._started_again = started_again
         #: The handler of each record kind but HELLO (`handle`).
