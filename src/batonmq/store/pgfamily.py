@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import datetime
 import itertools
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
 from typing import Final
 
 from batonmq.store.base import message_id_base
@@ -185,9 +185,10 @@ async def place_member(
     claimant: str,
     claimant_unclean: bool,
     gone: Callable[[str | None], bool],
+    check_epoch: Callable[[Connection], Awaitable[None]],
 ) -> tuple[list[Moved], int] | None:
     """Inside a transaction of `claimant`, an identity of HA member `placement.broker` that has
-    just claimed its lease and checked its epoch, holding the member's lock (`member_lock`,
+    just claimed its lease, holding the member's lock (`member_lock`,
     which every identity of the member holds from before its claim until it is placed): when
     no other identity of the member runs, the member's process that starts first, every
     virtual host's rows of the member go to the identity that owns it now (`place_rows`), and
@@ -195,8 +196,12 @@ async def place_member(
     its lease is live and its holder is not a process of this host that has ended (`gone`; a
     SIGKILLed broker's leases run on), so it placed the rows as it started. Nothing is placed
     either while a survivor has not adopted everything it claimed of the member: those rows are
-    the survivor's."""
+    the survivor's. The member's rows are locked first, in the order a survivor's claim locks
+    them (`batonmq.store.takeover`), and only then is the claimant's epoch checked
+    (`check_epoch`, which locks its row too): the other way round, a restart racing a takeover
+    would deadlock."""
     records = await connection.fetch(sql["member_identities"], placement.broker)
+    await check_epoch(connection)
     others = [record for record in records if record[0] != claimant]
     if any(
         state in SERVING_STATES and live and not gone(holder) for _, state, holder, live in others

@@ -253,7 +253,6 @@ class PostgresStore(PostgresMember):
         owns it now (`batonmq.store.pgfamily`): a standalone broker's own identity places its
         workers' rows, an HA member's first process to start its member's."""
         async with connection.transaction():
-            await self._lease.check_epoch(connection)
             if self._family is None:
                 placed = await place_member(
                     connection,
@@ -263,8 +262,10 @@ class PostgresStore(PostgresMember):
                     claimant=self._broker_id,
                     claimant_unclean=self._lease.unclean_stop,
                     gone=self._lease.holder_gone,
+                    check_epoch=self._lease.check_epoch,
                 )
             else:
+                await self._lease.check_epoch(connection)
                 placed = await place_rows(
                     connection,
                     self._sql,
