@@ -74,6 +74,9 @@ SQL: Final = {
     # only paused would write is refused, and their next claim finds them stopped cleanly.
     "fence_placed": "UPDATE {s}.brokers SET epoch = epoch + 1, state = 'stopped', holder = NULL,"
     " lease_expires = NULL WHERE broker_id = ANY($1::text[])",
+    # The other identities whose append log was applied, their rows kept: whatever a paused
+    # process of theirs would write is refused too, and their next claim finds how they stopped.
+    "fence_applied": "UPDATE {s}.brokers SET epoch = epoch + 1 WHERE broker_id = ANY($1::text[])",
 }
 
 
@@ -188,18 +191,19 @@ async def place_member(
     check_epoch: Callable[[Connection], Awaitable[None]],
 ) -> tuple[list[Moved], int] | None:
     """Inside a transaction of `claimant`, an identity of HA member `placement.broker` that has
-    just claimed its lease, holding the member's lock (`member_lock`,
-    which every identity of the member holds from before its claim until it is placed): when
-    no other identity of the member runs, the member's process that starts first, every
-    virtual host's rows of the member go to the identity that owns it now (`place_rows`), and
-    the identities they left are fenced. None, with nothing moved, when another identity runs:
-    its lease is live and its holder is not a process of this host that has ended (`gone`; a
-    SIGKILLed broker's leases run on), so it placed the rows as it started. Nothing is placed
-    either while a survivor has not adopted everything it claimed of the member: those rows are
-    the survivor's. The member's rows are locked first, in the order a survivor's claim locks
-    them (`batonmq.store.takeover`), and only then is the claimant's epoch checked
-    (`check_epoch`, which locks its row too): the other way round, a restart racing a takeover
-    would deadlock."""
+    just claimed its lease, holding the member's lock (`member_lock`, which every identity of
+    the member holds from before its claim until it is placed): when no other identity of the
+    member runs, the member's process that starts first, every virtual host's rows of the
+    member go to the identity that owns it now (`place_rows`), and every other identity, whose
+    append log it applied, is fenced: the identities the rows left are stopped, the others keep
+    how they stopped for their next claim. None, with nothing moved, when another identity
+    runs: its lease is live and its holder is not a process of this host that has ended
+    (`gone`; a SIGKILLed broker's leases run on), so it placed the rows as it started. Nothing
+    is placed either while a survivor has not adopted everything it claimed of the member:
+    those rows are the survivor's. The member's rows are locked first, in the order a
+    survivor's claim locks them (`batonmq.store.takeover`), and only then is the claimant's
+    epoch checked (`check_epoch`, which locks its row too): the other way round, a restart
+    racing a takeover would deadlock."""
     records = await connection.fetch(sql["member_identities"], placement.broker)
     await check_epoch(connection)
     others = [record for record in records if record[0] != claimant]
@@ -218,7 +222,10 @@ async def place_member(
         claimant_unclean=claimant_unclean,
         ours=[identity for identity, _, _, _ in records],
     )
-    left = sorted({move.source for move in moves} - {claimant})
+    left = {move.source for move in moves} - {claimant}
     if left:
-        await connection.execute(sql["fence_placed"], left)
+        await connection.execute(sql["fence_placed"], sorted(left))
+    applied = {identity for identity, _, _, _ in others} - left
+    if applied:
+        await connection.execute(sql["fence_applied"], sorted(applied))
     return moves, streams

@@ -15,6 +15,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from batonmq.store.base import StoredQueue, StoreFenced, WriteBatch
 from batonmq.store.placement import Placement
 from batonmq.store.postgres import PostgresStore
 from batonmq.store.takeover import SQL as TAKEOVER_SQL
@@ -35,16 +36,23 @@ def _placement(workers: int) -> Placement:
 
 @pytest.fixture
 async def make_worker(postgres_dsn: str) -> AsyncIterator[MakeWorker]:
-    """`make(worker, workers=2, lease_seconds=15.0)`: an unopened store of member A's worker
-    `worker` that places the member's rows at open, as the worker's process does."""
+    """`make(worker, workers=2, lease_seconds=15.0, renew_every=None)`: an unopened store of
+    member A's worker `worker` that places the member's rows at open, as the worker's process
+    does; a short lease that is never renewed stands for a paused process."""
     made: list[PostgresStore] = []
 
-    def make(worker: int, workers: int = 2, lease_seconds: float = 15.0) -> PostgresStore:
+    def make(
+        worker: int,
+        workers: int = 2,
+        lease_seconds: float = 15.0,
+        renew_every: float | None = None,
+    ) -> PostgresStore:
         store = PostgresStore(
             postgres_dsn,
             broker_id=f"{MEMBER}w{worker}",
             schema=SCHEMA,
             lease_seconds=lease_seconds,
+            renew_every=renew_every,
             member_of=MEMBER,
             placement=_placement(workers),
         )
@@ -105,3 +113,40 @@ async def test_a_placement_racing_a_survivors_claim_waits_for_it_without_a_deadl
     finally:
         await survivor.close()
         await watcher.close()
+
+
+def _declare(vhost: str, queue: str) -> WriteBatch:
+    return WriteBatch(queues_put=[StoredQueue(vhost, queue, True, {})])
+
+
+async def test_a_placement_fences_a_paused_identity_whose_rows_stay(
+    make_worker: MakeWorker, postgres_dsn: str
+) -> None:
+    """Member A's worker 1 pauses (its lease runs out, its process lives on) holding only rows
+    of its own virtual host "b". Worker 0 restarts and places A's rows: nothing of worker 1's
+    moves, but its append log was applied, so the placement claimed it: its next write is
+    refused (StoreFenced), and the rows stay where they are. MQ 4.1 HA guide: a broker whose
+    data another has taken over writes no more."""
+    first = make_worker(0)
+    await first.open()
+    paused = make_worker(1, lease_seconds=0.3, renew_every=3600.0)
+    await paused.open()
+    await paused.commit(_declare("b", "kept"))
+    await first.close()
+    watcher = await asyncpg.connect(postgres_dsn)
+    try:
+        expired = f'SELECT lease_expires < now() FROM "{SCHEMA}".brokers WHERE broker_id = $1'
+        for _ in range(100):
+            if await watcher.fetchval(expired, f"{MEMBER}w1"):
+                break
+            await asyncio.sleep(0.05)
+        restarted = make_worker(0)
+        await restarted.open()
+        owners = await watcher.fetch(
+            f'SELECT broker_id FROM "{SCHEMA}".queues WHERE vhost = $1 AND name = $2', "b", "kept"
+        )
+        assert [row[0] for row in owners] == [f"{MEMBER}w1"]
+    finally:
+        await watcher.close()
+    with pytest.raises(StoreFenced):
+        await paused.commit(_declare("b", "later"))
