@@ -62,6 +62,7 @@ from batonmq.store.pending import CHECKPOINT_LOG_BYTES, Pending, encode_frame, h
 from batonmq.store.pgbackup import backup_manifest, copy_in, copy_out, counted, restored
 from batonmq.store.pgerrors import DATABASE_ERRORS
 from batonmq.store.pgfamily import place_member, place_rows
+from batonmq.store.pglease import LOCK_WAIT
 from batonmq.store.pgmember import PostgresMember
 from batonmq.store.pgschema import migrate_schema, read_version
 from batonmq.store.pgsession import (
@@ -252,19 +253,22 @@ class PostgresStore(PostgresMember):
         """At open, once claimed and replayed: each virtual host's rows to the identity that
         owns it now (`batonmq.store.pgfamily`): a standalone broker's own identity places its
         workers' rows, an HA member's first process to start its member's."""
-        async with connection.transaction():
-            if self._family is None:
-                placed = await place_member(
-                    connection,
-                    self._sql,
-                    self._plan,
-                    placement,
-                    claimant=self._broker_id,
-                    claimant_unclean=self._lease.unclean_stop,
-                    gone=self._lease.holder_gone,
-                    check_epoch=self._lease.check_epoch,
-                )
-            else:
+        if self._family is None:
+            # A paused holder's lease runs out within its length.
+            placed = await place_member(
+                connection,
+                self._sql,
+                self._plan,
+                placement,
+                claimant=self._broker_id,
+                claimant_unclean=self._lease.unclean_stop,
+                gone=self._lease.holder_gone,
+                same_run=self._lease.same_run,
+                check_epoch=self._lease.check_epoch,
+                wait=self._lease_seconds + LOCK_WAIT,
+            )
+        else:
+            async with connection.transaction():
                 await self._lease.check_epoch(connection)
                 placed = await place_rows(
                     connection,

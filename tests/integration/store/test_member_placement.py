@@ -9,7 +9,11 @@ exactly one broker takes it over; a broker that lost its data to a takeover writ
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import asyncpg
@@ -24,14 +28,14 @@ pytestmark = pytest.mark.integration
 
 SCHEMA = "batonmq_member_place"
 MEMBER = "A"
-#: Virtual host "/" is worker 0's.
-OWNERS = {"/": 0, "b": 1}
+#: Virtual host "/" is worker 0's; "c" worker 2's of three, worker 0's of two.
+OWNERS = {"/": 0, "b": 1, "c": 2}
 
 MakeWorker = Callable[..., PostgresStore]
 
 
 def _placement(workers: int) -> Placement:
-    return Placement(MEMBER, workers, OWNERS.__getitem__, Path("/nonexistent"))
+    return Placement(MEMBER, workers, lambda vhost: OWNERS[vhost] % workers, Path("/nonexistent"))
 
 
 @pytest.fixture
@@ -150,3 +154,75 @@ async def test_a_placement_fences_a_paused_identity_whose_rows_stay(
         await watcher.close()
     with pytest.raises(StoreFenced):
         await paused.commit(_declare("b", "later"))
+
+
+#: A worker of an earlier run of member A with three workers: worker 2, which declares a queue
+#: of its virtual host "c", says so, and serves on (its lease renewed) until it is stopped.
+EARLIER_WORKER = """
+import asyncio, sys
+from pathlib import Path
+from batonmq.store.base import StoredQueue, WriteBatch
+from batonmq.store.placement import Placement
+from batonmq.store.postgres import PostgresStore
+
+async def main():
+    owners = {"/": 0, "b": 1, "c": 2}
+    store = PostgresStore(
+        sys.argv[1], broker_id="Aw2", schema=sys.argv[2], lease_seconds=float(sys.argv[3]),
+        member_of="A", placement=Placement("A", 3, owners.__getitem__, Path("/nonexistent")),
+    )
+    await store.open()
+    await store.commit(WriteBatch(queues_put=[StoredQueue("c", "moved", True, {})]))
+    print("serving", flush=True)
+    await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+
+
+@pytest.fixture
+def earlier_worker(postgres_dsn: str) -> Iterator[subprocess.Popen[str]]:
+    """Worker 2 of an earlier run of member A, a process of its own, once serving."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", EARLIER_WORKER, postgres_dsn, SCHEMA, "1.0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline() == "serving\n"
+        yield process
+    finally:
+        process.kill()
+        process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+async def test_a_paused_worker_of_an_earlier_run_is_waited_out_and_its_rows_placed(
+    make_worker: MakeWorker, postgres_dsn: str, earlier_worker: subprocess.Popen[str]
+) -> None:
+    """Worker 2 of member A's earlier run (three workers) is paused (SIGSTOP) with its lease
+    live. Member A starts again with two workers: worker 2's lease is no process's of this
+    run, so the first worker to start waits it out rather than take it for a sibling that
+    placed the rows, and then places them: worker 2's queue in virtual host "c" is worker 0's
+    now, and worker 2 is fenced. MQ 4.1 HA guide: a broker's persistent data is its own until
+    another broker takes it over; docs/multi-core.md: "What the choice means for HA clusters"
+    (a member may change its number of workers between two runs)."""
+    os.kill(earlier_worker.pid, signal.SIGSTOP)
+    first = make_worker(0)
+    await asyncio.wait_for(first.open(), 10)
+    watcher = await asyncpg.connect(postgres_dsn)
+    try:
+        owners = await watcher.fetch(
+            f'SELECT broker_id FROM "{SCHEMA}".queues WHERE vhost = $1 AND name = $2',
+            "c",
+            "moved",
+        )
+        state = await watcher.fetchval(
+            f'SELECT state FROM "{SCHEMA}".brokers WHERE broker_id = $1', f"{MEMBER}w2"
+        )
+    finally:
+        await watcher.close()
+    assert [row[0] for row in owners] == [f"{MEMBER}w0"]
+    assert state == "stopped"
