@@ -54,7 +54,8 @@ from batonmq.store.plan import Plan
 from batonmq.store.postgres_log import apply_log
 from batonmq.store.takeover import discard_streams
 
-#: How often a placement looks again for a lease it waits out, in seconds.
+#: How often a placement looks again for a lease it waits out, or a start for the member's
+#: lock, in seconds.
 _PLACE_RETRY: Final = 0.1
 #: The tables whose rows belong to one queue: a stream's rows too.
 _QUEUE_TABLES: Final = (*QUEUE_TABLES, "stream_segments", "stream_chunks")
@@ -70,7 +71,12 @@ SQL: Final = {
     # Each virtual host's rows, or each queue's of a spread one, and their messages.
     **placement_sql(_QUEUE_TABLES),
     # An HA member's identities: its own and its workers' (`batonmq.store.members.as_members`).
-    "member_lock": "SELECT pg_advisory_lock($1)",
+    "member_lock": "SELECT pg_try_advisory_lock($1)",
+    # The session holding an advisory lock, by its key's high and low 32 bits.
+    "member_lock_holder": "SELECT a.application_name, a.pid FROM pg_locks AS l"
+    " JOIN pg_stat_activity AS a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted"
+    " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    " AND l.classid::bigint = $1 AND l.objid::bigint = $2 AND l.objsubid = 1",
     "member_unlock": "SELECT pg_advisory_unlock($1)",
     "member_identities": "SELECT broker_id, state, holder, lease_expires,"
     " COALESCE(lease_expires > now(), false)"
@@ -182,6 +188,33 @@ async def place_rows(
         await connection.executemany(sql["place_copy"], copies)
         await connection.executemany(sql["place_repoint"], copies)
     return moves, streams
+
+
+async def lock_member(
+    connection: Connection, sql: Mapping[str, str], key: int, *, member: str, wait: float
+) -> None:
+    """Take HA member `member`'s lock (`member_lock`, a session's advisory lock of key `key`;
+    see `place_member`), waiting `wait` seconds at most for the sibling that holds it: one
+    paused in its claim holds the others' starts up no longer. Then StoreLocked, naming the
+    session that holds it."""
+    deadline = asyncio.get_running_loop().time() + wait
+    while not await connection.fetchval(sql["member_lock"], key):
+        if asyncio.get_running_loop().time() >= deadline:
+            unsigned = key % (1 << 64)
+            holder = await connection.fetchrow(
+                sql["member_lock_holder"], unsigned >> 32, unsigned & 0xFFFFFFFF
+            )
+            held_by = (
+                "another session"
+                if holder is None
+                else f"the session {holder[0]!r} (PostgreSQL backend pid {holder[1]})"
+            )
+            raise StoreLocked(
+                f"HA member {member!r} cannot start: {held_by} has held the member's lock for "
+                f"over {wait:g} s, starting another process of the member (one that is paused "
+                "or stuck there holds it until it goes on or its session ends)"
+            )
+        await asyncio.sleep(_PLACE_RETRY)
 
 
 async def place_member(

@@ -61,7 +61,7 @@ from batonmq.store.integrity import checked_entry, report_quarantined
 from batonmq.store.pending import CHECKPOINT_LOG_BYTES, Pending, encode_frame, holds_only_entries
 from batonmq.store.pgbackup import backup_manifest, copy_in, copy_out, counted, restored
 from batonmq.store.pgerrors import DATABASE_ERRORS
-from batonmq.store.pgfamily import place_member, place_rows
+from batonmq.store.pgfamily import lock_member, place_member, place_rows
 from batonmq.store.pglease import LOCK_WAIT
 from batonmq.store.pgmember import PostgresMember
 from batonmq.store.pgschema import migrate_schema, read_version
@@ -239,7 +239,9 @@ class PostgresStore(PostgresMember):
         member = self._placement is not None and self._family is None
         key = advisory_key("member", self._schema, self.member_id)
         if member:
-            await connection.execute(self._sql["member_lock"], key)
+            # Its holder claims (LOCK_WAIT), may wait out a lease (`_place`), then places.
+            wait = 2 * (self._lease_seconds + LOCK_WAIT)
+            await lock_member(connection, self._sql, key, member=self.member_id, wait=wait)
         try:
             await self._lease.claim(connection, catalogue_only=self._catalogue_only)
             await self._replay(connection)

@@ -19,7 +19,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from batonmq.store.base import StoredQueue, StoreFenced, WriteBatch
+from batonmq.store.base import StoredQueue, StoreFenced, StoreLocked, WriteBatch
 from batonmq.store.placement import Placement
 from batonmq.store.postgres import PostgresStore
 from batonmq.store.takeover import SQL as TAKEOVER_SQL
@@ -226,3 +226,56 @@ async def test_a_paused_worker_of_an_earlier_run_is_waited_out_and_its_rows_plac
         await watcher.close()
     assert [row[0] for row in owners] == [f"{MEMBER}w0"]
     assert state == "stopped"
+
+
+#: A process of member A in its claim, holding the member's lock, as its session says.
+LOCK_HOLDER = """
+import asyncio, sys
+import asyncpg
+from batonmq.store.pgsession import advisory_key
+
+async def main():
+    connection = await asyncpg.connect(
+        sys.argv[1], server_settings={"application_name": "batonmq Aw1"}
+    )
+    await connection.execute("SELECT pg_advisory_lock($1)", advisory_key("member", *sys.argv[2:]))
+    print("locked", flush=True)
+    await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+
+
+async def test_a_start_waits_a_bounded_time_for_a_paused_sibling_holding_the_members_lock(
+    make_worker: MakeWorker, postgres_dsn: str
+) -> None:
+    """A process of member A is paused (SIGSTOP) in its claim, holding the member's lock. A
+    sibling starting waits for it no longer than twice the lease and the claim's wait, then
+    fails with StoreLocked naming the session that holds the lock (its application name);
+    once the paused process is gone, the sibling starts. MQ 4.1 HA guide: a broker is failed
+    once it "fails to update its state within the number of monitor intervals specified by
+    imq.cluster.monitor.threshold" (a lease): a paused process is not waited for without
+    bound."""
+    setup = make_worker(0)
+    await setup.open()  # the schema, and A's worker 0 enrolled
+    await setup.close()
+    process = subprocess.Popen(
+        [sys.executable, "-c", LOCK_HOLDER, postgres_dsn, SCHEMA, MEMBER],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline() == "locked\n"
+        os.kill(process.pid, signal.SIGSTOP)
+        sibling = make_worker(0, lease_seconds=0.5)
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(StoreLocked, match=r"'batonmq Aw1'.* over 11 s"):
+            await asyncio.wait_for(sibling.open(), 30)
+        assert asyncio.get_running_loop().time() - started < 20
+    finally:
+        process.kill()
+        process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+    await asyncio.wait_for(make_worker(0).open(), 30)
