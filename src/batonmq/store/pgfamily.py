@@ -30,12 +30,14 @@ A member's own identities are placed alike, by whichever of its processes starts
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import itertools
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Final
 
-from batonmq.store.base import message_id_base
+from batonmq.store.base import StoreLocked, message_id_base
 from batonmq.store.members import FAILOVER_STARTED, SERVING_STATES
 from batonmq.store.pgsession import Connection
 from batonmq.store.placement import (
@@ -52,6 +54,9 @@ from batonmq.store.plan import Plan
 from batonmq.store.postgres_log import apply_log
 from batonmq.store.takeover import discard_streams
 
+#: How often a placement looks again for a lease it waits out, or a start for the member's
+#: lock, in seconds.
+_PLACE_RETRY: Final = 0.1
 #: The tables whose rows belong to one queue: a stream's rows too.
 _QUEUE_TABLES: Final = (*QUEUE_TABLES, "stream_segments", "stream_chunks")
 #: Statements, with {s} for the quoted schema.
@@ -66,14 +71,23 @@ SQL: Final = {
     # Each virtual host's rows, or each queue's of a spread one, and their messages.
     **placement_sql(_QUEUE_TABLES),
     # An HA member's identities: its own and its workers' (`batonmq.store.members.as_members`).
-    "member_lock": "SELECT pg_advisory_lock($1)",
+    "member_lock": "SELECT pg_try_advisory_lock($1)",
+    # The session holding an advisory lock, by its key's high and low 32 bits.
+    "member_lock_holder": "SELECT a.application_name, a.pid FROM pg_locks AS l"
+    " JOIN pg_stat_activity AS a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted"
+    " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    " AND l.classid::bigint = $1 AND l.objid::bigint = $2 AND l.objsubid = 1",
     "member_unlock": "SELECT pg_advisory_unlock($1)",
-    "member_identities": "SELECT broker_id, state, holder, COALESCE(lease_expires > now(), false)"
+    "member_identities": "SELECT broker_id, state, holder, lease_expires,"
+    " COALESCE(lease_expires > now(), false)"
     " FROM {s}.brokers WHERE broker_id = $1 OR member_of = $1 ORDER BY broker_id FOR UPDATE",
     # The identities whose rows were placed elsewhere: whatever a process of theirs that is
     # only paused would write is refused, and their next claim finds them stopped cleanly.
     "fence_placed": "UPDATE {s}.brokers SET epoch = epoch + 1, state = 'stopped', holder = NULL,"
     " lease_expires = NULL WHERE broker_id = ANY($1::text[])",
+    # The other identities whose append log was applied, their rows kept: whatever a paused
+    # process of theirs would write is refused too, and their next claim finds how they stopped.
+    "fence_applied": "UPDATE {s}.brokers SET epoch = epoch + 1 WHERE broker_id = ANY($1::text[])",
 }
 
 
@@ -176,6 +190,33 @@ async def place_rows(
     return moves, streams
 
 
+async def lock_member(
+    connection: Connection, sql: Mapping[str, str], key: int, *, member: str, wait: float
+) -> None:
+    """Take HA member `member`'s lock (`member_lock`, a session's advisory lock of key `key`;
+    see `place_member`), waiting `wait` seconds at most for the sibling that holds it: one
+    paused in its claim holds the others' starts up no longer. Then StoreLocked, naming the
+    session that holds it."""
+    deadline = asyncio.get_running_loop().time() + wait
+    while not await connection.fetchval(sql["member_lock"], key):
+        if asyncio.get_running_loop().time() >= deadline:
+            unsigned = key % (1 << 64)
+            holder = await connection.fetchrow(
+                sql["member_lock_holder"], unsigned >> 32, unsigned & 0xFFFFFFFF
+            )
+            held_by = (
+                "another session"
+                if holder is None
+                else f"the session {holder[0]!r} (PostgreSQL backend pid {holder[1]})"
+            )
+            raise StoreLocked(
+                f"HA member {member!r} cannot start: {held_by} has held the member's lock for "
+                f"over {wait:g} s, starting another process of the member (one that is paused "
+                "or stuck there holds it until it goes on or its session ends)"
+            )
+        await asyncio.sleep(_PLACE_RETRY)
+
+
 async def place_member(
     connection: Connection,
     sql: Mapping[str, str],
@@ -185,25 +226,91 @@ async def place_member(
     claimant: str,
     claimant_unclean: bool,
     gone: Callable[[str | None], bool],
+    same_run: Callable[[str | None], bool],
+    check_epoch: Callable[[Connection], Awaitable[None]],
+    wait: float,
 ) -> tuple[list[Moved], int] | None:
-    """Inside a transaction of `claimant`, an identity of HA member `placement.broker` that has
-    just claimed its lease and checked its epoch, holding the member's lock (`member_lock`,
-    which every identity of the member holds from before its claim until it is placed): when
-    no other identity of the member runs, the member's process that starts first, every
-    virtual host's rows of the member go to the identity that owns it now (`place_rows`), and
-    the identities they left are fenced. None, with nothing moved, when another identity runs:
-    its lease is live and its holder is not a process of this host that has ended (`gone`; a
-    SIGKILLed broker's leases run on), so it placed the rows as it started. Nothing is placed
+    """For `claimant`, an identity of HA member `placement.broker` that has just claimed its
+    lease, holding the member's lock (`member_lock`, which every identity of the member holds
+    from before its claim until it is placed), in a transaction of its own: when no other
+    identity of the member runs, the member's process that starts first, every virtual host's
+    rows of the member go to the identity that owns it now (`place_rows`), and every other
+    identity, whose append log it applied, is fenced: the identities the rows left are
+    stopped, the others keep how they stopped for their next claim.
+
+    None, with nothing moved, when another identity runs: its lease is live and its holder a
+    process of this run of the member (`same_run`: forked by the same `batonmq` process on this
+    host) that has not ended (`gone`; a SIGKILLed broker's leases run on), so it placed the rows
+    as it started. A live lease of any other holder (a paused process of an earlier run, or one
+    of another host) is waited out, as a claim waits for its own, for `wait` seconds at most,
+    then StoreLocked: until it runs out, that process could still write. Nothing is placed
     either while a survivor has not adopted everything it claimed of the member: those rows are
     the survivor's."""
+    deadline = asyncio.get_running_loop().time() + wait
+    while True:
+        async with connection.transaction():
+            placed = await _place_member_now(
+                connection,
+                sql,
+                plan,
+                placement,
+                claimant=claimant,
+                claimant_unclean=claimant_unclean,
+                gone=gone,
+                same_run=same_run,
+                check_epoch=check_epoch,
+            )
+        if not isinstance(placed, _Held):
+            return placed
+        if asyncio.get_running_loop().time() >= deadline:
+            raise StoreLocked(
+                f"the rows of HA member {placement.broker!r} cannot be placed: its identity "
+                f"{placed.identity!r} is held by a process of another run of the member "
+                f"({placed.holder}), whose lease expires at {placed.expires:%Y-%m-%d %H:%M:%S %Z}"
+                " unless it renews it"
+            )
+        await asyncio.sleep(_PLACE_RETRY)
+
+
+@dataclass(frozen=True)
+class _Held:
+    """An identity of the member whose live lease no process of this run holds."""
+
+    identity: str
+    holder: str | None
+    expires: datetime.datetime
+
+
+async def _place_member_now(
+    connection: Connection,
+    sql: Mapping[str, str],
+    plan: Plan,
+    placement: Placement,
+    *,
+    claimant: str,
+    claimant_unclean: bool,
+    gone: Callable[[str | None], bool],
+    same_run: Callable[[str | None], bool],
+    check_epoch: Callable[[Connection], Awaitable[None]],
+) -> tuple[list[Moved], int] | _Held | None:
+    """One attempt of `place_member`, inside its transaction. The member's rows are locked
+    first, in the order a survivor's claim locks them (`batonmq.store.takeover`), and only then
+    is the claimant's epoch checked (`check_epoch`, which locks its row too): the other way
+    round, a restart racing a takeover would deadlock."""
     records = await connection.fetch(sql["member_identities"], placement.broker)
+    await check_epoch(connection)
     others = [record for record in records if record[0] != claimant]
-    if any(
-        state in SERVING_STATES and live and not gone(holder) for _, state, holder, live in others
-    ):
+    held = [
+        _Held(identity, holder, expires)
+        for identity, state, holder, expires, live in others
+        if state in SERVING_STATES and live and not gone(holder)
+    ]
+    if any(same_run(other.holder) for other in held):
         return None
-    if any(state == FAILOVER_STARTED for _, state, _, _ in others):
+    if any(state == FAILOVER_STARTED for _, state, _, _, _ in others):
         return None
+    if held:
+        return held[0]
     moves, streams = await place_rows(
         connection,
         sql,
@@ -211,9 +318,12 @@ async def place_member(
         placement,
         claimant=claimant,
         claimant_unclean=claimant_unclean,
-        ours=[identity for identity, _, _, _ in records],
+        ours=[record[0] for record in records],
     )
-    left = sorted({move.source for move in moves} - {claimant})
+    left = {move.source for move in moves} - {claimant}
     if left:
-        await connection.execute(sql["fence_placed"], left)
+        await connection.execute(sql["fence_placed"], sorted(left))
+    applied = {record[0] for record in others} - left
+    if applied:
+        await connection.execute(sql["fence_applied"], sorted(applied))
     return moves, streams

@@ -95,6 +95,7 @@ class Lease:
         worker = member_of is not None or family not in (None, broker_id)
         batonmq = f" (batonmq pid {os.getppid()})" if worker else ""
         self._holder = f"{socket.gethostname()} pid {os.getpid()}{batonmq} #{secrets.token_hex(4)}"
+        self._run = _run(self._holder)
         #: The fencing epoch this broker was given when it claimed the store (0: not claimed).
         self.epoch = 0
         #: Whether the previous holder stopped without releasing the lease (a crash).
@@ -154,6 +155,11 @@ class Lease:
     def holder_gone(holder: str | None) -> bool:
         """Whether the lease holder `holder` is a process of this host that no longer runs."""
         return _gone(holder)
+
+    def same_run(self, holder: str | None) -> bool:
+        """Whether the lease holder `holder` is a process of this run of the broker: a worker
+        on this host forked by the same `batonmq` process as this one, a worker too."""
+        return self._run is not None and _run(holder) == self._run
 
     async def check_epoch(self, connection: Connection) -> None:
         """Inside a write transaction: go on only while this broker still owns the store."""
@@ -241,3 +247,12 @@ def _ended(pid: int) -> bool:
     except OSError:
         return False
     return stat.rpartition(")")[2].split()[:1] == ["Z"]
+
+
+def _run(holder: str | None) -> tuple[str, str] | None:
+    """The host and the `batonmq` process of a worker's lease holder ("host pid N (batonmq pid
+    P) #token"); None for any other holder."""
+    host, _, rest = (holder or "").partition(" pid ")
+    _, worker, batonmq = rest.partition(" (batonmq pid ")
+    pid = batonmq.split(")", 1)[0]
+    return (host, pid) if worker and pid.isdigit() else None

@@ -61,7 +61,8 @@ from batonmq.store.integrity import checked_entry, report_quarantined
 from batonmq.store.pending import CHECKPOINT_LOG_BYTES, Pending, encode_frame, holds_only_entries
 from batonmq.store.pgbackup import backup_manifest, copy_in, copy_out, counted, restored
 from batonmq.store.pgerrors import DATABASE_ERRORS
-from batonmq.store.pgfamily import place_member, place_rows
+from batonmq.store.pgfamily import lock_member, place_member, place_rows
+from batonmq.store.pglease import LOCK_WAIT
 from batonmq.store.pgmember import PostgresMember
 from batonmq.store.pgschema import migrate_schema, read_version
 from batonmq.store.pgsession import (
@@ -238,7 +239,9 @@ class PostgresStore(PostgresMember):
         member = self._placement is not None and self._family is None
         key = advisory_key("member", self._schema, self.member_id)
         if member:
-            await connection.execute(self._sql["member_lock"], key)
+            # Its holder claims (LOCK_WAIT), may wait out a lease (`_place`), then places.
+            wait = 2 * (self._lease_seconds + LOCK_WAIT)
+            await lock_member(connection, self._sql, key, member=self.member_id, wait=wait)
         try:
             await self._lease.claim(connection, catalogue_only=self._catalogue_only)
             await self._replay(connection)
@@ -252,19 +255,23 @@ class PostgresStore(PostgresMember):
         """At open, once claimed and replayed: each virtual host's rows to the identity that
         owns it now (`batonmq.store.pgfamily`): a standalone broker's own identity places its
         workers' rows, an HA member's first process to start its member's."""
-        async with connection.transaction():
-            await self._lease.check_epoch(connection)
-            if self._family is None:
-                placed = await place_member(
-                    connection,
-                    self._sql,
-                    self._plan,
-                    placement,
-                    claimant=self._broker_id,
-                    claimant_unclean=self._lease.unclean_stop,
-                    gone=self._lease.holder_gone,
-                )
-            else:
+        if self._family is None:
+            # A paused holder's lease runs out within its length.
+            placed = await place_member(
+                connection,
+                self._sql,
+                self._plan,
+                placement,
+                claimant=self._broker_id,
+                claimant_unclean=self._lease.unclean_stop,
+                gone=self._lease.holder_gone,
+                same_run=self._lease.same_run,
+                check_epoch=self._lease.check_epoch,
+                wait=self._lease_seconds + LOCK_WAIT,
+            )
+        else:
+            async with connection.transaction():
+                await self._lease.check_epoch(connection)
                 placed = await place_rows(
                     connection,
                     self._sql,
