@@ -65,6 +65,8 @@ SQL: Final = {
     "epoch": "SELECT epoch FROM {s}.brokers WHERE broker_id = $1 FOR SHARE",
     "stop": "UPDATE {s}.brokers SET state = 'stopped', holder = NULL, lease_expires = NULL "
     "WHERE broker_id = $1 AND epoch = $2",
+    "give_back": "UPDATE {s}.brokers SET holder = NULL, lease_expires = NULL "
+    "WHERE broker_id = $1 AND epoch = $2",
 }
 
 
@@ -193,6 +195,19 @@ class Lease:
         await connection.execute(
             self._sql["stop"], self._broker_id, self.epoch, timeout=CLOSE_TIMEOUT
         )
+
+    async def give_back(self, connection: Connection) -> None:
+        """Let go of the lease claimed by an open that then failed (its replay or placement):
+        the next claim takes it at once, and a sibling does not take this process for one that
+        runs. The record stays "running", so that claim counts this as an unclean stop (the
+        safe side: entries come back redelivered). If the database is gone, the lease runs out
+        instead."""
+        await self.stop_renewing()
+        if not connection.is_closed():
+            with contextlib.suppress(*DATABASE_ERRORS, TimeoutError):
+                await connection.execute(
+                    self._sql["give_back"], self._broker_id, self.epoch, timeout=CLOSE_TIMEOUT
+                )
 
     async def _keep(self) -> None:
         """Renew the lease on a session of its own, so that commits never delay it; find out

@@ -244,9 +244,15 @@ class PostgresStore(PostgresMember):
             await lock_member(connection, self._sql, key, member=self.member_id, wait=wait)
         try:
             await self._lease.claim(connection, catalogue_only=self._catalogue_only)
-            await self._replay(connection)
-            if self._placement is not None:
-                await self._place(connection, self._placement)
+            try:
+                await self._replay(connection)
+                if self._placement is not None:
+                    await self._place(connection, self._placement)
+            except BaseException:
+                # Before the member's lock goes: the sibling that takes it next places the rows
+                # rather than find this process running and take it for the one that did.
+                await self._lease.give_back(connection)
+                raise
         finally:
             if member and not connection.is_closed():
                 await connection.execute(self._sql["member_unlock"], key)

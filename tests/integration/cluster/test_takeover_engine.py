@@ -486,7 +486,9 @@ async def test_a_failed_members_rows_in_a_virtual_host_deleted_meanwhile_are_tak
     """The failed member held a queue and a persistent message in a virtual host deleted while
     it was down. The survivor takes over "the failed broker's persistent data" (MQ 4.1 HA
     guide), all of it: the rows come back with their virtual host, as the failed broker's own
-    restart would bring them back (a recovery restores every stored queue), and a worker's share
+    restart would bring them back (a recovery restores every stored queue), until the survivor
+    applies the catalogue's next change, which deletes that virtual host again as any deleted
+    one, with what it holds (RabbitMQ: deleting a virtual host deletes its queues); a worker's share
     is the virtual hosts it owns among those the failed broker holds rows of, not among those
     the catalogue still lists. Before, one survivor failed with a KeyError and a worker's share
     left the rows to no one, so the record stayed FAILOVER_STARTED."""

@@ -181,10 +181,14 @@ asyncio.run(main())
 
 
 @pytest.fixture
-def earlier_worker(postgres_dsn: str) -> Iterator[subprocess.Popen[str]]:
-    """Worker 2 of an earlier run of member A, a process of its own, once serving."""
+def earlier_worker(
+    postgres_dsn: str, request: pytest.FixtureRequest
+) -> Iterator[subprocess.Popen[str]]:
+    """Worker 2 of an earlier run of member A, a process of its own, once serving; its lease
+    is 1 s unless the test is parametrized indirectly with another."""
+    lease = str(getattr(request, "param", 1.0))
     process = subprocess.Popen(
-        [sys.executable, "-c", EARLIER_WORKER, postgres_dsn, SCHEMA, "1.0"],
+        [sys.executable, "-c", EARLIER_WORKER, postgres_dsn, SCHEMA, lease],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -226,6 +230,34 @@ async def test_a_paused_worker_of_an_earlier_run_is_waited_out_and_its_rows_plac
         await watcher.close()
     assert [row[0] for row in owners] == [f"{MEMBER}w0"]
     assert state == "stopped"
+
+
+@pytest.mark.parametrize("earlier_worker", [60.0], indirect=True)
+async def test_a_first_process_whose_placement_fails_gives_its_lease_back(
+    make_worker: MakeWorker, postgres_dsn: str, earlier_worker: subprocess.Popen[str]
+) -> None:
+    """Worker 2 of an earlier run is paused with a lease longer than a start waits, so the
+    first process of member A's new run fails to place the rows (StoreLocked). It gives its
+    lease back before it lets go of the member's lock: the sibling that starts next must not
+    find it running and take it for the process that placed the rows, and serve with the rows
+    left where they were; it waits for worker 2 in its turn. MQ 4.1 HA guide: a broker's
+    persistent data is its own until another broker takes it over."""
+    os.kill(earlier_worker.pid, signal.SIGSTOP)
+    first = make_worker(0, lease_seconds=0.5)
+    with pytest.raises(StoreLocked):
+        await asyncio.wait_for(first.open(), 30)
+    watcher = await asyncpg.connect(postgres_dsn)
+    try:
+        holder = await watcher.fetchval(
+            f'SELECT holder FROM "{SCHEMA}".brokers WHERE broker_id = $1', f"{MEMBER}w0"
+        )
+    finally:
+        await watcher.close()
+    assert holder is None
+
+    sibling = make_worker(1, lease_seconds=0.5)
+    with pytest.raises(StoreLocked):
+        await asyncio.wait_for(sibling.open(), 30)
 
 
 #: A process of member A in its claim, holding the member's lock, as its session says.
