@@ -246,20 +246,47 @@ async def place_member(
     then StoreLocked: until it runs out, that process could still write. Nothing is placed
     either while a survivor has not adopted everything it claimed of the member: those rows are
     the survivor's."""
+
+    async def attempt() -> tuple[list[Moved], int] | _Held | None:
+        """One attempt, inside its transaction. The member's rows are locked first, in the
+        order a survivor's claim locks them (`batonmq.store.takeover`), and only then is the
+        claimant's epoch checked (`check_epoch`, which locks its row too): the other way round,
+        a restart racing a takeover would deadlock."""
+        records = await connection.fetch(sql["member_identities"], placement.broker)
+        await check_epoch(connection)
+        others = [record for record in records if record[0] != claimant]
+        held = [
+            _Held(identity, holder, expires)
+            for identity, state, holder, expires, live in others
+            if state in SERVING_STATES and live and not gone(holder)
+        ]
+        if any(same_run(other.holder) for other in held):
+            return None
+        if any(state == FAILOVER_STARTED for _, state, _, _, _ in others):
+            return None
+        if held:
+            return held[0]
+        moves, streams = await place_rows(
+            connection,
+            sql,
+            plan,
+            placement,
+            claimant=claimant,
+            claimant_unclean=claimant_unclean,
+            ours=[record[0] for record in records],
+        )
+        left = {move.source for move in moves} - {claimant}
+        if left:
+            await connection.execute(sql["fence_placed"], sorted(left))
+        applied = {record[0] for record in others} - left
+        if applied:
+            await connection.execute(sql["fence_applied"], sorted(applied))
+        return moves, streams
+
     deadline = asyncio.get_running_loop().time() + wait
     while True:
         async with connection.transaction():
-            placed = await _place_member_now(
-                connection,
-                sql,
-                plan,
-                placement,
-                claimant=claimant,
-                claimant_unclean=claimant_unclean,
-                gone=gone,
-                same_run=same_run,
-                check_epoch=check_epoch,
-            )
+            placed = await attempt()
         if not isinstance(placed, _Held):
             return placed
         if asyncio.get_running_loop().time() >= deadline:
@@ -279,51 +306,3 @@ class _Held:
     identity: str
     holder: str | None
     expires: datetime.datetime
-
-
-async def _place_member_now(
-    connection: Connection,
-    sql: Mapping[str, str],
-    plan: Plan,
-    placement: Placement,
-    *,
-    claimant: str,
-    claimant_unclean: bool,
-    gone: Callable[[str | None], bool],
-    same_run: Callable[[str | None], bool],
-    check_epoch: Callable[[Connection], Awaitable[None]],
-) -> tuple[list[Moved], int] | _Held | None:
-    """One attempt of `place_member`, inside its transaction. The member's rows are locked
-    first, in the order a survivor's claim locks them (`batonmq.store.takeover`), and only then
-    is the claimant's epoch checked (`check_epoch`, which locks its row too): the other way
-    round, a restart racing a takeover would deadlock."""
-    records = await connection.fetch(sql["member_identities"], placement.broker)
-    await check_epoch(connection)
-    others = [record for record in records if record[0] != claimant]
-    held = [
-        _Held(identity, holder, expires)
-        for identity, state, holder, expires, live in others
-        if state in SERVING_STATES and live and not gone(holder)
-    ]
-    if any(same_run(other.holder) for other in held):
-        return None
-    if any(state == FAILOVER_STARTED for _, state, _, _, _ in others):
-        return None
-    if held:
-        return held[0]
-    moves, streams = await place_rows(
-        connection,
-        sql,
-        plan,
-        placement,
-        claimant=claimant,
-        claimant_unclean=claimant_unclean,
-        ours=[record[0] for record in records],
-    )
-    left = {move.source for move in moves} - {claimant}
-    if left:
-        await connection.execute(sql["fence_placed"], sorted(left))
-    applied = {record[0] for record in others} - left
-    if applied:
-        await connection.execute(sql["fence_applied"], sorted(applied))
-    return moves, streams
