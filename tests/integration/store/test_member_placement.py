@@ -9,6 +9,7 @@ exactly one broker takes it over; a broker that lost its data to a takeover writ
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -187,14 +188,20 @@ def earlier_worker(
     """Worker 2 of an earlier run of member A, a process of its own, once serving; its lease
     is 1 s unless the test is parametrized indirectly with another."""
     lease = str(getattr(request, "param", 1.0))
+    with _child("serving", EARLIER_WORKER, postgres_dsn, SCHEMA, lease) as process:
+        yield process
+
+
+@contextlib.contextmanager
+def _child(ready: str, script: str, *arguments: str) -> Iterator[subprocess.Popen[str]]:
+    """A Python process running `script` with `arguments`, once it printed the line `ready`;
+    killed at the end."""
     process = subprocess.Popen(
-        [sys.executable, "-c", EARLIER_WORKER, postgres_dsn, SCHEMA, lease],
-        stdout=subprocess.PIPE,
-        text=True,
+        [sys.executable, "-c", script, *arguments], stdout=subprocess.PIPE, text=True
     )
     try:
         assert process.stdout is not None
-        assert process.stdout.readline() == "serving\n"
+        assert process.stdout.readline() == f"{ready}\n"
         yield process
     finally:
         process.kill()
@@ -291,23 +298,11 @@ async def test_a_start_waits_a_bounded_time_for_a_paused_sibling_holding_the_mem
     setup = make_worker(0)
     await setup.open()  # the schema, and A's worker 0 enrolled
     await setup.close()
-    process = subprocess.Popen(
-        [sys.executable, "-c", LOCK_HOLDER, postgres_dsn, SCHEMA, MEMBER],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        assert process.stdout.readline() == "locked\n"
+    with _child("locked", LOCK_HOLDER, postgres_dsn, SCHEMA, MEMBER) as process:
         os.kill(process.pid, signal.SIGSTOP)
         sibling = make_worker(0, lease_seconds=0.5)
         started = asyncio.get_running_loop().time()
         with pytest.raises(StoreLocked, match=r"'batonmq Aw1'.* over 11 s"):
             await asyncio.wait_for(sibling.open(), 30)
         assert asyncio.get_running_loop().time() - started < 20
-    finally:
-        process.kill()
-        process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
     await asyncio.wait_for(make_worker(0).open(), 30)
