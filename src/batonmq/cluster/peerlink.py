@@ -169,10 +169,19 @@ class PeerLink(asyncio.Protocol):
     def _flush(self) -> None:
         self._flushing = False
         unsent, self._unsent = self._unsent, []
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.writelines(unsent)
-            self.records_sent += len(unsent) // 2  # a header and a payload each
-            self.bytes_sent += sum(map(len, unsent))
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        try:
+            transport.writelines(unsent)
+        except RuntimeError:
+            # uvloop closes the transport of a `connect_accepted_socket` cancelled after it
+            # called `connection_made` (a worker stopping while its links come up), and neither
+            # `is_closing()` nor `connection_lost` says so: the link is lost.
+            self.connection_lost(None)
+            return
+        self.records_sent += len(unsent) // 2  # a header and a payload each
+        self.bytes_sent += sum(map(len, unsent))
 
     def close(self) -> None:
         """Close after what was sent so far."""

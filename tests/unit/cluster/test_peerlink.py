@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 
 import pytest
+import uvloop
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -335,3 +336,31 @@ async def test_a_link_counts_what_it_wrote_and_read(pair: Pair) -> None:
     assert (receiving.records_sent, receiving.bytes_sent) == (1, hello)
     assert sending.writable and receiving.writable
     assert 0 < sending.up_since <= time.time()
+
+
+def test_a_link_whose_connection_is_cancelled_as_it_is_made_is_lost_without_a_traceback() -> None:
+    """A worker that stops while its links come up (refused at start: the event loop's
+    shutdown cancels every task) cancels `connect_accepted_socket` after it called
+    `connection_made`. uvloop, which the broker runs on, then closes the transport without
+    `is_closing()` or `connection_lost` saying so; the HELLO queued in `connection_made` must
+    not be written to it (a traceback in the broker's log before), and the link counts as
+    lost."""
+    errors: list[dict[str, object]] = []
+
+    async def main() -> PeerLinks:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, context: errors.append(context))
+        links = PeerLinks(0, 2, [], started_again=False)
+        near, far = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        with far:
+            links._connect(PeerLink(links, 1, (0, links.start_id)), near)
+            await asyncio.sleep(0)  # connection_made: the HELLO is queued
+            for connecting in list(links._connecting):
+                connecting.cancel()
+            await asyncio.sleep(0.1)
+        return links
+
+    links = uvloop.run(main())
+
+    assert errors == []
+    assert links._opening == set() and links.link(1) is None
