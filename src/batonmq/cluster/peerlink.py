@@ -356,10 +356,11 @@ class PeerLinks:
         self._opening.discard(link)
         current = self._up.get(link.peer)
         if current is not None:
-            loser = min(current, link, key=lambda each: each.rank)
-            loser.close()
-            if loser is link:
+            if min(current, link, key=lambda each: each.rank) is link:
+                link.close()
                 return
+            self._down(current, "replaced by a later link")
+            current.close()
         self._up[link.peer] = link
         log.info("peer link up", extra={"peer": link.peer, "peer_start": link.peer_start})
         for watcher in self.on_up:
@@ -367,11 +368,14 @@ class PeerLinks:
 
     def lost(self, link: PeerLink, exc: Exception | None) -> None:
         self._opening.discard(link)
-        if self._up.get(link.peer) is not link:
-            return  # never up, or replaced
+        if self._up.get(link.peer) is link:
+            self._down(link, "end of stream" if exc is None else str(exc))
+
+    def _down(self, link: PeerLink, reason: str) -> None:
+        """`link` is up no more: every watcher that was told it is up is told it is down, so
+        what waits on a link learns of its end exactly once, a replaced link's too."""
         del self._up[link.peer]
         if not self._closed:
-            reason = "end of stream" if exc is None else str(exc)
             log.info("peer link down", extra={"peer": link.peer, "reason": reason})
         for watcher in self.on_down:
             watcher(link)

@@ -220,7 +220,8 @@ async def test_two_workers_started_again_together_keep_one_link() -> None:
         for n, each in enumerate(made.links):
             link = each.link(1 - n)
             assert link is not None and link.made_by == (later.index, later.start_id)
-            assert made.down[n] == []
+            # a watcher told of the other link is told of its end before the kept one is up
+            assert made.up[n][-1] is link and made.down[n] == made.up[n][:-1]
     finally:
         made.close()
 
@@ -251,6 +252,26 @@ async def test_an_end_made_by_an_earlier_process_of_the_peer_is_closed(pair: Pai
         assert second.link(0) is pair.up[1][0]
     finally:
         earlier.close()
+
+
+async def test_a_link_replaced_by_a_later_process_of_the_peer_is_reported_down_first(
+    pair: Pair,
+) -> None:
+    """A link that a later process of the peer replaces is down for the watchers (what waits
+    on it, e.g. publishes not yet confirmed, learns of its end) before the new one is up."""
+    second, first = pair.links[1], pair.links[0]
+    old = second.link(0)
+    later, far = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    later.setblocking(False)
+    try:
+        later.sendall(_hello(0, first.start_id + 1))
+        second.adopt(far, (0, first.start_id + 1))
+        await pair.until(lambda: second.link(0) is not old)
+        new = second.link(0)
+        assert new is not None and new.peer_start == first.start_id + 1
+        assert pair.down[1] == [old] and pair.up[1] == [old, new]
+    finally:
+        later.close()
 
 
 async def test_a_record_before_hello_closes_the_link() -> None:
