@@ -18,7 +18,8 @@ Liveness. Each side opens with a HELLO record (its worker index and process star
 link is up only once the peer's HELLO came: an end whose maker closed its own (it ended, or
 the link was replaced) reads the end of the stream first, and never counts. Should two links
 of one pair be up at once (two workers started again together made one each), both sides keep
-the one made by the later process (start id, then index) and close the other.
+the one made by the later process (start id, then index) and close the other. An end the
+peer's inbox cannot take now (it is full) is made and sent again after a wait that grows to 5 s.
 
 Records. A record is a `struct` header (kind, payload length) and raw payload bytes, no pickle.
 A sender appends to the link's buffer and the buffer is written once per turn of the event
@@ -71,6 +72,9 @@ def record_kind(number: int, name: str) -> int:
 #: The first record each way: the sender's worker index and process start id.
 HELLO: Final = record_kind(1, "hello")
 _HELLO: Final = struct.Struct("!HQ")
+#: The first and the longest wait before a link's end is sent again to a full inbox (seconds).
+_RETRY_FIRST: Final = 0.1
+_RETRY_MOST: Final = 5.0
 
 
 class MalformedRecord(ValueError):
@@ -290,6 +294,8 @@ class PeerLinks:
         #: Links whose peer's HELLO has not come yet, and their connections being made.
         self._opening: set[PeerLink] = set()
         self._connecting: set[asyncio.Task[object]] = set()
+        #: The next try to make the link with a peer whose inbox could not take its end.
+        self._retries: dict[int, asyncio.TimerHandle] = {}
         self._closed = False
 
     def handle(self, kind: int, handler: Handler) -> None:
@@ -313,7 +319,10 @@ class PeerLinks:
             if peer != self.index and (self._started_again or peer > self.index):
                 self._make(peer)
 
-    def _make(self, peer: int) -> None:
+    def _make(self, peer: int, waited: float = 0.0) -> None:
+        self._retries.pop(peer, None)
+        if self._closed or peer in self._up:
+            return
         near, far = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         origin = Origin.peer_link(self.index, self.start_id)
         try:
@@ -322,7 +331,12 @@ class PeerLinks:
             far.close()
         if why is not None:
             near.close()
-            log.warning("peer link not made: %s", why, extra={"peer": peer})
+            wait = min(max(2 * waited, _RETRY_FIRST), _RETRY_MOST)
+            log.warning(
+                "peer link not made: %s; trying again in %.1f s", why, wait, extra={"peer": peer}
+            )
+            loop = asyncio.get_running_loop()
+            self._retries[peer] = loop.call_later(wait, self._make, peer, wait)
             return
         self._connect(PeerLink(self, peer, (self.index, self.start_id)), near)
 
@@ -383,6 +397,8 @@ class PeerLinks:
     def close(self) -> None:
         """Close every link (after what was sent on it), and take no more."""
         self._closed = True
+        for retry in self._retries.values():
+            retry.cancel()
         for connecting in list(self._connecting):
             connecting.cancel()
         for link in [*self._up.values(), *self._opening]:

@@ -4,7 +4,9 @@ links made through real hand-off inboxes over real Unix socket pairs."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import socket
 import struct
 import time
@@ -272,6 +274,35 @@ async def test_a_link_replaced_by_a_later_process_of_the_peer_is_reported_down_f
         assert pair.down[1] == [old] and pair.up[1] == [old, new]
     finally:
         later.close()
+
+
+async def test_a_link_whose_end_a_full_inbox_refused_is_made_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The peer's inbox was full when the link's end was sent: the link is made again once it
+    has room, not left unmade until a worker restarts."""
+    made = _pair()
+    try:
+        made.inboxes[1].stop()
+        filler, stuffed = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        sending, reading = made.ends[1][1], made.ends[1][0]
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                socket.send_fds(sending, [b"x"], [filler.fileno()])
+        with caplog.at_level(logging.WARNING, logger="batonmq.cluster.peerlink"):
+            for each in made.links:
+                each.start()
+            await made.until(lambda: "peer link not made" in caplog.text)
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                for fd in socket.recv_fds(reading, 16, 1)[1]:
+                    os.close(fd)
+        made.inboxes[1].start()
+        await made.until(lambda: all(each.link(1 - n) for n, each in enumerate(made.links)))
+        filler.close()
+        stuffed.close()
+    finally:
+        made.close()
 
 
 async def test_a_record_before_hello_closes_the_link() -> None:
