@@ -529,6 +529,7 @@ class PostgresStore(PostgresMember):
             broker = self._broker_id
             self._message_bytes = None
             async with connection.transaction():
+                await self._lease.check_epoch(connection)
                 replaced = sorted({*owners, *await self._identities(connection)})
                 await copy_in(connection, self._schema, replaced, directory)
                 counts = await counted(connection, self._sql, owners)

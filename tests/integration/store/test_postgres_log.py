@@ -300,3 +300,26 @@ async def test_an_append_after_a_takeover_is_fenced_and_writes_nothing(
         await paused.commit(put(base + 1))
     assert await rows(postgres_dsn, CLUSTER_SCHEMA, "brokerA") == (0, 0, 0)
     assert [e.message.id for e in await survivor.read_entries(VHOST, "q", -1, 10)] == [base]
+
+
+async def test_a_restore_after_a_takeover_is_fenced_and_replaces_nothing(
+    make_member: MakeMember, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """Fencing (Kleppmann's tokens), for the restore as for any write: a member whose store was
+    taken over while it was paused is refused (StoreFenced) when it then restores a backup, and
+    what the survivor took over stays as it is."""
+    paused = make_member("brokerA", lease_seconds=0.2)
+    survivor = make_member("brokerB")
+    await paused.open()
+    await survivor.open()
+    base = (await paused.recover()).message_id_base
+    await survivor.recover()
+    await paused.commit(WriteBatch(queues_put=[StoredQueue(VHOST, "q", False, {})]))
+    await paused.backup(tmp_path / "empty-queue")
+    await paused.commit(put(base))
+    seen = await lease_run_out(survivor, "brokerA")
+    assert await survivor.take_over("brokerA", seen, next_sequences={}) is not None
+
+    with pytest.raises(StoreFenced):
+        await paused.restore(tmp_path / "empty-queue")
+    assert [e.message.id for e in await survivor.read_entries(VHOST, "q", -1, 10)] == [base]
