@@ -246,3 +246,33 @@ async def test_the_answers_of_one_turn_come_back_as_one_record(pair: Pair) -> No
     await pair.until(lambda: len(heard) == 100)
     assert heard == [True] * 100
     assert len(answers) == 1
+
+
+async def test_a_link_that_takes_no_more_holds_the_publisher_until_it_does(pair: Pair) -> None:
+    """Qpid broker manual §1.5.1, producer flow control: "Flow control is enabled on a
+    producer when it sends a message to a Queue which is overfull" and released once it is
+    not. A remote queue is overfull while its owner's link is over its high-water mark (the
+    owner does not read), so the engine holds its publishers (`Channel.hold_for`) until the
+    link takes more; nothing published is lost meanwhile."""
+    await pair.declare("q")
+    remote = pair.remote("q")
+    sending, receiving = pair.workers[0].links.link(1), pair.workers[1].links.link(0)
+    assert sending is not None and sending.transport is not None
+    assert receiving is not None and receiving.transport is not None
+    sending.transport.set_write_buffer_limits(high=16384)
+    receiving.transport.pause_reading()
+    heard, hear = outcomes()
+    sent = 0
+    async with asyncio.timeout(5):
+        while not remote.overfull:
+            publish(remote, message(bytes(65536), TRANSIENT), hear)
+            sent += 1
+            await asyncio.sleep(0.001)
+    released: list[bool] = []
+    remote.when_underfull(lambda: released.append(remote.overfull))
+    await asyncio.sleep(0.05)
+    assert released == [] and heard == []
+    receiving.transport.resume_reading()
+    await pair.until(lambda: len(heard) == sent)
+    assert released == [False]
+    assert heard == [True] * sent
