@@ -25,7 +25,8 @@ Records. A record is a `struct` header (kind, payload length) and raw payload by
 A sender appends to the link's buffer and the buffer is written once per turn of the event
 loop (`writelines`); a reader takes every whole record of what it read (a partial one waits
 for the rest) and calls the handler registered for its kind. `record_kind` registers a kind.
-A record of a kind with no handler, or before HELLO, closes the link with a logged error.
+A record of a kind with no handler, or before HELLO, or that its handler finds malformed
+(`MalformedRecord`), closes the link with a logged error.
 
 Back-pressure. The transport's pause/resume_writing make `PeerLink.writable` False/True and
 call `PeerLinks.on_writable`, so that what sends on a link can hold its own sources. The reader
@@ -216,7 +217,10 @@ class PeerLink(asyncio.Protocol):
             if handler is None:
                 self._refuse(f"no handler for a record of kind {KINDS.get(kind, kind)}")
                 continue
-            handler(self, payload)
+            try:
+                handler(self, payload)
+            except MalformedRecord as error:
+                self._refuse(f"a record of kind {KINDS[kind]}: {error}")
 
     def _hello(self, kind: int, payload: bytes) -> None:
         if kind != HELLO or len(payload) != _HELLO.size:
