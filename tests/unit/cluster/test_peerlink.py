@@ -206,6 +206,21 @@ async def test_a_record_of_a_kind_nobody_handles_closes_the_link_with_a_logged_e
     assert pair.links[0].link(1) is None and pair.links[1].link(0) is None
 
 
+async def test_a_link_closed_for_a_record_not_understood_is_made_again(pair: Pair) -> None:
+    """Both workers live on after one of them closed their link for a bad record: the one
+    that closed it makes it again a while later, so the pair is not cut for good."""
+    link = pair.links[0].link(1)
+    assert link is not None
+    link.send(UNHANDLED, b"?")
+    await pair.until(lambda: len(pair.down[0]) == len(pair.down[1]) == 1)
+    async with asyncio.timeout(10):
+        while not all(each.link(1 - n) for n, each in enumerate(pair.links)):
+            await asyncio.sleep(0.05)
+    again = pair.links[1].link(0)
+    assert again is not None and again.made_by[0] == 1  # made by the worker that refused
+    assert [len(up) for up in pair.up] == [2, 2]
+
+
 async def test_a_record_its_handler_finds_malformed_closes_the_link_with_a_logged_error(
     pair: Pair, caplog: pytest.LogCaptureFixture
 ) -> None:
