@@ -17,6 +17,7 @@ from typing import Any, Final
 from pamqp import decode, encode
 from pamqp.common import FieldTable
 
+from batonmq.amqp.connection import short_string
 from batonmq.cluster.peerlink import MalformedRecord
 from batonmq.model.topology import ConnectionRef
 
@@ -37,6 +38,16 @@ def str8(value: str) -> bytes:
             f"a short string holds at most {STR8_MAX}"
         )
     return len(encoded).to_bytes(1, "big") + encoded
+
+
+def fits_str8(*values: str) -> bool:
+    """Whether each of `values` fits a short string."""
+    return all(len(value.encode()) <= STR8_MAX for value in values)
+
+
+def text8(value: str) -> bytes:
+    """`value` as a short string, cut to fit (a refusal's text, which AMQP cuts the same way)."""
+    return str8(short_string(value))
 
 
 def table(value: FieldTable) -> bytes:
@@ -84,8 +95,8 @@ class Fields:
     def table(self) -> FieldTable:
         try:
             consumed, value = decode.field_table(self._payload[self._at :])
-        except ValueError as error:
-            raise MalformedRecord(f"a field table that does not decode: {error}") from error
+        except (ValueError, RecursionError) as error:
+            raise MalformedRecord(f"a field table that does not decode: {error!r}") from error
         self._at += consumed
         return value
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Final
 
 from batonmq.cluster.peerlink import MalformedRecord, record_kind
-from batonmq.cluster.recordfields import Fields, ref, str8, table
+from batonmq.cluster.recordfields import Fields, ref, str8, table, text8
 from batonmq.model.destination import Destination, DestinationKind
 from batonmq.model.topology import (
     Bound,
@@ -262,7 +262,7 @@ class TopologyAnswer:
         head = _ANSWER.pack(
             self.request_id, self.reply_code, self.message_count, self.consumer_count
         )
-        return head + str8(self.queue) + str8(self.text)
+        return head + str8(self.queue) + text8(self.text)
 
     @classmethod
     def decode(cls, payload: bytes) -> TopologyAnswer:

@@ -34,6 +34,7 @@ from pamqp.common import FieldTable
 
 from batonmq.cluster.peerlink import MalformedRecord, PeerLink, PeerLinks
 from batonmq.cluster.publishrecords import PUBLISH, QUEUED, QUEUES_MAX, Publish, Queued
+from batonmq.cluster.recordfields import fits_str8
 from batonmq.engine.publish import message_batch
 from batonmq.model.message import Message
 from batonmq.model.topology import ConnectionRef, QueueDeclared
@@ -115,9 +116,9 @@ class Outbound:
 
     def publish(self, vhost: str, queue: str, message: Message) -> int:
         """Send `message` for `queue` of `vhost`; the number to wait for (`when_queued`), 0
-        when there is no link (it will never be queued)."""
-        if self.link is None:
-            return 0
+        when it will never be queued (there is no link, or a name is too long for a record)."""
+        if self.link is None or not fits_str8(vhost, message.exchange, message.routing_key):
+            return 0  # a routing key over 255 octets (published over HTTP) cannot cross
         building = self._building
         if building is not None:
             if (
@@ -359,7 +360,7 @@ class PublishLinks:
 
     def _down(self, link: PeerLink) -> None:
         self._outbound[link.peer].lost()
-        del self._inbound[link.peer]
+        self._inbound.pop(link.peer, None)
 
     def _writable(self, link: PeerLink) -> None:
         outbound = self._outbound[link.peer]
@@ -367,7 +368,10 @@ class PublishLinks:
             outbound.writable_changed()
 
     def _publish(self, link: PeerLink, payload: bytes) -> None:
-        self._inbound[link.peer].publish(Publish.decode(payload))
+        inbound = self._inbound.get(link.peer)
+        if inbound is None or inbound.link is not link:
+            raise MalformedRecord("a publish on a link this worker does not take them from")
+        inbound.publish(Publish.decode(payload))
 
     def _queued(self, link: PeerLink, payload: bytes) -> None:
         outbound = self._outbound[link.peer]

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batonmq.cluster.peerlink import MalformedRecord, RecordReader, header
-from batonmq.cluster.recordfields import str8
+from batonmq.cluster.recordfields import Fields, str8
 from batonmq.cluster.topologyrecords import (
     OwnerAction,
     OwnerRequest,
@@ -263,3 +263,23 @@ def test_an_owner_request_other_than_create_names_the_queue() -> None:
             QueueDeclared("q", False, False, None, {}),
             None,
         ).encode()
+
+
+def test_a_refusal_text_longer_than_a_short_string_is_cut_to_fit() -> None:
+    """A refusal's text can name a long queue and virtual host; it crosses cut to 255 octets,
+    as AMQP cuts a reply text (AMQP 0-9-1 §4.2.5.3: short strings hold at most 255 octets)."""
+    answer = TopologyAnswer(7, 406, 0, 0, "q", "inequivalent arg " + "é" * 200)
+    decoded = TopologyAnswer.decode(answer.encode())
+    assert decoded.reply_code == 406 and decoded.text.startswith("inequivalent arg é")
+    assert len(decoded.text.encode()) <= 255
+
+
+def test_a_table_nested_too_deep_to_decode_is_malformed() -> None:
+    """Input that makes the table decoder recurse without end is a malformed record (it
+    closes the link), not an exception that reaches the event loop."""
+    nested = b"\x00\x00\x00\x00"
+    for _ in range(5000):
+        entry = b"\x01aF" + nested
+        nested = len(entry).to_bytes(4, "big") + entry
+    with pytest.raises(MalformedRecord, match="does not decode"):
+        Fields(nested).table()

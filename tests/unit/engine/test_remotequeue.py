@@ -276,3 +276,21 @@ async def test_a_link_that_takes_no_more_holds_the_publisher_until_it_does(pair:
     await pair.until(lambda: len(heard) == sent)
     assert released == [False]
     assert heard == [True] * sent
+
+
+async def test_a_routing_key_too_long_to_cross_is_nacked_and_the_link_goes_on(
+    pair: Pair,
+) -> None:
+    """A routing key published over HTTP may be longer than the 255 octets a record's short
+    string holds: that publish is nacked at once (RabbitMQ "Publisher Confirms": a nack when
+    the broker cannot take responsibility), and takes no number, so the link goes on and the
+    next publish is confirmed."""
+    await pair.declare("q")
+    remote = pair.remote("q")
+    heard, hear = outcomes()
+    long_key = Message("", "k" * 300, encode_header_payload(PERSISTENT, 4), b"long")
+    publish(remote, long_key, hear)
+    publish(remote, message(b"next"), hear)
+    await pair.until(lambda: len(heard) == 2)
+    assert heard == [False, True]
+    assert pair.workers[0].links.link(1) is not None
