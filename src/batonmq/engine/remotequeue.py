@@ -19,7 +19,10 @@ ok when a queue refused it (x-overflow reject-publish: RabbitMQ "Queue Length Li
 the write failed. A queue the owner no longer has counts as having taken the message (it was
 deleted just after the publish). The answers of a loop turn go as few QUEUED records as runs
 of one outcome allow. A link that goes down (or is replaced) answers every publish still
-waiting on it with not ok: its publishers get nacks, as with a write that failed.
+waiting on it with not ok: its publishers get nacks, as with a write that failed. Such a nack
+says that the broker cannot vouch for the message, not that no queue has it: the owner may
+have read and queued it before the link ended, so a publisher that sends it again may leave
+it twice (at least once, as RabbitMQ's confirms promise).
 
 `PublishLinks` wires both to a worker's `PeerLinks`.
 """
