@@ -25,7 +25,7 @@ from batonmq.engine.vhost import VirtualHost
 from batonmq.logrepeat import CoalescingLog
 from batonmq.queues.holdings import Holdings
 from batonmq.queues.paging import Paging
-from batonmq.queues.protocol import Queue
+from batonmq.queues.protocol import RoutedQueue
 from batonmq.queues.streams.storage import StreamStorage, StreamTables
 from batonmq.security.authn import GUEST, Authenticator
 from batonmq.security.permissions import Permissions, UserPermission
@@ -126,7 +126,7 @@ class Broker:
     #: Threshold alerts (engine/alerts.py, maximumMessageSize): a message body larger than this
     #: is reported to `large_message` (vhost, queue, body size) as it is enqueued; 0: off.
     large_message_size: int = field(init=False, default=0)
-    large_message: Callable[[str, Queue, int], None] | None = field(init=False, default=None)
+    large_message: Callable[[str, RoutedQueue, int], None] | None = field(init=False, default=None)
     #: Raised resource alarms (memory red, disk quota, free disk) by name, with the reason
     #: publishers are told in connection.blocked; every publishing client is held while any is.
     alarms: dict[str, str] = field(init=False, default_factory=dict)

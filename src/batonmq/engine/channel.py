@@ -33,7 +33,7 @@ from batonmq.engine.events import EventKind
 from batonmq.engine.outcome import Outcome
 from batonmq.engine.transaction import Transaction
 from batonmq.model.message import QueueEntry
-from batonmq.queues.protocol import Queue
+from batonmq.queues.protocol import Queue, RoutedQueue
 from batonmq.security.permissions import PermitCache
 
 if TYPE_CHECKING:
@@ -89,9 +89,9 @@ class Channel:
         self.last_queue_name: str | None = None
         #: Queues with x-max-producers this channel published to: it is one of their producers
         #: until it closes.
-        self.producing_to: set[Queue] = set()
+        self.producing_to: set[RoutedQueue] = set()
         #: Overfull queues (x-overflow flow-control) holding this channel's publishing back.
-        self.held_by: set[Queue] = set()
+        self.held_by: set[RoutedQueue] = set()
         #: The exchanges this channel's user may publish to, and the queues it may get from,
         #: checked once each while the permissions do not change.
         self.write_permits = PermitCache()
@@ -510,7 +510,7 @@ class Channel:
 
     # Producers ----------------------------------------------------------------------------
 
-    def become_producer_of(self, queue: Queue) -> None:
+    def become_producer_of(self, queue: RoutedQueue) -> None:
         """Count this channel among `queue`'s producers (x-max-producers, MQ 3.5 admin guide
         maxNumProducers: "When this limit is reached, no new producers can be created"); 406
         when it would be one too many."""
@@ -526,7 +526,7 @@ class Channel:
         queue.producers.add(self)
         self.producing_to.add(queue)
 
-    def hold_for(self, queue: Queue) -> None:
+    def hold_for(self, queue: RoutedQueue) -> None:
         """`queue` is overfull after this channel published to it: hold the publisher back until
         it is underfull (Qpid manual §1.5.1: "Flow control is enabled on a producer when it sends
         a message to a Queue which is overfull")."""
@@ -537,7 +537,7 @@ class Channel:
         log.info("CHN-1005 : Flow Control Enforced (Queue %s)", queue.name, extra=self.log_fields())
         queue.when_underfull(lambda: self._released_by(queue))
 
-    def _released_by(self, queue: Queue) -> None:
+    def _released_by(self, queue: RoutedQueue) -> None:
         if queue not in self.held_by:
             return
         self.held_by.discard(queue)

@@ -17,7 +17,7 @@ from batonmq.engine.exchange import Exchange
 from batonmq.engine.transaction import HeldPublish, Transaction
 from batonmq.model.message import FLAG_EXPIRATION, FLAG_USER_ID, Message
 from batonmq.queues.expiry import InvalidExpiration, parse_expiration
-from batonmq.queues.protocol import Enqueued, Queue
+from batonmq.queues.protocol import Enqueued, RoutedQueue
 from batonmq.security.acl import Action, ObjectType, Property
 from batonmq.security.permissions import Permission, PermitCache, ResourceKind
 from batonmq.store.journal import Journal
@@ -160,7 +160,7 @@ def checked_exchange(
     return exchange
 
 
-def held_batch(journal: Journal, routed: list[tuple[Message, list[Queue]]]) -> int | None:
+def held_batch(journal: Journal, routed: list[tuple[Message, list[RoutedQueue]]]) -> int | None:
     """The journal batch that routed messages must wait for before any queue shows them: the
     one being gathered when one of them is persistent and goes to a queue that persists it
     (then all of them wait, so that a failed write leaves none behind); None when nothing is
@@ -172,7 +172,7 @@ def held_batch(journal: Journal, routed: list[tuple[Message, list[Queue]]]) -> i
     return None
 
 
-def message_batch(journal: Journal, message: Message, queues: list[Queue]) -> int | None:
+def message_batch(journal: Journal, message: Message, queues: list[RoutedQueue]) -> int | None:
     """`held_batch` of one routed message."""
     if journal.enabled:
         for queue in queues:
@@ -181,12 +181,12 @@ def message_batch(journal: Journal, message: Message, queues: list[Queue]) -> in
     return None
 
 
-def release_held(queues: list[Queue], batch: int, committed: bool) -> None:
+def release_held(queues: list[RoutedQueue], batch: int, committed: bool) -> None:
     for queue in queues:
         queue.release_held(batch, committed)
 
 
-def commit_transaction(channel: Channel, transaction: Transaction) -> list[Queue]:
+def commit_transaction(channel: Channel, transaction: Transaction) -> list[RoutedQueue]:
     """tx.commit: carry out the publishes and settlements `transaction` held, and clear it; the
     queues that write their messages themselves (streams), which the commit waits for too."""
     vhost = channel.session.vhost
@@ -212,7 +212,7 @@ def commit_transaction(channel: Channel, transaction: Transaction) -> list[Queue
 def enqueue(
     channel: Channel,
     message: Message,
-    queues: list[Queue],
+    queues: list[RoutedQueue],
     mandatory: bool,
     until_batch: int | None,
 ) -> Enqueued:
@@ -249,7 +249,7 @@ def enqueue(
     return Enqueued.STORED if stored else Enqueued.KEPT
 
 
-def _report_large(channel: Channel, message: Message, queues: list[Queue]) -> None:
+def _report_large(channel: Channel, message: Message, queues: list[RoutedQueue]) -> None:
     """maximumMessageSize (Qpid manual): the alert monitor hears of a message over it, per queue."""
     report = channel.session.broker.large_message
     if report is not None:

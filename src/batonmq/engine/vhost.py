@@ -33,7 +33,7 @@ from batonmq.model.message import Message, QueueEntry
 from batonmq.queues.arguments import InvalidArgument, inequivalent
 from batonmq.queues.deadletter import Reason
 from batonmq.queues.paging import Paging
-from batonmq.queues.protocol import Queue
+from batonmq.queues.protocol import Queue, RoutedQueue
 from batonmq.queues.types import queue_type
 from batonmq.routing.base import BindingArgumentError, exchange_type
 from batonmq.routing.router import Router
@@ -622,7 +622,7 @@ class VirtualHost:
 
     # Routing ------------------------------------------------------------------------------
 
-    def route(self, exchange: Exchange, message: Message) -> list[Queue]:
+    def route(self, exchange: Exchange, message: Message) -> list[RoutedQueue]:
         """The queues `message` goes to through `exchange`, the exchanges bound to it, and the
         alternate exchange of each exchange whose bindings match nothing.
 
@@ -632,12 +632,12 @@ class VirtualHost:
         through is not routed through again (cycles end), and a missing one drops the message.
         """
         if exchange.is_default:
-            queue = self.queues.get(message.routing_key)
-            if queue is None:
+            named = self.queues.get(message.routing_key)
+            if named is None:
                 return []
-            queue.counters.publish += 1
-            return [queue]
-        queues: dict[str, Queue] = {}
+            named.counters.publish += 1
+            return [named]
+        queues: dict[str, RoutedQueue] = {}
         seen = {exchange.name}
         pending = [exchange]
         while pending:
@@ -647,9 +647,9 @@ class VirtualHost:
                 destinations = {Destination.exchange(current.alternate_exchange)}
             for destination in destinations:
                 if destination.kind is DestinationKind.QUEUE:
-                    queue = self.queues.get(destination.name)
-                    if queue is not None:
-                        queues[queue.name] = queue
+                    target = self.queues.get(destination.name)
+                    if target is not None:
+                        queues[target.name] = target
                 elif destination.name not in seen:
                     seen.add(destination.name)
                     bound = self.exchanges.get(destination.name)
