@@ -121,7 +121,7 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
             *(
                 BindingInfo(host.name, "", queue, "queue", queue, {})
                 for host in self._vhosts(vhost)
-                for queue in host.queues
+                for queue in (*host.queues, *host.remote)
             ),
             *(
                 BindingInfo(

@@ -57,7 +57,7 @@ from batonmq.engine.exchange import Exchange
 from batonmq.engine.snapshots import BindingInfo
 from batonmq.engine.vhost import QueueDeletedHook, VirtualHost, server_queue_name
 from batonmq.model.destination import Destination
-from batonmq.queues.protocol import Queue
+from batonmq.queues.protocol import Queue, RoutedQueue
 from batonmq.security.acl import Action, ObjectType, Property
 from batonmq.security.permissions import Permission, ResourceKind
 
@@ -130,7 +130,7 @@ class TopologyApi(ApiBase):
         of messages it held. `on_delete` is given the queue just before it goes (by default
         its consumers are sent basic.cancel at once)."""
         host = self._vhost(vhost)
-        queue = host.queues.get(name)
+        queue = host.known_queue(name)
         # Table 2.3: DELETE is "Applied when objects are deleted". A queue that is not there has
         # only its name to be judged by.
         properties = queue_properties(queue) if queue is not None else {Property.NAME: name}
@@ -257,13 +257,13 @@ class TopologyApi(ApiBase):
             self._authorize(user, host, action, ObjectType.EXCHANGE, properties)
             self._permit_binding(user, host, ResourceKind.EXCHANGE, binding)
             return Destination.exchange(name)
-        queue: Queue | None
+        queue: RoutedQueue | None
         if action is Action.BIND:
-            queue = host.queue(name, connection)
+            queue = host.routed_queue(name, connection)
         else:
             # A queue that is not there is judged as a durable, not temporary one: unbinding
             # it changes nothing.
-            queue = host.queues.get(name)
+            queue = host.known_queue(name)
             if queue is not None:
                 host.check_owner(queue, connection)
         properties = binding_properties(

@@ -11,7 +11,7 @@ import logging
 import os
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from pamqp.common import FieldTable
 
@@ -40,6 +40,9 @@ from batonmq.routing.router import Router
 from batonmq.store.base import StoredBinding, StoredExchange, StoredQueue
 from batonmq.store.journal import Journal
 from batonmq.timers import LoopTimers
+
+if TYPE_CHECKING:
+    from batonmq.engine.spreading import Spreading
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +88,13 @@ class VirtualHost:
         #: The limits auto-created queues get (MQ 3.5 admin guide Table 2-10).
         self.autocreate = autocreate or AutocreatePolicy()
         self.exchanges: dict[str, Exchange] = {}
+        #: The queues this process runs.
         self.queues: dict[str, Queue] = {}
+        #: In a virtual host spread over workers, the queues other workers run, which this one
+        #: routes to; empty otherwise.
+        self.remote: dict[str, RoutedQueue] = {}
+        #: The links to the other workers of a spread virtual host; None when it is not spread.
+        self.spread: Spreading | None = None
         #: Queues whose delivery to consumers is paused (imqcmd pause dst): they take messages
         #: and answer basic.get, but their consumers have no room until resumed. Not stored.
         self.paused: set[Queue] = set()
@@ -329,7 +338,11 @@ class VirtualHost:
         if not source.durable or source.is_default or not self._journal.enabled:
             return False
         if destination.kind is DestinationKind.QUEUE:
-            return self.queues[destination.name].persists
+            # A queue's persistent messages survive where it runs; its declaration is what
+            # every worker knows of it.
+            queue = self.known_queue(destination.name)
+            assert queue is not None, destination
+            return queue.durable and queue.exclusive_owner is None
         return self.exchanges[destination.name].durable
 
     def _stored_binding(
@@ -348,12 +361,12 @@ class VirtualHost:
 
     def _exists(self, destination: Destination) -> bool:
         if destination.kind is DestinationKind.QUEUE:
-            return destination.name in self.queues
+            return self.known_queue(destination.name) is not None
         return destination.name in self.exchanges
 
     def _check_destination(self, destination: Destination) -> None:
         if destination.kind is DestinationKind.QUEUE:
-            if destination.name not in self.queues:
+            if self.known_queue(destination.name) is None:
                 raise self._not_found("queue", destination.name)
         elif destination.name == "":
             raise amqp_error(
@@ -389,6 +402,7 @@ class VirtualHost:
     ) -> Change[Queue]:
         if name:
             self._wait_for(("queue", name))
+            self._refuse_remote(name)
         existing = self.queues.get(name) if name else None
         if existing is not None:
             # Spec (queue.declare exclusive): "If the queue already exists ... and is exclusive to
@@ -493,17 +507,39 @@ class VirtualHost:
         self.events.publish(EventKind.QUEUE_CREATED, name, self.name, durable=durable)
         return queue
 
-    def queue(self, name: str, owner: object, *, wait: bool = True) -> Queue:
-        """The queue `owner` may use (404 if missing, 405 if another connection's exclusive);
-        ChangePending while a change of it waits for the store, unless `wait` is false (a
-        caller that cannot wait is answered from the queues as they are now)."""
+    def known_queue(self, name: str) -> RoutedQueue | None:
+        """The queue named `name`, whether this process runs it or another worker does."""
+        queue = self.queues.get(name)
+        return queue if queue is not None else self.remote.get(name)
+
+    def routed_queue(self, name: str, owner: object, *, wait: bool = True) -> RoutedQueue:
+        """The queue `owner` may route to or bind (404 if missing, 405 if another connection's
+        exclusive); ChangePending while a change of it waits for the store, unless `wait` is
+        false (a caller that cannot wait is answered from the queues as they are now)."""
         if wait:
             self._wait_for(("queue", name))
-        queue = self.queues.get(name)
+        queue = self.known_queue(name)
         if queue is None:
             raise self._not_found("queue", name)
         self.check_owner(queue, owner)
         return queue
+
+    def queue(self, name: str, owner: object, *, wait: bool = True) -> Queue:
+        """The queue `owner` may use (as `routed_queue`), which must run in this process: one
+        that another worker runs cannot be consumed or read from here yet (540)."""
+        self.routed_queue(name, owner, wait=wait)
+        self._refuse_remote(name)
+        return self.queues[name]
+
+    def _refuse_remote(self, name: str) -> None:
+        """540 NOT_IMPLEMENTED if another worker runs queue `name` (as basic.qos refuses a
+        prefetch size it does not implement)."""
+        if name in self.remote and self.spread is not None:
+            raise amqp_error(
+                ReplyCode.NOT_IMPLEMENTED,
+                f"queue '{name}' in vhost '{self.name}' is owned by worker "
+                f"{self.spread.owner_of(name)}: consuming across workers is not built yet",
+            )
 
     def delete_queue(
         self,
@@ -515,6 +551,7 @@ class VirtualHost:
         on_delete: QueueDeletedHook | None = None,
     ) -> Change[int]:
         self._wait_for(("queue", name))
+        self._refuse_remote(name)
         queue = self.queues.get(name)
         if queue is None:
             return applied(0)  # RabbitMQ: deleting a queue that does not exist succeeds.
@@ -632,7 +669,7 @@ class VirtualHost:
         through is not routed through again (cycles end), and a missing one drops the message.
         """
         if exchange.is_default:
-            named = self.queues.get(message.routing_key)
+            named = self.known_queue(message.routing_key)
             if named is None:
                 return []
             named.counters.publish += 1
@@ -647,7 +684,7 @@ class VirtualHost:
                 destinations = {Destination.exchange(current.alternate_exchange)}
             for destination in destinations:
                 if destination.kind is DestinationKind.QUEUE:
-                    target = self.queues.get(destination.name)
+                    target = self.known_queue(destination.name)
                     if target is not None:
                         queues[target.name] = target
                 elif destination.name not in seen:
@@ -667,12 +704,12 @@ class VirtualHost:
     def _not_found(self, kind: str, name: str) -> Exception:
         return amqp_error(ReplyCode.NOT_FOUND, f"no {kind} '{name}' in vhost '{self.name}'")
 
-    def check_owner(self, queue: Queue, owner: object) -> None:
+    def check_owner(self, queue: RoutedQueue, owner: object) -> None:
         """405 if `queue` is another connection's exclusive queue."""
         if queue.exclusive_owner is not None and queue.exclusive_owner is not owner:
             raise self._locked(queue)
 
-    def _locked(self, queue: Queue) -> Exception:
+    def _locked(self, queue: RoutedQueue) -> Exception:
         return amqp_error(
             ReplyCode.RESOURCE_LOCKED,
             f"cannot obtain exclusive access to locked queue '{queue.name}' in vhost "

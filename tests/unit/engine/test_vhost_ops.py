@@ -1,0 +1,73 @@
+"""A virtual host's topology operations, and how it treats queues that another worker runs.
+
+A worker of a virtual host spread over workers routes to, binds and declares every queue of it,
+but runs only its own; the others are stand-ins in `VirtualHost.remote`. `OtherWorker` is a
+test double of the `Spreading` protocol for a worker that is neither the home nor the owner of
+any queue: it answers what the virtual host asks and records nothing else.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from pamqp import commands
+
+from batonmq.amqp.constants import ReplyCode
+from batonmq.engine.broker import Broker
+from batonmq.engine.vhost import VirtualHost
+from batonmq.model.message import Message
+from tests.memclient import connect
+
+#: The worker that runs every queue in `OtherWorker`'s view.
+OWNER = 1
+
+
+class OtherWorker:
+    """A `Spreading` that owns no queue and is not the home (see the module docstring)."""
+
+    is_home = False
+    synced = True
+
+    def owns(self, queue: str) -> bool:
+        return False
+
+    def owner_of(self, queue: str) -> int:
+        return OWNER
+
+
+def _run_elsewhere(vhost: VirtualHost, name: str) -> None:
+    """Make queue `name` (declared in `vhost`) one that another worker runs."""
+    vhost.spread = OtherWorker()  # type: ignore[assignment]
+    vhost.remote[name] = vhost.queues.pop(name)
+
+
+def test_a_queue_another_worker_runs_is_routed_to_and_bound_but_not_consumed_here() -> None:
+    """A queue owned by another worker takes messages routed here (through the default
+    exchange, AMQP 0-9-1 spec: "every queue is automatically bound to it with a routing key
+    equal to the queue name", and through a binding made here); consuming it here is refused
+    with 540 NOT_IMPLEMENTED (a connection exception, spec 1.3 "Constants"), as basic.qos
+    refuses a prefetch size it does not implement."""
+    broker = Broker()
+    client, session = connect(broker)
+    client.declare_queue(1, "r")
+    vhost = session.vhost
+    _run_elsewhere(vhost, "r")
+    client.call(
+        1, commands.Queue.Bind(queue="r", exchange="amq.direct", routing_key="k"),
+        commands.Queue.BindOk,
+    )  # fmt: skip
+    default, direct = vhost.exchange(""), vhost.exchange("amq.direct")
+    assert [queue.name for queue in vhost.route(default, _message("r"))] == ["r"]
+    assert [queue.name for queue in vhost.route(direct, _message("k"))] == ["r"]
+    client.send(1, commands.Basic.Get(queue="r"))
+    close = client.expect(commands.Connection.Close, channel=0)
+    assert close.reply_code == ReplyCode.NOT_IMPLEMENTED
+    assert close.reply_text == (
+        f"NOT_IMPLEMENTED - queue 'r' in vhost '/' is owned by worker {OWNER}: consuming across "
+        "workers is not built yet"
+    )
+
+
+def _message(routing_key: str) -> Message:
+    """A message with no properties (a header payload of class, weight, size, flags)."""
+    return Message("", routing_key, struct.pack(">HHQH", 60, 0, 4, 0), b"body")
