@@ -563,7 +563,7 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
                     self._carry_out(
                         host,
                         functools.partial(
-                            host.delete_queue, queue, owner=self, on_delete=cancel_consumers_of
+                            host.delete_queue, queue, owner=None, on_delete=cancel_consumers_of
                         ),
                     )
                     for queue in list(host.queues)

@@ -114,6 +114,10 @@ class Broker:
     user_tags: dict[str, tuple[str, ...]] = field(init=False, default_factory=dict)
     #: Who may do what (Qpid manual §2.2); the default has no ACL: whoever logs in may do anything.
     access: AccessControl = field(default_factory=AccessControl)
+    #: This process among the workers that serve the broker: its index and its start id (the
+    #: server sets them); with the connection's id, what names a connection across workers
+    #: (`Session.ref`).
+    worker_ref: tuple[int, int] = (0, 0)
     #: RabbitMQ's permissions of each user in each virtual host, asked beside the ACL; as a new
     #: store has them until the store's are restored: the default user may do everything in
     #: the default virtual host.

@@ -187,7 +187,7 @@ class Channel:
         and an exclusive queue of its connection goes when the connection does."""
         self.last_queue_name = queue.name
         session = self.session
-        if queue.exclusive_owner is session:
+        if queue.exclusive_owner == session.ref:
             session.exclusive_queues.add(queue)
 
     def deleting(self, queue: Queue) -> list[base.Frame]:

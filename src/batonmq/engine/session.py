@@ -45,6 +45,7 @@ from batonmq.engine.flowcontrol import ProducerFlow
 from batonmq.engine.publish import publish
 from batonmq.engine.vhost import VirtualHost
 from batonmq.model.message import Message
+from batonmq.model.topology import ConnectionRef
 from batonmq.queues.protocol import Queue
 from batonmq.security.authn import AuthenticationError, LoginAttempt
 from batonmq.security.sasl import PeerCertificate
@@ -87,6 +88,8 @@ class Session:
         #: Stable for the broker's life: the id never reused, the name as RabbitMQ's
         #: ("127.0.0.1:54321 -> 127.0.0.1:5672").
         self.id = broker.next_connection_id()
+        #: What names it across workers: the exclusive owner of the queues it declares so.
+        self.ref = ConnectionRef(*broker.worker_ref, self.id)
         self.name = f"{peer[0]}:{peer[1]}" + (f" -> {local[0]}:{local[1]}" if local else "")
         self.counters = ConnectionCounters()
         self.peer_certificate = peer_certificate

@@ -57,6 +57,7 @@ from batonmq.engine.exchange import Exchange
 from batonmq.engine.snapshots import BindingInfo
 from batonmq.engine.vhost import QueueDeletedHook, VirtualHost, server_queue_name
 from batonmq.model.destination import Destination
+from batonmq.model.topology import ConnectionRef
 from batonmq.queues.protocol import Queue, RoutedQueue
 from batonmq.security.acl import Action, ObjectType, Property
 from batonmq.security.permissions import Permission, ResourceKind
@@ -73,7 +74,7 @@ class TopologyApi(ApiBase):
         vhost: str,
         name: str,
         *,
-        connection: object | None = None,
+        connection: ConnectionRef | None = None,
         passive: bool = False,
         durable: bool = False,
         exclusive: bool = False,
@@ -121,7 +122,7 @@ class TopologyApi(ApiBase):
         vhost: str,
         name: str,
         *,
-        connection: object | None = None,
+        connection: ConnectionRef | None = None,
         if_unused: bool = False,
         if_empty: bool = False,
         on_delete: QueueDeletedHook = cancel_consumers_of,
@@ -141,7 +142,7 @@ class TopologyApi(ApiBase):
         )
 
     def purge_now(
-        self, user: str, vhost: str, name: str, *, connection: object | None = None
+        self, user: str, vhost: str, name: str, *, connection: ConnectionRef | None = None
     ) -> int:
         """queue.purge: remove the queue's ready messages now; how many there were. Their
         removal is recorded for the store: the caller answers once it is durable."""
@@ -221,7 +222,7 @@ class TopologyApi(ApiBase):
     # Bindings -----------------------------------------------------------------------------
 
     def plan_bind(
-        self, user: str, binding: BindingInfo, *, connection: object | None = None
+        self, user: str, binding: BindingInfo, *, connection: ConnectionRef | None = None
     ) -> Change[None]:
         """queue.bind (destination_type "queue") or exchange.bind."""
         host = self._vhost(binding.vhost)
@@ -229,7 +230,7 @@ class TopologyApi(ApiBase):
         return host.bind(binding.source, destination, binding.routing_key, binding.arguments)
 
     def plan_unbind(
-        self, user: str, binding: BindingInfo, *, connection: object | None = None
+        self, user: str, binding: BindingInfo, *, connection: ConnectionRef | None = None
     ) -> Change[None]:
         """queue.unbind or exchange.unbind (unbinding what is not bound changes nothing)."""
         host = self._vhost(binding.vhost)
@@ -242,7 +243,7 @@ class TopologyApi(ApiBase):
         host: VirtualHost,
         binding: BindingInfo,
         action: Action,
-        connection: object | None,
+        connection: ConnectionRef | None,
     ) -> Destination:
         """The binding's destination, once the caller may bind (or unbind) it there.
 

@@ -30,6 +30,7 @@ from batonmq.engine.exchange import (
 )
 from batonmq.model.destination import Destination, DestinationKind
 from batonmq.model.message import Message, QueueEntry
+from batonmq.model.topology import ConnectionRef
 from batonmq.queues.arguments import InvalidArgument, inequivalent
 from batonmq.queues.deadletter import Reason
 from batonmq.queues.paging import Paging
@@ -393,7 +394,7 @@ class VirtualHost:
         name: str,
         *,
         generated_name: str | None = None,
-        owner: object,
+        owner: ConnectionRef | None,
         passive: bool = False,
         durable: bool = False,
         exclusive: bool = False,
@@ -419,7 +420,7 @@ class VirtualHost:
             # before any argument: the declaring connection must be the queue's owner if it
             # asks for an exclusive queue, and the queue must have none if it does not; else
             # 405 "... or the exclusive property value does not match".
-            if existing.exclusive_owner is not (owner if exclusive else None):
+            if existing.exclusive_owner != (owner if exclusive else None):
                 raise self._locked(existing)
             self._check_equivalent(
                 "queue",
@@ -486,7 +487,7 @@ class VirtualHost:
         name: str,
         *,
         durable: bool,
-        exclusive_owner: object | None = None,
+        exclusive_owner: ConnectionRef | None = None,
         auto_delete: bool = False,
         arguments: FieldTable,
     ) -> Queue:
@@ -512,7 +513,9 @@ class VirtualHost:
         queue = self.queues.get(name)
         return queue if queue is not None else self.remote.get(name)
 
-    def routed_queue(self, name: str, owner: object, *, wait: bool = True) -> RoutedQueue:
+    def routed_queue(
+        self, name: str, owner: ConnectionRef | None, *, wait: bool = True
+    ) -> RoutedQueue:
         """The queue `owner` may route to or bind (404 if missing, 405 if another connection's
         exclusive); ChangePending while a change of it waits for the store, unless `wait` is
         false (a caller that cannot wait is answered from the queues as they are now)."""
@@ -524,7 +527,7 @@ class VirtualHost:
         self.check_owner(queue, owner)
         return queue
 
-    def queue(self, name: str, owner: object, *, wait: bool = True) -> Queue:
+    def queue(self, name: str, owner: ConnectionRef | None, *, wait: bool = True) -> Queue:
         """The queue `owner` may use (as `routed_queue`), which must run in this process: one
         that another worker runs cannot be consumed or read from here yet (540)."""
         self.routed_queue(name, owner, wait=wait)
@@ -545,7 +548,7 @@ class VirtualHost:
         self,
         name: str,
         *,
-        owner: object,
+        owner: ConnectionRef | None,
         if_unused: bool = False,
         if_empty: bool = False,
         on_delete: QueueDeletedHook | None = None,
@@ -704,9 +707,9 @@ class VirtualHost:
     def _not_found(self, kind: str, name: str) -> Exception:
         return amqp_error(ReplyCode.NOT_FOUND, f"no {kind} '{name}' in vhost '{self.name}'")
 
-    def check_owner(self, queue: RoutedQueue, owner: object) -> None:
+    def check_owner(self, queue: RoutedQueue, owner: ConnectionRef | None) -> None:
         """405 if `queue` is another connection's exclusive queue."""
-        if queue.exclusive_owner is not None and queue.exclusive_owner is not owner:
+        if queue.exclusive_owner is not None and queue.exclusive_owner != owner:
             raise self._locked(queue)
 
     def _locked(self, queue: RoutedQueue) -> Exception:

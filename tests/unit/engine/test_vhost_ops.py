@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from pamqp import commands
 
 from batonmq.amqp.constants import ReplyCode
+from batonmq.amqp.errors import ProtocolError
 from batonmq.engine.broker import Broker
 from batonmq.engine.vhost import VirtualHost
 from batonmq.model.message import Message
+from batonmq.model.topology import ConnectionRef
 from tests.memclient import connect
 
 #: The worker that runs every queue in `OtherWorker`'s view.
@@ -71,3 +74,43 @@ def test_a_queue_another_worker_runs_is_routed_to_and_bound_but_not_consumed_her
 def _message(routing_key: str) -> Message:
     """A message with no properties (a header payload of class, weight, size, flags)."""
     return Message("", routing_key, struct.pack(">HHQH", 60, 0, 4, 0), b"body")
+
+
+def _declare_exclusive(vhost: VirtualHost, owner: ConnectionRef) -> None:
+    vhost.carry_out(
+        vhost.declare_queue("mine", owner=owner, exclusive=True), lambda _queue: None, _unwritten
+    )
+
+
+def _unwritten(_error: object = None) -> None:
+    raise AssertionError("nothing is written in a broker without a store")
+
+
+def test_an_exclusive_queue_belongs_to_a_connection_value_not_to_an_object() -> None:
+    """AMQP 0-9-1 queue.declare, "exclusive": "Exclusive queues may only be accessed by the
+    current connection ... If the queue already exists ... and is exclusive to another
+    connection, the server MUST raise a channel exception 405 (RESOURCE_LOCKED)". The owner is
+    the connection, named by worker, start id and number: an equal reference made anew (the
+    same connection as another worker names it) is the owner; any other is not."""
+    vhost = VirtualHost("/")
+    _declare_exclusive(vhost, ConnectionRef(0, 7, 1))
+    _declare_exclusive(vhost, ConnectionRef(0, 7, 1))
+    assert vhost.queue("mine", ConnectionRef(0, 7, 1)).name == "mine"
+    for other in (ConnectionRef(0, 7, 2), ConnectionRef(1, 7, 1), ConnectionRef(0, 8, 1), None):
+        with pytest.raises(ProtocolError) as locked:
+            _declare_exclusive(vhost, other)  # type: ignore[arg-type]
+        assert locked.value.reply_code == ReplyCode.RESOURCE_LOCKED
+
+
+def test_a_new_session_with_an_equal_ref_redeclares_the_exclusive_queue() -> None:
+    """The same rule over AMQP: a session whose `ref` equals the declaring connection's gets
+    declare-ok, another connection gets 405 RESOURCE_LOCKED."""
+    broker = Broker()
+    owner, owning_session = connect(broker)
+    owner.declare_queue(1, "mine", exclusive=True)
+    same, same_session = connect(broker)
+    same_session.ref = owning_session.ref
+    assert same.declare_queue(1, "mine", exclusive=True) == "mine"
+    other, _session = connect(broker)
+    other.send(1, commands.Queue.Declare(queue="mine", exclusive=True))
+    assert other.expect(commands.Channel.Close, channel=1).reply_code == ReplyCode.RESOURCE_LOCKED

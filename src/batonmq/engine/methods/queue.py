@@ -23,7 +23,7 @@ def declare(channel: Channel, method: commands.Queue.Declare) -> None:
         session.username,
         session.vhost.name,
         name,
-        connection=session,
+        connection=session.ref,
         passive=method.passive,
         durable=method.durable,
         exclusive=method.exclusive,
@@ -49,7 +49,7 @@ def bind(channel: Channel, method: commands.Queue.Bind) -> None:
     # Spec (queue.bind routing-key): an empty key with an empty queue name means the queue's name.
     routing_key = method.routing_key or (name if not method.queue else "")
     binding = _binding(channel, method.exchange, name, routing_key, method.arguments)
-    change = session.api.plan_bind(session.username, binding, connection=session)
+    change = session.api.plan_bind(session.username, binding, connection=session.ref)
     channel.carry_out(change, lambda _: None if method.nowait else Queue.BindOk(), "queue.bind")
 
 
@@ -70,7 +70,7 @@ def unbind(channel: Channel, method: commands.Queue.Unbind) -> None:
         method.routing_key,
         method.arguments,
     )
-    change = session.api.plan_unbind(session.username, binding, connection=session)
+    change = session.api.plan_unbind(session.username, binding, connection=session.ref)
     channel.carry_out(change, lambda _: Queue.UnbindOk(), "queue.unbind")
 
 
@@ -78,7 +78,9 @@ def unbind(channel: Channel, method: commands.Queue.Unbind) -> None:
 def purge(channel: Channel, method: commands.Queue.Purge) -> None:
     session = channel.session
     name = channel.queue_name(method.queue)
-    count = session.api.purge_now(session.username, session.vhost.name, name, connection=session)
+    count = session.api.purge_now(
+        session.username, session.vhost.name, name, connection=session.ref
+    )
     if not method.nowait:
         channel.reply_when_durable(Queue.PurgeOk(count), "queue.purge")
 
@@ -95,7 +97,7 @@ def delete(channel: Channel, method: commands.Queue.Delete) -> None:
         session.username,
         session.vhost.name,
         name,
-        connection=session,
+        connection=session.ref,
         if_unused=method.if_unused,
         if_empty=method.if_empty,
         on_delete=lambda going: cancels.extend(channel.deleting(going)),
