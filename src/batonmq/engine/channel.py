@@ -138,13 +138,20 @@ class Channel:
 
         self.session.after_durable(send)
 
-    def carry_out(self, change: Change[T], reply: Callable[[T], Reply | None], what: str) -> None:
-        """Apply `change` once its store writes are committed, then send what `reply` makes of
-        its result (None: no reply, as for nowait). This client's input waits meanwhile, so
-        nothing it sends next overtakes the change. A failed write applies nothing and closes
-        the channel: `what` did not happen."""
+    def carry_out(
+        self,
+        change: Change[T],
+        reply: Callable[[T], Reply | None],
+        method: type[base.Frame],
+    ) -> None:
+        """Apply `change` once its store writes are committed (or its `after` said yes), then
+        send what `reply` makes of its result (None: no reply, as for nowait). This client's
+        input waits meanwhile, so nothing it sends next overtakes the change. A failed write
+        applies nothing and closes the channel: `method` did not happen; a refusal closes the
+        channel, or the connection, with its error, naming `method`."""
         session = self.session
-        if not change.written:
+        what = method.name.lower()  # "queue.declare"
+        if not change.waits:
             frame = reply(change.apply())
             if frame is not None:
                 self.reply_when_durable(frame, what)
@@ -159,10 +166,13 @@ class Channel:
                 finally:
                     release_input()
 
-            def failed() -> None:
+            def failed(refusal: ProtocolError | None) -> None:
                 try:
-                    if not self.closed:
-                        session.close_channel(self.number, _write_failed(what))
+                    if refusal is not None and refusal.naming(method).closes_connection:
+                        if not session.ended:
+                            session.close(refusal)
+                    elif not self.closed:
+                        session.close_channel(self.number, refusal or _write_failed(what))
                 finally:
                     release_input()
 

@@ -17,9 +17,9 @@ from pamqp.common import FieldTable
 
 import batonmq.routing  # noqa: F401 - registers the exchange types
 from batonmq.amqp.constants import ReplyCode
-from batonmq.amqp.errors import amqp_error
+from batonmq.amqp.errors import ProtocolError, amqp_error
 from batonmq.engine.autocreate import AutocreatePolicy
-from batonmq.engine.change import Change, ChangePending, applied
+from batonmq.engine.change import Change, ChangePending, Outcome, applied
 from batonmq.engine.deadletter import republish
 from batonmq.engine.events import EventFeed, EventKind
 from batonmq.engine.exchange import (
@@ -601,30 +601,34 @@ class VirtualHost:
     # Changes that wait for the store (batonmq.engine.change) -------------------------------
 
     def carry_out(
-        self, change: Change[T], done: Callable[[T], None], failed: Callable[[], None]
+        self,
+        change: Change[T],
+        done: Callable[[T], None],
+        failed: Callable[[ProtocolError | None], None],
     ) -> None:
-        """Apply `change` once its writes are committed (at once when it wrote nothing), then
-        call `done` with what it returned; when the write failed, nothing is applied and
-        `failed` is called. The methods that waited for it run again afterwards, whatever
-        happened."""
-        if not change.written:
+        """Apply `change` once its writes are committed or its `after` said yes (at once when
+        it waits for nothing), then call `done` with what it returned; when the write failed or
+        the change was refused, nothing is applied and `failed` is called with the refusal
+        (None: the store could not write it). The methods that waited for it run again
+        afterwards, whatever happened."""
+        if not change.waits:
             done(change.apply())
             return
         pending = self._pending
         for key in change.keys:
             pending.setdefault(key, [])
 
-        def committed(ok: bool) -> None:
+        def completed(outcome: Outcome) -> None:
             try:
-                if ok:
+                if outcome is True:
                     done(change.apply())
                 else:
-                    failed()
+                    failed(None if outcome is False else outcome)
             finally:
                 for waiter in [waiter for key in change.keys for waiter in pending.pop(key, ())]:
                     waiter()
 
-        self._journal.when_durable(committed)
+        (change.after or self._journal.when_durable)(completed)
 
     def _wait_for(self, *keys: tuple[str, str]) -> None:
         """ChangePending if a change of one of `keys` is waiting for the store."""

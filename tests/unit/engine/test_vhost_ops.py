@@ -8,14 +8,18 @@ any queue: it answers what the virtual host asks and records nothing else.
 
 from __future__ import annotations
 
+import asyncio
 import struct
+from collections.abc import Callable
 
 import pytest
 from pamqp import commands
 
 from batonmq.amqp.constants import ReplyCode
-from batonmq.amqp.errors import ProtocolError
+from batonmq.amqp.errors import ProtocolError, amqp_error
+from batonmq.engine.api import ApiError, EngineApi
 from batonmq.engine.broker import Broker
+from batonmq.engine.change import Change, Outcome
 from batonmq.engine.vhost import VirtualHost
 from batonmq.model.message import Message
 from batonmq.model.topology import ConnectionRef
@@ -114,3 +118,84 @@ def test_a_new_session_with_an_equal_ref_redeclares_the_exclusive_queue() -> Non
     other, _session = connect(broker)
     other.send(1, commands.Queue.Declare(queue="mine", exclusive=True))
     assert other.expect(commands.Channel.Close, channel=1).reply_code == ReplyCode.RESOURCE_LOCKED
+
+
+def _decided_elsewhere(
+    applied: list[str],
+) -> tuple[Change[str], list[Callable[[Outcome], None]]]:
+    """A change of queue "q" that waits for the answer of whoever decides it (`after`), and
+    where that answer goes."""
+    answers: list[Callable[[Outcome], None]] = []
+
+    def apply() -> str:
+        applied.append("q")
+        return "q"
+
+    return Change(apply, keys=(("queue", "q"),), after=answers.append), answers
+
+
+def test_a_change_applies_only_once_whoever_decides_it_says_yes() -> None:
+    """ "How BatonMQ code reads" 13, commit then apply: the reply comes after the change is
+    made, and nothing is made before the answer."""
+    applied: list[str] = []
+    change, answers = _decided_elsewhere(applied)
+    client, session = connect(Broker())
+    session.channels[1].carry_out(
+        change, lambda name: commands.Queue.DeclareOk(name, 0, 0), commands.Queue.Declare
+    )
+    client.expect_nothing()
+    assert applied == []
+    answers[0](True)
+    assert client.expect(commands.Queue.DeclareOk, channel=1).queue == "q"
+    assert applied == ["q"]
+
+
+@pytest.mark.parametrize(
+    ("code", "closed"),
+    [
+        (ReplyCode.PRECONDITION_FAILED, commands.Channel.Close),
+        (ReplyCode.RESOURCE_LOCKED, commands.Channel.Close),
+        (ReplyCode.INTERNAL_ERROR, commands.Connection.Close),
+    ],
+)
+def test_a_refused_change_closes_the_channel_or_connection_with_the_refusal(
+    code: ReplyCode, closed: type[commands.Channel.Close] | type[commands.Connection.Close]
+) -> None:
+    """A change refused by whoever decides it (another worker of a spread virtual host) is
+    refused to the client as if this worker had refused it: the spec's soft errors (406, 405)
+    close the channel, hard ones (541) the connection (AMQP 0-9-1 spec 1.3 "Constants"),
+    naming the method; nothing is applied."""
+    applied: list[str] = []
+    change, answers = _decided_elsewhere(applied)
+    client, session = connect(Broker())
+    session.channels[1].carry_out(
+        change, lambda name: commands.Queue.DeclareOk(name, 0, 0), commands.Queue.Declare
+    )
+    answers[0](amqp_error(code, "refused by the home worker"))
+    close = client.expect(closed)
+    assert (close.reply_code, close.reply_text) == (
+        code,
+        f"{code.name} - refused by the home worker",
+    )
+    assert (close.class_id, close.method_id) == (50, 10)  # queue.declare
+    assert applied == []
+
+
+async def test_a_refused_change_is_the_api_error_of_the_refusal() -> None:
+    """Management gets the same refusal, as an ApiError with the AMQP code and text."""
+    broker = Broker()
+    applied: list[str] = []
+    change, answers = _decided_elsewhere(applied)
+    refusal = amqp_error(ReplyCode.PRECONDITION_FAILED, "refused by the home worker")
+    carried = asyncio.ensure_future(
+        EngineApi(broker)._carry_out(broker.vhosts["/"], lambda: change)
+    )
+    await asyncio.sleep(0)
+    answers[0](refusal)
+    with pytest.raises(ApiError) as refused:
+        await carried
+    assert (refused.value.reply_code, refused.value.text) == (
+        ReplyCode.PRECONDITION_FAILED,
+        "PRECONDITION_FAILED - refused by the home worker",
+    )
+    assert applied == []

@@ -39,7 +39,7 @@ def declare(channel: Channel, method: commands.Queue.Declare) -> None:
             channel.number, queue.name, queue.message_count, queue.consumer_count
         )
 
-    channel.carry_out(change, declared, "queue.declare")
+    channel.carry_out(change, declared, Queue.Declare)
 
 
 @handles(Queue.Bind)
@@ -50,7 +50,7 @@ def bind(channel: Channel, method: commands.Queue.Bind) -> None:
     routing_key = method.routing_key or (name if not method.queue else "")
     binding = _binding(channel, method.exchange, name, routing_key, method.arguments)
     change = session.api.plan_bind(session.username, binding, connection=session.ref)
-    channel.carry_out(change, lambda _: None if method.nowait else Queue.BindOk(), "queue.bind")
+    channel.carry_out(change, lambda _: None if method.nowait else Queue.BindOk(), Queue.Bind)
 
 
 def _binding(
@@ -71,7 +71,7 @@ def unbind(channel: Channel, method: commands.Queue.Unbind) -> None:
         method.arguments,
     )
     change = session.api.plan_unbind(session.username, binding, connection=session.ref)
-    channel.carry_out(change, lambda _: Queue.UnbindOk(), "queue.unbind")
+    channel.carry_out(change, lambda _: Queue.UnbindOk(), Queue.Unbind)
 
 
 @handles(Queue.Purge)
@@ -106,4 +106,4 @@ def delete(channel: Channel, method: commands.Queue.Delete) -> None:
     def deleted(count: int) -> list[base.Frame]:
         return cancels if method.nowait else [Queue.DeleteOk(count), *cancels]
 
-    channel.carry_out(change, deleted, "queue.delete")
+    channel.carry_out(change, deleted, Queue.Delete)
