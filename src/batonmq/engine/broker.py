@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from batonmq.engine.control import ServerControl
     from batonmq.engine.membership import ClusterService
     from batonmq.engine.session import Session
+    from batonmq.engine.spreading import Spreading
 
 #: The topic exchanges of the default virtual host on which the broker tells about itself: metrics
 #: snapshots (Sun MQ 3.5's metrics topics) and the event feed (RabbitMQ's event exchange).
@@ -118,6 +119,10 @@ class Broker:
     #: server sets them); with the connection's id, what names a connection across workers
     #: (`Session.ref`).
     worker_ref: tuple[int, int] = (0, 0)
+    #: Asked for each virtual host as it is added: its links to the other workers if it is
+    #: spread over them, else None. None: no virtual host is spread (the server sets it
+    #: before recovery).
+    spread_factory: Callable[[VirtualHost], Spreading | None] | None = None
     #: RabbitMQ's permissions of each user in each virtual host, asked beside the ACL; as a new
     #: store has them until the store's are restored: the default user may do everything in
     #: the default virtual host.
@@ -280,5 +285,7 @@ class Broker:
             settings.autocreate,
             self.events,
         )
+        if self.spread_factory is not None:
+            vhost.spread = self.spread_factory(vhost)
         self.vhosts[name] = vhost
         return vhost

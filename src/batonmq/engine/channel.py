@@ -192,13 +192,16 @@ class Channel:
             raise amqp_error(ReplyCode.NOT_FOUND, "no previously declared queue")
         return self.last_queue_name
 
-    def declared(self, queue: Queue) -> None:
+    def declared(self, queue: RoutedQueue) -> None:
         """queue.declare on this channel found or made `queue`: it is the channel's last queue,
-        and an exclusive queue of its connection goes when the connection does."""
+        and an exclusive queue of its connection that this process runs goes when the
+        connection does."""
         self.last_queue_name = queue.name
         session = self.session
         if queue.exclusive_owner == session.ref:
-            session.exclusive_queues.add(queue)
+            local = session.vhost.queues.get(queue.name)
+            if local is queue:
+                session.exclusive_queues.add(local)
 
     def deleting(self, queue: Queue) -> list[base.Frame]:
         """queue.delete on this channel deletes `queue`: its connection no longer deletes it

@@ -55,10 +55,11 @@ from batonmq.engine.change import Change
 from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.exchange import Exchange
 from batonmq.engine.snapshots import BindingInfo
+from batonmq.engine.spreading import Declared
 from batonmq.engine.vhost import QueueDeletedHook, VirtualHost, server_queue_name
 from batonmq.model.destination import Destination
 from batonmq.model.topology import ConnectionRef
-from batonmq.queues.protocol import Queue, RoutedQueue
+from batonmq.queues.protocol import RoutedQueue
 from batonmq.security.acl import Action, ObjectType, Property
 from batonmq.security.permissions import Permission, ResourceKind
 
@@ -80,7 +81,7 @@ class TopologyApi(ApiBase):
         exclusive: bool = False,
         auto_delete: bool = False,
         arguments: FieldTable | None = None,
-    ) -> Change[Queue]:
+    ) -> Change[Declared]:
         """queue.declare; an exclusive queue belongs to `connection`, which it needs."""
         assert connection is not None or not exclusive, "an exclusive queue needs a connection"
         host = self._vhost(vhost)
@@ -168,8 +169,8 @@ class TopologyApi(ApiBase):
         auto_delete: bool = False,
         internal: bool = False,
         arguments: FieldTable | None = None,
-    ) -> Change[Exchange]:
-        """exchange.declare."""
+    ) -> Change[Exchange | None]:
+        """exchange.declare (None: another worker made the exchange)."""
         host = self._vhost(vhost)
         if passive:
             # Table 2.3: ACCESS is "Applied when an object is read or accessed".

@@ -11,7 +11,7 @@ import logging
 import os
 from collections import defaultdict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar, cast
 
 from pamqp.common import FieldTable
 
@@ -28,9 +28,19 @@ from batonmq.engine.exchange import (
     alternate_exchange_change,
     alternate_exchange_name,
 )
+from batonmq.engine.spreading import Declared
 from batonmq.model.destination import Destination, DestinationKind
 from batonmq.model.message import Message, QueueEntry
-from batonmq.model.topology import ConnectionRef
+from batonmq.model.topology import (
+    Bound,
+    ConnectionRef,
+    ExchangeDeclared,
+    ExchangeDeleted,
+    QueueDeclared,
+    QueueDeleted,
+    TopologyOp,
+    Unbound,
+)
 from batonmq.queues.arguments import InvalidArgument, inequivalent
 from batonmq.queues.deadletter import Reason
 from batonmq.queues.paging import Paging
@@ -65,6 +75,11 @@ QueueDeletedHook = Callable[[Queue], object]
 
 def _key_of(destination: Destination) -> tuple[str, str]:
     return (destination.kind.value, destination.name)
+
+
+def _declared(queue: Queue) -> Declared:
+    """What queue.declare answers of a queue this process runs."""
+    return Declared(queue.name, queue.message_count, queue.consumer_count, queue)
 
 
 def server_queue_name() -> str:
@@ -123,17 +138,45 @@ class VirtualHost:
         auto_delete: bool = False,
         internal: bool = False,
         arguments: FieldTable | None = None,
-    ) -> Change[Exchange]:
-        if name == "":
-            raise amqp_error(
-                ReplyCode.ACCESS_REFUSED, "operation not permitted on the default exchange"
-            )
-        self._wait_for(("exchange", name))
-        existing = self.exchanges.get(name)
+    ) -> Change[Exchange | None]:
+        """exchange.declare: the exchange, or None when another worker made it (a spread
+        virtual host's home)."""
         if passive:
+            existing = self._existing_exchange(name)
             if existing is None:
                 raise self._not_found("exchange", name)
             return applied(existing)
+        checked = self.check_exchange_declare(
+            name,
+            type_name,
+            durable=durable,
+            auto_delete=auto_delete,
+            internal=internal,
+            arguments=arguments,
+        )
+        if isinstance(checked, Exchange):
+            return applied(checked)
+        if self.spread is not None:
+            return cast("Change[Exchange | None]", self.spread.request(checked, owner=None))
+        return Change(
+            lambda: self._declare_exchange(checked),
+            written=self.write(checked),
+            keys=(("exchange", name),),
+        )
+
+    def check_exchange_declare(
+        self,
+        name: str,
+        type_name: str,
+        *,
+        durable: bool,
+        auto_delete: bool,
+        internal: bool,
+        arguments: FieldTable | None,
+    ) -> ExchangeDeclared | Exchange:
+        """The exchange.declare (not passive) of an exchange: the existing one if it is
+        equivalent, else the declaration that makes it; raises what refuses it."""
+        existing = self._existing_exchange(name)
         if exchange_type(type_name) is None:
             # Spec (exchange.declare, type): an unsupported type is connection error 503.
             raise amqp_error(ReplyCode.COMMAND_INVALID, f"unknown exchange type '{type_name}'")
@@ -159,7 +202,7 @@ class VirtualHost:
                     f"inequivalent arg '{ALTERNATE_EXCHANGE}' for exchange '{name}' in vhost "
                     f"'{self.name}': {change}",
                 )
-            return applied(existing)
+            return existing
         if name.startswith(RESERVED_PREFIX):
             # Only creating one is refused: an equivalent redeclare of amq.direct is fine.
             raise amqp_error(
@@ -167,22 +210,28 @@ class VirtualHost:
                 f"exchange name '{name}' contains reserved prefix '{RESERVED_PREFIX}*'",
             )
         self._alternate_exchange(name, arguments)
-        arguments = dict(arguments or {})
-        if durable:
-            self._journal.put_exchange(
-                StoredExchange(self.name, name, type_name, auto_delete, internal, arguments)
+        return ExchangeDeclared(
+            name, type_name, durable, auto_delete, internal, dict(arguments or {})
+        )
+
+    def _existing_exchange(self, name: str) -> Exchange | None:
+        """Exchange `name` as a declaration finds it (403 for the default exchange, which
+        cannot be declared; ChangePending while a change of it waits)."""
+        if name == "":
+            raise amqp_error(
+                ReplyCode.ACCESS_REFUSED, "operation not permitted on the default exchange"
             )
-        return Change(
-            lambda: self._create_exchange(
-                name,
-                type_name,
-                durable=durable,
-                auto_delete=auto_delete,
-                internal=internal,
-                arguments=arguments,
-            ),
-            written=durable and self._journal.enabled,
-            keys=(("exchange", name),),
+        self._wait_for(("exchange", name))
+        return self.exchanges.get(name)
+
+    def _declare_exchange(self, op: ExchangeDeclared) -> Exchange:
+        return self._create_exchange(
+            op.name,
+            op.type_name,
+            durable=op.durable,
+            auto_delete=op.auto_delete,
+            internal=op.internal,
+            arguments=op.arguments,
         )
 
     @property
@@ -233,24 +282,36 @@ class VirtualHost:
         return exchange
 
     def delete_exchange(self, name: str, *, if_unused: bool = False) -> Change[None]:
+        checked = self.check_exchange_delete(name, if_unused=if_unused)
+        if checked is None:
+            return applied(None)  # RabbitMQ: deleting an exchange that does not exist succeeds.
+        if self.spread is not None:
+            return cast("Change[None]", self.spread.request(checked, owner=None))
+        exchange = self.exchanges[name]
+
+        def remove() -> None:
+            if self.exchanges.get(name) is exchange:
+                self._delete_exchange(checked)
+
+        return Change(remove, written=self.write(checked), keys=(("exchange", name),))
+
+    def check_exchange_delete(self, name: str, *, if_unused: bool) -> ExchangeDeleted | None:
+        """exchange.delete: None when there is no such exchange; raises what refuses it."""
         if name == "" or name.startswith(RESERVED_PREFIX):
             raise amqp_error(ReplyCode.ACCESS_REFUSED, f"cannot delete exchange '{name}'")
         self._wait_for(("exchange", name))
         exchange = self.exchanges.get(name)
         if exchange is None:
-            return applied(None)  # RabbitMQ: deleting an exchange that does not exist succeeds.
+            return None
         if if_unused and len(exchange.router):
             raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"exchange '{name}' in use")
-        if exchange.durable:
-            self._journal.delete_exchange(self.name, name)
+        return ExchangeDeleted(name)
 
-        def remove() -> None:
-            if self.exchanges.get(name) is exchange:
-                self._remove_exchange(exchange, written=True)
-
-        return Change(
-            remove, written=exchange.durable and self._journal.enabled, keys=(("exchange", name),)
-        )
+    def _delete_exchange(self, op: ExchangeDeleted) -> None:
+        exchange = self.exchanges.get(op.name)
+        if exchange is not None:
+            # Its row's deletion was written by whoever writes the topology (`write`).
+            self._remove_exchange(exchange, written=True)
 
     def _remove_exchange(self, exchange: Exchange, *, written: bool = False) -> None:
         """Remove `exchange` and the bindings to and from it; `written`: its deletion is in
@@ -268,6 +329,22 @@ class VirtualHost:
     def bind(
         self, source: str, destination: Destination, routing_key: str, arguments: FieldTable
     ) -> Change[None]:
+        checked = self.check_bind(source, destination, routing_key, arguments)
+        if self.spread is not None:
+            return cast("Change[None]", self.spread.request(checked, owner=None))
+        exchange = self.exchanges[source]
+
+        def add() -> None:
+            # An end may have gone meanwhile (an auto-delete exchange, an exclusive queue).
+            if self.exchanges.get(source) is exchange:
+                self._bind(checked)
+
+        return Change(add, written=self.write(checked))
+
+    def check_bind(
+        self, source: str, destination: Destination, routing_key: str, arguments: FieldTable
+    ) -> Bound:
+        """queue.bind or exchange.bind: the binding to make; raises what refuses it."""
         self._wait_for(("exchange", source), _key_of(destination))
         exchange = self._bindable_source(source)
         self._check_destination(destination)
@@ -275,46 +352,51 @@ class VirtualHost:
             exchange.router.check(routing_key, arguments)
         except BindingArgumentError as error:
             raise amqp_error(ReplyCode.PRECONDITION_FAILED, str(error)) from error
-        persists = self._binding_persists(exchange, destination)
-        if persists:
-            self._journal.put_binding(
-                self._stored_binding(source, destination, routing_key, arguments)
-            )
+        return Bound(source, destination, routing_key, arguments)
 
-        def add() -> None:
-            # An end may have gone meanwhile (an auto-delete exchange, an exclusive queue).
-            if self.exchanges.get(source) is exchange and self._exists(destination):
-                exchange.router.bind(destination, routing_key, arguments)
-                self._sources[destination].add(source)
-
-        return Change(add, written=persists)
+    def _bind(self, op: Bound) -> None:
+        exchange = self.exchanges.get(op.source)
+        if exchange is not None and self._exists(op.destination):
+            exchange.router.bind(op.destination, op.routing_key, op.arguments)
+            self._sources[op.destination].add(op.source)
 
     def unbind(
         self, source: str, destination: Destination, routing_key: str, arguments: FieldTable
     ) -> Change[None]:
         """RabbitMQ: unbinding what is not bound, from an exchange or to a destination that does
         not exist, succeeds (rabbit_binding:remove is idempotent)."""
+        checked = self.check_unbind(source, destination, routing_key, arguments)
+        if checked is None:
+            return applied(None)
+        if self.spread is not None:
+            return cast("Change[None]", self.spread.request(checked, owner=None))
+        exchange = self.exchanges[source]
+
+        def remove() -> None:
+            if self.exchanges.get(source) is exchange:
+                self._unbind(checked)
+
+        return Change(remove, written=self.write(checked))
+
+    def check_unbind(
+        self, source: str, destination: Destination, routing_key: str, arguments: FieldTable
+    ) -> Unbound | None:
+        """queue.unbind or exchange.unbind: None when an end is missing (nothing to do)."""
         if source == "":
             raise amqp_error(
                 ReplyCode.ACCESS_REFUSED, "operation not permitted on the default exchange"
             )
         self._wait_for(("exchange", source), _key_of(destination))
-        exchange = self.exchanges.get(source)
-        if exchange is None or not self._exists(destination):
-            return applied(None)
-        persists = self._binding_persists(exchange, destination)
-        if persists:
-            self._journal.delete_binding(
-                self._stored_binding(source, destination, routing_key, arguments)
-            )
+        if source not in self.exchanges or not self._exists(destination):
+            return None
+        return Unbound(source, destination, routing_key, arguments)
 
-        def remove() -> None:
-            if self.exchanges.get(source) is exchange and exchange.router.unbind(
-                destination, routing_key, arguments
-            ):
-                self._after_unbind(exchange)
-
-        return Change(remove, written=persists)
+    def _unbind(self, op: Unbound) -> None:
+        exchange = self.exchanges.get(op.source)
+        if exchange is not None and exchange.router.unbind(
+            op.destination, op.routing_key, op.arguments
+        ):
+            self._after_unbind(exchange)
 
     def restore_binding(
         self, source: str, destination: Destination, routing_key: str, arguments: FieldTable
@@ -400,21 +482,63 @@ class VirtualHost:
         exclusive: bool = False,
         auto_delete: bool = False,
         arguments: FieldTable | None = None,
-    ) -> Change[Queue]:
+    ) -> Change[Declared]:
+        checked = self.check_queue_declare(
+            name,
+            generated_name=generated_name,
+            owner=owner,
+            passive=passive,
+            durable=durable,
+            exclusive=exclusive,
+            auto_delete=auto_delete,
+            arguments=arguments,
+        )
+        if isinstance(checked, QueueDeclared):
+            if self.spread is not None:
+                return cast("Change[Declared]", self.spread.request(checked, owner=owner))
+            return Change(
+                lambda: _declared(self._make_queue(checked)),
+                written=self.write(checked),
+                keys=(("queue", checked.name),),
+            )
+        local = self.queues.get(checked.name)
+        if local is not checked:
+            # Another worker runs it: that worker counts its messages and consumers (and, for
+            # a redeclaration, restarts its x-expires).
+            assert self.spread is not None, checked.name
+            return self.spread.counts(checked, touch=not passive)
+        return applied(_declared(local))
+
+    def check_queue_declare(
+        self,
+        name: str,
+        *,
+        generated_name: str | None,
+        owner: ConnectionRef | None,
+        passive: bool,
+        durable: bool,
+        exclusive: bool,
+        auto_delete: bool,
+        arguments: FieldTable | None,
+    ) -> QueueDeclared | RoutedQueue:
+        """queue.declare: the existing queue (passive, or an equivalent redeclaration, which
+        restarts the x-expires of a queue this process runs), else the declaration that makes
+        it; raises what refuses it. `generated_name`: a server-named queue's name."""
         if name:
             self._wait_for(("queue", name))
-            self._refuse_remote(name)
-        existing = self.queues.get(name) if name else None
+        existing = self.known_queue(name) if name else None
+        local = self.queues.get(name) if name else None
         if existing is not None:
             # Spec (queue.declare exclusive): "If the queue already exists ... and is exclusive to
             # another connection, the server MUST raise a channel exception 405": before any
             # equivalence check, as RabbitMQ does.
             self.check_owner(existing, owner)
-            self.wait_for_held(existing)  # its message count includes what was published
+            if local is not None:
+                self.wait_for_held(local)  # its message count includes what was published
         if passive:
             if existing is None:
                 raise self._not_found("queue", name)
-            return applied(existing)
+            return existing
         if existing is not None:
             # RabbitMQ (rabbit_amqqueue:assert_equivalence) checks exclusive access strictly,
             # before any argument: the declaring connection must be the queue's owner if it
@@ -438,8 +562,9 @@ class VirtualHost:
                     f"inequivalent arg '{argument}' for queue '{name}' in vhost '{self.name}': "
                     f"received {received} but current is {current}",
                 )
-            existing.touched()
-            return applied(existing)
+            if local is not None:
+                local.touched()
+            return existing
         if name.startswith(RESERVED_PREFIX):
             raise amqp_error(
                 ReplyCode.ACCESS_REFUSED,
@@ -467,20 +592,24 @@ class VirtualHost:
                 ReplyCode.PRECONDITION_FAILED,
                 f"invalid property '{refused}' for queue '{name}' in vhost '{self.name}'",
             )
-        persists = durable and not exclusive and self._journal.enabled
-        if persists:
-            self._journal.put_queue(StoredQueue(self.name, name, auto_delete, arguments))
-        return Change(
-            lambda: self.add_queue(
-                name,
-                durable=durable,
-                exclusive_owner=owner if exclusive else None,
-                auto_delete=auto_delete,
-                arguments=arguments,
-            ),
-            written=persists,
-            keys=(("queue", name),),
+        return QueueDeclared(name, durable, auto_delete, owner if exclusive else None, arguments)
+
+    def _make_queue(self, op: QueueDeclared) -> Queue:
+        return self.add_queue(
+            op.name,
+            durable=op.durable,
+            exclusive_owner=op.exclusive_owner,
+            auto_delete=op.auto_delete,
+            arguments=op.arguments,
         )
+
+    def _add_declared(self, op: QueueDeclared) -> RoutedQueue:
+        """The queue `op` declares: run here, or by the worker that owns it."""
+        if self.spread is None or self.spread.owns(op.name):
+            return self._make_queue(op)
+        queue = self.spread.remote_queue(op)
+        self.remote[op.name] = queue
+        return queue
 
     def add_queue(
         self,
@@ -553,25 +682,48 @@ class VirtualHost:
         if_empty: bool = False,
         on_delete: QueueDeletedHook | None = None,
     ) -> Change[int]:
-        self._wait_for(("queue", name))
-        self._refuse_remote(name)
-        queue = self.queues.get(name)
-        if queue is None:
+        checked = self.check_queue_delete(name, owner=owner, if_unused=if_unused, if_empty=if_empty)
+        if checked is None:
             return applied(0)  # RabbitMQ: deleting a queue that does not exist succeeds.
-        self.check_owner(queue, owner)
-        self.wait_for_held(queue)
-        if if_unused and queue.consumer_count:
-            raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"queue '{name}' in use")
-        if if_empty and queue.message_count:
-            raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"queue '{name}' not empty")
-        written = queue.ever_stored
-        if written:
-            self._journal.delete_queue(self.name, name)  # its entries and bindings go too
+        if self.spread is not None:
+            return cast(
+                "Change[int]",
+                self.spread.request(checked, owner=owner, if_unused=if_unused, if_empty=if_empty),
+            )
         return Change(
-            lambda: self.remove_queue(queue, on_delete, written=written),
-            written=written,
+            lambda: self._delete_queue(checked, on_delete),
+            written=self.write(checked),
             keys=(("queue", name),),
         )
+
+    def check_queue_delete(
+        self, name: str, *, owner: ConnectionRef | None, if_unused: bool, if_empty: bool
+    ) -> QueueDeleted | None:
+        """queue.delete: None when there is no such queue; raises what refuses it. Whether it
+        is unused or empty is judged here only of a queue this process runs."""
+        self._wait_for(("queue", name))
+        queue = self.known_queue(name)
+        if queue is None:
+            return None
+        self.check_owner(queue, owner)
+        local = self.queues.get(name)
+        if local is not None:
+            self.wait_for_held(local)
+            if if_unused and local.consumer_count:
+                raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"queue '{name}' in use")
+            if if_empty and local.message_count:
+                raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"queue '{name}' not empty")
+        return QueueDeleted(name)
+
+    def _delete_queue(self, op: QueueDeleted, on_delete: QueueDeletedHook | None) -> int:
+        """Remove queue `op.name`; the ready count of one this process ran."""
+        local = self.queues.get(op.name)
+        if local is not None:
+            # Its rows' deletion was written (`write`) if it ever had any.
+            return self.remove_queue(local, on_delete, written=local.ever_stored)
+        if self.remote.pop(op.name, None) is not None:
+            self._remove_bindings_to(Destination.queue(op.name))
+        return 0
 
     def remove_queue(
         self,
@@ -597,6 +749,82 @@ class VirtualHost:
             self._journal.delete_queue(self.name, queue.name)  # its entries and bindings go too
         self._remove_bindings_to(Destination.queue(queue.name))
         return count
+
+    # Topology changes as values (batonmq.model.topology) ----------------------------------
+
+    @property
+    def writes_topology(self) -> bool:
+        """Whether this process writes the exchanges and bindings of this virtual host: it is
+        not spread, or this is its home."""
+        return self.spread is None or self.spread.is_home
+
+    def _runs(self, queue: str) -> bool:
+        """Whether this process runs queue `queue` (and writes its rows)."""
+        return self.spread is None or self.spread.owns(queue)
+
+    def write(self, op: TopologyOp) -> bool:
+        """Record for the store the rows of checked change `op` that this process owns (the
+        exchanges and bindings if it `writes_topology`, a queue's if it runs the queue), and
+        nothing else; whether it recorded any, which `apply` must then wait for."""
+        journal = self._journal
+        if isinstance(op, QueueDeclared):
+            if not (op.durable and op.exclusive_owner is None and journal.enabled):
+                return False
+            if not self._runs(op.name):
+                return False
+            journal.put_queue(StoredQueue(self.name, op.name, op.auto_delete, op.arguments))
+            return True
+        if isinstance(op, QueueDeleted):
+            local = self.queues.get(op.name)
+            if local is None or not local.ever_stored:
+                return False
+            journal.delete_queue(self.name, op.name)  # its entries and bindings go too
+            return True
+        if not self.writes_topology:
+            return False
+        if isinstance(op, ExchangeDeclared):
+            if not op.durable:
+                return False
+            journal.put_exchange(
+                StoredExchange(
+                    self.name, op.name, op.type_name, op.auto_delete, op.internal, op.arguments
+                )
+            )
+            return journal.enabled
+        if isinstance(op, ExchangeDeleted):
+            exchange = self.exchanges.get(op.name)
+            if exchange is None or not exchange.durable:
+                return False
+            journal.delete_exchange(self.name, op.name)
+            return journal.enabled
+        if not self._binding_persists(self.exchanges[op.source], op.destination):
+            return False
+        stored = self._stored_binding(op.source, op.destination, op.routing_key, op.arguments)
+        if isinstance(op, Bound):
+            journal.put_binding(stored)
+        else:
+            journal.delete_binding(stored)
+        return True
+
+    def apply(
+        self, op: TopologyOp, *, on_delete: QueueDeletedHook | None = None
+    ) -> RoutedQueue | Exchange | int | None:
+        """Make checked change `op` in memory, writing nothing: the exchange or queue declared
+        (a queue another worker runs is a stand-in in `remote`), a deleted queue's ready count
+        (`on_delete` is given a queue this process runs just before it goes), else None."""
+        if isinstance(op, ExchangeDeclared):
+            return self._declare_exchange(op)
+        if isinstance(op, ExchangeDeleted):
+            self._delete_exchange(op)
+        elif isinstance(op, QueueDeclared):
+            return self._add_declared(op)
+        elif isinstance(op, QueueDeleted):
+            return self._delete_queue(op, on_delete)
+        elif isinstance(op, Bound):
+            self._bind(op)
+        else:
+            self._unbind(op)
+        return None
 
     # Changes that wait for the store (batonmq.engine.change) -------------------------------
 

@@ -9,8 +9,11 @@ any queue: it answers what the virtual host asks and records nothing else.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import struct
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 from pamqp import commands
@@ -20,9 +23,25 @@ from batonmq.amqp.errors import ProtocolError, amqp_error
 from batonmq.engine.api import ApiError, EngineApi
 from batonmq.engine.broker import Broker
 from batonmq.engine.change import Change, Outcome
+from batonmq.engine.exchange import Exchange
+from batonmq.engine.recovery import restore
+from batonmq.engine.snapshots import BindingInfo
+from batonmq.engine.spreading import Declared
 from batonmq.engine.vhost import VirtualHost
+from batonmq.model.destination import Destination
 from batonmq.model.message import Message
-from batonmq.model.topology import ConnectionRef
+from batonmq.model.topology import (
+    Bound,
+    ConnectionRef,
+    ExchangeDeclared,
+    ExchangeDeleted,
+    QueueDeclared,
+    QueueDeleted,
+    TopologyOp,
+    Unbound,
+)
+from batonmq.queues.classic import ClassicQueue
+from batonmq.store.sqlite import SQLiteStore
 from tests.memclient import connect
 
 #: The worker that runs every queue in `OtherWorker`'s view.
@@ -41,6 +60,16 @@ class OtherWorker:
     def owner_of(self, queue: str) -> int:
         return OWNER
 
+    def remote_queue(self, declared: QueueDeclared) -> ClassicQueue:
+        """A stand-in that takes messages: a real classic queue holding no store."""
+        return ClassicQueue(
+            declared.name,
+            durable=declared.durable,
+            exclusive_owner=declared.exclusive_owner,
+            auto_delete=declared.auto_delete,
+            arguments=declared.arguments,
+        )
+
 
 def _run_elsewhere(vhost: VirtualHost, name: str) -> None:
     """Make queue `name` (declared in `vhost`) one that another worker runs."""
@@ -51,18 +80,18 @@ def _run_elsewhere(vhost: VirtualHost, name: str) -> None:
 def test_a_queue_another_worker_runs_is_routed_to_and_bound_but_not_consumed_here() -> None:
     """A queue owned by another worker takes messages routed here (through the default
     exchange, AMQP 0-9-1 spec: "every queue is automatically bound to it with a routing key
-    equal to the queue name", and through a binding made here); consuming it here is refused
+    equal to the queue name", and through its bindings); consuming it here is refused
     with 540 NOT_IMPLEMENTED (a connection exception, spec 1.3 "Constants"), as basic.qos
     refuses a prefetch size it does not implement."""
     broker = Broker()
     client, session = connect(broker)
     client.declare_queue(1, "r")
-    vhost = session.vhost
-    _run_elsewhere(vhost, "r")
     client.call(
         1, commands.Queue.Bind(queue="r", exchange="amq.direct", routing_key="k"),
         commands.Queue.BindOk,
     )  # fmt: skip
+    vhost = session.vhost
+    _run_elsewhere(vhost, "r")
     default, direct = vhost.exchange(""), vhost.exchange("amq.direct")
     assert [queue.name for queue in vhost.route(default, _message("r"))] == ["r"]
     assert [queue.name for queue in vhost.route(direct, _message("k"))] == ["r"]
@@ -199,3 +228,163 @@ async def test_a_refused_change_is_the_api_error_of_the_refusal() -> None:
         "PRECONDITION_FAILED - refused by the home worker",
     )
     assert applied == []
+
+
+@contextlib.asynccontextmanager
+async def _stored_vhost(directory: Path) -> AsyncIterator[VirtualHost]:
+    """Virtual host "/" of a broker on a real SQLite store holding durable exchange "x", durable
+    queue "q" and a binding between them, all committed; its journal running."""
+    store = SQLiteStore(directory / "batonmq.sqlite3", broker_id="b1", sync=False)
+    await store.open()
+    broker = Broker(store=store)
+    restore(broker, await store.recover())
+    broker.journal.start()
+    api = EngineApi(broker)
+    try:
+        await api.declare_exchange("guest", "/", "x", "direct", durable=True)
+        await api.declare_queue("guest", "/", "q", durable=True)
+        await api.bind("guest", BindingInfo("/", "x", "q", "queue", "k", {}))
+        assert not broker.journal.dirty
+        yield broker.vhosts["/"]
+    finally:
+        await broker.journal.stop()
+        await store.close()
+
+
+#: A change of every kind, to durable objects: a worker that owns their rows writes each.
+DURABLE_CHANGES: list[TopologyOp] = [
+    ExchangeDeclared("y", "direct", True, False, False, {}),
+    ExchangeDeleted("x"),
+    QueueDeclared("r", True, False, None, {}),
+    Bound("x", Destination.queue("q"), "other", {}),
+    Unbound("x", Destination.queue("q"), "k", {}),
+    QueueDeleted("q"),
+]
+
+
+async def test_a_worker_writes_no_row_it_does_not_own(tmp_path: Path) -> None:
+    """A spread virtual host's exchanges and bindings are written by its home, a queue's rows
+    by the worker that runs it, and by nobody else (the spreading plan's "any replica-side
+    write is a bug"): a worker that is neither records nothing for any change, where the same
+    virtual host unspread records each."""
+    async with _stored_vhost(tmp_path) as vhost:
+        journal = vhost.paging.journal
+        _run_elsewhere(vhost, "q")
+        assert not vhost.writes_topology
+        for op in DURABLE_CHANGES:
+            assert vhost.write(op) is False, op
+            assert not journal.dirty, op
+        vhost.spread = None
+        vhost.queues["q"] = vhost.remote.pop("q")  # type: ignore[assignment]
+        assert vhost.writes_topology
+        for op in DURABLE_CHANGES:
+            assert vhost.write(op) is True, op
+            assert journal.dirty, op
+
+
+def test_a_queue_declared_elsewhere_is_a_stand_in_in_remote() -> None:
+    """apply(QueueDeclared) makes the queue where its owner runs it; on another worker it is
+    `Spreading.remote_queue`'s stand-in, known (routed to, bound) but not run here; deleting
+    it removes it and the bindings to it."""
+    vhost = VirtualHost("/")
+    vhost.spread = OtherWorker()  # type: ignore[assignment]
+    op = QueueDeclared("r", False, False, ConnectionRef(1, 3, 9), {"x-max-length": 5})
+    stand_in = vhost.apply(op)
+    assert vhost.remote == {"r": stand_in}
+    assert "r" not in vhost.queues
+    assert vhost.known_queue("r") is stand_in
+    assert isinstance(stand_in, ClassicQueue)
+    assert (stand_in.exclusive_owner, stand_in.arguments) == (
+        ConnectionRef(1, 3, 9),
+        {"x-max-length": 5},
+    )
+    vhost.apply(Bound("amq.direct", Destination.queue("r"), "k", {}))
+    assert vhost.route(vhost.exchange("amq.direct"), _message("k")) == [stand_in]
+    assert vhost.apply(QueueDeleted("r")) == 0
+    assert vhost.remote == {}
+    assert vhost.route(vhost.exchange("amq.direct"), _message("k")) == []
+
+
+def _topology(vhost: VirtualHost) -> list[object]:
+    """What a virtual host holds, as values."""
+    return [
+        sorted(
+            (e.name, e.type_name, e.durable, e.auto_delete, e.internal, dict(e.arguments))
+            for e in vhost.exchanges.values()
+        ),
+        sorted(
+            (q.name, q.durable, q.auto_delete, q.exclusive_owner == ConnectionRef(0, 0, 1))
+            for q in vhost.queues.values()
+        ),
+        sorted(
+            (e.name, d.kind.value, d.name, key)
+            for e in vhost.exchanges.values()
+            for d, key, _arguments in e.router.bindings()
+        ),
+    ]
+
+
+def test_the_composed_methods_do_what_check_write_and_apply_do() -> None:
+    """declare, delete, bind and unbind are their check, write and apply composed: run either
+    way, the same requests leave the same topology and answer the same."""
+    owner = ConnectionRef(0, 0, 1)
+    composed, split = VirtualHost("/"), VirtualHost("/")
+    answers: list[object] = []
+
+    def carry(change: Change[Any]) -> None:
+        composed.carry_out(change, answers.append, _unwritten)
+
+    carry(composed.declare_exchange("e", "topic", auto_delete=True))
+    carry(composed.declare_queue("q", owner=owner, exclusive=True))
+    carry(composed.declare_queue("p", owner=None, auto_delete=True))
+    carry(composed.bind("e", Destination.queue("q"), "a.*", {}))
+    carry(composed.bind("amq.fanout", Destination.exchange("e"), "", {}))
+    carry(composed.unbind("e", Destination.queue("q"), "a.*", {}))  # e is still bound to
+    carry(composed.delete_queue("p", owner=None))
+    carry(composed.unbind("amq.fanout", Destination.exchange("e"), "", {}))
+
+    ops = [
+        split.check_exchange_declare(
+            "e", "topic", durable=False, auto_delete=True, internal=False, arguments=None
+        ),
+        split.check_queue_declare(
+            "q", generated_name=None, owner=owner, passive=False, durable=False, exclusive=True,
+            auto_delete=False, arguments=None,
+        ),
+        split.check_queue_declare(
+            "p", generated_name=None, owner=None, passive=False, durable=False, exclusive=False,
+            auto_delete=True, arguments=None,
+        ),
+    ]  # fmt: skip
+    split_answers: list[object] = []
+    for declared in ops:
+        assert isinstance(declared, (ExchangeDeclared, QueueDeclared))
+        assert split.write(declared) is False
+        split_answers.append(split.apply(declared))
+    for op in (
+        split.check_bind("e", Destination.queue("q"), "a.*", {}),
+        split.check_bind("amq.fanout", Destination.exchange("e"), "", {}),
+        split.check_unbind("e", Destination.queue("q"), "a.*", {}),
+        split.check_queue_delete("p", owner=None, if_unused=False, if_empty=False),
+        split.check_unbind("amq.fanout", Destination.exchange("e"), "", {}),
+    ):
+        assert op is not None
+        assert split.write(op) is False
+        split_answers.append(split.apply(op))
+
+    assert _topology(composed) == _topology(split)
+    assert "e" not in composed.exchanges  # auto-deleted with its last binding, both ways
+    assert [_answered(answer) for answer in answers] == [
+        _answered(answer) for answer in split_answers
+    ]
+
+
+def _answered(answer: object) -> object:
+    """An answer as a value: a declared queue as queue.declare-ok has it."""
+    if isinstance(answer, Declared):
+        return ("queue", answer.name, answer.message_count, answer.consumer_count)
+    if isinstance(answer, ClassicQueue):
+        return ("queue", answer.name, answer.message_count, answer.consumer_count)
+    if isinstance(answer, Exchange):
+        return ("exchange", answer.name)
+    return answer

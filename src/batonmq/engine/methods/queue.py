@@ -9,7 +9,7 @@ from batonmq.amqp import outgoing
 from batonmq.engine.channel import Channel, Reply
 from batonmq.engine.dispatch import handles
 from batonmq.engine.snapshots import BindingInfo
-from batonmq.queues import protocol
+from batonmq.engine.spreading import Declared
 
 Queue = commands.Queue
 
@@ -31,12 +31,12 @@ def declare(channel: Channel, method: commands.Queue.Declare) -> None:
         arguments=method.arguments,
     )
 
-    def declared(queue: protocol.Queue) -> Reply | None:
-        channel.declared(queue)
+    def declared(answer: Declared) -> Reply | None:
+        channel.declared(answer.queue)
         if method.nowait:
             return None
         return outgoing.queue_declare_ok(
-            channel.number, queue.name, queue.message_count, queue.consumer_count
+            channel.number, answer.name, answer.message_count, answer.consumer_count
         )
 
     channel.carry_out(change, declared, Queue.Declare)
