@@ -566,7 +566,8 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
                             host.delete_queue, queue, owner=None, on_delete=cancel_consumers_of
                         ),
                     )
-                    for queue in list(host.queues)
+                    # In a spread virtual host also those another worker runs (via its home).
+                    for queue in [*host.queues, *host.remote]
                 )
             )
             await asyncio.gather(

@@ -43,6 +43,7 @@ from batonmq.engine.counters import ConnectionCounters
 from batonmq.engine.dispatch import HANDLERS
 from batonmq.engine.flowcontrol import ProducerFlow
 from batonmq.engine.publish import publish
+from batonmq.engine.spreading import Spreading
 from batonmq.engine.vhost import VirtualHost
 from batonmq.model.message import Message
 from batonmq.model.topology import ConnectionRef
@@ -274,6 +275,40 @@ class Session:
             self.close(refused)
             return
         self.vhost_or_none = vhost
+        spread = vhost.spread
+        if spread is not None and not spread.synced:
+            self._open_when_synced(spread, name)
+            return
+        self._opened(name)
+
+    def _open_when_synced(self, spread: Spreading, name: str) -> None:
+        """connection.open of a spread virtual host whose topology this worker has not yet
+        had from its home: answered once it has (input waits meanwhile), or refused with 320
+        CONNECTION_FORCED when that takes too long (the client reconnects later)."""
+
+        def register(done: Callable[[], None]) -> None:
+            def synced(ok: bool) -> None:
+                try:
+                    if self.ended:
+                        return
+                    if ok:
+                        self._opened(name)
+                    else:
+                        self.close(
+                            HardError(
+                                ReplyCode.CONNECTION_FORCED,
+                                f"home worker of vhost '{name}' is starting",
+                                commands.Connection.Open,
+                            )
+                        )
+                finally:
+                    done()
+
+            spread.when_synced(synced)
+
+        self.hold_input_until(register)
+
+    def _opened(self, name: str) -> None:
         self.connection.accept_open(name)
         log.info("connection opened", extra=self.log_fields())
         for alarm, reason in self.broker.alarms.items():

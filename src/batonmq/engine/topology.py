@@ -56,7 +56,7 @@ from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.exchange import Exchange
 from batonmq.engine.snapshots import BindingInfo
 from batonmq.engine.spreading import Declared
-from batonmq.engine.vhost import QueueDeletedHook, VirtualHost, server_queue_name
+from batonmq.engine.vhost import QueueDeletedHook, VirtualHost
 from batonmq.model.destination import Destination
 from batonmq.model.topology import ConnectionRef
 from batonmq.queues.protocol import RoutedQueue
@@ -85,7 +85,7 @@ class TopologyApi(ApiBase):
         """queue.declare; an exclusive queue belongs to `connection`, which it needs."""
         assert connection is not None or not exclusive, "an exclusive queue needs a connection"
         host = self._vhost(vhost)
-        generated = None if name or passive else server_queue_name()
+        generated = None if name or passive else host.new_queue_name()
         if passive:
             # Qpid manual Table 2.3: ACCESS is "Applied when an object is read or accessed".
             accessed = {Property.NAME: name, Property.PASSIVE: "true"}

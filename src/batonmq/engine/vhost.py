@@ -41,11 +41,18 @@ from batonmq.model.topology import (
     TopologyOp,
     Unbound,
 )
-from batonmq.queues.arguments import InvalidArgument, inequivalent
+from batonmq.queues.arguments import (
+    QUEUE_TYPE_ARGUMENT,
+    InvalidArgument,
+    Overflow,
+    QueueArguments,
+    inequivalent,
+)
 from batonmq.queues.deadletter import Reason
 from batonmq.queues.paging import Paging
 from batonmq.queues.protocol import Queue, RoutedQueue
-from batonmq.queues.types import queue_type
+from batonmq.queues.streams.arguments import STREAM_TYPE
+from batonmq.queues.types import declared_type, queue_type
 from batonmq.routing.base import BindingArgumentError, exchange_type
 from batonmq.routing.router import Router
 from batonmq.store.base import StoredBinding, StoredExchange, StoredQueue
@@ -571,17 +578,19 @@ class VirtualHost:
                 f"queue name '{name}' contains reserved prefix '{RESERVED_PREFIX}*'",
             )
         # A server-named queue: the name its declarer's permissions were checked against.
-        name = name or generated_name or server_queue_name()
+        name = name or generated_name or self.new_queue_name()
         arguments = dict(arguments or {})
         try:
             kind = queue_type(arguments)
-            kind.parse_arguments(self.autocreate.arguments_for(name, arguments))
+            options = kind.parse_arguments(self.autocreate.arguments_for(name, arguments))
         except InvalidArgument as error:
             raise amqp_error(
                 ReplyCode.PRECONDITION_FAILED,
                 f"invalid arg '{error.name}' for queue '{name}' in vhost '{self.name}': "
                 f"{error.problem}",
             ) from error
+        if self.spread is not None:
+            self._refuse_unspread(name, arguments, options)
         refused = kind.refused_property(
             durable=durable, exclusive=exclusive, auto_delete=auto_delete
         )
@@ -593,6 +602,36 @@ class VirtualHost:
                 f"invalid property '{refused}' for queue '{name}' in vhost '{self.name}'",
             )
         return QueueDeclared(name, durable, auto_delete, owner if exclusive else None, arguments)
+
+    def new_queue_name(self) -> str:
+        """A server-generated name for a new queue; in a spread virtual host one that this
+        worker owns (the spreading plan: a server-named queue, such as an exclusive reply
+        queue, runs where its connection is), drawn again until it is (as many draws as
+        workers, on average)."""
+        while True:
+            name = server_queue_name()
+            if self._runs(name):
+                return name
+
+    def _refuse_unspread(self, name: str, arguments: FieldTable, options: QueueArguments) -> None:
+        """406 for what a queue of a spread virtual host cannot have yet: a stream (its log is
+        read through one worker's consumers), x-max-producers (its producers are counted by
+        each worker that publishes) and x-overflow flow-control (its publishers are held by
+        other workers)."""
+        refused: tuple[str, str] | None = None
+        if declared_type(arguments) == STREAM_TYPE:
+            refused = (QUEUE_TYPE_ARGUMENT, "stream queues")
+        elif options.max_producers is not None:
+            refused = ("x-max-producers", "producer limits")
+        elif options.overflow is Overflow.FLOW_CONTROL:
+            refused = ("x-overflow", "flow-control")
+        if refused is not None:
+            argument, what = refused
+            raise amqp_error(
+                ReplyCode.PRECONDITION_FAILED,
+                f"invalid arg '{argument}' for queue '{name}' in vhost '{self.name}': {what} "
+                "are not available in a virtual host spread over workers yet",
+            )
 
     def _make_queue(self, op: QueueDeclared) -> Queue:
         return self.add_queue(
@@ -720,7 +759,7 @@ class VirtualHost:
         local = self.queues.get(op.name)
         if local is not None:
             # Its rows' deletion was written (`write`) if it ever had any.
-            return self.remove_queue(local, on_delete, written=local.ever_stored)
+            return self._remove_local(local, on_delete, written=local.ever_stored) or 0
         if self.remote.pop(op.name, None) is not None:
             self._remove_bindings_to(Destination.queue(op.name))
         return 0
@@ -733,9 +772,21 @@ class VirtualHost:
         written: bool = False,
     ) -> int:
         """Delete `queue` with no checks (auto-delete, exclusive owner gone); its ready count.
-        `written`: its deletion is committed already."""
-        if self.queues.get(queue.name) is not queue:
+        `written`: its deletion is committed already. The other workers of a spread virtual
+        host are told that it went (`Spreading.gone`)."""
+        count = self._remove_local(queue, on_delete, written=written)
+        if count is None:
             return 0
+        if self.spread is not None:
+            self.spread.gone(queue)
+        return count
+
+    def _remove_local(
+        self, queue: Queue, on_delete: QueueDeletedHook | None, *, written: bool
+    ) -> int | None:
+        """`remove_queue` without telling anyone; None when `queue` is not here any more."""
+        if self.queues.get(queue.name) is not queue:
+            return None
         if on_delete is not None:
             on_delete(queue)
         del self.queues[queue.name]

@@ -25,6 +25,7 @@ from batonmq.engine.broker import Broker
 from batonmq.engine.change import Change, Outcome
 from batonmq.engine.exchange import Exchange
 from batonmq.engine.recovery import restore
+from batonmq.engine.session import Session
 from batonmq.engine.snapshots import BindingInfo
 from batonmq.engine.spreading import Declared
 from batonmq.engine.vhost import VirtualHost
@@ -41,8 +42,9 @@ from batonmq.model.topology import (
     Unbound,
 )
 from batonmq.queues.classic import ClassicQueue
+from batonmq.queues.protocol import Queue
 from batonmq.store.sqlite import SQLiteStore
-from tests.memclient import connect
+from tests.memclient import LOOPBACK_PEER, MemClient, connect
 
 #: The worker that runs every queue in `OtherWorker`'s view.
 OWNER = 1
@@ -388,3 +390,124 @@ def _answered(answer: object) -> object:
     if isinstance(answer, Exchange):
         return ("exchange", answer.name)
     return answer
+
+
+class Starting(OtherWorker):
+    """A `Spreading` whose worker has not yet had the topology from its home; `when_synced`
+    callbacks wait in `waiting`."""
+
+    synced = False
+
+    def __init__(self) -> None:
+        self.waiting: list[Callable[[bool], None]] = []
+
+    def when_synced(self, callback: Callable[[bool], None]) -> None:
+        self.waiting.append(callback)
+
+
+@pytest.mark.parametrize("synced", [True, False])
+def test_a_connection_opens_a_spread_vhost_once_its_topology_is_there(synced: bool) -> None:
+    """connection.open-ok of a spread virtual host waits until this worker has its topology
+    from the home; if that takes too long the connection is closed with 320 CONNECTION_FORCED
+    (AMQP 0-9-1 spec: "An operator intervened to close the connection"; the client reconnects)."""
+    starting = Starting()
+    broker = Broker(spread_factory=lambda _vhost: starting)  # type: ignore[arg-type, return-value]
+    client = MemClient(Session(broker, LOOPBACK_PEER, lambda: None))
+    client.start()
+    client.tune_and_open(client.expect(commands.Connection.Tune, channel=0))
+    client.expect_nothing()
+    assert len(starting.waiting) == 1
+    starting.waiting[0](synced)
+    if synced:
+        client.expect(commands.Connection.OpenOk, channel=0)
+    else:
+        close = client.expect(commands.Connection.Close, channel=0)
+        assert close.reply_code == ReplyCode.CONNECTION_FORCED
+        assert close.reply_text == "CONNECTION_FORCED - home worker of vhost '/' is starting"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "refused"),
+    [
+        ({"x-queue-type": "stream"}, "'x-queue-type' for queue 'q' in vhost '/': stream queues"),
+        ({"x-max-producers": 2}, "'x-max-producers' for queue 'q' in vhost '/': producer limits"),
+        ({"x-overflow": "flow-control"}, "'x-overflow' for queue 'q' in vhost '/': flow-control"),
+    ],
+)
+def test_what_a_spread_queue_cannot_have_yet_is_refused_at_declare(
+    arguments: dict[str, object], refused: str
+) -> None:
+    """406 PRECONDITION_FAILED at queue.declare, as RabbitMQ refuses an argument a queue type
+    does not support ("invalid arg ..."), for what needs the owner's consumers or publishers
+    in one process; the same declaration is fine where the virtual host is not spread."""
+    vhost = VirtualHost("/")
+    vhost.spread = OtherWorker()  # type: ignore[assignment]
+
+    def declare() -> object:
+        return vhost.check_queue_declare(
+            "q", generated_name=None, owner=None, passive=False, durable=True, exclusive=False,
+            auto_delete=False, arguments=arguments,  # type: ignore[arg-type]
+        )  # fmt: skip
+
+    with pytest.raises(ProtocolError) as error:
+        declare()
+    assert error.value.reply_code == ReplyCode.PRECONDITION_FAILED
+    assert error.value.reply_text == (
+        f"PRECONDITION_FAILED - invalid arg {refused} are not available in a virtual host "
+        "spread over workers yet"
+    )
+    vhost.spread = None
+    assert isinstance(declare(), QueueDeclared)
+
+
+class OwnsHalf(OtherWorker):
+    """A `Spreading` owning the queues whose name's next to last character has an even code
+    (the last of a server-generated name carries only two random bits)."""
+
+    def owns(self, queue: str) -> bool:
+        return ord(queue[-2]) % 2 == 0
+
+
+def test_a_server_named_queue_is_one_this_worker_runs() -> None:
+    """The spreading plan: a server-named queue (an exclusive reply queue) runs where its
+    connection is, so its name is drawn until this worker owns it."""
+    vhost = VirtualHost("/")
+    vhost.spread = OwnsHalf()  # type: ignore[assignment]
+    names = {vhost.new_queue_name() for _ in range(64)}
+    assert all(name.startswith("amq.gen-") and ord(name[-2]) % 2 == 0 for name in names)
+    declared = vhost.check_queue_declare(
+        "", generated_name=None, owner=None, passive=False, durable=False, exclusive=False,
+        auto_delete=False, arguments=None,
+    )  # fmt: skip
+    assert isinstance(declared, QueueDeclared)
+    assert ord(declared.name[-2]) % 2 == 0
+
+
+class Told(OtherWorker):
+    """A `Spreading` owning every queue, recording the queues it is told went."""
+
+    def __init__(self) -> None:
+        self.gone_queues: list[str] = []
+
+    def owns(self, queue: str) -> bool:
+        return True
+
+    def gone(self, queue: Queue) -> None:
+        self.gone_queues.append(queue.name)
+
+
+def test_the_others_are_told_of_a_queue_removed_here_by_itself() -> None:
+    """A queue its owner removes by itself (its exclusive connection closed: AMQP 0-9-1
+    queue.declare "exclusive": "deleted when that connection closes") is forgotten by the other
+    workers (`Spreading.gone`); one removed by the home's decision (apply) is not told back."""
+    broker = Broker()
+    client, session = connect(broker)
+    client.declare_queue(1, "mine", exclusive=True)
+    client.declare_queue(1, "decided")
+    told = Told()
+    session.vhost.spread = told  # type: ignore[assignment]
+    session.vhost.apply(QueueDeleted("decided"))
+    assert "decided" not in session.vhost.queues
+    session.teardown()
+    assert told.gone_queues == ["mine"]
+    assert "mine" not in session.vhost.queues
