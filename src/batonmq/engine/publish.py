@@ -3,6 +3,7 @@ same for the publishes a transaction held, at tx.commit."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -197,8 +198,12 @@ def commit_transaction(channel: Channel, transaction: Transaction) -> list[Route
     # Nothing of a transaction is visible before its commit: if anything of it is written,
     # every publish waits for that write, and a failed one leaves none of them behind.
     batch = held_batch(journal, [(held.message, queues) for held, queues in routed])
-    for held, queues in routed:
-        enqueue(channel, held.message, queues, held.mandatory, batch)
+    spread = vhost.spread
+    # In a spread virtual host, each worker owning queues takes its share of the commit at
+    # once (RabbitMQ "Broker Semantics": a transaction is atomic per queue, not across them).
+    with spread.tx_group() if spread is not None else contextlib.nullcontext():
+        for held, queues in routed:
+            enqueue(channel, held.message, queues, held.mandatory, batch)
     if batch is not None:
         channel.session.broker.after_write.release(
             batch, (queue for _held, queues in routed for queue in queues)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import struct
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -511,3 +511,35 @@ def test_the_others_are_told_of_a_queue_removed_here_by_itself() -> None:
     session.teardown()
     assert told.gone_queues == ["mine"]
     assert "mine" not in session.vhost.queues
+
+
+class Grouping(Told):
+    """A `Spreading` recording how many messages queue "q" has as a tx group opens and ends."""
+
+    def __init__(self, vhost: VirtualHost) -> None:
+        super().__init__()
+        self.vhost = vhost
+        self.seen: list[tuple[str, int]] = []
+
+    @contextlib.contextmanager
+    def tx_group(self) -> Iterator[None]:
+        self.seen.append(("open", self.vhost.queues["q"].message_count))
+        yield
+        self.seen.append(("end", self.vhost.queues["q"].message_count))
+
+
+def test_a_tx_commit_enqueues_its_publishes_inside_one_tx_group() -> None:
+    """tx.commit hands every publish of the transaction over inside one tx group, so each
+    worker owning queues takes its share at once (RabbitMQ "Broker Semantics": atomic per
+    queue)."""
+    broker = Broker()
+    client, session = connect(broker)
+    client.declare_queue(1, "q")
+    grouping = Grouping(session.vhost)
+    session.vhost.spread = grouping  # type: ignore[assignment]
+    client.call(1, commands.Tx.Select(), commands.Tx.SelectOk)
+    client.publish(1, b"one", routing_key="q")
+    client.publish(1, b"two", routing_key="q")
+    assert grouping.seen == []
+    client.call(1, commands.Tx.Commit(), commands.Tx.CommitOk)
+    assert grouping.seen == [("open", 0), ("end", 2)]
