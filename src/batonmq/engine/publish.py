@@ -4,7 +4,7 @@ same for the publishes a transaction held, at tx.commit."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from pamqp import base, commands
@@ -161,7 +161,9 @@ def checked_exchange(
     return exchange
 
 
-def held_batch(journal: Journal, routed: list[tuple[Message, list[RoutedQueue]]]) -> int | None:
+def held_batch(
+    journal: Journal, routed: Sequence[tuple[Message, Sequence[RoutedQueue]]]
+) -> int | None:
     """The journal batch that routed messages must wait for before any queue shows them: the
     one being gathered when one of them is persistent and goes to a queue that persists it
     (then all of them wait, so that a failed write leaves none behind); None when nothing is
@@ -173,7 +175,7 @@ def held_batch(journal: Journal, routed: list[tuple[Message, list[RoutedQueue]]]
     return None
 
 
-def message_batch(journal: Journal, message: Message, queues: list[RoutedQueue]) -> int | None:
+def message_batch(journal: Journal, message: Message, queues: Sequence[RoutedQueue]) -> int | None:
     """`held_batch` of one routed message."""
     if journal.enabled:
         for queue in queues:
@@ -182,7 +184,7 @@ def message_batch(journal: Journal, message: Message, queues: list[RoutedQueue])
     return None
 
 
-def release_held(queues: list[RoutedQueue], batch: int, committed: bool) -> None:
+def release_held(queues: Sequence[RoutedQueue], batch: int, committed: bool) -> None:
     for queue in queues:
         queue.release_held(batch, committed)
 
@@ -217,7 +219,7 @@ def commit_transaction(channel: Channel, transaction: Transaction) -> list[Route
 def enqueue(
     channel: Channel,
     message: Message,
-    queues: list[RoutedQueue],
+    queues: Sequence[RoutedQueue],
     mandatory: bool,
     until_batch: int | None,
 ) -> Enqueued:
@@ -254,7 +256,7 @@ def enqueue(
     return Enqueued.STORED if stored else Enqueued.KEPT
 
 
-def _report_large(channel: Channel, message: Message, queues: list[RoutedQueue]) -> None:
+def _report_large(channel: Channel, message: Message, queues: Sequence[RoutedQueue]) -> None:
     """maximumMessageSize (Qpid manual): the alert monitor hears of a message over it, per queue."""
     report = channel.session.broker.large_message
     if report is not None:
