@@ -217,6 +217,24 @@ def _child(ready: str, script: str, *arguments: str) -> Iterator[subprocess.Pope
             process.stdout.close()
 
 
+async def _moved_queue_and_worker_2(dsn: str) -> tuple[list[str], str]:
+    """The owners of queue "moved" of virtual host "c", and worker 2's state, as the store
+    says."""
+    watcher = await asyncpg.connect(dsn)
+    try:
+        owners = await watcher.fetch(
+            f'SELECT broker_id FROM "{SCHEMA}".queues WHERE vhost = $1 AND name = $2',
+            "c",
+            "moved",
+        )
+        state = await watcher.fetchval(
+            f'SELECT state FROM "{SCHEMA}".brokers WHERE broker_id = $1', f"{MEMBER}w2"
+        )
+    finally:
+        await watcher.close()
+    return [row[0] for row in owners], state
+
+
 async def test_a_paused_worker_of_an_earlier_run_is_waited_out_and_its_rows_placed(
     make_worker: MakeWorker, postgres_dsn: str, earlier_worker: subprocess.Popen[str]
 ) -> None:
@@ -230,20 +248,7 @@ async def test_a_paused_worker_of_an_earlier_run_is_waited_out_and_its_rows_plac
     os.kill(earlier_worker.pid, signal.SIGSTOP)
     first = make_worker(0)
     await asyncio.wait_for(first.open(), 10)
-    watcher = await asyncpg.connect(postgres_dsn)
-    try:
-        owners = await watcher.fetch(
-            f'SELECT broker_id FROM "{SCHEMA}".queues WHERE vhost = $1 AND name = $2',
-            "c",
-            "moved",
-        )
-        state = await watcher.fetchval(
-            f'SELECT state FROM "{SCHEMA}".brokers WHERE broker_id = $1', f"{MEMBER}w2"
-        )
-    finally:
-        await watcher.close()
-    assert [row[0] for row in owners] == [f"{MEMBER}w0"]
-    assert state == "stopped"
+    assert await _moved_queue_and_worker_2(postgres_dsn) == ([f"{MEMBER}w0"], "stopped")
 
 
 async def test_a_worker_of_an_earlier_run_on_the_same_host_and_batonmq_pid_is_waited_out(
@@ -262,20 +267,7 @@ async def test_a_worker_of_an_earlier_run_on_the_same_host_and_batonmq_pid_is_wa
     await earlier.commit(_declare("c", "moved"))
     first = make_worker(0)
     await asyncio.wait_for(first.open(), 10)
-    watcher = await asyncpg.connect(postgres_dsn)
-    try:
-        owners = await watcher.fetch(
-            f'SELECT broker_id FROM "{SCHEMA}".queues WHERE vhost = $1 AND name = $2',
-            "c",
-            "moved",
-        )
-        state = await watcher.fetchval(
-            f'SELECT state FROM "{SCHEMA}".brokers WHERE broker_id = $1', f"{MEMBER}w2"
-        )
-    finally:
-        await watcher.close()
-    assert [row[0] for row in owners] == [f"{MEMBER}w0"]
-    assert state == "stopped"
+    assert await _moved_queue_and_worker_2(postgres_dsn) == ([f"{MEMBER}w0"], "stopped")
     with pytest.raises(StoreFenced):
         await earlier.commit(_declare("c", "later"))
 

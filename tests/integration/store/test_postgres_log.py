@@ -279,12 +279,12 @@ async def test_a_member_killed_with_rows_in_its_log_is_taken_over_with_all_it_co
     assert all(entry.delivery_count == 1 for entry in page)
 
 
-async def test_an_append_after_a_takeover_is_fenced_and_writes_nothing(
-    make_member: MakeMember, postgres_dsn: str
-) -> None:
-    """Fencing (Kleppmann's tokens): the append is a transaction of one statement that inserts
-    only while the broker's record holds its epoch; once a takeover bumped it, the paused
-    broker's next batch is refused (StoreFenced) and no row of it is written."""
+async def _paused_and_taken_over(
+    make_member: MakeMember, backup: Path | None = None
+) -> tuple[PostgresStore, PostgresStore, int]:
+    """Member brokerA (a lease of 0.2 s, not renewed: paused) with queue `q` holding one
+    message, taken over by member brokerB: (brokerA, brokerB, the message's id). `backup`:
+    where brokerA backs its store up before the message, if anywhere."""
     paused = make_member("brokerA", lease_seconds=0.2)
     survivor = make_member("brokerB")
     await paused.open()
@@ -292,9 +292,21 @@ async def test_an_append_after_a_takeover_is_fenced_and_writes_nothing(
     base = (await paused.recover()).message_id_base
     await survivor.recover()
     await paused.commit(WriteBatch(queues_put=[StoredQueue(VHOST, "q", False, {})]))
+    if backup is not None:
+        await paused.backup(backup)
     await paused.commit(put(base))
     seen = await lease_run_out(survivor, "brokerA")
     assert await survivor.take_over("brokerA", seen, next_sequences={}) is not None
+    return paused, survivor, base
+
+
+async def test_an_append_after_a_takeover_is_fenced_and_writes_nothing(
+    make_member: MakeMember, postgres_dsn: str
+) -> None:
+    """Fencing (Kleppmann's tokens): the append is a transaction of one statement that inserts
+    only while the broker's record holds its epoch; once a takeover bumped it, the paused
+    broker's next batch is refused (StoreFenced) and no row of it is written."""
+    paused, survivor, base = await _paused_and_taken_over(make_member)
 
     with pytest.raises(StoreFenced):
         await paused.commit(put(base + 1))
@@ -308,17 +320,7 @@ async def test_a_restore_after_a_takeover_is_fenced_and_replaces_nothing(
     """Fencing (Kleppmann's tokens), for the restore as for any write: a member whose store was
     taken over while it was paused is refused (StoreFenced) when it then restores a backup, and
     what the survivor took over stays as it is."""
-    paused = make_member("brokerA", lease_seconds=0.2)
-    survivor = make_member("brokerB")
-    await paused.open()
-    await survivor.open()
-    base = (await paused.recover()).message_id_base
-    await survivor.recover()
-    await paused.commit(WriteBatch(queues_put=[StoredQueue(VHOST, "q", False, {})]))
-    await paused.backup(tmp_path / "empty-queue")
-    await paused.commit(put(base))
-    seen = await lease_run_out(survivor, "brokerA")
-    assert await survivor.take_over("brokerA", seen, next_sequences={}) is not None
+    paused, survivor, base = await _paused_and_taken_over(make_member, tmp_path / "empty-queue")
 
     with pytest.raises(StoreFenced):
         await paused.restore(tmp_path / "empty-queue")
