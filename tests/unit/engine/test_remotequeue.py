@@ -18,7 +18,7 @@ from pamqp import commands
 from pamqp.common import FieldTable
 
 from batonmq.amqp.frames import encode_header_payload
-from batonmq.cluster.peerlink import PeerLinks
+from batonmq.cluster.peerlink import PeerLink, PeerLinks
 from batonmq.cluster.publishrecords import PUBLISH, QUEUED
 from batonmq.engine.broker import Broker
 from batonmq.engine.recovery import restore
@@ -112,6 +112,19 @@ def outcomes() -> tuple[list[bool], Callable[[bool], None]]:
     return heard, heard.append
 
 
+def records_seen(links: PeerLinks, kind: int) -> list[int]:
+    """The payload length of every record of `kind` that `links` handles from now on."""
+    seen: list[int] = []
+    handler = links.handlers[kind]
+
+    def counting(link: PeerLink, payload: bytes) -> None:
+        seen.append(len(payload))
+        handler(link, payload)
+
+    links.handlers[kind] = counting
+    return seen
+
+
 def publish(remote: RemoteQueue, sent: Message, heard: Callable[[bool], None]) -> None:
     """What the engine's publish path does with a queue that writes itself under confirms."""
     remote.publish(sent)
@@ -175,13 +188,7 @@ async def test_a_message_routed_to_two_queues_of_the_owner_crosses_once(pair: Pa
     message path"): a fanout to two queues of worker 1 is one PUBLISH record naming both."""
     owned = [await pair.declare("a"), await pair.declare("b")]
     remotes = [pair.remote("a"), pair.remote("b")]
-    received: list[int] = []
-    owner_links = pair.workers[1].links
-    handler = owner_links.handlers[PUBLISH]
-    owner_links.handlers[PUBLISH] = lambda link, payload: (
-        received.append(len(payload)),
-        handler(link, payload),
-    )[-1]
+    received = records_seen(pair.workers[1].links, PUBLISH)
     heard, hear = outcomes()
     fanned = message(b"fanout")
     for remote in remotes:
@@ -233,13 +240,7 @@ async def test_the_answers_of_one_turn_come_back_as_one_record(pair: Pair) -> No
     of publishes answered in one turn is one QUEUED record for the whole run."""
     await pair.declare("q")
     remote = pair.remote("q")
-    answers: list[int] = []
-    publisher_links = pair.workers[0].links
-    handler = publisher_links.handlers[QUEUED]
-    publisher_links.handlers[QUEUED] = lambda link, payload: (
-        answers.append(len(payload)),
-        handler(link, payload),
-    )[-1]
+    answers = records_seen(pair.workers[0].links, QUEUED)
     heard, hear = outcomes()
     for n in range(100):
         publish(remote, message(b"%d" % n, TRANSIENT), hear)
