@@ -27,8 +27,9 @@ A home that starts asks every worker for its copy (SNAPSHOT_ASK), takes the late
 start id, then number) plus each worker's own queues, so that what is not stored (transient
 exchanges and bindings) outlives the home's process, then goes on numbering from there.
 
-Not built yet: the publishes of one tx.commit are not grouped per owner (`tx_group` is a no-op:
-per owner atomicity not built yet).
+The publishes of one tx.commit are one transaction group (`tx_group`): each owner enqueues its
+share together, atomic per owner and not across owners (RabbitMQ "Broker Semantics": a
+transaction is atomic per queue).
 """
 
 from __future__ import annotations
@@ -190,6 +191,7 @@ class SpreadWorker:
         self.ask_wait = ASK_WAIT
         self._spreads: dict[str, Spread] = {}
         self._next_request = 0
+        self._last_group = 0
         #: Requests sent and not answered yet, by (peer, request id).
         self._asked: dict[tuple[int, int], tuple[TopologyRequest | OwnerRequest, Replied]] = {}
 
@@ -220,6 +222,11 @@ class SpreadWorker:
         self._spreads[vhost.name] = made
         made.start()
         return made
+
+    def next_group(self) -> int:
+        """A transaction group id not used before by this process."""
+        self._last_group += 1
+        return self._last_group
 
     # Requests and answers -----------------------------------------------------------------
 
@@ -491,8 +498,8 @@ class Spread:
         _expire(self._when_synced, callback, self._worker.sync_timeout)
 
     def tx_group(self) -> contextlib.AbstractContextManager[None]:
-        """Per owner atomicity not built yet: a commit's publishes are enqueued one by one."""
-        return contextlib.nullcontext()
+        """The publishes of one tx.commit: each owner enqueues its share in one go."""
+        return self._worker.publishing.tx_group(self._worker.next_group())
 
     # The home's sequencer ----------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from pamqp import base, commands
 
 from batonmq.amqp.frames import encode_header_payload
 from batonmq.cluster.peerlink import PeerLink, PeerLinks
+from batonmq.cluster.publishrecords import PUBLISH
 from batonmq.cluster.topologyrecords import TOPOLOGY_ANSWER
 from batonmq.engine.broker import Broker
 from batonmq.engine.recovery import restore
@@ -380,3 +381,33 @@ async def test_an_exclusive_queue_goes_everywhere_when_its_connection_closes(
         client.send(0, commands.Connection.Close(reply_code=200, class_id=0, method_id=0))
         await answer(client, commands.Connection.CloseOk)
         await until(partial(nowhere, pair, name))
+
+
+async def test_a_commit_reaches_each_owner_as_one_group(pair: list[Worker]) -> None:
+    """RabbitMQ "Broker Semantics": transactions are atomic per queue. The publishes of one
+    tx.commit on worker 0 to a queue worker 1 runs are held by worker 1 until the commit's
+    last one came, then enqueued together; commit-ok comes once worker 1 has them all."""
+    home, other = pair
+    owner = other.client()
+    owner.send(1, commands.Queue.Declare(queue="q"))
+    await answer(owner, commands.Queue.DeclareOk)
+    owned = other.vhost.queues["q"]
+    seen: list[int] = []
+    handler = other.links.handlers[PUBLISH]
+
+    def look(link: PeerLink, payload: bytes) -> None:
+        handler(link, payload)
+        seen.append(owned.message_count)
+
+    other.links.handlers[PUBLISH] = look
+    client = home.client()
+    client.send(1, commands.Tx.Select())
+    await answer(client, commands.Tx.SelectOk)
+    for body in (b"a", b"b", b"c"):
+        client.publish(1, body, routing_key="q")
+    await asyncio.sleep(0.05)
+    assert seen == [] and owned.message_count == 0  # nothing crosses before the commit
+    client.send(1, commands.Tx.Commit())
+    await answer(client, commands.Tx.CommitOk)
+    assert seen == [0, 0, 0]  # held until the group's end ...
+    assert [m.message.body for m in owned.browse()] == [b"a", b"b", b"c"]  # ... then all
