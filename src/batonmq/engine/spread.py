@@ -39,14 +39,13 @@ import contextlib
 import dataclasses
 import functools
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import ProtocolError, amqp_error
 from batonmq.cluster.peerlink import MalformedRecord, PeerLink, PeerLinks
-from batonmq.cluster.recordfields import table
 from batonmq.cluster.topologyrecords import (
     OWNER_REQUEST,
     SNAPSHOT_ASK,
@@ -67,9 +66,9 @@ from batonmq.cluster.topologyrecords import (
 )
 from batonmq.engine.change import Change, ChangePending, Outcome
 from batonmq.engine.consumer import cancel_consumers_of
-from batonmq.engine.exchange import Exchange
 from batonmq.engine.remotequeue import PublishLinks, RemoteQueue
 from batonmq.engine.spreading import Declared
+from batonmq.engine.topologycopy import bindings_of, owner_ref, replace_topology, topology_ops
 from batonmq.engine.vhost import RESERVED_PREFIX, VirtualHost
 from batonmq.model.destination import Destination
 from batonmq.model.topology import (
@@ -121,59 +120,6 @@ def _keys(op: TopologyOp) -> tuple[tuple[str, str], ...]:
             return (("queue", op.name),)
         case Bound() | Unbound():
             return (("exchange", op.source), (op.destination.kind.value, op.destination.name))
-
-
-def _is_standard(name: str) -> bool:
-    """Made by every worker itself (the default and amq.* exchanges): never in a snapshot."""
-    return name == "" or name.startswith(RESERVED_PREFIX)
-
-
-def _exchange_op(exchange: Exchange) -> ExchangeDeclared:
-    return ExchangeDeclared(
-        exchange.name,
-        exchange.type_name,
-        exchange.durable,
-        exchange.auto_delete,
-        exchange.internal,
-        dict(exchange.arguments),
-    )
-
-
-def _owner_ref(queue: RoutedQueue) -> ConnectionRef | None:
-    """The connection that owns `queue` exclusively (in a spread virtual host a value)."""
-    owner = queue.exclusive_owner
-    assert owner is None or isinstance(owner, ConnectionRef), owner
-    return owner
-
-
-def _queue_op(queue: RoutedQueue) -> QueueDeclared:
-    return QueueDeclared(
-        queue.name, queue.durable, queue.auto_delete, _owner_ref(queue), queue.arguments
-    )
-
-
-def _bindings(vhost: VirtualHost) -> Iterator[Bound]:
-    for exchange in list(vhost.exchanges.values()):
-        for destination, routing_key, arguments in exchange.router.bindings():
-            yield Bound(exchange.name, destination, routing_key, dict(arguments))
-
-
-def _binding_key(op: Bound) -> tuple[str, str, str, str, bytes]:
-    destination = op.destination
-    return (
-        op.source,
-        destination.kind.value,
-        destination.name,
-        op.routing_key,
-        table(op.arguments),
-    )
-
-
-def snapshot_ops(vhost: VirtualHost) -> tuple[TopologyOp, ...]:
-    """`vhost`'s topology as the ops that make it from nothing."""
-    exchanges = [_exchange_op(e) for e in vhost.exchanges.values() if not _is_standard(e.name)]
-    queues = [_queue_op(q) for q in [*vhost.queues.values(), *vhost.remote.values()]]
-    return (*exchanges, *queues, *_bindings(vhost))
 
 
 class SpreadWorker:
@@ -560,7 +506,7 @@ class Spread:
             return False
         destination = Destination.queue(queue)
         deleted = False
-        for binding in _bindings(vhost):
+        for binding in bindings_of(vhost):
             source = vhost.exchanges[binding.source]
             if binding.destination == destination and source.durable:
                 journal.delete_binding(
@@ -666,7 +612,7 @@ class Spread:
                 queue = vhost.known_queue(op.name)
                 if flags & RequestFlags.OWNER_DONE:
                     # The owner removed it already: it is gone whoever asked for it.
-                    owner = None if queue is None else _owner_ref(queue)
+                    owner = None if queue is None else owner_ref(queue)
                 return vhost.check_queue_delete(
                     op.name, owner=owner, if_unused=bool(flags & RequestFlags.IF_UNUSED),
                     if_empty=bool(flags & RequestFlags.IF_EMPTY),
@@ -764,7 +710,7 @@ class Spread:
 
     def send_snapshot(self, link: PeerLink) -> None:
         start, number = self.applied
-        snapshot = TopologySnapshot(start, number, self._vhost.name, snapshot_ops(self._vhost))
+        snapshot = TopologySnapshot(start, number, self._vhost.name, topology_ops(self._vhost))
         link.send(TOPOLOGY_SNAPSHOT, snapshot.encode())
 
     def snapshot(self, link: PeerLink, record: TopologySnapshot) -> None:
@@ -777,7 +723,7 @@ class Spread:
             return
         if link.peer != self.home:
             raise MalformedRecord(f"a topology snapshot from worker {link.peer}, not home")
-        self._replace(record.ops)
+        replace_topology(self._vhost, record.ops, self.owns)
         self.applied = (record.home_start, record.sequence)
         if record.home_start == link.peer_start:
             self._set_synced()
@@ -793,7 +739,7 @@ class Spread:
         latest = max(copies.values(), key=lambda c: (c.home_start, c.sequence), default=None)
         number = 0
         if latest is not None and (latest.home_start, latest.sequence) > (0, 0):
-            self._replace(latest.ops)
+            replace_topology(self._vhost, latest.ops, self.owns)
             number = latest.sequence
         vhost = self._vhost
         for peer, copy in copies.items():
@@ -817,37 +763,6 @@ class Spread:
         waiting, self._when_synced[:] = list(self._when_synced), []
         for callback in waiting:
             callback(True)
-
-    def _replace(self, ops: tuple[TopologyOp, ...]) -> None:
-        """Make this copy's exchanges, bindings and remote queues those of `ops`; the queues
-        this worker runs stay."""
-        vhost = self._vhost
-        exchanges = {op.name: op for op in ops if isinstance(op, ExchangeDeclared)}
-        queues = {op.name: op for op in ops if isinstance(op, QueueDeclared)}
-        bindings = {_binding_key(op): op for op in ops if isinstance(op, Bound)}
-        for bound in list(_bindings(vhost)):
-            if _binding_key(bound) not in bindings:
-                vhost.apply(
-                    Unbound(bound.source, bound.destination, bound.routing_key, bound.arguments)
-                )
-        for exchange in list(vhost.exchanges.values()):
-            if not _is_standard(exchange.name) and exchanges.get(exchange.name) != _exchange_op(
-                exchange
-            ):
-                vhost.apply(ExchangeDeleted(exchange.name))
-        for remote in list(vhost.remote.values()):
-            if queues.get(remote.name) != _queue_op(remote):
-                vhost.apply(QueueDeleted(remote.name))
-        for name, declared in exchanges.items():
-            if name not in vhost.exchanges:
-                vhost.apply(declared)
-        for name, queue in queues.items():
-            if vhost.known_queue(name) is None and not self.owns(name):
-                vhost.apply(queue)
-        present = {_binding_key(bound) for bound in _bindings(vhost)}
-        for key, bound in bindings.items():
-            if key not in present:
-                vhost.apply(bound)
 
     # Links -------------------------------------------------------------------------------
 
