@@ -157,6 +157,8 @@ class SpreadWorker:
             links.handle(kind, handler)
         links.on_up.append(self._up)
         links.on_down.append(self._down)
+        # A connection is named across workers by this process's start id on the links.
+        self.broker.worker_ref = (links.index, links.start_id)
         self.broker.spread_factory = self._make
         for vhost in self.broker.vhosts.values():  # the default one, made with the broker
             vhost.spread = self._make(vhost)
@@ -767,6 +769,7 @@ class Spread:
     # Links -------------------------------------------------------------------------------
 
     def link_up(self, link: PeerLink) -> None:
+        self._drop_exclusive_of_ended(link)
         if self.is_home:
             if self.synced:
                 self.send_snapshot(link)
@@ -776,6 +779,17 @@ class Spread:
             waiting, self._when_home_up[:] = list(self._when_home_up), []
             for callback in waiting:
                 callback(True)
+
+    def _drop_exclusive_of_ended(self, link: PeerLink) -> None:
+        """A link up with a new process of worker `link.peer` shows that the earlier ones
+        ended, and their client connections with them: the exclusive queues of those
+        connections that this worker runs go, as when a connection closes (spec
+        queue.declare exclusive: deleted "when that connection closes")."""
+        vhost = self._vhost
+        for queue in list(vhost.queues.values()):
+            owner = owner_ref(queue)
+            if owner is not None and owner.worker == link.peer and owner.start != link.peer_start:
+                vhost.remove_queue(queue, on_delete=cancel_consumers_of)
 
     def link_down(self, link: PeerLink) -> None:
         if self.is_home:

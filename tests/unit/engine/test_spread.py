@@ -80,7 +80,6 @@ async def running(directory: Path, index: int) -> AsyncIterator[Worker]:
     await store.open()
     broker = Broker(store=store)
     links = PeerLinks(index, 2, [], started_again=False)
-    broker.worker_ref = (index, links.start_id)
     spreading = SpreadWorker(broker, links, frozenset({"/"}))
     spreading.ask_wait = 0.5
     spreading.install()
@@ -282,7 +281,9 @@ async def test_a_transient_exchange_and_binding_outlive_the_homes_restart(
 ) -> None:
     """BatonMQ multi-core: a worker that restarts is not a node that went down; RabbitMQ
     clustering: transient exchanges and bindings live as long as a node of the cluster does.
-    The home that starts again asks the other worker for its copy and goes on from it."""
+    The home that starts again asks the other worker for its copy and goes on from it; an
+    exclusive queue of a connection of its earlier process goes (spec queue.declare
+    exclusive: deleted when its connection closes)."""
     home, other = pair
     client = other.client()
     client.send(1, commands.Exchange.Declare(exchange="x", exchange_type="direct"))
@@ -291,6 +292,10 @@ async def test_a_transient_exchange_and_binding_outlive_the_homes_restart(
     await answer(client, commands.Queue.DeclareOk)
     client.send(1, commands.Queue.Bind(queue="q", exchange="x", routing_key="k"))
     await answer(client, commands.Queue.BindOk)
+    ended = home.client()
+    ended.send(1, commands.Queue.Declare(queue="q1", exclusive=True))
+    await answer(ended, commands.Queue.DeclareOk)
+    assert "q1" in other.vhost.queues
     home.links.close()
     await until(lambda: other.links.link(0) is None)
     # Its store is a new one: what the test looks for was never stored.
@@ -301,6 +306,9 @@ async def test_a_transient_exchange_and_binding_outlive_the_homes_restart(
         assert vhost.exchanges["x"].type_name == "direct"
         assert [q.name for q in vhost.route(vhost.exchanges["x"], message("k"))] == ["q"]
         assert other.spread.applied[0] == started.links.start_id
+        # Spec queue.declare exclusive: the queue goes with its connection, which ended
+        # with the home's earlier process.
+        await until(partial(nowhere, [started, other], "q1"))
         client.send(1, commands.Queue.Unbind(queue="q", exchange="x", routing_key="k"))
         await answer(client, commands.Queue.UnbindOk)
         assert other.vhost.route(other.vhost.exchanges["x"], message("k")) == []
