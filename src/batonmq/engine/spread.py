@@ -17,6 +17,12 @@ change per object at a time (its key waits, as a change that waits for the store
 others run concurrently and are numbered as they are applied, so replicas apply them in the
 home's order, writing nothing.
 
+A passive declare or a redeclare of a queue another worker runs asks that worker for its counts,
+and a purge has it purge (OWNER_REQUEST, not through the home). A queue its owner removed by
+itself (auto-delete, x-expires, its exclusive connection closed) is forgotten everywhere through
+the home (`gone`); so are the exclusive queues of connections of a worker's process that ended,
+once a later process of that worker is linked.
+
 A request while the home's link is down waits for it up to `home_wait` seconds, then is refused
 541 "home worker N of vhost ... is down"; one in flight when the link drops is refused so at
 once: the change may or may not have been made (declaring again is idempotent).
@@ -24,8 +30,9 @@ once: the change may or may not have been made (declaring again is idempotent).
 Sync: the home sends its whole topology (TOPOLOGY_SNAPSHOT) on every link that comes up; the
 worker replaces its exchanges, bindings and remote queues with it and keeps the queues it runs.
 A home that starts asks every worker for its copy (SNAPSHOT_ASK), takes the latest (home process
-start id, then number) plus each worker's own queues, so that what is not stored (transient
-exchanges and bindings) outlives the home's process, then goes on numbering from there.
+start id, then number) plus each worker's own queues once all answered (or after `ask_wait`:
+its rows alone), so that what is not stored (transient exchanges and bindings) outlives the
+home's process, then goes on numbering from there; it takes no change until then.
 
 The publishes of one tx.commit are one transaction group (`tx_group`): each owner enqueues its
 share together, atomic per owner and not across owners (RabbitMQ "Broker Semantics": a
