@@ -186,6 +186,15 @@ CATALOGUE: Final = (
         "Report it with the lines around it.",
     ),
     _code(
+        "BMQ-1046",
+        "the other workers were not told that a queue went: ",
+        "A worker removed a queue it runs in a virtual host spread over the workers "
+        "(auto-delete, x-expires, its exclusive connection closed) and could not have the home "
+        "worker tell the others (the reason is given): they route to it until their links with "
+        "the home are made again.",
+        "If the home worker's link is down, look for its end or restart (BMQ-1043).",
+    ),
+    _code(
         "BMQ-1060",
         "counting failed logins and repeated lines in this worker until the first answers",
         "A worker of a broker with several got no answer from the first worker, which counts "

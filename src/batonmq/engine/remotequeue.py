@@ -24,19 +24,32 @@ says that the broker cannot vouch for the message, not that no queue has it: the
 have read and queued it before the link ended, so a publisher that sends it again may leave
 it twice (at least once, as RabbitMQ's confirms promise).
 
+The publishes of one tx.commit are one transaction group (`PublishLinks.tx_group`): their
+records carry its id and a TX_END follows the last one to each owner, which holds them until
+then and enqueues them together, in one journal batch (atomic per owner, not across owners).
+
 `PublishLinks` wires both to a worker's `PeerLinks`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from pamqp.common import FieldTable
 
 from batonmq.cluster.peerlink import MalformedRecord, PeerLink, PeerLinks
-from batonmq.cluster.publishrecords import PUBLISH, QUEUED, QUEUES_MAX, Publish, Queued
+from batonmq.cluster.publishrecords import (
+    PUBLISH,
+    QUEUED,
+    QUEUES_MAX,
+    TX_END,
+    Publish,
+    Queued,
+    TxEnd,
+)
 from batonmq.cluster.recordfields import fits_str8
 from batonmq.engine.publish import message_batch
 from batonmq.model.message import Message
@@ -55,10 +68,13 @@ Outcome = Callable[[bool], None]
 class _Building:
     """The PUBLISH record of one message, gathering the queues it goes to."""
 
-    __slots__ = ("message", "number", "queues", "vhost")
+    __slots__ = ("message", "number", "queues", "tx_group", "vhost")
 
-    def __init__(self, number: int, vhost: str, message: Message, queue: str) -> None:
+    def __init__(
+        self, number: int, vhost: str, message: Message, queue: str, tx_group: int | None
+    ) -> None:
         self.number = number
+        self.tx_group = tx_group
         self.vhost = vhost
         self.message = message
         self.queues = [queue]
@@ -80,6 +96,23 @@ class Outbound:
         self._waiting: dict[int, list[Outcome]] = {}
         #: Who waits for the link to take more (`when_writable`).
         self._held: list[Callable[[], None]] = []
+        #: The transaction group what is published now belongs to, and whether a record of it
+        #: was sent (`tx_group`).
+        self._tx_group: int | None = None
+        self._grouped = False
+
+    @contextlib.contextmanager
+    def tx_group(self, group: int) -> Iterator[None]:
+        """What is published inside is transaction group `group`: the owner holds its records
+        until the TX_END sent as it ends, then enqueues them together."""
+        self._tx_group, self._grouped = group, False
+        try:
+            yield
+        finally:
+            self._tx_group = None
+            if self._grouped and self.link is not None:
+                self._finish()
+                self.link.send(TX_END, TxEnd(group).encode())
 
     def attach(self, link: PeerLink) -> None:
         """`link` is up: what is published from now on goes there, numbered from 1."""
@@ -134,7 +167,8 @@ class Outbound:
             self._finish()
         number = self._next
         self._next += 1
-        self._building = _Building(number, vhost, message, queue)
+        self._building = _Building(number, vhost, message, queue, self._tx_group)
+        self._grouped |= self._tx_group is not None
         if not self._finishing:
             self._finishing = True
             asyncio.get_running_loop().call_soon(self._finish_turn)
@@ -151,7 +185,7 @@ class Outbound:
         message = building.message
         record = Publish(
             building.number,
-            None,
+            building.tx_group,
             building.vhost,
             message.exchange,
             message.routing_key,
@@ -199,11 +233,28 @@ class Inbound:
         self._early: dict[int, bool] = {}
         #: The runs of answers of this loop turn, each [first, last, ok].
         self._runs: list[list[int]] = []
+        #: The publishes of each transaction group whose TX_END has not come yet.
+        self._groups: dict[int, list[Publish]] = {}
 
     def publish(self, record: Publish) -> None:
         if record.number != self._received:
             raise MalformedRecord(f"publish {record.number}, expected {self._received}")
         self._received += 1
+        if record.tx_group is not None:
+            self._groups.setdefault(record.tx_group, []).append(record)
+        else:
+            self._enqueue(record)
+
+    def tx_end(self, record: TxEnd) -> None:
+        """Every publish of a group came: enqueue them in one go (one journal batch), so that
+        this worker's queues take all of the group's messages or, if the write fails, none."""
+        held = self._groups.pop(record.tx_group, None)
+        if held is None:
+            raise MalformedRecord(f"the end of transaction group {record.tx_group}, not begun")
+        for publish in held:
+            self._enqueue(publish)
+
+    def _enqueue(self, record: Publish) -> None:
         broker = self._broker
         vhost = broker.vhosts.get(record.vhost)
         queues = []
@@ -349,6 +400,7 @@ class PublishLinks:
         links = self._links
         links.handle(PUBLISH, self._publish)
         links.handle(QUEUED, self._queued)
+        links.handle(TX_END, self._tx_end)
         links.on_up.append(self._up)
         links.on_down.append(self._down)
         links.on_writable.append(self._writable)
@@ -375,6 +427,20 @@ class PublishLinks:
         if inbound is None or inbound.link is not link:
             raise MalformedRecord("a publish on a link this worker does not take them from")
         inbound.publish(Publish.decode(payload))
+
+    def _tx_end(self, link: PeerLink, payload: bytes) -> None:
+        inbound = self._inbound.get(link.peer)
+        if inbound is None or inbound.link is not link:
+            raise MalformedRecord("a tx end on a link this worker does not take publishes from")
+        inbound.tx_end(TxEnd.decode(payload))
+
+    @contextlib.contextmanager
+    def tx_group(self, group: int) -> Iterator[None]:
+        """What is published inside, to any peer, is transaction group `group`."""
+        with contextlib.ExitStack() as stack:
+            for outbound in self._outbound:
+                stack.enter_context(outbound.tx_group(group))
+            yield
 
     def _queued(self, link: PeerLink, payload: bytes) -> None:
         outbound = self._outbound[link.peer]

@@ -1,0 +1,832 @@
+"""The links of a virtual host spread over worker processes (`batonmq.engine.spreading`): the
+home worker's sequencer, the replicas, the owner step, and their sync.
+
+Roles per spread virtual host: the home (`owner_of`) decides every change of the topology, in
+order, and writes the exchanges and bindings; a queue's owner (`queue_owner`) runs it and
+writes its rows; every worker holds the whole topology (a queue it does not run is a
+`RemoteQueue`).
+
+A change (`Spread.request`, on the home for its own clients too): the home checks it on its
+copy (the authoritative one), has the queue's owner make or delete the queue first when that is
+another worker (OWNER_REQUEST), records its own rows and waits for their commit, applies it,
+numbers it and sends it (TOPOLOGY_CHANGE) to every worker whose link is up; it answers once
+every one of them acknowledged it (a worker whose link drops meanwhile counts as done: it syncs
+again when the link is back). So a client that had declare-ok or bind-ok finds the change on
+every worker it reaches next (RabbitMQ clustering: topology is replicated to all nodes). One
+change per object at a time (its key waits, as a change that waits for the store does); the
+others run concurrently and are numbered as they are applied, so replicas apply them in the
+home's order, writing nothing.
+
+A passive declare or a redeclare of a queue another worker runs asks that worker for its counts,
+and a purge has it purge (OWNER_REQUEST, not through the home). A queue its owner removed by
+itself (auto-delete, x-expires, its exclusive connection closed) is forgotten everywhere through
+the home (`gone`); so are the exclusive queues of connections of a worker's process that ended,
+once a later process of that worker is linked.
+
+A request while the home's link is down waits for it up to `home_wait` seconds, then is refused
+541 "home worker N of vhost ... is down"; one in flight when the link drops is refused so at
+once: the change may or may not have been made (declaring again is idempotent).
+
+Sync: the home sends its whole topology (TOPOLOGY_SNAPSHOT) on every link that comes up; the
+worker replaces its exchanges, bindings and remote queues with it and keeps the queues it runs.
+A home that starts asks every worker for its copy (SNAPSHOT_ASK), takes the latest (home process
+start id, then number) plus each worker's own queues once all answered (or after `ask_wait`:
+its rows alone), so that what is not stored (transient exchanges and bindings) outlives the
+home's process, then goes on numbering from there; it takes no change until then.
+
+The publishes of one tx.commit are one transaction group (`tx_group`): each owner enqueues its
+share together, atomic per owner and not across owners (RabbitMQ "Broker Semantics": a
+transaction is atomic per queue).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import functools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from batonmq.amqp.constants import ReplyCode
+from batonmq.amqp.errors import ProtocolError, amqp_error
+from batonmq.cluster.peerlink import MalformedRecord, PeerLink, PeerLinks
+from batonmq.cluster.topologyrecords import (
+    OWNER_REQUEST,
+    SNAPSHOT_ASK,
+    TOPOLOGY_ACK,
+    TOPOLOGY_ANSWER,
+    TOPOLOGY_CHANGE,
+    TOPOLOGY_REQUEST,
+    TOPOLOGY_SNAPSHOT,
+    OwnerAction,
+    OwnerRequest,
+    RequestFlags,
+    SnapshotAsk,
+    TopologyAck,
+    TopologyAnswer,
+    TopologyChange,
+    TopologyRequest,
+    TopologySnapshot,
+)
+from batonmq.engine.change import Change, ChangePending, Outcome
+from batonmq.engine.consumer import cancel_consumers_of
+from batonmq.engine.remotequeue import PublishLinks, RemoteQueue
+from batonmq.engine.spreading import Declared
+from batonmq.engine.topologycopy import bindings_of, owner_ref, replace_topology, topology_ops
+from batonmq.engine.vhost import RESERVED_PREFIX, VirtualHost
+from batonmq.model.destination import Destination
+from batonmq.model.topology import (
+    Bound,
+    ConnectionRef,
+    ExchangeDeclared,
+    ExchangeDeleted,
+    QueueDeclared,
+    QueueDeleted,
+    TopologyOp,
+    Unbound,
+)
+from batonmq.queues.protocol import Queue, RoutedQueue
+from batonmq.queues.types import queue_type
+from batonmq.server.placement import owner_of, queue_owner
+from batonmq.store.base import StoredBinding
+
+if TYPE_CHECKING:
+    from batonmq.engine.broker import Broker
+
+log = logging.getLogger(__name__)
+
+#: How long a request waits for the home's link, and a connection for the home's topology.
+HOME_WAIT: Final = 30.0
+SYNC_TIMEOUT: Final = 30.0
+#: How long a home that starts waits for the others' copies before going on from its rows.
+ASK_WAIT: Final = 5.0
+_OK: Final = 200
+
+
+@dataclass(slots=True)
+class _Reply:
+    """How a request came out: `outcome` (True: done), and a queue's counts where it runs."""
+
+    outcome: Outcome
+    message_count: int = 0
+    consumer_count: int = 0
+
+
+Replied = Callable[[_Reply], None]
+
+
+def _keys(op: TopologyOp) -> tuple[tuple[str, str], ...]:
+    """What `op` changes: other changes of these wait for it."""
+    match op:
+        case ExchangeDeclared() | ExchangeDeleted():
+            return (("exchange", op.name),)
+        case QueueDeclared() | QueueDeleted():
+            return (("queue", op.name),)
+        case Bound() | Unbound():
+            return (("exchange", op.source), (op.destination.kind.value, op.destination.name))
+
+
+class SpreadWorker:
+    """One worker's side of every spread virtual host: the records' handlers on its links, and
+    a `Spread` for each such virtual host (`broker.spread_factory`)."""
+
+    def __init__(self, broker: Broker, links: PeerLinks, spread: frozenset[str]) -> None:
+        self.broker = broker
+        self.links = links
+        self.spread = spread
+        self.publishing = PublishLinks(broker, links)
+        #: Waits (seconds); tests shorten them.
+        self.home_wait = HOME_WAIT
+        self.sync_timeout = SYNC_TIMEOUT
+        self.ask_wait = ASK_WAIT
+        self._spreads: dict[str, Spread] = {}
+        self._next_request = 0
+        self._last_group = 0
+        #: Requests sent and not answered yet, by (peer, request id).
+        self._asked: dict[tuple[int, int], tuple[TopologyRequest | OwnerRequest, Replied]] = {}
+
+    def install(self) -> None:
+        self.publishing.install()
+        links = self.links
+        handlers: dict[int, Callable[[PeerLink, bytes], None]] = {
+            TOPOLOGY_REQUEST: self._request,
+            TOPOLOGY_ANSWER: self._answer,
+            OWNER_REQUEST: self._owner_request,
+            TOPOLOGY_CHANGE: self._change,
+            TOPOLOGY_ACK: self._ack,
+            TOPOLOGY_SNAPSHOT: self._snapshot,
+            SNAPSHOT_ASK: self._snapshot_ask,
+        }
+        for kind, handler in handlers.items():
+            links.handle(kind, handler)
+        links.on_up.append(self._up)
+        links.on_down.append(self._down)
+        # A connection is named across workers by this process's start id on the links.
+        self.broker.worker_ref = (links.index, links.start_id)
+        self.broker.spread_factory = self._make
+        for vhost in self.broker.vhosts.values():  # the default one, made with the broker
+            vhost.spread = self._make(vhost)
+
+    def _make(self, vhost: VirtualHost) -> Spread | None:
+        if self.links.count < 2 or not ("*" in self.spread or vhost.name in self.spread):
+            return None
+        made = Spread(self, vhost)
+        self._spreads[vhost.name] = made
+        made.start()
+        return made
+
+    def next_group(self) -> int:
+        """A transaction group id not used before by this process."""
+        self._last_group += 1
+        return self._last_group
+
+    # Requests and answers -----------------------------------------------------------------
+
+    def ask(self, peer: int, record: TopologyRequest | OwnerRequest, replied: Replied) -> None:
+        """Send `record` (with a request id of its own) to `peer`; `replied` gets the answer,
+        or 541 at once if the link is down or goes down first."""
+        link = self.links.link(peer)
+        if link is None:
+            replied(_Reply(_unreachable(peer, record)))
+            return
+        self._next_request = request_id = (self._next_request + 1) & 0xFFFFFFFF
+        record = dataclasses.replace(record, request_id=request_id)
+        link.send(record.KIND, record.encode())
+        self._asked[(peer, request_id)] = (record, replied)
+
+    def _answer(self, link: PeerLink, payload: bytes) -> None:
+        answer = TopologyAnswer.decode(payload)
+        asked = self._asked.pop((link.peer, answer.request_id), None)
+        if asked is None:
+            raise MalformedRecord(f"an answer to request {answer.request_id}, not asked")
+        replied = asked[1]
+        if answer.reply_code == _OK:
+            replied(_Reply(True, answer.message_count, answer.consumer_count))
+        else:
+            replied(_Reply(_refusal(answer.reply_code, answer.text)))
+
+    # A record of a virtual host that is not spread here (not made here yet, or deleted) is
+    # answered as if it had nothing: the link goes on.
+
+    def _request(self, link: PeerLink, payload: bytes) -> None:
+        record = TopologyRequest.decode(payload)
+        spread = self._spreads.get(record.vhost)
+        if spread is None:
+            _answering(link, record)(_Reply(self._not_here(record.vhost)))
+        else:
+            spread.serve(link, record)
+
+    def _owner_request(self, link: PeerLink, payload: bytes) -> None:
+        record = OwnerRequest.decode(payload)
+        spread = self._spreads.get(record.vhost)
+        if spread is None:
+            _answering(link, record)(_Reply(self._not_here(record.vhost)))
+        else:
+            spread.serve_owner(link, record)
+
+    def _not_here(self, vhost: str) -> ProtocolError:
+        index = self.links.index
+        return amqp_error(ReplyCode.INTERNAL_ERROR, f"vhost '{vhost}' is not on worker {index}")
+
+    def _change(self, link: PeerLink, payload: bytes) -> None:
+        record = TopologyChange.decode(payload)
+        spread = self._spreads.get(record.vhost)
+        if spread is None:
+            ack = TopologyAck(record.home_start, record.sequence, record.vhost)
+            link.send(TOPOLOGY_ACK, ack.encode())
+        else:
+            spread.replicate(link, record)
+
+    def _ack(self, link: PeerLink, payload: bytes) -> None:
+        record = TopologyAck.decode(payload)
+        spread = self._spreads.get(record.vhost)
+        if spread is not None:
+            spread.acked(link.peer, record.sequence)
+
+    def _snapshot(self, link: PeerLink, payload: bytes) -> None:
+        record = TopologySnapshot.decode(payload)
+        spread = self._spreads.get(record.vhost)
+        if spread is not None:
+            spread.snapshot(link, record)
+
+    def _snapshot_ask(self, link: PeerLink, payload: bytes) -> None:
+        record = SnapshotAsk.decode(payload)
+        spread = self._spreads.get(record.vhost)
+        if spread is None:
+            link.send(TOPOLOGY_SNAPSHOT, TopologySnapshot(0, 0, record.vhost, ()).encode())
+        else:
+            spread.send_snapshot(link)
+
+    def _up(self, link: PeerLink) -> None:
+        for spread in list(self._spreads.values()):
+            spread.link_up(link)
+
+    def _down(self, link: PeerLink) -> None:
+        for key in [key for key in self._asked if key[0] == link.peer]:
+            record, replied = self._asked.pop(key)
+            replied(_Reply(_unreachable(link.peer, record)))
+        for spread in list(self._spreads.values()):
+            spread.link_down(link)
+
+
+def _send_answer(link: PeerLink, request_id: int, queue: str, reply: _Reply) -> None:
+    """Answer request `request_id` that came on `link` with `reply`."""
+    outcome = reply.outcome
+    if outcome is True:
+        code, text = _OK, ""
+    elif outcome is False:
+        code, text = int(ReplyCode.INTERNAL_ERROR), "the store could not write the change"
+    else:
+        code, text = int(outcome.reply_code), outcome.reply_text.partition(" - ")[2]
+    answer = TopologyAnswer(
+        request_id, code, reply.message_count, reply.consumer_count, queue, text
+    )
+    link.send(TOPOLOGY_ANSWER, answer.encode())
+
+
+def _refusal(code: int, text: str) -> ProtocolError:
+    try:
+        reply_code = ReplyCode(code)
+    except ValueError:
+        reply_code = ReplyCode.INTERNAL_ERROR
+    return amqp_error(reply_code, text)
+
+
+def _down(home: int, vhost: str) -> ProtocolError:
+    return amqp_error(ReplyCode.INTERNAL_ERROR, f"home worker {home} of vhost '{vhost}' is down")
+
+
+def _unreachable(peer: int, record: TopologyRequest | OwnerRequest) -> ProtocolError:
+    """541 for a request whose worker's link is down, or went down before it answered."""
+    if isinstance(record, TopologyRequest):
+        return _down(peer, record.vhost)
+    return amqp_error(ReplyCode.INTERNAL_ERROR, f"worker {peer} of vhost '{record.vhost}' is down")
+
+
+class Spread:
+    """One spread virtual host's side of this worker (`Spreading`)."""
+
+    def __init__(self, worker: SpreadWorker, vhost: VirtualHost) -> None:
+        self._worker = worker
+        self._vhost = vhost
+        links = worker.links
+        self._count = links.count
+        self.index = links.index
+        self.home = owner_of(vhost.name, links.count)
+        self.is_home = self.home == self.index
+        self.synced = False
+        #: The last change applied here: (home process start id, its number).
+        self.applied = (0, 0)
+        self._when_synced: list[Callable[[bool], None]] = []
+        self._when_home_up: list[Callable[[bool], None]] = []
+        #: At the home: the changes sent and who has not acknowledged each yet.
+        self._unacked: dict[int, tuple[set[int], Callable[[], None]]] = {}
+        #: At a home that starts: the copies the others sent, by worker.
+        self._copies: dict[int, TopologySnapshot] = {}
+        self._asking: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        if self.is_home:
+            self.applied = (self._worker.links.start_id, 0)
+            loop = asyncio.get_running_loop()
+            self._asking = loop.call_later(self._worker.ask_wait, self._take_copies)
+            for peer in range(self._count):
+                link = self._worker.links.link(peer)
+                if link is not None:
+                    link.send(SNAPSHOT_ASK, SnapshotAsk(self._vhost.name).encode())
+
+    # Spreading ---------------------------------------------------------------------------
+
+    def owns(self, queue: str) -> bool:
+        return self.owner_of(queue) == self.index
+
+    def owner_of(self, queue: str) -> int:
+        return queue_owner(self._vhost.name, queue, self._count)
+
+    def remote_queue(self, declared: QueueDeclared) -> RoutedQueue:
+        owner = self.owner_of(declared.name)
+        options = self._vhost.autocreate.arguments_for(declared.name, declared.arguments)
+        kind = queue_type(declared.arguments)
+        return RemoteQueue(
+            self._vhost.name,
+            declared,
+            kind.parse_arguments(options),
+            self._worker.publishing.outbound(owner),
+        )
+
+    def request(
+        self,
+        op: TopologyOp,
+        *,
+        owner: ConnectionRef | None,
+        if_unused: bool = False,
+        if_empty: bool = False,
+    ) -> Change[Declared | int | None]:
+        flags = RequestFlags.NONE
+        if if_unused:
+            flags |= RequestFlags.IF_UNUSED
+        if if_empty:
+            flags |= RequestFlags.IF_EMPTY
+        counts = _Reply(True)
+
+        def after(completed: Callable[[Outcome], None]) -> None:
+            def replied(reply: _Reply) -> None:
+                counts.message_count, counts.consumer_count = (
+                    reply.message_count,
+                    reply.consumer_count,
+                )
+                completed(reply.outcome)
+
+            if self.is_home:
+                self.sequence(op, owner, flags, replied)
+            else:
+                self._ask_home(TopologyRequest(0, flags, self._vhost.name, op, owner), replied)
+
+        return Change(lambda: self._result(op, counts), keys=_keys(op), after=after)
+
+    def _result(self, op: TopologyOp, counts: _Reply) -> Declared | int | None:
+        vhost = self._vhost
+        match op:
+            case QueueDeclared():
+                queue = vhost.known_queue(op.name)
+                assert queue is not None, op.name
+                return Declared(op.name, counts.message_count, counts.consumer_count, queue)
+            case QueueDeleted():
+                return counts.message_count
+            case ExchangeDeclared():
+                return vhost.exchanges.get(op.name)  # type: ignore[return-value]
+            case _:
+                return None
+
+    def counts(self, queue: RoutedQueue, *, touch: bool) -> Change[Declared]:
+        action = OwnerAction.COUNTS_TOUCH if touch else OwnerAction.COUNTS
+        reply = self._owner_change(queue.name, action)
+        return Change(
+            lambda: Declared(queue.name, reply[0].message_count, reply[0].consumer_count, queue),
+            after=reply[1],
+        )
+
+    def purge(self, queue: RoutedQueue) -> Change[int]:
+        reply = self._owner_change(queue.name, OwnerAction.PURGE)
+        return Change(lambda: reply[0].message_count, after=reply[1])
+
+    def _owner_change(
+        self, name: str, action: OwnerAction
+    ) -> tuple[_Reply, Callable[[Callable[[Outcome], None]], None]]:
+        got = _Reply(True)
+
+        def after(completed: Callable[[Outcome], None]) -> None:
+            def replied(reply: _Reply) -> None:
+                got.message_count, got.consumer_count = reply.message_count, reply.consumer_count
+                completed(reply.outcome)
+
+            record = OwnerRequest(0, action, RequestFlags.NONE, self._vhost.name, name, None)
+            self._worker.ask(self.owner_of(name), record, replied)
+
+        return got, after
+
+    def gone(self, queue: Queue) -> None:
+        op = QueueDeleted(queue.name)
+
+        def replied(reply: _Reply) -> None:
+            if reply.outcome is not True:
+                log.warning(
+                    "the other workers were not told that a queue went: %s",
+                    reply.outcome,
+                    extra={"vhost": self._vhost.name, "queue": queue.name},
+                )
+
+        if self.is_home:
+            self.sequence(op, None, RequestFlags.OWNER_DONE, replied)
+        else:
+            record = TopologyRequest(0, RequestFlags.OWNER_DONE, self._vhost.name, op, None)
+            self._ask_home(record, replied)
+
+    def when_synced(self, callback: Callable[[bool], None]) -> None:
+        if self.synced:
+            callback(True)
+            return
+        self._when_synced.append(callback)
+        _expire(self._when_synced, callback, self._worker.sync_timeout)
+
+    def tx_group(self) -> contextlib.AbstractContextManager[None]:
+        """The publishes of one tx.commit: each owner enqueues its share in one go."""
+        return self._worker.publishing.tx_group(self._worker.next_group())
+
+    # The home's sequencer ----------------------------------------------------------------
+
+    def sequence(
+        self, op: TopologyOp, owner: ConnectionRef | None, flags: RequestFlags, replied: Replied
+    ) -> None:
+        """Carry out checked change `op` at the home (see the module docstring)."""
+        if not self.synced:
+            self.when_synced(
+                lambda ok: (
+                    self.sequence(op, owner, flags, replied)
+                    if ok
+                    else replied(_Reply(_down(self.home, self._vhost.name)))
+                )
+            )
+            return
+        if isinstance(op, QueueDeclared | QueueDeleted) and not flags & RequestFlags.OWNER_DONE:
+            queue_owner_index = self.owner_of(op.name)
+            if queue_owner_index != self.index:
+                action = OwnerAction.CREATE if isinstance(op, QueueDeclared) else OwnerAction.DELETE
+                queue = op if isinstance(op, QueueDeclared) else op.name
+                record = OwnerRequest(0, action, flags, self._vhost.name, queue, owner)
+
+                def owned(reply: _Reply) -> None:
+                    if reply.outcome is not True:
+                        replied(reply)
+                    else:
+                        self._write(op, reply, replied)
+
+                self._worker.ask(queue_owner_index, record, owned)
+                return
+        self._write(op, _Reply(True), replied)
+
+    def _write(self, op: TopologyOp, counts: _Reply, replied: Replied) -> None:
+        vhost = self._vhost
+        written = vhost.write(op)
+        if isinstance(op, QueueDeleted) and not self.owns(op.name):
+            written |= self._delete_binding_rows(op.name)
+        if not written:
+            self._apply(op, counts, replied)
+            return
+
+        def committed(ok: bool) -> None:
+            if ok:
+                self._apply(op, counts, replied)
+            else:
+                replied(_Reply(False))
+
+        vhost.paging.journal.when_durable(committed)
+
+    def _delete_binding_rows(self, queue: str) -> bool:
+        """The rows of the bindings to `queue`, which the home wrote and its owner cannot
+        delete with the queue's own."""
+        vhost = self._vhost
+        known = vhost.known_queue(queue)
+        journal = vhost.paging.journal
+        if known is None or not known.durable or known.exclusive_owner or not journal.enabled:
+            return False
+        destination = Destination.queue(queue)
+        deleted = False
+        for binding in bindings_of(vhost):
+            source = vhost.exchanges[binding.source]
+            if binding.destination == destination and source.durable:
+                journal.delete_binding(
+                    StoredBinding(
+                        vhost.name, binding.source, destination.kind.value, queue,
+                        binding.routing_key, binding.arguments,
+                    )
+                )  # fmt: skip
+                deleted = True
+        return deleted
+
+    def _apply(self, op: TopologyOp, counts: _Reply, replied: Replied) -> None:
+        self._apply_here(op)
+        start, number = self.applied
+        self.applied = (start, number + 1)
+        change = TopologyChange(start, number + 1, self._vhost.name, op).encode()
+        waiting = set()
+        for peer in range(self._count):
+            link = self._worker.links.link(peer)
+            if link is not None:
+                link.send(TOPOLOGY_CHANGE, change)
+                waiting.add(peer)
+        if not waiting:
+            replied(counts)
+            return
+        self._unacked[number + 1] = (waiting, lambda: replied(counts))
+
+    def _apply_here(self, op: TopologyOp) -> None:
+        """Apply `op` to this copy: a queue this worker runs was made or deleted already by
+        its owner step."""
+        if isinstance(op, QueueDeclared | QueueDeleted) and self.owns(op.name) and not self.is_home:
+            return
+        self._vhost.apply(op, on_delete=cancel_consumers_of)
+
+    def acked(self, peer: int, sequence: int) -> None:
+        waiting = self._unacked.get(sequence)
+        if waiting is None:
+            return
+        waiting[0].discard(peer)
+        if not waiting[0]:
+            del self._unacked[sequence]
+            waiting[1]()
+
+    # Requests the home serves ------------------------------------------------------------
+
+    def serve(self, link: PeerLink, record: TopologyRequest) -> None:
+        """A worker asks the home for change `record.op`: check it here, then sequence it."""
+        vhost = self._vhost
+        if not self.is_home:
+            raise MalformedRecord(f"a topology request at worker {self.index}, not home")
+        answer = _answering(link, record)
+        try:
+            checked = self._check(record)
+        except ChangePending as pending:
+            pending.wait(lambda: self.serve(link, record))
+            return
+        except ProtocolError as error:
+            answer(_Reply(error))
+            return
+        if checked is None:
+            answer(_Reply(True))
+            return
+        counts = _Reply(True)
+
+        def after(completed: Callable[[Outcome], None]) -> None:
+            def replied(got: _Reply) -> None:
+                counts.message_count, counts.consumer_count = got.message_count, got.consumer_count
+                completed(got.outcome)
+
+            self.sequence(checked, record.requester, record.flags, replied)
+
+        vhost.carry_out(
+            Change(lambda: None, keys=_keys(checked), after=after),
+            lambda _none: answer(counts),
+            lambda error: answer(_Reply(False if error is None else error)),
+        )
+
+    def _check(self, record: TopologyRequest) -> TopologyOp | None:
+        vhost = self._vhost
+        op, owner, flags = record.op, record.requester, record.flags
+        match op:
+            case ExchangeDeclared():
+                checked = vhost.check_exchange_declare(
+                    op.name, op.type_name, durable=op.durable, auto_delete=op.auto_delete,
+                    internal=op.internal, arguments=op.arguments,
+                )  # fmt: skip
+                return checked if isinstance(checked, ExchangeDeclared) else None
+            case ExchangeDeleted():
+                return vhost.check_exchange_delete(
+                    op.name, if_unused=bool(flags & RequestFlags.IF_UNUSED)
+                )
+            case QueueDeclared():
+                # A server-named queue's name has the prefix that only the server may give.
+                generated = op.name.startswith(RESERVED_PREFIX)
+                declared = vhost.check_queue_declare(
+                    "" if generated else op.name, generated_name=op.name if generated else None,
+                    owner=owner, passive=False, durable=op.durable,
+                    exclusive=op.exclusive_owner is not None, auto_delete=op.auto_delete,
+                    arguments=op.arguments,
+                )  # fmt: skip
+                return declared if isinstance(declared, QueueDeclared) else None
+            case QueueDeleted():
+                queue = vhost.known_queue(op.name)
+                if flags & RequestFlags.OWNER_DONE:
+                    # The owner removed it already: it is gone whoever asked for it.
+                    owner = None if queue is None else owner_ref(queue)
+                return vhost.check_queue_delete(
+                    op.name, owner=owner, if_unused=bool(flags & RequestFlags.IF_UNUSED),
+                    if_empty=bool(flags & RequestFlags.IF_EMPTY),
+                )  # fmt: skip
+            case Bound():
+                return vhost.check_bind(op.source, op.destination, op.routing_key, op.arguments)
+            case Unbound():
+                return vhost.check_unbind(op.source, op.destination, op.routing_key, op.arguments)
+
+    def _ask_home(self, record: TopologyRequest, replied: Replied) -> None:
+        """Send `record` to the home, waiting up to `home_wait` for its link."""
+        if self._worker.links.link(self.home) is not None:
+            self._worker.ask(self.home, record, replied)
+            return
+
+        def up(ok: bool) -> None:
+            if ok:
+                self._worker.ask(self.home, record, replied)
+            else:
+                replied(_Reply(_down(self.home, self._vhost.name)))
+
+        self._when_home_up.append(up)
+        _expire(self._when_home_up, up, self._worker.home_wait)
+
+    # The owner step ----------------------------------------------------------------------
+
+    def serve_owner(self, link: PeerLink, record: OwnerRequest) -> None:
+        """Another worker asks this one, the queue's owner, to act on the queue."""
+        vhost = self._vhost
+        queue = record.queue
+        name = queue.name if isinstance(queue, QueueDeclared) else queue
+        if not self.owns(name):
+            raise MalformedRecord(f"an owner request for queue '{name}' at worker {self.index}")
+        answer = _answering(link, record)
+        action = record.action
+        if isinstance(queue, QueueDeclared):
+            self._carry_out(queue, vhost.write(queue), answer)
+            return
+        if action is OwnerAction.DELETE:
+            try:
+                checked = vhost.check_queue_delete(
+                    name, owner=record.requester,
+                    if_unused=bool(record.flags & RequestFlags.IF_UNUSED),
+                    if_empty=bool(record.flags & RequestFlags.IF_EMPTY),
+                )  # fmt: skip
+            except ChangePending as pending:
+                pending.wait(lambda: self.serve_owner(link, record))
+                return
+            except ProtocolError as error:
+                answer(_Reply(error))
+                return
+            if checked is None:
+                answer(_Reply(True))
+            else:
+                self._carry_out(checked, vhost.write(checked), answer)
+            return
+        local = vhost.queues.get(name)
+        if local is None:
+            missing = f"no queue '{name}' in vhost '{vhost.name}'"
+            answer(_Reply(amqp_error(ReplyCode.NOT_FOUND, missing)))
+            return
+        if action is OwnerAction.PURGE:
+            count = local.purge()
+            vhost.paging.journal.when_durable(
+                lambda ok: answer(_Reply(True, count) if ok else _Reply(False))
+            )
+            return
+        if action is OwnerAction.COUNTS_TOUCH:
+            local.touched()
+        answer(_Reply(True, local.message_count, local.consumer_count))
+
+    def _carry_out(self, op: QueueDeclared | QueueDeleted, written: bool, answer: Replied) -> None:
+        vhost = self._vhost
+
+        def done(result: object) -> None:
+            answer(_Reply(True, result if isinstance(result, int) else 0))
+
+        vhost.carry_out(
+            # No key: the requester (this worker's client, maybe) holds it while it waits.
+            Change(lambda: vhost.apply(op, on_delete=cancel_consumers_of), written=written),
+            done,
+            lambda error: answer(_Reply(False if error is None else error)),
+        )
+
+    # Replicas ----------------------------------------------------------------------------
+
+    def replicate(self, link: PeerLink, record: TopologyChange) -> None:
+        if link.peer != self.home:
+            raise MalformedRecord(f"a topology change from worker {link.peer}, not home")
+        if (record.home_start, record.sequence) > self.applied:
+            self._apply_here(record.op)
+            self.applied = (record.home_start, record.sequence)
+        ack = TopologyAck(record.home_start, record.sequence, self._vhost.name)
+        link.send(TOPOLOGY_ACK, ack.encode())
+
+    def send_snapshot(self, link: PeerLink) -> None:
+        start, number = self.applied
+        snapshot = TopologySnapshot(start, number, self._vhost.name, topology_ops(self._vhost))
+        link.send(TOPOLOGY_SNAPSHOT, snapshot.encode())
+
+    def snapshot(self, link: PeerLink, record: TopologySnapshot) -> None:
+        if self.is_home:
+            if self.synced:
+                return  # a copy that came too late: the home went on from the others
+            self._copies[link.peer] = record
+            if len(self._copies) == self._count - 1:
+                self._take_copies()
+            return
+        if link.peer != self.home:
+            raise MalformedRecord(f"a topology snapshot from worker {link.peer}, not home")
+        replace_topology(self._vhost, record.ops, self.owns)
+        self.applied = (record.home_start, record.sequence)
+        if record.home_start == link.peer_start:
+            self._set_synced()
+
+    def _take_copies(self) -> None:
+        """A home that starts goes on from the latest copy, and each worker's own queues."""
+        if self._asking is not None:
+            self._asking.cancel()
+            self._asking = None
+        if self.synced:
+            return
+        copies = self._copies
+        latest = max(copies.values(), key=lambda c: (c.home_start, c.sequence), default=None)
+        number = 0
+        if latest is not None and (latest.home_start, latest.sequence) > (0, 0):
+            replace_topology(self._vhost, latest.ops, self.owns)
+            number = latest.sequence
+        vhost = self._vhost
+        for peer, copy in copies.items():
+            for op in copy.ops:
+                if (
+                    isinstance(op, QueueDeclared)
+                    and self.owner_of(op.name) == peer
+                    and vhost.known_queue(op.name) is None
+                ):
+                    vhost.apply(op)
+        copies.clear()
+        self.applied = (self._worker.links.start_id, number)
+        self._set_synced()
+        for peer in range(self._count):
+            link = self._worker.links.link(peer)
+            if link is not None:
+                self.send_snapshot(link)
+
+    def _set_synced(self) -> None:
+        self.synced = True
+        waiting, self._when_synced[:] = list(self._when_synced), []
+        for callback in waiting:
+            callback(True)
+
+    # Links -------------------------------------------------------------------------------
+
+    def link_up(self, link: PeerLink) -> None:
+        self._drop_exclusive_of_ended(link)
+        if self.is_home:
+            if self.synced:
+                self.send_snapshot(link)
+            else:
+                link.send(SNAPSHOT_ASK, SnapshotAsk(self._vhost.name).encode())
+        elif link.peer == self.home:
+            waiting, self._when_home_up[:] = list(self._when_home_up), []
+            for callback in waiting:
+                callback(True)
+
+    def _drop_exclusive_of_ended(self, link: PeerLink) -> None:
+        """A link up with a new process of worker `link.peer` shows that the earlier ones
+        ended, and their client connections with them: the exclusive queues of those
+        connections that this worker runs go, as when a connection closes (spec
+        queue.declare exclusive: deleted "when that connection closes")."""
+        vhost = self._vhost
+        for queue in list(vhost.queues.values()):
+            owner = owner_ref(queue)
+            if owner is not None and owner.worker == link.peer and owner.start != link.peer_start:
+                vhost.remove_queue(queue, on_delete=cancel_consumers_of)
+
+    def link_down(self, link: PeerLink) -> None:
+        if self.is_home:
+            for sequence in [s for s, (peers, _) in self._unacked.items() if link.peer in peers]:
+                self.acked(link.peer, sequence)
+            if not self.synced and link.peer in self._copies:
+                del self._copies[link.peer]
+        elif link.peer == self.home:
+            self.synced = False
+
+
+def _answering(link: PeerLink, record: TopologyRequest | OwnerRequest) -> Replied:
+    """What answers `record`, which came on `link`."""
+    if isinstance(record, OwnerRequest):
+        queue = record.queue
+        name = queue.name if isinstance(queue, QueueDeclared) else queue
+    else:
+        op = record.op
+        name = op.name if isinstance(op, QueueDeclared | QueueDeleted) else ""
+    return functools.partial(_send_answer, link, record.request_id, name)
+
+
+def _expire(
+    waiting: list[Callable[[bool], None]], callback: Callable[[bool], None], wait: float
+) -> None:
+    """`callback(False)` after `wait` seconds unless it left `waiting` (was called) first."""
+
+    def expired() -> None:
+        if callback in waiting:
+            waiting.remove(callback)
+            callback(False)
+
+    asyncio.get_running_loop().call_later(wait, expired)
