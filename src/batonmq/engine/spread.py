@@ -75,7 +75,7 @@ from batonmq.engine.change import Change, ChangePending, Outcome
 from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.remotequeue import PublishLinks, RemoteQueue
 from batonmq.engine.spreading import Declared
-from batonmq.engine.topologycopy import bindings_of, owner_ref, replace_topology, topology_ops
+from batonmq.engine.topologycopy import bindings_of, replace_topology, topology_ops
 from batonmq.engine.vhost import RESERVED_PREFIX, VirtualHost
 from batonmq.model.destination import Destination
 from batonmq.model.topology import (
@@ -621,7 +621,7 @@ class Spread:
                 queue = vhost.known_queue(op.name)
                 if flags & RequestFlags.OWNER_DONE:
                     # The owner removed it already: it is gone whoever asked for it.
-                    owner = None if queue is None else owner_ref(queue)
+                    owner = None if queue is None else queue.exclusive_owner
                 return vhost.check_queue_delete(
                     op.name, owner=owner, if_unused=bool(flags & RequestFlags.IF_UNUSED),
                     if_empty=bool(flags & RequestFlags.IF_EMPTY),
@@ -794,7 +794,7 @@ class Spread:
         queue.declare exclusive: deleted "when that connection closes")."""
         vhost = self._vhost
         for queue in list(vhost.queues.values()):
-            owner = owner_ref(queue)
+            owner = queue.exclusive_owner
             if owner is not None and owner.worker == link.peer and owner.start != link.peer_start:
                 vhost.remove_queue(queue, on_delete=cancel_consumers_of)
 

@@ -15,7 +15,6 @@ from batonmq.engine.exchange import Exchange
 from batonmq.engine.vhost import RESERVED_PREFIX, VirtualHost
 from batonmq.model.topology import (
     Bound,
-    ConnectionRef,
     ExchangeDeclared,
     ExchangeDeleted,
     QueueDeclared,
@@ -42,16 +41,9 @@ def _exchange_op(exchange: Exchange) -> ExchangeDeclared:
     )
 
 
-def owner_ref(queue: RoutedQueue) -> ConnectionRef | None:
-    """The connection that owns `queue` exclusively (in a spread virtual host a value)."""
-    owner = queue.exclusive_owner
-    assert owner is None or isinstance(owner, ConnectionRef), owner
-    return owner
-
-
 def _queue_op(queue: RoutedQueue) -> QueueDeclared:
     return QueueDeclared(
-        queue.name, queue.durable, queue.auto_delete, owner_ref(queue), queue.arguments
+        queue.name, queue.durable, queue.auto_delete, queue.exclusive_owner, queue.arguments
     )
 
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from pamqp.common import FieldTable
 
 from batonmq.model.message import ENTRY_COST, Message, QueueEntry
+from batonmq.model.topology import ConnectionRef
 from batonmq.queues.arguments import QueueArguments
 from batonmq.queues.consumers import ConsumerSet
 from batonmq.queues.counters import QueueCounters
@@ -58,7 +59,7 @@ class ClassicQueue:
         name: str,
         *,
         durable: bool = False,
-        exclusive_owner: object | None = None,
+        exclusive_owner: ConnectionRef | None = None,
         auto_delete: bool = False,
         arguments: FieldTable | None = None,
         paging: Paging | None = None,

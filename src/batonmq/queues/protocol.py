@@ -21,6 +21,7 @@ from typing import Protocol
 from pamqp.common import FieldTable
 
 from batonmq.model.message import Message, QueueEntry
+from batonmq.model.topology import ConnectionRef
 from batonmq.queues.arguments import QueueArguments
 from batonmq.queues.counters import QueueCounters
 from batonmq.queues.deadletter import Reason
@@ -127,7 +128,7 @@ class RoutedQueue(Protocol):
     def durable(self) -> bool: ...
 
     @property
-    def exclusive_owner(self) -> object | None: ...
+    def exclusive_owner(self) -> ConnectionRef | None: ...
 
     @property
     def auto_delete(self) -> bool: ...
@@ -376,7 +377,7 @@ class QueueType(Protocol):
         name: str,
         *,
         durable: bool = ...,
-        exclusive_owner: object | None = ...,
+        exclusive_owner: ConnectionRef | None = ...,
         auto_delete: bool = ...,
         arguments: FieldTable | None = ...,
         paging: Paging | None = ...,

@@ -28,6 +28,7 @@ from pamqp.common import FieldTable
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import amqp_error
 from batonmq.model.message import ENTRY_COST, FLAG_HEADERS, Message, QueueEntry
+from batonmq.model.topology import ConnectionRef
 from batonmq.queues.arguments import InvalidArgument, QueueArguments
 from batonmq.queues.counters import QueueCounters
 from batonmq.queues.paging import Paging
@@ -115,7 +116,7 @@ class StreamQueue:
         name: str,
         *,
         durable: bool = True,
-        exclusive_owner: object | None = None,
+        exclusive_owner: ConnectionRef | None = None,
         auto_delete: bool = False,
         arguments: FieldTable | None = None,
         paging: Paging | None = None,
