@@ -279,7 +279,8 @@ class VirtualHost:
             alternate_exchange_name(arguments),
         )
         self.exchanges[name] = exchange
-        self.events.publish(EventKind.EXCHANGE_CREATED, name, self.name, type=type_name)
+        if self.writes_topology:  # one event per change, by the worker that writes its row
+            self.events.publish(EventKind.EXCHANGE_CREATED, name, self.name, type=type_name)
         return exchange
 
     def exchange(self, name: str) -> Exchange:
@@ -324,9 +325,10 @@ class VirtualHost:
         """Remove `exchange` and the bindings to and from it; `written`: its deletion is in
         the store already."""
         del self.exchanges[exchange.name]
-        self.events.publish(EventKind.EXCHANGE_DELETED, exchange.name, self.name)
-        if exchange.durable and not written:
-            self._journal.delete_exchange(self.name, exchange.name)
+        if self.writes_topology:  # a replica writes nothing and leaves the event to the home
+            self.events.publish(EventKind.EXCHANGE_DELETED, exchange.name, self.name)
+            if exchange.durable and not written:
+                self._journal.delete_exchange(self.name, exchange.name)
         for destination, _key, _arguments in list(exchange.router.bindings()):
             self._sources[destination].discard(exchange.name)
         self._remove_bindings_to(Destination.exchange(exchange.name))
@@ -643,7 +645,11 @@ class VirtualHost:
         )
 
     def _add_declared(self, op: QueueDeclared) -> RoutedQueue:
-        """The queue `op` declares: run here, or by the worker that owns it."""
+        """The queue `op` declares: run here, or by the worker that owns it; the one there is
+        already when `op` is applied again."""
+        existing = self.known_queue(op.name)
+        if existing is not None:
+            return existing
         if self.spread is None or self.spread.owns(op.name):
             return self._make_queue(op)
         queue = self.spread.remote_queue(op)
@@ -864,7 +870,9 @@ class VirtualHost:
         (a queue another worker runs is a stand-in in `remote`), a deleted queue's ready count
         (`on_delete` is given a queue this process runs just before it goes), else None."""
         if isinstance(op, ExchangeDeclared):
-            return self._declare_exchange(op)
+            # Applied again (a change the home resends, a copy taken twice): the same exchange.
+            existing = self.exchanges.get(op.name)
+            return existing if existing is not None else self._declare_exchange(op)
         if isinstance(op, ExchangeDeleted):
             self._delete_exchange(op)
         elif isinstance(op, QueueDeclared):

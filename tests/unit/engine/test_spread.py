@@ -22,6 +22,7 @@ from batonmq.cluster.peerlink import PeerLink, PeerLinks
 from batonmq.cluster.publishrecords import PUBLISH
 from batonmq.cluster.topologyrecords import TOPOLOGY_ANSWER
 from batonmq.engine.broker import Broker
+from batonmq.engine.events import EventKind
 from batonmq.engine.recovery import restore
 from batonmq.engine.remotequeue import RemoteQueue
 from batonmq.engine.spread import Spread, SpreadWorker
@@ -419,3 +420,59 @@ async def test_a_commit_reaches_each_owner_as_one_group(pair: list[Worker]) -> N
     await answer(client, commands.Tx.CommitOk)
     assert seen == [0, 0, 0]  # held until the group's end ...
     assert [m.message.body for m in owned.browse()] == [b"a", b"b", b"c"]  # ... then all
+
+
+async def received_in_order(client: MemClient, count: int) -> list[base.Frame]:
+    """The next `count` methods `client` gets, in the order they came."""
+    methods: list[base.Frame] = []
+    async with asyncio.timeout(5):
+        while len(methods) < count:
+            methods.extend(item.method for item in client.receive())
+            await asyncio.sleep(0.005)
+    return methods
+
+
+async def test_only_the_writer_of_a_row_writes_it_and_publishes_its_event(
+    pair: list[Worker],
+) -> None:
+    """BatonMQ architecture ("Every persisted row ... carries the id of the broker that owns
+    it"; events "by row writer only"): the home writes exchange and binding rows, a queue's
+    owner its queue's. A replica applies the same changes, including an auto-delete exchange
+    going with its last binding (RabbitMQ semantics), writing no exchange or binding row, and
+    each change is published as one event across both workers."""
+    _home, other = pair
+    events: list[tuple[EventKind, str]] = []
+    for worker in pair:
+        worker.vhost.events.subscribe(
+            lambda event: (
+                events.append((event.kind, event.name))
+                if event.kind.startswith(("exchange.", "queue."))
+                else None
+            )
+        )
+    journal = other.broker.journal
+    written: list[str] = []
+    for method in ("put_exchange", "delete_exchange", "put_binding", "delete_binding"):
+        real = getattr(journal, method)
+
+        def spy(*args: object, _real: Callable[..., None] = real, _name: str = method) -> None:
+            written.append(_name)
+            _real(*args)
+
+        setattr(journal, method, spy)
+    client = other.client()
+    client.send(1, commands.Exchange.Declare(exchange="ad", durable=True, auto_delete=True))
+    await answer(client, commands.Exchange.DeclareOk)
+    client.send(1, commands.Queue.Declare(queue="q", durable=True))
+    await answer(client, commands.Queue.DeclareOk)
+    client.send(1, commands.Queue.Bind(queue="q", exchange="ad", routing_key="k"))
+    await answer(client, commands.Queue.BindOk)
+    client.send(1, commands.Queue.Unbind(queue="q", exchange="ad", routing_key="k"))
+    await answer(client, commands.Queue.UnbindOk)
+    assert all("ad" not in worker.vhost.exchanges for worker in pair)
+    assert written == []
+    assert events == [
+        (EventKind.EXCHANGE_CREATED, "ad"),
+        (EventKind.QUEUE_CREATED, "q"),
+        (EventKind.EXCHANGE_DELETED, "ad"),
+    ]

@@ -543,3 +543,23 @@ def test_a_tx_commit_enqueues_its_publishes_inside_one_tx_group() -> None:
     assert grouping.seen == []
     client.call(1, commands.Tx.Commit(), commands.Tx.CommitOk)
     assert grouping.seen == [("open", 0), ("end", 2)]
+
+
+def test_applying_a_declaration_again_keeps_what_it_made() -> None:
+    """RabbitMQ: exchange.declare and queue.declare of what exists (equivalent) change nothing
+    (spec: "If the exchange/queue exists, the server MUST check ... and return declare-ok");
+    a spread virtual host's copy may be given the same declaration twice (a change the home
+    resends, a copy taken after it): the exchange keeps its bindings, the queue its
+    messages."""
+    vhost = VirtualHost("/")
+    exchange_op = ExchangeDeclared("x", "direct", False, False, False, {})
+    queue_op = QueueDeclared("q", False, False, None, {})
+    exchange = vhost.apply(exchange_op)
+    queue = vhost.apply(queue_op)
+    vhost.apply(Bound("x", Destination.queue("q"), "k", {}))
+    assert isinstance(queue, ClassicQueue)
+    queue.publish(_message("k"))
+    assert vhost.apply(exchange_op) is exchange
+    assert vhost.apply(queue_op) is queue
+    assert vhost.queues["q"] is queue and queue.message_count == 1
+    assert [q.name for q in vhost.route(vhost.exchanges["x"], _message("k"))] == ["q"]
