@@ -294,7 +294,9 @@ class VirtualHost:
         if checked is None:
             return applied(None)  # RabbitMQ: deleting an exchange that does not exist succeeds.
         if self.spread is not None:
-            return cast("Change[None]", self.spread.request(checked, owner=None))
+            return cast(
+                "Change[None]", self.spread.request(checked, owner=None, if_unused=if_unused)
+            )
         exchange = self.exchanges[name]
 
         def remove() -> None:

@@ -432,6 +432,29 @@ async def received_in_order(client: MemClient, count: int) -> list[base.Frame]:
     return methods
 
 
+async def test_exchange_delete_if_unused_is_judged_by_the_home(pair: list[Worker]) -> None:
+    """AMQP 0-9-1 exchange.delete if-unused: "If set, the server will only delete the exchange
+    if it has no queue bindings", else 406 PRECONDITION_FAILED. Worker 1's copy missed a
+    binding made while its link was down; the home, which decides, still refuses."""
+    home, other = pair
+    client = home.client()
+    client.send(1, commands.Exchange.Declare(exchange="x", exchange_type="direct"))
+    await answer(client, commands.Exchange.DeclareOk)
+    deleting = other.client()
+    await cut(pair)
+    client.send(1, commands.Queue.Declare(queue="q4"))
+    await answer(client, commands.Queue.DeclareOk)
+    client.send(1, commands.Queue.Bind(queue="q4", exchange="x", routing_key="k"))
+    await answer(client, commands.Queue.BindOk)
+    deleting.send(1, commands.Exchange.Delete(exchange="x", if_unused=True))
+    await asyncio.sleep(0.05)
+    deleting.expect_nothing()  # unused in its copy: it waits for the home
+    await join(home, other)
+    refused = await answer(deleting, commands.Channel.Close)
+    assert isinstance(refused, commands.Channel.Close) and refused.reply_code == 406
+    assert all("x" in worker.vhost.exchanges for worker in pair)
+
+
 async def test_only_the_writer_of_a_row_writes_it_and_publishes_its_event(
     pair: list[Worker],
 ) -> None:
