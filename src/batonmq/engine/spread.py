@@ -76,7 +76,7 @@ from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.remotequeue import PublishLinks, RemoteQueue
 from batonmq.engine.spreading import Declared
 from batonmq.engine.topologycopy import bindings_of, replace_topology, topology_ops
-from batonmq.engine.vhost import RESERVED_PREFIX, VirtualHost
+from batonmq.engine.vhost import RESERVED_PREFIX, QueueDeletedHook, VirtualHost
 from batonmq.model.destination import Destination
 from batonmq.model.topology import (
     Bound,
@@ -327,6 +327,9 @@ class Spread:
         #: At a home that starts: the copies the others sent, by worker.
         self._copies: dict[int, TopologySnapshot] = {}
         self._asking: asyncio.TimerHandle | None = None
+        #: What a queue.delete asked here gives a queue this worker runs just before it goes
+        #: (its channel's cancels, sent after delete-ok), by queue, while the change waits.
+        self._on_delete: dict[str, QueueDeletedHook] = {}
 
     def start(self) -> None:
         if self.is_home:
@@ -364,6 +367,7 @@ class Spread:
         owner: ConnectionRef | None,
         if_unused: bool = False,
         if_empty: bool = False,
+        on_delete: QueueDeletedHook | None = None,
     ) -> Change[Declared | int | None]:
         flags = RequestFlags.NONE
         if if_unused:
@@ -371,6 +375,7 @@ class Spread:
         if if_empty:
             flags |= RequestFlags.IF_EMPTY
         counts = _Reply(True)
+        deleting = op.name if isinstance(op, QueueDeleted) and on_delete is not None else None
 
         def after(completed: Callable[[Outcome], None]) -> None:
             def replied(reply: _Reply) -> None:
@@ -378,8 +383,12 @@ class Spread:
                     reply.message_count,
                     reply.consumer_count,
                 )
+                if deleting is not None:
+                    self._on_delete.pop(deleting, None)
                 completed(reply.outcome)
 
+            if deleting is not None and on_delete is not None:
+                self._on_delete[deleting] = on_delete
             if self.is_home:
                 self.sequence(op, owner, flags, replied)
             else:
@@ -548,7 +557,14 @@ class Spread:
         its owner step."""
         if isinstance(op, QueueDeclared | QueueDeleted) and self.owns(op.name) and not self.is_home:
             return
-        self._vhost.apply(op, on_delete=cancel_consumers_of)
+        self._vhost.apply(op, on_delete=self._deleted_hook(op))
+
+    def _deleted_hook(self, op: TopologyOp) -> QueueDeletedHook:
+        """What a queue that `op` deletes here is given just before it goes: the hook of a
+        queue.delete asked on this worker, else basic.cancel to its consumers."""
+        if isinstance(op, QueueDeleted):
+            return self._on_delete.get(op.name, cancel_consumers_of)
+        return cancel_consumers_of
 
     def acked(self, peer: int, sequence: int) -> None:
         waiting = self._unacked.get(sequence)
@@ -665,7 +681,7 @@ class Spread:
                 checked = vhost.check_queue_delete(
                     name, owner=record.requester,
                     if_unused=bool(record.flags & RequestFlags.IF_UNUSED),
-                    if_empty=bool(record.flags & RequestFlags.IF_EMPTY),
+                    if_empty=bool(record.flags & RequestFlags.IF_EMPTY), wait=False,
                 )  # fmt: skip
             except ChangePending as pending:
                 pending.wait(lambda: self.serve_owner(link, record))
@@ -701,7 +717,7 @@ class Spread:
 
         vhost.carry_out(
             # No key: the requester (this worker's client, maybe) holds it while it waits.
-            Change(lambda: vhost.apply(op, on_delete=cancel_consumers_of), written=written),
+            Change(lambda: vhost.apply(op, on_delete=self._deleted_hook(op)), written=written),
             done,
             lambda error: answer(_Reply(False if error is None else error)),
         )

@@ -57,8 +57,10 @@ class Spreading(Protocol):
         owner: ConnectionRef | None,
         if_unused: bool = False,
         if_empty: bool = False,
+        on_delete: Callable[[Queue], object] | None = None,
     ) -> Change[Declared | int | None]:
-        """Have the home carry out `op` (checked here already), asked by connection `owner`."""
+        """Have the home carry out `op` (checked here already), asked by connection `owner`;
+        `on_delete` is given a queue this worker runs that `op` deletes, just before it goes."""
         ...
 
     def counts(self, queue: RoutedQueue, *, touch: bool) -> Change[Declared]:

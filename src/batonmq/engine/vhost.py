@@ -20,6 +20,7 @@ from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import ProtocolError, amqp_error
 from batonmq.engine.autocreate import AutocreatePolicy
 from batonmq.engine.change import Change, ChangePending, Outcome, applied
+from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.deadletter import republish
 from batonmq.engine.events import EventFeed, EventKind
 from batonmq.engine.exchange import (
@@ -735,7 +736,13 @@ class VirtualHost:
         if self.spread is not None:
             return cast(
                 "Change[int]",
-                self.spread.request(checked, owner=owner, if_unused=if_unused, if_empty=if_empty),
+                self.spread.request(
+                    checked,
+                    owner=owner,
+                    if_unused=if_unused,
+                    if_empty=if_empty,
+                    on_delete=on_delete,
+                ),
             )
         return Change(
             lambda: self._delete_queue(checked, on_delete),
@@ -744,11 +751,20 @@ class VirtualHost:
         )
 
     def check_queue_delete(
-        self, name: str, *, owner: ConnectionRef | None, if_unused: bool, if_empty: bool
+        self,
+        name: str,
+        *,
+        owner: ConnectionRef | None,
+        if_unused: bool,
+        if_empty: bool,
+        wait: bool = True,
     ) -> QueueDeleted | None:
         """queue.delete: None when there is no such queue; raises what refuses it. Whether it
-        is unused or empty is judged here only of a queue this process runs."""
-        self._wait_for(("queue", name))
+        is unused or empty is judged here only of a queue this process runs. `wait`: false for
+        the owner step of a deletion the home ordered already (the change that waits for it
+        may be this worker's own, holding the queue's key)."""
+        if wait:
+            self._wait_for(("queue", name))
         queue = self.known_queue(name)
         if queue is None:
             return None
@@ -866,11 +882,12 @@ class VirtualHost:
         return True
 
     def apply(
-        self, op: TopologyOp, *, on_delete: QueueDeletedHook | None = None
+        self, op: TopologyOp, *, on_delete: QueueDeletedHook = cancel_consumers_of
     ) -> RoutedQueue | Exchange | int | None:
         """Make checked change `op` in memory, writing nothing: the exchange or queue declared
         (a queue another worker runs is a stand-in in `remote`), a deleted queue's ready count
-        (`on_delete` is given a queue this process runs just before it goes), else None."""
+        (`on_delete` is given a queue this process runs just before it goes: by default its
+        consumers are sent basic.cancel, as queue.delete does), else None."""
         if isinstance(op, ExchangeDeclared):
             # Applied again (a change the home resends, a copy taken twice): the same exchange.
             existing = self.exchanges.get(op.name)

@@ -432,6 +432,27 @@ async def received_in_order(client: MemClient, count: int) -> list[base.Frame]:
     return methods
 
 
+@pytest.mark.parametrize("deleting", [0, 1])
+async def test_deleting_a_consumed_queue_sends_delete_ok_before_the_channels_cancel(
+    pair: list[Worker], deleting: int
+) -> None:
+    """RabbitMQ consumer cancel notification ("Consumer Cancel Notification"): a consumer of a
+    deleted queue is sent basic.cancel; the deleting channel's own after queue.delete-ok (a
+    client that saw the cancel first would drop the reply it waits for), as on one worker.
+    Asked on the home (worker 0, which runs "q4") and on worker 1 (which runs "q")."""
+    worker = pair[deleting]
+    name = "q4" if deleting == 0 else "q"
+    client, _session = connect(worker.broker, capabilities={"consumer_cancel_notify": True})
+    client.send(1, commands.Queue.Declare(queue=name))
+    await answer(client, commands.Queue.DeclareOk)
+    client.send(1, commands.Basic.Consume(queue=name, consumer_tag="c"))
+    await answer(client, commands.Basic.ConsumeOk)
+    client.send(1, commands.Queue.Delete(queue=name))
+    methods = await received_in_order(client, 2)
+    assert [type(method) for method in methods] == [commands.Queue.DeleteOk, commands.Basic.Cancel]
+    await until(partial(nowhere, pair, name))
+
+
 async def test_exchange_delete_if_unused_is_judged_by_the_home(pair: list[Worker]) -> None:
     """AMQP 0-9-1 exchange.delete if-unused: "If set, the server will only delete the exchange
     if it has no queue bindings", else 406 PRECONDITION_FAILED. Worker 1's copy missed a
@@ -499,3 +520,49 @@ async def test_only_the_writer_of_a_row_writes_it_and_publishes_its_event(
         (EventKind.QUEUE_CREATED, "q"),
         (EventKind.EXCHANGE_DELETED, "ad"),
     ]
+
+
+async def test_the_home_deletes_its_binding_rows_of_a_queue_another_worker_ran(
+    pair: list[Worker],
+) -> None:
+    """AMQP 0-9-1 queue.delete: "all bindings to the queue are deleted"; durable bindings are
+    rows the home wrote, so the home deletes them when the queue's owner deleted the queue:
+    none is read back at the next start."""
+    home, other = pair
+    client = other.client()
+    client.send(1, commands.Exchange.Declare(exchange="x", exchange_type="direct", durable=True))
+    await answer(client, commands.Exchange.DeclareOk)
+    client.send(1, commands.Queue.Declare(queue="q", durable=True))
+    await answer(client, commands.Queue.DeclareOk)
+    for key in ("k1", "k2"):
+        client.send(1, commands.Queue.Bind(queue="q", exchange="x", routing_key=key))
+        await answer(client, commands.Queue.BindOk)
+    store = home.broker.journal.store
+    assert store is not None
+    assert await home.broker.journal.durable()
+    assert [b.routing_key for b in (await store.recover()).bindings] == ["k1", "k2"]
+    client.send(1, commands.Queue.Delete(queue="q"))
+    await answer(client, commands.Queue.DeleteOk)
+    assert await home.broker.journal.durable()
+    assert (await store.recover()).bindings == []
+
+
+async def test_a_method_naming_a_queue_waits_for_its_deletion_asked_before(
+    pair: list[Worker],
+) -> None:
+    """AMQP 0-9-1 queue.declare passive: "raise an error if not [exists]" (404); BatonMQ
+    architecture: a change becomes visible once made, and a method naming an object whose
+    change is on its way waits for it, as one waiting for the store does. A passive declare
+    on worker 1, after a deletion of the queue asked there (and sent to the home), waits for
+    the deletion rather than answering from the copy that still has the queue."""
+    home, other = pair
+    setup = home.client()
+    setup.send(1, commands.Queue.Declare(queue="q"))
+    await answer(setup, commands.Queue.DeclareOk)
+    deleting = other.client()
+    asking = other.client()
+    deleting.send(1, commands.Queue.Delete(queue="q"))
+    asking.send(1, commands.Queue.Declare(queue="q", passive=True))
+    await answer(deleting, commands.Queue.DeleteOk)
+    refused = await answer(asking, commands.Channel.Close)
+    assert isinstance(refused, commands.Channel.Close) and refused.reply_code == 404
