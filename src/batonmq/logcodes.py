@@ -195,6 +195,15 @@ CATALOGUE: Final = (
         "If the home worker's link is down, look for its end or restart (BMQ-1043).",
     ),
     _code(
+        "BMQ-1047",
+        "an exclusive queue another worker runs was not deleted: ",
+        "A connection closed whose exclusive queue runs on another worker of a virtual host "
+        "spread over the workers, and that worker could not be asked to delete it (the reason "
+        "is given): it stays until its worker's process ends or it is deleted by name.",
+        "If the home worker's link is down, look for its end or restart (BMQ-1043); delete "
+        "the queue by name.",
+    ),
+    _code(
         "BMQ-1060",
         "counting failed logins and repeated lines in this worker until the first answers",
         "A worker of a broker with several got no answer from the first worker, which counts "

@@ -194,14 +194,12 @@ class Channel:
 
     def declared(self, queue: RoutedQueue) -> None:
         """queue.declare on this channel found or made `queue`: it is the channel's last queue,
-        and an exclusive queue of its connection that this process runs goes when the
-        connection does."""
+        and an exclusive queue of its connection goes when the connection does (wherever it
+        runs)."""
         self.last_queue_name = queue.name
         session = self.session
         if queue.exclusive_owner == session.ref:
-            local = session.vhost.queues.get(queue.name)
-            if local is queue:
-                session.exclusive_queues.add(local)
+            session.exclusive_queues.add(queue)
 
     def deleting(self, queue: Queue) -> list[base.Frame]:
         """queue.delete on this channel deletes `queue`: its connection no longer deletes it

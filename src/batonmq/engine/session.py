@@ -47,7 +47,7 @@ from batonmq.engine.spreading import Spreading
 from batonmq.engine.vhost import VirtualHost
 from batonmq.model.message import Message
 from batonmq.model.topology import ConnectionRef
-from batonmq.queues.protocol import Queue
+from batonmq.queues.protocol import RoutedQueue
 from batonmq.security.authn import AuthenticationError, LoginAttempt
 from batonmq.security.sasl import PeerCertificate
 
@@ -103,7 +103,8 @@ class Session:
         self.vhost_or_none: VirtualHost | None = None
         #: The virtual host connection.open asked for (logged, granted or not).
         self.requested_vhost: str | None = None
-        self.exclusive_queues: set[Queue] = set()
+        #: The exclusive queues of this connection, this process's and other workers' alike.
+        self.exclusive_queues: set[RoutedQueue] = set()
         self.transport_paused = False
         #: Set by the server layer while the socket holds far more than the budget unsent.
         self.output_backed_up = False
@@ -447,9 +448,14 @@ class Session:
         self.teardown()
         self._request_flush()
 
-    def remove_queue(self, queue: Queue) -> int:
+    def remove_queue(self, queue: RoutedQueue) -> None:
         self.exclusive_queues.discard(queue)
-        return self.vhost.remove_queue(queue, on_delete=cancel_consumers_of)
+        vhost = self.vhost
+        local = vhost.queues.get(queue.name)
+        if local is queue:
+            vhost.remove_queue(local, on_delete=cancel_consumers_of)
+        else:
+            vhost.remove_remote(queue, self.ref)
 
     def teardown(self) -> None:
         """The connection is over, however it ended: close every channel (their unsettled

@@ -805,6 +805,24 @@ class VirtualHost:
             self.spread.gone(queue)
         return count
 
+    def remove_remote(self, queue: RoutedQueue, owner: ConnectionRef) -> None:
+        """Connection `owner`, whose exclusive queue `queue` another worker runs, ended: have
+        that worker delete it (spec queue.declare exclusive: deleted "when that connection
+        closes"), without waiting for it."""
+        if self.spread is None or self.remote.get(queue.name) is not queue:
+            return  # deleted meanwhile
+
+        def failed(error: ProtocolError | None) -> None:
+            reason = "the store could not write it" if error is None else error.reply_text
+            log.warning(
+                "an exclusive queue another worker runs was not deleted: %s",
+                reason,
+                extra={"vhost": self.name, "queue": queue.name},
+            )
+
+        change = self.spread.request(QueueDeleted(queue.name), owner=owner)
+        self.carry_out(change, lambda _count: None, failed)
+
     def _remove_local(
         self, queue: Queue, on_delete: QueueDeletedHook | None, *, written: bool
     ) -> int | None:

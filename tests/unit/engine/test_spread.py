@@ -422,6 +422,22 @@ async def test_a_commit_reaches_each_owner_as_one_group(pair: list[Worker]) -> N
     assert [m.message.body for m in owned.browse()] == [b"a", b"b", b"c"]  # ... then all
 
 
+async def test_an_exclusive_queue_another_worker_runs_goes_when_its_connection_closes(
+    pair: list[Worker],
+) -> None:
+    """AMQP 0-9-1 queue.declare exclusive: an exclusive queue "is deleted when [its]
+    connection closes", also when the worker that runs it is not the connection's: that worker
+    is asked to delete it and every worker forgets it."""
+    home, other = pair
+    client = home.client()
+    client.send(1, commands.Queue.Declare(queue="q", exclusive=True))
+    await answer(client, commands.Queue.DeclareOk)
+    assert "q" in other.vhost.queues and "q" in home.vhost.remote
+    client.send(0, commands.Connection.Close(reply_code=200, class_id=0, method_id=0))
+    await answer(client, commands.Connection.CloseOk)
+    await until(partial(nowhere, pair, "q"))
+
+
 async def received_in_order(client: MemClient, count: int) -> list[base.Frame]:
     """The next `count` methods `client` gets, in the order they came."""
     methods: list[base.Frame] = []
