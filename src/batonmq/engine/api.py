@@ -313,7 +313,9 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
     async def purge_queue(self, user: str, vhost: str, name: str) -> int:
         """Remove a queue's ready messages as queue.purge would; how many there were, once
         their removal is written."""
-        count = await self._checked(lambda: self.purge_now(user, vhost, name))
+        count = await self._carry_out(
+            self._vhost(vhost), lambda: self.plan_purge(user, vhost, name)
+        )
         await self._durable(f"the purge of queue '{name}'")
         return count
 

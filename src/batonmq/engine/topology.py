@@ -7,8 +7,9 @@ carries it out, or raises the AMQP error a client of the same request gets (`Pro
 `ChangePending` when the request names something still waiting for the store: ask again once it
 is done). An AMQP method handler carries the change out on its channel and turns the result into
 its -ok frame; management awaits `EngineApi`'s async form of the same plan, which raises the
-error as `ApiError`. A purge is no plan: `purge_now` removes the messages at once, as queue.purge
-always has, and its caller answers once their removal is written.
+error as `ApiError`. A purge of a queue this process runs removes the messages at once, as
+queue.purge always has (`plan_purge` returns the count; its caller answers once their removal is
+written); one another worker runs is purged by that worker.
 
 Beside the ACL, RabbitMQ's permissions (its access control guide, "which permissions are needed
 for which AMQP 0-9-1 operations"; the default exchange is named "amq.default"):
@@ -51,7 +52,7 @@ from batonmq.engine.access import (
     queue_properties,
 )
 from batonmq.engine.apibase import ApiBase
-from batonmq.engine.change import Change
+from batonmq.engine.change import Change, applied
 from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.exchange import Exchange
 from batonmq.engine.snapshots import BindingInfo
@@ -142,18 +143,23 @@ class TopologyApi(ApiBase):
             name, owner=connection, if_unused=if_unused, if_empty=if_empty, on_delete=on_delete
         )
 
-    def purge_now(
+    def plan_purge(
         self, user: str, vhost: str, name: str, *, connection: ConnectionRef | None = None
-    ) -> int:
-        """queue.purge: remove the queue's ready messages now; how many there were. Their
-        removal is recorded for the store: the caller answers once it is durable."""
+    ) -> Change[int]:
+        """queue.purge: how many ready messages the queue had. One this process runs is purged
+        now (their removal is recorded for the store: the caller answers once it is durable);
+        one another worker runs is purged there, and the change waits for its answer."""
         host = self._vhost(vhost)
-        queue = host.queue(name, connection)
+        queue = host.routed_queue(name, connection)
         # Table 2.3: PURGE is "Applied when purge the contents of a queue".
         self._authorize(user, host, Action.PURGE, ObjectType.QUEUE, queue_properties(queue))
         self._permit(user, host, Permission.READ, ResourceKind.QUEUE, queue.name)
-        host.wait_for_held(queue)  # what the caller published to it first is purged too
-        return queue.purge()
+        local = host.queues.get(queue.name)
+        if local is not queue:
+            assert host.spread is not None, queue.name
+            return host.spread.purge(queue)
+        host.wait_for_held(local)  # what the caller published to it first is purged too
+        return applied(local.purge())
 
     # Exchanges ----------------------------------------------------------------------------
 

@@ -582,3 +582,22 @@ async def test_a_method_naming_a_queue_waits_for_its_deletion_asked_before(
     await answer(deleting, commands.Queue.DeleteOk)
     refused = await answer(asking, commands.Channel.Close)
     assert isinstance(refused, commands.Channel.Close) and refused.reply_code == 404
+
+
+async def test_a_queue_purge_of_a_queue_another_worker_runs_answers_its_count(
+    pair: list[Worker],
+) -> None:
+    """AMQP 0-9-1 queue.purge: "removes all messages from a queue which are not awaiting
+    acknowledgment", purge-ok's message-count says how many; asked on a worker that does not
+    run the queue, the owner purges it."""
+    home, other = pair
+    owner = other.client()
+    owner.send(1, commands.Queue.Declare(queue="q"))
+    await answer(owner, commands.Queue.DeclareOk)
+    for body in (b"a", b"b", b"c"):
+        owner.publish(1, body, routing_key="q")
+    client = home.client()
+    client.send(1, commands.Queue.Purge(queue="q"))
+    purged = await answer(client, commands.Queue.PurgeOk)
+    assert isinstance(purged, commands.Queue.PurgeOk) and purged.message_count == 3
+    assert other.vhost.queues["q"].message_count == 0

@@ -78,11 +78,12 @@ def unbind(channel: Channel, method: commands.Queue.Unbind) -> None:
 def purge(channel: Channel, method: commands.Queue.Purge) -> None:
     session = channel.session
     name = channel.queue_name(method.queue)
-    count = session.api.purge_now(
+    change = session.api.plan_purge(
         session.username, session.vhost.name, name, connection=session.ref
     )
-    if not method.nowait:
-        channel.reply_when_durable(Queue.PurgeOk(count), "queue.purge")
+    channel.carry_out(
+        change, lambda count: None if method.nowait else Queue.PurgeOk(count), Queue.Purge
+    )
 
 
 @handles(Queue.Delete)
