@@ -587,15 +587,16 @@ class VirtualHost:
         arguments = dict(arguments or {})
         try:
             kind = queue_type(arguments)
-            options = kind.parse_arguments(self.autocreate.arguments_for(name, arguments))
+            kind.parse_arguments(self.autocreate.arguments_for(name, arguments))
+            if self.spread is not None:
+                # Judged of what the client asked for, not of an auto-create policy's defaults.
+                self._refuse_unspread(name, arguments, kind.parse_arguments(arguments))
         except InvalidArgument as error:
             raise amqp_error(
                 ReplyCode.PRECONDITION_FAILED,
                 f"invalid arg '{error.name}' for queue '{name}' in vhost '{self.name}': "
                 f"{error.problem}",
             ) from error
-        if self.spread is not None:
-            self._refuse_unspread(name, arguments, options)
         refused = kind.refused_property(
             durable=durable, exclusive=exclusive, auto_delete=auto_delete
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import struct
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from pamqp import commands
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import ProtocolError, amqp_error
 from batonmq.engine.api import ApiError, EngineApi
+from batonmq.engine.autocreate import AutocreatePolicy
 from batonmq.engine.broker import Broker
 from batonmq.engine.change import Change, Outcome
 from batonmq.engine.exchange import Exchange
@@ -543,6 +545,21 @@ def test_a_tx_commit_enqueues_its_publishes_inside_one_tx_group() -> None:
     assert grouping.seen == []
     client.call(1, commands.Tx.Commit(), commands.Tx.CommitOk)
     assert grouping.seen == [("open", 0), ("end", 2)]
+
+
+def test_a_policys_defaults_are_not_refused_as_if_the_client_asked_for_them() -> None:
+    """MQ 3.5 admin guide, Table 2-10: an auto-create policy's limits are the broker's
+    defaults, not the client's arguments; what a spread virtual host refuses (406, as RabbitMQ
+    refuses an argument: "invalid arg ...") is judged of what the client asked for, so a plain
+    queue.declare succeeds under a policy limiting producers."""
+    policy = AutocreatePolicy(pattern=re.compile(".*"), defaults={"x-max-producers": 2})
+    vhost = VirtualHost("/", autocreate=policy)
+    vhost.spread = OtherWorker()  # type: ignore[assignment]
+    declared = vhost.check_queue_declare(
+        "q", generated_name=None, owner=None, passive=False, durable=True, exclusive=False,
+        auto_delete=False, arguments={},
+    )  # fmt: skip
+    assert declared == QueueDeclared("q", True, False, None, {})
 
 
 def test_applying_a_declaration_again_keeps_what_it_made() -> None:
