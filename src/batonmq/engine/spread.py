@@ -313,7 +313,7 @@ class Spread:
         self._worker = worker
         self._vhost = vhost
         links = worker.links
-        self._count = links.count
+        self.workers = links.count
         self.index = links.index
         self.home = owner_of(vhost.name, links.count)
         self.is_home = self.home == self.index
@@ -336,7 +336,7 @@ class Spread:
             self.applied = (self._worker.links.start_id, 0)
             loop = asyncio.get_running_loop()
             self._asking = loop.call_later(self._worker.ask_wait, self._take_copies)
-            for peer in range(self._count):
+            for peer in range(self.workers):
                 link = self._worker.links.link(peer)
                 if link is not None:
                     link.send(SNAPSHOT_ASK, SnapshotAsk(self._vhost.name).encode())
@@ -347,7 +347,7 @@ class Spread:
         return self.owner_of(queue) == self.index
 
     def owner_of(self, queue: str) -> int:
-        return queue_owner(self._vhost.name, queue, self._count)
+        return queue_owner(self._vhost.name, queue, self.workers)
 
     def remote_queue(self, declared: QueueDeclared) -> RoutedQueue:
         owner = self.owner_of(declared.name)
@@ -542,7 +542,7 @@ class Spread:
         self.applied = (start, number + 1)
         change = TopologyChange(start, number + 1, self._vhost.name, op).encode()
         waiting = set()
-        for peer in range(self._count):
+        for peer in range(self.workers):
             link = self._worker.links.link(peer)
             if link is not None:
                 link.send(TOPOLOGY_CHANGE, change)
@@ -743,7 +743,7 @@ class Spread:
             if self.synced:
                 return  # a copy that came too late: the home went on from the others
             self._copies[link.peer] = record
-            if len(self._copies) == self._count - 1:
+            if len(self._copies) == self.workers - 1:
                 self._take_copies()
             return
         if link.peer != self.home:
@@ -778,7 +778,7 @@ class Spread:
         copies.clear()
         self.applied = (self._worker.links.start_id, number)
         self._set_synced()
-        for peer in range(self._count):
+        for peer in range(self.workers):
             link = self._worker.links.link(peer)
             if link is not None:
                 self.send_snapshot(link)

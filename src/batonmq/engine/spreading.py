@@ -37,6 +37,8 @@ class Spreading(Protocol):
     is_home: bool
     #: Whether this worker's copy of the topology is the home's current one.
     synced: bool
+    #: How many workers the virtual host is spread over.
+    workers: int
 
     def owns(self, queue: str) -> bool:
         """Whether this worker runs queue `queue` (and writes its rows)."""

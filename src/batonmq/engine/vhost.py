@@ -75,6 +75,8 @@ STANDARD_EXCHANGES: Final = (
     ("amq.match", "headers"),
 )
 RESERVED_PREFIX: Final = "amq."
+#: How many server-generated names per worker `VirtualHost.new_queue_name` draws at most.
+NAME_DRAWS: Final = 64
 
 T = TypeVar("T")
 #: Called with a queue that is being deleted, before it goes (to cancel its consumers).
@@ -613,11 +615,16 @@ class VirtualHost:
         """A server-generated name for a new queue; in a spread virtual host one that this
         worker owns (the spreading plan: a server-named queue, such as an exclusive reply
         queue, runs where its connection is), drawn again until it is (as many draws as
-        workers, on average)."""
-        while True:
+        workers, on average); 541 INTERNAL_ERROR if none is after `NAME_DRAWS` per worker."""
+        draws = NAME_DRAWS * (1 if self.spread is None else self.spread.workers)
+        for _draw in range(draws):
             name = server_queue_name()
             if self._runs(name):
                 return name
+        raise amqp_error(
+            ReplyCode.INTERNAL_ERROR,
+            f"no server-generated queue name in vhost '{self.name}' falls to this worker",
+        )
 
     def _refuse_unspread(self, name: str, arguments: FieldTable, options: QueueArguments) -> None:
         """406 for what a queue of a spread virtual host cannot have yet: a stream (its log is

@@ -57,6 +57,7 @@ class OtherWorker:
 
     is_home = False
     synced = True
+    workers = 2
 
     def owns(self, queue: str) -> bool:
         return False
@@ -560,6 +561,17 @@ def test_a_policys_defaults_are_not_refused_as_if_the_client_asked_for_them() ->
         auto_delete=False, arguments={},
     )  # fmt: skip
     assert declared == QueueDeclared("q", True, False, None, {})
+
+
+def test_server_names_none_of_which_this_worker_runs_end_in_541() -> None:
+    """AMQP 0-9-1 541 INTERNAL_ERROR: "The server could not complete the method because of an
+    internal problem"; drawing names that this worker owns stops after a bounded number of
+    draws rather than never answering."""
+    vhost = VirtualHost("/")
+    vhost.spread = OtherWorker()  # type: ignore[assignment]
+    with pytest.raises(ProtocolError) as error:
+        vhost.new_queue_name()
+    assert error.value.reply_code == ReplyCode.INTERNAL_ERROR
 
 
 def test_applying_a_declaration_again_keeps_what_it_made() -> None:
