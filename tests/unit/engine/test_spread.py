@@ -495,11 +495,12 @@ async def test_exchange_delete_if_unused_is_judged_by_the_home(pair: list[Worker
 async def test_only_the_writer_of_a_row_writes_it_and_publishes_its_event(
     pair: list[Worker],
 ) -> None:
-    """BatonMQ architecture ("Every persisted row ... carries the id of the broker that owns
-    it"; events "by row writer only"): the home writes exchange and binding rows, a queue's
-    owner its queue's. A replica applies the same changes, including an auto-delete exchange
-    going with its last binding (RabbitMQ semantics), writing no exchange or binding row, and
-    each change is published as one event across both workers."""
+    """RabbitMQ clustering: exchanges, queues and bindings are replicated to every node, and
+    the event exchange plugin emits one exchange.created / queue.created / exchange.deleted
+    event per change, not one per node. The home writes exchange and binding rows, a queue's
+    owner its queue's; a replica applies the same changes, including an auto-delete exchange
+    going with its last binding (RabbitMQ: "deleted when last queue is unbound"), writing no
+    exchange or binding row, and each change is one event across both workers."""
     _home, other = pair
     events: list[tuple[EventKind, str]] = []
     for worker in pair:
@@ -566,11 +567,11 @@ async def test_the_home_deletes_its_binding_rows_of_a_queue_another_worker_ran(
 async def test_a_method_naming_a_queue_waits_for_its_deletion_asked_before(
     pair: list[Worker],
 ) -> None:
-    """AMQP 0-9-1 queue.declare passive: "raise an error if not [exists]" (404); BatonMQ
-    architecture: a change becomes visible once made, and a method naming an object whose
-    change is on its way waits for it, as one waiting for the store does. A passive declare
-    on worker 1, after a deletion of the queue asked there (and sent to the home), waits for
-    the deletion rather than answering from the copy that still has the queue."""
+    """AMQP 0-9-1 queue.declare passive: the server replies "with Declare-Ok if the queue
+    already exists with the same name, and raise[s] an error if not" (404 NOT_FOUND). A
+    passive declare on worker 1, after a deletion of the queue asked there (and sent to the
+    home), waits for that deletion rather than answering from the copy that still has the
+    queue: the client sees the queue gone, as on one worker."""
     home, other = pair
     setup = home.client()
     setup.send(1, commands.Queue.Declare(queue="q"))
