@@ -258,7 +258,7 @@ class SpreadWorker:
         if spread is None:
             link.send(TOPOLOGY_SNAPSHOT, TopologySnapshot(0, 0, record.vhost, ()).encode())
         else:
-            spread.send_snapshot(link)
+            spread.snapshot_asked(link)
 
     def _up(self, link: PeerLink) -> None:
         for spread in list(self._spreads.values()):
@@ -330,6 +330,8 @@ class Spread:
         #: What a queue.delete asked here gives a queue this worker runs just before it goes
         #: (its channel's cancels, sent after delete-ok), by queue, while the change waits.
         self._on_delete: dict[str, QueueDeletedHook] = {}
+        #: At a worker not home: it asked the home for its snapshot, which has not come yet.
+        self._asked_home = False
 
     def start(self) -> None:
         if self.is_home:
@@ -340,6 +342,11 @@ class Spread:
                 link = self._worker.links.link(peer)
                 if link is not None:
                     link.send(SNAPSHOT_ASK, SnapshotAsk(self._vhost.name).encode())
+        else:
+            # Made after its link to the home was up: the snapshot sent then was not for it.
+            link = self._worker.links.link(self.home)
+            if link is not None:
+                self._ask_home_snapshot(link)
 
     # Spreading ---------------------------------------------------------------------------
 
@@ -727,11 +734,28 @@ class Spread:
     def replicate(self, link: PeerLink, record: TopologyChange) -> None:
         if link.peer != self.home:
             raise MalformedRecord(f"a topology change from worker {link.peer}, not home")
-        if (record.home_start, record.sequence) > self.applied:
+        start, number = self.applied
+        if self.synced and (record.home_start, record.sequence) == (start, number + 1):
             self._apply_here(record.op)
             self.applied = (record.home_start, record.sequence)
+        elif (record.home_start, record.sequence) > self.applied:
+            # A change this copy cannot take (it is not synced, or one is missing): the home's
+            # snapshot, which the home sends after this change, brings it.
+            self._ask_home_snapshot(link)
         ack = TopologyAck(record.home_start, record.sequence, self._vhost.name)
         link.send(TOPOLOGY_ACK, ack.encode())
+
+    def _ask_home_snapshot(self, link: PeerLink) -> None:
+        if not self._asked_home:
+            self._asked_home = True
+            link.send(SNAPSHOT_ASK, SnapshotAsk(self._vhost.name).encode())
+
+    def snapshot_asked(self, link: PeerLink) -> None:
+        """A home that starts asks for this worker's copy; a worker asks the home for its
+        topology, which a home that is not synced yet sends to every linked worker once it is
+        (`_take_copies`)."""
+        if not self.is_home or self.synced:
+            self.send_snapshot(link)
 
     def send_snapshot(self, link: PeerLink) -> None:
         start, number = self.applied
@@ -748,6 +772,7 @@ class Spread:
             return
         if link.peer != self.home:
             raise MalformedRecord(f"a topology snapshot from worker {link.peer}, not home")
+        self._asked_home = False
         replace_topology(self._vhost, record.ops, self.owns)
         self.applied = (record.home_start, record.sequence)
         if record.home_start == link.peer_start:
@@ -822,6 +847,7 @@ class Spread:
                 del self._copies[link.peer]
         elif link.peer == self.home:
             self.synced = False
+            self._asked_home = False
 
 
 def _answering(link: PeerLink, record: TopologyRequest | OwnerRequest) -> Replied:

@@ -1,0 +1,59 @@
+"""The sync and the owner step of a spread virtual host's sequencer
+(`batonmq.engine.spread`): the two-worker set-up of `test_spread` (real brokers on their own
+SQLite files, peer links over a real Unix socket pair; "/" has its home on worker 0, queue "q"
+is run by worker 1, "q4" by worker 0)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from batonmq.engine.spread import Spread
+from batonmq.engine.vhost import VirtualHost
+from batonmq.model.topology import ExchangeDeclared
+from tests.unit.engine.test_spread import Worker, join, running, until
+
+
+@pytest.fixture
+async def workers(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> AsyncIterator[list[Worker]]:
+    async with running(tmp_path / "w0", 0) as first, running(tmp_path / "w1", 1) as second:
+        await join(first, second)
+        yield [first, second]
+    # A broker whose log shows a traceback (or any error) fails the test.
+    assert [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR] == []
+
+
+async def test_a_vhost_made_after_the_links_are_up_gets_the_homes_topology(
+    workers: list[Worker],
+) -> None:
+    """RabbitMQ clustering: every node has the whole topology. Virtual host "v" (home: worker
+    0) is made on worker 1 after worker 0 made it and declared exchange "x" in it, the links
+    up all along: worker 1 asks the home for its topology and takes the changes after it."""
+    home, other = workers
+    for worker in workers:
+        worker.spreading.spread = frozenset({"/", "v"})
+    made = home.broker.add_vhost("v")
+    home_spread = made.spread
+    assert isinstance(home_spread, Spread) and home_spread.is_home
+    await until(lambda: home_spread.synced)
+    await declared(made, "x")
+    late = other.broker.add_vhost("v")
+    late_spread = late.spread
+    assert isinstance(late_spread, Spread)
+    await until(lambda: late_spread.synced)
+    assert "x" in late.exchanges
+    await declared(made, "y")
+    assert "y" in late.exchanges
+
+
+async def declared(vhost: VirtualHost, exchange: str) -> None:
+    """Declare `exchange` in spread `vhost` at its home; back once every worker has it."""
+    spread = vhost.spread
+    assert isinstance(spread, Spread)
+    op = ExchangeDeclared(exchange, "direct", False, False, False, {})
+    done: list[object] = []
+    vhost.carry_out(spread.request(op, owner=None), done.append, pytest.fail)
+    await until(lambda: done != [])
