@@ -204,6 +204,14 @@ CATALOGUE: Final = (
         "the queue by name.",
     ),
     _code(
+        "BMQ-1048",
+        "a request waiting for the topology's sync failed",
+        "A change of a virtual host spread over the workers that waited for the home worker's "
+        "sync raised when the sync came; the other waiting changes went on. The traceback "
+        "follows.",
+        "Report it with the traceback.",
+    ),
+    _code(
         "BMQ-1060",
         "counting failed logins and repeated lines in this worker until the first answers",
         "A worker of a broker with several got no answer from the first worker, which counts "

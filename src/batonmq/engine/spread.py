@@ -590,6 +590,16 @@ class Spread:
         if not self.is_home:
             raise MalformedRecord(f"a topology request at worker {self.index}, not home")
         answer = _answering(link, record)
+        if not self.synced:
+            # A home that starts checks on its whole copy, not on its stored rows alone.
+            self.when_synced(
+                lambda ok: (
+                    self.serve(link, record)
+                    if ok
+                    else answer(_Reply(_down(self.home, self._vhost.name)))
+                )
+            )
+            return
         try:
             checked = self._check(record)
         except ChangePending as pending:
@@ -812,7 +822,11 @@ class Spread:
         self.synced = True
         waiting, self._when_synced[:] = list(self._when_synced), []
         for callback in waiting:
-            callback(True)
+            # One that fails (logged) does not keep the others waiting.
+            try:
+                callback(True)
+            except Exception:
+                log.exception("a request waiting for the topology's sync failed")
 
     # Links -------------------------------------------------------------------------------
 

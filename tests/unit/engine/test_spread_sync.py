@@ -10,11 +10,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from pamqp import commands
 
 from batonmq.engine.spread import Spread
 from batonmq.engine.vhost import VirtualHost
 from batonmq.model.topology import ExchangeDeclared
-from tests.unit.engine.test_spread import Worker, join, running, until
+from tests.unit.engine.test_spread import Worker, answer, join, message, running, until
 
 
 @pytest.fixture
@@ -57,3 +58,27 @@ async def declared(vhost: VirtualHost, exchange: str) -> None:
     done: list[object] = []
     vhost.carry_out(spread.request(op, owner=None), done.append, pytest.fail)
     await until(lambda: done != [])
+
+
+async def test_a_restarted_home_checks_a_request_on_its_synced_copy(
+    tmp_path: Path, workers: list[Worker]
+) -> None:
+    """AMQP 0-9-1 queue.bind: bind-ok once the binding is made; RabbitMQ clustering: transient
+    exchanges live as long as a node of the cluster does. Transient exchange "x" outlives the
+    home's restart in worker 1's copy; worker 1's bind to it, waiting for the home while it
+    was down, reaches the restarted home before worker 1's copy: the home checks it once it
+    has that copy, not on its stored rows alone (which have no "x": 404)."""
+    home, other = workers
+    client = other.client()
+    client.send(1, commands.Exchange.Declare(exchange="x", exchange_type="direct"))
+    await answer(client, commands.Exchange.DeclareOk)
+    client.send(1, commands.Queue.Declare(queue="q"))
+    await answer(client, commands.Queue.DeclareOk)
+    home.links.close()
+    await until(lambda: other.links.link(0) is None)
+    client.send(1, commands.Queue.Bind(queue="q", exchange="x", routing_key="k"))
+    async with running(tmp_path / "w0-again", 0) as started:
+        await join(started, other)
+        await answer(client, commands.Queue.BindOk)
+        for vhost in (started.vhost, other.vhost):
+            assert [q.name for q in vhost.route(vhost.exchanges["x"], message("k"))] == ["q"]
