@@ -30,9 +30,11 @@ once: the change may or may not have been made (declaring again is idempotent).
 Sync: the home sends its whole topology (TOPOLOGY_SNAPSHOT) on every link that comes up; the
 worker replaces its exchanges, bindings and remote queues with it and keeps the queues it runs.
 A home that starts asks every worker for its copy (SNAPSHOT_ASK), takes the latest (home process
-start id, then number) plus each worker's own queues once all answered (or after `ask_wait`:
-its rows alone), so that what is not stored (transient exchanges and bindings) outlives the
-home's process, then goes on numbering from there; it takes no change until then.
+start id, then number) plus each worker's own queues once all answered (or `ask_wait` after its
+first link up: the copies it has then), so that what is not stored (transient exchanges and
+bindings) outlives the home's process, then goes on numbering from there; it takes no change,
+and checks no request, until then. A worker that makes the virtual host after its link to the
+home is up, or misses a change, asks the home for its snapshot (SNAPSHOT_ASK).
 
 The publishes of one tx.commit are one transaction group (`tx_group`): each owner enqueues its
 share together, atomic per owner and not across owners (RabbitMQ "Broker Semantics": a
@@ -101,7 +103,7 @@ log = logging.getLogger(__name__)
 #: How long a request waits for the home's link, and a connection for the home's topology.
 HOME_WAIT: Final = 30.0
 SYNC_TIMEOUT: Final = 30.0
-#: How long a home that starts waits for the others' copies before going on from its rows.
+#: How long a home that starts waits for the others' copies, from its first link up.
 ASK_WAIT: Final = 5.0
 _OK: Final = 200
 
@@ -336,12 +338,10 @@ class Spread:
     def start(self) -> None:
         if self.is_home:
             self.applied = (self._worker.links.start_id, 0)
-            loop = asyncio.get_running_loop()
-            self._asking = loop.call_later(self._worker.ask_wait, self._take_copies)
             for peer in range(self.workers):
                 link = self._worker.links.link(peer)
                 if link is not None:
-                    link.send(SNAPSHOT_ASK, SnapshotAsk(self._vhost.name).encode())
+                    self._ask_copy(link)
         else:
             # Made after its link to the home was up: the snapshot sent then was not for it.
             link = self._worker.links.link(self.home)
@@ -788,6 +788,14 @@ class Spread:
         if record.home_start == link.peer_start:
             self._set_synced()
 
+    def _ask_copy(self, link: PeerLink) -> None:
+        """A home that starts asks `link`'s worker for its copy; it waits `ask_wait` for the
+        copies from its first link up (before that it is recovering or not linked yet)."""
+        link.send(SNAPSHOT_ASK, SnapshotAsk(self._vhost.name).encode())
+        if self._asking is None:
+            loop = asyncio.get_running_loop()
+            self._asking = loop.call_later(self._worker.ask_wait, self._take_copies)
+
     def _take_copies(self) -> None:
         """A home that starts goes on from the latest copy, and each worker's own queues."""
         if self._asking is not None:
@@ -836,7 +844,7 @@ class Spread:
             if self.synced:
                 self.send_snapshot(link)
             else:
-                link.send(SNAPSHOT_ASK, SnapshotAsk(self._vhost.name).encode())
+                self._ask_copy(link)
         elif link.peer == self.home:
             waiting, self._when_home_up[:] = list(self._when_home_up), []
             for callback in waiting:

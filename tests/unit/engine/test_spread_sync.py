@@ -5,6 +5,7 @@ is run by worker 1, "q4" by worker 0)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -82,3 +83,24 @@ async def test_a_restarted_home_checks_a_request_on_its_synced_copy(
         await answer(client, commands.Queue.BindOk)
         for vhost in (started.vhost, other.vhost):
             assert [q.name for q in vhost.route(vhost.exchanges["x"], message("k"))] == ["q"]
+
+
+async def test_a_home_waits_for_the_copies_from_its_first_link_up(
+    tmp_path: Path, workers: list[Worker]
+) -> None:
+    """RabbitMQ clustering: transient exchanges live as long as a node of the cluster does. A
+    home that starts again and is linked only after longer than its wait for the others'
+    copies (recovery, slow links) still takes worker 1's copy: the wait starts at its first
+    link up, not when it was made."""
+    home, other = workers
+    client = other.client()
+    client.send(1, commands.Exchange.Declare(exchange="x", exchange_type="direct"))
+    await answer(client, commands.Exchange.DeclareOk)
+    home.links.close()
+    await until(lambda: other.links.link(0) is None)
+    async with running(tmp_path / "w0-again", 0) as started:
+        await asyncio.sleep(started.spreading.ask_wait * 2)
+        assert not started.spread.synced
+        await join(started, other)
+        assert started.vhost.exchanges["x"].type_name == "direct"
+        assert other.vhost.exchanges["x"].type_name == "direct"
