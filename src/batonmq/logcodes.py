@@ -187,11 +187,12 @@ CATALOGUE: Final = (
     ),
     _code(
         "BMQ-1046",
-        "the other workers were not told that a queue went: ",
+        "the other workers were not told of a change of a queue: ",
         "A worker removed a queue it runs in a virtual host spread over the workers "
-        "(auto-delete, x-expires, its exclusive connection closed) and could not have the home "
-        "worker tell the others (the reason is given): they route to it until their links with "
-        "the home are made again.",
+        "(auto-delete, x-expires, its exclusive connection closed), or the home worker found "
+        "that a worker that started again runs other queues than its copy said, and the home "
+        "could not tell the others (the reason is given): their copies keep the old queue "
+        "until their links with the home are made again.",
         "If the home worker's link is down, look for its end or restart (BMQ-1043).",
     ),
     _code(

@@ -27,8 +27,11 @@ A request while the home's link is down waits for it up to `home_wait` seconds, 
 541 "home worker N of vhost ... is down"; one in flight when the link drops is refused so at
 once: the change may or may not have been made (declaring again is idempotent).
 
-Sync: the home sends its whole topology (TOPOLOGY_SNAPSHOT) on every link that comes up; the
-worker replaces its exchanges, bindings and remote queues with it and keeps the queues it runs.
+Sync: on every link that comes up the home asks the worker for its copy (SNAPSHOT_ASK), sends it
+its whole topology (TOPOLOGY_SNAPSHOT), and then has every worker forget the queues the worker's
+copy says it no longer runs (a process that ended took its transient and exclusive queues) and
+add those it runs that the home lacks; the worker replaces its exchanges, bindings and remote
+queues with the snapshot and keeps the queues it runs.
 A home that starts asks every worker for its copy (SNAPSHOT_ASK), takes the latest (home process
 start id, then number) plus each worker's own queues once all answered (or `ask_wait` after its
 first link up: the copies it has then), so that what is not stored (transient exchanges and
@@ -446,20 +449,26 @@ class Spread:
 
     def gone(self, queue: Queue) -> None:
         op = QueueDeleted(queue.name)
-
-        def replied(reply: _Reply) -> None:
-            if reply.outcome is not True:
-                log.warning(
-                    "the other workers were not told that a queue went: %s",
-                    reply.outcome,
-                    extra={"vhost": self._vhost.name, "queue": queue.name},
-                )
-
+        replied = self._told(queue.name)
         if self.is_home:
             self.sequence(op, None, RequestFlags.OWNER_DONE, replied)
         else:
             record = TopologyRequest(0, RequestFlags.OWNER_DONE, self._vhost.name, op, None)
             self._ask_home(record, replied)
+
+    def _told(self, queue: str) -> Replied:
+        """What logs that the other workers were not told of a change of `queue` that its owner
+        made by itself."""
+
+        def replied(reply: _Reply) -> None:
+            if reply.outcome is not True:
+                log.warning(
+                    "the other workers were not told of a change of a queue: %s",
+                    reply.outcome,
+                    extra={"vhost": self._vhost.name, "queue": queue},
+                )
+
+        return replied
 
     def when_synced(self, callback: Callable[[bool], None]) -> None:
         if self.synced:
@@ -764,8 +773,10 @@ class Spread:
         """A home that starts asks for this worker's copy; a worker asks the home for its
         topology, which a home that is not synced yet sends to every linked worker once it is
         (`_take_copies`)."""
-        if not self.is_home or self.synced:
+        if not self.is_home:
             self.send_snapshot(link)
+        elif self.synced:
+            self._ask_copy(link)
 
     def send_snapshot(self, link: PeerLink) -> None:
         start, number = self.applied
@@ -775,7 +786,11 @@ class Spread:
     def snapshot(self, link: PeerLink, record: TopologySnapshot) -> None:
         if self.is_home:
             if self.synced:
-                return  # a copy that came too late: the home went on from the others
+                # Asked on its link up (or come too late for `_take_copies`).
+                self.send_snapshot(link)
+                for op in self._mismatches(link.peer, record):
+                    self.sequence(op, None, RequestFlags.OWNER_DONE, self._told(op.name))
+                return
             self._copies[link.peer] = record
             if len(self._copies) == self.workers - 1:
                 self._take_copies()
@@ -792,7 +807,7 @@ class Spread:
         """A home that starts asks `link`'s worker for its copy; it waits `ask_wait` for the
         copies from its first link up (before that it is recovering or not linked yet)."""
         link.send(SNAPSHOT_ASK, SnapshotAsk(self._vhost.name).encode())
-        if self._asking is None:
+        if not self.synced and self._asking is None:
             loop = asyncio.get_running_loop()
             self._asking = loop.call_later(self._worker.ask_wait, self._take_copies)
 
@@ -809,15 +824,10 @@ class Spread:
         if latest is not None and (latest.home_start, latest.sequence) > (0, 0):
             replace_topology(self._vhost, latest.ops, self.owns)
             number = latest.sequence
-        vhost = self._vhost
         for peer, copy in copies.items():
-            for op in copy.ops:
-                if (
-                    isinstance(op, QueueDeclared)
-                    and self.owner_of(op.name) == peer
-                    and vhost.known_queue(op.name) is None
-                ):
-                    vhost.apply(op)
+            for op in self._mismatches(peer, copy):
+                # Not numbered: the snapshots sent below carry them.
+                self._vhost.apply(op)
         copies.clear()
         self.applied = (self._worker.links.start_id, number)
         self._set_synced()
@@ -825,6 +835,24 @@ class Spread:
             link = self._worker.links.link(peer)
             if link is not None:
                 self.send_snapshot(link)
+
+    def _mismatches(self, peer: int, copy: TopologySnapshot) -> list[QueueDeclared | QueueDeleted]:
+        """What makes this copy's queues run by `peer` those `peer`'s copy says it runs: a
+        stand-in of one it does not run (a process that ended took its transient and exclusive
+        queues) goes, and one it runs that this copy lacks is added ("made already")."""
+        vhost = self._vhost
+        runs = {
+            op.name: op
+            for op in copy.ops
+            if isinstance(op, QueueDeclared) and self.owner_of(op.name) == peer
+        }
+        gone: list[QueueDeclared | QueueDeleted] = [
+            QueueDeleted(name)
+            for name in vhost.remote
+            if self.owner_of(name) == peer and name not in runs
+        ]
+        made = [op for name, op in runs.items() if vhost.known_queue(name) is None]
+        return [*gone, *made]
 
     def _set_synced(self) -> None:
         self.synced = True
@@ -841,10 +869,8 @@ class Spread:
     def link_up(self, link: PeerLink) -> None:
         self._drop_exclusive_of_ended(link)
         if self.is_home:
-            if self.synced:
-                self.send_snapshot(link)
-            else:
-                self._ask_copy(link)
+            # Its snapshot follows the worker's copy (`snapshot`), which says what it runs.
+            self._ask_copy(link)
         elif link.peer == self.home:
             waiting, self._when_home_up[:] = list(self._when_home_up), []
             for callback in waiting:

@@ -104,3 +104,28 @@ async def test_a_home_waits_for_the_copies_from_its_first_link_up(
         await join(started, other)
         assert started.vhost.exchanges["x"].type_name == "direct"
         assert other.vhost.exchanges["x"].type_name == "direct"
+
+
+async def test_a_restarted_worker_leaves_no_stand_in_for_a_queue_it_lost(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """RabbitMQ: a transient (non-durable) queue is deleted when its node restarts; a durable
+    one is recovered. Worker 1 runs transient "q" and durable "q1" and restarts: the home
+    learns from worker 1's copy that "q" is gone and tells every worker, before worker 1's
+    clients can find a stand-in of it; "q1" stays."""
+    async with running(tmp_path / "w0", 0) as home:
+        async with running(tmp_path / "w1", 1) as other:
+            await join(home, other)
+            client = other.client()
+            for name, durable in (("q", False), ("q1", True)):
+                client.send(1, commands.Queue.Declare(queue=name, durable=durable))
+                await answer(client, commands.Queue.DeclareOk)
+            assert set(home.vhost.remote) == {"q", "q1"}
+        await until(lambda: home.links.link(1) is None)
+        async with running(tmp_path / "w1", 1) as started:
+            assert set(started.vhost.queues) == {"q1"}
+            await join(home, started)
+            await until(lambda: "q" not in home.vhost.remote)
+            assert set(home.vhost.remote) == {"q1"}
+            assert started.vhost.known_queue("q") is None
+    assert [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR] == []
