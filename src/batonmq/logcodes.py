@@ -213,6 +213,15 @@ CATALOGUE: Final = (
         "Report it with the traceback.",
     ),
     _code(
+        "BMQ-1049",
+        "the stored bindings to a queue that went are not deleted yet",
+        "The home worker of a virtual host spread over the workers could not write the "
+        "deletion of the stored bindings to a queue that its owner deleted; the queue is gone "
+        "everywhere all the same, and the journal writes the deletion again with its next "
+        "batch.",
+        "See the store's own lines (store write failed).",
+    ),
+    _code(
         "BMQ-1060",
         "counting failed logins and repeated lines in this worker until the first answers",
         "A worker of a broker with several got no answer from the first worker, which counts "

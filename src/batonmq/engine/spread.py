@@ -96,7 +96,6 @@ from batonmq.model.topology import (
 from batonmq.queues.protocol import Queue, RoutedQueue
 from batonmq.queues.types import queue_type
 from batonmq.server.placement import owner_of, queue_owner
-from batonmq.store.base import StoredBinding
 
 if TYPE_CHECKING:
     from batonmq.engine.broker import Broker
@@ -515,10 +514,12 @@ class Spread:
 
     def _write(self, op: TopologyOp, counts: _Reply, replied: Replied) -> None:
         vhost = self._vhost
-        written = vhost.write(op)
         if isinstance(op, QueueDeleted) and not self.owns(op.name):
-            written |= self._delete_binding_rows(op.name)
-        if not written:
+            # Its owner deleted it already: it goes here too, whatever comes of the rows.
+            self._delete_binding_rows(op.name)
+            self._apply(op, counts, replied)
+            return
+        if not vhost.write(op):
             self._apply(op, counts, replied)
             return
 
@@ -530,27 +531,27 @@ class Spread:
 
         vhost.paging.journal.when_durable(committed)
 
-    def _delete_binding_rows(self, queue: str) -> bool:
-        """The rows of the bindings to `queue`, which the home wrote and its owner cannot
-        delete with the queue's own."""
+    def _delete_binding_rows(self, queue: str) -> None:
+        """Delete the rows of the bindings to `queue` that the home wrote and its owner cannot
+        delete with the queue's own; a failure is logged (the journal writes them again)."""
         vhost = self._vhost
-        known = vhost.known_queue(queue)
-        journal = vhost.paging.journal
-        if known is None or not known.durable or known.exclusive_owner or not journal.enabled:
-            return False
         destination = Destination.queue(queue)
-        deleted = False
-        for binding in bindings_of(vhost):
-            source = vhost.exchanges[binding.source]
-            if binding.destination == destination and source.durable:
-                journal.delete_binding(
-                    StoredBinding(
-                        vhost.name, binding.source, destination.kind.value, queue,
-                        binding.routing_key, binding.arguments,
-                    )
-                )  # fmt: skip
-                deleted = True
-        return deleted
+        written = False
+        for bound in bindings_of(vhost):
+            if bound.destination == destination:
+                unbound = Unbound(bound.source, destination, bound.routing_key, bound.arguments)
+                written |= vhost.write(unbound)
+        if not written:
+            return
+
+        def committed(ok: bool) -> None:
+            if not ok:
+                log.warning(
+                    "the stored bindings to a queue that went are not deleted yet",
+                    extra={"vhost": vhost.name, "queue": queue},
+                )
+
+        vhost.paging.journal.when_durable(committed)
 
     def _apply(self, op: TopologyOp, counts: _Reply, replied: Replied) -> None:
         self._apply_here(op)
