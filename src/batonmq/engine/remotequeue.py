@@ -51,12 +51,12 @@ from batonmq.cluster.publishrecords import (
     TxEnd,
 )
 from batonmq.cluster.recordfields import fits_str8
-from batonmq.engine.publish import message_batch
+from batonmq.engine.publish import held_batch, message_batch
 from batonmq.model.message import Message
 from batonmq.model.topology import ConnectionRef, QueueDeclared
 from batonmq.queues.arguments import QueueArguments
 from batonmq.queues.counters import QueueCounters
-from batonmq.queues.protocol import Enqueued
+from batonmq.queues.protocol import Enqueued, Queue
 
 if TYPE_CHECKING:
     from batonmq.engine.broker import Broker
@@ -246,17 +246,28 @@ class Inbound:
             self._enqueue(record)
 
     def tx_end(self, record: TxEnd) -> None:
-        """Every publish of a group came: enqueue them in one go (one journal batch), so that
-        this worker's queues take all of the group's messages or, if the write fails, none."""
+        """Every publish of a group came: enqueue them in one go (one held journal batch, as
+        `commit_transaction` does), so that this worker's queues take all of the group's
+        messages or, if the write fails, none (not its transient ones alone)."""
         held = self._groups.pop(record.tx_group, None)
         if held is None:
             raise MalformedRecord(f"the end of transaction group {record.tx_group}, not begun")
-        for publish in held:
-            self._enqueue(publish)
+        routed = [(publish.number, *self._routed(publish)) for publish in held]
+        batch = held_batch(
+            self._broker.journal, [(message, queues) for _n, message, queues in routed]
+        )
+        for number, message, queues in routed:
+            self._put(number, message, queues, batch)
 
     def _enqueue(self, record: Publish) -> None:
-        broker = self._broker
-        vhost = broker.vhosts.get(record.vhost)
+        message, queues = self._routed(record)
+        self._put(
+            record.number, message, queues, message_batch(self._broker.journal, message, queues)
+        )
+
+    def _routed(self, record: Publish) -> tuple[Message, list[Queue]]:
+        """`record`'s message and the queues it names that this worker has."""
+        vhost = self._broker.vhosts.get(record.vhost)
         queues = []
         if vhost is not None:
             for name in record.queues:
@@ -265,17 +276,20 @@ class Inbound:
                     queue.counters.publish += 1
                     queues.append(queue)
         message = Message(record.exchange, record.routing_key, record.header_payload, record.body)
-        batch = message_batch(broker.journal, message, queues)
+        return message, queues
+
+    def _put(self, number: int, message: Message, queues: list[Queue], batch: int | None) -> None:
+        """Put `message` on `queues`, held until journal batch `batch` commits (if any), and
+        answer publish `number` then."""
         taken = True
         for queue in queues:
             taken &= queue.publish(message, until_batch=batch) is not Enqueued.REFUSED
-        number = record.number
         if batch is None:
             self._answer(number, taken)
             return
         # Shown on the queues, and answered, once the write commits; a failed one leaves the
         # message on none of them.
-        after_write = broker.after_write
+        after_write = self._broker.after_write
         after_write.release(batch, queues)
         after_write.call(batch, lambda committed: self._answer(number, taken and committed))
 

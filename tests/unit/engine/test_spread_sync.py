@@ -163,3 +163,37 @@ async def test_a_queue_its_owner_deleted_goes_everywhere_whatever_the_homes_stor
         assert vhost.route(vhost.exchanges["x"], message("k")) == []
     assert "the stored bindings to a queue that went are not deleted" in caplog.text
     caplog.clear()  # the store's failure, logged as an error, is this test's own doing
+
+
+async def test_a_commit_whose_write_fails_at_the_owner_leaves_none_of_its_messages(
+    workers: list[Worker], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """RabbitMQ "Broker Semantics": a transaction is atomic per queue. A tx.commit on worker 0
+    of a transient then a persistent message to durable queue "q", which worker 1 runs: worker
+    1's store fails the write, so "q" shows neither (not the transient one alone), and the
+    commit fails (a channel error, not commit-ok)."""
+    home, other = workers
+    owner = other.client()
+    owner.send(1, commands.Queue.Declare(queue="q", durable=True))
+    await answer(owner, commands.Queue.DeclareOk)
+    store = other.broker.journal.store
+    assert store is not None
+    commit = store.commit
+
+    async def fails_once(batch: WriteBatch) -> None:
+        monkeypatch.setattr(store, "commit", commit)
+        raise StoreError("the disk is full")
+
+    monkeypatch.setattr(store, "commit", fails_once)
+    client = home.client()
+    client.send(1, commands.Tx.Select())
+    await answer(client, commands.Tx.SelectOk)
+    for body, mode in ((b"transient", 1), (b"persistent", 2)):
+        properties = commands.Basic.Properties(delivery_mode=mode)
+        client.publish(1, body, routing_key="q", properties=properties)
+    client.send(1, commands.Tx.Commit())
+    refused = await answer(client, commands.Channel.Close)
+    assert isinstance(refused, commands.Channel.Close)
+    await asyncio.sleep(0.05)
+    assert other.vhost.queues["q"].message_count == 0
+    caplog.clear()  # the store's failure, logged as an error, is this test's own doing
