@@ -701,6 +701,12 @@ class Spread:
         answer = _answering(link, record)
         action = record.action
         if isinstance(queue, QueueDeclared):
+            owner = queue.exclusive_owner
+            if owner is not None and self._ended(owner):
+                # Nothing would delete it: its connection's end was seen (link up) already.
+                ended = f"the connection declaring exclusive queue '{name}' has ended"
+                answer(_Reply(amqp_error(ReplyCode.RESOURCE_LOCKED, ended)))
+                return
             self._carry_out(queue, vhost.write(queue), answer)
             return
         if action is OwnerAction.DELETE:
@@ -885,8 +891,19 @@ class Spread:
         vhost = self._vhost
         for queue in list(vhost.queues.values()):
             owner = queue.exclusive_owner
-            if owner is not None and owner.worker == link.peer and owner.start != link.peer_start:
+            if owner is not None and owner.worker == link.peer and self._ended(owner):
                 vhost.remove_queue(queue, on_delete=cancel_consumers_of)
+
+    def _ended(self, connection: ConnectionRef) -> bool:
+        """Whether `connection`'s process ended: a later process of its worker is this one or
+        is linked (start ids grow; a link of an earlier process than the connection's may
+        still be about)."""
+        links = self._worker.links
+        if connection.worker == self.index:
+            return connection.start < links.start_id
+        link = links.link(connection.worker)
+        # A link is up once its peer said HELLO, which gives its start id.
+        return link is not None and connection.start < (link.peer_start or 0)
 
     def link_down(self, link: PeerLink) -> None:
         if self.is_home:

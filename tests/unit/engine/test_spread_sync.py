@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 from pamqp import commands
 
+from batonmq.amqp.errors import ProtocolError
+from batonmq.cluster.topologyrecords import OwnerAction, OwnerRequest, RequestFlags
 from batonmq.engine.spread import Spread
 from batonmq.engine.vhost import VirtualHost
-from batonmq.model.topology import ExchangeDeclared
+from batonmq.model.topology import ConnectionRef, ExchangeDeclared, QueueDeclared
 from batonmq.store.base import StoreError, WriteBatch
 from tests.unit.engine.test_spread import Worker, answer, join, message, running, until
 
@@ -197,3 +199,23 @@ async def test_a_commit_whose_write_fails_at_the_owner_leaves_none_of_its_messag
     await asyncio.sleep(0.05)
     assert other.vhost.queues["q"].message_count == 0
     caplog.clear()  # the store's failure, logged as an error, is this test's own doing
+
+
+async def test_an_exclusive_queue_of_an_ended_connection_is_not_made(
+    workers: list[Worker],
+) -> None:
+    """AMQP 0-9-1 queue.declare exclusive: the queue is deleted when its connection closes. A
+    request to make exclusive queue "q" (run by worker 1) for a connection of an earlier
+    process of worker 0 than the one worker 1 is linked with comes after that connection's
+    end was seen: worker 1 refuses it (405 RESOURCE_LOCKED) rather than keep a queue nothing
+    would delete."""
+    home, other = workers
+    ended = ConnectionRef(0, home.links.start_id - 1, 1)
+    declared = QueueDeclared("q", False, False, ended, {})
+    record = OwnerRequest(0, OwnerAction.CREATE, RequestFlags.NONE, "/", declared, ended)
+    replies: list[object] = []
+    home.spreading.ask(1, record, lambda reply: replies.append(reply.outcome))
+    await until(lambda: replies != [])
+    [refused] = replies
+    assert isinstance(refused, ProtocolError) and refused.reply_code == 405
+    assert "q" not in other.vhost.queues
