@@ -582,6 +582,8 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
             broker.journal.delete_vhost(name)  # its permissions go with it
             await self._durable(f"the deletion of virtual host '{name}'")
             del broker.vhosts[name]
+            if host.spread is not None:
+                host.spread.close()
             self._forget_permissions(self.permissions(vhost=name))
         finally:
             broker.vhosts_deleting.discard(name)

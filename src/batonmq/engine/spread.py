@@ -182,6 +182,11 @@ class SpreadWorker:
         made.start()
         return made
 
+    def forget(self, vhost: str, spread: Spread) -> None:
+        """Virtual host `vhost` (`spread`'s) is deleted (`Spread.close`)."""
+        if self._spreads.get(vhost) is spread:
+            del self._spreads[vhost]
+
     def next_group(self) -> int:
         """A transaction group id not used before by this process."""
         self._last_group += 1
@@ -475,6 +480,20 @@ class Spread:
             return
         self._when_synced.append(callback)
         _expire(self._when_synced, callback, self._worker.sync_timeout)
+
+    def close(self) -> None:
+        if self._asking is not None:
+            self._asking.cancel()
+            self._asking = None
+        self._worker.forget(self._vhost.name, self)
+        for waiting in (self._when_synced, self._when_home_up):
+            failed, waiting[:] = list(waiting), []
+            for callback in failed:
+                callback(False)
+        # The changes applied here already: done, as for a worker whose link drops.
+        unacked, self._unacked = self._unacked, {}
+        for _peers, replied in unacked.values():
+            replied()
 
     def tx_group(self) -> contextlib.AbstractContextManager[None]:
         """The publishes of one tx.commit: each owner enqueues its share in one go."""

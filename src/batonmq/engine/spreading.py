@@ -83,6 +83,11 @@ class Spreading(Protocol):
         """`callback(True)` once `synced`, `callback(False)` if that takes too long."""
         ...
 
+    def close(self) -> None:
+        """The virtual host is deleted: what waits for its sync or its home is refused (541),
+        and the links' records for it are answered as for one this worker does not have."""
+        ...
+
     def tx_group(self) -> contextlib.AbstractContextManager[None]:
         """The publishes of one tx.commit are enqueued inside it: each owner takes its share
         at once."""

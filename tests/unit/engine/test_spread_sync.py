@@ -15,6 +15,7 @@ from pamqp import commands
 
 from batonmq.amqp.errors import ProtocolError
 from batonmq.cluster.topologyrecords import OwnerAction, OwnerRequest, RequestFlags
+from batonmq.engine.api import EngineApi
 from batonmq.engine.spread import Spread
 from batonmq.engine.vhost import VirtualHost
 from batonmq.model.topology import ConnectionRef, ExchangeDeclared, QueueDeclared
@@ -219,3 +220,27 @@ async def test_an_exclusive_queue_of_an_ended_connection_is_not_made(
     [refused] = replies
     assert isinstance(refused, ProtocolError) and refused.reply_code == 405
     assert "q" not in other.vhost.queues
+
+
+async def test_a_deleted_vhost_takes_no_more_changes(workers: list[Worker]) -> None:
+    """RabbitMQ: deleting a virtual host deletes everything in it. Worker 1 deleted virtual
+    host "v" (home: worker 0): a request of the home to make queue "q1" in it, which worker 1
+    would run, is refused (541 INTERNAL_ERROR) instead of making a queue in the deleted one."""
+    home, other = workers
+    for worker in workers:
+        worker.spreading.spread = frozenset({"/", "v"})
+    made = home.broker.add_vhost("v")
+    late = other.broker.add_vhost("v")
+    late_spread = late.spread
+    assert isinstance(late_spread, Spread)
+    await until(lambda: late_spread.synced)
+    await EngineApi(other.broker).delete_vhost("v")
+    spread = made.spread
+    assert isinstance(spread, Spread)
+    declare = QueueDeclared("q1", False, False, None, {})
+    outcomes: list[object] = []
+    made.carry_out(spread.request(declare, owner=None), outcomes.append, outcomes.append)
+    await until(lambda: outcomes != [])
+    [refused] = outcomes
+    assert isinstance(refused, ProtocolError) and refused.reply_code == 541
+    assert "q1" not in late.queues and made.known_queue("q1") is None
