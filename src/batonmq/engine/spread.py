@@ -281,6 +281,16 @@ class SpreadWorker:
             spread.link_down(link)
 
 
+def _keeping_counts(counts: _Reply, completed: Callable[[Outcome], None]) -> Replied:
+    """What keeps a reply's queue counts in `counts`, then completes with its outcome."""
+
+    def replied(reply: _Reply) -> None:
+        counts.message_count, counts.consumer_count = reply.message_count, reply.consumer_count
+        completed(reply.outcome)
+
+    return replied
+
+
 def _send_answer(link: PeerLink, request_id: int, queue: str, reply: _Reply) -> None:
     """Answer request `request_id` that came on `link` with `reply`."""
     outcome = reply.outcome
@@ -392,23 +402,38 @@ class Spread:
         deleting = op.name if isinstance(op, QueueDeleted) and on_delete is not None else None
 
         def after(completed: Callable[[Outcome], None]) -> None:
-            def replied(reply: _Reply) -> None:
-                counts.message_count, counts.consumer_count = (
-                    reply.message_count,
-                    reply.consumer_count,
-                )
+            def shown(outcome: Outcome) -> None:
                 if deleting is not None:
                     self._on_delete.pop(deleting, None)
-                completed(reply.outcome)
+                if (
+                    outcome is True
+                    and isinstance(op, QueueDeclared)
+                    and self._vhost.known_queue(op.name) is None
+                ):
+                    outcome = self._not_in_copy(op.name)
+                completed(outcome)
 
             if deleting is not None and on_delete is not None:
                 self._on_delete[deleting] = on_delete
+            replied = _keeping_counts(counts, shown)
             if self.is_home:
                 self.sequence(op, owner, flags, replied)
             else:
                 self._ask_home(TopologyRequest(0, flags, self._vhost.name, op, owner), replied)
 
         return Change(lambda: self._result(op, counts), keys=_keys(op), after=after)
+
+    def _not_in_copy(self, queue: str) -> ProtocolError:
+        """541 for a declared queue this worker's copy lacks (it missed a change): the home's
+        snapshot brings it."""
+        link = self._worker.links.link(self.home)
+        if not self.is_home and link is not None:
+            self._ask_home_snapshot(link)
+        return amqp_error(
+            ReplyCode.INTERNAL_ERROR,
+            f"queue '{queue}' is not in worker {self.index}'s copy of vhost "
+            f"'{self._vhost.name}' yet",
+        )
 
     def _result(self, op: TopologyOp, counts: _Reply) -> Declared | int | None:
         vhost = self._vhost
@@ -442,12 +467,8 @@ class Spread:
         got = _Reply(True)
 
         def after(completed: Callable[[Outcome], None]) -> None:
-            def replied(reply: _Reply) -> None:
-                got.message_count, got.consumer_count = reply.message_count, reply.consumer_count
-                completed(reply.outcome)
-
             record = OwnerRequest(0, action, RequestFlags.NONE, self._vhost.name, name, None)
-            self._worker.ask(self.owner_of(name), record, replied)
+            self._worker.ask(self.owner_of(name), record, _keeping_counts(got, completed))
 
         return got, after
 
@@ -638,15 +659,16 @@ class Spread:
             answer(_Reply(error))
             return
         if checked is None:
-            answer(_Reply(True))
+            op = record.op
+            if isinstance(op, QueueDeclared):
+                self._answer_counts(op.name, answer)
+            else:
+                answer(_Reply(True))
             return
         counts = _Reply(True)
 
         def after(completed: Callable[[Outcome], None]) -> None:
-            def replied(got: _Reply) -> None:
-                counts.message_count, counts.consumer_count = got.message_count, got.consumer_count
-                completed(got.outcome)
-
+            replied = _keeping_counts(counts, completed)
             self.sequence(checked, record.requester, record.flags, replied)
 
         vhost.carry_out(
@@ -654,6 +676,17 @@ class Spread:
             lambda _none: answer(counts),
             lambda error: answer(_Reply(False if error is None else error)),
         )
+
+    def _answer_counts(self, queue: str, answer: Replied) -> None:
+        """Answer an equivalent redeclare of `queue` with its counts (queue.declare-ok), which
+        its owner has (and restarts its x-expires, as the check did of one this worker runs)."""
+        local = self._vhost.queues.get(queue)
+        if local is not None:
+            answer(_Reply(True, local.message_count, local.consumer_count))
+            return
+        vhost = self._vhost.name
+        record = OwnerRequest(0, OwnerAction.COUNTS_TOUCH, RequestFlags.NONE, vhost, queue, None)
+        self._worker.ask(self.owner_of(queue), record, answer)
 
     def _check(self, record: TopologyRequest) -> TopologyOp | None:
         vhost = self._vhost

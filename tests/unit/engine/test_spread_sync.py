@@ -14,11 +14,16 @@ import pytest
 from pamqp import commands
 
 from batonmq.amqp.errors import ProtocolError
-from batonmq.cluster.topologyrecords import OwnerAction, OwnerRequest, RequestFlags
+from batonmq.cluster.topologyrecords import (
+    OwnerAction,
+    OwnerRequest,
+    RequestFlags,
+    TopologyRequest,
+)
 from batonmq.engine.api import EngineApi
 from batonmq.engine.spread import Spread
 from batonmq.engine.vhost import VirtualHost
-from batonmq.model.topology import ConnectionRef, ExchangeDeclared, QueueDeclared
+from batonmq.model.topology import ConnectionRef, ExchangeDeclared, QueueDeclared, QueueDeleted
 from batonmq.store.base import StoreError, WriteBatch
 from tests.unit.engine.test_spread import Worker, answer, join, message, running, until
 
@@ -244,3 +249,52 @@ async def test_a_deleted_vhost_takes_no_more_changes(workers: list[Worker]) -> N
     [refused] = outcomes
     assert isinstance(refused, ProtocolError) and refused.reply_code == 541
     assert "q1" not in late.queues and made.known_queue("q1") is None
+
+
+async def test_an_equivalent_redeclare_at_the_home_answers_the_queues_counts(
+    workers: list[Worker],
+) -> None:
+    """AMQP 0-9-1 queue.declare-ok: message-count and consumer-count are the queue's. A
+    declare that reaches the home for a queue it has already (another worker declared it
+    first) is answered with the counts of the worker that runs the queue, not 0 and 0."""
+    home, other = workers
+    for worker, name in ((home, "q4"), (other, "q")):
+        client = worker.client()
+        client.send(1, commands.Queue.Declare(queue=name))
+        await answer(client, commands.Queue.DeclareOk)
+        for body in (b"a", b"b"):
+            client.publish(1, body, routing_key=name)
+        await until(lambda name=name, worker=worker: worker.vhost.queues[name].message_count == 2)
+        request = TopologyRequest(
+            0, RequestFlags.NONE, "/", QueueDeclared(name, False, False, None, {}), None
+        )
+        counts: list[tuple[object, int, int]] = []
+        other.spreading.ask(
+            0,
+            request,
+            lambda reply: counts.append((reply.outcome, reply.message_count, reply.consumer_count)),
+        )
+        await until(lambda: counts != [])
+        assert counts == [(True, 2, 0)]
+
+
+async def test_a_declare_ok_the_worker_cannot_show_is_refused_and_the_copy_synced(
+    workers: list[Worker],
+) -> None:
+    """AMQP 0-9-1: 541 INTERNAL_ERROR when the server cannot complete the method. Worker 1's
+    copy misses queue "q4" (as after a lost change): the home says it exists, which worker 1
+    cannot show in a declare-ok; it refuses the declare (541 closes the connection), asks the
+    home for its topology, and the declare on a new connection then succeeds."""
+    home, other = workers
+    client = home.client()
+    client.send(1, commands.Queue.Declare(queue="q4"))
+    await answer(client, commands.Queue.DeclareOk)
+    other.vhost.apply(QueueDeleted("q4"))
+    asking = other.client()
+    asking.send(1, commands.Queue.Declare(queue="q4"))
+    refused = await answer(asking, commands.Connection.Close)
+    assert isinstance(refused, commands.Connection.Close) and refused.reply_code == 541
+    await until(lambda: other.vhost.known_queue("q4") is not None)
+    again = other.client()
+    again.send(1, commands.Queue.Declare(queue="q4"))
+    await answer(again, commands.Queue.DeclareOk)
