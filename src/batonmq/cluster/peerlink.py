@@ -296,6 +296,9 @@ class PeerLinks:
         self.on_up: list[Watcher] = []
         self.on_down: list[Watcher] = []
         self.on_writable: list[Watcher] = []
+        #: Told once this worker has started making its links (it serves from then on).
+        self.on_start: list[Callable[[], None]] = []
+        self.started = False
         #: The link with each peer that is up, by peer index.
         self._up: dict[int, PeerLink] = {}
         #: Links whose peer's HELLO has not come yet, and their connections being made.
@@ -322,9 +325,12 @@ class PeerLinks:
     def start(self) -> None:
         """Make the links that this worker makes: to every peer of a higher index, or to every
         peer if it was started again."""
+        self.started = True
         for peer in range(self.count):
             if peer != self.index and (self._started_again or peer > self.index):
                 self._make(peer)
+        for watcher in self.on_start:
+            watcher()
 
     def _make(self, peer: int, waited: float = 0.0) -> None:
         self._retries.pop(peer, None)

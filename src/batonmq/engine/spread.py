@@ -34,7 +34,8 @@ add those it runs that the home lacks; the worker replaces its exchanges, bindin
 queues with the snapshot and keeps the queues it runs.
 A home that starts asks every worker for its copy (SNAPSHOT_ASK), takes the latest (home process
 start id, then number) plus each worker's own queues once all answered (or `ask_wait` after its
-first link up: the copies it has then), so that what is not stored (transient exchanges and
+first link up: the copies it has then; or, with no link up, `alone_wait` after its worker
+started its links, from its stored rows alone), so that what is not stored (transient exchanges and
 bindings) outlives the home's process, then goes on numbering from there; it takes no change,
 and checks no request, until then. A worker that makes the virtual host after its link to the
 home is up, or misses a change, asks the home for its snapshot (SNAPSHOT_ASK).
@@ -107,6 +108,9 @@ HOME_WAIT: Final = 30.0
 SYNC_TIMEOUT: Final = 30.0
 #: How long a home that starts waits for the others' copies, from its first link up.
 ASK_WAIT: Final = 5.0
+#: How long a home that starts with no link up waits for one before it goes on from its
+#: stored rows alone (its peers are down or starting): less than a connection's SYNC_TIMEOUT.
+ALONE_WAIT: Final = 15.0
 _OK: Final = 200
 
 
@@ -146,6 +150,7 @@ class SpreadWorker:
         self.home_wait = HOME_WAIT
         self.sync_timeout = SYNC_TIMEOUT
         self.ask_wait = ASK_WAIT
+        self.alone_wait = ALONE_WAIT
         self._spreads: dict[str, Spread] = {}
         self._next_request = 0
         self._last_group = 0
@@ -167,6 +172,7 @@ class SpreadWorker:
         for kind, handler in handlers.items():
             links.handle(kind, handler)
         links.on_up.append(self._up)
+        links.on_start.append(self._links_started)
         links.on_down.append(self._down)
         # A connection is named across workers by this process's start id on the links.
         self.broker.worker_ref = (links.index, links.start_id)
@@ -269,6 +275,10 @@ class SpreadWorker:
         else:
             spread.snapshot_asked(link)
 
+    def _links_started(self) -> None:
+        for spread in list(self._spreads.values()):
+            spread.links_started()
+
     def _up(self, link: PeerLink) -> None:
         for spread in list(self._spreads.values()):
             spread.link_up(link)
@@ -346,6 +356,8 @@ class Spread:
         #: At a home that starts: the copies the others sent, by worker.
         self._copies: dict[int, TopologySnapshot] = {}
         self._asking: asyncio.TimerHandle | None = None
+        #: Whether `_asking` is the wait for a first link, not for the copies after it.
+        self._alone = False
         #: What a queue.delete asked here gives a queue this worker runs just before it goes
         #: (its channel's cancels, sent after delete-ok), by queue, while the change waits.
         self._on_delete: dict[str, QueueDeletedHook] = {}
@@ -359,6 +371,7 @@ class Spread:
                 link = self._worker.links.link(peer)
                 if link is not None:
                     self._ask_copy(link)
+            self.links_started()
         else:
             # Made after its link to the home was up: the snapshot sent then was not for it.
             link = self._worker.links.link(self.home)
@@ -862,13 +875,25 @@ class Spread:
         if record.home_start == link.peer_start:
             self._set_synced()
 
+    def links_started(self) -> None:
+        """A home that has no link up once its worker serves (its peers are down or starting)
+        does not wait for one for ever: `alone_wait`, then it goes on from its rows alone."""
+        waiting = self._asking is not None or self.synced
+        if self.is_home and self._worker.links.started and not waiting:
+            loop = asyncio.get_running_loop()
+            self._asking = loop.call_later(self._worker.alone_wait, self._take_copies)
+            self._alone = True
+
     def _ask_copy(self, link: PeerLink) -> None:
         """A home that starts asks `link`'s worker for its copy; it waits `ask_wait` for the
         copies from its first link up (before that it is recovering or not linked yet)."""
         link.send(SNAPSHOT_ASK, SnapshotAsk(self._vhost.name).encode())
-        if not self.synced and self._asking is None:
+        if not self.synced and (self._asking is None or self._alone):
+            if self._asking is not None:
+                self._asking.cancel()
             loop = asyncio.get_running_loop()
             self._asking = loop.call_later(self._worker.ask_wait, self._take_copies)
+            self._alone = False
 
     def _take_copies(self) -> None:
         """A home that starts goes on from the latest copy, and each worker's own queues."""

@@ -29,7 +29,7 @@ from batonmq.engine.spread import Spread, SpreadWorker
 from batonmq.engine.vhost import VirtualHost
 from batonmq.model.destination import Destination
 from batonmq.model.message import Message
-from batonmq.server.placement import owner_of, queue_owner
+from batonmq.server.placement import inbox_pairs, owner_of, queue_owner
 from batonmq.store.sqlite import SQLiteStore
 from tests.memclient import MemClient, connect
 
@@ -80,9 +80,11 @@ async def running(directory: Path, index: int) -> AsyncIterator[Worker]:
     store = SQLiteStore(directory / "batonmq.sqlite3", broker_id=f"w{index}", sync=False)
     await store.open()
     broker = Broker(store=store)
-    links = PeerLinks(index, 2, [], started_again=False)
+    inboxes = inbox_pairs(2)  # nobody reads them: the links are made by `join`
+    links = PeerLinks(index, 2, [sending for _, sending in inboxes], started_again=False)
     spreading = SpreadWorker(broker, links, frozenset({"/"}))
     spreading.ask_wait = 0.5
+    spreading.alone_wait = 2.0
     spreading.install()
     restore(broker, await store.recover())
     broker.journal.start()
@@ -92,6 +94,9 @@ async def running(directory: Path, index: int) -> AsyncIterator[Worker]:
         links.close()
         await broker.journal.stop()
         await store.close()
+        for ends in inboxes:
+            for end in ends:
+                end.close()
 
 
 async def join(first: Worker, second: Worker) -> None:

@@ -21,7 +21,7 @@ from batonmq.cluster.topologyrecords import (
     TopologyRequest,
 )
 from batonmq.engine.api import EngineApi
-from batonmq.engine.spread import Spread
+from batonmq.engine.spread import Spread, _Reply
 from batonmq.engine.vhost import VirtualHost
 from batonmq.model.topology import ConnectionRef, ExchangeDeclared, QueueDeclared, QueueDeleted
 from batonmq.store.base import StoreError, WriteBatch
@@ -268,14 +268,10 @@ async def test_an_equivalent_redeclare_at_the_home_answers_the_queues_counts(
         request = TopologyRequest(
             0, RequestFlags.NONE, "/", QueueDeclared(name, False, False, None, {}), None
         )
-        counts: list[tuple[object, int, int]] = []
-        other.spreading.ask(
-            0,
-            request,
-            lambda reply: counts.append((reply.outcome, reply.message_count, reply.consumer_count)),
-        )
-        await until(lambda: counts != [])
-        assert counts == [(True, 2, 0)]
+        replies: list[_Reply] = []
+        other.spreading.ask(0, request, replies.append)
+        await until(lambda replies=replies: replies != [])
+        assert [(r.outcome, r.message_count, r.consumer_count) for r in replies] == [(True, 2, 0)]
 
 
 async def test_a_declare_ok_the_worker_cannot_show_is_refused_and_the_copy_synced(
@@ -298,3 +294,17 @@ async def test_a_declare_ok_the_worker_cannot_show_is_refused_and_the_copy_synce
     again = other.client()
     again.send(1, commands.Queue.Declare(queue="q4"))
     await answer(again, commands.Queue.DeclareOk)
+
+
+async def test_a_home_with_no_worker_linked_goes_on_from_its_rows(tmp_path: Path) -> None:
+    """A home that starts while the other workers are down (none linked) waits for a link only
+    a while, then goes on from its stored rows alone: its own clients' declarations are
+    answered (AMQP 0-9-1 exchange.declare: declare-ok), not refused for as long as its peers
+    stay down."""
+    async with running(tmp_path / "w0", 0) as home:
+        await asyncio.sleep(home.spreading.alone_wait * 1.5)
+        assert not home.spread.synced  # its worker does not serve yet (recovering)
+        home.links.start()  # its link to worker 1 is made, never taken: worker 1 is down
+        await until(lambda: home.spread.synced)
+        await declared(home.vhost, "x")
+        assert "x" in home.vhost.exchanges
