@@ -640,7 +640,7 @@ def test_a_second_broker_on_the_same_store_is_refused(
                 assert "is in use by another running broker" in output
                 batonmq = workers.broker.pids()[0]
                 assert any(
-                    f" pid {pid} (batonmq pid {batonmq}) #" in output
+                    f" pid {pid} (batonmq pid {batonmq}, run " in output
                     for pid in workers.pids().values()
                 ), output
             assert 'msg="cannot open the store: ' in output

@@ -20,12 +20,15 @@ the link was replaced) reads the end of the stream first, and never counts. Shou
 of one pair be up at once (two workers started again together made one each), both sides keep
 the one made by the later process (start id, then index) and close the other. An end the
 peer's inbox cannot take now (it is full) is made and sent again after a wait that grows to 5 s.
+A worker that closes a link for a record it did not understand makes it again 5 s later, so
+that one bad record does not cut a pair of live workers for good.
 
 Records. A record is a `struct` header (kind, payload length) and raw payload bytes, no pickle.
 A sender appends to the link's buffer and the buffer is written once per turn of the event
 loop (`writelines`); a reader takes every whole record of what it read (a partial one waits
 for the rest) and calls the handler registered for its kind. `record_kind` registers a kind.
-A record of a kind with no handler, or before HELLO, closes the link with a logged error.
+A record of a kind with no handler, or before HELLO, or that its handler finds malformed
+(`MalformedRecord`), closes the link with a logged error.
 
 Back-pressure. The transport's pause/resume_writing make `PeerLink.writable` False/True and
 call `PeerLinks.on_writable`, so that what sends on a link can hold its own sources. The reader
@@ -216,7 +219,10 @@ class PeerLink(asyncio.Protocol):
             if handler is None:
                 self._refuse(f"no handler for a record of kind {KINDS.get(kind, kind)}")
                 continue
-            handler(self, payload)
+            try:
+                handler(self, payload)
+            except MalformedRecord as error:
+                self._refuse(f"a record of kind {KINDS[kind]}: {error}")
 
     def _hello(self, kind: int, payload: bytes) -> None:
         if kind != HELLO or len(payload) != _HELLO.size:
@@ -249,6 +255,7 @@ class PeerLink(asyncio.Protocol):
         )
         if self.transport is not None:
             self.transport.abort()
+            self._links.refused(self)
 
     def eof_received(self) -> bool:
         return False  # the peer's end closed: close ours
@@ -335,10 +342,23 @@ class PeerLinks:
             log.warning(
                 "peer link not made: %s; trying again in %.1f s", why, wait, extra={"peer": peer}
             )
-            loop = asyncio.get_running_loop()
-            self._retries[peer] = loop.call_later(wait, self._make, peer, wait)
+            self._make_later(peer, wait)
             return
         self._connect(PeerLink(self, peer, (self.index, self.start_id)), near)
+
+    def _make_later(self, peer: int, wait: float) -> None:
+        pending = self._retries.get(peer)
+        if pending is not None:
+            pending.cancel()
+        loop = asyncio.get_running_loop()
+        self._retries[peer] = loop.call_later(wait, self._make, peer, wait)
+
+    def refused(self, link: PeerLink) -> None:
+        """This worker closed `link` for a record it did not understand. If it was the pair's
+        link, its peer lives on: make the link again, a while later (the peer may send the
+        same again)."""
+        if self._up.get(link.peer) is link and not self._closed:
+            self._make_later(link.peer, _RETRY_MOST)
 
     def adopt(self, end: socket.socket, made_by: tuple[int, int]) -> None:
         """A link's end that worker `made_by[0]` (process start id `made_by[1]`) made and

@@ -104,7 +104,7 @@ from batonmq.security.permissions import Permission, Permissions, PermitCache, R
 
 if TYPE_CHECKING:
     from batonmq.engine.exchange import Exchange
-    from batonmq.queues.protocol import Queue
+    from batonmq.queues.protocol import RoutedQueue
 
 audit_log = logging.getLogger("batonmq.audit")
 # An ALLOW-LOG or DENY-LOG rule asks for its line: `log.level` = "warning" does not silence it.
@@ -187,12 +187,12 @@ def exchange_declare_properties(
     return properties
 
 
-def is_temporary(queue: Queue) -> bool:
+def is_temporary(queue: RoutedQueue) -> bool:
     """A queue that goes away by itself: with its connection, or with its last consumer."""
     return queue.exclusive or queue.auto_delete
 
 
-def queue_properties(queue: Queue) -> dict[Property, str]:
+def queue_properties(queue: RoutedQueue) -> dict[Property, str]:
     """The properties of an existing queue, for PURGE, DELETE and CONSUME."""
     return {
         Property.NAME: queue.name,

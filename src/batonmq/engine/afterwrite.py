@@ -1,5 +1,5 @@
 """What waits for the journal batch being gathered ("commit then apply"): the queues holding
-messages back until it commits (`Queue.release_held`) and the publishes to confirm then.
+messages back until it commits (`RoutedQueue.release_held`) and the publishes to confirm then.
 
 One journal callback per batch carries all of it. A persistent publish used to register a
 callback of its own, with a closure and a list, and to ask each of its queues to release
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from batonmq.queues.protocol import Queue
+from batonmq.queues.protocol import RoutedQueue
 from batonmq.store.journal import Journal
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ class _Waiting:
     def __init__(self, batch: int) -> None:
         self.batch = batch
         #: Queues holding messages back for the batch, in the order they first did.
-        self.queues: dict[Queue, None] = {}
+        self.queues: dict[RoutedQueue, None] = {}
         #: Per channel, its publishes to confirm: (sequence, whether every queue took it).
         self.confirms: dict[Channel, list[tuple[int, bool]]] = {}
         self.callbacks: list[Callable[[bool], None]] = []
@@ -55,7 +55,7 @@ class AfterWrite:
             self._journal.when_batch_over(waiting.over)
         return waiting
 
-    def release(self, batch: int, queues: Iterable[Queue]) -> None:
+    def release(self, batch: int, queues: Iterable[RoutedQueue]) -> None:
         """`queues` hold messages back until journal batch `batch` is over: then they show them
         (committed) or drop them (failed)."""
         held = self._for(batch).queues

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from batonmq.config import AlertsConfig
 from batonmq.engine.vhost import VirtualHost
 from batonmq.queues.arrivals import QueueAges
-from batonmq.queues.protocol import Queue
+from batonmq.queues.protocol import Queue, RoutedQueue
 from batonmq.queues.readings import QueueReading, read_queue
 from batonmq.timers import Timers
 
@@ -151,7 +151,7 @@ class QueueAlerts:
         self._repeats.keep_only(seen)
         return logged
 
-    def message_arrived(self, vhost: str, queue: Queue, body_size: int) -> None:
+    def message_arrived(self, vhost: str, queue: RoutedQueue, body_size: int) -> None:
         """A message of `body_size` bytes was enqueued on `queue` (maximumMessageSize, checked
         per message: the caller calls this only when `config.max_message_size` is set and the
         message is larger)."""
@@ -163,7 +163,7 @@ class QueueAlerts:
             self._log(vhost, queue, alert)
 
     @staticmethod
-    def _log(vhost: str, queue: Queue, alert: Alert) -> None:
+    def _log(vhost: str, queue: RoutedQueue, alert: Alert) -> None:
         log.warning(
             alert.text(queue.name),
             extra={

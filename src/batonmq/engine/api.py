@@ -121,7 +121,7 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
             *(
                 BindingInfo(host.name, "", queue, "queue", queue, {})
                 for host in self._vhosts(vhost)
-                for queue in host.queues
+                for queue in (*host.queues, *host.remote)
             ),
             *(
                 BindingInfo(
@@ -563,10 +563,11 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
                     self._carry_out(
                         host,
                         functools.partial(
-                            host.delete_queue, queue, owner=self, on_delete=cancel_consumers_of
+                            host.delete_queue, queue, owner=None, on_delete=cancel_consumers_of
                         ),
                     )
-                    for queue in list(host.queues)
+                    # In a spread virtual host also those another worker runs (via its home).
+                    for queue in [*host.queues, *host.remote]
                 )
             )
             await asyncio.gather(

@@ -137,10 +137,13 @@ async def _waited_for(pending: ChangePending) -> None:
 async def _applied(host: VirtualHost, change: Change[T]) -> T:
     outcome: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 
-    def failed() -> None:
-        outcome.set_exception(
-            ApiError(ReplyCode.INTERNAL_ERROR, "the store could not write the change")
-        )
+    def failed(refusal: ProtocolError | None) -> None:
+        if refusal is not None:
+            outcome.set_exception(ApiError(refusal.reply_code, refusal.reply_text))
+        else:
+            outcome.set_exception(
+                ApiError(ReplyCode.INTERNAL_ERROR, "the store could not write the change")
+            )
 
     host.carry_out(change, outcome.set_result, failed)
     return await outcome

@@ -25,7 +25,7 @@ from batonmq.engine.vhost import VirtualHost
 from batonmq.logrepeat import CoalescingLog
 from batonmq.queues.holdings import Holdings
 from batonmq.queues.paging import Paging
-from batonmq.queues.protocol import Queue
+from batonmq.queues.protocol import RoutedQueue
 from batonmq.queues.streams.storage import StreamStorage, StreamTables
 from batonmq.security.authn import GUEST, Authenticator
 from batonmq.security.permissions import Permissions, UserPermission
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from batonmq.engine.control import ServerControl
     from batonmq.engine.membership import ClusterService
     from batonmq.engine.session import Session
+    from batonmq.engine.spreading import Spreading
 
 #: The topic exchanges of the default virtual host on which the broker tells about itself: metrics
 #: snapshots (Sun MQ 3.5's metrics topics) and the event feed (RabbitMQ's event exchange).
@@ -114,6 +115,14 @@ class Broker:
     user_tags: dict[str, tuple[str, ...]] = field(init=False, default_factory=dict)
     #: Who may do what (Qpid manual §2.2); the default has no ACL: whoever logs in may do anything.
     access: AccessControl = field(default_factory=AccessControl)
+    #: This process among the workers that serve the broker: its index and its start id (the
+    #: server sets them); with the connection's id, what names a connection across workers
+    #: (`Session.ref`).
+    worker_ref: tuple[int, int] = (0, 0)
+    #: Asked for each virtual host as it is added: its links to the other workers if it is
+    #: spread over them, else None. None: no virtual host is spread (the server sets it
+    #: before recovery).
+    spread_factory: Callable[[VirtualHost], Spreading | None] | None = None
     #: RabbitMQ's permissions of each user in each virtual host, asked beside the ACL; as a new
     #: store has them until the store's are restored: the default user may do everything in
     #: the default virtual host.
@@ -126,7 +135,7 @@ class Broker:
     #: Threshold alerts (engine/alerts.py, maximumMessageSize): a message body larger than this
     #: is reported to `large_message` (vhost, queue, body size) as it is enqueued; 0: off.
     large_message_size: int = field(init=False, default=0)
-    large_message: Callable[[str, Queue, int], None] | None = field(init=False, default=None)
+    large_message: Callable[[str, RoutedQueue, int], None] | None = field(init=False, default=None)
     #: Raised resource alarms (memory red, disk quota, free disk) by name, with the reason
     #: publishers are told in connection.blocked; every publishing client is held while any is.
     alarms: dict[str, str] = field(init=False, default_factory=dict)
@@ -276,5 +285,7 @@ class Broker:
             settings.autocreate,
             self.events,
         )
+        if self.spread_factory is not None:
+            vhost.spread = self.spread_factory(vhost)
         self.vhosts[name] = vhost
         return vhost

@@ -3,7 +3,8 @@ reads" 13).
 
 A method that changes durable state (declaring, deleting, binding or unbinding a durable
 exchange or queue) is checked first and its store writes are recorded in the journal; the change
-itself is a `Change` whose `apply` runs only once those writes are committed. Until then nobody
+itself is a `Change` whose `apply` runs only once those writes are committed (or once what
+decides the change, `after`, said yes: another worker of a spread virtual host). Until then nobody
 sees it: not the client (its reply comes after `apply`), not the others (the object is not in
 memory); a failed write leaves memory exactly as it was, and a retry writes again.
 
@@ -20,9 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from batonmq.amqp.errors import ProtocolError
+
 T = TypeVar("T")
 #: Registers a callback to run when what a method waits for is done.
 Waiter = Callable[[Callable[[], None]], None]
+#: How a change that waited came out: True to apply it, False when the store could not write
+#: it, the refusal of whoever decides it (the home or owner of a spread virtual host's object).
+Outcome = bool | ProtocolError
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +40,14 @@ class Change(Generic[T]):
     written: bool = False
     #: What it changes, ("queue" | "exchange", name): other methods naming these wait for it.
     keys: tuple[tuple[str, str], ...] = ()
+    #: Registers the callback that gets its `Outcome`; None: the journal's commit of the
+    #: writes recorded for it.
+    after: Callable[[Callable[[Outcome], None]], None] | None = None
+
+    @property
+    def waits(self) -> bool:
+        """Whether `apply` waits for something (a commit, an answer): else it runs at once."""
+        return self.written or self.after is not None
 
 
 def applied(result: T) -> Change[T]:

@@ -33,7 +33,7 @@ from batonmq.engine.events import EventKind
 from batonmq.engine.outcome import Outcome
 from batonmq.engine.transaction import Transaction
 from batonmq.model.message import QueueEntry
-from batonmq.queues.protocol import Queue
+from batonmq.queues.protocol import Queue, RoutedQueue
 from batonmq.security.permissions import PermitCache
 
 if TYPE_CHECKING:
@@ -89,9 +89,9 @@ class Channel:
         self.last_queue_name: str | None = None
         #: Queues with x-max-producers this channel published to: it is one of their producers
         #: until it closes.
-        self.producing_to: set[Queue] = set()
+        self.producing_to: set[RoutedQueue] = set()
         #: Overfull queues (x-overflow flow-control) holding this channel's publishing back.
-        self.held_by: set[Queue] = set()
+        self.held_by: set[RoutedQueue] = set()
         #: The exchanges this channel's user may publish to, and the queues it may get from,
         #: checked once each while the permissions do not change.
         self.write_permits = PermitCache()
@@ -138,13 +138,20 @@ class Channel:
 
         self.session.after_durable(send)
 
-    def carry_out(self, change: Change[T], reply: Callable[[T], Reply | None], what: str) -> None:
-        """Apply `change` once its store writes are committed, then send what `reply` makes of
-        its result (None: no reply, as for nowait). This client's input waits meanwhile, so
-        nothing it sends next overtakes the change. A failed write applies nothing and closes
-        the channel: `what` did not happen."""
+    def carry_out(
+        self,
+        change: Change[T],
+        reply: Callable[[T], Reply | None],
+        method: type[base.Frame],
+    ) -> None:
+        """Apply `change` once its store writes are committed (or its `after` said yes), then
+        send what `reply` makes of its result (None: no reply, as for nowait). This client's
+        input waits meanwhile, so nothing it sends next overtakes the change. A failed write
+        applies nothing and closes the channel: `method` did not happen; a refusal closes the
+        channel, or the connection, with its error, naming `method`."""
         session = self.session
-        if not change.written:
+        what = method.name.lower()  # "queue.declare"
+        if not change.waits:
             frame = reply(change.apply())
             if frame is not None:
                 self.reply_when_durable(frame, what)
@@ -159,10 +166,13 @@ class Channel:
                 finally:
                     release_input()
 
-            def failed() -> None:
+            def failed(refusal: ProtocolError | None) -> None:
                 try:
-                    if not self.closed:
-                        session.close_channel(self.number, _write_failed(what))
+                    if refusal is not None and refusal.naming(method).closes_connection:
+                        if not session.ended:
+                            session.close(refusal)
+                    elif not self.closed:
+                        session.close_channel(self.number, refusal or _write_failed(what))
                 finally:
                     release_input()
 
@@ -182,13 +192,16 @@ class Channel:
             raise amqp_error(ReplyCode.NOT_FOUND, "no previously declared queue")
         return self.last_queue_name
 
-    def declared(self, queue: Queue) -> None:
+    def declared(self, queue: RoutedQueue) -> None:
         """queue.declare on this channel found or made `queue`: it is the channel's last queue,
-        and an exclusive queue of its connection goes when the connection does."""
+        and an exclusive queue of its connection that this process runs goes when the
+        connection does."""
         self.last_queue_name = queue.name
         session = self.session
-        if queue.exclusive_owner is session:
-            session.exclusive_queues.add(queue)
+        if queue.exclusive_owner == session.ref:
+            local = session.vhost.queues.get(queue.name)
+            if local is queue:
+                session.exclusive_queues.add(local)
 
     def deleting(self, queue: Queue) -> list[base.Frame]:
         """queue.delete on this channel deletes `queue`: its connection no longer deletes it
@@ -510,7 +523,7 @@ class Channel:
 
     # Producers ----------------------------------------------------------------------------
 
-    def become_producer_of(self, queue: Queue) -> None:
+    def become_producer_of(self, queue: RoutedQueue) -> None:
         """Count this channel among `queue`'s producers (x-max-producers, MQ 3.5 admin guide
         maxNumProducers: "When this limit is reached, no new producers can be created"); 406
         when it would be one too many."""
@@ -526,7 +539,7 @@ class Channel:
         queue.producers.add(self)
         self.producing_to.add(queue)
 
-    def hold_for(self, queue: Queue) -> None:
+    def hold_for(self, queue: RoutedQueue) -> None:
         """`queue` is overfull after this channel published to it: hold the publisher back until
         it is underfull (Qpid manual §1.5.1: "Flow control is enabled on a producer when it sends
         a message to a Queue which is overfull")."""
@@ -537,7 +550,7 @@ class Channel:
         log.info("CHN-1005 : Flow Control Enforced (Queue %s)", queue.name, extra=self.log_fields())
         queue.when_underfull(lambda: self._released_by(queue))
 
-    def _released_by(self, queue: Queue) -> None:
+    def _released_by(self, queue: RoutedQueue) -> None:
         if queue not in self.held_by:
             return
         self.held_by.discard(queue)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from batonmq.amqp.properties import rewrite_headers
 from batonmq.model.message import Message, QueueEntry
 from batonmq.queues.deadletter import Reason, dead_letter, is_cycle
-from batonmq.queues.protocol import Queue
+from batonmq.queues.protocol import Queue, RoutedQueue
 
 if TYPE_CHECKING:
     from batonmq.engine.vhost import VirtualHost
@@ -69,7 +69,7 @@ def _republish(vhost: VirtualHost, queue: Queue, entry: QueueEntry, reason: Reas
         remove_properties=("expiration",),
     )
     republished = Message(exchange_name, dead.routing_keys[0], header_payload, message.body)
-    targets: dict[str, Queue] = {}
+    targets: dict[str, RoutedQueue] = {}
     for routing_key in dead.routing_keys:
         routed = republished
         if routing_key != republished.routing_key:

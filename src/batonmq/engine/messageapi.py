@@ -19,6 +19,7 @@ from batonmq.engine.publish import checked_exchange
 from batonmq.engine.snapshots import BrowsedInfo, GotMessage, MessagesChanged
 from batonmq.engine.vhost import VirtualHost
 from batonmq.model.message import Message
+from batonmq.model.topology import ConnectionRef
 from batonmq.queues.protocol import Queue
 from batonmq.security.acl import Action, ObjectType, Property
 from batonmq.security.permissions import Permission, PermitCache, ResourceKind
@@ -133,7 +134,7 @@ class MessageApi(ApiBase):
         vhost: str,
         name: str,
         *,
-        connection: object | None = None,
+        connection: ConnectionRef | None = None,
         permits: PermitCache | None = None,
         wait: bool = True,
     ) -> Queue:
@@ -161,7 +162,7 @@ class MessageApi(ApiBase):
         queue = self._queue(host, name)
         published = {Property.NAME: exchange_name(""), Property.ROUTING_KEY: name}
         with refusals():
-            host.check_owner(queue, self)
+            host.check_owner(queue, None)  # management has no exclusive queue
             self._authorize(user, host, Action.PUBLISH, ObjectType.EXCHANGE, published)
             self._permit(user, host, Permission.WRITE, ResourceKind.EXCHANGE, "")
         return queue

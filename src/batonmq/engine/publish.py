@@ -3,7 +3,8 @@ same for the publishes a transaction held, at tx.commit."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from pamqp import base, commands
@@ -17,7 +18,7 @@ from batonmq.engine.exchange import Exchange
 from batonmq.engine.transaction import HeldPublish, Transaction
 from batonmq.model.message import FLAG_EXPIRATION, FLAG_USER_ID, Message
 from batonmq.queues.expiry import InvalidExpiration, parse_expiration
-from batonmq.queues.protocol import Enqueued, Queue
+from batonmq.queues.protocol import Enqueued, RoutedQueue
 from batonmq.security.acl import Action, ObjectType, Property
 from batonmq.security.permissions import Permission, PermitCache, ResourceKind
 from batonmq.store.journal import Journal
@@ -160,7 +161,9 @@ def checked_exchange(
     return exchange
 
 
-def held_batch(journal: Journal, routed: list[tuple[Message, list[Queue]]]) -> int | None:
+def held_batch(
+    journal: Journal, routed: Sequence[tuple[Message, Sequence[RoutedQueue]]]
+) -> int | None:
     """The journal batch that routed messages must wait for before any queue shows them: the
     one being gathered when one of them is persistent and goes to a queue that persists it
     (then all of them wait, so that a failed write leaves none behind); None when nothing is
@@ -172,7 +175,7 @@ def held_batch(journal: Journal, routed: list[tuple[Message, list[Queue]]]) -> i
     return None
 
 
-def message_batch(journal: Journal, message: Message, queues: list[Queue]) -> int | None:
+def message_batch(journal: Journal, message: Message, queues: Sequence[RoutedQueue]) -> int | None:
     """`held_batch` of one routed message."""
     if journal.enabled:
         for queue in queues:
@@ -181,12 +184,12 @@ def message_batch(journal: Journal, message: Message, queues: list[Queue]) -> in
     return None
 
 
-def release_held(queues: list[Queue], batch: int, committed: bool) -> None:
+def release_held(queues: Sequence[RoutedQueue], batch: int, committed: bool) -> None:
     for queue in queues:
         queue.release_held(batch, committed)
 
 
-def commit_transaction(channel: Channel, transaction: Transaction) -> list[Queue]:
+def commit_transaction(channel: Channel, transaction: Transaction) -> list[RoutedQueue]:
     """tx.commit: carry out the publishes and settlements `transaction` held, and clear it; the
     queues that write their messages themselves (streams), which the commit waits for too."""
     vhost = channel.session.vhost
@@ -197,8 +200,12 @@ def commit_transaction(channel: Channel, transaction: Transaction) -> list[Queue
     # Nothing of a transaction is visible before its commit: if anything of it is written,
     # every publish waits for that write, and a failed one leaves none of them behind.
     batch = held_batch(journal, [(held.message, queues) for held, queues in routed])
-    for held, queues in routed:
-        enqueue(channel, held.message, queues, held.mandatory, batch)
+    spread = vhost.spread
+    # In a spread virtual host, each worker owning queues takes its share of the commit at
+    # once (RabbitMQ "Broker Semantics": a transaction is atomic per queue, not across them).
+    with spread.tx_group() if spread is not None else contextlib.nullcontext():
+        for held, queues in routed:
+            enqueue(channel, held.message, queues, held.mandatory, batch)
     if batch is not None:
         channel.session.broker.after_write.release(
             batch, (queue for _held, queues in routed for queue in queues)
@@ -212,7 +219,7 @@ def commit_transaction(channel: Channel, transaction: Transaction) -> list[Queue
 def enqueue(
     channel: Channel,
     message: Message,
-    queues: list[Queue],
+    queues: Sequence[RoutedQueue],
     mandatory: bool,
     until_batch: int | None,
 ) -> Enqueued:
@@ -249,7 +256,7 @@ def enqueue(
     return Enqueued.STORED if stored else Enqueued.KEPT
 
 
-def _report_large(channel: Channel, message: Message, queues: list[Queue]) -> None:
+def _report_large(channel: Channel, message: Message, queues: Sequence[RoutedQueue]) -> None:
     """maximumMessageSize (Qpid manual): the alert monitor hears of a message over it, per queue."""
     report = channel.session.broker.large_message
     if report is not None:

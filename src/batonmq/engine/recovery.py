@@ -83,7 +83,7 @@ def restore_definitions(
             vhost.restore_exchange(stored_exchange)
     for stored_queue in queues:
         vhost = broker.vhosts.get(stored_queue.vhost) or broker.add_vhost(stored_queue.vhost)
-        if stored_queue.name in vhost.queues:
+        if vhost.known_queue(stored_queue.name) is not None:
             continue
         vhost.add_queue(
             stored_queue.name,
@@ -96,7 +96,7 @@ def restore_definitions(
         vhost = broker.vhosts[binding.vhost]
         if binding.destination_kind == DestinationKind.QUEUE.value:
             destination = Destination.queue(binding.destination)
-            present = binding.destination in vhost.queues
+            present = vhost.known_queue(binding.destination) is not None
         else:
             destination = Destination.exchange(binding.destination)
             present = binding.destination in vhost.exchanges

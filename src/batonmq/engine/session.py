@@ -43,8 +43,10 @@ from batonmq.engine.counters import ConnectionCounters
 from batonmq.engine.dispatch import HANDLERS
 from batonmq.engine.flowcontrol import ProducerFlow
 from batonmq.engine.publish import publish
+from batonmq.engine.spreading import Spreading
 from batonmq.engine.vhost import VirtualHost
 from batonmq.model.message import Message
+from batonmq.model.topology import ConnectionRef
 from batonmq.queues.protocol import Queue
 from batonmq.security.authn import AuthenticationError, LoginAttempt
 from batonmq.security.sasl import PeerCertificate
@@ -87,6 +89,8 @@ class Session:
         #: Stable for the broker's life: the id never reused, the name as RabbitMQ's
         #: ("127.0.0.1:54321 -> 127.0.0.1:5672").
         self.id = broker.next_connection_id()
+        #: What names it across workers: the exclusive owner of the queues it declares so.
+        self.ref = ConnectionRef(*broker.worker_ref, self.id)
         self.name = f"{peer[0]}:{peer[1]}" + (f" -> {local[0]}:{local[1]}" if local else "")
         self.counters = ConnectionCounters()
         self.peer_certificate = peer_certificate
@@ -271,6 +275,40 @@ class Session:
             self.close(refused)
             return
         self.vhost_or_none = vhost
+        spread = vhost.spread
+        if spread is not None and not spread.synced:
+            self._open_when_synced(spread, name)
+            return
+        self._opened(name)
+
+    def _open_when_synced(self, spread: Spreading, name: str) -> None:
+        """connection.open of a spread virtual host whose topology this worker has not yet
+        had from its home: answered once it has (input waits meanwhile), or refused with 320
+        CONNECTION_FORCED when that takes too long (the client reconnects later)."""
+
+        def register(done: Callable[[], None]) -> None:
+            def synced(ok: bool) -> None:
+                try:
+                    if self.ended:
+                        return
+                    if ok:
+                        self._opened(name)
+                    else:
+                        self.close(
+                            HardError(
+                                ReplyCode.CONNECTION_FORCED,
+                                f"home worker of vhost '{name}' is starting",
+                                commands.Connection.Open,
+                            )
+                        )
+                finally:
+                    done()
+
+            spread.when_synced(synced)
+
+        self.hold_input_until(register)
+
+    def _opened(self, name: str) -> None:
         self.connection.accept_open(name)
         log.info("connection opened", extra=self.log_fields())
         for alarm, reason in self.broker.alarms.items():

@@ -55,9 +55,11 @@ from batonmq.engine.change import Change
 from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.exchange import Exchange
 from batonmq.engine.snapshots import BindingInfo
-from batonmq.engine.vhost import QueueDeletedHook, VirtualHost, server_queue_name
+from batonmq.engine.spreading import Declared
+from batonmq.engine.vhost import QueueDeletedHook, VirtualHost
 from batonmq.model.destination import Destination
-from batonmq.queues.protocol import Queue
+from batonmq.model.topology import ConnectionRef
+from batonmq.queues.protocol import RoutedQueue
 from batonmq.security.acl import Action, ObjectType, Property
 from batonmq.security.permissions import Permission, ResourceKind
 
@@ -73,17 +75,17 @@ class TopologyApi(ApiBase):
         vhost: str,
         name: str,
         *,
-        connection: object | None = None,
+        connection: ConnectionRef | None = None,
         passive: bool = False,
         durable: bool = False,
         exclusive: bool = False,
         auto_delete: bool = False,
         arguments: FieldTable | None = None,
-    ) -> Change[Queue]:
+    ) -> Change[Declared]:
         """queue.declare; an exclusive queue belongs to `connection`, which it needs."""
         assert connection is not None or not exclusive, "an exclusive queue needs a connection"
         host = self._vhost(vhost)
-        generated = None if name or passive else server_queue_name()
+        generated = None if name or passive else host.new_queue_name()
         if passive:
             # Qpid manual Table 2.3: ACCESS is "Applied when an object is read or accessed".
             accessed = {Property.NAME: name, Property.PASSIVE: "true"}
@@ -121,7 +123,7 @@ class TopologyApi(ApiBase):
         vhost: str,
         name: str,
         *,
-        connection: object | None = None,
+        connection: ConnectionRef | None = None,
         if_unused: bool = False,
         if_empty: bool = False,
         on_delete: QueueDeletedHook = cancel_consumers_of,
@@ -130,7 +132,7 @@ class TopologyApi(ApiBase):
         of messages it held. `on_delete` is given the queue just before it goes (by default
         its consumers are sent basic.cancel at once)."""
         host = self._vhost(vhost)
-        queue = host.queues.get(name)
+        queue = host.known_queue(name)
         # Table 2.3: DELETE is "Applied when objects are deleted". A queue that is not there has
         # only its name to be judged by.
         properties = queue_properties(queue) if queue is not None else {Property.NAME: name}
@@ -141,7 +143,7 @@ class TopologyApi(ApiBase):
         )
 
     def purge_now(
-        self, user: str, vhost: str, name: str, *, connection: object | None = None
+        self, user: str, vhost: str, name: str, *, connection: ConnectionRef | None = None
     ) -> int:
         """queue.purge: remove the queue's ready messages now; how many there were. Their
         removal is recorded for the store: the caller answers once it is durable."""
@@ -167,8 +169,8 @@ class TopologyApi(ApiBase):
         auto_delete: bool = False,
         internal: bool = False,
         arguments: FieldTable | None = None,
-    ) -> Change[Exchange]:
-        """exchange.declare."""
+    ) -> Change[Exchange | None]:
+        """exchange.declare (None: another worker made the exchange)."""
         host = self._vhost(vhost)
         if passive:
             # Table 2.3: ACCESS is "Applied when an object is read or accessed".
@@ -221,7 +223,7 @@ class TopologyApi(ApiBase):
     # Bindings -----------------------------------------------------------------------------
 
     def plan_bind(
-        self, user: str, binding: BindingInfo, *, connection: object | None = None
+        self, user: str, binding: BindingInfo, *, connection: ConnectionRef | None = None
     ) -> Change[None]:
         """queue.bind (destination_type "queue") or exchange.bind."""
         host = self._vhost(binding.vhost)
@@ -229,7 +231,7 @@ class TopologyApi(ApiBase):
         return host.bind(binding.source, destination, binding.routing_key, binding.arguments)
 
     def plan_unbind(
-        self, user: str, binding: BindingInfo, *, connection: object | None = None
+        self, user: str, binding: BindingInfo, *, connection: ConnectionRef | None = None
     ) -> Change[None]:
         """queue.unbind or exchange.unbind (unbinding what is not bound changes nothing)."""
         host = self._vhost(binding.vhost)
@@ -242,7 +244,7 @@ class TopologyApi(ApiBase):
         host: VirtualHost,
         binding: BindingInfo,
         action: Action,
-        connection: object | None,
+        connection: ConnectionRef | None,
     ) -> Destination:
         """The binding's destination, once the caller may bind (or unbind) it there.
 
@@ -257,13 +259,13 @@ class TopologyApi(ApiBase):
             self._authorize(user, host, action, ObjectType.EXCHANGE, properties)
             self._permit_binding(user, host, ResourceKind.EXCHANGE, binding)
             return Destination.exchange(name)
-        queue: Queue | None
+        queue: RoutedQueue | None
         if action is Action.BIND:
-            queue = host.queue(name, connection)
+            queue = host.routed_queue(name, connection)
         else:
             # A queue that is not there is judged as a durable, not temporary one: unbinding
             # it changes nothing.
-            queue = host.queues.get(name)
+            queue = host.known_queue(name)
             if queue is not None:
                 host.check_owner(queue, connection)
         properties = binding_properties(

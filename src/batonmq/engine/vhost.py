@@ -11,15 +11,15 @@ import logging
 import os
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar, cast
 
 from pamqp.common import FieldTable
 
 import batonmq.routing  # noqa: F401 - registers the exchange types
 from batonmq.amqp.constants import ReplyCode
-from batonmq.amqp.errors import amqp_error
+from batonmq.amqp.errors import ProtocolError, amqp_error
 from batonmq.engine.autocreate import AutocreatePolicy
-from batonmq.engine.change import Change, ChangePending, applied
+from batonmq.engine.change import Change, ChangePending, Outcome, applied
 from batonmq.engine.deadletter import republish
 from batonmq.engine.events import EventFeed, EventKind
 from batonmq.engine.exchange import (
@@ -28,18 +28,39 @@ from batonmq.engine.exchange import (
     alternate_exchange_change,
     alternate_exchange_name,
 )
+from batonmq.engine.spreading import Declared
 from batonmq.model.destination import Destination, DestinationKind
 from batonmq.model.message import Message, QueueEntry
-from batonmq.queues.arguments import InvalidArgument, inequivalent
+from batonmq.model.topology import (
+    Bound,
+    ConnectionRef,
+    ExchangeDeclared,
+    ExchangeDeleted,
+    QueueDeclared,
+    QueueDeleted,
+    TopologyOp,
+    Unbound,
+)
+from batonmq.queues.arguments import (
+    QUEUE_TYPE_ARGUMENT,
+    InvalidArgument,
+    Overflow,
+    QueueArguments,
+    inequivalent,
+)
 from batonmq.queues.deadletter import Reason
 from batonmq.queues.paging import Paging
-from batonmq.queues.protocol import Queue
-from batonmq.queues.types import queue_type
+from batonmq.queues.protocol import Queue, RoutedQueue
+from batonmq.queues.streams.arguments import STREAM_TYPE
+from batonmq.queues.types import declared_type, queue_type
 from batonmq.routing.base import BindingArgumentError, exchange_type
 from batonmq.routing.router import Router
 from batonmq.store.base import StoredBinding, StoredExchange, StoredQueue
 from batonmq.store.journal import Journal
 from batonmq.timers import LoopTimers
+
+if TYPE_CHECKING:
+    from batonmq.engine.spreading import Spreading
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +82,11 @@ QueueDeletedHook = Callable[[Queue], object]
 
 def _key_of(destination: Destination) -> tuple[str, str]:
     return (destination.kind.value, destination.name)
+
+
+def _declared(queue: Queue) -> Declared:
+    """What queue.declare answers of a queue this process runs."""
+    return Declared(queue.name, queue.message_count, queue.consumer_count, queue)
 
 
 def server_queue_name() -> str:
@@ -85,7 +111,13 @@ class VirtualHost:
         #: The limits auto-created queues get (MQ 3.5 admin guide Table 2-10).
         self.autocreate = autocreate or AutocreatePolicy()
         self.exchanges: dict[str, Exchange] = {}
+        #: The queues this process runs.
         self.queues: dict[str, Queue] = {}
+        #: In a virtual host spread over workers, the queues other workers run, which this one
+        #: routes to; empty otherwise.
+        self.remote: dict[str, RoutedQueue] = {}
+        #: The links to the other workers of a spread virtual host; None when it is not spread.
+        self.spread: Spreading | None = None
         #: Queues whose delivery to consumers is paused (imqcmd pause dst): they take messages
         #: and answer basic.get, but their consumers have no room until resumed. Not stored.
         self.paused: set[Queue] = set()
@@ -113,17 +145,45 @@ class VirtualHost:
         auto_delete: bool = False,
         internal: bool = False,
         arguments: FieldTable | None = None,
-    ) -> Change[Exchange]:
-        if name == "":
-            raise amqp_error(
-                ReplyCode.ACCESS_REFUSED, "operation not permitted on the default exchange"
-            )
-        self._wait_for(("exchange", name))
-        existing = self.exchanges.get(name)
+    ) -> Change[Exchange | None]:
+        """exchange.declare: the exchange, or None when another worker made it (a spread
+        virtual host's home)."""
         if passive:
+            existing = self._existing_exchange(name)
             if existing is None:
                 raise self._not_found("exchange", name)
             return applied(existing)
+        checked = self.check_exchange_declare(
+            name,
+            type_name,
+            durable=durable,
+            auto_delete=auto_delete,
+            internal=internal,
+            arguments=arguments,
+        )
+        if isinstance(checked, Exchange):
+            return applied(checked)
+        if self.spread is not None:
+            return cast("Change[Exchange | None]", self.spread.request(checked, owner=None))
+        return Change(
+            lambda: self._declare_exchange(checked),
+            written=self.write(checked),
+            keys=(("exchange", name),),
+        )
+
+    def check_exchange_declare(
+        self,
+        name: str,
+        type_name: str,
+        *,
+        durable: bool,
+        auto_delete: bool,
+        internal: bool,
+        arguments: FieldTable | None,
+    ) -> ExchangeDeclared | Exchange:
+        """The exchange.declare (not passive) of an exchange: the existing one if it is
+        equivalent, else the declaration that makes it; raises what refuses it."""
+        existing = self._existing_exchange(name)
         if exchange_type(type_name) is None:
             # Spec (exchange.declare, type): an unsupported type is connection error 503.
             raise amqp_error(ReplyCode.COMMAND_INVALID, f"unknown exchange type '{type_name}'")
@@ -149,7 +209,7 @@ class VirtualHost:
                     f"inequivalent arg '{ALTERNATE_EXCHANGE}' for exchange '{name}' in vhost "
                     f"'{self.name}': {change}",
                 )
-            return applied(existing)
+            return existing
         if name.startswith(RESERVED_PREFIX):
             # Only creating one is refused: an equivalent redeclare of amq.direct is fine.
             raise amqp_error(
@@ -157,22 +217,28 @@ class VirtualHost:
                 f"exchange name '{name}' contains reserved prefix '{RESERVED_PREFIX}*'",
             )
         self._alternate_exchange(name, arguments)
-        arguments = dict(arguments or {})
-        if durable:
-            self._journal.put_exchange(
-                StoredExchange(self.name, name, type_name, auto_delete, internal, arguments)
+        return ExchangeDeclared(
+            name, type_name, durable, auto_delete, internal, dict(arguments or {})
+        )
+
+    def _existing_exchange(self, name: str) -> Exchange | None:
+        """Exchange `name` as a declaration finds it (403 for the default exchange, which
+        cannot be declared; ChangePending while a change of it waits)."""
+        if name == "":
+            raise amqp_error(
+                ReplyCode.ACCESS_REFUSED, "operation not permitted on the default exchange"
             )
-        return Change(
-            lambda: self._create_exchange(
-                name,
-                type_name,
-                durable=durable,
-                auto_delete=auto_delete,
-                internal=internal,
-                arguments=arguments,
-            ),
-            written=durable and self._journal.enabled,
-            keys=(("exchange", name),),
+        self._wait_for(("exchange", name))
+        return self.exchanges.get(name)
+
+    def _declare_exchange(self, op: ExchangeDeclared) -> Exchange:
+        return self._create_exchange(
+            op.name,
+            op.type_name,
+            durable=op.durable,
+            auto_delete=op.auto_delete,
+            internal=op.internal,
+            arguments=op.arguments,
         )
 
     @property
@@ -223,24 +289,36 @@ class VirtualHost:
         return exchange
 
     def delete_exchange(self, name: str, *, if_unused: bool = False) -> Change[None]:
+        checked = self.check_exchange_delete(name, if_unused=if_unused)
+        if checked is None:
+            return applied(None)  # RabbitMQ: deleting an exchange that does not exist succeeds.
+        if self.spread is not None:
+            return cast("Change[None]", self.spread.request(checked, owner=None))
+        exchange = self.exchanges[name]
+
+        def remove() -> None:
+            if self.exchanges.get(name) is exchange:
+                self._delete_exchange(checked)
+
+        return Change(remove, written=self.write(checked), keys=(("exchange", name),))
+
+    def check_exchange_delete(self, name: str, *, if_unused: bool) -> ExchangeDeleted | None:
+        """exchange.delete: None when there is no such exchange; raises what refuses it."""
         if name == "" or name.startswith(RESERVED_PREFIX):
             raise amqp_error(ReplyCode.ACCESS_REFUSED, f"cannot delete exchange '{name}'")
         self._wait_for(("exchange", name))
         exchange = self.exchanges.get(name)
         if exchange is None:
-            return applied(None)  # RabbitMQ: deleting an exchange that does not exist succeeds.
+            return None
         if if_unused and len(exchange.router):
             raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"exchange '{name}' in use")
-        if exchange.durable:
-            self._journal.delete_exchange(self.name, name)
+        return ExchangeDeleted(name)
 
-        def remove() -> None:
-            if self.exchanges.get(name) is exchange:
-                self._remove_exchange(exchange, written=True)
-
-        return Change(
-            remove, written=exchange.durable and self._journal.enabled, keys=(("exchange", name),)
-        )
+    def _delete_exchange(self, op: ExchangeDeleted) -> None:
+        exchange = self.exchanges.get(op.name)
+        if exchange is not None:
+            # Its row's deletion was written by whoever writes the topology (`write`).
+            self._remove_exchange(exchange, written=True)
 
     def _remove_exchange(self, exchange: Exchange, *, written: bool = False) -> None:
         """Remove `exchange` and the bindings to and from it; `written`: its deletion is in
@@ -258,6 +336,22 @@ class VirtualHost:
     def bind(
         self, source: str, destination: Destination, routing_key: str, arguments: FieldTable
     ) -> Change[None]:
+        checked = self.check_bind(source, destination, routing_key, arguments)
+        if self.spread is not None:
+            return cast("Change[None]", self.spread.request(checked, owner=None))
+        exchange = self.exchanges[source]
+
+        def add() -> None:
+            # An end may have gone meanwhile (an auto-delete exchange, an exclusive queue).
+            if self.exchanges.get(source) is exchange:
+                self._bind(checked)
+
+        return Change(add, written=self.write(checked))
+
+    def check_bind(
+        self, source: str, destination: Destination, routing_key: str, arguments: FieldTable
+    ) -> Bound:
+        """queue.bind or exchange.bind: the binding to make; raises what refuses it."""
         self._wait_for(("exchange", source), _key_of(destination))
         exchange = self._bindable_source(source)
         self._check_destination(destination)
@@ -265,46 +359,51 @@ class VirtualHost:
             exchange.router.check(routing_key, arguments)
         except BindingArgumentError as error:
             raise amqp_error(ReplyCode.PRECONDITION_FAILED, str(error)) from error
-        persists = self._binding_persists(exchange, destination)
-        if persists:
-            self._journal.put_binding(
-                self._stored_binding(source, destination, routing_key, arguments)
-            )
+        return Bound(source, destination, routing_key, arguments)
 
-        def add() -> None:
-            # An end may have gone meanwhile (an auto-delete exchange, an exclusive queue).
-            if self.exchanges.get(source) is exchange and self._exists(destination):
-                exchange.router.bind(destination, routing_key, arguments)
-                self._sources[destination].add(source)
-
-        return Change(add, written=persists)
+    def _bind(self, op: Bound) -> None:
+        exchange = self.exchanges.get(op.source)
+        if exchange is not None and self._exists(op.destination):
+            exchange.router.bind(op.destination, op.routing_key, op.arguments)
+            self._sources[op.destination].add(op.source)
 
     def unbind(
         self, source: str, destination: Destination, routing_key: str, arguments: FieldTable
     ) -> Change[None]:
         """RabbitMQ: unbinding what is not bound, from an exchange or to a destination that does
         not exist, succeeds (rabbit_binding:remove is idempotent)."""
+        checked = self.check_unbind(source, destination, routing_key, arguments)
+        if checked is None:
+            return applied(None)
+        if self.spread is not None:
+            return cast("Change[None]", self.spread.request(checked, owner=None))
+        exchange = self.exchanges[source]
+
+        def remove() -> None:
+            if self.exchanges.get(source) is exchange:
+                self._unbind(checked)
+
+        return Change(remove, written=self.write(checked))
+
+    def check_unbind(
+        self, source: str, destination: Destination, routing_key: str, arguments: FieldTable
+    ) -> Unbound | None:
+        """queue.unbind or exchange.unbind: None when an end is missing (nothing to do)."""
         if source == "":
             raise amqp_error(
                 ReplyCode.ACCESS_REFUSED, "operation not permitted on the default exchange"
             )
         self._wait_for(("exchange", source), _key_of(destination))
-        exchange = self.exchanges.get(source)
-        if exchange is None or not self._exists(destination):
-            return applied(None)
-        persists = self._binding_persists(exchange, destination)
-        if persists:
-            self._journal.delete_binding(
-                self._stored_binding(source, destination, routing_key, arguments)
-            )
+        if source not in self.exchanges or not self._exists(destination):
+            return None
+        return Unbound(source, destination, routing_key, arguments)
 
-        def remove() -> None:
-            if self.exchanges.get(source) is exchange and exchange.router.unbind(
-                destination, routing_key, arguments
-            ):
-                self._after_unbind(exchange)
-
-        return Change(remove, written=persists)
+    def _unbind(self, op: Unbound) -> None:
+        exchange = self.exchanges.get(op.source)
+        if exchange is not None and exchange.router.unbind(
+            op.destination, op.routing_key, op.arguments
+        ):
+            self._after_unbind(exchange)
 
     def restore_binding(
         self, source: str, destination: Destination, routing_key: str, arguments: FieldTable
@@ -329,7 +428,11 @@ class VirtualHost:
         if not source.durable or source.is_default or not self._journal.enabled:
             return False
         if destination.kind is DestinationKind.QUEUE:
-            return self.queues[destination.name].persists
+            # A queue's persistent messages survive where it runs; its declaration is what
+            # every worker knows of it.
+            queue = self.known_queue(destination.name)
+            assert queue is not None, destination
+            return queue.durable and queue.exclusive_owner is None
         return self.exchanges[destination.name].durable
 
     def _stored_binding(
@@ -348,12 +451,12 @@ class VirtualHost:
 
     def _exists(self, destination: Destination) -> bool:
         if destination.kind is DestinationKind.QUEUE:
-            return destination.name in self.queues
+            return self.known_queue(destination.name) is not None
         return destination.name in self.exchanges
 
     def _check_destination(self, destination: Destination) -> None:
         if destination.kind is DestinationKind.QUEUE:
-            if destination.name not in self.queues:
+            if self.known_queue(destination.name) is None:
                 raise self._not_found("queue", destination.name)
         elif destination.name == "":
             raise amqp_error(
@@ -380,32 +483,75 @@ class VirtualHost:
         name: str,
         *,
         generated_name: str | None = None,
-        owner: object,
+        owner: ConnectionRef | None,
         passive: bool = False,
         durable: bool = False,
         exclusive: bool = False,
         auto_delete: bool = False,
         arguments: FieldTable | None = None,
-    ) -> Change[Queue]:
+    ) -> Change[Declared]:
+        checked = self.check_queue_declare(
+            name,
+            generated_name=generated_name,
+            owner=owner,
+            passive=passive,
+            durable=durable,
+            exclusive=exclusive,
+            auto_delete=auto_delete,
+            arguments=arguments,
+        )
+        if isinstance(checked, QueueDeclared):
+            if self.spread is not None:
+                return cast("Change[Declared]", self.spread.request(checked, owner=owner))
+            return Change(
+                lambda: _declared(self._make_queue(checked)),
+                written=self.write(checked),
+                keys=(("queue", checked.name),),
+            )
+        local = self.queues.get(checked.name)
+        if local is not checked:
+            # Another worker runs it: that worker counts its messages and consumers (and, for
+            # a redeclaration, restarts its x-expires).
+            assert self.spread is not None, checked.name
+            return self.spread.counts(checked, touch=not passive)
+        return applied(_declared(local))
+
+    def check_queue_declare(
+        self,
+        name: str,
+        *,
+        generated_name: str | None,
+        owner: ConnectionRef | None,
+        passive: bool,
+        durable: bool,
+        exclusive: bool,
+        auto_delete: bool,
+        arguments: FieldTable | None,
+    ) -> QueueDeclared | RoutedQueue:
+        """queue.declare: the existing queue (passive, or an equivalent redeclaration, which
+        restarts the x-expires of a queue this process runs), else the declaration that makes
+        it; raises what refuses it. `generated_name`: a server-named queue's name."""
         if name:
             self._wait_for(("queue", name))
-        existing = self.queues.get(name) if name else None
+        existing = self.known_queue(name) if name else None
+        local = self.queues.get(name) if name else None
         if existing is not None:
             # Spec (queue.declare exclusive): "If the queue already exists ... and is exclusive to
             # another connection, the server MUST raise a channel exception 405": before any
             # equivalence check, as RabbitMQ does.
             self.check_owner(existing, owner)
-            self.wait_for_held(existing)  # its message count includes what was published
+            if local is not None:
+                self.wait_for_held(local)  # its message count includes what was published
         if passive:
             if existing is None:
                 raise self._not_found("queue", name)
-            return applied(existing)
+            return existing
         if existing is not None:
             # RabbitMQ (rabbit_amqqueue:assert_equivalence) checks exclusive access strictly,
             # before any argument: the declaring connection must be the queue's owner if it
             # asks for an exclusive queue, and the queue must have none if it does not; else
             # 405 "... or the exclusive property value does not match".
-            if existing.exclusive_owner is not (owner if exclusive else None):
+            if existing.exclusive_owner != (owner if exclusive else None):
                 raise self._locked(existing)
             self._check_equivalent(
                 "queue",
@@ -423,25 +569,28 @@ class VirtualHost:
                     f"inequivalent arg '{argument}' for queue '{name}' in vhost '{self.name}': "
                     f"received {received} but current is {current}",
                 )
-            existing.touched()
-            return applied(existing)
+            if local is not None:
+                local.touched()
+            return existing
         if name.startswith(RESERVED_PREFIX):
             raise amqp_error(
                 ReplyCode.ACCESS_REFUSED,
                 f"queue name '{name}' contains reserved prefix '{RESERVED_PREFIX}*'",
             )
         # A server-named queue: the name its declarer's permissions were checked against.
-        name = name or generated_name or server_queue_name()
+        name = name or generated_name or self.new_queue_name()
         arguments = dict(arguments or {})
         try:
             kind = queue_type(arguments)
-            kind.parse_arguments(self.autocreate.arguments_for(name, arguments))
+            options = kind.parse_arguments(self.autocreate.arguments_for(name, arguments))
         except InvalidArgument as error:
             raise amqp_error(
                 ReplyCode.PRECONDITION_FAILED,
                 f"invalid arg '{error.name}' for queue '{name}' in vhost '{self.name}': "
                 f"{error.problem}",
             ) from error
+        if self.spread is not None:
+            self._refuse_unspread(name, arguments, options)
         refused = kind.refused_property(
             durable=durable, exclusive=exclusive, auto_delete=auto_delete
         )
@@ -452,27 +601,61 @@ class VirtualHost:
                 ReplyCode.PRECONDITION_FAILED,
                 f"invalid property '{refused}' for queue '{name}' in vhost '{self.name}'",
             )
-        persists = durable and not exclusive and self._journal.enabled
-        if persists:
-            self._journal.put_queue(StoredQueue(self.name, name, auto_delete, arguments))
-        return Change(
-            lambda: self.add_queue(
-                name,
-                durable=durable,
-                exclusive_owner=owner if exclusive else None,
-                auto_delete=auto_delete,
-                arguments=arguments,
-            ),
-            written=persists,
-            keys=(("queue", name),),
+        return QueueDeclared(name, durable, auto_delete, owner if exclusive else None, arguments)
+
+    def new_queue_name(self) -> str:
+        """A server-generated name for a new queue; in a spread virtual host one that this
+        worker owns (the spreading plan: a server-named queue, such as an exclusive reply
+        queue, runs where its connection is), drawn again until it is (as many draws as
+        workers, on average)."""
+        while True:
+            name = server_queue_name()
+            if self._runs(name):
+                return name
+
+    def _refuse_unspread(self, name: str, arguments: FieldTable, options: QueueArguments) -> None:
+        """406 for what a queue of a spread virtual host cannot have yet: a stream (its log is
+        read through one worker's consumers), x-max-producers (its producers are counted by
+        each worker that publishes) and x-overflow flow-control (its publishers are held by
+        other workers)."""
+        refused: tuple[str, str] | None = None
+        if declared_type(arguments) == STREAM_TYPE:
+            refused = (QUEUE_TYPE_ARGUMENT, "stream queues")
+        elif options.max_producers is not None:
+            refused = ("x-max-producers", "producer limits")
+        elif options.overflow is Overflow.FLOW_CONTROL:
+            refused = ("x-overflow", "flow-control")
+        if refused is not None:
+            argument, what = refused
+            raise amqp_error(
+                ReplyCode.PRECONDITION_FAILED,
+                f"invalid arg '{argument}' for queue '{name}' in vhost '{self.name}': {what} "
+                "are not available in a virtual host spread over workers yet",
+            )
+
+    def _make_queue(self, op: QueueDeclared) -> Queue:
+        return self.add_queue(
+            op.name,
+            durable=op.durable,
+            exclusive_owner=op.exclusive_owner,
+            auto_delete=op.auto_delete,
+            arguments=op.arguments,
         )
+
+    def _add_declared(self, op: QueueDeclared) -> RoutedQueue:
+        """The queue `op` declares: run here, or by the worker that owns it."""
+        if self.spread is None or self.spread.owns(op.name):
+            return self._make_queue(op)
+        queue = self.spread.remote_queue(op)
+        self.remote[op.name] = queue
+        return queue
 
     def add_queue(
         self,
         name: str,
         *,
         durable: bool,
-        exclusive_owner: object | None = None,
+        exclusive_owner: ConnectionRef | None = None,
         auto_delete: bool = False,
         arguments: FieldTable,
     ) -> Queue:
@@ -493,45 +676,93 @@ class VirtualHost:
         self.events.publish(EventKind.QUEUE_CREATED, name, self.name, durable=durable)
         return queue
 
-    def queue(self, name: str, owner: object, *, wait: bool = True) -> Queue:
-        """The queue `owner` may use (404 if missing, 405 if another connection's exclusive);
-        ChangePending while a change of it waits for the store, unless `wait` is false (a
-        caller that cannot wait is answered from the queues as they are now)."""
+    def known_queue(self, name: str) -> RoutedQueue | None:
+        """The queue named `name`, whether this process runs it or another worker does."""
+        queue = self.queues.get(name)
+        return queue if queue is not None else self.remote.get(name)
+
+    def routed_queue(
+        self, name: str, owner: ConnectionRef | None, *, wait: bool = True
+    ) -> RoutedQueue:
+        """The queue `owner` may route to or bind (404 if missing, 405 if another connection's
+        exclusive); ChangePending while a change of it waits for the store, unless `wait` is
+        false (a caller that cannot wait is answered from the queues as they are now)."""
         if wait:
             self._wait_for(("queue", name))
-        queue = self.queues.get(name)
+        queue = self.known_queue(name)
         if queue is None:
             raise self._not_found("queue", name)
         self.check_owner(queue, owner)
         return queue
 
+    def queue(self, name: str, owner: ConnectionRef | None, *, wait: bool = True) -> Queue:
+        """The queue `owner` may use (as `routed_queue`), which must run in this process: one
+        that another worker runs cannot be consumed or read from here yet (540)."""
+        self.routed_queue(name, owner, wait=wait)
+        self._refuse_remote(name)
+        return self.queues[name]
+
+    def _refuse_remote(self, name: str) -> None:
+        """540 NOT_IMPLEMENTED if another worker runs queue `name` (as basic.qos refuses a
+        prefetch size it does not implement)."""
+        if name in self.remote and self.spread is not None:
+            raise amqp_error(
+                ReplyCode.NOT_IMPLEMENTED,
+                f"queue '{name}' in vhost '{self.name}' is owned by worker "
+                f"{self.spread.owner_of(name)}: consuming across workers is not built yet",
+            )
+
     def delete_queue(
         self,
         name: str,
         *,
-        owner: object,
+        owner: ConnectionRef | None,
         if_unused: bool = False,
         if_empty: bool = False,
         on_delete: QueueDeletedHook | None = None,
     ) -> Change[int]:
-        self._wait_for(("queue", name))
-        queue = self.queues.get(name)
-        if queue is None:
+        checked = self.check_queue_delete(name, owner=owner, if_unused=if_unused, if_empty=if_empty)
+        if checked is None:
             return applied(0)  # RabbitMQ: deleting a queue that does not exist succeeds.
-        self.check_owner(queue, owner)
-        self.wait_for_held(queue)
-        if if_unused and queue.consumer_count:
-            raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"queue '{name}' in use")
-        if if_empty and queue.message_count:
-            raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"queue '{name}' not empty")
-        written = queue.ever_stored
-        if written:
-            self._journal.delete_queue(self.name, name)  # its entries and bindings go too
+        if self.spread is not None:
+            return cast(
+                "Change[int]",
+                self.spread.request(checked, owner=owner, if_unused=if_unused, if_empty=if_empty),
+            )
         return Change(
-            lambda: self.remove_queue(queue, on_delete, written=written),
-            written=written,
+            lambda: self._delete_queue(checked, on_delete),
+            written=self.write(checked),
             keys=(("queue", name),),
         )
+
+    def check_queue_delete(
+        self, name: str, *, owner: ConnectionRef | None, if_unused: bool, if_empty: bool
+    ) -> QueueDeleted | None:
+        """queue.delete: None when there is no such queue; raises what refuses it. Whether it
+        is unused or empty is judged here only of a queue this process runs."""
+        self._wait_for(("queue", name))
+        queue = self.known_queue(name)
+        if queue is None:
+            return None
+        self.check_owner(queue, owner)
+        local = self.queues.get(name)
+        if local is not None:
+            self.wait_for_held(local)
+            if if_unused and local.consumer_count:
+                raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"queue '{name}' in use")
+            if if_empty and local.message_count:
+                raise amqp_error(ReplyCode.PRECONDITION_FAILED, f"queue '{name}' not empty")
+        return QueueDeleted(name)
+
+    def _delete_queue(self, op: QueueDeleted, on_delete: QueueDeletedHook | None) -> int:
+        """Remove queue `op.name`; the ready count of one this process ran."""
+        local = self.queues.get(op.name)
+        if local is not None:
+            # Its rows' deletion was written (`write`) if it ever had any.
+            return self._remove_local(local, on_delete, written=local.ever_stored) or 0
+        if self.remote.pop(op.name, None) is not None:
+            self._remove_bindings_to(Destination.queue(op.name))
+        return 0
 
     def remove_queue(
         self,
@@ -541,9 +772,21 @@ class VirtualHost:
         written: bool = False,
     ) -> int:
         """Delete `queue` with no checks (auto-delete, exclusive owner gone); its ready count.
-        `written`: its deletion is committed already."""
-        if self.queues.get(queue.name) is not queue:
+        `written`: its deletion is committed already. The other workers of a spread virtual
+        host are told that it went (`Spreading.gone`)."""
+        count = self._remove_local(queue, on_delete, written=written)
+        if count is None:
             return 0
+        if self.spread is not None:
+            self.spread.gone(queue)
+        return count
+
+    def _remove_local(
+        self, queue: Queue, on_delete: QueueDeletedHook | None, *, written: bool
+    ) -> int | None:
+        """`remove_queue` without telling anyone; None when `queue` is not here any more."""
+        if self.queues.get(queue.name) is not queue:
+            return None
         if on_delete is not None:
             on_delete(queue)
         del self.queues[queue.name]
@@ -558,33 +801,113 @@ class VirtualHost:
         self._remove_bindings_to(Destination.queue(queue.name))
         return count
 
+    # Topology changes as values (batonmq.model.topology) ----------------------------------
+
+    @property
+    def writes_topology(self) -> bool:
+        """Whether this process writes the exchanges and bindings of this virtual host: it is
+        not spread, or this is its home."""
+        return self.spread is None or self.spread.is_home
+
+    def _runs(self, queue: str) -> bool:
+        """Whether this process runs queue `queue` (and writes its rows)."""
+        return self.spread is None or self.spread.owns(queue)
+
+    def write(self, op: TopologyOp) -> bool:
+        """Record for the store the rows of checked change `op` that this process owns (the
+        exchanges and bindings if it `writes_topology`, a queue's if it runs the queue), and
+        nothing else; whether it recorded any, which `apply` must then wait for."""
+        journal = self._journal
+        if isinstance(op, QueueDeclared):
+            if not (op.durable and op.exclusive_owner is None and journal.enabled):
+                return False
+            if not self._runs(op.name):
+                return False
+            journal.put_queue(StoredQueue(self.name, op.name, op.auto_delete, op.arguments))
+            return True
+        if isinstance(op, QueueDeleted):
+            local = self.queues.get(op.name)
+            if local is None or not local.ever_stored:
+                return False
+            journal.delete_queue(self.name, op.name)  # its entries and bindings go too
+            return True
+        if not self.writes_topology:
+            return False
+        if isinstance(op, ExchangeDeclared):
+            if not op.durable:
+                return False
+            journal.put_exchange(
+                StoredExchange(
+                    self.name, op.name, op.type_name, op.auto_delete, op.internal, op.arguments
+                )
+            )
+            return journal.enabled
+        if isinstance(op, ExchangeDeleted):
+            exchange = self.exchanges.get(op.name)
+            if exchange is None or not exchange.durable:
+                return False
+            journal.delete_exchange(self.name, op.name)
+            return journal.enabled
+        if not self._binding_persists(self.exchanges[op.source], op.destination):
+            return False
+        stored = self._stored_binding(op.source, op.destination, op.routing_key, op.arguments)
+        if isinstance(op, Bound):
+            journal.put_binding(stored)
+        else:
+            journal.delete_binding(stored)
+        return True
+
+    def apply(
+        self, op: TopologyOp, *, on_delete: QueueDeletedHook | None = None
+    ) -> RoutedQueue | Exchange | int | None:
+        """Make checked change `op` in memory, writing nothing: the exchange or queue declared
+        (a queue another worker runs is a stand-in in `remote`), a deleted queue's ready count
+        (`on_delete` is given a queue this process runs just before it goes), else None."""
+        if isinstance(op, ExchangeDeclared):
+            return self._declare_exchange(op)
+        if isinstance(op, ExchangeDeleted):
+            self._delete_exchange(op)
+        elif isinstance(op, QueueDeclared):
+            return self._add_declared(op)
+        elif isinstance(op, QueueDeleted):
+            return self._delete_queue(op, on_delete)
+        elif isinstance(op, Bound):
+            self._bind(op)
+        else:
+            self._unbind(op)
+        return None
+
     # Changes that wait for the store (batonmq.engine.change) -------------------------------
 
     def carry_out(
-        self, change: Change[T], done: Callable[[T], None], failed: Callable[[], None]
+        self,
+        change: Change[T],
+        done: Callable[[T], None],
+        failed: Callable[[ProtocolError | None], None],
     ) -> None:
-        """Apply `change` once its writes are committed (at once when it wrote nothing), then
-        call `done` with what it returned; when the write failed, nothing is applied and
-        `failed` is called. The methods that waited for it run again afterwards, whatever
-        happened."""
-        if not change.written:
+        """Apply `change` once its writes are committed or its `after` said yes (at once when
+        it waits for nothing), then call `done` with what it returned; when the write failed or
+        the change was refused, nothing is applied and `failed` is called with the refusal
+        (None: the store could not write it). The methods that waited for it run again
+        afterwards, whatever happened."""
+        if not change.waits:
             done(change.apply())
             return
         pending = self._pending
         for key in change.keys:
             pending.setdefault(key, [])
 
-        def committed(ok: bool) -> None:
+        def completed(outcome: Outcome) -> None:
             try:
-                if ok:
+                if outcome is True:
                     done(change.apply())
                 else:
-                    failed()
+                    failed(None if outcome is False else outcome)
             finally:
                 for waiter in [waiter for key in change.keys for waiter in pending.pop(key, ())]:
                     waiter()
 
-        self._journal.when_durable(committed)
+        (change.after or self._journal.when_durable)(completed)
 
     def _wait_for(self, *keys: tuple[str, str]) -> None:
         """ChangePending if a change of one of `keys` is waiting for the store."""
@@ -622,7 +945,7 @@ class VirtualHost:
 
     # Routing ------------------------------------------------------------------------------
 
-    def route(self, exchange: Exchange, message: Message) -> list[Queue]:
+    def route(self, exchange: Exchange, message: Message) -> list[RoutedQueue]:
         """The queues `message` goes to through `exchange`, the exchanges bound to it, and the
         alternate exchange of each exchange whose bindings match nothing.
 
@@ -632,12 +955,12 @@ class VirtualHost:
         through is not routed through again (cycles end), and a missing one drops the message.
         """
         if exchange.is_default:
-            queue = self.queues.get(message.routing_key)
-            if queue is None:
+            named = self.known_queue(message.routing_key)
+            if named is None:
                 return []
-            queue.counters.publish += 1
-            return [queue]
-        queues: dict[str, Queue] = {}
+            named.counters.publish += 1
+            return [named]
+        queues: dict[str, RoutedQueue] = {}
         seen = {exchange.name}
         pending = [exchange]
         while pending:
@@ -647,9 +970,9 @@ class VirtualHost:
                 destinations = {Destination.exchange(current.alternate_exchange)}
             for destination in destinations:
                 if destination.kind is DestinationKind.QUEUE:
-                    queue = self.queues.get(destination.name)
-                    if queue is not None:
-                        queues[queue.name] = queue
+                    target = self.known_queue(destination.name)
+                    if target is not None:
+                        queues[target.name] = target
                 elif destination.name not in seen:
                     seen.add(destination.name)
                     bound = self.exchanges.get(destination.name)
@@ -667,12 +990,12 @@ class VirtualHost:
     def _not_found(self, kind: str, name: str) -> Exception:
         return amqp_error(ReplyCode.NOT_FOUND, f"no {kind} '{name}' in vhost '{self.name}'")
 
-    def check_owner(self, queue: Queue, owner: object) -> None:
+    def check_owner(self, queue: RoutedQueue, owner: ConnectionRef | None) -> None:
         """405 if `queue` is another connection's exclusive queue."""
-        if queue.exclusive_owner is not None and queue.exclusive_owner is not owner:
+        if queue.exclusive_owner is not None and queue.exclusive_owner != owner:
             raise self._locked(queue)
 
-    def _locked(self, queue: Queue) -> Exception:
+    def _locked(self, queue: RoutedQueue) -> Exception:
         return amqp_error(
             ReplyCode.RESOURCE_LOCKED,
             f"cannot obtain exclusive access to locked queue '{queue.name}' in vhost "

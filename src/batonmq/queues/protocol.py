@@ -7,7 +7,8 @@ A queue type is a class (`QueueType`): it checks the declare arguments of its qu
 PRECONDITION_FAILED) and builds them. A queue (`Queue`) takes published messages, hands them to
 its consumers within their room or to basic.get, takes them back (requeue) or lets them go
 (settled, rejected: dead-lettered), purges, browses and removes its ready messages, tells its
-statistics, and comes back from the store after a restart.
+statistics, and comes back from the store after a restart. Routing, publishing, confirms and
+transactions need only `RoutedQueue`, the part a queue held by another process can offer too.
 """
 
 from __future__ import annotations
@@ -111,17 +112,13 @@ class Consumers(Protocol):
     def clear(self) -> None: ...
 
 
-class Queue(Protocol):
-    """One queue, of any type (see the module docstring). An entry (`QueueEntry`) is one
-    queue's reference to a message, which several queues may share."""
+class RoutedQueue(Protocol):
+    """What routing, publishing, publisher confirms and transactions touch of a queue: its
+    declaration, its limits and taking a message. A queue that lives elsewhere (another worker
+    of a virtual host spread over workers) offers only this; everything else is `Queue`'s."""
 
-    #: Set by the virtual host that holds the queue.
-    hooks: QueueHooks | None
     #: Its message statistics, counted by the engine as it routes, delivers and settles.
     counters: QueueCounters
-    #: Its deliveries not yet settled (RabbitMQ's messages_unacknowledged), counted by the
-    #: channels that hold them.
-    unacked: int
 
     @property
     def name(self) -> str: ...
@@ -134,6 +131,9 @@ class Queue(Protocol):
 
     @property
     def auto_delete(self) -> bool: ...
+
+    @property
+    def exclusive(self) -> bool: ...
 
     @property
     def arguments(self) -> FieldTable:
@@ -162,6 +162,45 @@ class Queue(Protocol):
         ...
 
     @property
+    def deleted(self) -> bool: ...
+
+    @property
+    def overfull(self) -> bool:
+        """x-overflow flow-control: whoever publishes to it waits (`when_underfull`)."""
+        ...
+
+    def publish(self, message: Message, *, until_batch: int | None = None) -> Enqueued:
+        """Enqueue `message`, or refuse it (the queue's limits). With `until_batch` (a journal
+        batch number) it is held back, seen by nobody, until that batch is over
+        (`release_held`): a durable publish becomes visible only after its write commits."""
+        ...
+
+    def when_written(self, callback: Callable[[bool], None]) -> None:
+        """A queue that `writes_itself`: call `callback(ok)` once the last message published
+        to it is durable, or will never be."""
+        ...
+
+    def release_held(self, batch: int, committed: bool) -> None:
+        """Journal batch `batch` is over: the entries held for it become ready (`committed`)
+        or are dropped (the store does not have them, and their publishers were told so)."""
+        ...
+
+    def when_underfull(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once this overfull queue is underfull again, or deleted."""
+        ...
+
+
+class Queue(RoutedQueue, Protocol):
+    """One queue, of any type (see the module docstring), held by this process. An entry
+    (`QueueEntry`) is one queue's reference to a message, which several queues may share."""
+
+    #: Set by the virtual host that holds the queue.
+    hooks: QueueHooks | None
+    #: Its deliveries not yet settled (RabbitMQ's messages_unacknowledged), counted by the
+    #: channels that hold them.
+    unacked: int
+
+    @property
     def next_sequence(self) -> int:
         """The sequence the next published entry gets (publish order)."""
         ...
@@ -170,22 +209,11 @@ class Queue(Protocol):
     def consumers(self) -> Consumers: ...
 
     @property
-    def deleted(self) -> bool: ...
-
-    @property
-    def overfull(self) -> bool:
-        """x-overflow flow-control: whoever publishes to it waits (`when_underfull`)."""
-        ...
-
-    @property
     def ever_stored(self) -> bool:
         """Whether it or any entry of it was ever written (deleting it must clean up)."""
         ...
 
     # Statistics ---------------------------------------------------------------------------
-
-    @property
-    def exclusive(self) -> bool: ...
 
     @property
     def message_count(self) -> int:
@@ -217,23 +245,7 @@ class Queue(Protocol):
         `batonmq.queues.arrivals` ages the oldest message."""
         ...
 
-    # Publishing ---------------------------------------------------------------------------
-
-    def publish(self, message: Message, *, until_batch: int | None = None) -> Enqueued:
-        """Enqueue `message`, or refuse it (the queue's limits). With `until_batch` (a journal
-        batch number) it is held back, seen by nobody, until that batch is over
-        (`release_held`): a durable publish becomes visible only after its write commits."""
-        ...
-
-    def when_written(self, callback: Callable[[bool], None]) -> None:
-        """A queue that `writes_itself`: call `callback(ok)` once the last message published
-        to it is durable, or will never be."""
-        ...
-
-    def release_held(self, batch: int, committed: bool) -> None:
-        """Journal batch `batch` is over: the entries held for it become ready (`committed`)
-        or are dropped (the store does not have them, and their publishers were told so)."""
-        ...
+    # Holding back -------------------------------------------------------------------------
 
     @property
     def holds_back(self) -> bool:
@@ -242,10 +254,6 @@ class Queue(Protocol):
 
     def when_released(self, callback: Callable[[], None]) -> None:
         """Call `callback` once nothing is held back, or the queue is deleted."""
-        ...
-
-    def when_underfull(self, callback: Callable[[], None]) -> None:
-        """Call `callback` once this overfull queue is underfull again, or deleted."""
         ...
 
     # Consuming ----------------------------------------------------------------------------

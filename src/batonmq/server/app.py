@@ -98,6 +98,7 @@ class BrokerServer:
                 config,
                 seat.index,
                 held_lock=seat.store_lock,
+                run=seat.run,
                 # An HA member's first worker to start places its rows (`PostgresStore`).
                 placement=store_placement(config) if config.cluster.ha else None,
             )

@@ -59,6 +59,10 @@ class WorkerSeat:
     ready: int
     #: Each worker's control inbox (`batonmq.server.siblings`), by index, as `inboxes`.
     controls: list[tuple[socket.socket, socket.socket]]
+    #: The token of the broker's run, drawn by the supervisor as it starts and kept by a worker
+    #: it starts again: the worker's PostgreSQL lease names it, so that its siblings know it
+    #: for a process of this run (`batonmq.store.pglease`).
+    run: str
     #: The SQLite store's lock, which the supervisor holds for every worker (None: PostgreSQL).
     store_lock: int | None = None
     #: Whether the supervisor started this worker again, after it ended (its siblings serve).

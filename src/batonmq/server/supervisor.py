@@ -3,7 +3,8 @@ listener's sockets once, starts that many worker processes on them, and keeps th
 
 Each worker is the broker of one process (`batonmq.server.app`) on the inherited listening
 sockets, with a store identity of its own (the broker's and "w<index>") and its rows in the
-store the workers share: in PostgreSQL with its own lease and fencing epoch, after the
+store the workers share: in PostgreSQL with its own lease and fencing epoch (the lease naming
+a token the supervisor draws for the run, by which siblings know each other), after the
 supervisor opened and closed the store as the broker's own identity, which no worker of a
 running broker lets it claim (`batonmq.store.pgfamily`); in SQLite's one
 file with its own append log, under the store's lock, which the supervisor takes before it
@@ -45,6 +46,7 @@ import contextlib
 import ctypes
 import logging
 import os
+import secrets
 import select
 import signal
 import socket
@@ -184,6 +186,8 @@ class Supervisor:
         self.controls = controls
         #: The SQLite store's lock, held for the workers, which inherit it.
         self.store_lock = store_lock
+        #: This run's token, which every worker's lease names, a worker started again's too.
+        self.run_token = secrets.token_hex(8)
         self.workers: dict[int, _Worker] = {}
         #: When each worker that ended is to be started again, and its failures in a row, by
         #: index.
@@ -357,6 +361,7 @@ class Supervisor:
                     self.inboxes,
                     ready_write,
                     self.controls,
+                    self.run_token,
                     self.store_lock,
                     again,
                 )

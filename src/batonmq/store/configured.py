@@ -53,12 +53,14 @@ def configured_store(
     *,
     held_lock: int | None = None,
     placement: Placement | None = None,
+    run: str | None = None,
 ) -> Store:
     """`worker`: the index of the worker process this store is for (None: the broker has one
     process). For the SQLite store: `held_lock`, the store's lock as a worker inherited it
     from the supervisor. `placement`, for a broker of one process, or the supervisor of a
     broker's workers, that starts on it: where each virtual host's rows go (see
-    `batonmq.store.sqlite.SQLiteStore` and `batonmq.store.pgfamily`)."""
+    `batonmq.store.sqlite.SQLiteStore` and `batonmq.store.pgfamily`). `run`: for a worker, the
+    token of the broker's run, which its PostgreSQL lease names (`batonmq.store.pglease`)."""
     persist = config.persist
     if persist.store == "postgres":
         from batonmq.store.pglease import LEASE_SECONDS
@@ -79,6 +81,7 @@ def configured_store(
             member_of=config.cluster.brokerid if config.cluster.ha and worker is not None else None,
             family=None if config.cluster.ha else config.broker_name,
             placement=placement,
+            run=run,
         )
     from batonmq.store.sqlite import SQLiteStore
 

@@ -102,6 +102,7 @@ class PostgresCalls:
         member_of: str | None = None,
         family: str | None = None,
         placement: Placement | None = None,
+        run: str | None = None,
     ) -> None:
         """`lease_seconds`: how long the lease lasts unless renewed, every `renew_every` seconds
         (a third of it by default). An HA member renews it every monitor interval and for the
@@ -113,7 +114,8 @@ class PostgresCalls:
         member; see `batonmq.store.pgfamily`). `placement`: for the broker's own identity that
         starts (one process, or the supervisor of its workers), or any identity of an HA member,
         where each virtual host's rows go at open (`batonmq.store.pgfamily.place_rows` and
-        `place_member`)."""
+        `place_member`). `run`: for a worker's identity, the token of the broker's run
+        (drawn by `batonmq.server.supervisor`), which its lease names (`batonmq.store.pglease`)."""
         if not _SCHEMA_NAME.fullmatch(schema) or schema.startswith("pg_"):
             raise StoreError(
                 f"invalid PostgreSQL schema name {schema!r}: use 1 to 63 of a-z, 0-9 and _, "
@@ -146,6 +148,7 @@ class PostgresCalls:
             member_of=member_of,
             lease_seconds=lease_seconds,
             renew_every=self._renew_every,
+            run=run,
         )
         #: Opened to write the catalogue alone (see `open`).
         self._catalogue_only = False

@@ -239,10 +239,10 @@ async def place_member(
     stopped, the others keep how they stopped for their next claim.
 
     None, with nothing moved, when another identity runs: its lease is live and its holder a
-    process of this run of the member (`same_run`: forked by the same `batonmq` process on this
-    host) that has not ended (`gone`; a SIGKILLed broker's leases run on), so it placed the rows
-    as it started. A live lease of any other holder (a paused process of an earlier run, or one
-    of another host) is waited out, as a claim waits for its own, for `wait` seconds at most,
+    process of this run of the member (`same_run`: its lease names this run's token) that has
+    not ended (`gone`; a SIGKILLed broker's leases run on), so it placed the rows as it
+    started. A live lease of any other holder (a paused process of an earlier run, on this host
+    or another) is waited out, as a claim waits for its own, for `wait` seconds at most,
     then StoreLocked: until it runs out, that process could still write. Nothing is placed
     either while a survivor has not adopted everything it claimed of the member: those rows are
     the survivor's."""

@@ -1,10 +1,11 @@
 """A broker's lease on its PostgreSQL store, and the fencing epoch that comes with it.
 
 The broker's row in `brokers` names the holder (host, pid and a token of this process's store;
-for a worker, the pid of its `batonmq` process too, the one an operator signals) and when the
-lease expires, on the database's clock, and carries a fencing epoch that each claim bumps. The
-lease is renewed on a session of its own every third of its length (by default); a
-second broker is refused while it runs, with the holder and the expiry named. Every write
+for a worker, the pid of its `batonmq` process too, the one an operator signals, and the token
+of the broker's run) and when the lease expires, on the database's clock, and carries a
+fencing epoch that each claim bumps. The lease is renewed on a session of its own every third
+of its length (by default); a second broker is refused while it runs, with the holder and the
+expiry named. Every write
 transaction first reads the epoch, FOR SHARE (`Lease.check_epoch`), and goes on only while it is
 still the one this broker was given: a takeover that bumps it waits for a commit under way, and
 every write after it fails with StoreFenced, whatever became of the sessions in between (a
@@ -73,7 +74,8 @@ SQL: Final = {
 class Lease:
     """The lease of identity `broker_id` in `schema` (see the module docstring). `family`: the
     standalone broker whose identity this is (None for an HA member); `member_of`: the HA member
-    whose worker it is, recorded at each claim."""
+    whose worker it is, recorded at each claim; `run`: for a worker's identity, the token of the
+    broker's run that started the worker (`batonmq.server.supervisor`), else None."""
 
     def __init__(
         self,
@@ -86,18 +88,19 @@ class Lease:
         member_of: str | None,
         lease_seconds: float,
         renew_every: float,
+        run: str | None,
     ) -> None:
         self._sessions, self._sql = sessions, sql
         self._broker_id, self._family, self._member_of = broker_id, family, member_of
         self._family_key = advisory_key("family", schema, family or broker_id)
         self._lease_seconds, self._renew_every = lease_seconds, renew_every
         #: Who holds the lease when this store does: this host, process, and store object;
-        #: "host pid N #token", or for a worker's identity "host pid N (batonmq pid P) #token",
-        #: P the `batonmq` process that forked it (`batonmq.server.supervisor`), which ends it.
-        worker = member_of is not None or family not in (None, broker_id)
-        batonmq = f" (batonmq pid {os.getppid()})" if worker else ""
+        #: "host pid N #token", or for a worker's identity "host pid N (batonmq pid P, run R)
+        #: #token", P the `batonmq` process that forked it (`batonmq.server.supervisor`), which
+        #: ends it, and R the token of that process's run.
+        batonmq = "" if run is None else f" (batonmq pid {os.getppid()}, run {run})"
         self._holder = f"{socket.gethostname()} pid {os.getpid()}{batonmq} #{secrets.token_hex(4)}"
-        self._run = _run(self._holder)
+        self._run = run
         #: The fencing epoch this broker was given when it claimed the store (0: not claimed).
         self.epoch = 0
         #: Whether the previous holder stopped without releasing the lease (a crash).
@@ -160,7 +163,9 @@ class Lease:
 
     def same_run(self, holder: str | None) -> bool:
         """Whether the lease holder `holder` is a process of this run of the broker: a worker
-        on this host forked by the same `batonmq` process as this one, a worker too."""
+        whose lease names the run's token, as this one's does, a worker too. Not the host and
+        the `batonmq` process: in containers both repeat from one run to the next (a pod
+        recreated under its name, its `batonmq` process pid 1)."""
         return self._run is not None and _run(holder) == self._run
 
     async def check_epoch(self, connection: Connection) -> None:
@@ -264,10 +269,9 @@ def _ended(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[:1] == ["Z"]
 
 
-def _run(holder: str | None) -> tuple[str, str] | None:
-    """The host and the `batonmq` process of a worker's lease holder ("host pid N (batonmq pid
-    P) #token"); None for any other holder."""
-    host, _, rest = (holder or "").partition(" pid ")
-    _, worker, batonmq = rest.partition(" (batonmq pid ")
-    pid = batonmq.split(")", 1)[0]
-    return (host, pid) if worker and pid.isdigit() else None
+def _run(holder: str | None) -> str | None:
+    """The run token of a worker's lease holder ("host pid N (batonmq pid P, run R) #token");
+    None for any other holder."""
+    _, worker, rest = (holder or "").partition(", run ")
+    run = rest.split(")", 1)[0]
+    return run if worker and run else None

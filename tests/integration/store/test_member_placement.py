@@ -31,6 +31,9 @@ SCHEMA = "batonmq_member_place"
 MEMBER = "A"
 #: Virtual host "/" is worker 0's; "c" worker 2's of three, worker 0's of two.
 OWNERS = {"/": 0, "b": 1, "c": 2}
+#: The token of this run of member A, which the supervisor draws and gives its workers, and
+#: one of an earlier run.
+RUN, EARLIER_RUN = "0123456789abcdef", "fedcba9876543210"
 
 MakeWorker = Callable[..., PostgresStore]
 
@@ -41,9 +44,10 @@ def _placement(workers: int) -> Placement:
 
 @pytest.fixture
 async def make_worker(postgres_dsn: str) -> AsyncIterator[MakeWorker]:
-    """`make(worker, workers=2, lease_seconds=15.0, renew_every=None)`: an unopened store of
-    member A's worker `worker` that places the member's rows at open, as the worker's process
-    does; a short lease that is never renewed stands for a paused process."""
+    """`make(worker, workers=2, lease_seconds=15.0, renew_every=None, run=RUN)`: an unopened
+    store of member A's worker `worker` of run `run` that places the member's rows at open, as
+    the worker's process does; a short lease that is never renewed stands for a paused
+    process."""
     made: list[PostgresStore] = []
 
     def make(
@@ -51,6 +55,7 @@ async def make_worker(postgres_dsn: str) -> AsyncIterator[MakeWorker]:
         workers: int = 2,
         lease_seconds: float = 15.0,
         renew_every: float | None = None,
+        run: str = RUN,
     ) -> PostgresStore:
         store = PostgresStore(
             postgres_dsn,
@@ -60,6 +65,7 @@ async def make_worker(postgres_dsn: str) -> AsyncIterator[MakeWorker]:
             renew_every=renew_every,
             member_of=MEMBER,
             placement=_placement(workers),
+            run=run,
         )
         made.append(store)
         return store
@@ -171,6 +177,7 @@ async def main():
     store = PostgresStore(
         sys.argv[1], broker_id="Aw2", schema=sys.argv[2], lease_seconds=float(sys.argv[3]),
         member_of="A", placement=Placement("A", 3, owners.__getitem__, Path("/nonexistent")),
+        run="fedcba9876543210",
     )
     await store.open()
     await store.commit(WriteBatch(queues_put=[StoredQueue("c", "moved", True, {})]))
@@ -237,6 +244,40 @@ async def test_a_paused_worker_of_an_earlier_run_is_waited_out_and_its_rows_plac
         await watcher.close()
     assert [row[0] for row in owners] == [f"{MEMBER}w0"]
     assert state == "stopped"
+
+
+async def test_a_worker_of_an_earlier_run_on_the_same_host_and_batonmq_pid_is_waited_out(
+    make_worker: MakeWorker, postgres_dsn: str
+) -> None:
+    """Worker 2 of member A's earlier run (three workers) stopped renewing its lease (paused)
+    in a container: the host name and the `batonmq` process's pid (1) come back with the new
+    run's. Member A starts again with two workers: worker 2's lease does not name this run's
+    token, so the first worker to start waits it out rather than take it for a sibling that
+    placed the rows, and then places them: worker 2's queue in virtual host "c" is worker 0's
+    now, and worker 2 is fenced. MQ 4.1 HA guide: a broker's persistent data is its own until
+    another broker takes it over; docs/multi-core.md: "What the choice means for HA clusters"
+    (a member may change its number of workers between two runs)."""
+    earlier = make_worker(2, workers=3, lease_seconds=1.0, renew_every=3600.0, run=EARLIER_RUN)
+    await earlier.open()
+    await earlier.commit(_declare("c", "moved"))
+    first = make_worker(0)
+    await asyncio.wait_for(first.open(), 10)
+    watcher = await asyncpg.connect(postgres_dsn)
+    try:
+        owners = await watcher.fetch(
+            f'SELECT broker_id FROM "{SCHEMA}".queues WHERE vhost = $1 AND name = $2',
+            "c",
+            "moved",
+        )
+        state = await watcher.fetchval(
+            f'SELECT state FROM "{SCHEMA}".brokers WHERE broker_id = $1', f"{MEMBER}w2"
+        )
+    finally:
+        await watcher.close()
+    assert [row[0] for row in owners] == [f"{MEMBER}w0"]
+    assert state == "stopped"
+    with pytest.raises(StoreFenced):
+        await earlier.commit(_declare("c", "later"))
 
 
 @pytest.mark.parametrize("earlier_worker", [60.0], indirect=True)

@@ -36,6 +36,8 @@ from batonmq.server.placement import inbox_pairs
 ECHO = record_kind(200, "test echo")
 #: A kind registered but handled by nobody.
 UNHANDLED = record_kind(201, "test unhandled")
+#: A kind whose handler finds every record malformed.
+REFUSED = record_kind(202, "test refused")
 
 records_strategy = st.lists(
     st.tuples(st.integers(0, 255), st.binary(max_size=300)), min_size=1, max_size=20
@@ -202,6 +204,42 @@ async def test_a_record_of_a_kind_nobody_handles_closes_the_link_with_a_logged_e
     assert all(record.exc_info is None for record in caplog.records)
     assert "peer link down" in [r.getMessage() for r in caplog.records]
     assert pair.links[0].link(1) is None and pair.links[1].link(0) is None
+
+
+async def test_a_link_closed_for_a_record_not_understood_is_made_again(pair: Pair) -> None:
+    """Both workers live on after one of them closed their link for a bad record: the one
+    that closed it makes it again a while later, so the pair is not cut for good."""
+    link = pair.links[0].link(1)
+    assert link is not None
+    link.send(UNHANDLED, b"?")
+    await pair.until(lambda: len(pair.down[0]) == len(pair.down[1]) == 1)
+    async with asyncio.timeout(10):
+        while not all(each.link(1 - n) for n, each in enumerate(pair.links)):
+            await asyncio.sleep(0.05)
+    again = pair.links[1].link(0)
+    assert again is not None and again.made_by[0] == 1  # made by the worker that refused
+    assert [len(up) for up in pair.up] == [2, 2]
+
+
+async def test_a_record_its_handler_finds_malformed_closes_the_link_with_a_logged_error(
+    pair: Pair, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A record that decodes to nothing a worker sends is refused as one of no known kind is:
+    the link closes with one error line, and no traceback (a handler's MalformedRecord)."""
+
+    def refuse(_link: PeerLink, _payload: bytes) -> None:
+        raise MalformedRecord("not a record")
+
+    pair.links[1].handle(REFUSED, refuse)
+    link = pair.links[0].link(1)
+    assert link is not None
+    with caplog.at_level(logging.INFO, logger="batonmq.cluster.peerlink"):
+        link.send(REFUSED, b"?")
+        await pair.until(lambda: len(pair.down[0]) == len(pair.down[1]) == 1)
+    refused = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert [r.getMessage() for r in refused] == ["peer link record not understood; link closed"]
+    assert refused[0].reason == "a record of kind test refused: not a record"  # type: ignore[attr-defined]
+    assert all(record.exc_info is None for record in caplog.records)
 
 
 async def test_two_workers_started_again_together_keep_one_link() -> None:

@@ -24,7 +24,7 @@ def consume(channel: Channel, method: commands.Basic.Consume) -> None:
         session.username,
         session.vhost.name,
         channel.queue_name(method.queue),
-        connection=session,
+        connection=session.ref,
         permits=channel.read_permits,
     )
     consumer = channel.new_consumer(
@@ -55,7 +55,7 @@ def get(channel: Channel, method: commands.Basic.Get) -> None:
         session.username,
         session.vhost.name,
         channel.queue_name(method.queue),
-        connection=session,
+        connection=session.ref,
         permits=channel.read_permits,
     )
     if not channel.get(queue, method.no_ack):

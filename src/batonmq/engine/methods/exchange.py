@@ -28,7 +28,7 @@ def declare(channel: Channel, method: commands.Exchange.Declare) -> None:
         internal=method.internal,
         arguments=method.arguments,
     )
-    channel.carry_out(change, _reply(method.nowait, Exchange.DeclareOk()), "exchange.declare")
+    channel.carry_out(change, _reply(method.nowait, Exchange.DeclareOk()), Exchange.Declare)
 
 
 def _reply(nowait: bool, reply: base.Frame) -> Callable[[object], base.Frame | None]:
@@ -41,7 +41,7 @@ def delete(channel: Channel, method: commands.Exchange.Delete) -> None:
     change = session.api.plan_delete_exchange(
         session.username, session.vhost.name, method.exchange, if_unused=method.if_unused
     )
-    channel.carry_out(change, _reply(method.nowait, Exchange.DeleteOk()), "exchange.delete")
+    channel.carry_out(change, _reply(method.nowait, Exchange.DeleteOk()), Exchange.Delete)
 
 
 def _binding(channel: Channel, method: _ExchangeBinding) -> BindingInfo:
@@ -59,11 +59,11 @@ def _binding(channel: Channel, method: _ExchangeBinding) -> BindingInfo:
 def bind(channel: Channel, method: commands.Exchange.Bind) -> None:
     session = channel.session
     change = session.api.plan_bind(session.username, _binding(channel, method))
-    channel.carry_out(change, _reply(method.nowait, Exchange.BindOk()), "exchange.bind")
+    channel.carry_out(change, _reply(method.nowait, Exchange.BindOk()), Exchange.Bind)
 
 
 @handles(Exchange.Unbind)
 def unbind(channel: Channel, method: commands.Exchange.Unbind) -> None:
     session = channel.session
     change = session.api.plan_unbind(session.username, _binding(channel, method))
-    channel.carry_out(change, _reply(method.nowait, Exchange.UnbindOk()), "exchange.unbind")
+    channel.carry_out(change, _reply(method.nowait, Exchange.UnbindOk()), Exchange.Unbind)

@@ -9,7 +9,7 @@ from batonmq.amqp import outgoing
 from batonmq.engine.channel import Channel, Reply
 from batonmq.engine.dispatch import handles
 from batonmq.engine.snapshots import BindingInfo
-from batonmq.queues import protocol
+from batonmq.engine.spreading import Declared
 
 Queue = commands.Queue
 
@@ -23,7 +23,7 @@ def declare(channel: Channel, method: commands.Queue.Declare) -> None:
         session.username,
         session.vhost.name,
         name,
-        connection=session,
+        connection=session.ref,
         passive=method.passive,
         durable=method.durable,
         exclusive=method.exclusive,
@@ -31,15 +31,15 @@ def declare(channel: Channel, method: commands.Queue.Declare) -> None:
         arguments=method.arguments,
     )
 
-    def declared(queue: protocol.Queue) -> Reply | None:
-        channel.declared(queue)
+    def declared(answer: Declared) -> Reply | None:
+        channel.declared(answer.queue)
         if method.nowait:
             return None
         return outgoing.queue_declare_ok(
-            channel.number, queue.name, queue.message_count, queue.consumer_count
+            channel.number, answer.name, answer.message_count, answer.consumer_count
         )
 
-    channel.carry_out(change, declared, "queue.declare")
+    channel.carry_out(change, declared, Queue.Declare)
 
 
 @handles(Queue.Bind)
@@ -49,8 +49,8 @@ def bind(channel: Channel, method: commands.Queue.Bind) -> None:
     # Spec (queue.bind routing-key): an empty key with an empty queue name means the queue's name.
     routing_key = method.routing_key or (name if not method.queue else "")
     binding = _binding(channel, method.exchange, name, routing_key, method.arguments)
-    change = session.api.plan_bind(session.username, binding, connection=session)
-    channel.carry_out(change, lambda _: None if method.nowait else Queue.BindOk(), "queue.bind")
+    change = session.api.plan_bind(session.username, binding, connection=session.ref)
+    channel.carry_out(change, lambda _: None if method.nowait else Queue.BindOk(), Queue.Bind)
 
 
 def _binding(
@@ -70,15 +70,17 @@ def unbind(channel: Channel, method: commands.Queue.Unbind) -> None:
         method.routing_key,
         method.arguments,
     )
-    change = session.api.plan_unbind(session.username, binding, connection=session)
-    channel.carry_out(change, lambda _: Queue.UnbindOk(), "queue.unbind")
+    change = session.api.plan_unbind(session.username, binding, connection=session.ref)
+    channel.carry_out(change, lambda _: Queue.UnbindOk(), Queue.Unbind)
 
 
 @handles(Queue.Purge)
 def purge(channel: Channel, method: commands.Queue.Purge) -> None:
     session = channel.session
     name = channel.queue_name(method.queue)
-    count = session.api.purge_now(session.username, session.vhost.name, name, connection=session)
+    count = session.api.purge_now(
+        session.username, session.vhost.name, name, connection=session.ref
+    )
     if not method.nowait:
         channel.reply_when_durable(Queue.PurgeOk(count), "queue.purge")
 
@@ -95,7 +97,7 @@ def delete(channel: Channel, method: commands.Queue.Delete) -> None:
         session.username,
         session.vhost.name,
         name,
-        connection=session,
+        connection=session.ref,
         if_unused=method.if_unused,
         if_empty=method.if_empty,
         on_delete=lambda going: cancels.extend(channel.deleting(going)),
@@ -104,4 +106,4 @@ def delete(channel: Channel, method: commands.Queue.Delete) -> None:
     def deleted(count: int) -> list[base.Frame]:
         return cancels if method.nowait else [Queue.DeleteOk(count), *cancels]
 
-    channel.carry_out(change, deleted, "queue.delete")
+    channel.carry_out(change, deleted, Queue.Delete)

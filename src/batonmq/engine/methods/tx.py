@@ -11,7 +11,7 @@ from batonmq.amqp.errors import amqp_error
 from batonmq.engine.channel import Channel
 from batonmq.engine.dispatch import handles
 from batonmq.engine.publish import all_done, commit_transaction
-from batonmq.queues.protocol import Queue
+from batonmq.queues.protocol import RoutedQueue
 
 Tx = commands.Tx
 
@@ -31,7 +31,7 @@ def commit(channel: Channel, method: commands.Tx.Commit) -> None:
         channel.reply_when_durable(Tx.CommitOk(), "tx.commit")
 
 
-def _reply_when_written(channel: Channel, writers: list[Queue]) -> None:
+def _reply_when_written(channel: Channel, writers: list[RoutedQueue]) -> None:
     """tx.commit-ok once the queues that write their messages themselves (streams) have
     written the transaction's, and the store has the rest; input waits meanwhile."""
     session = channel.session

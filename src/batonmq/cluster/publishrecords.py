@@ -1,0 +1,132 @@
+"""The records by which a message published on one worker reaches queues another worker owns
+(`batonmq.engine.remotequeue`), and comes back as that worker's answer.
+
+Each is a frozen dataclass with its record kind (`KIND`, registered with `record_kind`),
+`encode()` (the payload) and `decode(payload)` (MalformedRecord for a payload that is not one).
+The layouts, all big-endian, with the fields of `batonmq.cluster.recordfields`:
+
+    16 PUBLISH  !QBH number (per link, counting from 1), flags (tx 1), queue count;
+                [!Q tx group, when flag tx]; str8 vhost; str8 exchange; str8 routing key;
+                per queue: str8 name; !I content header length; content header payload;
+                body: the rest of the payload
+    17 QUEUED   !QQB first number, last number, ok (1: every queue took each message, and
+                what was persistent is written; 0: not)
+    18 TX_END   !Q tx group: the publishing worker sent every PUBLISH of that group
+
+The content header crosses as the publisher sent it (it was checked where it arrived), and the
+body as it is: no property is decoded on the way.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import ClassVar, Final
+
+from batonmq.cluster.peerlink import MalformedRecord, record_kind
+from batonmq.cluster.recordfields import Fields, str8
+
+PUBLISH: Final = record_kind(16, "publish")
+QUEUED: Final = record_kind(17, "queued")
+TX_END: Final = record_kind(18, "tx end")
+
+_PUBLISH: Final = struct.Struct("!QBH")
+_TX: Final = 1
+#: The most queues one PUBLISH names.
+QUEUES_MAX: Final = 0xFFFF
+_GROUP: Final = struct.Struct("!Q")
+_LENGTH: Final = struct.Struct("!I")
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """Message `number` of its link, for `queues` (of one owner) of `vhost`; part of
+    transaction group `tx_group`, or of none."""
+
+    KIND: ClassVar[int] = PUBLISH
+
+    number: int
+    tx_group: int | None
+    vhost: str
+    exchange: str
+    routing_key: str
+    queues: tuple[str, ...]
+    header_payload: bytes
+    body: bytes | memoryview
+
+    def encode(self) -> bytes:
+        """The payload; ValueError for a name over 255 octets or more than QUEUES_MAX queues."""
+        queues = self.queues
+        if len(queues) > QUEUES_MAX:
+            raise ValueError(f"{len(queues)} queues: a publish record names at most {QUEUES_MAX}")
+        tx = self.tx_group is not None
+        parts: list[bytes | memoryview] = [
+            _PUBLISH.pack(self.number, _TX if tx else 0, len(queues))
+        ]
+        if self.tx_group is not None:
+            parts.append(_GROUP.pack(self.tx_group))
+        parts += (str8(self.vhost), str8(self.exchange), str8(self.routing_key))
+        parts += map(str8, queues)
+        parts += (_LENGTH.pack(len(self.header_payload)), self.header_payload, self.body)
+        return b"".join(parts)
+
+    @classmethod
+    def decode(cls, payload: bytes) -> Publish:
+        fields = Fields(payload)
+        number, flags, count = fields.unpack(_PUBLISH)
+        if flags & ~_TX:
+            raise MalformedRecord(f"unknown publish flags {flags:#x}")
+        tx_group = fields.unpack(_GROUP)[0] if flags & _TX else None
+        vhost, exchange, routing_key = fields.str8(), fields.str8(), fields.str8()
+        queues = tuple(fields.str8() for _ in range(count))
+        [length] = fields.unpack(_LENGTH)
+        header_payload = fields.octets(length)
+        return cls(
+            number, tx_group, vhost, exchange, routing_key, queues, header_payload, fields.rest()
+        )
+
+
+_QUEUED: Final = struct.Struct("!QQB")
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """Messages `first` to `last` (numbers of the link they came on) are on their queues, or
+    will never all be (`ok` False: a queue refused one, or a write failed)."""
+
+    KIND: ClassVar[int] = QUEUED
+
+    first: int
+    last: int
+    ok: bool
+
+    def encode(self) -> bytes:
+        return _QUEUED.pack(self.first, self.last, self.ok)
+
+    @classmethod
+    def decode(cls, payload: bytes) -> Queued:
+        fields = Fields(payload)
+        first, last, ok = fields.unpack(_QUEUED)
+        fields.end()
+        if ok > 1 or first > last:
+            raise MalformedRecord(f"queued {first} to {last}, ok {ok}")
+        return cls(first, last, bool(ok))
+
+
+@dataclass(frozen=True, slots=True)
+class TxEnd:
+    """Every PUBLISH of transaction group `tx_group` was sent: its owner enqueues them now."""
+
+    KIND: ClassVar[int] = TX_END
+
+    tx_group: int
+
+    def encode(self) -> bytes:
+        return _GROUP.pack(self.tx_group)
+
+    @classmethod
+    def decode(cls, payload: bytes) -> TxEnd:
+        fields = Fields(payload)
+        [tx_group] = fields.unpack(_GROUP)
+        fields.end()
+        return cls(tx_group)

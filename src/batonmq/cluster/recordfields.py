@@ -1,0 +1,116 @@
+"""The fields that the records between workers of one broker are made of
+(`batonmq.cluster.peerlink`), all big-endian: a short string (`str8`, AMQP's shortstr: one
+octet of length, then UTF-8), a field table (encoded and decoded by pamqp, with its own four
+octets of length) and a connection reference (`ref`: worker, process start id, connection
+number; worker 0xFFFF for none).
+
+`Fields` reads a record's payload field by field. A payload is always whole (the link's reader
+waits for the rest of a record), so one that ends early, has octets left over or holds what
+does not decode is malformed: `MalformedRecord`, which closes the link.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Final
+
+from pamqp import decode, encode
+from pamqp.common import FieldTable
+
+from batonmq.amqp.connection import short_string
+from batonmq.cluster.peerlink import MalformedRecord
+from batonmq.model.topology import ConnectionRef
+
+#: The longest short string, in octets (AMQP 0-9-1 §4.2.5.3: "Short strings … limited to
+#: 255 octets").
+STR8_MAX: Final = 255
+_REF: Final = struct.Struct("!HQQ")
+#: The worker of a `ref` that is none.
+NO_WORKER: Final = 0xFFFF
+
+
+def str8(value: str) -> bytes:
+    """`value` as a short string; ValueError when its UTF-8 is over 255 octets."""
+    encoded = value.encode()
+    if len(encoded) > STR8_MAX:
+        raise ValueError(
+            f"{value[:32]!r}… is {len(encoded)} octets of UTF-8: "
+            f"a short string holds at most {STR8_MAX}"
+        )
+    return len(encoded).to_bytes(1, "big") + encoded
+
+
+def fits_str8(*values: str) -> bool:
+    """Whether each of `values` fits a short string."""
+    return all(len(value.encode()) <= STR8_MAX for value in values)
+
+
+def text8(value: str) -> bytes:
+    """`value` as a short string, cut to fit (a refusal's text, which AMQP cuts the same way)."""
+    return str8(short_string(value))
+
+
+def table(value: FieldTable) -> bytes:
+    return encode.field_table(value)
+
+
+def ref(value: ConnectionRef | None) -> bytes:
+    if value is None:
+        return _REF.pack(NO_WORKER, 0, 0)
+    if value.worker == NO_WORKER:
+        raise ValueError(f"worker {NO_WORKER} is how a record says 'no connection'")
+    return _REF.pack(value.worker, value.start, value.connection)
+
+
+class Fields:
+    """A record's payload, read from the start field by field."""
+
+    __slots__ = ("_at", "_payload")
+
+    def __init__(self, payload: bytes) -> None:
+        self._payload = payload
+        self._at = 0
+
+    def unpack(self, layout: struct.Struct) -> tuple[Any, ...]:
+        at = self._at
+        if at + layout.size > len(self._payload):
+            raise MalformedRecord(f"a record that ends inside a field of {layout.size} octets")
+        self._at = at + layout.size
+        return layout.unpack_from(self._payload, at)
+
+    def octets(self, count: int) -> bytes:
+        at, end = self._at, self._at + count
+        if end > len(self._payload):
+            raise MalformedRecord(f"a record that ends inside a field of {count} octets")
+        self._at = end
+        return self._payload[at:end]
+
+    def str8(self) -> str:
+        [length] = self.octets(1)
+        try:
+            return self.octets(length).decode()
+        except UnicodeDecodeError as error:
+            raise MalformedRecord(f"a short string that is not UTF-8: {error}") from error
+
+    def table(self) -> FieldTable:
+        try:
+            consumed, value = decode.field_table(self._payload[self._at :])
+        except (ValueError, RecursionError) as error:
+            raise MalformedRecord(f"a field table that does not decode: {error!r}") from error
+        self._at += consumed
+        return value
+
+    def ref(self) -> ConnectionRef | None:
+        worker, start, connection = self.unpack(_REF)
+        return None if worker == NO_WORKER else ConnectionRef(worker, start, connection)
+
+    def rest(self) -> bytes:
+        """Every octet not read yet (the last field of a record)."""
+        rest = self._payload[self._at :]
+        self._at = len(self._payload)
+        return rest
+
+    def end(self) -> None:
+        """The payload is read: MalformedRecord if octets are left over."""
+        if self._at != len(self._payload):
+            raise MalformedRecord(f"{len(self._payload) - self._at} octets after a record's end")

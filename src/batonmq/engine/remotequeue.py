@@ -1,0 +1,382 @@
+"""Publishing to a queue that another worker of the broker owns (a spread virtual host).
+
+Every worker knows every queue of a spread virtual host; the one that owns a queue runs it,
+and the others know it as a `RemoteQueue`. Routing, confirms and transactions see a
+`RemoteQueue` as a queue that writes its messages itself (as a stream does): `publish` hands
+the message to the `Outbound` of the owner's link, and `when_written` waits for the owner's
+answer, so that a publisher confirm (or a commit-ok) is sent only once the owner has the
+message on its queues, written to its store when persistent (RabbitMQ, "Publisher Confirms":
+a persistent message routed to a durable queue is confirmed once persisted).
+
+`Outbound` (this worker's side, one per peer): numbers what it sends on the link from 1, and
+sends one PUBLISH record per message however many of that peer's queues it was routed to (the
+same `Message` object published to several of them in a row crosses once); a record is
+finished when another message comes, or at the end of the loop turn. `Inbound` (the owner's
+side, one per link): puts each PUBLISH's message on the queues it names, as a publish from a
+client would be (`message_batch`, held until its write commits), and answers every number, in
+order, with QUEUED: ok once each queue took the message and its write (if any) committed; not
+ok when a queue refused it (x-overflow reject-publish: RabbitMQ "Queue Length Limit" nacks) or
+the write failed. A queue the owner no longer has counts as having taken the message (it was
+deleted just after the publish). The answers of a loop turn go as few QUEUED records as runs
+of one outcome allow. A link that goes down (or is replaced) answers every publish still
+waiting on it with not ok: its publishers get nacks, as with a write that failed. Such a nack
+says that the broker cannot vouch for the message, not that no queue has it: the owner may
+have read and queued it before the link ended, so a publisher that sends it again may leave
+it twice (at least once, as RabbitMQ's confirms promise).
+
+`PublishLinks` wires both to a worker's `PeerLinks`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from pamqp.common import FieldTable
+
+from batonmq.cluster.peerlink import MalformedRecord, PeerLink, PeerLinks
+from batonmq.cluster.publishrecords import PUBLISH, QUEUED, QUEUES_MAX, Publish, Queued
+from batonmq.cluster.recordfields import fits_str8
+from batonmq.engine.publish import message_batch
+from batonmq.model.message import Message
+from batonmq.model.topology import ConnectionRef, QueueDeclared
+from batonmq.queues.arguments import QueueArguments
+from batonmq.queues.counters import QueueCounters
+from batonmq.queues.protocol import Enqueued
+
+if TYPE_CHECKING:
+    from batonmq.engine.broker import Broker
+
+#: Told whether what it waited for is done (True) or never will be (False).
+Outcome = Callable[[bool], None]
+
+
+class _Building:
+    """The PUBLISH record of one message, gathering the queues it goes to."""
+
+    __slots__ = ("message", "number", "queues", "vhost")
+
+    def __init__(self, number: int, vhost: str, message: Message, queue: str) -> None:
+        self.number = number
+        self.vhost = vhost
+        self.message = message
+        self.queues = [queue]
+
+
+class Outbound:
+    """What this worker publishes to the queues of worker `peer`, over the link with it."""
+
+    def __init__(self, peer: int) -> None:
+        self.peer = peer
+        #: The link that is up, if any: the records go there, and the answers come from there.
+        self.link: PeerLink | None = None
+        #: The number of the next record on the link, and the last one answered.
+        self._next = 1
+        self._answered = 0
+        self._building: _Building | None = None
+        self._finishing = False
+        #: Who waits for the answer to each number.
+        self._waiting: dict[int, list[Outcome]] = {}
+        #: Who waits for the link to take more (`when_writable`).
+        self._held: list[Callable[[], None]] = []
+
+    def attach(self, link: PeerLink) -> None:
+        """`link` is up: what is published from now on goes there, numbered from 1."""
+        if self.link is not None:
+            self.lost()  # replaced: what the old one carried is not answered
+        self.link = link
+        self._next, self._answered = 1, 0
+
+    def lost(self) -> None:
+        """The link went down or was replaced: every publish waiting for an answer is told
+        not ok, and what waited for it to be writable goes on (to be nacked)."""
+        self.link = None
+        self._building = None
+        waiting, self._waiting = self._waiting, {}
+        held, self._held = self._held, []
+        for callbacks in waiting.values():
+            for outcome in callbacks:
+                outcome(False)
+        for callback in held:
+            callback()
+
+    @property
+    def writable(self) -> bool:
+        """Whether a publish is taken without going over the link's high-water mark."""
+        link = self.link
+        return link is None or link.writable
+
+    def when_writable(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once the link takes more, or is lost."""
+        self._held.append(callback)
+
+    def writable_changed(self) -> None:
+        if self.writable:
+            held, self._held = self._held, []
+            for callback in held:
+                callback()
+
+    def publish(self, vhost: str, queue: str, message: Message) -> int:
+        """Send `message` for `queue` of `vhost`; the number to wait for (`when_queued`), 0
+        when it will never be queued (there is no link, or a name is too long for a record)."""
+        if self.link is None or not fits_str8(vhost, message.exchange, message.routing_key):
+            return 0  # a routing key over 255 octets (published over HTTP) cannot cross
+        building = self._building
+        if building is not None:
+            if (
+                building.message is message
+                and building.vhost == vhost
+                and len(building.queues) < QUEUES_MAX
+            ):
+                building.queues.append(queue)
+                return building.number
+            self._finish()
+        number = self._next
+        self._next += 1
+        self._building = _Building(number, vhost, message, queue)
+        if not self._finishing:
+            self._finishing = True
+            asyncio.get_running_loop().call_soon(self._finish_turn)
+        return number
+
+    def _finish_turn(self) -> None:
+        self._finishing = False
+        self._finish()
+
+    def _finish(self) -> None:
+        building, self._building = self._building, None
+        if building is None or self.link is None:
+            return
+        message = building.message
+        record = Publish(
+            building.number,
+            None,
+            building.vhost,
+            message.exchange,
+            message.routing_key,
+            tuple(building.queues),
+            message.header_payload,
+            message.body,
+        )
+        self.link.send(PUBLISH, record.encode())
+
+    def when_queued(self, number: int, callback: Outcome) -> None:
+        """`callback(ok)` once the owner answered publish `number` (one not answered yet), or
+        at once with False for number 0 (no link)."""
+        if number == 0:
+            callback(False)
+            return
+        assert number > self._answered, "only a publish not answered yet is waited for"
+        self._waiting.setdefault(number, []).append(callback)
+
+    def queued(self, answer: Queued) -> None:
+        """The owner answered publishes `first` to `last`: they come in order, each once."""
+        if answer.first != self._answered + 1 or answer.last >= self._next:
+            raise MalformedRecord(
+                f"queued {answer.first} to {answer.last} after {self._answered}, "
+                f"of {self._next - 1} sent"
+            )
+        self._answered = answer.last
+        waiting = self._waiting
+        if not waiting:
+            return
+        for number in range(answer.first, answer.last + 1):
+            for callback in waiting.pop(number, ()):
+                callback(answer.ok)
+
+
+class Inbound:
+    """The owner's side of one link: the publishes that come on it go on this worker's queues,
+    and are answered in order."""
+
+    def __init__(self, broker: Broker, link: PeerLink) -> None:
+        self._broker = broker
+        self.link = link
+        #: The number the next PUBLISH must have, and the next to answer.
+        self._received = self._next_answer = 1
+        #: Outcomes known before those of earlier numbers: they wait for them.
+        self._early: dict[int, bool] = {}
+        #: The runs of answers of this loop turn, each [first, last, ok].
+        self._runs: list[list[int]] = []
+
+    def publish(self, record: Publish) -> None:
+        if record.number != self._received:
+            raise MalformedRecord(f"publish {record.number}, expected {self._received}")
+        self._received += 1
+        broker = self._broker
+        vhost = broker.vhosts.get(record.vhost)
+        queues = []
+        if vhost is not None:
+            for name in record.queues:
+                queue = vhost.queues.get(name)
+                if queue is not None:
+                    queue.counters.publish += 1
+                    queues.append(queue)
+        message = Message(record.exchange, record.routing_key, record.header_payload, record.body)
+        batch = message_batch(broker.journal, message, queues)
+        taken = True
+        for queue in queues:
+            taken &= queue.publish(message, until_batch=batch) is not Enqueued.REFUSED
+        number = record.number
+        if batch is None:
+            self._answer(number, taken)
+            return
+        # Shown on the queues, and answered, once the write commits; a failed one leaves the
+        # message on none of them.
+        after_write = broker.after_write
+        after_write.release(batch, queues)
+        after_write.call(batch, lambda committed: self._answer(number, taken and committed))
+
+    def _answer(self, number: int, ok: bool) -> None:
+        if number != self._next_answer:
+            self._early[number] = ok
+            return
+        runs = self._runs
+        if not runs:
+            asyncio.get_running_loop().call_soon(self._send)
+        while True:
+            if runs and runs[-1][2] == ok:
+                runs[-1][1] = number
+            else:
+                runs.append([number, number, ok])
+            number += 1
+            if number not in self._early:
+                break
+            ok = self._early.pop(number)
+        self._next_answer = number
+
+    def _send(self) -> None:
+        runs, self._runs = self._runs, []
+        for first, last, ok in runs:
+            self.link.send(QUEUED, Queued(first, last, bool(ok)).encode())
+
+
+class RemoteQueue:
+    """A queue of a spread virtual host that worker `owner` runs, as routing, publishing,
+    confirms and transactions see it here. Its messages are written by the owner (hence
+    `writes_itself`): what waits for them waits for the owner's answer."""
+
+    def __init__(
+        self, vhost: str, declared: QueueDeclared, options: QueueArguments, outbound: Outbound
+    ) -> None:
+        self._vhost = vhost
+        self._declared = declared
+        #: What the queue works by (its arguments parsed as its owner parsed them).
+        self.options = options
+        self._outbound = outbound
+        #: The number of the last message published to it, on its owner's link.
+        self._last = 0
+        #: Counted as it is routed to here; the owner's are the queue's (never listed).
+        self.counters = QueueCounters()
+        #: x-max-producers is refused in a spread virtual host: nobody is counted.
+        self.producers: set[object] = set()
+        self.deleted = False
+
+    @property
+    def owner(self) -> int:
+        """The worker that runs the queue."""
+        return self._outbound.peer
+
+    @property
+    def name(self) -> str:
+        return self._declared.name
+
+    @property
+    def durable(self) -> bool:
+        return self._declared.durable
+
+    @property
+    def auto_delete(self) -> bool:
+        return self._declared.auto_delete
+
+    @property
+    def exclusive_owner(self) -> ConnectionRef | None:
+        return self._declared.exclusive_owner
+
+    @property
+    def exclusive(self) -> bool:
+        return self._declared.exclusive_owner is not None
+
+    @property
+    def arguments(self) -> FieldTable:
+        return self._declared.arguments
+
+    @property
+    def persists(self) -> bool:
+        """Nothing of it is written here: its owner writes it."""
+        return False
+
+    @property
+    def writes_itself(self) -> bool:
+        return True
+
+    @property
+    def overfull(self) -> bool:
+        """The owner's link is over its high-water mark: whoever publishes here waits
+        (`when_underfull`) until it takes more."""
+        return not self._outbound.writable
+
+    def when_underfull(self, callback: Callable[[], None]) -> None:
+        self._outbound.when_writable(callback)
+
+    def publish(self, message: Message, *, until_batch: int | None = None) -> Enqueued:
+        """Send `message` to the owner; KEPT (whether it took it is `when_written`'s answer).
+        `until_batch` is not waited for yet: a persistent message routed to this queue and to
+        one here that persists it crosses at once, and stays on the owner's queue should this
+        worker's write fail."""
+        self._last = self._outbound.publish(self._vhost, self._declared.name, message)
+        return Enqueued.KEPT
+
+    def when_written(self, callback: Outcome) -> None:
+        """`callback(ok)` once the owner answered the last message published here."""
+        self._outbound.when_queued(self._last, callback)
+
+    def release_held(self, batch: int, committed: bool) -> None:
+        """Nothing is held here (the owner holds what waits for its own writes)."""
+
+
+class PublishLinks:
+    """A worker's `Outbound` to each peer and `Inbound` from each, on its `PeerLinks`."""
+
+    def __init__(self, broker: Broker, links: PeerLinks) -> None:
+        self._broker = broker
+        self._links = links
+        self._outbound = [Outbound(peer) for peer in range(links.count)]
+        self._inbound: dict[int, Inbound] = {}
+
+    def install(self) -> None:
+        links = self._links
+        links.handle(PUBLISH, self._publish)
+        links.handle(QUEUED, self._queued)
+        links.on_up.append(self._up)
+        links.on_down.append(self._down)
+        links.on_writable.append(self._writable)
+
+    def outbound(self, peer: int) -> Outbound:
+        """What this worker publishes to the queues of worker `peer` goes through this."""
+        return self._outbound[peer]
+
+    def _up(self, link: PeerLink) -> None:
+        self._outbound[link.peer].attach(link)
+        self._inbound[link.peer] = Inbound(self._broker, link)
+
+    def _down(self, link: PeerLink) -> None:
+        self._outbound[link.peer].lost()
+        self._inbound.pop(link.peer, None)
+
+    def _writable(self, link: PeerLink) -> None:
+        outbound = self._outbound[link.peer]
+        if outbound.link is link:
+            outbound.writable_changed()
+
+    def _publish(self, link: PeerLink, payload: bytes) -> None:
+        inbound = self._inbound.get(link.peer)
+        if inbound is None or inbound.link is not link:
+            raise MalformedRecord("a publish on a link this worker does not take them from")
+        inbound.publish(Publish.decode(payload))
+
+    def _queued(self, link: PeerLink, payload: bytes) -> None:
+        outbound = self._outbound[link.peer]
+        if outbound.link is link:
+            outbound.queued(Queued.decode(payload))

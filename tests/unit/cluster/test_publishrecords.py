@@ -1,0 +1,137 @@
+"""The records that carry a publish to the worker that owns its queues, and its answer
+(`batonmq.cluster.publishrecords`): each comes back as it went, through the link's reader cut
+at any octet, with bodies from none to a mebibyte; a payload that is not a record is refused
+with MalformedRecord, never anything else."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from batonmq.cluster.peerlink import MalformedRecord, RecordReader, header
+from batonmq.cluster.publishrecords import QUEUES_MAX, Publish, Queued, TxEnd
+from tests.property.test_codec import short_strings
+from tests.unit.cluster.test_topologyrecords import NAME_255
+
+names = short_strings()
+u64 = st.integers(0, 2**64 - 1)
+
+publishes = st.builds(
+    Publish,
+    u64,
+    st.none() | u64,
+    names,
+    names,
+    names,
+    st.lists(names, max_size=5).map(tuple),
+    st.binary(max_size=80),
+    st.binary(max_size=300),
+)
+Record = Publish | Queued | TxEnd
+records: st.SearchStrategy[Record] = st.one_of(
+    publishes,
+    st.tuples(u64, u64, st.booleans()).map(
+        lambda drawn: Queued(min(drawn[:2]), max(drawn[:2]), drawn[2])
+    ),
+    st.builds(TxEnd, u64),
+)
+DECODERS: dict[int, Callable[[bytes], Record]] = {
+    cls.KIND: cls.decode for cls in (Publish, Queued, TxEnd)
+}
+
+
+def _stream(records: list[Record]) -> bytes:
+    payloads = [record.encode() for record in records]
+    return b"".join(
+        header(record.KIND, len(payload)) + payload
+        for record, payload in zip(records, payloads, strict=True)
+    )
+
+
+def _read(pieces: list[bytes]) -> list[Record]:
+    reader = RecordReader()
+    return [DECODERS[kind](payload) for piece in pieces for kind, payload in reader.feed(piece)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(records, min_size=1, max_size=3))
+def test_every_record_comes_back_through_the_reader_cut_at_every_octet(
+    sent: list[Record],
+) -> None:
+    """A stream socket may cut a record anywhere (STYLE, "Partial input is not an error"):
+    whatever the cut, each record decodes to what was sent (a body as bytes)."""
+    stream = _stream(sent)
+    for cut in range(len(stream) + 1):
+        assert _read([stream[:cut], stream[cut:]]) == sent
+
+
+@pytest.mark.parametrize("size", [0, 1 << 20])
+def test_a_body_of_no_octet_and_one_of_a_mebibyte_cross_whole(size: int) -> None:
+    """A message body may be empty (AMQP 0-9-1 §4.2.6.2: a content body of size 0 has no body
+    frame) or large; the record holds it whole, read in socket-sized pieces or cut anywhere."""
+    body = bytes(range(256)) * (size // 256)
+    sent: list[Record] = [
+        Publish(1, None, "/", "amq.fanout", "key", ("a", "b"), b"\x00\x3c" + bytes(12), body),
+        Publish(2, 9, "/", "", "q", ("q",), b"", body),
+    ]
+    stream = _stream(sent)
+    assert _read([stream[at : at + 65536] for at in range(0, len(stream), 65536)]) == sent
+    first = len(header(0, 0)) + len(sent[0].encode())
+    for cut in (
+        1,
+        20,
+        first - size - 1,
+        first - size // 2,
+        first - 1,
+        first,
+        first + 5,
+        len(stream) - 1,
+    ):
+        assert _read([stream[:cut], stream[cut:]]) == sent
+
+
+def test_names_of_255_octets_round_trip() -> None:
+    """AMQP 0-9-1 §4.2.5.3: exchange, queue and virtual host names and routing keys are short
+    strings of up to 255 octets."""
+    sent = Publish(3, 4, NAME_255, NAME_255, NAME_255, (NAME_255,) * 3, b"h" * 300, b"body")
+    assert Publish.decode(sent.encode()) == sent
+
+
+def test_a_name_of_256_octets_or_too_many_queues_are_refused() -> None:
+    with pytest.raises(ValueError, match="at most 255"):
+        Publish(1, None, "/", "", NAME_255 + "x", ("q",), b"", b"").encode()
+    with pytest.raises(ValueError, match=f"at most {QUEUES_MAX}"):
+        Publish(1, None, "/", "", "", ("q",) * (QUEUES_MAX + 1), b"", b"").encode()
+
+
+@settings(max_examples=200, deadline=None)
+@given(records)
+def test_a_payload_cut_before_its_body_is_malformed(record: Record) -> None:
+    """A payload is whole when it is decoded: one that ends inside a field is not a record
+    (a publish's body is the rest of its payload, so it can only be cut before the body)."""
+    payload = record.encode()
+    whole = len(payload) - len(record.body) if isinstance(record, Publish) else len(payload)
+    for cut in range(whole):
+        with pytest.raises(MalformedRecord):
+            type(record).decode(payload[:cut])
+    if not isinstance(record, Publish):
+        with pytest.raises(MalformedRecord, match="after a record's end"):
+            type(record).decode(payload + b"\x00")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([Publish, Queued, TxEnd]), st.binary(max_size=80))
+def test_any_payload_decodes_or_is_malformed(cls: type[Record], payload: bytes) -> None:
+    """What a peer sends is decoded or refused as MalformedRecord (which closes the link),
+    never anything else."""
+    with contextlib.suppress(MalformedRecord):
+        cls.decode(payload)
+
+
+def test_a_queued_range_that_runs_backwards_is_malformed() -> None:
+    with pytest.raises(MalformedRecord, match="queued 5 to 4"):
+        Queued.decode(bytes(7) + b"\x05" + bytes(7) + b"\x04\x01")
