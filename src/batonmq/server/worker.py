@@ -90,6 +90,8 @@ class WorkerDuties:
             [sending for _reading, sending in seat.inboxes],
             started_again=seat.started_again,
         )
+        # Names this process in a spread virtual host's records: exclusive owners, requests.
+        broker.worker_ref = (seat.index, self.peer_links.start_id)
         #: The catalogue kept in line (from `start` on).
         self.catalogue: CatalogueSync | None = None
         self.workers = Workers(EngineApi(broker), seat.index, seat.count, self._catch_up)
