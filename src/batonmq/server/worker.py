@@ -94,7 +94,9 @@ class WorkerDuties:
         broker.worker_ref = (seat.index, self.peer_links.start_id)
         #: The catalogue kept in line (from `start` on).
         self.catalogue: CatalogueSync | None = None
-        self.workers = Workers(EngineApi(broker), seat.index, seat.count, self._catch_up)
+        self.workers = Workers(
+            EngineApi(broker), seat.index, seat.count, self._catch_up, seat.spread
+        )
         self.link = SiblingLink(
             seat.index, seat.controls, self._serve, started_again=seat.started_again
         )
