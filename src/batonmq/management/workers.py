@@ -58,6 +58,11 @@ _NOT_SERVING: Final = problems.HttpProblem(
     503, "service_unavailable", "the worker that owns the virtual host is starting"
 )
 
+
+def _spreads_none(_vhost: str) -> bool:
+    return False
+
+
 # What goes over the link -----------------------------------------------------------------------
 
 
@@ -134,14 +139,14 @@ class Workers:
         index: int = 0,
         count: int = 1,
         catch_up: Callable[[], Awaitable[None]] | None = None,
-        spread: frozenset[str] = frozenset(),
+        spreads: Callable[[str], bool] | None = None,
     ) -> None:
         """`catch_up`: read the catalogue from the store and apply it (with workers);
-        `spread`: the virtual hosts spread over the workers (`broker.spread_vhosts`)."""
+        `spreads`: whether a virtual host is spread over the workers (none by default)."""
         self.api = api
         self.index = index
         self.count = count
-        self.spread = spread
+        self.spreads = spreads or _spreads_none
         self.ownership = Ownership(self.owns, self.holds_queues)
         self._catch_up = catch_up
         #: The link to the siblings (set once it is made: it answers with `serve`).
@@ -157,10 +162,6 @@ class Workers:
 
     def owns(self, vhost: str) -> bool:
         return self.owner(vhost) == self.index
-
-    def spreads(self, vhost: str) -> bool:
-        """Whether `vhost` is spread over the workers: each runs some of its queues."""
-        return self.count > 1 and ("*" in self.spread or vhost in self.spread)
 
     def holds_queues(self, vhost: str) -> bool:
         """Whether the queues this worker runs of `vhost` are its to list."""

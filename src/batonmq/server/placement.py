@@ -25,7 +25,7 @@ from functools import partial
 
 from batonmq.config import Config
 from batonmq.store.configured import store_broker_id
-from batonmq.store.placement import Placement
+from batonmq.store.placement import Placement, is_spread
 
 
 def owner_of(vhost: str, workers: int) -> int:
@@ -82,8 +82,8 @@ class WorkerSeat:
         return self.owns(vhost) or self.spreads(vhost)
 
     def spreads(self, vhost: str) -> bool:
-        """Whether `vhost` is spread over the workers (as `Placement.is_spread`)."""
-        return self.count > 1 and ("*" in self.spread or vhost in self.spread)
+        """Whether `vhost` is spread over the workers."""
+        return is_spread(vhost, self.spread, self.count)
 
     @property
     def inbox(self) -> socket.socket:

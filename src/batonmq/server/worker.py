@@ -95,7 +95,7 @@ class WorkerDuties:
         #: The catalogue kept in line (from `start` on).
         self.catalogue: CatalogueSync | None = None
         self.workers = Workers(
-            EngineApi(broker), seat.index, seat.count, self._catch_up, seat.spread
+            EngineApi(broker), seat.index, seat.count, self._catch_up, seat.spreads
         )
         self.link = SiblingLink(
             seat.index, seat.controls, self._serve, started_again=seat.started_again

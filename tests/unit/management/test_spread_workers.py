@@ -10,16 +10,18 @@ from batonmq.engine.api import EngineApi
 from batonmq.engine.broker import Broker
 from batonmq.management.perworker import owned_bindings, owned_exchanges, owned_queues
 from batonmq.management.workers import Workers
-from batonmq.server.placement import owner_of, queue_owner
+from batonmq.server.placement import WorkerSeat, owner_of, queue_owner
 
 #: "/" is worker HOME's among two; queue "a" is the other worker's, "d" the home's.
 HOME = owner_of("/", 2)
 OTHER = 1 - HOME
+#: A seat's answer to whether "/" is spread (`broker.spread_vhosts = ["/"]`).
+SPREAD = WorkerSeat(HOME, 2, {}, [], -1, [], "run", spread=frozenset({"/"}))
 
 
 def test_a_spread_virtual_hosts_queue_requests_go_to_the_queues_owner() -> None:
     assert (queue_owner("/", "a", 2), queue_owner("/", "d", 2)) == (OTHER, HOME)
-    spread = Workers(EngineApi(Broker()), HOME, 2, spread=frozenset({"/"}))
+    spread = Workers(EngineApi(Broker()), HOME, 2, spreads=SPREAD.spreads)
     assert [spread.carrier("/", queue) for queue in ("a", "d")] == [OTHER, HOME]
     # Anything else about it (its exchanges, bindings, the virtual host) goes to its home.
     assert spread.carrier("/", None) == HOME
@@ -33,8 +35,8 @@ async def test_each_queue_exchange_and_binding_is_listed_once() -> None:
     broker = Broker()
     api = EngineApi(broker)
     await api.declare_queue("guest", "/", "a", durable=False)
-    other = Workers(api, OTHER, 2, spread=frozenset({"/"}))
-    home = Workers(api, HOME, 2, spread=frozenset({"/"}))
+    other = Workers(api, OTHER, 2, spreads=SPREAD.spreads)
+    home = Workers(api, HOME, 2, spreads=SPREAD.spreads)
 
     assert [info.name for info in owned_queues(api, other.ownership, "/")] == ["a"]
     assert owned_exchanges(api, other.ownership, "/") == []
