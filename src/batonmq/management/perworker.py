@@ -126,7 +126,7 @@ async def declare_topology(api: EngineApi, owns: Ownership, user: str, wanted: D
                 arguments=exchange.arguments,
             )
     for queue in wanted.queues:
-        # A spread virtual host's home declares them all, through the home as any declare.
+        # A spread virtual host's home declares all of them, as a client's declare would.
         if owns.vhost(queue.vhost) and queue.name not in {
             info.name for info in api.queues(queue.vhost)
         }:
