@@ -460,12 +460,15 @@ def connection_on(
     so connections are opened until the "connection opened" line of `worker` names this
     client's port (the others are closed)."""
     for _ in range(attempts):
+        before = len(broker.log())  # a line of an earlier connection from that port is not it
         connection = connect(broker, vhost=vhost)
         port = connection._impl._transport._sock.getsockname()[1]
         served_by: list[int] = []
 
-        def opened(port: int = port, served_by: list[int] = served_by) -> bool:
-            for line in broker.log().splitlines():
+        def opened(
+            port: int = port, served_by: list[int] = served_by, before: int = before
+        ) -> bool:
+            for line in broker.log()[before:].splitlines():
                 if "connection opened" in line and f"peer=127.0.0.1:{port} " in f"{line} ":
                     found = re.search(r"\bworker=(\d+)", line)
                     assert found is not None, line
