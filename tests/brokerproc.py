@@ -450,3 +450,34 @@ def connect(
             connection_attempts=1,
         )
     )
+
+
+def connection_on(
+    broker: RunningBroker, worker: int, vhost: str = "/", attempts: int = 60
+) -> pika.BlockingConnection:
+    """A pika connection to `broker` that worker `worker` serves: a connection to a virtual host
+    spread over the workers stays in the worker that accepted it, whichever the kernel chose,
+    so connections are opened until the "connection opened" line of `worker` names this
+    client's port (the others are closed)."""
+    for _ in range(attempts):
+        before = len(broker.log())  # a line of an earlier connection from that port is not it
+        connection = connect(broker, vhost=vhost)
+        port = connection._impl._transport._sock.getsockname()[1]
+        served_by: list[int] = []
+
+        def opened(
+            port: int = port, served_by: list[int] = served_by, before: int = before
+        ) -> bool:
+            for line in broker.log()[before:].splitlines():
+                if "connection opened" in line and f"peer=127.0.0.1:{port} " in f"{line} ":
+                    found = re.search(r"\bworker=(\d+)", line)
+                    assert found is not None, line
+                    served_by.append(int(found.group(1)))
+                    return True
+            return False
+
+        wait_until(opened, f"the log line of the connection from port {port}", timeout=10)
+        if served_by[0] == worker:
+            return connection
+        connection.close()
+    raise AssertionError(f"no connection landed on worker {worker} in {attempts} attempts")

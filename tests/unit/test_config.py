@@ -144,6 +144,7 @@ def test_settings_table_is_derived_from_the_dataclasses() -> None:
         "broker.data_dir",
         "broker.default_vhost",
         "broker.workers",
+        "broker.spread_vhosts",
         "listeners.amqp.enabled",
         "listeners.amqp.bind",
         "listeners.amqp.port",

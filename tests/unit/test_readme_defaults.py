@@ -24,8 +24,8 @@ def every_key_block() -> dict[str, object]:
         for name, value in table.items():
             if isinstance(value, dict):
                 walk(value, f"{prefix}{name}.")
-            else:
-                flat[f"{prefix}{name}"] = value
+            else:  # an array is a tuple setting's value, as the broker reads it
+                flat[f"{prefix}{name}"] = tuple(value) if isinstance(value, list) else value
 
     walk(tomllib.loads(block), "")
     return flat

@@ -79,6 +79,17 @@ def non_empty(value: object) -> object:
     return value
 
 
+def names(value: object) -> object:
+    """Names, none empty, none twice."""
+    assert isinstance(value, tuple)
+    if "" in value:
+        raise Invalid("must not name an empty string")
+    twice = sorted({name for name in value if value.count(name) > 1})
+    if twice:
+        raise Invalid(f"names {', '.join(map(repr, twice))} more than once")
+    return value
+
+
 # RFC 1123 host names: dot-separated labels of letters, digits and inner hyphens, at most 63
 # characters each and 253 in all.
 _HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")

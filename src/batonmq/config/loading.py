@@ -35,6 +35,7 @@ _EXPECTED: dict[object, str] = {
     str: "a string",
     Path: "a string (a path)",
     Path | None: "a string (a path)",
+    tuple[str, ...]: "an array of strings",
 }
 
 
@@ -72,6 +73,9 @@ def _coerce(setting: Setting, value: object, base_dir: Path, environ: Mapping[st
             value, ok = _resolve_path(os.fspath(value), base_dir, environ), True
             if kind != Path and value == "":
                 value = None  # an optional path left empty is unset
+    elif kind == tuple[str, ...]:
+        if isinstance(value, list) and all(isinstance(each, str) for each in value):
+            value, ok = tuple(value), True
     else:  # pragma: no cover - a field of a type _coerce does not know is a programming error
         raise TypeError(f"{setting.key}: unsupported setting type {kind!r}")
     if not ok:
@@ -380,6 +384,13 @@ def _check_cluster(config: Config, values: Mapping[str, _Value]) -> None:
     cluster = config.cluster
     if not cluster.ha:
         return
+    if config.spread_vhosts:
+        raise ConfigError(
+            "must be empty when cluster.ha is true: a takeover moves a failed broker's virtual "
+            "hosts whole, and cannot yet move a spread one's queues to each of its owners",
+            source=_source(values, "broker.spread_vhosts", "cluster.ha"),
+            key="broker.spread_vhosts",
+        )
     if config.persist.store != "postgres":
         raise ConfigError(
             'must be "postgres" when cluster.ha is true: the brokers of an HA cluster share '

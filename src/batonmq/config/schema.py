@@ -16,7 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from batonmq.config.checks import Check, between, default_data_dir, non_empty, one_of, setting
+from batonmq.config.checks import (
+    Check,
+    between,
+    default_data_dir,
+    names,
+    non_empty,
+    one_of,
+    setting,
+)
 from batonmq.config.cluster import ClusterConfig
 from batonmq.config.network import AmqpConfig, ListenersConfig, ServerConfig
 from batonmq.config.protection import (
@@ -58,6 +66,10 @@ class Config:
     #: Worker processes: more than 1 spreads the virtual hosts over that many processes, one
     #: core each (`batonmq.server.supervisor`), on either store.
     workers: int = setting(1, check=between(1, WORKERS_MAX), key="broker.workers")
+    #: Virtual hosts whose queues are spread over the workers, each queue run by one of them
+    #: (`batonmq.server.placement.queue_owner`); "*" is every virtual host. Any other virtual
+    #: host is run whole by one worker. No effect with one worker.
+    spread_vhosts: tuple[str, ...] = setting((), check=names, key="broker.spread_vhosts")
     listeners: ListenersConfig = field(default_factory=ListenersConfig)
     amqp: AmqpConfig = field(default_factory=AmqpConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)

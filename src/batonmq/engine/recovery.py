@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from pamqp.common import FieldTable
@@ -14,6 +14,7 @@ from pamqp.common import FieldTable
 from batonmq.engine.broker import Broker
 from batonmq.model.destination import Destination, DestinationKind
 from batonmq.model.message import set_message_id_base
+from batonmq.model.topology import QueueDeclared
 from batonmq.queues.arguments import InvalidArgument
 from batonmq.queues.types import queue_type
 from batonmq.routing.base import BindingArgumentError
@@ -22,6 +23,7 @@ from batonmq.security.permissions import default_grants
 from batonmq.store.base import (
     Recovery,
     StoredBinding,
+    StoredDefinitions,
     StoredExchange,
     StoredQueue,
     StoredUser,
@@ -38,9 +40,14 @@ class Recovered:
     messages: int
 
 
-def restore(broker: Broker, recovery: Recovery) -> Recovered:
+def restore(
+    broker: Broker, recovery: Recovery, peers: Mapping[str, StoredDefinitions] | None = None
+) -> Recovered:
     """Recreate durable exchanges, queues and bindings; queues get their backlogs, which they
-    read from the store as they need them."""
+    read from the store as they need them. `peers`: the definitions the other workers'
+    identities hold (`Store.definitions_of`), whose queues of a spread virtual host this
+    worker does not run come back as its stand-ins for them (`VirtualHost.apply`), before the
+    bindings, so that the home's bindings to them come back too."""
     set_message_id_base(recovery.message_id_base)
     _restore_users(broker, recovery.users)
     for name in recovery.vhosts:
@@ -54,6 +61,8 @@ def restore(broker: Broker, recovery: Recovery) -> Recovered:
         for granted in default_grants(default_vhost, broker.authenticator.users):
             broker.journal.put_permission(granted)
             broker.permissions.set(granted)
+    for definitions in (peers or {}).values():
+        _restore_remote_queues(broker, definitions.queues)
     bindings = restore_definitions(broker, recovery.exchanges, recovery.queues, recovery.bindings)
     broker.streams.remove_leftovers()  # every stream the store holds asked for its medium
     messages = 0
@@ -121,6 +130,26 @@ def restore_definitions(
             continue
         restored += 1
     return restored
+
+
+def _restore_remote_queues(broker: Broker, queues: Iterable[StoredQueue]) -> None:
+    """Another worker's stored queues of the spread virtual hosts, as this worker knows them:
+    declared, durable, run by their owner. A queue of a virtual host that is not spread, or
+    that this worker owns, is not this worker's to know from another's rows."""
+    for stored_queue in queues:
+        vhost = broker.vhosts.get(stored_queue.vhost) or broker.add_vhost(stored_queue.vhost)
+        spread = vhost.spread
+        if spread is None or spread.owns(stored_queue.name):
+            continue
+        if vhost.known_queue(stored_queue.name) is None:
+            declared = QueueDeclared(
+                stored_queue.name,
+                durable=True,
+                auto_delete=stored_queue.auto_delete,
+                exclusive_owner=None,
+                arguments=_usable_arguments(stored_queue),
+            )
+            vhost.apply(declared)
 
 
 def _restore_users(broker: Broker, stored: list[StoredUser]) -> None:

@@ -28,7 +28,7 @@ from batonmq.management.listing import (
     parse_list_query,
 )
 from batonmq.management.merge import concatenated
-from batonmq.management.perworker import Owns
+from batonmq.management.perworker import Ownership
 from batonmq.management.render import Node, field_table
 from batonmq.management.workers import CallRequest, Workers
 
@@ -61,7 +61,7 @@ class Call:
 
     async def everywhere(
         self,
-        read: Callable[Concatenate[EngineApi, Owns, _P], list[_T]],
+        read: Callable[Concatenate[EngineApi, Ownership, _P], list[_T]],
         *args: _P.args,
         **kwargs: _P.kwargs,
     ) -> list[_T]:

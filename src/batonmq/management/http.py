@@ -12,8 +12,8 @@ handler refuses becomes RabbitMQ's JSON error body (`batonmq.management.problems
 that matches no route is a 404, a method the path does not take a 405, both with such a body.
 
 With several workers every one serves the API; a request about one virtual host is carried out
-by the worker that owns it, and the answer of one the API forwarded here is made here too
-(`batonmq.management.workers`).
+by the worker that owns it (about a queue of a spread one, by the queue's owner), and the answer
+of one the API forwarded here is made here too (`batonmq.management.workers`).
 
 The web console (`console/`: HTML, CSS and JavaScript modules, no build step) is served at `/`
 and `/console/` without authentication; it logs in to the API as any client does.
@@ -130,6 +130,9 @@ ANONYMOUS = UserInfo("", ())
 DOWN_HEADER: Final = "X-Workers-Down"
 #: The routes about the broker's HA cluster, which worker 0 answers.
 CLUSTER_PATHS: Final = "/api/cluster/"
+#: The routes about one queue ("{name}" is the queue's), which its owner answers in a spread
+#: virtual host.
+QUEUE_PATHS: Final = "/api/queues/{vhost}/{name}"
 
 
 async def _serve(
@@ -159,11 +162,11 @@ async def _serve(
         done = await workers.forward(0, Forwarded(ROUTES.index(route), asked, caller))
         return web.Response(status=done.status, body=done.body or None, headers=done.headers)
     vhost = asked.match_info.get("vhost")
-    if vhost is not None and not workers.owns(vhost):
-        # The virtual host's owner holds everything in it: it carries the request out.
-        done = await workers.forward(
-            workers.owner(vhost), Forwarded(ROUTES.index(route), asked, caller)
-        )
+    queue = asked.match_info.get("name") if route.path.startswith(QUEUE_PATHS) else None
+    if vhost is not None and (carrier := workers.carrier(vhost, queue)) != workers.index:
+        # The virtual host's owner holds everything in it, a spread one's queue owner the
+        # queue (and the whole topology): it carries the request out.
+        done = await workers.forward(carrier, Forwarded(ROUTES.index(route), asked, caller))
         return web.Response(status=done.status, body=done.body or None, headers=done.headers)
     return await _carry_out(Call(api, served.node, caller, asked, workers, request.app), route)
 

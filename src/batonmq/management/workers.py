@@ -9,7 +9,9 @@ of them, which answers it with its siblings' help over the link between workers
   messages, the virtual host itself) is carried out by the worker that owns the virtual host
   (`batonmq.server.placement`), which holds everything in it: the request is forwarded there
   whole (`Forwarded`), and its answer comes back as the owner wrote it. So a write is made, and
-  refused, exactly as by a broker of one process.
+  refused, exactly as by a broker of one process. A request about one queue of a virtual host
+  spread over the workers goes to the queue's owner (`carrier`), which runs it and holds the
+  virtual host's whole topology; any other about a spread one goes to its home.
 - A read over the whole broker (every queue, connection, channel; the overview; the metrics)
   asks every worker for what it holds (`gather`, with one of the reads of
   `batonmq.management.perworker`) and merges the answers (`batonmq.management.merge`). The reads go
@@ -39,8 +41,8 @@ from batonmq.cluster.peerlink import PeerLinkState
 from batonmq.engine.api import ApiError, EngineApi
 from batonmq.engine.snapshots import UserInfo
 from batonmq.management import problems
-from batonmq.management.perworker import ASKABLE, Owns
-from batonmq.server.placement import owner_of
+from batonmq.management.perworker import ASKABLE, Ownership
+from batonmq.server.placement import owner_of, queue_owner
 from batonmq.server.siblings import SiblingFailed, SiblingLink, SiblingUnavailable
 
 _T = TypeVar("_T")
@@ -55,6 +57,11 @@ _JSON: Final = {"Content-Type": "application/json; charset=utf-8"}
 _NOT_SERVING: Final = problems.HttpProblem(
     503, "service_unavailable", "the worker that owns the virtual host is starting"
 )
+
+
+def _spreads_none(_vhost: str) -> bool:
+    return False
+
 
 # What goes over the link -----------------------------------------------------------------------
 
@@ -132,11 +139,15 @@ class Workers:
         index: int = 0,
         count: int = 1,
         catch_up: Callable[[], Awaitable[None]] | None = None,
+        spreads: Callable[[str], bool] | None = None,
     ) -> None:
-        """`catch_up`: read the catalogue from the store and apply it (with workers)."""
+        """`catch_up`: read the catalogue from the store and apply it (with workers);
+        `spreads`: whether a virtual host is spread over the workers (none by default)."""
         self.api = api
         self.index = index
         self.count = count
+        self.spreads = spreads or _spreads_none
+        self.ownership = Ownership(self.owns, self.holds_queues)
         self._catch_up = catch_up
         #: The link to the siblings (set once it is made: it answers with `serve`).
         self.link: SiblingLink | None = None
@@ -152,14 +163,26 @@ class Workers:
     def owns(self, vhost: str) -> bool:
         return self.owner(vhost) == self.index
 
+    def holds_queues(self, vhost: str) -> bool:
+        """Whether the queues this worker runs of `vhost` are its to list."""
+        return self.owns(vhost) or self.spreads(vhost)
+
+    def carrier(self, vhost: str, queue: str | None) -> int:
+        """The worker that carries out a request about `vhost`, or about its queue `queue`:
+        the queue's owner in a spread virtual host (it runs the queue, and holds the whole
+        topology), else the virtual host's owner (its home, when it is spread)."""
+        if queue is not None and self.spreads(vhost):
+            return queue_owner(vhost, queue, self.count)
+        return self.owner(vhost)
+
     async def gather(
         self,
-        read: Callable[Concatenate[EngineApi, Owns, _P], _T],
+        read: Callable[Concatenate[EngineApi, Ownership, _P], _T],
         *args: _P.args,
         **kwargs: _P.kwargs,
     ) -> Gathered[_T]:
         """`read` (one of this module's reads) in every worker."""
-        here = read(self.api, self.owns, *args, **kwargs)
+        here = read(self.api, self.ownership, *args, **kwargs)
         return await self._gather(here, _Read(read.__name__, args, kwargs))
 
     async def gather_links(self) -> Gathered[list[PeerLinkState]]:
@@ -189,13 +212,13 @@ class Workers:
     async def on(
         self,
         worker: int,
-        work: Callable[Concatenate[EngineApi, Owns, _P], _T],
+        work: Callable[Concatenate[EngineApi, Ownership, _P], _T],
         *args: _P.args,
         **kwargs: _P.kwargs,
     ) -> _T:
         """`work` (one of this module's) in `worker`; a 503 when it does not answer."""
         if worker == self.index:
-            return work(self.api, self.owns, *args, **kwargs)
+            return work(self.api, self.ownership, *args, **kwargs)
         try:
             answer = await self._ask(worker, _Read(work.__name__, args, kwargs), WRITE_TIMEOUT)
         except (SiblingUnavailable, SiblingFailed) as error:
@@ -205,14 +228,14 @@ class Workers:
     async def on_async(
         self,
         worker: int,
-        work: Callable[Concatenate[EngineApi, Owns, _P], Awaitable[_T]],
+        work: Callable[Concatenate[EngineApi, Ownership, _P], Awaitable[_T]],
         *args: _P.args,
         **kwargs: _P.kwargs,
     ) -> _T:
         """`work` (one of this module's coroutine functions) in `worker`; a 503 when it does
         not answer."""
         if worker == self.index:
-            return await work(self.api, self.owns, *args, **kwargs)
+            return await work(self.api, self.ownership, *args, **kwargs)
         try:
             answer = await self._ask(worker, _Read(work.__name__, args, kwargs), WRITE_TIMEOUT)
         except (SiblingUnavailable, SiblingFailed) as error:
@@ -231,7 +254,7 @@ class Workers:
 
     async def on_siblings(
         self,
-        work: Callable[Concatenate[EngineApi, Owns, _P], object],
+        work: Callable[Concatenate[EngineApi, Ownership, _P], object],
         *args: _P.args,
         **kwargs: _P.kwargs,
     ) -> None:
@@ -276,7 +299,7 @@ class Workers:
         try:
             if isinstance(question, _Read):
                 work = ASKABLE[question.name]
-                done = work(self.api, self.owns, *question.args, **question.kwargs)
+                done = work(self.api, self.ownership, *question.args, **question.kwargs)
                 return await done if inspect.isawaitable(done) else done
             if isinstance(question, Forwarded):
                 if self.carry_out is None:  # starting: its HTTP listener is not up yet

@@ -63,6 +63,7 @@ from batonmq.store.base import StoreError, StoreFenced
 from batonmq.store.configured import (
     configured_store,
     configured_stream_tables,
+    store_broker_id,
     waits_for_no_standby,
 )
 from batonmq.store.placement import streams_root
@@ -221,11 +222,12 @@ class BrokerServer:
         await store.open()
         try:
             recovery = await store.recover()
+            peers = await store.definitions_of(self._siblings_ids()) if self._spreads else None
             settings = await store.connection_settings()
         except BaseException:
             await store.close()
             raise
-        recovered = restore(self.broker, recovery)
+        recovered = restore(self.broker, recovery, peers)
         self.broker.journal.start()
         if waits_for_no_standby(self.config, settings):
             log.warning(
@@ -250,6 +252,20 @@ class BrokerServer:
                 "unclean_stop": recovery.unclean_stop,
             },
         )
+
+    @property
+    def _spreads(self) -> bool:
+        """Whether this worker serves a virtual host spread over the workers."""
+        return self.seat is not None and self.seat.count > 1 and bool(self.seat.spread)
+
+    def _siblings_ids(self) -> list[str]:
+        """The store identities of this worker's siblings."""
+        assert self.seat is not None
+        return [
+            store_broker_id(self.config, worker)
+            for worker in range(self.seat.count)
+            if worker != self.seat.index
+        ]
 
     async def start(self) -> list[tuple[str, int]]:
         """Recover, then listen; returns the bound addresses of every listener, the amqp one's

@@ -10,9 +10,10 @@ and in every Python release (unlike `hash`, which is salted per process). So cha
 moves their rows to the new owners as it starts (`batonmq.store.placement` on SQLite,
 `batonmq.store.pgfamily` on PostgreSQL, an HA member's too).
 
-The store's placement also knows each queue's owner in a virtual host spread over the workers
-(`queue_owner`, the same kind of hash of the virtual host's and the queue's names), whose rows
-are placed per queue; no virtual host is spread yet (`store_placement` names none).
+A virtual host named in `broker.spread_vhosts` is spread over the workers instead: every worker
+serves it (a connection to it stays in the worker that accepted it, `WorkerSeat.serves`), and
+each of its queues is run by one worker, its owner (`queue_owner`, the same kind of hash of the
+virtual host's and the queue's names), whose rows are placed per queue (`store_placement`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from functools import partial
 
 from batonmq.config import Config
 from batonmq.store.configured import store_broker_id
-from batonmq.store.placement import Placement
+from batonmq.store.placement import Placement, is_spread
 
 
 def owner_of(vhost: str, workers: int) -> int:
@@ -67,9 +68,22 @@ class WorkerSeat:
     store_lock: int | None = None
     #: Whether the supervisor started this worker again, after it ended (its siblings serve).
     started_again: bool = False
+    #: The virtual hosts spread over the workers (`broker.spread_vhosts`; "*": every one).
+    spread: frozenset[str] = frozenset()
 
     def owns(self, vhost: str) -> bool:
+        """Whether this worker is `vhost`'s owner: the one process that runs it whole, or its
+        home (the worker that keeps its topology's rows) when it is spread."""
         return owner_of(vhost, self.count) == self.index
+
+    def serves(self, vhost: str) -> bool:
+        """Whether this worker serves connections to `vhost`: its owner does, and every worker
+        serves a spread one."""
+        return self.owns(vhost) or self.spreads(vhost)
+
+    def spreads(self, vhost: str) -> bool:
+        """Whether `vhost` is spread over the workers."""
+        return is_spread(vhost, self.spread, self.count)
 
     @property
     def inbox(self) -> socket.socket:
@@ -91,11 +105,13 @@ def inbox_pairs(workers: int) -> list[tuple[socket.socket, socket.socket]]:
 
 
 def store_placement(config: Config) -> Placement:
-    """The owner of each virtual host's rows when the broker starts with `config`."""
+    """The owner of each virtual host's rows, or of each queue's in a spread one, when the
+    broker starts with `config`."""
     return Placement(
         store_broker_id(config),
         config.workers,
         partial(owner_of, workers=config.workers),
         config.data_dir,
+        spread=frozenset(config.spread_vhosts),
         queue_owner=partial(queue_owner, workers=config.workers),
     )

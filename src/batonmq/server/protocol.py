@@ -205,12 +205,13 @@ class AMQPProtocol(asyncio.Protocol):
             self._on_lost(self)
 
     def _hand_off(self, vhost: str) -> bool:
-        """At connection.open: hand the connection to the worker that owns `vhost`, unless it
-        is this one (`batonmq.server.handoff`); whether it left."""
+        """At connection.open: hand the connection to the worker that owns `vhost`, unless this
+        one serves it (owns it, or `vhost` is spread: every worker serves it, and a connection
+        stays where it was accepted) (`batonmq.server.handoff`); whether it left."""
         seat, transport, received = self._seat, self.transport, self._received
         assert seat is not None and transport is not None and received is not None
         self._received = None
-        if seat.owns(vhost):
+        if seat.serves(vhost):
             return False
         self.handed_off = True
         origin = self._origin_of(transport)

@@ -364,6 +364,7 @@ class Supervisor:
                     self.run_token,
                     self.store_lock,
                     again,
+                    frozenset(self.config.spread_vhosts),
                 )
             )
         os.close(ready_write)

@@ -4,7 +4,8 @@
 - it serves the connections its siblings hand to it at connection.open (`batonmq.server.handoff`),
   replaying what they read;
 - it holds a link with each sibling (`batonmq.cluster.peerlink`), whose ends come through the
-  same inbox;
+  same inbox, which carries the topology and the messages of the virtual hosts spread over the
+  workers (`batonmq.engine.spread`);
 - it keeps its copy of the catalogue (users, virtual hosts, permissions) in line with the store
   the workers share (the HA members' propagation, `batonmq.cluster.catalogue`);
 - it answers its siblings over the link between workers (`batonmq.server.siblings`), and asks
@@ -90,9 +91,18 @@ class WorkerDuties:
             [sending for _reading, sending in seat.inboxes],
             started_again=seat.started_again,
         )
+        # Names this process in a spread virtual host's records: exclusive owners, requests.
+        broker.worker_ref = (seat.index, self.peer_links.start_id)
+        if seat.count > 1 and config.spread_vhosts:
+            from batonmq.engine.spread import SpreadWorker
+
+            # Before recovery: every spread virtual host it adds gets its `Spreading`.
+            SpreadWorker(broker, self.peer_links, frozenset(config.spread_vhosts)).install()
         #: The catalogue kept in line (from `start` on).
         self.catalogue: CatalogueSync | None = None
-        self.workers = Workers(EngineApi(broker), seat.index, seat.count, self._catch_up)
+        self.workers = Workers(
+            EngineApi(broker), seat.index, seat.count, self._catch_up, seat.spreads
+        )
         self.link = SiblingLink(
             seat.index, seat.controls, self._serve, started_again=seat.started_again
         )

@@ -16,7 +16,7 @@ across a cluster without a round trip per message.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, NamedTuple, Protocol
@@ -106,6 +106,15 @@ class StoredBinding:
     destination: str
     routing_key: str
     arguments: FieldTable
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDefinitions:
+    """One store identity's exchanges, queues and bindings, as its recovery reads them."""
+
+    exchanges: list[StoredExchange]
+    queues: list[StoredQueue]
+    bindings: list[StoredBinding]
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,6 +371,12 @@ class Store(Protocol):
     async def commit(self, batch: WriteBatch) -> None:
         """Apply `batch` in one transaction; durable on return when `sync` is on. Raises
         StoreError (and applies nothing) when the write fails (a full disk, a lost server)."""
+        ...
+
+    async def definitions_of(self, broker_ids: Sequence[str]) -> dict[str, StoredDefinitions]:
+        """The exchanges, queues and bindings that the identities `broker_ids` (other workers'
+        of this broker) hold, by identity, read as their own recoveries read them: a spread
+        virtual host's home needs the other workers' queues to bring its bindings to them back."""
         ...
 
     async def read_entries(

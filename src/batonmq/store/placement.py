@@ -148,6 +148,12 @@ def worker_index(broker: str, broker_id: str) -> int | None:
     return None if found is None else int(found.group(1))
 
 
+def is_spread(vhost: str, spread: Collection[str], workers: int) -> bool:
+    """Whether `vhost` is spread over `workers` workers by `broker.spread_vhosts` (`spread`,
+    "*" for every virtual host): never with one."""
+    return workers > 1 and ("*" in spread or vhost in spread)
+
+
 def streams_root(data_dir: Path, worker: int | None) -> Path:
     """Where the streams of a broker's one process (`worker` None), or of one worker, live."""
     return data_dir / "streams" if worker is None else data_dir / f"worker-{worker}" / "streams"
@@ -176,7 +182,7 @@ class Placement:
         return self.broker if self.workers == 1 else worker_id(self.broker, self.owner(vhost))
 
     def is_spread(self, vhost: str) -> bool:
-        return self.workers > 1 and ("*" in self.spread or vhost in self.spread)
+        return is_spread(vhost, self.spread, self.workers)
 
     @property
     def held(self) -> str:

@@ -30,6 +30,7 @@ from batonmq.store.base import (
     QueueBacklog,
     Recovery,
     StoredBinding,
+    StoredDefinitions,
     StoredExchange,
     StoredQueue,
     StoredUser,
@@ -684,6 +685,8 @@ def binding_row(broker: str, b: StoredBinding) -> Row:
 RECOVERY_READS: Final = (
     "exchanges", "queues", "bindings", "backlogs", "users", "vhosts", "permissions"
 )  # fmt: skip
+#: Those of them that read an identity's exchanges, queues and bindings (`stored_definitions`).
+DEFINITION_READS: Final = ("exchanges", "queues", "bindings")
 #: Those of them that read the store's own rows, shared by its brokers: they take no broker id.
 STORE_WIDE_READS: Final = frozenset({"users", "vhosts", "permissions"})
 
@@ -696,7 +699,24 @@ def recovery(
     unclean_stop: bool,
 ) -> Recovery:
     """A Recovery of the rows RECOVERY_READS returned (booleans may be SQLite's 0 and 1)."""
+    definitions = stored_definitions(rows)
     return Recovery(
+        exchanges=definitions.exchanges,
+        queues=definitions.queues,
+        bindings=definitions.bindings,
+        backlogs=[QueueBacklog(*row) for row in rows["backlogs"]],  # type: ignore[arg-type]
+        message_id_base=message_id_base,
+        users=[stored_user(row) for row in rows["users"]],
+        vhosts=[str(name) for (name,) in rows["vhosts"]],
+        permissions=[stored_permission(row) for row in rows["permissions"]],
+        discarded_entries=discarded_entries,
+        unclean_stop=unclean_stop,
+    )
+
+
+def stored_definitions(rows: Mapping[str, Iterable[Iterable[object]]]) -> StoredDefinitions:
+    """The definitions of the rows DEFINITION_READS returned, for one identity."""
+    return StoredDefinitions(
         exchanges=[
             StoredExchange(str(v), str(n), str(t), bool(auto), bool(internal), _table(a))
             for v, n, t, auto, internal, a in rows["exchanges"]
@@ -708,13 +728,6 @@ def recovery(
             StoredBinding(str(v), str(s), str(kind), str(d), str(k), _table(a))
             for v, s, kind, d, k, a in rows["bindings"]
         ],
-        backlogs=[QueueBacklog(*row) for row in rows["backlogs"]],  # type: ignore[arg-type]
-        message_id_base=message_id_base,
-        users=[stored_user(row) for row in rows["users"]],
-        vhosts=[str(name) for (name,) in rows["vhosts"]],
-        permissions=[stored_permission(row) for row in rows["permissions"]],
-        discarded_entries=discarded_entries,
-        unclean_stop=unclean_stop,
     )
 
 

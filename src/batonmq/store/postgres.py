@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import datetime
 import logging
+from collections.abc import Sequence
 from functools import partial
 from operator import attrgetter
 from pathlib import Path
@@ -49,6 +50,7 @@ from batonmq.store.base import (
     QuarantinedEntry,
     Recovery,
     StoreCorrupt,
+    StoredDefinitions,
     StoredMessage,
     StoredUser,
     StoreError,
@@ -75,9 +77,11 @@ from batonmq.store.pgsession import (
 from batonmq.store.pgsession import close as close_session
 from batonmq.store.placement import Placement
 from batonmq.store.plan import (
+    DEFINITION_READS,
     RECOVERY_READS,
     STORE_WIDE_READS,
     recovery,
+    stored_definitions,
     stored_permission,
     stored_user,
 )
@@ -406,6 +410,21 @@ class PostgresStore(PostgresMember):
         await self._call("quarantine", work, write=True)
         for entry in entries:
             report_quarantined(self._location, vhost, queue, entry)
+
+    async def definitions_of(self, broker_ids: Sequence[str]) -> dict[str, StoredDefinitions]:
+        async def work(connection: Connection) -> dict[str, StoredDefinitions]:
+            self._require_current(write=False)
+            found = {}
+            async with connection.transaction(readonly=True):
+                for broker_id in broker_ids:
+                    rows = {
+                        name: await connection.fetch(self._sql[name], broker_id)
+                        for name in DEFINITION_READS
+                    }
+                    found[broker_id] = stored_definitions(rows)
+            return found
+
+        return await self._call("reading other workers' definitions", work, write=False)
 
     async def users(self) -> list[StoredUser]:
         rows = await self._fetch_all("reading users", "users")

@@ -39,7 +39,7 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import partial
@@ -63,6 +63,7 @@ from batonmq.store.base import (
     PageRead,
     QuarantinedEntry,
     Recovery,
+    StoredDefinitions,
     StoredMessage,
     StoredUser,
     StoreError,
@@ -162,6 +163,10 @@ class SQLiteStore(SQLiteDatabase):
         return await self._submit(
             partial(self._read_sync, vhost, queue, after_sequence, limit, priority)
         )
+
+    async def definitions_of(self, broker_ids: Sequence[str]) -> dict[str, StoredDefinitions]:
+        read = partial(sqlitereads.definitions_of, tuple(broker_ids))
+        return await self._submit(partial(self._read, read))
 
     async def users(self) -> list[StoredUser]:
         return await self._submit(partial(self._read, sqlitereads.users))

@@ -13,11 +13,18 @@ from collections.abc import Iterable
 from typing import Final
 
 from batonmq.security.permissions import UserPermission
-from batonmq.store.base import StoredUser
+from batonmq.store.base import StoredDefinitions, StoredUser
 from batonmq.store.dialect import SQLITE
 from batonmq.store.members import Catalogue
 from batonmq.store.pending import Pending, body_size
-from batonmq.store.plan import Plan, chunks, stored_permission, stored_user
+from batonmq.store.plan import (
+    DEFINITION_READS,
+    Plan,
+    chunks,
+    stored_definitions,
+    stored_permission,
+    stored_user,
+)
 
 _SQL: Final = Plan(SQLITE).sql
 
@@ -61,6 +68,18 @@ def catalogue(conn: sqlite3.Connection) -> Catalogue:
 
 def catalogue_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute(_CATALOGUE_VERSION).fetchone()[0])
+
+
+def definitions_of(
+    broker_ids: Iterable[str], conn: sqlite3.Connection
+) -> dict[str, StoredDefinitions]:
+    """The exchanges, queues and bindings of each of `broker_ids`, as recovery reads them."""
+    return {
+        broker_id: stored_definitions(
+            {name: conn.execute(_SQL[name], (broker_id,)).fetchall() for name in DEFINITION_READS}
+        )
+        for broker_id in broker_ids
+    }
 
 
 def users(conn: sqlite3.Connection) -> list[StoredUser]:

@@ -26,7 +26,7 @@ from batonmq.engine.events import Event, EventKind
 from batonmq.engine.messages import AckMode
 from batonmq.engine.recovery import restore
 from batonmq.engine.takeover import adopt, take_over
-from batonmq.management.perworker import adopt_taken_over
+from batonmq.management.perworker import Ownership, adopt_taken_over
 from batonmq.server.placement import owner_of
 from batonmq.store.base import StoreFenced, WriteBatch
 from batonmq.store.postgres import PostgresStore
@@ -455,7 +455,7 @@ async def test_virtual_hosts_the_survivors_workers_had_not_seen_are_taken_over_b
     await lease_run_out(store0, "brokerA")
 
     async def siblings_adopt() -> None:
-        await adopt_taken_over(EngineApi(worker1), _owner(1))
+        await adopt_taken_over(EngineApi(worker1), Ownership(_owner(1), _owner(1)))
 
     member = ClusterMember(
         Config(cluster=ClusterConfig(ha=True, clusterid="test", brokerid="brokerB")),

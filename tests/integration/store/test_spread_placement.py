@@ -278,3 +278,44 @@ async def test_a_spread_virtual_hosts_queues_go_to_their_owners_and_come_back(
     held = await messages(layout)
     assert {(row[1], row[3]) for row in held} == {("a", "b1w0"), ("b", "b1w1")}
     assert await bodies(layout, "b1w0", "a", "q1") == [b"fanned a"]
+
+
+async def test_the_home_reads_the_other_workers_definitions(layout: Layout) -> None:
+    """docs/multi-core.md, step 6: a spread virtual host's home keeps its bindings, also those
+    to queues another worker owns, whose rows are that worker's; so that they come back when
+    the home starts, it reads the other identities' exchanges, queues and bindings as their
+    own recoveries read them (`Store.definitions_of`), without writing them."""
+    await layout.place(placement(2))
+    await write(layout, "b1w0", "a")
+    await write(layout, "b1w1", "b")
+    await layout.place(placement(2, frozenset({"a"})))
+    home = layout.store("b1w0")
+    await home.open()
+    try:
+        await home.recover()
+        found = await home.definitions_of(["b1w1", "b1w7"])
+    finally:
+        await home.close()
+
+    assert sorted(found) == ["b1w1", "b1w7"]
+    other = found["b1w1"]
+    assert [(queue.vhost, queue.name) for queue in other.queues] == [
+        ("a", "q1"),
+        ("b", "q0"),
+        ("b", "q1"),
+        ("b", "q2"),
+    ]
+    assert other.exchanges == [StoredExchange("b", "x", "direct", False, False, {})]
+    assert [(b.vhost, b.destination) for b in other.bindings] == [
+        ("b", "q0"),
+        ("b", "q1"),
+        ("b", "q2"),
+    ]
+    assert (found["b1w7"].exchanges, found["b1w7"].queues, found["b1w7"].bindings) == ([], [], [])
+    # Read only: the rows are where they were.
+    rows = await owners(layout)
+    assert [row for row in rows["queues"] if row[1] == "a"] == [
+        ("b1w0", "a", "q0"),
+        ("b1w1", "a", "q1"),
+        ("b1w0", "a", "q2"),
+    ]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import zlib
 from collections import Counter
+from pathlib import Path
 
-from batonmq.server.placement import owner_of, queue_owner
+from batonmq.config import load_config
+from batonmq.server.placement import WorkerSeat, owner_of, queue_owner, store_placement
 
 
 def test_the_owner_is_the_crc32_of_the_name_modulo_the_workers() -> None:
@@ -61,3 +63,39 @@ def test_a_queues_owner_is_the_crc32_of_both_names_modulo_the_workers() -> None:
     # The same queue name in two virtual hosts is two queues, not the virtual host's owner.
     assert (queue_owner("a", "q", 4), queue_owner("b", "q", 4)) == (3, 2)
     assert queue_owner("\udcff", "\udcff", 2) in (0, 1)
+
+
+def _seat(index: int, spread: frozenset[str] = frozenset(), count: int = 2) -> WorkerSeat:
+    return WorkerSeat(index, count, {}, [], -1, [], "run", spread=spread)
+
+
+def test_every_worker_serves_a_spread_virtual_host() -> None:
+    """docs/multi-core.md, step 6: a virtual host named in `broker.spread_vhosts` is served by
+    every worker (its queues each have an owner), so a connection to it stays in the worker
+    that accepted it; any other is served by its owner alone."""
+    home = owner_of("/", 2)
+    other = 1 - home
+    assert [_seat(worker).serves("/") for worker in (home, other)] == [True, False]
+    spread = frozenset({"/"})
+    assert [_seat(worker, spread).serves("/") for worker in (home, other)] == [True, True]
+    assert [_seat(worker, frozenset({"*"})).serves("orders") for worker in (0, 1)] == [True, True]
+    # The home still owns it (it keeps the topology's rows); the other worker does not.
+    assert [_seat(worker, spread).owns("/") for worker in (home, other)] == [True, False]
+
+
+def test_one_worker_spreads_nothing() -> None:
+    """README, "Worker processes": `spread_vhosts` has no effect with one worker."""
+    assert not _seat(0, frozenset({"*"}), count=1).spreads("/")
+
+
+def test_the_store_placement_names_the_spread_virtual_hosts(tmp_path: Path) -> None:
+    """Each queue's rows of a spread virtual host are its owner's (the store's placement reads
+    `broker.spread_vhosts`); a virtual host not spread keeps every row with its owner."""
+    config = load_config(
+        environ={"HOME": str(tmp_path)},
+        overrides={"broker.workers": 2, "broker.spread_vhosts": ["/"], "broker.name": "b"},
+    )
+    placement = store_placement(config)
+    assert placement.spread == frozenset({"/"})
+    assert placement.queue_owner_id("/", "orders") == f"bw{queue_owner('/', 'orders', 2)}"
+    assert placement.queue_owner_id("other", "orders") == f"bw{owner_of('other', 2)}"

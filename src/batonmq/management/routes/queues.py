@@ -22,8 +22,11 @@ message for the broker's objects; messages paged out to the store count nothing.
 
 
 async def list_queues(call: Call) -> web.Response:
-    if "vhost" in call.request.match_info:
+    if "vhost" in call.request.match_info and not call.workers.spreads(call.vhost()):
         queues = call.api.queues(call.vhost())
+    elif "vhost" in call.request.match_info:
+        # Each worker runs some of a spread virtual host's queues.
+        queues = await call.everywhere(owned_queues, call.vhost())
     else:
         visible = call.visible_vhosts()
         queues = [info for info in await call.everywhere(owned_queues) if info.vhost in visible]
