@@ -35,6 +35,7 @@ from batonmq.cluster.peerlink import PeerLinks
 from batonmq.config import Config
 from batonmq.engine.api import EngineApi
 from batonmq.engine.broker import Broker
+from batonmq.engine.spread import SpreadWorker
 from batonmq.log import ROOT_LOGGER
 from batonmq.management.workers import Workers
 from batonmq.server.brokerwide import QUESTIONS, BrokerWide
@@ -91,11 +92,7 @@ class WorkerDuties:
             [sending for _reading, sending in seat.inboxes],
             started_again=seat.started_again,
         )
-        # Names this process in a spread virtual host's records: exclusive owners, requests.
-        broker.worker_ref = (seat.index, self.peer_links.start_id)
         if seat.count > 1 and config.spread_vhosts:
-            from batonmq.engine.spread import SpreadWorker
-
             # Before recovery: every spread virtual host it adds gets its `Spreading`.
             SpreadWorker(broker, self.peer_links, frozenset(config.spread_vhosts)).install()
         #: The catalogue kept in line (from `start` on).
