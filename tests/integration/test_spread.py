@@ -239,8 +239,10 @@ def test_the_management_api_shows_each_queue_once_with_its_owners_figures(
     broker: RunningBroker,
 ) -> None:
     """c7. RabbitMQ's management API, whichever node takes the request: `GET
-    /api/queues/{vhost}/{name}` answers the queue's own figures; `/api/queues` and
-    `/api/bindings` list each object once."""
+    /api/queues/{vhost}/{name}` answers the queue's own figures; `/api/queues`,
+    `/api/queues/{vhost}` and `/api/bindings` list each object once; `/api/vhosts/{vhost}`
+    counts every queue's messages; importing definitions leaves an existing queue as it is
+    (RabbitMQ: "existing objects are not changed"), wherever it runs."""
     queues = {worker: owned_by(worker, "listed") for worker in (HOME, OTHER)}
     with connection_on(broker, HOME) as home:
         channel = _channel(home)
@@ -255,11 +257,15 @@ def test_the_management_api_shows_each_queue_once_with_its_owners_figures(
             assert status == 200
             assert isinstance(body, dict)
             assert body["messages"] == worker + 1
-        status, listed = call(broker, "GET", "/api/queues")
-        assert status == 200
-        assert isinstance(listed, list)
-        assert sorted(item["name"] for item in listed) == sorted(queues.values())
-        status, bindings = call(broker, "GET", "/api/bindings/%2F")
+        for path in ("/api/queues", "/api/queues/%2F"):
+            status, listed = call(broker, "GET", path)
+            assert status == 200
+            assert isinstance(listed, list)
+            assert sorted(item["name"] for item in listed) == sorted(queues.values())
+        status, vhost = call(broker, "GET", "/api/vhosts/%2F")
+        assert isinstance(vhost, dict)
+        assert vhost["messages"] == 3
+        status, bindings = call(broker, "GET", "/api/bindings")
         assert isinstance(bindings, list)
         to_queues = [
             (item["source"], item["destination"])
@@ -271,6 +277,15 @@ def test_the_management_api_shows_each_queue_once_with_its_owners_figures(
             [("", queue) for queue in queues.values()]
             + [("amq.direct", queue) for queue in queues.values()]
         )
+    other_arguments = {
+        "queues": [
+            {"name": queue, "vhost": "/", "durable": True, "auto_delete": False,
+             "arguments": {"x-max-length": 5}}
+            for queue in queues.values()
+        ]
+    }  # fmt: skip
+    status, _body = call(broker, "POST", "/api/definitions", other_arguments)
+    assert status in (201, 204)
 
 
 def test_spread_virtual_hosts_are_refused_in_an_ha_member(tmp_path: Path) -> None:

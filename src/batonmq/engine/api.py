@@ -139,6 +139,12 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
             ),
         ]
 
+    def known_queues(self, vhost: str) -> set[str]:
+        """The names of `vhost`'s queues this worker knows: those it runs and, in a virtual host
+        spread over the workers, those the others run."""
+        host = self.broker.vhosts.get(vhost)
+        return set() if host is None else {*host.queues, *host.remote}
+
     def exchanges(self, vhost: str | None = None) -> list[ExchangeInfo]:
         return [
             ExchangeInfo(

@@ -127,9 +127,7 @@ async def declare_topology(api: EngineApi, owns: Ownership, user: str, wanted: D
             )
     for queue in wanted.queues:
         # A spread virtual host's home declares all of them, as a client's declare would.
-        if owns.vhost(queue.vhost) and queue.name not in {
-            info.name for info in api.queues(queue.vhost)
-        }:
+        if owns.vhost(queue.vhost) and queue.name not in api.known_queues(queue.vhost):
             await api.declare_queue(
                 user,
                 queue.vhost,

@@ -58,7 +58,10 @@ async def list_vhosts(call: Call) -> web.Response:
 
 
 async def get_vhost(call: Call) -> web.Response:
-    return answer(render.vhost(call.vhost(), call.api.queues()))
+    vhost = call.vhost()
+    if call.workers.spreads(vhost):  # each worker runs some of its queues
+        return answer(render.vhost(vhost, await call.everywhere(owned_queues, vhost)))
+    return answer(render.vhost(vhost, call.api.queues()))
 
 
 async def put_vhost(call: Call) -> web.Response:
