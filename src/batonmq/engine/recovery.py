@@ -137,9 +137,9 @@ def _restore_remote_queues(broker: Broker, queues: Iterable[StoredQueue]) -> Non
     declared, durable, run by their owner. A queue of a virtual host that is not spread, or
     that this worker owns, is not this worker's to know from another's rows."""
     for stored_queue in queues:
-        vhost = broker.vhosts.get(stored_queue.vhost) or broker.add_vhost(stored_queue.vhost)
-        spread = vhost.spread
-        if spread is None or spread.owns(stored_queue.name):
+        vhost = broker.vhosts.get(stored_queue.vhost)  # another's rows make no virtual host
+        spread = None if vhost is None else vhost.spread
+        if vhost is None or spread is None or spread.owns(stored_queue.name):
             continue
         if vhost.known_queue(stored_queue.name) is None:
             declared = QueueDeclared(

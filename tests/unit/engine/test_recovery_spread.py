@@ -115,3 +115,14 @@ def test_without_the_other_workers_rows_a_binding_to_their_queue_is_not_restored
 
     assert broker.vhosts["/"].known_queue("theirs") is None
     assert recovered.bindings == 1
+
+
+def test_another_workers_rows_of_a_virtual_host_not_in_the_catalogue_make_none() -> None:
+    """RabbitMQ: a virtual host exists once created (and until deleted), the same on every
+    node; rows another worker left of one that is not in the catalogue do not make it here."""
+    broker = spread_broker()
+    peers = {"b1w1": StoredDefinitions([], [StoredQueue("gone", "q", False, {})], [])}
+
+    restore(broker, home_rows(), peers)
+
+    assert "gone" not in broker.vhosts
