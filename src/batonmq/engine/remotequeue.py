@@ -35,7 +35,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+from collections import deque
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING
 
 from pamqp.common import FieldTable
@@ -51,6 +54,7 @@ from batonmq.cluster.publishrecords import (
     TxEnd,
 )
 from batonmq.cluster.recordfields import fits_str8
+from batonmq.engine.afterwrite import AfterWrite
 from batonmq.engine.publish import held_batch, message_batch
 from batonmq.model.message import Message
 from batonmq.model.topology import ConnectionRef, QueueDeclared
@@ -68,23 +72,32 @@ Outcome = Callable[[bool], None]
 class _Building:
     """The PUBLISH record of one message, gathering the queues it goes to."""
 
-    __slots__ = ("message", "number", "queues", "tx_group", "vhost")
+    __slots__ = ("batch", "message", "number", "queues", "tx_group", "vhost")
 
     def __init__(
-        self, number: int, vhost: str, message: Message, queue: str, tx_group: int | None
+        self,
+        number: int,
+        vhost: str,
+        message: Message,
+        queue: str,
+        tx_group: int | None,
+        batch: int | None,
     ) -> None:
         self.number = number
         self.tx_group = tx_group
         self.vhost = vhost
         self.message = message
         self.queues = [queue]
+        #: The journal batch of this worker that must commit before the record crosses.
+        self.batch = batch
 
 
 class Outbound:
     """What this worker publishes to the queues of worker `peer`, over the link with it."""
 
-    def __init__(self, peer: int) -> None:
+    def __init__(self, peer: int, after_write: AfterWrite) -> None:
         self.peer = peer
+        self._after_write = after_write
         #: The link that is up, if any: the records go there, and the answers come from there.
         self.link: PeerLink | None = None
         #: The number of the next record on the link, and the last one answered.
@@ -100,6 +113,12 @@ class Outbound:
         #: was sent (`tx_group`).
         self._tx_group: int | None = None
         self._grouped = False
+        #: Records held back, in order, until a journal batch of this worker is over (a
+        #: persistent message also routed to a queue here that keeps it), and what follows them:
+        #: (batch or None, kind, record).
+        self._gated: deque[tuple[int | None, int, Publish | TxEnd]] = deque()
+        #: The last batch whose end releases the gate.
+        self._gate_batch: int | None = None
 
     @contextlib.contextmanager
     def tx_group(self, group: int) -> Iterator[None]:
@@ -112,7 +131,7 @@ class Outbound:
             self._tx_group = None
             if self._grouped and self.link is not None:
                 self._finish()
-                self.link.send(TX_END, TxEnd(group).encode())
+                self._send(TX_END, TxEnd(group), None)
 
     def attach(self, link: PeerLink) -> None:
         """`link` is up: what is published from now on goes there, numbered from 1."""
@@ -126,6 +145,7 @@ class Outbound:
         not ok, and what waited for it to be writable goes on (to be nacked)."""
         self.link = None
         self._building = None
+        self._gated.clear()  # numbered for the link that is gone; their waiters are told below
         waiting, self._waiting = self._waiting, {}
         held, self._held = self._held, []
         for callbacks in waiting.values():
@@ -150,9 +170,15 @@ class Outbound:
             for callback in held:
                 callback()
 
-    def publish(self, vhost: str, queue: str, message: Message) -> int:
+    def publish(
+        self, vhost: str, queue: str, message: Message, until_batch: int | None = None
+    ) -> int:
         """Send `message` for `queue` of `vhost`; the number to wait for (`when_queued`), 0
-        when it will never be queued (there is no link, or a name is too long for a record)."""
+        when it will never be queued (there is no link, or a name is too long for a record).
+        `until_batch`: the message is also on a queue here that writes it, in that journal
+        batch: it crosses once the batch commits, so that the owner never shows a message
+        whose publisher is nacked for this worker's failed write ("State follows the store");
+        what is published after it to the same owner waits behind it, so order is kept."""
         if self.link is None or not fits_str8(vhost, message.exchange, message.routing_key):
             return 0  # a routing key over 255 octets (published over HTTP) cannot cross
         building = self._building
@@ -167,7 +193,11 @@ class Outbound:
             self._finish()
         number = self._next
         self._next += 1
-        self._building = _Building(number, vhost, message, queue, self._tx_group)
+        self._building = _Building(number, vhost, message, queue, self._tx_group, until_batch)
+        if until_batch is not None and until_batch != self._gate_batch:
+            # Registered now: only the batch being gathered is waited for.
+            self._gate_batch = until_batch
+            self._after_write.call(until_batch, partial(self._batch_over, until_batch))
         self._grouped |= self._tx_group is not None
         if not self._finishing:
             self._finishing = True
@@ -193,7 +223,28 @@ class Outbound:
             message.header_payload,
             message.body,
         )
-        self.link.send(PUBLISH, record.encode())
+        self._send(PUBLISH, record, building.batch)
+
+    def _send(self, kind: int, record: Publish | TxEnd, batch: int | None) -> None:
+        assert self.link is not None
+        if batch is None and not self._gated:
+            self.link.send(kind, record.encode())
+        else:
+            self._gated.append((batch, kind, record))
+
+    def _batch_over(self, batch: int, committed: bool) -> None:
+        """Journal batch `batch` is over: what waited for it crosses. A message of a failed
+        batch crosses naming no queue (its number is kept; its publisher is nacked by the
+        failed write), so the owner holds nothing of it."""
+        if self._gate_batch == batch:
+            self._gate_batch = None
+        self._finish()
+        gated, link = self._gated, self.link
+        while gated and (gated[0][0] is None or gated[0][0] <= batch) and link is not None:
+            held, kind, record = gated.popleft()
+            if not committed and held == batch and isinstance(record, Publish):
+                record = dataclasses.replace(record, queues=())
+            link.send(kind, record.encode())
 
     def when_queued(self, number: int, callback: Outcome) -> None:
         """`callback(ok)` once the owner answered publish `number` (one not answered yet), or
@@ -387,10 +438,10 @@ class RemoteQueue:
 
     def publish(self, message: Message, *, until_batch: int | None = None) -> Enqueued:
         """Send `message` to the owner; KEPT (whether it took it is `when_written`'s answer).
-        `until_batch` is not waited for yet: a persistent message routed to this queue and to
-        one here that persists it crosses at once, and stays on the owner's queue should this
-        worker's write fail."""
-        self._last = self._outbound.publish(self._vhost, self._declared.name, message)
+        With `until_batch` it crosses once that journal batch here commits (`Outbound`)."""
+        self._last = self._outbound.publish(
+            self._vhost, self._declared.name, message, until_batch
+        )
         return Enqueued.KEPT
 
     def when_written(self, callback: Outcome) -> None:
@@ -407,7 +458,7 @@ class PublishLinks:
     def __init__(self, broker: Broker, links: PeerLinks) -> None:
         self._broker = broker
         self._links = links
-        self._outbound = [Outbound(peer) for peer in range(links.count)]
+        self._outbound = [Outbound(peer, broker.after_write) for peer in range(links.count)]
         self._inbound: dict[int, Inbound] = {}
 
     def install(self) -> None:

@@ -308,3 +308,39 @@ async def test_a_home_with_no_worker_linked_goes_on_from_its_rows(tmp_path: Path
         await until(lambda: home.spread.synced)
         await declared(home.vhost, "x")
         assert "x" in home.vhost.exchanges
+
+
+async def test_a_message_whose_write_fails_here_never_reaches_a_queue_elsewhere(
+    workers: list[Worker], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """RabbitMQ "Publisher Confirms": a nack when the broker cannot take responsibility for the
+    message; BatonMQ: state follows the store (a failed write leaves memory as it was). A
+    persistent message fanned out on worker 0 to its own durable queue "q4" and to durable
+    queue "q" of worker 1: worker 0's write fails, the publisher is nacked, and "q" never shows
+    it; the next one, written, reaches both, in order."""
+    home, other = workers
+    client = home.client()
+    client.send(1, commands.Confirm.Select())
+    await answer(client, commands.Confirm.SelectOk)
+    for queue in ("q4", "q"):
+        client.send(1, commands.Queue.Declare(queue=queue, durable=True))
+        await answer(client, commands.Queue.DeclareOk)
+        client.send(1, commands.Queue.Bind(queue=queue, exchange="amq.fanout"))
+        await answer(client, commands.Queue.BindOk)
+    store = home.broker.journal.store
+    assert store is not None
+    commit = store.commit
+
+    async def fails_once(batch: WriteBatch) -> None:
+        monkeypatch.setattr(store, "commit", commit)
+        raise StoreError("the disk is full")
+
+    monkeypatch.setattr(store, "commit", fails_once)
+    persistent = commands.Basic.Properties(delivery_mode=2)
+    client.publish(1, b"lost", exchange="amq.fanout", properties=persistent)
+    assert isinstance(await answer(client, commands.Basic.Nack), commands.Basic.Nack)
+    client.publish(1, b"kept", exchange="amq.fanout", properties=persistent)
+    assert isinstance(await answer(client, commands.Basic.Ack), commands.Basic.Ack)
+    for queue in (home.vhost.queues["q4"], other.vhost.queues["q"]):
+        assert [held.message.body for held in queue.browse()] == [b"kept"]
+    caplog.clear()  # the store's failure, logged as an error, is this test's own doing
