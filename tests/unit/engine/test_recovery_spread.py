@@ -8,6 +8,7 @@ keeps every binding of the virtual host, also those to queues whose rows another
 
 from __future__ import annotations
 
+from batonmq.engine.afterwrite import AfterWrite
 from batonmq.engine.api import EngineApi
 from batonmq.engine.broker import Broker
 from batonmq.engine.recovery import restore
@@ -34,8 +35,8 @@ class Home:
     is_home = True
     synced = True
 
-    def __init__(self) -> None:
-        self.outbound = Outbound(OTHER)
+    def __init__(self, vhost: VirtualHost) -> None:
+        self.outbound = Outbound(OTHER, AfterWrite(vhost.paging.journal))
 
     def owns(self, queue: str) -> bool:
         return queue.startswith("mine")
@@ -50,7 +51,7 @@ class Home:
 
 def spread_broker() -> Broker:
     def spread(vhost: VirtualHost) -> Home | None:
-        return Home() if vhost.name == "/" else None
+        return Home(vhost) if vhost.name == "/" else None
 
     return Broker(spread_factory=spread)  # type: ignore[arg-type]
 
