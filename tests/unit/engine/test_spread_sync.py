@@ -37,6 +37,19 @@ async def workers(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> AsyncIter
     assert [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR] == []
 
 
+def fail_next_commit(worker: Worker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`worker`'s store fails its next commit (a full disk), once."""
+    store = worker.broker.journal.store
+    assert store is not None
+    commit = store.commit
+
+    async def fails_once(batch: WriteBatch) -> None:
+        monkeypatch.setattr(store, "commit", commit)
+        raise StoreError("the disk is full")
+
+    monkeypatch.setattr(store, "commit", fails_once)
+
+
 async def test_a_vhost_made_after_the_links_are_up_gets_the_homes_topology(
     workers: list[Worker],
 ) -> None:
@@ -155,15 +168,7 @@ async def test_a_queue_its_owner_deleted_goes_everywhere_whatever_the_homes_stor
     await answer(client, commands.Queue.DeclareOk)
     client.send(1, commands.Queue.Bind(queue="q", exchange="x", routing_key="k"))
     await answer(client, commands.Queue.BindOk)
-    store = home.broker.journal.store
-    assert store is not None
-    commit = store.commit
-
-    async def fails_once(batch: WriteBatch) -> None:
-        monkeypatch.setattr(store, "commit", commit)
-        raise StoreError("the disk is full")
-
-    monkeypatch.setattr(store, "commit", fails_once)
+    fail_next_commit(home, monkeypatch)
     client.send(1, commands.Queue.Delete(queue="q"))
     await answer(client, commands.Queue.DeleteOk)
     for vhost in (home.vhost, other.vhost):
@@ -184,15 +189,7 @@ async def test_a_commit_whose_write_fails_at_the_owner_leaves_none_of_its_messag
     owner = other.client()
     owner.send(1, commands.Queue.Declare(queue="q", durable=True))
     await answer(owner, commands.Queue.DeclareOk)
-    store = other.broker.journal.store
-    assert store is not None
-    commit = store.commit
-
-    async def fails_once(batch: WriteBatch) -> None:
-        monkeypatch.setattr(store, "commit", commit)
-        raise StoreError("the disk is full")
-
-    monkeypatch.setattr(store, "commit", fails_once)
+    fail_next_commit(other, monkeypatch)
     client = home.client()
     client.send(1, commands.Tx.Select())
     await answer(client, commands.Tx.SelectOk)
@@ -327,15 +324,7 @@ async def test_a_message_whose_write_fails_here_never_reaches_a_queue_elsewhere(
         await answer(client, commands.Queue.DeclareOk)
         client.send(1, commands.Queue.Bind(queue=queue, exchange="amq.fanout"))
         await answer(client, commands.Queue.BindOk)
-    store = home.broker.journal.store
-    assert store is not None
-    commit = store.commit
-
-    async def fails_once(batch: WriteBatch) -> None:
-        monkeypatch.setattr(store, "commit", commit)
-        raise StoreError("the disk is full")
-
-    monkeypatch.setattr(store, "commit", fails_once)
+    fail_next_commit(home, monkeypatch)
     persistent = commands.Basic.Properties(delivery_mode=2)
     client.publish(1, b"lost", exchange="amq.fanout", properties=persistent)
     assert isinstance(await answer(client, commands.Basic.Nack), commands.Basic.Nack)
