@@ -439,9 +439,7 @@ class RemoteQueue:
     def publish(self, message: Message, *, until_batch: int | None = None) -> Enqueued:
         """Send `message` to the owner; KEPT (whether it took it is `when_written`'s answer).
         With `until_batch` it crosses once that journal batch here commits (`Outbound`)."""
-        self._last = self._outbound.publish(
-            self._vhost, self._declared.name, message, until_batch
-        )
+        self._last = self._outbound.publish(self._vhost, self._declared.name, message, until_batch)
         return Enqueued.KEPT
 
     def when_written(self, callback: Outcome) -> None:
