@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pika
@@ -86,9 +86,8 @@ def _channel(connection: pika.BlockingConnection) -> BlockingChannel:
     return channel
 
 
-def _refused(channel: BlockingChannel, declare: object) -> tuple[int, str]:
-    """The reply code and text of the channel exception `declare()` (a callable) provokes."""
-    assert callable(declare)
+def _refused(channel: BlockingChannel, declare: Callable[[], object]) -> tuple[int, str]:
+    """The reply code and text of the channel exception `declare()` provokes."""
     with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
         declare()
     return closed.value.reply_code, closed.value.reply_text
