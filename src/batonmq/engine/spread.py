@@ -97,6 +97,7 @@ from batonmq.model.topology import (
 from batonmq.queues.protocol import Queue, RoutedQueue
 from batonmq.queues.types import queue_type
 from batonmq.server.placement import owner_of, queue_owner
+from batonmq.store.base import StoredBinding
 
 if TYPE_CHECKING:
     from batonmq.engine.broker import Broker
@@ -586,16 +587,23 @@ class Spread:
 
     def _delete_binding_rows(self, queue: str) -> None:
         """Delete the rows of the bindings to `queue` that the home wrote and its owner cannot
-        delete with the queue's own; a failure is logged (the journal writes them again)."""
+        delete with the queue's own (before the queue goes from memory)."""
         vhost = self._vhost
         destination = Destination.queue(queue)
-        written = False
-        for bound in bindings_of(vhost):
-            if bound.destination == destination:
-                unbound = Unbound(bound.source, destination, bound.routing_key, bound.arguments)
-                written |= vhost.write(unbound)
-        if not written:
-            return
+        rows = [
+            vhost.stored_binding(bound.source, destination, bound.routing_key, bound.arguments)
+            for bound in bindings_of(vhost)
+            if bound.destination == destination
+            and vhost.write(Unbound(bound.source, destination, bound.routing_key, bound.arguments))
+        ]
+        if rows:
+            self._when_rows_deleted(queue, rows)
+
+    def _when_rows_deleted(self, queue: str, rows: list[StoredBinding]) -> None:
+        """Wait for the deletion of binding `rows` (in the journal's batch); a failed write is
+        logged and the deletion written again with the next batch, until it commits, so that
+        no stored binding of a deleted queue comes back at a restart."""
+        vhost = self._vhost
 
         def committed(ok: bool) -> None:
             if not ok:
@@ -603,6 +611,9 @@ class Spread:
                     "the stored bindings to a queue that went are not deleted yet",
                     extra={"vhost": vhost.name, "queue": queue},
                 )
+                for row in rows:
+                    vhost.paging.journal.delete_binding(row)
+                self._when_rows_deleted(queue, rows)
 
         vhost.paging.journal.when_durable(committed)
 

@@ -442,7 +442,7 @@ class VirtualHost:
             return queue.durable and queue.exclusive_owner is None
         return self.exchanges[destination.name].durable
 
-    def _stored_binding(
+    def stored_binding(
         self, source: str, destination: Destination, routing_key: str, arguments: FieldTable
     ) -> StoredBinding:
         return StoredBinding(
@@ -900,7 +900,7 @@ class VirtualHost:
             return journal.enabled
         if not self._binding_persists(self.exchanges[op.source], op.destination):
             return False
-        stored = self._stored_binding(op.source, op.destination, op.routing_key, op.arguments)
+        stored = self.stored_binding(op.source, op.destination, op.routing_key, op.arguments)
         if isinstance(op, Bound):
             journal.put_binding(stored)
         else:
