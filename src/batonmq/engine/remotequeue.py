@@ -39,7 +39,7 @@ import dataclasses
 from collections import deque
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from pamqp.common import FieldTable
 
@@ -64,6 +64,10 @@ from batonmq.queues.protocol import Enqueued, Queue
 
 if TYPE_CHECKING:
     from batonmq.engine.broker import Broker
+
+#: How many octets of messages an owner's gate holds (waiting for this worker's writes) before
+#: its publishers wait too.
+GATE_MOST: Final = 4 * 1024 * 1024
 
 #: Told whether what it waited for is done (True) or never will be (False).
 Outcome = Callable[[bool], None]
@@ -119,6 +123,10 @@ class Outbound:
         self._gated: deque[tuple[int | None, int, Publish | TxEnd]] = deque()
         #: The last batch whose end releases the gate.
         self._gate_batch: int | None = None
+        #: The octets of the messages in the gate, and how many it holds before the link
+        #: counts as full (its publishers wait, as for the link's own high-water mark).
+        self._gated_octets = 0
+        self.gate_most = GATE_MOST
 
     @contextlib.contextmanager
     def tx_group(self, group: int) -> Iterator[None]:
@@ -146,6 +154,7 @@ class Outbound:
         self.link = None
         self._building = None
         self._gated.clear()  # numbered for the link that is gone; their waiters are told below
+        self._gated_octets = 0
         waiting, self._waiting = self._waiting, {}
         held, self._held = self._held, []
         for callbacks in waiting.values():
@@ -156,9 +165,10 @@ class Outbound:
 
     @property
     def writable(self) -> bool:
-        """Whether a publish is taken without going over the link's high-water mark."""
+        """Whether a publish is taken without going over the link's high-water mark, nor over
+        what the gate may hold."""
         link = self.link
-        return link is None or link.writable
+        return link is None or (link.writable and self._gated_octets < self.gate_most)
 
     def when_writable(self, callback: Callable[[], None]) -> None:
         """Call `callback` once the link takes more, or is lost."""
@@ -231,6 +241,8 @@ class Outbound:
             self.link.send(kind, record.encode())
         else:
             self._gated.append((batch, kind, record))
+            if isinstance(record, Publish):
+                self._gated_octets += len(record.header_payload) + len(record.body)
 
     def _batch_over(self, batch: int, committed: bool) -> None:
         """Journal batch `batch` is over: what waited for it crosses. A message of a failed
@@ -242,9 +254,12 @@ class Outbound:
         gated, link = self._gated, self.link
         while gated and (gated[0][0] is None or gated[0][0] <= batch) and link is not None:
             held, kind, record = gated.popleft()
-            if not committed and held == batch and isinstance(record, Publish):
-                record = dataclasses.replace(record, queues=())
+            if isinstance(record, Publish):
+                self._gated_octets -= len(record.header_payload) + len(record.body)
+                if not committed and held == batch:
+                    record = dataclasses.replace(record, queues=())
             link.send(kind, record.encode())
+        self.writable_changed()
 
     def when_queued(self, number: int, callback: Outcome) -> None:
         """`callback(ok)` once the owner answered publish `number` (one not answered yet), or

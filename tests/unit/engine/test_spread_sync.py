@@ -341,3 +341,41 @@ async def test_a_message_whose_write_fails_here_never_reaches_a_queue_elsewhere(
     for queue in (home.vhost.queues["q4"], other.vhost.queues["q"]):
         assert [held.message.body for held in queue.browse()] == [b"kept"]
     caplog.clear()  # the store's failure, logged as an error, is this test's own doing
+
+
+async def test_what_waits_for_a_write_here_holds_its_publishers_past_a_bound(
+    workers: list[Worker], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BatonMQ's flow control: what a broker holds for a slow part is bounded, and the
+    publishers wait (RabbitMQ "Flow Control": publishers are blocked rather than memory grow).
+    Messages to worker 1's queue "q" that wait for worker 0's own write (fanned out to its
+    durable "q4" too) count against a bound: past it "q" is overfull on worker 0, and once
+    the write commits they cross and "q" takes more."""
+    home, other = workers
+    client = home.client()
+    for queue in ("q4", "q"):
+        client.send(1, commands.Queue.Declare(queue=queue, durable=True))
+        await answer(client, commands.Queue.DeclareOk)
+        client.send(1, commands.Queue.Bind(queue=queue, exchange="amq.fanout"))
+        await answer(client, commands.Queue.BindOk)
+    store = home.broker.journal.store
+    assert store is not None
+    commit, written = store.commit, asyncio.Event()
+
+    async def stalled(batch: WriteBatch) -> None:
+        await written.wait()
+        await commit(batch)
+
+    monkeypatch.setattr(store, "commit", stalled)
+    remote = home.vhost.remote["q"]
+    remote_outbound = home.spreading.publishing.outbound(1)
+    remote_outbound.gate_most = 64
+    client.publish(
+        1, b"x" * 100, exchange="amq.fanout", properties=commands.Basic.Properties(delivery_mode=2)
+    )
+    try:
+        await until(lambda: remote.overfull)
+        assert other.vhost.queues["q"].message_count == 0
+    finally:
+        written.set()  # the store goes on, whatever the test found
+    await until(lambda: not remote.overfull and other.vhost.queues["q"].message_count == 1)
