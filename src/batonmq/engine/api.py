@@ -566,6 +566,13 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
             for session in list(self._sessions()):
                 if session.vhost_or_none is host:
                     session.close(deleted)
+            spread = host.spread
+            if spread is not None and not spread.is_home:
+                # The home deleted the topology, and the queues the others run, first (the API
+                # carries the deletion there): what is left here is this worker's own.
+                spread.close()
+                host.spread = None
+                host.remote.clear()
             await asyncio.gather(
                 *(
                     self._carry_out(

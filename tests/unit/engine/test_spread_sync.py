@@ -379,3 +379,28 @@ async def test_what_waits_for_a_write_here_holds_its_publishers_past_a_bound(
     finally:
         written.set()  # the store goes on, whatever the test found
     await until(lambda: not remote.overfull and other.vhost.queues["q"].message_count == 1)
+
+
+async def test_a_spread_vhost_deleted_at_its_home_is_deleted_on_the_other_worker_too(
+    workers: list[Worker],
+) -> None:
+    """RabbitMQ management, DELETE /api/vhosts/{name}: the virtual host and everything in it
+    goes, on every node. Deleted at its home (worker 0) while worker 1's link with it was
+    down, so worker 1's copy still has exchange "x": worker 1's own deletion (the catalogue's
+    catch-up) deletes what it still holds itself, rather than asking a home that has no such
+    virtual host any more (541 after the wait)."""
+    home, other = workers
+    other.spreading.home_wait = 0.2
+    for worker in workers:
+        worker.spreading.spread = frozenset({"/", "v"})
+    made = home.broker.add_vhost("v")
+    await until(lambda: made.spread is not None and made.spread.synced)
+    late = other.broker.add_vhost("v")
+    await until(lambda: late.spread is not None and late.spread.synced)
+    await declared(made, "x")
+    home.links.close()
+    await until(lambda: other.links.link(0) is None)
+    await EngineApi(home.broker).delete_vhost("v")
+    assert "x" in late.exchanges
+    await EngineApi(other.broker).delete_vhost("v")
+    assert "v" not in home.broker.vhosts and "v" not in other.broker.vhosts
