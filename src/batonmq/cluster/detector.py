@@ -23,7 +23,7 @@ clock, a store reading, the member list) and returns what to do, as effects; it 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -65,6 +65,8 @@ Effect = Suspected | Cleared | Failed
 class _Peer:
     #: When the last heartbeat arrived (or the peer became known), on this broker's clock.
     heard_at: float
+    #: The fencing epoch it was listed with: a member that joins again claims a new one.
+    epoch: int
     health: Health = Health.ALIVE
 
 
@@ -88,16 +90,23 @@ class FailureDetector:
         known = self._peers.get(peer)
         return None if known is None else known.health
 
-    def members(self, peers: Iterable[str], now: float) -> list[Effect]:
-        """The other live members, as the store lists them: a new one is given a full heartbeat
-        threshold from `now` before it can be suspect; one no longer listed is forgotten."""
-        listed = set(peers)
+    def members(self, peers: Mapping[str, int], now: float) -> list[Effect]:
+        """The other live members, as the store lists them, with their fencing epochs: a new
+        one is given a full heartbeat threshold from `now` before it can be suspect; one no
+        longer listed is forgotten. A member listed with another epoch than before joined
+        again (after a takeover, or a restart) and is new, whatever was thought of it: a
+        takeover's end and the member's return can fall between two readings of the list."""
         effects: list[Effect] = [
             Cleared(peer)
             for peer, known in self._peers.items()
-            if peer not in listed and known.health is Health.SUSPECT
+            if peer not in peers and known.health is Health.SUSPECT
         ]
-        self._peers = {peer: self._peers.get(peer) or _Peer(heard_at=now) for peer in listed}
+        self._peers = {
+            peer: known
+            if (known := self._peers.get(peer)) is not None and known.epoch == epoch
+            else _Peer(heard_at=now, epoch=epoch)
+            for peer, epoch in peers.items()
+        }
         return effects
 
     def heartbeat(self, peer: str, now: float) -> list[Effect]:
@@ -125,8 +134,8 @@ class FailureDetector:
     def claim_lost(self, peer: str, now: float) -> None:
         """A takeover of the failed `peer` came to nothing (another broker won it, or it updated
         the store again): it is watched anew from `now`, as a member just listed is."""
-        if peer in self._peers:
-            self._peers[peer] = _Peer(heard_at=now)
+        if (known := self._peers.get(peer)) is not None:
+            self._peers[peer] = _Peer(heard_at=now, epoch=known.epoch)
 
     def store_reading(self, peer: str, silent_for: float) -> list[Effect]:
         """A suspect's last store update is `silent_for` seconds old, as the store measures it."""

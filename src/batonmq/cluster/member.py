@@ -220,7 +220,7 @@ class ClusterMember:
             and not member.no_failover
         ]
         now = time.monotonic()
-        effects = self.detector.members([peer.broker_id for peer in peers], now)
+        effects = self.detector.members({peer.broker_id: peer.epoch for peer in peers}, now)
         self.heartbeats.watch(
             {
                 peer.broker_id: parse_address(peer.heartbeat_address)

@@ -63,7 +63,7 @@ async def test_a_member_that_stops_is_suspected_by_the_detector() -> None:
     detector = FailureDetector(
         heartbeat_interval=INTERVAL, heartbeat_threshold=3, monitor_interval=1, monitor_threshold=2
     )
-    detector.members(["A"], now=time.monotonic())
+    detector.members({"A": 1}, now=time.monotonic())
     b = HeartbeatService(
         cluster="prod",
         broker="B",

@@ -24,7 +24,7 @@ def detector() -> FailureDetector:
 
 def test_a_peer_heard_every_interval_is_never_suspect() -> None:
     watcher = detector()
-    watcher.members(["B"], now=0)
+    watcher.members({"B": 1}, now=0)
     for second in range(0, 100, 2):
         assert watcher.heartbeat("B", now=second) == []
         assert watcher.tick(now=second + 1) == []
@@ -33,7 +33,7 @@ def test_a_peer_heard_every_interval_is_never_suspect() -> None:
 
 def test_threshold_missed_heartbeats_make_a_suspect_once() -> None:
     watcher = detector()
-    watcher.members(["B"], now=0)
+    watcher.members({"B": 1}, now=0)
     watcher.heartbeat("B", now=10)
 
     assert watcher.tick(now=15.9) == []
@@ -44,7 +44,7 @@ def test_threshold_missed_heartbeats_make_a_suspect_once() -> None:
 
 def test_a_heartbeat_clears_a_suspect() -> None:
     watcher = detector()
-    watcher.members(["B"], now=0)
+    watcher.members({"B": 1}, now=0)
     watcher.tick(now=6)
 
     assert watcher.heartbeat("B", now=7) == [Cleared("B")]
@@ -56,7 +56,7 @@ def test_a_heartbeat_clears_a_suspect() -> None:
 def test_a_suspect_fails_only_when_the_store_says_it_is_silent_past_the_threshold() -> None:
     """The store's clock decides: 59 s of silence there is not yet 2 monitor intervals of 30 s."""
     watcher = detector()
-    watcher.members(["B"], now=0)
+    watcher.members({"B": 1}, now=0)
     watcher.tick(now=6)
 
     assert watcher.store_reading("B", silent_for=59.0) == []
@@ -69,7 +69,7 @@ def test_a_suspect_fails_only_when_the_store_says_it_is_silent_past_the_threshol
 def test_a_live_store_stamp_keeps_a_silent_peer_from_failing() -> None:
     """A broken heartbeat link is not a failure while the peer goes on writing in the store."""
     watcher = detector()
-    watcher.members(["B"], now=0)
+    watcher.members({"B": 1}, now=0)
     watcher.tick(now=6)
     for second in range(6, 3600, 30):
         assert watcher.tick(now=second) == []
@@ -79,7 +79,7 @@ def test_a_live_store_stamp_keeps_a_silent_peer_from_failing() -> None:
 
 def test_a_reading_of_a_peer_that_is_not_suspect_is_stale() -> None:
     watcher = detector()
-    watcher.members(["B"], now=0)
+    watcher.members({"B": 1}, now=0)
 
     assert watcher.store_reading("B", silent_for=1000.0) == []
     assert watcher.store_reading("unknown", silent_for=1000.0) == []
@@ -89,7 +89,7 @@ def test_a_reading_of_a_peer_that_is_not_suspect_is_stale() -> None:
 def test_a_failed_peer_is_not_revived_by_a_late_heartbeat() -> None:
     """A failed broker is fenced by its takeover; it may only come back as a new member."""
     watcher = detector()
-    watcher.members(["B"], now=0)
+    watcher.members({"B": 1}, now=0)
     watcher.tick(now=6)
     watcher.store_reading("B", silent_for=60.0)
 
@@ -99,8 +99,8 @@ def test_a_failed_peer_is_not_revived_by_a_late_heartbeat() -> None:
 
 def test_a_new_member_gets_a_full_threshold_from_when_it_is_listed() -> None:
     watcher = detector()
-    watcher.members(["B"], now=0)
-    watcher.members(["B", "C"], now=100)
+    watcher.members({"B": 1}, now=0)
+    watcher.members({"B": 1, "C": 1}, now=100)
 
     assert watcher.tick(now=105) == [Suspected("B")]
     assert watcher.tick(now=106) == [Suspected("C")]
@@ -108,10 +108,10 @@ def test_a_new_member_gets_a_full_threshold_from_when_it_is_listed() -> None:
 
 def test_a_member_no_longer_listed_is_forgotten_and_no_longer_watched() -> None:
     watcher = detector()
-    watcher.members(["B", "C"], now=0)
+    watcher.members({"B": 1, "C": 1}, now=0)
     watcher.tick(now=6)
 
-    assert watcher.members(["C"], now=7) == [Cleared("B")]
+    assert watcher.members({"C": 1}, now=7) == [Cleared("B")]
     assert watcher.health("B") is None
     assert watcher.heartbeat("B", now=8) == []
 
@@ -123,7 +123,7 @@ def test_fast_settings_detect_a_failure_within_their_thresholds() -> None:
     watcher = FailureDetector(
         heartbeat_interval=1, heartbeat_threshold=2, monitor_interval=1, monitor_threshold=2
     )
-    watcher.members(["B"], now=-5)
+    watcher.members({"B": 1}, now=-5)
     watcher.heartbeat("B", now=0)
 
     effects = [effect for t in (0.5, 1.0, 1.5, 2.0, 2.5) for effect in watcher.tick(now=t)]
@@ -160,7 +160,7 @@ def test_no_peer_fails_while_the_store_shows_it_within_the_threshold(
         elif kind == "reading":
             effects = watcher.store_reading(peers, silent_for=value)
         else:
-            effects = watcher.members(list(peers), now)
+            effects = watcher.members(dict.fromkeys(peers, 1), now)
         assert not any(isinstance(effect, Failed) for effect in effects)
 
 
@@ -169,7 +169,7 @@ def test_a_failed_peer_whose_claim_was_lost_is_watched_anew() -> None:
     store decides), leaves the peer to be judged again from the start: a full heartbeat
     threshold before it is suspect, and a store reading before it fails."""
     watcher = detector()
-    watcher.members(["B"], now=0)
+    watcher.members({"B": 1}, now=0)
     watcher.tick(now=6)
     assert watcher.store_reading("B", silent_for=60) == [Failed("B", 60)]
 
@@ -179,3 +179,33 @@ def test_a_failed_peer_whose_claim_was_lost_is_watched_anew() -> None:
     assert watcher.tick(now=105.9) == []
     assert watcher.tick(now=106) == [Suspected("B")]
     assert watcher.store_reading("B", silent_for=60) == [Failed("B", 60)]
+
+
+def test_a_failed_peer_that_joined_again_before_the_list_was_read_is_watched_anew() -> None:
+    """A takeover completes and the member taken over starts again and rejoins (claiming a new
+    fencing epoch) before this broker next reads the member list: it never saw the member
+    listed as taken over, yet the member is a new one and is watched again. Held as failed, its
+    heartbeats were ignored and its next failure was never detected (HA guide: "When a broker
+    fails, another broker in the cluster takes over its persistent data")."""
+    watcher = detector()
+    watcher.members({"B": 1}, now=0)
+    watcher.tick(now=6)
+    assert watcher.store_reading("B", silent_for=60) == [Failed("B", 60)]
+
+    watcher.members({"B": 3}, now=100)  # taken over (epoch 2), then joined again (epoch 3)
+
+    assert watcher.health("B") is Health.ALIVE
+    assert watcher.heartbeat("B", now=101) == []
+    assert watcher.tick(now=106.9) == []
+    assert watcher.tick(now=107) == [Suspected("B")]
+    assert watcher.store_reading("B", silent_for=60) == [Failed("B", 60)]
+
+
+def test_a_member_listed_again_with_the_same_epoch_keeps_its_state() -> None:
+    """Reading the list again changes nothing for a member that did not join again."""
+    watcher = detector()
+    watcher.members({"B": 1}, now=0)
+    assert watcher.tick(now=6) == [Suspected("B")]
+
+    assert watcher.members({"B": 1}, now=7) == []
+    assert watcher.health("B") is Health.SUSPECT
