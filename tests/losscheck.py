@@ -127,11 +127,13 @@ async def check(
     workload: Workload,
     seed: int,
     drain_timeout: float = 120.0,
+    at_least: int = 0,
 ) -> History:
-    """Run the clients against `url()` (see `Addresses`) for `duration` seconds while the
-    nemesis runs one of `faults` at a time, chosen with `seed`; then stop publishing, let the
-    consumer drain the queue, and return what happened. Each fault runs in a thread, blocks
-    until it is over, and names itself."""
+    """Run the clients against `url()` (see `Addresses`) for `duration` seconds, and on until
+    `at_least` faults ran (a slow machine fits fewer in `duration`), while the nemesis runs one
+    of `faults` at a time, chosen with `seed`; then stop publishing, let the consumer drain the
+    queue, and return what happened. Each fault runs in a thread, blocks until it is over, and
+    names itself."""
     history = History()
     stop_publishing = asyncio.Event()
     drained = asyncio.Event()
@@ -141,7 +143,7 @@ async def check(
         asyncio.ensure_future(_consume(url, workload, history, drained, last_delivery)),
     ]
     try:
-        await _nemesis(faults, duration, random.Random(seed), history)
+        await _nemesis(faults, duration, at_least, random.Random(seed), history)
         stop_publishing.set()
         await asyncio.wait_for(clients[0], PATIENCE * 2)
         await _wait_for_drain(url, workload, last_delivery, drain_timeout)
@@ -155,12 +157,20 @@ async def check(
 
 
 async def _nemesis(
-    faults: Sequence[Fault], duration: float, chance: random.Random, history: History
+    faults: Sequence[Fault],
+    duration: float,
+    at_least: int,
+    chance: random.Random,
+    history: History,
 ) -> None:
     deadline = time.monotonic() + duration
-    while time.monotonic() < deadline:
+
+    def going_on() -> bool:
+        return time.monotonic() < deadline or len(history.faults) < at_least
+
+    while going_on():
         await asyncio.sleep(chance.uniform(0.5, 2.0))
-        if faults and time.monotonic() < deadline:
+        if faults and going_on():
             fault = chance.choice(faults)
             history.faults.append(await asyncio.to_thread(fault))
 
