@@ -20,7 +20,7 @@ from batonmq.engine.publish import held_batch, release_held
 from batonmq.engine.snapshots import BrowsedInfo, GotMessage, MessageInfo, MessagesChanged
 from batonmq.engine.vhost import VirtualHost
 from batonmq.model.message import Message, QueueEntry
-from batonmq.queues.protocol import Enqueued, Queue
+from batonmq.queues.protocol import Enqueued, Queue, RoutedQueue
 from batonmq.store.journal import Journal
 
 
@@ -99,11 +99,15 @@ async def publish(
     queues = host.route(exchange, message)
     batch = held_batch(journal, [(message, queues)])
     outcomes = [queue.publish(message, until_batch=batch) for queue in queues]
+    # A stream, or a queue another worker runs, writes the message itself and says when.
+    written = [_written(queue) for queue in queues if queue.writes_itself]
     if batch is not None:
         committed = await journal.durable()
         release_held(queues, batch, committed)
         if not committed:
             raise _not_written("the message")
+    if not all(await asyncio.gather(*written)):
+        raise _not_written("the message")
     if Enqueued.REFUSED in outcomes:
         raise amqp_error(
             ReplyCode.PRECONDITION_FAILED, "Unable to publish message. Check queue limits."
@@ -181,6 +185,13 @@ async def _paged_in(queue: Queue) -> None:
 
     queue.when_paged_in(done)
     await arrived
+
+
+def _written(queue: RoutedQueue) -> asyncio.Future[bool]:
+    """Whether the message just published to `queue`, which writes itself, is durable."""
+    outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    queue.when_written(lambda ok: None if outcome.done() else outcome.set_result(ok))
+    return outcome
 
 
 def _not_written(what: str) -> ProtocolError:

@@ -17,9 +17,11 @@ import pytest
 from pamqp import commands
 from pamqp.common import FieldTable
 
+from batonmq.amqp.errors import ProtocolError
 from batonmq.amqp.frames import encode_header_payload
 from batonmq.cluster.peerlink import PeerLink, PeerLinks
 from batonmq.cluster.publishrecords import PUBLISH, QUEUED
+from batonmq.engine import messages
 from batonmq.engine.broker import Broker
 from batonmq.engine.recovery import restore
 from batonmq.engine.remotequeue import PublishLinks, RemoteQueue
@@ -295,3 +297,27 @@ async def test_a_routing_key_too_long_to_cross_is_nacked_and_the_link_goes_on(
     await pair.until(lambda: len(heard) == 2)
     assert heard == [False, True]
     assert pair.workers[0].links.link(1) is not None
+
+
+async def test_a_message_published_through_the_api_is_answered_once_the_owner_has_it(
+    pair: Pair,
+) -> None:
+    """The management API's publish is a confirmed basic.publish (RabbitMQ management,
+    POST /api/exchanges/vhost/name/publish: "routed" true once a queue took it): to a queue
+    another worker runs, the answer waits for the owner's QUEUED, and a publish that owner
+    cannot vouch for (the link is gone) is an error, not "routed"."""
+    owned = await pair.declare("q")
+    near = pair.workers[0].broker
+    host = near.vhosts["/"]
+    host.remote["q"] = pair.remote("q")
+    default = host.exchanges[""]
+
+    assert await messages.publish(host, default, message(b"one"), near.journal)
+    assert [m.message.body for m in owned.browse()] == [b"one"]
+
+    link = pair.workers[0].links.link(1)
+    assert link is not None
+    sent = asyncio.ensure_future(messages.publish(host, default, message(b"two"), near.journal))
+    link.close()
+    with pytest.raises(ProtocolError, match="could not write the message"):
+        await sent
