@@ -3,9 +3,12 @@ above 1, `batonmq.server.supervisor`), and what a worker inherits from the super
 
 A worker owns whole virtual hosts: every connection to a virtual host is served by its owner,
 so a queue, its publishers and its consumers always share one process and no message crosses
-between processes. The owner of a virtual host is a stable hash of its name: CRC-32 of its
-UTF-8 bytes, modulo the number of workers. It is the same in every worker, at every restart
-and in every Python release (unlike `hash`, which is salted per process). So changing
+between processes. The owner of a virtual host is a stable hash of its name: the first eight
+octets of the BLAKE2b digest of its UTF-8 bytes, as an integer, modulo the number of workers.
+It is the same in every worker, at every restart and in every Python release (unlike `hash`,
+which is salted per process). It is not CRC-32: a CRC is linear, so names that differ in one
+bit of one character ("app0" and "app1", "orders.q0" to "orders.q3") always fell to the same
+worker of two, or of four, whatever came before it. So changing
 `broker.workers` moves virtual hosts to other workers, whose store identity differs: the broker
 moves their rows to the new owners as it starts (`batonmq.store.placement` on SQLite,
 `batonmq.store.pgfamily` on PostgreSQL, an HA member's too).
@@ -18,8 +21,8 @@ virtual host's and the queue's names), whose rows are placed per queue (`store_p
 
 from __future__ import annotations
 
+import hashlib
 import socket
-import zlib
 from dataclasses import dataclass
 from functools import partial
 
@@ -30,12 +33,13 @@ from batonmq.store.placement import Placement, is_spread
 
 def owner_of(vhost: str, workers: int) -> int:
     """The index (from 0) of the worker that serves `vhost` among `workers`."""
-    return zlib.crc32(vhost.encode("utf-8", "surrogatepass")) % workers
+    digest = hashlib.blake2b(vhost.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % workers
 
 
 def queue_owner(vhost: str, queue: str, workers: int) -> int:
     """The index (from 0) of the worker that owns queue `queue` of a spread virtual host
-    `vhost` among `workers`: CRC-32 of "<vhost>\\0<queue>" (UTF-8), modulo `workers`. Stable as
+    `vhost` among `workers`: `owner_of` "<vhost>\\0<queue>". Stable as
     `owner_of` is, so every worker finds a queue's owner without asking, and a start with
     another number of workers moves each queue's rows by the same rule. The NUL between the
     names keeps ("a", "bc") and ("ab", "c") apart."""

@@ -53,18 +53,18 @@ def fail_next_commit(worker: Worker, monkeypatch: pytest.MonkeyPatch) -> None:
 async def test_a_vhost_made_after_the_links_are_up_gets_the_homes_topology(
     workers: list[Worker],
 ) -> None:
-    """RabbitMQ clustering: every node has the whole topology. Virtual host "v" (home: worker
+    """RabbitMQ clustering: every node has the whole topology. Virtual host "v1" (home: worker
     0) is made on worker 1 after worker 0 made it and declared exchange "x" in it, the links
     up all along: worker 1 asks the home for its topology and takes the changes after it."""
     home, other = workers
     for worker in workers:
-        worker.spreading.spread = frozenset({"/", "v"})
-    made = home.broker.add_vhost("v")
+        worker.spreading.spread = frozenset({"/", "v1"})
+    made = home.broker.add_vhost("v1")
     home_spread = made.spread
     assert isinstance(home_spread, Spread) and home_spread.is_home
     await until(lambda: home_spread.synced)
     await declared(made, "x")
-    late = other.broker.add_vhost("v")
+    late = other.broker.add_vhost("v1")
     late_spread = late.spread
     assert isinstance(late_spread, Spread)
     await until(lambda: late_spread.synced)
@@ -234,26 +234,26 @@ async def test_an_exclusive_queue_of_an_ended_connection_is_not_made(
 
 async def test_a_deleted_vhost_takes_no_more_changes(workers: list[Worker]) -> None:
     """RabbitMQ: deleting a virtual host deletes everything in it. Worker 1 deleted virtual
-    host "v" (home: worker 0): a request of the home to make queue "q1" in it, which worker 1
+    host "v1" (home: worker 0): a request of the home to make queue "q2" in it, which worker 1
     would run, is refused (541 INTERNAL_ERROR) instead of making a queue in the deleted one."""
     home, other = workers
     for worker in workers:
-        worker.spreading.spread = frozenset({"/", "v"})
-    made = home.broker.add_vhost("v")
-    late = other.broker.add_vhost("v")
+        worker.spreading.spread = frozenset({"/", "v1"})
+    made = home.broker.add_vhost("v1")
+    late = other.broker.add_vhost("v1")
     late_spread = late.spread
     assert isinstance(late_spread, Spread)
     await until(lambda: late_spread.synced)
-    await EngineApi(other.broker).delete_vhost("v")
+    await EngineApi(other.broker).delete_vhost("v1")
     spread = made.spread
     assert isinstance(spread, Spread)
-    declare = QueueDeclared("q1", False, False, None, {})
+    declare = QueueDeclared("q2", False, False, None, {})
     outcomes: list[object] = []
     made.carry_out(spread.request(declare, owner=None), outcomes.append, outcomes.append)
     await until(lambda: outcomes != [])
     [refused] = outcomes
     assert isinstance(refused, ProtocolError) and refused.reply_code == 541
-    assert "q1" not in late.queues and made.known_queue("q1") is None
+    assert "q2" not in late.queues and made.known_queue("q2") is None
 
 
 async def test_an_equivalent_redeclare_at_the_home_answers_the_queues_counts(
@@ -392,15 +392,15 @@ async def test_a_spread_vhost_deleted_at_its_home_is_deleted_on_the_other_worker
     home, other = workers
     other.spreading.home_wait = 0.2
     for worker in workers:
-        worker.spreading.spread = frozenset({"/", "v"})
-    made = home.broker.add_vhost("v")
+        worker.spreading.spread = frozenset({"/", "v1"})
+    made = home.broker.add_vhost("v1")
     await until(lambda: made.spread is not None and made.spread.synced)
-    late = other.broker.add_vhost("v")
+    late = other.broker.add_vhost("v1")
     await until(lambda: late.spread is not None and late.spread.synced)
     await declared(made, "x")
     home.links.close()
     await until(lambda: other.links.link(0) is None)
-    await EngineApi(home.broker).delete_vhost("v")
+    await EngineApi(home.broker).delete_vhost("v1")
     assert "x" in late.exchanges
-    await EngineApi(other.broker).delete_vhost("v")
-    assert "v" not in home.broker.vhosts and "v" not in other.broker.vhosts
+    await EngineApi(other.broker).delete_vhost("v1")
+    assert "v1" not in home.broker.vhosts and "v1" not in other.broker.vhosts
