@@ -11,8 +11,9 @@
 
 All brokers are started at the beginning (RabbitMQ, BatonMQ with SQLite, and BatonMQ with
 PostgreSQL when a row needs it; batonmq-w2, BatonMQ with `[broker] workers = 2` on SQLite, and
-batonmq-pg-w2 on PostgreSQL for a persistent row, each queue in a virtual host of its own, for
-the rows that measure what more cores buy), each on
+batonmq-pg-w2 on PostgreSQL for a persistent row, each queue in a virtual host of its own, and
+batonmq-s2, two workers sharing one spread virtual host, so that messages cross between them,
+for the rows that measure what more cores buy), each on
 free loopback ports with temporary directories, and stopped at the end. They stay up together,
 but only one is loaded at a time: a row runs on each broker in turn (alternating which goes
 first, so that drift in the machine's load does not favour one side), and the CPU and memory
@@ -69,6 +70,7 @@ from benchmarks.brokers.batonmq import BatonMQ, Build
 from benchmarks.brokers.postgres import BenchPostgres, start_postgres
 from benchmarks.brokers.rabbitmq import RabbitMQ, RunningRabbitMQ
 from benchmarks.brokers.sink import Sink
+from benchmarks.brokers.spread import BatonMQSpread
 from benchmarks.brokers.workers import BatonMQWorkers
 from benchmarks.loadgen.client import Endpoint
 from benchmarks.report import (
@@ -83,6 +85,7 @@ from benchmarks.runner import UNMEASURED, RunSettings, run_row
 from benchmarks.workloads import (
     HTTP_SUFFIX,
     PG_WORKERS_PREFIX,
+    SPREAD_PREFIX,
     WORKERS_PREFIX,
     Kind,
     Workload,
@@ -98,6 +101,7 @@ SKIPPABLE = (
     "batonmq-pg",
     f"{WORKERS_PREFIX}2",
     f"{PG_WORKERS_PREFIX}2",
+    f"{SPREAD_PREFIX}2",
     f"batonmq{HTTP_SUFFIX}",
     f"batonmq-pg{HTTP_SUFFIX}",
 )
@@ -235,6 +239,8 @@ class Brokers(contextlib.ExitStack):
         for target in sorted(self.needed):
             if target.startswith(WORKERS_PREFIX):
                 self._start(BatonMQWorkers(int(target.removeprefix(WORKERS_PREFIX))))
+            elif target.startswith(SPREAD_PREFIX):
+                self._start(BatonMQSpread(int(target.removeprefix(SPREAD_PREFIX))))
             elif target.startswith(PG_WORKERS_PREFIX):
                 workers = int(target.removeprefix(PG_WORKERS_PREFIX))
                 self._start_on_postgres(target, None, partial(BatonMQWorkers, workers))

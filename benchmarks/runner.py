@@ -250,7 +250,7 @@ async def _with_admin(endpoint: Endpoint, topology: Topology, action: str) -> in
 
 @contextmanager
 def _topology(broker: Broker, workload: Workload, prefix: str) -> Iterator[Topology]:
-    topology = workload.topology(prefix)
+    topology = workload.topology(broker.queue_prefix(prefix, workload.queue_names))
     if broker.name == "sink":
         yield topology
         return

@@ -39,6 +39,9 @@ TOPIC_KEYS = 100
 WORKERS_PREFIX = "batonmq-w"
 #: ... and on PostgreSQL (rows of persistent messages, as `batonmq-pg`).
 PG_WORKERS_PREFIX = "batonmq-pg-w"
+#: How results name BatonMQ with N workers and one virtual host spread over them
+#: (brokers/spread.py): this + N, on SQLite.
+SPREAD_PREFIX = "batonmq-s"
 #: How results name BatonMQ with its management HTTP listener on: its store's name + this.
 HTTP_SUFFIX = "+http"
 
@@ -126,7 +129,9 @@ class Workload:
         served = tuple(target + HTTP_SUFFIX for target in batonmq) if self.http else ()
         built = tuple(target_name(target, build) for build in self.builds for target in batonmq)
         prefixes = (WORKERS_PREFIX, PG_WORKERS_PREFIX) if self.persistent else (WORKERS_PREFIX,)
-        workers = tuple(f"{prefix}{self.workers}" for prefix in prefixes if self.workers)
+        workers = tuple(
+            f"{prefix}{self.workers}" for prefix in (*prefixes, SPREAD_PREFIX) if self.workers
+        )
         return ("rabbitmq", *batonmq, *served, *workers, *built)
 
     @property
@@ -137,8 +142,11 @@ class Workload:
     def primary_metric(self) -> tuple[str, bool]:
         return PRIMARY_METRIC[self.kind]
 
+    def queue_names(self, prefix: str) -> tuple[str, ...]:
+        return tuple(f"{prefix}.q{index}" for index in range(self.queues))
+
     def topology(self, prefix: str) -> Topology:
-        queues = tuple(f"{prefix}.q{index}" for index in range(self.queues))
+        queues = self.queue_names(prefix)
         if self.kind in STREAM_KINDS:
             return Topology(queues, durable=True, stream=True)
         if not self.exchange_type:

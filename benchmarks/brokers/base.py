@@ -8,6 +8,7 @@ import contextlib
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.loadgen.client import BrokerClosed, Endpoint, connect
@@ -82,6 +83,11 @@ class Broker(abc.ABC):
         """Where each part of `topology` is declared; a broker of one process holds all of it.
         A broker of several processes (brokers/shards.py) gives each its part."""
         return [(self.endpoint, topology)]
+
+    def queue_prefix(self, prefix: str, names: Callable[[str], tuple[str, ...]]) -> str:
+        """The prefix of a row's queue names on this broker, `names(prefix)` being the names a
+        prefix gives: `prefix` itself, unless where a queue runs follows from its name."""
+        return prefix
 
     def endpoint_for(self, queue: str) -> Endpoint:
         """Where a client of `queue` (its publisher, through the default exchange, or its

@@ -61,21 +61,23 @@ class BatonMQ(Broker):
         name: str | None = None,
         label: str | None = None,
         workers: int = 1,
+        spread_vhosts: Sequence[str] = (),
         prepare: Callable[[Path], None] | None = None,
     ) -> None:
         """`management`: with the management HTTP API on `management_port` (else off), named
         with HTTP_SUFFIX. `database`: the PostgreSQL database, shared by the brokers that name
         it (the members of an HA cluster); else one of its own. `settings`: TOML lines added to
         its configuration (the `[cluster]` sections of an HA member). `name` and `label`: else
-        from its store, build and management. `workers`: its `[broker] workers`. `prepare`: run
-        with the configuration file's path before the broker starts (`batonctl` on the stopped
-        store)."""
+        from its store, build and management. `workers` and `spread_vhosts`: its `[broker]`
+        settings of those names. `prepare`: run with the configuration file's path before the
+        broker starts (`batonctl` on the stopped store)."""
         self.postgres = postgres
         self.build = build
         self.management_port = free_port() if management else None
         self.database = database
         self.settings = tuple(settings)
         self.workers = workers
+        self.spread_vhosts = tuple(spread_vhosts)
         self.prepare = prepare
         store = "batonmq-pg" if postgres else "batonmq"
         described = "postgres" if postgres else "sqlite"
@@ -111,6 +113,7 @@ class BatonMQ(Broker):
             "[broker]",
             f"data_dir = {_toml_string(str(self.directory / 'data'))}",
             *([f"workers = {self.workers}"] if self.workers > 1 else []),
+            *([f"spread_vhosts = {json.dumps(self.spread_vhosts)}"] if self.spread_vhosts else []),
             "[listeners.amqp]",
             f'bind = "{HOST}"',
             f"port = {self.port}",

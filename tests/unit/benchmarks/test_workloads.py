@@ -1,10 +1,12 @@
 """The benchmark's rows: names, selection, and the topic row's routing keys."""
 
+from collections import Counter
 from dataclasses import replace
 
 import pytest
 from benchmarks.brokers.base import BrokerError
 from benchmarks.brokers.sink import Sink
+from benchmarks.brokers.spread import BatonMQSpread
 from benchmarks.brokers.workers import BatonMQWorkers
 from benchmarks.runner import RowFailed, RunSettings, backlog_peers, worker_specs
 from benchmarks.workloads import (
@@ -21,7 +23,7 @@ from benchmarks.workloads import (
 
 from batonmq.model.destination import Destination
 from batonmq.routing.topic import TopicExchange
-from batonmq.server.placement import owner_of
+from batonmq.server.placement import owner_of, queue_owner
 
 
 def test_row_names_are_unique_and_name_the_headlines_and_the_quick_set():
@@ -135,7 +137,7 @@ def test_each_topic_routing_key_reaches_exactly_one_queue_as_batonmq_routes_it()
         assert len(exchange.route(key, None)) == 1
 
 
-def test_the_matrix_holds_every_workload_issue_7_names():
+def test_the_matrix_holds_every_workload_the_benchmark_requirements_name():
     """The Benchmarks requirements, Workloads: "one queue with 1/1, 2/2, 4/4, 8/8, 16/16, 32/32 and
     64/64 producers/consumers; bodies of 128 B, 1 KiB and 64 KiB; transient without confirms;
     persistent with confirms (sqlite and postgres); fanout to 10 queues; topic routing with
@@ -201,7 +203,7 @@ def test_the_two_queue_row_gives_each_queue_its_own_producers_and_consumers():
     plans = row.publisher_plans(topology, confirm_window=1000)
     assert [plan.routes for plan in plans] == [(("", "t.q0"),), (("", "t.q1"),)] * 2
     assert row.consumer_queues(topology) == ["t.q0", "t.q1"] * 2
-    assert row.targets == ("rabbitmq", "batonmq", "batonmq-w2")
+    assert row.targets == ("rabbitmq", "batonmq", "batonmq-w2", "batonmq-s2")
 
 
 def test_the_persistent_two_queue_row_runs_on_workers_on_both_stores():
@@ -215,6 +217,7 @@ def test_the_persistent_two_queue_row_runs_on_workers_on_both_stores():
         "batonmq-pg",
         "batonmq-w2",
         "batonmq-pg-w2",
+        "batonmq-s2",
     )
 
 
@@ -316,3 +319,16 @@ def test_backlog_peers_join_processes_through_every_queue_they_share():
     assert backlog_peers([q0, q1, q0, q1]) == [(0, 2), (1, 3), (0, 2), (1, 3)]
     assert backlog_peers([q0, q1, q0 | q1, q2]) == [(0, 1, 2), (0, 1, 2), (0, 1, 2), (3,)]
     assert backlog_peers([q0, None, q1]) == [(0, 1, 2)] * 3
+
+
+def test_on_a_spread_virtual_host_each_worker_runs_as_many_queues_as_on_workers():
+    """`batonmq-s<N>` shares a row's queues out over the workers as evenly as `batonmq-w<N>`
+    does (give or take one), by the owner rule of a spread virtual host, so that the two
+    differ only in what crosses between workers."""
+    for name, workers in (("clients-4x4-1KiB-2q", 2), ("fanout10-128B", 2), ("fanout10-128B", 3)):
+        (row,) = select([name], quick=False)
+        prefix = BatonMQSpread(workers).queue_prefix("bench.r", row.queue_names)
+        assert prefix.startswith("bench.r-")
+        counts = Counter(queue_owner("/", q, workers) for q in row.queue_names(prefix))
+        assert sorted(counts) == list(range(workers))
+        assert max(counts.values()) - min(counts.values()) <= 1
