@@ -83,9 +83,9 @@ class Content:
     exchange: str
     routing_key: str
     header_payload: bytes
-    body: bytes
+    body: bytes | memoryview
 
-    def parts(self) -> list[bytes]:
+    def parts(self) -> list[bytes | memoryview]:
         return [
             str8(self.exchange),
             str8(self.routing_key),
