@@ -365,3 +365,43 @@ async def test_a_thousand_messages_arrive_in_order(pair: Pair) -> None:
     got = await pair.deliveries(1000)
     assert bodies(got) == sent
     assert owned.message_count == 0 and owned.unacked == 0
+
+
+async def test_basic_recover_requeues_across_and_the_messages_come_again(pair: Pair) -> None:
+    """AMQP 0-9-1 basic.recover requeue=true: "the server will attempt to requeue the message,
+    potentially then delivering it to an alternative subscriber"; it comes again with
+    redelivered set."""
+    owned = await pair.declare("q")
+    pair.publish("q", b"r")
+    await pair.consume("q")
+    await pair.deliveries(1)
+    pair.client.send(1, Basic.Recover(requeue=True))
+    await pair.answer(Basic.RecoverOk)
+    again = await pair.deliveries(1)
+    assert bodies(again) == [b"r"] and redelivered(again) == [True]
+    assert owned.unacked == 1
+
+
+async def test_a_single_active_consumer_across_is_active_first_and_hands_over_when_it_goes(
+    pair: Pair,
+) -> None:
+    """RabbitMQ "Single Active Consumer": "only one consumer at a time consumes from the queue
+    and fails over to another registered consumer in case the active one is cancelled", and
+    registering one with the exclusive flag "will result in an error if single active consumer
+    is enabled". The owner applies both to a consumer on another worker as to its own."""
+    owned = await pair.declare("q", {"x-single-active-consumer": True})
+    tag = await pair.consume("q")
+    owner = pair.workers[1].client
+    owner.send(1, Basic.Consume(queue="q", consumer_tag="backup", no_ack=True))
+    owner.expect(Basic.ConsumeOk, channel=1)
+    pair.publish("q", b"1", b"2")
+    assert bodies(await pair.deliveries(2)) == [b"1", b"2"]
+    pair.client.send(1, Basic.Cancel(consumer_tag=tag))
+    await pair.answer(Basic.CancelOk)
+    await pair.until(lambda: len(owned.consumers) == 1)
+    pair.publish("q", b"3")
+    await pair.until(lambda: owned.message_count == 0)
+    assert owner.expect_content(Basic.Deliver, channel=1).body == b"3"
+    pair.client.send(1, Basic.Consume(queue="q", exclusive=True))
+    close = await pair.answer(commands.Channel.Close)
+    assert close.reply_code == 403
