@@ -476,3 +476,25 @@ def test_the_owner_killed_while_a_consumer_elsewhere_consumes_loses_nothing_conf
             "every confirmed message",
         )
     assert set(received) == sent
+
+
+def test_the_management_api_lists_a_consumer_across_once_and_counts_it_on_the_queue(
+    broker: RunningBroker,
+) -> None:
+    """e3. RabbitMQ's management API: `GET /api/consumers` lists each consumer once, with its
+    queue and channel, and `GET /api/queues/{vhost}/{name}` counts the queue's `consumers`,
+    whichever worker runs the queue and whichever serves the consumer's connection."""
+    queue = owned_by(OTHER, "watched")
+    with connection_on(broker, HOME) as home:
+        channel = home.channel()
+        channel.queue_declare(queue)
+        channel.basic_consume(queue, lambda *_delivery: None, consumer_tag="watcher")
+        for _ in range(ATTEMPTS):
+            status, listed = call(broker, "GET", "/api/consumers")
+            assert status == 200
+            assert isinstance(listed, list)
+            mine = [item for item in listed if item["queue"]["name"] == queue]
+            assert [item["consumer_tag"] for item in mine] == ["watcher"]
+            status, body = call(broker, "GET", f"/api/queues/%2F/{urllib.parse.quote(queue)}")
+            assert isinstance(body, dict)
+            assert body["consumers"] == 1
