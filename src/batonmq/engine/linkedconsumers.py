@@ -20,7 +20,7 @@ of RabbitMQ's consumer acknowledgements), and removes X's consumers.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Final
 
 from pamqp import base
@@ -253,7 +253,7 @@ class Served:
             got = Got(record.request, int(refusal.reply_code), refusal.reply_text, None)
             self.link.send(GOT, got.encode())
             return
-        again: Callable[[], None] = lambda: self.get(record)  # noqa: E731
+        again = partial(self.get, record)
         if queue.holds_back:
             queue.when_released(again)
             return

@@ -39,6 +39,7 @@ from batonmq.cluster.consumerecords import (
     DELIVER,
     GET,
     GOT,
+    RUNS_MAX,
     SETTLE,
     Cancel,
     Cancelled,
@@ -276,8 +277,8 @@ class RemoteConsumers:
             if deliveries:
                 self._settling[outcome] = []
                 runs = runs_of(deliveries)
-                for at in range(0, len(runs), 0xFFFF):
-                    link.send(SETTLE, Settle(outcome, runs[at : at + 0xFFFF]).encode())
+                for at in range(0, len(runs), RUNS_MAX):
+                    link.send(SETTLE, Settle(outcome, runs[at : at + RUNS_MAX]).encode())
         due, self._due = self._due, set()
         for consumer_id in due:
             consuming = self._consuming.get(consumer_id)
