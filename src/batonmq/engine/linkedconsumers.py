@@ -133,6 +133,8 @@ class Served:
         self.link = link
         self.consumers: dict[int, LinkedConsumer] = {}
         self.unsettled: dict[int, tuple[Queue, QueueEntry]] = {}
+        #: The consumer each delivery of `unsettled` went to (none for a basic.get).
+        self._delivered_to: dict[int, int] = {}
         self._last_delivery = 0
 
     def _fields(self) -> dict[str, object]:
@@ -190,19 +192,35 @@ class Served:
 
     def cancel(self, consumer_id: int) -> None:
         """The other worker's consumer is gone; the entries it was given stay unsettled until
-        that worker settles them, or its link goes."""
+        that worker settles them, or its link goes, except where the queue hands a consumer's
+        work over: they go back first, ahead of anything newer, for the consumer taking over
+        (as `Channel._hand_over` does for a local one)."""
         consumer = self.consumers.pop(consumer_id, None)
-        if consumer is not None:
-            self._remove(consumer)
-
-    def _remove(self, consumer: LinkedConsumer) -> None:
+        if consumer is None:
+            return
         queue = consumer.queue
         queue.remove_consumer(consumer)
+        if queue.consumers.hands_over:
+            handed = [
+                delivery
+                for delivery, given_to in self._delivered_to.items()
+                if given_to == consumer_id
+            ]
+            returned = [self._settled(delivery) for delivery in handed]
+            settle_entries(returned, Outcome.REQUEUE, self._fields)
         if queue.auto_delete and not queue.consumers and not queue.deleted:
             # RabbitMQ: an auto-delete queue goes when its last consumer is cancelled.
             consumer.vhost.remove_queue(queue, on_delete=cancel_consumers_of)
         else:
             queue.dispatch()
+
+    def _settled(self, delivery: int) -> tuple[Queue, QueueEntry]:
+        """Delivery `delivery`, no longer unsettled."""
+        held = self.unsettled.pop(delivery, None)
+        if held is None:
+            raise MalformedRecord(f"delivery {delivery} settled, not unsettled")
+        self._delivered_to.pop(delivery, None)
+        return held
 
     def cancelled(self, consumer: LinkedConsumer) -> None:
         """`consumer`'s queue was deleted: the other worker's channel is told."""
@@ -216,31 +234,33 @@ class Served:
 
     # Deliveries ----------------------------------------------------------------------------
 
-    def _hand_out(self, queue: Queue, entry: QueueEntry, *, no_ack: bool, get: bool) -> int:
-        """Hand `entry` out as a local channel does; its delivery id (0 with no_ack)."""
-        hand_out(queue, entry, no_ack=no_ack, get=get)
+    def _hand_out(
+        self, queue: Queue, entry: QueueEntry, *, no_ack: bool, consumer: int | None
+    ) -> int:
+        """Hand `entry` out as a local channel does, to `consumer` (None: a basic.get); its
+        delivery id (0 with no_ack)."""
+        hand_out(queue, entry, no_ack=no_ack, get=consumer is None)
         if no_ack:
             return 0
         self._last_delivery += 1
         self.unsettled[self._last_delivery] = (queue, entry)
+        if consumer is not None:
+            self._delivered_to[self._last_delivery] = consumer
         return self._last_delivery
 
     def deliver(self, consumer: LinkedConsumer, queue: Queue, entry: QueueEntry) -> None:
         redelivered = entry.redelivered
-        delivery = self._hand_out(queue, entry, no_ack=consumer.no_ack, get=False)
+        delivery = self._hand_out(queue, entry, no_ack=consumer.no_ack, consumer=consumer.id)
         record = Deliver(consumer.id, delivery, redelivered, content_of(entry.message))
         self.link.send(DELIVER, record.encode())
 
     def settle(self, record: Settle) -> None:
         """Settle the deliveries `record` names as a local channel's ack, nack or reject."""
-        unsettled = self.unsettled
-        settled = []
-        for first, last in record.runs:
-            for delivery in range(first, last + 1):
-                held = unsettled.pop(delivery, None)
-                if held is None:
-                    raise MalformedRecord(f"delivery {delivery} settled, not unsettled")
-                settled.append(held)
+        settled = [
+            self._settled(delivery)
+            for first, last in record.runs
+            for delivery in range(first, last + 1)
+        ]
         settle_entries(settled, OUTCOMES[record.outcome], self._fields)
 
     def get(self, record: Get) -> None:
@@ -264,7 +284,7 @@ class Served:
         found = None
         if entry is not None:
             redelivered = entry.redelivered
-            delivery = self._hand_out(queue, entry, no_ack=record.no_ack, get=True)
+            delivery = self._hand_out(queue, entry, no_ack=record.no_ack, consumer=None)
             found = Found(delivery, queue.message_count, redelivered, content_of(entry.message))
         self.link.send(GOT, Got(record.request, 0, "", found).encode())
 
@@ -275,6 +295,7 @@ class Served:
         redelivered, and its consumers go."""
         consumers, self.consumers = self.consumers, {}
         unsettled, self.unsettled = self.unsettled, {}
+        self._delivered_to.clear()
         for consumer in consumers.values():
             consumer.queue.remove_consumer(consumer)
         returned = settle_entries(unsettled.values(), Outcome.REQUEUE, self._fields)

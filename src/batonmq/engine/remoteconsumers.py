@@ -225,11 +225,19 @@ class RemoteConsumers:
 
     def cancel(self, consumer: QueueConsumer) -> None:
         """`consumer` is gone (basic.cancel, its channel closed): the owner stops delivering to
-        it; what it was given stays the channel's to settle."""
+        it; what it was given stays the channel's to settle, except where the queue hands a
+        consumer's work over (single active consumer): the owner requeues that itself, ahead
+        of what the next consumer gets, so the channel's requeue of it (`Channel._hand_over`)
+        sends nothing."""
         consumer_id = self._ids.pop(consumer, None)
-        if consumer_id is not None:
-            del self._consuming[consumer_id]
-            self._cancel_id(consumer_id)
+        if consumer_id is None:
+            return
+        consuming = self._consuming.pop(consumer_id)
+        if consuming.queue.consumers.hands_over:
+            for unsettled in consuming.consumer.channel.unsettled.values():
+                if unsettled.consumer is consumer:
+                    unsettled.entry.sequence = 0  # settled at the owner (see `settle`)
+        self._cancel_id(consumer_id)
 
     def _cancel_id(self, consumer_id: int) -> None:
         if self.link is not None:

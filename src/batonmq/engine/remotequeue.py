@@ -417,8 +417,11 @@ class RemoteQueue:
         self.producers: set[object] = set()
         self.deleted = False
         self._consuming = consuming
-        #: This worker's consumers of it (its owner has every worker's).
-        self.consumers = ConsumerSet()
+        #: This worker's consumers of it (its owner has every worker's, and chooses which one
+        #: is active): whether one that goes hands its work over is the queue's.
+        self.consumers = ConsumerSet(
+            single_active=options.single_active_consumer, max_active=options.max_active_consumers
+        )
         #: Its deliveries to channels here not settled yet.
         self.unacked = 0
 
