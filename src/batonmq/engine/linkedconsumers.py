@@ -123,6 +123,12 @@ class LinkedConsumer:
         self._served.cancelled(self)
         return None
 
+    def cancel(self) -> None:
+        """Cancel it here (the other worker's channel hears of it, CANCELLED), as its queue's
+        consumers are cancelled when the queue goes."""
+        self._served.cancelled(self)
+        self._served.remove(self)
+
 
 class Served:
     """One link's side at the owner: what the peer's channels consume and get from this
@@ -196,8 +202,12 @@ class Served:
         work over: they go back first, ahead of anything newer, for the consumer taking over
         (as `Channel._hand_over` does for a local one)."""
         consumer = self.consumers.pop(consumer_id, None)
-        if consumer is None:
-            return
+        if consumer is not None:
+            self.remove(consumer)
+
+    def remove(self, consumer: LinkedConsumer) -> None:
+        """`consumer`, no longer one of `consumers`, leaves its queue."""
+        consumer_id = consumer.id
         queue = consumer.queue
         queue.remove_consumer(consumer)
         if queue.consumers.hands_over:

@@ -21,11 +21,13 @@ from pamqp import base, commands
 from pamqp.common import FieldTable
 
 from batonmq.cluster.peerlink import PeerLinks
+from batonmq.config import SlowConsumerConfig
 from batonmq.engine.broker import Broker
 from batonmq.engine.recovery import restore
 from batonmq.engine.remoteconsumers import ConsumeLinks
 from batonmq.engine.remotequeue import PublishLinks, RemoteQueue
 from batonmq.engine.session import Session
+from batonmq.engine.slowconsumers import SlowConsumerDetector
 from batonmq.model.topology import QueueDeclared
 from batonmq.queues.classic import ClassicQueue
 from batonmq.store.sqlite import SQLiteStore
@@ -72,6 +74,11 @@ class Pair:
         owner.client.send(1, commands.Queue.Declare(queue=name, durable=True, arguments=arguments))
         await owner.broker.journal.durable()
         owner.client.expect(commands.Queue.DeclareOk, channel=1)
+        return await self.declare_known(name)
+
+    async def declare_known(self, name: str) -> ClassicQueue:
+        """Worker 1's queue `name`, known to worker 0 as a queue that worker 1 runs."""
+        owner = self.workers[1]
         queue = owner.broker.vhosts["/"].queues[name]
         assert isinstance(queue, ClassicQueue)
         declared = QueueDeclared(name, queue.durable, queue.auto_delete, None, queue.arguments)
@@ -417,3 +424,31 @@ async def test_a_single_active_consumer_across_is_active_first_and_hands_over_wh
     pair.client.send(1, Basic.Consume(queue="q", exclusive=True))
     close = await pair.answer(commands.Channel.Close)
     assert close.reply_code == 403
+
+
+async def test_a_slow_consumer_across_is_cancelled_with_its_deleted_subscription(
+    pair: Pair,
+) -> None:
+    """Qpid manual §2.11 (slow consumer disconnect): a temporary subscription queue whose
+    consumers are slow is deleted. The owner runs the check; a consumer another worker's
+    channel holds has no connection there to close, and is cancelled with the queue
+    (basic.cancel, RabbitMQ "Consumer Cancel Notification")."""
+    owner = pair.workers[1]
+    owner.client.call(
+        1, commands.Queue.Declare(queue="sub", auto_delete=True), commands.Queue.DeclareOk
+    )
+    owner.client.call(
+        1,
+        commands.Queue.Bind(queue="sub", exchange="amq.topic", routing_key="stocks.us"),
+        commands.Queue.BindOk,
+    )
+    await pair.declare_known("sub")
+    pair.client.qos(1, 1)
+    tag = await pair.consume("sub")
+    for _ in range(3):
+        owner.client.publish(1, b"tick", exchange="amq.topic", routing_key="stocks.us")
+    await pair.deliveries(1)
+    config = SlowConsumerConfig(enabled=True, message_count=1)  # type: ignore[call-arg]
+    SlowConsumerDetector(owner.broker.vhosts, config, None).check()
+    assert "sub" not in owner.broker.vhosts["/"].queues
+    assert (await pair.answer(Basic.Cancel)).consumer_tag == tag
