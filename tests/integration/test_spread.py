@@ -498,3 +498,28 @@ def test_the_management_api_lists_a_consumer_across_once_and_counts_it_on_the_qu
             status, body = call(broker, "GET", f"/api/queues/%2F/{urllib.parse.quote(queue)}")
             assert isinstance(body, dict)
             assert body["consumers"] == 1
+
+
+def test_an_exclusive_queue_run_elsewhere_is_consumed_by_its_connection_alone(
+    broker: RunningBroker,
+) -> None:
+    """e4. Spec, queue.declare exclusive: "Exclusive queues may only be accessed by the current
+    connection". Its declaring connection gets from it and consumes it although the other
+    worker runs it; another connection's basic.consume is 405 RESOURCE_LOCKED."""
+    queue = owned_by(OTHER, "private")
+    with connection_on(broker, HOME) as owner:
+        channel = _channel(owner)
+        channel.queue_declare(queue, exclusive=True)
+        channel.basic_publish("", queue, b"got")
+        assert _get_all(channel, queue) == [b"got"]
+        channel.basic_publish("", queue, b"consumed")
+        for _method, _properties, body in channel.consume(queue, auto_ack=True):
+            assert body == b"consumed"
+            break
+        channel.cancel()
+        with connection_on(broker, OTHER) as intruder:
+            refused = intruder.channel()
+            code, _text = _refused(
+                refused, lambda: refused.basic_consume(queue, lambda *_delivery: None)
+            )
+        assert code == RESOURCE_LOCKED

@@ -463,7 +463,10 @@ class Channel:
     def forget(self, tags: Iterable[int]) -> None:
         """The deliveries of `tags` are not this channel's to settle any more: the worker that
         runs their queue went down and requeued them itself. The client may still settle them,
-        which then settles nothing (as a tag a cancelled single active consumer released)."""
+        which then settles nothing (as a tag a cancelled single active consumer released)
+        rather than closing the channel with 406: RabbitMQ's acknowledgements promise delivery
+        "at least once", so a message whose ack could not reach its queue is delivered again,
+        and the client that acks it did nothing wrong."""
         for tag in tags:
             unsettled = self.unsettled.pop(tag, None)
             if unsettled is None:

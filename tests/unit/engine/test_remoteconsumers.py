@@ -452,3 +452,19 @@ async def test_a_slow_consumer_across_is_cancelled_with_its_deleted_subscription
     SlowConsumerDetector(owner.broker.vhosts, config, None).check()
     assert "sub" not in owner.broker.vhosts["/"].queues
     assert (await pair.answer(Basic.Cancel)).consumer_tag == tag
+
+
+async def test_a_consumer_across_with_a_higher_priority_goes_first(pair: Pair) -> None:
+    """RabbitMQ "Consumer Priorities": "messages only going to lower priority consumers when
+    the high priority consumers block"; the owner weighs a consumer across by its x-priority
+    as its own."""
+    owned = await pair.declare("q")
+    owner = pair.workers[1].client
+    owner.send(1, Basic.Consume(queue="q", consumer_tag="low", no_ack=True))
+    owner.expect(Basic.ConsumeOk, channel=1)
+    pair.client.send(1, Basic.Consume(queue="q", no_ack=True, arguments={"x-priority": 10}))
+    await pair.answer(Basic.ConsumeOk)
+    await pair.until(lambda: len(owned.consumers) == 2)
+    pair.publish("q", b"1", b"2", b"3")
+    assert bodies(await pair.deliveries(3)) == [b"1", b"2", b"3"]
+    assert owner.receive() == []
