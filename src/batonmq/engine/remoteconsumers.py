@@ -86,6 +86,15 @@ def _down(peer: int, queue: str) -> ProtocolError:
     )
 
 
+def _refusal(reply_code: int, text: str) -> ProtocolError:
+    """The AMQP error the owner refused with."""
+    try:
+        code = ReplyCode(reply_code)
+    except ValueError:
+        raise MalformedRecord(f"a refusal with reply code {reply_code}") from None
+    return amqp_error(code, text)
+
+
 @dataclass(eq=False, slots=True)
 class _Consuming:
     consumer: Consumer
@@ -170,7 +179,7 @@ class RemoteConsumers:
                     if answer is None:
                         _refused(channel, _down(self.peer, queue.name))
                     elif answer.reply_code:
-                        _refused(channel, amqp_error(ReplyCode(answer.reply_code), answer.text))
+                        _refused(channel, _refusal(answer.reply_code, answer.text))
                     elif channel.closed or self.link is None:
                         self._cancel_id(consumer_id)
                     else:
@@ -203,7 +212,7 @@ class RemoteConsumers:
                     if answer is None:
                         _refused(channel, _down(self.peer, queue.name))
                     elif answer.reply_code:
-                        _refused(channel, amqp_error(ReplyCode(answer.reply_code), answer.text))
+                        _refused(channel, _refusal(answer.reply_code, answer.text))
                     elif found is None:
                         if not channel.closed:
                             channel.reply(commands.Basic.GetEmpty())
