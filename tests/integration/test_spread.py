@@ -1,8 +1,9 @@
 """A virtual host spread over the workers (`[broker] workers = 2`, `spread_vhosts = ["/"]`;
 README, "Worker processes"; docs/multi-core.md, step 6): every worker serves it, each of its
 queues is run by one worker, and its exchanges and bindings are the same on every worker.
-Clients cannot tell it from a broker of one process, except where the README says what is
-refused until built. On SQLite and on PostgreSQL.
+Clients cannot tell it from a broker of one process (a consumer of a queue another worker
+runs included), except where the README says what is refused until built. On SQLite and on
+PostgreSQL.
 
 Each test picks the worker a connection lands on (`connection_on`: a connection to a spread
 virtual host stays in the worker that accepted it) and queue names by their owner
@@ -51,7 +52,6 @@ ACCESS_REFUSED = 403
 RESOURCE_LOCKED = 405
 PRECONDITION_FAILED = 406
 NO_ROUTE = 312
-NOT_IMPLEMENTED = 540
 
 
 def owned_by(worker: int, prefix: str = "q") -> str:
@@ -369,13 +369,10 @@ def test_a_full_reject_publish_queue_elsewhere_nacks(broker: RunningBroker) -> N
         assert _get_all(_channel(other), queue) == [b"first"]
 
 
-def test_an_alternate_exchange_delivers_across_and_consuming_across_is_refused(
-    broker: RunningBroker,
-) -> None:
+def test_an_alternate_exchange_delivers_across(broker: RunningBroker) -> None:
     """d5. RabbitMQ, "Alternate Exchanges": a message its exchange cannot route goes to the
-    alternate exchange, whose queue another worker may run. Consuming a queue that another
-    worker runs is refused until built: basic.get is 540 NOT_IMPLEMENTED (spec 1.3, a
-    connection exception), as README "Worker processes" says."""
+    alternate exchange, whose queue another worker may run; a basic.get on the worker that
+    published (not the queue's owner) takes it."""
     queue = owned_by(OTHER, "alternate")
     with connection_on(broker, HOME) as home:
         channel = _channel(home)
@@ -384,8 +381,145 @@ def test_an_alternate_exchange_delivers_across_and_consuming_across_is_refused(
         channel.queue_declare(queue)
         channel.queue_bind(queue, "d5-ae")
         channel.basic_publish("d5", "unbound", b"to the alternate", mandatory=True)
-        with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as closed:
-            home.channel().basic_get(queue)
-    assert closed.value.reply_code == NOT_IMPLEMENTED
-    with connection_on(broker, OTHER) as other:
-        assert _get_all(_channel(other), queue) == [b"to the alternate"]
+        assert _get_all(home.channel(), queue) == [b"to the alternate"]
+
+
+def test_a_consumer_on_the_worker_that_does_not_own_the_queue_gets_every_message(
+    broker: RunningBroker,
+) -> None:
+    """e1. RabbitMQ: a client cannot tell where the queue runs. A consumer connected to the
+    worker that does not run the queue, with a prefetch of 100 (RabbitMQ "Consumer Prefetch")
+    and acks every 50 messages (multiple=true), gets 10,000 confirmed persistent messages in
+    the order they were published (AMQP 0-9-1 §4.7), each once; then the owner holds none."""
+    queue = owned_by(OTHER, "consumed")
+    count = 10_000
+    with connection_on(broker, OTHER) as owner:
+        channel = _channel(owner)
+        channel.queue_declare(queue, durable=True)
+        for number in range(count):
+            channel.basic_publish("", queue, str(number).encode(), PERSISTENT)
+    with connection_on(broker, HOME) as home:
+        channel = home.channel()
+        channel.basic_qos(prefetch_count=100)
+        received: list[bytes] = []
+        for method, _properties, body in channel.consume(queue):
+            received.append(body)
+            if len(received) % 50 == 0:
+                channel.basic_ack(method.delivery_tag, multiple=True)
+            if len(received) == count:
+                break
+        channel.cancel()
+    assert received == [str(number).encode() for number in range(count)]
+    with connection_on(broker, OTHER) as owner:
+        declared = owner.channel().queue_declare(queue, passive=True)
+        assert (declared.method.message_count, declared.method.consumer_count) == (0, 0)
+
+
+def test_the_owner_killed_while_a_consumer_elsewhere_consumes_loses_nothing_confirmed(
+    broker: RunningBroker,
+) -> None:
+    """e2. RabbitMQ "Consumer Cancel Notification": a consumer whose queue's worker fails gets
+    basic.cancel; "Publisher Confirms": a confirmed persistent message survives the failure
+    (the supervisor starts the worker again, which recovers its queue). Consuming again after
+    it, every confirmed message arrives (some twice: acks on their way may be lost, at least
+    once)."""
+    queue = owned_by(OTHER, "killed")
+    count = 2_000
+    sent = {str(number).encode() for number in range(count)}
+    with connection_on(broker, HOME) as home:
+        channel = _channel(home)
+        channel.queue_declare(queue, durable=True)
+        for body in sorted(sent):
+            channel.basic_publish("", queue, body, PERSISTENT)
+        consuming = home.channel()
+        consuming.basic_qos(prefetch_count=50)
+        received: list[bytes] = []
+        cancelled: list[object] = []
+
+        def take(
+            channel: BlockingChannel,
+            method: pika.spec.Basic.Deliver,
+            _properties: pika.BasicProperties,
+            body: bytes,
+        ) -> None:
+            received.append(body)
+            channel.basic_ack(method.delivery_tag)
+
+        consuming.add_on_cancel_callback(cancelled.append)
+        consuming.basic_consume(queue, take)
+        while len(received) < count // 4:
+            home.process_data_events(0.05)
+        before = worker_pids(broker.log())
+        os.kill(before[OTHER], signal.SIGKILL)
+        while not cancelled:
+            home.process_data_events(0.05)
+        wait_until(
+            lambda: worker_pids(broker.log()).get(OTHER) not in (None, before[OTHER]),
+            "the owner started again",
+        )
+        refusals: list[int] = []
+
+        def consumed_again() -> bool:
+            again = home.channel()
+            again.basic_qos(prefetch_count=50)
+            try:
+                again.basic_consume(queue, take)
+            except pika.exceptions.ChannelClosedByBroker as closed:
+                refusals.append(closed.reply_code)  # until the new owner's link is up
+                return False
+            return True
+
+        wait_until(consumed_again, "a consumer again")
+        assert set(refusals) <= {NOT_FOUND}
+        wait_until(
+            lambda: home.process_data_events(0.05) or set(received) >= sent,
+            "every confirmed message",
+        )
+    assert set(received) == sent
+
+
+def test_the_management_api_lists_a_consumer_across_once_and_counts_it_on_the_queue(
+    broker: RunningBroker,
+) -> None:
+    """e3. RabbitMQ's management API: `GET /api/consumers` lists each consumer once, with its
+    queue and channel, and `GET /api/queues/{vhost}/{name}` counts the queue's `consumers`,
+    whichever worker runs the queue and whichever serves the consumer's connection."""
+    queue = owned_by(OTHER, "watched")
+    with connection_on(broker, HOME) as home:
+        channel = home.channel()
+        channel.queue_declare(queue)
+        channel.basic_consume(queue, lambda *_delivery: None, consumer_tag="watcher")
+        for _ in range(ATTEMPTS):
+            status, listed = call(broker, "GET", "/api/consumers")
+            assert status == 200
+            assert isinstance(listed, list)
+            mine = [item for item in listed if item["queue"]["name"] == queue]
+            assert [item["consumer_tag"] for item in mine] == ["watcher"]
+            status, body = call(broker, "GET", f"/api/queues/%2F/{urllib.parse.quote(queue)}")
+            assert isinstance(body, dict)
+            assert body["consumers"] == 1
+
+
+def test_an_exclusive_queue_run_elsewhere_is_consumed_by_its_connection_alone(
+    broker: RunningBroker,
+) -> None:
+    """e4. Spec, queue.declare exclusive: "Exclusive queues may only be accessed by the current
+    connection". Its declaring connection gets from it and consumes it although the other
+    worker runs it; another connection's basic.consume is 405 RESOURCE_LOCKED."""
+    queue = owned_by(OTHER, "private")
+    with connection_on(broker, HOME) as owner:
+        channel = _channel(owner)
+        channel.queue_declare(queue, exclusive=True)
+        channel.basic_publish("", queue, b"got")
+        assert _get_all(channel, queue) == [b"got"]
+        channel.basic_publish("", queue, b"consumed")
+        for _method, _properties, body in channel.consume(queue, auto_ack=True):
+            assert body == b"consumed"
+            break
+        channel.cancel()
+        with connection_on(broker, OTHER) as intruder:
+            refused = intruder.channel()
+            code, _text = _refused(
+                refused, lambda: refused.basic_consume(queue, lambda *_delivery: None)
+            )
+        assert code == RESOURCE_LOCKED

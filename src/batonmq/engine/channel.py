@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -27,7 +27,13 @@ from batonmq.amqp.errors import ProtocolError, amqp_error
 from batonmq.engine.change import Change, ChangePending
 from batonmq.engine.cleanup import each
 from batonmq.engine.confirms import ConfirmTracker
-from batonmq.engine.consumer import Consumer, admitted, cancel_consumers_of, consumer_tag
+from batonmq.engine.consumer import (
+    ConsumedQueue,
+    Consumer,
+    admitted,
+    cancel_consumers_of,
+    consumer_tag,
+)
 from batonmq.engine.counters import ChannelCounters
 from batonmq.engine.events import EventKind
 from batonmq.engine.outcome import Outcome
@@ -57,9 +63,55 @@ def _write_failed(what: str) -> ProtocolError:
 @dataclass(slots=True)
 class Unsettled:
     entry: QueueEntry
-    queue: Queue
+    queue: ConsumedQueue
     #: None for basic.get deliveries, which do not count against any prefetch.
     consumer: Consumer | None
+
+
+def hand_out(queue: ConsumedQueue, entry: QueueEntry, *, no_ack: bool, get: bool) -> None:
+    """The queue's side of handing `entry` to a client (basic.deliver, or get-ok when `get`):
+    counted, and with no_ack done with at once (it is settled as it is sent); else it is
+    delivered, and unacked until the client settles it (`settle_entries`)."""
+    counters = queue.counters
+    if entry.redelivered:
+        counters.redeliver += 1
+    if no_ack:
+        if get:
+            counters.get_no_ack += 1
+        else:
+            counters.deliver_no_ack += 1
+        entry.delivery_count += 1
+        queue.settled(entry)
+    else:
+        if get:
+            counters.get += 1
+        else:
+            counters.deliver += 1
+        queue.delivered(entry)
+        queue.unacked += 1
+
+
+def settle_entries(
+    entries: Iterable[tuple[ConsumedQueue, QueueEntry]],
+    outcome: Outcome,
+    fields: Callable[[], Mapping[str, object]],
+) -> set[ConsumedQueue]:
+    """The queues' side of settling delivered entries (basic.ack, nack, reject, or whatever
+    requeues them): acked ones are done with, rejected ones dead-lettered where the queue says
+    so, requeued ones go back to their places, marked redelivered. The queues that took some
+    back (and dispatched them). `fields` names who settles in the log, if a step raises."""
+    returned: defaultdict[ConsumedQueue, list[QueueEntry]] = defaultdict(list)
+    for queue, entry in entries:
+        queue.unacked -= 1
+        if outcome is Outcome.REQUEUE:
+            returned[queue].append(entry)
+        elif outcome is Outcome.REJECT:
+            queue.rejected(entry)
+        else:
+            queue.counters.ack += 1
+            queue.settled(entry)
+    each(returned.items(), lambda item: item[0].requeue(item[1]), "requeueing", fields)
+    return set(returned)
 
 
 class Channel:
@@ -280,7 +332,7 @@ class Channel:
     def global_room(self) -> bool:
         return not self.channel_prefetch or self._consumer_unsettled < self.channel_prefetch
 
-    def deliver(self, consumer: Consumer, queue: Queue, entry: QueueEntry) -> None:
+    def deliver(self, consumer: Consumer, queue: ConsumedQueue, entry: QueueEntry) -> None:
         tag = self._next_tag()
         message = entry.message
         self.session.send_content(
@@ -299,16 +351,9 @@ class Channel:
         counters.deliver += 1
         if entry.redelivered:
             counters.redeliver += 1
-            queue.counters.redeliver += 1
-        if consumer.no_ack:
-            queue.counters.deliver_no_ack += 1
-            entry.delivery_count += 1
-            queue.settled(entry)
-        else:
-            queue.counters.deliver += 1
-            queue.delivered(entry)
+        hand_out(queue, entry, no_ack=consumer.no_ack, get=False)
+        if not consumer.no_ack:
             self.unsettled[tag] = Unsettled(entry, queue, consumer)
-            queue.unacked += 1
             consumer.unacked += 1
             self._consumer_unsettled += 1
 
@@ -323,10 +368,13 @@ class Channel:
             raise ChangePending(queue.when_paged_in)
         if entry is None:
             return False
-        self.deliver_get(queue, entry, no_ack)
+        self.deliver_get(queue, entry, no_ack, queue.message_count)
         return True
 
-    def deliver_get(self, queue: Queue, entry: QueueEntry, no_ack: bool) -> None:
+    def deliver_get(
+        self, queue: ConsumedQueue, entry: QueueEntry, no_ack: bool, message_count: int
+    ) -> None:
+        """get-ok with `entry` of `queue`, which has `message_count` ready messages left."""
         tag = self._next_tag()
         message = entry.message
         self.session.send_content(
@@ -337,23 +385,16 @@ class Channel:
                 entry.redelivered,
                 message.exchange,
                 message.routing_key,
-                queue.message_count,
+                message_count,
             ),
             message,
         )
         self.counters.get += 1
         if entry.redelivered:
             self.counters.redeliver += 1
-            queue.counters.redeliver += 1
-        if no_ack:
-            queue.counters.get_no_ack += 1
-            entry.delivery_count += 1
-            queue.settled(entry)
-        else:
-            queue.counters.get += 1
-            queue.delivered(entry)
+        hand_out(queue, entry, no_ack=no_ack, get=True)
+        if not no_ack:
             self.unsettled[tag] = Unsettled(entry, queue, None)
-            queue.unacked += 1
 
     def _next_tag(self) -> int:
         self._last_delivery_tag += 1
@@ -399,31 +440,43 @@ class Channel:
 
     def settle(self, tags: Iterable[int], outcome: Outcome) -> None:
         """Settle deliveries: acknowledge, requeue or reject them."""
-        returned: defaultdict[Queue, list[QueueEntry]] = defaultdict(list)
-        with_room: set[Queue] = set()
+        settled: list[tuple[ConsumedQueue, QueueEntry]] = []
+        with_room: set[ConsumedQueue] = set()
         for tag in tags:
             unsettled = self.unsettled.pop(tag, None)
             if unsettled is None:
                 continue  # settled meanwhile (a transaction naming a tag twice)
-            unsettled.queue.unacked -= 1
             consumer = unsettled.consumer
             if consumer is not None:
                 consumer.unacked -= 1
                 self._consumer_unsettled -= 1
                 with_room.add(consumer.queue)
-            if outcome is Outcome.REQUEUE:
-                returned[unsettled.queue].append(unsettled.entry)
-            elif outcome is Outcome.REJECT:
-                unsettled.queue.rejected(unsettled.entry)
-            else:
-                self.counters.ack += 1
-                unsettled.queue.counters.ack += 1
-                unsettled.queue.settled(unsettled.entry)
+            settled.append((unsettled.queue, unsettled.entry))
+        if outcome is Outcome.ACK:
+            self.counters.ack += len(settled)
         fields = self.log_fields
-        each(returned.items(), lambda item: item[0].requeue(item[1]), "requeueing", fields)
-        each(with_room - returned.keys(), lambda queue: queue.dispatch(), "dispatching", fields)
+        returned = settle_entries(settled, outcome, fields)
+        each(with_room - returned, lambda queue: queue.dispatch(), "dispatching", fields)
         if self.channel_prefetch:
             self._dispatch_consumers()
+
+    def forget(self, tags: Iterable[int]) -> None:
+        """The deliveries of `tags` are not this channel's to settle any more: the worker that
+        runs their queue went down and requeued them itself. The client may still settle them,
+        which then settles nothing (as a tag a cancelled single active consumer released)
+        rather than closing the channel with 406: RabbitMQ's acknowledgements promise delivery
+        "at least once", so a message whose ack could not reach its queue is delivered again,
+        and the client that acks it did nothing wrong."""
+        for tag in tags:
+            unsettled = self.unsettled.pop(tag, None)
+            if unsettled is None:
+                continue
+            unsettled.queue.unacked -= 1
+            consumer = unsettled.consumer
+            if consumer is not None:
+                consumer.unacked -= 1
+                self._consumer_unsettled -= 1
+            self._released_tags.add(tag)
 
     def recover(self, requeue: bool) -> None:
         """basic.recover: requeue everything unsettled, or (requeue=false) deliver it again to
@@ -453,6 +506,16 @@ class Channel:
         once the rules admit it: its tag is new here, the channel is under its limit of
         consumers, and the queue admits it (`admitted`). Started by `add_consumer`, once the
         caller has replied."""
+        tag = self.new_consumer_tag(tag)
+        where = f"queue '{queue.name}' in vhost '{self.session.vhost.name}'"
+        return admitted(
+            self, queue, tag, no_ack=no_ack, exclusive=exclusive, arguments=arguments, where=where
+        )
+
+    def new_consumer_tag(self, tag: str) -> str:
+        """The tag of a new consumer on this channel (for "": one the server makes), once the
+        rules of the channel admit it: the tag is new here, and the channel is under its limit
+        of consumers."""
         tag = tag or consumer_tag()
         if tag in self.consumers:
             # Spec (basic.consume consumer-tag): reusing a tag on the channel is 530 NOT_ALLOWED.
@@ -468,10 +531,7 @@ class Channel:
                 f"reached maximum ({limit}) of consumers per channel "
                 "(limits.max_consumers_per_channel)",
             )
-        where = f"queue '{queue.name}' in vhost '{session.vhost.name}'"
-        return admitted(
-            self, queue, tag, no_ack=no_ack, exclusive=exclusive, arguments=arguments, where=where
-        )
+        return tag
 
     def add_consumer(self, consumer: Consumer) -> None:
         """Start a consumer `new_consumer` made: it takes what its queue has ready at once."""
@@ -489,9 +549,11 @@ class Channel:
             self._consumer_event(EventKind.CONSUMER_DELETED, consumer)
             if queue.consumers.hands_over:
                 self._hand_over(consumer)
-            if queue.auto_delete and not queue.consumers and not queue.deleted:
-                # RabbitMQ: an auto-delete queue goes when its last consumer is cancelled.
-                self.session.remove_queue(queue)
+            local = self.vhost.queues.get(queue.name)
+            if local is queue and queue.auto_delete and not queue.consumers and not queue.deleted:
+                # RabbitMQ: an auto-delete queue goes when its last consumer is cancelled (where
+                # another worker runs it, that worker sees its consumers go).
+                self.session.remove_queue(local)
         return consumer
 
     def _consumer_event(self, kind: EventKind, consumer: Consumer) -> None:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import base64
 import datetime
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from pamqp import base, commands
 from pamqp.common import FieldTable, FieldValue
@@ -17,18 +18,54 @@ from pamqp.common import FieldTable, FieldValue
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import ProtocolError, amqp_error
 from batonmq.model.message import QueueEntry
-from batonmq.queues.protocol import Queue
+from batonmq.queues.counters import QueueCounters
+from batonmq.queues.protocol import Consumers, Queue, QueueConsumer
 from batonmq.selectors import Selector, SelectorSyntaxError, parse_selector
 
 if TYPE_CHECKING:
     from batonmq.engine.channel import Channel
 
 
+class ConsumedQueue(Protocol):
+    """What a channel's consumers, deliveries and settlements touch of a queue: a `Queue`
+    this process runs, or a queue another worker runs (`batonmq.engine.remotequeue`), whose
+    owner hands out and settles the entries as it is told."""
+
+    counters: QueueCounters
+    unacked: int
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def auto_delete(self) -> bool: ...
+
+    @property
+    def deleted(self) -> bool: ...
+
+    @property
+    def consumers(self) -> Consumers: ...
+
+    def add_consumer(self, consumer: QueueConsumer) -> None: ...
+
+    def remove_consumer(self, consumer: QueueConsumer) -> None: ...
+
+    def dispatch(self) -> None: ...
+
+    def delivered(self, entry: QueueEntry) -> None: ...
+
+    def settled(self, entry: QueueEntry) -> None: ...
+
+    def rejected(self, entry: QueueEntry) -> None: ...
+
+    def requeue(self, entries: Iterable[QueueEntry]) -> None: ...
+
+
 @dataclass(eq=False, slots=True)
 class Consumer:
     tag: str
     channel: Channel
-    queue: Queue
+    queue: ConsumedQueue
     no_ack: bool
     exclusive: bool
     #: The per-consumer prefetch (basic.qos global=false in force when it was created); 0 = none.
@@ -50,8 +87,32 @@ class Consumer:
             return False
         return channel.global_room()
 
-    def deliver(self, queue: Queue, entry: QueueEntry) -> None:
+    def deliver(self, queue: ConsumedQueue, entry: QueueEntry) -> None:
         self.channel.deliver(self, queue, entry)
+
+    def queue_deleted(self, notify_later: Channel | None) -> base.Frame | None:
+        """Its queue is going: it is no longer the channel's, and the client hears of it
+        (basic.cancel) where it understands it (capability consumer_cancel_notify); its
+        unsettled deliveries stay its to settle. The basic.cancel is returned instead of sent
+        when the channel is `notify_later`, for the caller to send after its own reply."""
+        channel = self.channel
+        channel.consumers.pop(self.tag, None)
+        session = channel.session
+        if not session.connection.supports("consumer_cancel_notify"):
+            return None
+        cancel = commands.Basic.Cancel(consumer_tag=self.tag, nowait=True)
+        if channel is notify_later:
+            return cancel
+        session.send_method(channel.number, cancel)
+        return None
+
+
+@runtime_checkable
+class CancelledWithQueue(Protocol):
+    """A consumer that hears that its queue is deleted: a channel's (`Consumer`), or one that
+    another worker's channel holds (`batonmq.engine.linkedconsumers`)."""
+
+    def queue_deleted(self, notify_later: Channel | None) -> base.Frame | None: ...
 
 
 def consumer_tag() -> str:
@@ -69,10 +130,44 @@ def admitted(
     arguments: FieldTable,
     where: str,
 ) -> Consumer:
-    """A consumer of `queue` on `channel`, once the queue admits it: its arguments are valid,
-    the queue is not in another consumer's exclusive use, it is under its limit of consumers,
-    and its queue type takes the acknowledgement mode and prefetch (`Queue.check_consume`).
-    `where` names the queue in refusals. Not yet started: `Channel.add_consumer` does that."""
+    """A consumer of `queue` on `channel`, once the queue admits it (`check_admission`).
+    Not yet started: `Channel.add_consumer` does that."""
+    priority, selector = check_admission(
+        queue,
+        no_ack=no_ack,
+        exclusive=exclusive,
+        prefetch_count=channel.consumer_prefetch,
+        global_prefetch=channel.channel_prefetch,
+        arguments=arguments,
+        where=where,
+    )
+    return Consumer(
+        tag=tag,
+        channel=channel,
+        queue=queue,
+        no_ack=no_ack,
+        exclusive=exclusive,
+        prefetch_count=channel.consumer_prefetch,
+        arguments=arguments,
+        priority=priority,
+        selector=selector,
+    )
+
+
+def check_admission(
+    queue: Queue,
+    *,
+    no_ack: bool,
+    exclusive: bool,
+    prefetch_count: int,
+    global_prefetch: int,
+    arguments: FieldTable,
+    where: str,
+) -> tuple[int, Selector | None]:
+    """The priority and selector of a new consumer of `queue`, once the queue admits it: its
+    arguments are valid, the queue is not in another consumer's exclusive use, it is under its
+    limit of consumers, and its queue type takes the acknowledgement mode and prefetch
+    (`Queue.check_consume`). `where` names the queue in refusals."""
     priority = consumer_priority(arguments, where)
     selector = consumer_selector(arguments, where)
     # RabbitMQ's "Single Active Consumer": "Trying to register a consumer with the exclusive
@@ -93,21 +188,11 @@ def admitted(
             )
     queue.check_consume(
         no_ack=no_ack,
-        prefetch_count=channel.consumer_prefetch,
-        global_prefetch=channel.channel_prefetch,
+        prefetch_count=prefetch_count,
+        global_prefetch=global_prefetch,
         arguments=arguments,
     )
-    return Consumer(
-        tag=tag,
-        channel=channel,
-        queue=queue,
-        no_ack=no_ack,
-        exclusive=exclusive,
-        prefetch_count=channel.consumer_prefetch,
-        arguments=arguments,
-        priority=priority,
-        selector=selector,
-    )
+    return priority, selector
 
 
 # Arguments ------------------------------------------------------------------------------------
@@ -171,15 +256,9 @@ def cancel_consumers_of(queue: Queue, notify_later: Channel | None = None) -> li
     caller to send after its own reply."""
     later: list[base.Frame] = []
     for consumer in queue.consumers:
-        assert isinstance(consumer, Consumer)
-        channel = consumer.channel
-        channel.consumers.pop(consumer.tag, None)
-        session = channel.session
-        if session.connection.supports("consumer_cancel_notify"):
-            cancel = commands.Basic.Cancel(consumer_tag=consumer.tag, nowait=True)
-            if channel is notify_later:
-                later.append(cancel)
-            else:
-                session.send_method(channel.number, cancel)
+        assert isinstance(consumer, CancelledWithQueue)
+        cancel = consumer.queue_deleted(notify_later)
+        if cancel is not None:
+            later.append(cancel)
     queue.consumers.clear()
     return later

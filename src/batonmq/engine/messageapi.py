@@ -16,6 +16,7 @@ from batonmq.engine.access import exchange_name, queue_properties
 from batonmq.engine.apibase import ApiBase, refusals
 from batonmq.engine.messages import AckMode
 from batonmq.engine.publish import checked_exchange
+from batonmq.engine.remotequeue import RemoteQueue
 from batonmq.engine.snapshots import BrowsedInfo, GotMessage, MessagesChanged
 from batonmq.engine.vhost import VirtualHost
 from batonmq.model.message import Message
@@ -155,6 +156,28 @@ class MessageApi(ApiBase):
         self._authorize(user, host, Action.CONSUME, ObjectType.QUEUE, queue_properties(queue))
         self._permit(user, host, Permission.READ, ResourceKind.QUEUE, queue.name, permits)
         return queue
+
+    def consumed_queue(
+        self,
+        user: str,
+        vhost: str,
+        name: str,
+        *,
+        connection: ConnectionRef,
+        permits: PermitCache,
+    ) -> Queue | RemoteQueue:
+        """What basic.consume and basic.get consume from: as `consumable_queue`, but a queue
+        another worker of a spread virtual host runs is consumed here too (through the link
+        with that worker, `RemoteQueue`)."""
+        host = self._vhost(vhost)
+        routed = host.routed_queue(name, connection)
+        self._authorize(user, host, Action.CONSUME, ObjectType.QUEUE, queue_properties(routed))
+        self._permit(user, host, Permission.READ, ResourceKind.QUEUE, routed.name, permits)
+        local = host.queues.get(routed.name)
+        if local is not None:
+            return local
+        assert isinstance(routed, RemoteQueue)
+        return routed
 
     def _target(self, user: str, host: VirtualHost, name: str) -> Queue:
         """Queue `name`, if `user` may publish to it through the default exchange (PUBLISH

@@ -29,6 +29,10 @@ records carry its id and a TX_END follows the last one to each owner, which hold
 then and enqueues them together, in one journal batch (atomic per owner, not across owners).
 
 `PublishLinks` wires both to a worker's `PeerLinks`.
+
+A channel here consumes from, and gets from, a `RemoteQueue` as from a queue it runs: what it
+asks of the queue goes to the owner through the peer's `RemoteConsumers`
+(`batonmq.engine.remoteconsumers`).
 """
 
 from __future__ import annotations
@@ -37,12 +41,13 @@ import asyncio
 import contextlib
 import dataclasses
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Final
 
 from pamqp.common import FieldTable
 
+from batonmq.cluster.consumerecords import SettleOutcome
 from batonmq.cluster.peerlink import MalformedRecord, PeerLink, PeerLinks
 from batonmq.cluster.publishrecords import (
     PUBLISH,
@@ -56,14 +61,17 @@ from batonmq.cluster.publishrecords import (
 from batonmq.cluster.recordfields import fits_str8
 from batonmq.engine.afterwrite import AfterWrite
 from batonmq.engine.publish import held_batch, message_batch
-from batonmq.model.message import Message
+from batonmq.model.message import Message, QueueEntry
 from batonmq.model.topology import ConnectionRef, QueueDeclared
 from batonmq.queues.arguments import QueueArguments
+from batonmq.queues.consumers import ConsumerSet
 from batonmq.queues.counters import QueueCounters
-from batonmq.queues.protocol import Enqueued, Queue
+from batonmq.queues.protocol import Enqueued, Queue, QueueConsumer
 
 if TYPE_CHECKING:
     from batonmq.engine.broker import Broker
+    from batonmq.engine.channel import Channel
+    from batonmq.engine.remoteconsumers import RemoteConsumers
 
 #: How many octets of messages an owner's gate holds (waiting for this worker's writes) before
 #: its publishers wait too.
@@ -389,7 +397,12 @@ class RemoteQueue:
     `writes_itself`): what waits for them waits for the owner's answer."""
 
     def __init__(
-        self, vhost: str, declared: QueueDeclared, options: QueueArguments, outbound: Outbound
+        self,
+        vhost: str,
+        declared: QueueDeclared,
+        options: QueueArguments,
+        outbound: Outbound,
+        consuming: RemoteConsumers,
     ) -> None:
         self._vhost = vhost
         self._declared = declared
@@ -403,6 +416,14 @@ class RemoteQueue:
         #: x-max-producers is refused in a spread virtual host: nobody is counted.
         self.producers: set[object] = set()
         self.deleted = False
+        self._consuming = consuming
+        #: This worker's consumers of it (its owner has every worker's, and chooses which one
+        #: is active): whether one that goes hands its work over is the queue's.
+        self.consumers = ConsumerSet(
+            single_active=options.single_active_consumer, max_active=options.max_active_consumers
+        )
+        #: Its deliveries to channels here not settled yet.
+        self.unacked = 0
 
     @property
     def owner(self) -> int:
@@ -463,6 +484,58 @@ class RemoteQueue:
 
     def release_held(self, batch: int, committed: bool) -> None:
         """Nothing is held here (the owner holds what waits for its own writes)."""
+
+    # Consuming (`RemoteConsumers`) --------------------------------------------------------
+
+    def consume(
+        self,
+        channel: Channel,
+        tag: str,
+        *,
+        no_ack: bool,
+        exclusive: bool,
+        arguments: FieldTable,
+        nowait: bool,
+    ) -> None:
+        """basic.consume: the owner admits the consumer, then it starts (`add_consumer`)."""
+        self._consuming.consume(
+            channel,
+            self,
+            tag,
+            no_ack=no_ack,
+            exclusive=exclusive,
+            arguments=arguments,
+            nowait=nowait,
+        )
+
+    def get(self, channel: Channel, *, no_ack: bool) -> None:
+        """basic.get, answered once the owner took the next message, or found none."""
+        self._consuming.get(channel, self, no_ack=no_ack)
+
+    def add_consumer(self, consumer: QueueConsumer) -> None:
+        self.consumers.add(consumer)
+
+    def remove_consumer(self, consumer: QueueConsumer) -> None:
+        self.consumers.remove(consumer)
+        self._consuming.cancel(consumer)
+
+    def dispatch(self) -> None:
+        """Its consumers here may have room: the owner is given the credit for it."""
+        for consumer in self.consumers:
+            self._consuming.top_up(consumer)
+
+    def delivered(self, entry: QueueEntry) -> None:
+        """The owner counted the delivery as it handed it out."""
+
+    def settled(self, entry: QueueEntry) -> None:
+        self._consuming.settle(entry.sequence, SettleOutcome.ACK)
+
+    def rejected(self, entry: QueueEntry) -> None:
+        self._consuming.settle(entry.sequence, SettleOutcome.REJECT)
+
+    def requeue(self, entries: Iterable[QueueEntry]) -> None:
+        for entry in entries:
+            self._consuming.settle(entry.sequence, SettleOutcome.REQUEUE)
 
 
 class PublishLinks:

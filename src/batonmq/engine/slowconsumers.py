@@ -34,6 +34,7 @@ from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import HardError
 from batonmq.config import SlowConsumerConfig
 from batonmq.engine.consumer import Consumer, cancel_consumers_of
+from batonmq.engine.linkedconsumers import LinkedConsumer
 from batonmq.engine.session import Session
 from batonmq.engine.vhost import VirtualHost
 from batonmq.model.destination import DestinationKind
@@ -175,10 +176,18 @@ class SlowConsumerDetector:
     def _apply(self, vhost: VirtualHost, disconnect: Disconnect) -> None:
         queue = disconnect.queue
         sessions: dict[Session, None] = {}
+        linked: list[LinkedConsumer] = []
         for consumer in queue.consumers:
-            assert isinstance(consumer, Consumer)
-            if not consumer.channel.session.ended:
-                sessions[consumer.channel.session] = None
+            if isinstance(consumer, LinkedConsumer):
+                linked.append(consumer)
+            else:
+                assert isinstance(consumer, Consumer)
+                if not consumer.channel.session.ended:
+                    sessions[consumer.channel.session] = None
+        for linked_consumer in linked:
+            # Its connection is another worker's (a spread virtual host): it is cancelled
+            # instead, as its queue's going would (basic.cancel to its client).
+            linked_consumer.cancel()
         for session in sessions:
             log.warning(
                 "slow consumer disconnected: %s",

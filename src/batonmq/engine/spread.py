@@ -79,6 +79,7 @@ from batonmq.cluster.topologyrecords import (
 )
 from batonmq.engine.change import Change, ChangePending, Outcome
 from batonmq.engine.consumer import cancel_consumers_of
+from batonmq.engine.remoteconsumers import ConsumeLinks
 from batonmq.engine.remotequeue import PublishLinks, RemoteQueue
 from batonmq.engine.spreading import Declared
 from batonmq.engine.topologycopy import bindings_of, replace_topology, topology_ops
@@ -147,6 +148,7 @@ class SpreadWorker:
         self.links = links
         self.spread = spread
         self.publishing = PublishLinks(broker, links)
+        self.consuming = ConsumeLinks(broker, links)
         #: Waits (seconds); tests shorten them.
         self.home_wait = HOME_WAIT
         self.sync_timeout = SYNC_TIMEOUT
@@ -160,6 +162,7 @@ class SpreadWorker:
 
     def install(self) -> None:
         self.publishing.install()
+        self.consuming.install()
         links = self.links
         handlers: dict[int, Callable[[PeerLink, bytes], None]] = {
             TOPOLOGY_REQUEST: self._request,
@@ -396,6 +399,7 @@ class Spread:
             declared,
             kind.parse_arguments(options),
             self._worker.publishing.outbound(owner),
+            self._worker.consuming.to(owner),
         )
 
     def request(

@@ -713,8 +713,10 @@ class VirtualHost:
         return queue
 
     def queue(self, name: str, owner: ConnectionRef | None, *, wait: bool = True) -> Queue:
-        """The queue `owner` may use (as `routed_queue`), which must run in this process: one
-        that another worker runs cannot be consumed or read from here yet (540)."""
+        """The queue `owner` may use (as `routed_queue`), which must run in this process: what
+        reads or changes a queue's messages in place (the management API sends requests about
+        a queue another worker runs to that worker; basic.consume and basic.get reach it through
+        the link, `RemoteQueue`)."""
         self.routed_queue(name, owner, wait=wait)
         self._refuse_remote(name)
         return self.queues[name]
@@ -725,8 +727,8 @@ class VirtualHost:
         if name in self.remote and self.spread is not None:
             raise amqp_error(
                 ReplyCode.NOT_IMPLEMENTED,
-                f"queue '{name}' in vhost '{self.name}' is owned by worker "
-                f"{self.spread.owner_of(name)}: consuming across workers is not built yet",
+                f"queue '{name}' in vhost '{self.name}' is run by worker "
+                f"{self.spread.owner_of(name)}: ask that worker",
             )
 
     def delete_queue(

@@ -12,6 +12,7 @@ from batonmq.engine.afterwrite import AfterWrite
 from batonmq.engine.api import EngineApi
 from batonmq.engine.broker import Broker
 from batonmq.engine.recovery import restore
+from batonmq.engine.remoteconsumers import RemoteConsumers
 from batonmq.engine.remotequeue import Outbound, RemoteQueue
 from batonmq.engine.vhost import VirtualHost
 from batonmq.model.topology import QueueDeclared
@@ -46,7 +47,7 @@ class Home:
 
     def remote_queue(self, declared: QueueDeclared) -> RemoteQueue:
         options = queue_type(declared.arguments).parse_arguments(declared.arguments)
-        return RemoteQueue("/", declared, options, self.outbound)
+        return RemoteQueue("/", declared, options, self.outbound, RemoteConsumers(set(), OTHER))
 
 
 def spread_broker() -> Broker:

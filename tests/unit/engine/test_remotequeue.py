@@ -24,6 +24,7 @@ from batonmq.cluster.publishrecords import PUBLISH, QUEUED
 from batonmq.engine import messages
 from batonmq.engine.broker import Broker
 from batonmq.engine.recovery import restore
+from batonmq.engine.remoteconsumers import RemoteConsumers
 from batonmq.engine.remotequeue import PublishLinks, RemoteQueue
 from batonmq.model.message import Message
 from batonmq.model.topology import QueueDeclared
@@ -56,7 +57,13 @@ class Pair:
         """Worker 0's view of queue `name` of worker 1, with the arguments worker 1 parsed."""
         owned = self.workers[1].broker.vhosts["/"].queues[name]
         declared = QueueDeclared(name, owned.durable, owned.auto_delete, None, owned.arguments)
-        return RemoteQueue("/", declared, owned.options, self.workers[0].publishing.outbound(1))
+        return RemoteQueue(
+            "/",
+            declared,
+            owned.options,
+            self.workers[0].publishing.outbound(1),
+            RemoteConsumers(self.workers[0].broker.sessions, 1),
+        )
 
     async def declare(self, name: str, arguments: FieldTable | None = None) -> ClassicQueue:
         """A durable queue on worker 1, declared by a client and in its store."""

@@ -82,12 +82,11 @@ def _run_elsewhere(vhost: VirtualHost, name: str) -> None:
     vhost.remote[name] = vhost.queues.pop(name)
 
 
-def test_a_queue_another_worker_runs_is_routed_to_and_bound_but_not_consumed_here() -> None:
+def test_a_queue_another_worker_runs_is_routed_to_and_bound() -> None:
     """A queue owned by another worker takes messages routed here (through the default
     exchange, AMQP 0-9-1 spec: "every queue is automatically bound to it with a routing key
-    equal to the queue name", and through its bindings); consuming it here is refused
-    with 540 NOT_IMPLEMENTED (a connection exception, spec 1.3 "Constants"), as basic.qos
-    refuses a prefetch size it does not implement."""
+    equal to the queue name", and through its bindings). Consuming it here goes through the
+    link with that worker (tests/unit/engine/test_remoteconsumers.py)."""
     broker = Broker()
     client, session = connect(broker)
     client.declare_queue(1, "r")
@@ -100,13 +99,6 @@ def test_a_queue_another_worker_runs_is_routed_to_and_bound_but_not_consumed_her
     default, direct = vhost.exchange(""), vhost.exchange("amq.direct")
     assert [queue.name for queue in vhost.route(default, _message("r"))] == ["r"]
     assert [queue.name for queue in vhost.route(direct, _message("k"))] == ["r"]
-    client.send(1, commands.Basic.Get(queue="r"))
-    close = client.expect(commands.Connection.Close, channel=0)
-    assert close.reply_code == ReplyCode.NOT_IMPLEMENTED
-    assert close.reply_text == (
-        f"NOT_IMPLEMENTED - queue 'r' in vhost '/' is owned by worker {OWNER}: consuming across "
-        "workers is not built yet"
-    )
 
 
 def _message(routing_key: str) -> Message:

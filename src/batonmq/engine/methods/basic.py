@@ -7,6 +7,7 @@ from pamqp import commands
 from batonmq.engine.channel import Channel
 from batonmq.engine.dispatch import handles
 from batonmq.engine.outcome import Outcome
+from batonmq.engine.remotequeue import RemoteQueue
 
 Basic = commands.Basic
 
@@ -20,13 +21,23 @@ def qos(channel: Channel, method: commands.Basic.Qos) -> None:
 @handles(Basic.Consume)
 def consume(channel: Channel, method: commands.Basic.Consume) -> None:
     session = channel.session
-    queue = session.api.consumable_queue(
+    queue = session.api.consumed_queue(
         session.username,
         session.vhost.name,
         channel.queue_name(method.queue),
         connection=session.ref,
         permits=channel.read_permits,
     )
+    if isinstance(queue, RemoteQueue):  # another worker runs it
+        queue.consume(
+            channel,
+            method.consumer_tag,
+            no_ack=method.no_ack,
+            exclusive=method.exclusive,
+            arguments=method.arguments or {},
+            nowait=method.nowait,
+        )
+        return
     consumer = channel.new_consumer(
         queue,
         method.consumer_tag,
@@ -51,14 +62,16 @@ def cancel(channel: Channel, method: commands.Basic.Cancel) -> None:
 @handles(Basic.Get)
 def get(channel: Channel, method: commands.Basic.Get) -> None:
     session = channel.session
-    queue = session.api.consumable_queue(
+    queue = session.api.consumed_queue(
         session.username,
         session.vhost.name,
         channel.queue_name(method.queue),
         connection=session.ref,
         permits=channel.read_permits,
     )
-    if not channel.get(queue, method.no_ack):
+    if isinstance(queue, RemoteQueue):
+        queue.get(channel, no_ack=method.no_ack)
+    elif not channel.get(queue, method.no_ack):
         channel.reply(Basic.GetEmpty())
 
 

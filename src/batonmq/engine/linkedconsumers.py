@@ -1,0 +1,317 @@
+"""The owner's side of consuming across workers (a spread virtual host): the consumers that
+channels of another worker hold on this worker's queues, and the deliveries they have not
+settled yet.
+
+A client of worker X cannot tell that queue q runs on worker Y (RabbitMQ: a consumer is served
+wherever its queue's process is). X's channel asks for a consumer with CONSUME; Y admits it by
+the rules a local consumer meets (`check_admission`: exclusive consumers, single active
+consumer, the consumer limits, x-priority and x-selector), the exclusive queue's connection
+included (`VirtualHost.routed_queue`), and puts a `LinkedConsumer` on the real queue. Its room
+is the credit X gives (CREDIT): the prefetch room of X's consumer, or a window for no_ack. Each
+entry it takes is handed out as a local channel hands one out (`hand_out`) and crosses as a
+DELIVER that names it by a delivery id of this link; a SETTLE settles them as a local channel's
+ack, nack or reject does (`settle_entries`). A consumer X cancels goes (its unsettled entries
+stay X's to settle, as RabbitMQ keeps a cancelled consumer's unacked deliveries until ack or
+channel close); one whose queue is deleted is told (CANCELLED). A basic.get (GET) is answered
+with GOT. The link going down (or replaced by one to X's next process) requeues every entry X
+has not settled, marked redelivered (AMQP 0-9-1 basic.deliver redelivered; the "at least once"
+of RabbitMQ's consumer acknowledgements), and removes X's consumers.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Final
+
+from pamqp import base
+from pamqp.common import FieldTable
+
+from batonmq.amqp.constants import ReplyCode
+from batonmq.amqp.errors import ProtocolError, amqp_error
+from batonmq.cluster.consumerecords import (
+    CANCELLED,
+    CONSUMED,
+    DELIVER,
+    GOT,
+    Cancelled,
+    Consume,
+    Consumed,
+    Content,
+    Deliver,
+    Found,
+    Get,
+    Got,
+    Settle,
+    SettleOutcome,
+)
+from batonmq.cluster.peerlink import MalformedRecord, PeerLink
+from batonmq.engine.channel import hand_out, settle_entries
+from batonmq.engine.consumer import cancel_consumers_of, check_admission
+from batonmq.engine.outcome import Outcome
+from batonmq.model.message import Message, QueueEntry
+from batonmq.model.topology import ConnectionRef
+from batonmq.queues.protocol import Queue
+from batonmq.selectors import Selector
+
+if TYPE_CHECKING:
+    from batonmq.engine.broker import Broker
+    from batonmq.engine.channel import Channel
+    from batonmq.engine.vhost import VirtualHost
+
+OUTCOMES: Final = {
+    SettleOutcome.ACK: Outcome.ACK,
+    SettleOutcome.REQUEUE: Outcome.REQUEUE,
+    SettleOutcome.REJECT: Outcome.REJECT,
+}
+
+
+def content_of(message: Message) -> Content:
+    return Content(message.exchange, message.routing_key, message.header_payload, message.body)
+
+
+class LinkedConsumer:
+    """A consumer of one of this worker's queues that a channel of another worker holds (a
+    `QueueConsumer`)."""
+
+    __slots__ = (
+        "_served",
+        "arguments",
+        "credit",
+        "exclusive",
+        "id",
+        "no_ack",
+        "priority",
+        "queue",
+        "selector",
+        "tag",
+        "vhost",
+    )
+
+    def __init__(
+        self,
+        served: Served,
+        record: Consume,
+        vhost: VirtualHost,
+        queue: Queue,
+        priority: int,
+        selector: Selector | None,
+    ) -> None:
+        self._served = served
+        self.id = record.consumer
+        self.tag = record.tag
+        self.no_ack = record.no_ack
+        self.exclusive = record.exclusive
+        self.arguments: FieldTable = record.arguments
+        self.priority = priority
+        self.selector = selector
+        self.vhost = vhost
+        self.queue = queue
+        #: How many more entries the other worker takes now.
+        self.credit = record.credit
+
+    def has_room(self) -> bool:
+        return (
+            self.credit > 0 and self._served.link.writable and self.queue not in self.vhost.paused
+        )
+
+    def deliver(self, queue: Queue, entry: QueueEntry) -> None:
+        self.credit -= 1
+        self._served.deliver(self, queue, entry)
+
+    def queue_deleted(self, notify_later: Channel | None) -> base.Frame | None:
+        """Its queue is going: the other worker's channel hears of it (CANCELLED)."""
+        self._served.cancelled(self)
+        return None
+
+    def cancel(self) -> None:
+        """Cancel it here (the other worker's channel hears of it, CANCELLED), as its queue's
+        consumers are cancelled when the queue goes."""
+        self._served.cancelled(self)
+        self._served.remove(self)
+
+
+class Served:
+    """One link's side at the owner: what the peer's channels consume and get from this
+    worker's queues, and the entries they hold unsettled, by delivery id."""
+
+    def __init__(self, broker: Broker, link: PeerLink) -> None:
+        self._broker = broker
+        self.link = link
+        self.consumers: dict[int, LinkedConsumer] = {}
+        self.unsettled: dict[int, tuple[Queue, QueueEntry]] = {}
+        #: The consumer each delivery of `unsettled` went to (none for a basic.get).
+        self._delivered_to: dict[int, int] = {}
+        self._last_delivery = 0
+
+    def _fields(self) -> dict[str, object]:
+        return {"peer": self.link.peer}
+
+    def _queue(self, vhost_name: str, name: str, requester: ConnectionRef | None) -> Queue:
+        """Queue `name` of `vhost_name`, run here, that `requester` may use: 404 if there is
+        none, 405 if it is another connection's exclusive queue."""
+        vhost = self._broker.vhosts.get(vhost_name)
+        if vhost is None:
+            raise amqp_error(ReplyCode.NOT_FOUND, f"no vhost '{vhost_name}'")
+        vhost.routed_queue(name, requester, wait=False)
+        queue = vhost.queues.get(name)
+        if queue is None:
+            raise amqp_error(
+                ReplyCode.NOT_FOUND, f"no queue '{name}' in vhost '{vhost_name}' runs here"
+            )
+        return queue
+
+    # Consumers -----------------------------------------------------------------------------
+
+    def consume(self, record: Consume) -> None:
+        if record.consumer in self.consumers:
+            raise MalformedRecord(f"consumer {record.consumer} asked for twice")
+        where = f"queue '{record.queue}' in vhost '{record.vhost}'"
+        try:
+            queue = self._queue(record.vhost, record.queue, record.requester)
+            priority, selector = check_admission(
+                queue,
+                no_ack=record.no_ack,
+                exclusive=record.exclusive,
+                prefetch_count=record.prefetch_count,
+                global_prefetch=record.global_prefetch,
+                arguments=record.arguments,
+                where=where,
+            )
+        except ProtocolError as refusal:
+            answer = Consumed(record.consumer, int(refusal.reply_code), refusal.reply_text)
+            self.link.send(CONSUMED, answer.encode())
+            return
+        vhost = self._broker.vhosts[record.vhost]
+        consumer = LinkedConsumer(self, record, vhost, queue, priority, selector)
+        self.consumers[record.consumer] = consumer
+        # Sent before any DELIVER to it: the link keeps the order of its records.
+        self.link.send(CONSUMED, Consumed(record.consumer, 0, "").encode())
+        queue.add_consumer(consumer)
+        queue.dispatch()
+
+    def credit(self, consumer_id: int, more: int) -> None:
+        consumer = self.consumers.get(consumer_id)
+        if consumer is None:
+            return  # cancelled meanwhile, by either side
+        consumer.credit += more
+        consumer.queue.dispatch()
+
+    def cancel(self, consumer_id: int) -> None:
+        """The other worker's consumer is gone; the entries it was given stay unsettled until
+        that worker settles them, or its link goes, except where the queue hands a consumer's
+        work over: they go back first, ahead of anything newer, for the consumer taking over
+        (as `Channel._hand_over` does for a local one)."""
+        consumer = self.consumers.pop(consumer_id, None)
+        if consumer is not None:
+            self.remove(consumer)
+
+    def remove(self, consumer: LinkedConsumer) -> None:
+        """`consumer`, no longer one of `consumers`, leaves its queue."""
+        consumer_id = consumer.id
+        queue = consumer.queue
+        queue.remove_consumer(consumer)
+        if queue.consumers.hands_over:
+            handed = [
+                delivery
+                for delivery, given_to in self._delivered_to.items()
+                if given_to == consumer_id
+            ]
+            returned = [self._settled(delivery) for delivery in handed]
+            settle_entries(returned, Outcome.REQUEUE, self._fields)
+        if queue.auto_delete and not queue.consumers and not queue.deleted:
+            # RabbitMQ: an auto-delete queue goes when its last consumer is cancelled.
+            consumer.vhost.remove_queue(queue, on_delete=cancel_consumers_of)
+        else:
+            queue.dispatch()
+
+    def _settled(self, delivery: int) -> tuple[Queue, QueueEntry]:
+        """Delivery `delivery`, no longer unsettled."""
+        held = self.unsettled.pop(delivery, None)
+        if held is None:
+            raise MalformedRecord(f"delivery {delivery} settled, not unsettled")
+        self._delivered_to.pop(delivery, None)
+        return held
+
+    def cancelled(self, consumer: LinkedConsumer) -> None:
+        """`consumer`'s queue was deleted: the other worker's channel is told."""
+        if self.consumers.pop(consumer.id, None) is consumer:
+            self.link.send(CANCELLED, Cancelled(consumer.id).encode())
+
+    def writable(self) -> None:
+        """The link takes more again: the queues it consumes from go on."""
+        for queue in {consumer.queue for consumer in self.consumers.values()}:
+            queue.dispatch()
+
+    # Deliveries ----------------------------------------------------------------------------
+
+    def _hand_out(
+        self, queue: Queue, entry: QueueEntry, *, no_ack: bool, consumer: int | None
+    ) -> int:
+        """Hand `entry` out as a local channel does, to `consumer` (None: a basic.get); its
+        delivery id (0 with no_ack)."""
+        hand_out(queue, entry, no_ack=no_ack, get=consumer is None)
+        if no_ack:
+            return 0
+        self._last_delivery += 1
+        self.unsettled[self._last_delivery] = (queue, entry)
+        if consumer is not None:
+            self._delivered_to[self._last_delivery] = consumer
+        return self._last_delivery
+
+    def deliver(self, consumer: LinkedConsumer, queue: Queue, entry: QueueEntry) -> None:
+        redelivered = entry.redelivered
+        delivery = self._hand_out(queue, entry, no_ack=consumer.no_ack, consumer=consumer.id)
+        record = Deliver(consumer.id, delivery, redelivered, content_of(entry.message))
+        self.link.send(DELIVER, record.encode())
+
+    def settle(self, record: Settle) -> None:
+        """Settle the deliveries `record` names as a local channel's ack, nack or reject."""
+        settled = [
+            self._settled(delivery)
+            for first, last in record.runs
+            for delivery in range(first, last + 1)
+        ]
+        settle_entries(settled, OUTCOMES[record.outcome], self._fields)
+
+    def get(self, record: Get) -> None:
+        """basic.get of the other worker's channel: GOT with the next ready message, none, or
+        the refusal. One still waiting for its commit, or read back from the store, is
+        answered once it is there."""
+        try:
+            queue = self._queue(record.vhost, record.queue, record.requester)
+        except ProtocolError as refusal:
+            got = Got(record.request, int(refusal.reply_code), refusal.reply_text, None)
+            self.link.send(GOT, got.encode())
+            return
+        again = partial(self.get, record)
+        if queue.holds_back:
+            queue.when_released(again)
+            return
+        entry = queue.get()
+        if entry is None and queue.waiting_for_page_in:
+            queue.when_paged_in(again)
+            return
+        found = None
+        if entry is not None:
+            redelivered = entry.redelivered
+            delivery = self._hand_out(queue, entry, no_ack=record.no_ack, consumer=None)
+            found = Found(delivery, queue.message_count, redelivered, content_of(entry.message))
+        self.link.send(GOT, Got(record.request, 0, "", found).encode())
+
+    # Ending --------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """The link is gone: every entry the other worker holds goes back to its queue, marked
+        redelivered, and its consumers go."""
+        consumers, self.consumers = self.consumers, {}
+        unsettled, self.unsettled = self.unsettled, {}
+        self._delivered_to.clear()
+        for consumer in consumers.values():
+            consumer.queue.remove_consumer(consumer)
+        returned = settle_entries(unsettled.values(), Outcome.REQUEUE, self._fields)
+        for consumer in consumers.values():
+            queue = consumer.queue
+            if queue.auto_delete and not queue.consumers and not queue.deleted:
+                consumer.vhost.remove_queue(queue, on_delete=cancel_consumers_of)
+            elif queue not in returned:
+                queue.dispatch()

@@ -1,0 +1,470 @@
+"""Consuming from a queue another worker owns (`batonmq.engine.remoteconsumers` on the
+consuming worker, `batonmq.engine.linkedconsumers` on the owner): two real brokers, each on its
+own SQLite file, whose peer links are joined by a real Unix socket pair. A client of worker 0
+consumes and gets from queues worker 1 runs, which worker 0 knows as `RemoteQueue`s; a client
+of worker 1 declares and publishes. RabbitMQ's rule for all of it: a client cannot tell where
+the queue runs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from pamqp import base, commands
+from pamqp.common import FieldTable
+
+from batonmq.cluster.peerlink import PeerLinks
+from batonmq.config import SlowConsumerConfig
+from batonmq.engine.broker import Broker
+from batonmq.engine.recovery import restore
+from batonmq.engine.remoteconsumers import ConsumeLinks
+from batonmq.engine.remotequeue import PublishLinks, RemoteQueue
+from batonmq.engine.session import Session
+from batonmq.engine.slowconsumers import SlowConsumerDetector
+from batonmq.model.topology import QueueDeclared
+from batonmq.queues.classic import ClassicQueue
+from batonmq.store.sqlite import SQLiteStore
+from tests.memclient import Content, MemClient, Received, bodies, connect, describe
+
+Basic = commands.Basic
+M = TypeVar("M", bound=base.Frame)
+
+
+@dataclass
+class Worker:
+    broker: Broker
+    links: PeerLinks
+    consuming: ConsumeLinks
+    publishing: PublishLinks
+    client: MemClient
+    session: Session
+
+
+@dataclass
+class Pair:
+    workers: list[Worker]
+    #: What the consuming client got and no test took yet.
+    inbox: list[Received] = field(default_factory=list)
+
+    @property
+    def client(self) -> MemClient:
+        """The consuming client, on worker 0."""
+        return self.workers[0].client
+
+    async def until(self, done: Callable[[], bool]) -> None:
+        async with asyncio.timeout(5):
+            while not done():
+                await asyncio.sleep(0.005)
+
+    async def settle(self) -> None:
+        """Let the records of a few loop turns cross both ways."""
+        for _ in range(20):
+            await asyncio.sleep(0.002)
+
+    async def declare(self, name: str, arguments: FieldTable | None = None) -> ClassicQueue:
+        """A durable queue on worker 1, declared by its client, known to worker 0."""
+        owner = self.workers[1]
+        owner.client.send(1, commands.Queue.Declare(queue=name, durable=True, arguments=arguments))
+        await owner.broker.journal.durable()
+        owner.client.expect(commands.Queue.DeclareOk, channel=1)
+        return await self.declare_known(name)
+
+    async def declare_known(self, name: str) -> ClassicQueue:
+        """Worker 1's queue `name`, known to worker 0 as a queue that worker 1 runs."""
+        owner = self.workers[1]
+        queue = owner.broker.vhosts["/"].queues[name]
+        assert isinstance(queue, ClassicQueue)
+        declared = QueueDeclared(name, queue.durable, queue.auto_delete, None, queue.arguments)
+        near = self.workers[0]
+        remote = RemoteQueue(
+            "/",
+            declared,
+            queue.options,
+            near.publishing.outbound(1),
+            near.consuming.to(1),
+        )
+        near.broker.vhosts["/"].remote[name] = remote
+        return queue
+
+    def publish(self, queue: str, *payloads: bytes) -> None:
+        """Transient messages to `queue` through worker 1's default exchange."""
+        for body in payloads:
+            self.workers[1].client.publish(1, body, routing_key=queue)
+
+    async def received(self, count: int) -> list[Received]:
+        """The next `count` methods and contents the consuming client gets."""
+        inbox = self.inbox
+
+        def arrived() -> bool:
+            inbox.extend(self.client.receive())
+            return len(inbox) >= count
+
+        await self.until(arrived)
+        taken, self.inbox = inbox[:count], inbox[count:]
+        return taken
+
+    async def answer(self, method: type[M]) -> M:
+        """The answer the consuming client waits for (its held input goes on after it)."""
+        [item] = await self.received(1)
+        assert not isinstance(item, Content) and isinstance(item.method, method), item
+        self.workers[0].session.resume_input()
+        return item.method
+
+    async def consume(self, queue: str, *, no_ack: bool = False, tag: str = "") -> str:
+        self.client.send(1, Basic.Consume(queue=queue, consumer_tag=tag, no_ack=no_ack))
+        return (await self.answer(Basic.ConsumeOk)).consumer_tag
+
+    async def deliveries(self, count: int) -> list[Content]:
+        got = await self.received(count)
+        assert all(isinstance(item, Content) for item in got), describe(got)
+        return [item for item in got if isinstance(item, Content)]
+
+    async def nothing_more(self) -> None:
+        await self.settle()
+        assert self.inbox + self.client.receive() == []
+
+
+@contextlib.asynccontextmanager
+async def _worker(directory: Path, index: int) -> AsyncIterator[Worker]:
+    directory.mkdir()
+    store = SQLiteStore(directory / "batonmq.sqlite3", broker_id=f"w{index}", sync=False)
+    await store.open()
+    broker = Broker(store=store)
+    restore(broker, await store.recover())
+    broker.journal.start()
+    links = PeerLinks(index, 2, [], started_again=False)
+    publishing = PublishLinks(broker, links)
+    publishing.install()
+    consuming = ConsumeLinks(broker, links)
+    consuming.install()
+    client, session = connect(broker, capabilities={"consumer_cancel_notify": True})
+    try:
+        yield Worker(broker, links, consuming, publishing, client, session)
+    finally:
+        links.close()
+        await broker.journal.stop()
+        await store.close()
+
+
+@pytest.fixture
+async def pair(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> AsyncIterator[Pair]:
+    async with _worker(tmp_path / "w0", 0) as first, _worker(tmp_path / "w1", 1) as second:
+        near, far = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        first.links.adopt(near, (1, second.links.start_id))
+        second.links.adopt(far, (0, first.links.start_id))
+        made = Pair([first, second])
+        await made.until(
+            lambda: first.links.link(1) is not None and second.links.link(0) is not None
+        )
+        yield made
+    # A broker whose log shows a traceback fails the test.
+    assert [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR] == []
+
+
+def tags(contents: list[Content]) -> list[int]:
+    return [content.method.delivery_tag for content in contents]  # type: ignore[attr-defined]
+
+
+def redelivered(contents: list[Content]) -> list[bool]:
+    return [content.method.redelivered for content in contents]  # type: ignore[attr-defined]
+
+
+async def test_a_consumer_on_another_worker_gets_every_message_and_its_acks_settle_them(
+    pair: Pair,
+) -> None:
+    """RabbitMQ (consumer acknowledgements): each delivery carries a delivery tag of the
+    channel, and an ack removes the message; the client cannot tell that another worker runs
+    the queue. Worker 0 numbers its own tags from 1; worker 1 holds the entries unacked until
+    the acks cross, then has none."""
+    owned = await pair.declare("q")
+    pair.publish("q", b"one", b"two", b"three")
+    await pair.consume("q")
+    got = await pair.deliveries(3)
+    assert bodies(got) == [b"one", b"two", b"three"]
+    assert tags(got) == [1, 2, 3] and redelivered(got) == [False] * 3
+    assert (owned.unacked, owned.message_count) == (3, 0)
+    pair.client.send(1, Basic.Ack(delivery_tag=3, multiple=True))
+    await pair.until(lambda: owned.unacked == 0)
+    assert owned.message_count == 0 and owned.counters.ack == 3
+    await pair.nothing_more()
+
+
+async def test_the_prefetch_of_the_consuming_channel_holds_across(pair: Pair) -> None:
+    """RabbitMQ "Consumer Prefetch": basic.qos prefetch_count (global=false) "the maximum
+    number of unacknowledged deliveries that are permitted on a channel" per consumer: with 2,
+    two come, and each ack lets one more through."""
+    owned = await pair.declare("q")
+    pair.publish("q", *[b"%d" % n for n in range(5)])
+    pair.client.qos(1, 2)
+    await pair.consume("q")
+    got = await pair.deliveries(2)
+    await pair.nothing_more()
+    assert owned.message_count == 3
+    pair.client.send(1, Basic.Ack(delivery_tag=tags(got)[0]))
+    got += await pair.deliveries(1)
+    await pair.nothing_more()
+    assert bodies(got) == [b"0", b"1", b"2"]
+
+
+async def test_nack_requeue_comes_back_redelivered_and_reject_dead_letters_on_the_owner(
+    pair: Pair,
+) -> None:
+    """AMQP 0-9-1 basic.nack/basic.reject requeue=true put the message back, and it comes again
+    with redelivered set; RabbitMQ "Dead Letter Exchanges": a message rejected with
+    requeue=false goes to the queue's dead-letter exchange, here on the owner."""
+    dead = await pair.declare("dead")
+    await pair.declare("q", {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dead"})
+    pair.publish("q", b"a", b"b")
+    await pair.consume("q")
+    first = await pair.deliveries(2)
+    pair.client.send(1, Basic.Nack(delivery_tag=tags(first)[0], requeue=True))
+    again = await pair.deliveries(1)
+    assert bodies(again) == [b"a"] and redelivered(again) == [True]
+    assert tags(again) == [3]
+    pair.client.send(1, Basic.Reject(delivery_tag=tags(first)[1], requeue=False))
+    pair.client.send(1, Basic.Reject(delivery_tag=3, requeue=False))
+    await pair.until(lambda: dead.message_count == 2)
+    assert sorted(m.message.body for m in dead.browse()) == [b"a", b"b"]
+
+
+async def test_a_cancelled_consumer_keeps_its_deliveries_until_acked(pair: Pair) -> None:
+    """AMQP 0-9-1 basic.cancel: the consumer stops getting messages, and its unacked
+    deliveries stay unacked (RabbitMQ keeps them until ack or channel close): the ack after
+    cancel-ok still settles them on the owner."""
+    owned = await pair.declare("q")
+    pair.publish("q", b"kept")
+    tag = await pair.consume("q")
+    [got] = await pair.deliveries(1)
+    pair.client.send(1, Basic.Cancel(consumer_tag=tag))
+    assert (await pair.answer(Basic.CancelOk)).consumer_tag == tag
+    await pair.until(lambda: not owned.consumers)
+    pair.publish("q", b"after")
+    await pair.nothing_more()
+    assert (owned.unacked, owned.message_count) == (1, 1)
+    pair.client.send(1, Basic.Ack(delivery_tag=tags([got])[0]))
+    await pair.until(lambda: owned.unacked == 0)
+    assert owned.message_count == 1
+
+
+async def test_closing_the_channel_requeues_what_it_did_not_settle(pair: Pair) -> None:
+    """AMQP 0-9-1 §3.1.4 (channel.close): unacknowledged messages go back to their queue, and
+    come again with redelivered set."""
+    owned = await pair.declare("q")
+    pair.publish("q", b"x", b"y")
+    await pair.consume("q")
+    await pair.deliveries(2)
+    pair.client.send(
+        1, commands.Channel.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0)
+    )
+    await pair.answer(commands.Channel.CloseOk)
+    await pair.until(lambda: owned.message_count == 2)
+    assert owned.unacked == 0 and not owned.consumers
+    assert [m.redelivered for m in owned.browse()] == [True, True]
+    assert [m.message.body for m in owned.browse()] == [b"x", b"y"]
+
+
+async def test_losing_the_link_requeues_on_the_owner_and_cancels_the_consumer(pair: Pair) -> None:
+    """RabbitMQ "Consumer Cancel Notification": a consumer whose queue becomes unavailable gets
+    basic.cancel (the client has the consumer_cancel_notify capability). The owner requeues
+    what the other worker held (at least once, redelivered); an ack of such a tag afterwards
+    settles nothing and is no error."""
+    owned = await pair.declare("q")
+    pair.publish("q", b"held")
+    tag = await pair.consume("q")
+    [got] = await pair.deliveries(1)
+    link = pair.workers[0].links.link(1)
+    assert link is not None
+    link.close()
+    cancel = await pair.answer(Basic.Cancel)
+    assert cancel.consumer_tag == tag
+    await pair.until(lambda: owned.message_count == 1)
+    assert owned.unacked == 0 and not owned.consumers
+    assert [m.redelivered for m in owned.browse()] == [True]
+    pair.client.send(1, Basic.Ack(delivery_tag=tags([got])[0]))
+    await pair.nothing_more()  # no channel.close 406
+
+
+async def test_losing_the_link_closes_the_channel_of_a_client_that_cannot_hear_a_cancel(
+    pair: Pair,
+) -> None:
+    """A client without the consumer_cancel_notify capability cannot be told that its
+    consumer was cancelled: its channel is closed instead, so that it does not wait for
+    deliveries that never come (541 INTERNAL_ERROR, as RabbitMQ closes a channel whose queue's
+    process failed), and its deliveries were requeued by the owner."""
+    owned = await pair.declare("q")
+    pair.publish("q", b"held")
+    client, _session = connect(pair.workers[0].broker)
+    client.send(1, Basic.Consume(queue="q"))
+    await pair.until(lambda: bool(owned.consumers))
+    await pair.settle()
+    client.expect(Basic.ConsumeOk, channel=1)
+    client.expect_content(Basic.Deliver, channel=1)
+    link = pair.workers[0].links.link(1)
+    assert link is not None
+    link.close()
+    await pair.until(lambda: owned.message_count == 1)
+    close = client.expect(commands.Channel.Close, channel=1)
+    assert close.reply_code == 541 and "worker 1" in close.reply_text
+
+
+async def test_basic_get_across_with_and_without_no_ack(pair: Pair) -> None:
+    """AMQP 0-9-1 basic.get: get-ok with the message and the count left, or get-empty; with
+    no_ack the message is settled as it is sent, else it waits for the ack."""
+    owned = await pair.declare("q")
+    pair.publish("q", b"first", b"second")
+    await pair.settle()
+    pair.client.send(1, Basic.Get(queue="q", no_ack=True))
+    [first] = await pair.received(1)
+    pair.workers[0].session.resume_input()
+    assert isinstance(first, Content) and first.body == b"first"
+    assert first.method.message_count == 1  # type: ignore[attr-defined]
+    pair.client.send(1, Basic.Get(queue="q"))
+    [second] = await pair.received(1)
+    pair.workers[0].session.resume_input()
+    assert isinstance(second, Content) and second.body == b"second"
+    assert (owned.unacked, owned.message_count) == (1, 0)
+    pair.client.send(1, Basic.Get(queue="q"))
+    await pair.answer(Basic.GetEmpty)
+    pair.client.send(1, Basic.Ack(delivery_tag=second.method.delivery_tag))  # type: ignore[attr-defined]
+    await pair.until(lambda: owned.unacked == 0)
+    assert owned.counters.get_no_ack == 1 and owned.counters.get == 1
+
+
+async def test_an_exclusive_consumer_on_the_owner_refuses_a_consumer_across(pair: Pair) -> None:
+    """AMQP 0-9-1 basic.consume exclusive: "Request exclusive consumer access, meaning only
+    this consumer can access the queue"; RabbitMQ refuses another with 403 ACCESS_REFUSED, a
+    channel error, wherever the other consumer is."""
+    await pair.declare("q")
+    owner = pair.workers[1].client
+    owner.send(1, Basic.Consume(queue="q", exclusive=True))
+    owner.expect(Basic.ConsumeOk, channel=1)
+    pair.client.send(1, Basic.Consume(queue="q"))
+    close = await pair.answer(commands.Channel.Close)
+    assert close.reply_code == 403 and "in exclusive use" in close.reply_text
+
+
+async def test_a_deleted_queue_cancels_the_consumer_across(pair: Pair) -> None:
+    """RabbitMQ "Consumer Cancel Notification": when a queue is deleted its consumers get
+    basic.cancel, where the client has the consumer_cancel_notify capability."""
+    await pair.declare("q")
+    tag = await pair.consume("q")
+    owner = pair.workers[1].client
+    owner.send(1, commands.Queue.Delete(queue="q"))
+    await pair.workers[1].broker.journal.durable()
+    cancel = await pair.answer(Basic.Cancel)
+    assert cancel.consumer_tag == tag
+
+
+async def test_a_thousand_messages_arrive_in_order(pair: Pair) -> None:
+    """AMQP 0-9-1 §4.7: messages published on one channel to one queue are delivered in the
+    order they were published, across workers too; no_ack's window is topped up as they go."""
+    owned = await pair.declare("q")
+    sent = [b"%d" % n for n in range(1000)]
+    pair.publish("q", *sent)
+    await pair.consume("q", no_ack=True)
+    got = await pair.deliveries(1000)
+    assert bodies(got) == sent
+    assert owned.message_count == 0 and owned.unacked == 0
+
+
+async def test_basic_recover_requeues_across_and_the_messages_come_again(pair: Pair) -> None:
+    """AMQP 0-9-1 basic.recover requeue=true: "the server will attempt to requeue the message,
+    potentially then delivering it to an alternative subscriber"; it comes again with
+    redelivered set."""
+    owned = await pair.declare("q")
+    pair.publish("q", b"r")
+    await pair.consume("q")
+    await pair.deliveries(1)
+    pair.client.send(1, Basic.Recover(requeue=True))
+    await pair.answer(Basic.RecoverOk)
+    again = await pair.deliveries(1)
+    assert bodies(again) == [b"r"] and redelivered(again) == [True]
+    assert owned.unacked == 1
+
+
+async def test_a_single_active_consumer_across_is_active_first_and_hands_over_when_it_goes(
+    pair: Pair,
+) -> None:
+    """RabbitMQ "Single Active Consumer": "only one consumer at a time consumes from the queue
+    and fails over to another registered consumer in case the active one is cancelled", and
+    registering one with the exclusive flag "will result in an error if single active consumer
+    is enabled". The owner applies both to a consumer on another worker as to its own: the
+    unacked deliveries of the cancelled one go to the next first, in their order, before
+    anything newer (MQ 3.5 admin guide: the backup "takes over the work of the failed
+    consumer"), and the cancelled one's ack of them settles nothing."""
+    owned = await pair.declare("q", {"x-single-active-consumer": True})
+    pair.client.qos(1, 2)
+    tag = await pair.consume("q")
+    owner = pair.workers[1].client
+    owner.send(1, Basic.Consume(queue="q", consumer_tag="backup", no_ack=True))
+    owner.expect(Basic.ConsumeOk, channel=1)
+    pair.publish("q", b"1", b"2")
+    first = await pair.deliveries(2)
+    assert bodies(first) == [b"1", b"2"]
+    pair.publish("q", b"3")
+    await pair.until(lambda: owned.message_count == 1)  # over the active one's prefetch
+    pair.client.send(1, Basic.Cancel(consumer_tag=tag))
+    await pair.answer(Basic.CancelOk)
+    await pair.until(lambda: owned.message_count == 0 and owned.unacked == 0)
+    taken = [owner.expect_content(Basic.Deliver, channel=1) for _ in range(3)]
+    assert [(c.body, c.method.redelivered) for c in taken] == [  # type: ignore[attr-defined]
+        (b"1", True),
+        (b"2", True),
+        (b"3", False),
+    ]
+    pair.client.send(1, Basic.Ack(delivery_tag=tags(first)[1], multiple=True))
+    await pair.nothing_more()
+    pair.client.send(1, Basic.Consume(queue="q", exclusive=True))
+    close = await pair.answer(commands.Channel.Close)
+    assert close.reply_code == 403
+
+
+async def test_a_slow_consumer_across_is_cancelled_with_its_deleted_subscription(
+    pair: Pair,
+) -> None:
+    """Qpid manual §2.11 (slow consumer disconnect): a temporary subscription queue whose
+    consumers are slow is deleted. The owner runs the check; a consumer another worker's
+    channel holds has no connection there to close, and is cancelled with the queue
+    (basic.cancel, RabbitMQ "Consumer Cancel Notification")."""
+    owner = pair.workers[1]
+    owner.client.call(
+        1, commands.Queue.Declare(queue="sub", auto_delete=True), commands.Queue.DeclareOk
+    )
+    owner.client.call(
+        1,
+        commands.Queue.Bind(queue="sub", exchange="amq.topic", routing_key="stocks.us"),
+        commands.Queue.BindOk,
+    )
+    await pair.declare_known("sub")
+    pair.client.qos(1, 1)
+    tag = await pair.consume("sub")
+    for _ in range(3):
+        owner.client.publish(1, b"tick", exchange="amq.topic", routing_key="stocks.us")
+    await pair.deliveries(1)
+    config = SlowConsumerConfig(enabled=True, message_count=1)  # type: ignore[call-arg]
+    SlowConsumerDetector(owner.broker.vhosts, config, None).check()
+    assert "sub" not in owner.broker.vhosts["/"].queues
+    assert (await pair.answer(Basic.Cancel)).consumer_tag == tag
+
+
+async def test_a_consumer_across_with_a_higher_priority_goes_first(pair: Pair) -> None:
+    """RabbitMQ "Consumer Priorities": "messages only going to lower priority consumers when
+    the high priority consumers block"; the owner weighs a consumer across by its x-priority
+    as its own."""
+    owned = await pair.declare("q")
+    owner = pair.workers[1].client
+    owner.send(1, Basic.Consume(queue="q", consumer_tag="low", no_ack=True))
+    owner.expect(Basic.ConsumeOk, channel=1)
+    pair.client.send(1, Basic.Consume(queue="q", no_ack=True, arguments={"x-priority": 10}))
+    await pair.answer(Basic.ConsumeOk)
+    await pair.until(lambda: len(owned.consumers) == 2)
+    pair.publish("q", b"1", b"2", b"3")
+    assert bodies(await pair.deliveries(3)) == [b"1", b"2", b"3"]
+    assert owner.receive() == []
