@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 from benchmarks.brokers.postgres import BenchPostgres
+from benchmarks.brokers.spread import BatonMQSpread
 from benchmarks.brokers.workers import BatonMQWorkers
 from benchmarks.procstats import cpu_seconds, process_tree
 from benchmarks.runner import RunSettings, run_row
@@ -53,3 +54,24 @@ def test_the_two_queue_row_moves_messages_through_both_workers(workers: BatonMQW
     assert refused.error is not None
     assert "cannot route through an exchange" in refused.error
     assert workers.alive()
+
+
+def test_the_spread_target_moves_messages_across_its_workers() -> None:
+    """`batonmq-s2` (benchmarks/brokers/spread.py): the two-queue row on one virtual host spread
+    over two workers, each running one of its queues, with clients wherever the kernel put
+    them. Both workers work, and the messages reach the consumers, across workers when a
+    client and its queue live apart."""
+    (row,) = select(["clients-4x4-1KiB-2q"], quick=False)
+    with BatonMQSpread(2) as spread:
+        assert spread.process is not None
+        children = [pid for pid in process_tree(spread.process.pid) if pid != spread.process.pid]
+        assert len(children) == 2
+        before = [cpu_seconds([pid]) for pid in children]
+
+        measurement = run_row(row, spread, SETTINGS, "bench.spread")
+
+        assert measurement.error is None
+        assert measurement.delivered > 0
+        after = [cpu_seconds([pid]) for pid in children]
+        assert all(used > was for used, was in zip(after, before, strict=True))
+    assert spread.log_problems == (), "a worker's log showed errors or tracebacks"
