@@ -534,8 +534,11 @@ class RemoteQueue:
         self._consuming.settle(entry.sequence, SettleOutcome.REJECT)
 
     def requeue(self, entries: Iterable[QueueEntry]) -> None:
+        """The owner puts them back; its consumers here have the room they held (a local
+        queue's requeue dispatches, so `Channel.settle` does not)."""
         for entry in entries:
             self._consuming.settle(entry.sequence, SettleOutcome.REQUEUE)
+        self.dispatch()
 
 
 class PublishLinks:

@@ -468,3 +468,22 @@ async def test_a_consumer_across_with_a_higher_priority_goes_first(pair: Pair) -
     pair.publish("q", b"1", b"2", b"3")
     assert bodies(await pair.deliveries(3)) == [b"1", b"2", b"3"]
     assert owner.receive() == []
+
+
+async def test_a_requeue_gives_a_consumer_with_a_prefetch_its_room_back(pair: Pair) -> None:
+    """RabbitMQ "Consumer Prefetch": the prefetch limits the consumer's unacknowledged
+    deliveries, and a nack or basic.recover with requeue settles them, so the requeued message
+    comes again to the consumer whose room it freed (AMQP 0-9-1 basic.recover requeue=true:
+    "potentially then delivering it to an alternative subscriber")."""
+    await pair.declare("q")
+    pair.publish("q", b"a")
+    pair.client.qos(1, 1)
+    await pair.consume("q")
+    [got] = await pair.deliveries(1)
+    pair.client.send(1, Basic.Nack(delivery_tag=tags([got])[0], requeue=True))
+    again = await pair.deliveries(1)
+    assert bodies(again) == [b"a"] and redelivered(again) == [True]
+    pair.client.send(1, Basic.Recover(requeue=True))
+    await pair.answer(Basic.RecoverOk)
+    third = await pair.deliveries(1)
+    assert bodies(third) == [b"a"] and redelivered(third) == [True]
