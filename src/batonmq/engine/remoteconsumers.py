@@ -203,6 +203,7 @@ class RemoteConsumers:
         request = self._next_id()
         session = channel.session
         get = Get(request, no_ack, session.vhost.name, queue.name, session.ref)
+        self._send_settlements(link)  # what the channel requeued before is there to get
         link.send(GET, get.encode())
 
         def register(release_input: Callable[[], None]) -> None:
@@ -249,8 +250,12 @@ class RemoteConsumers:
         self._cancel_id(consumer_id)
 
     def _cancel_id(self, consumer_id: int) -> None:
-        if self.link is not None:
-            self.link.send(CANCEL, Cancel(consumer_id).encode())
+        link = self.link
+        if link is not None:
+            # What the channel settled before goes first: the owner hands a single active
+            # consumer's unsettled deliveries over as the CANCEL arrives.
+            self._send_settlements(link)
+            link.send(CANCEL, Cancel(consumer_id).encode())
 
     def settle(self, delivery: int, outcome: SettleOutcome) -> None:
         """Settle the owner's delivery `delivery` (0: settled there already, as no_ack)."""
@@ -290,12 +295,7 @@ class RemoteConsumers:
         link = self.link
         if link is None:
             return
-        for outcome, deliveries in self._settling.items():
-            if deliveries:
-                self._settling[outcome] = []
-                runs = runs_of(deliveries)
-                for at in range(0, len(runs), RUNS_MAX):
-                    link.send(SETTLE, Settle(outcome, runs[at : at + RUNS_MAX]).encode())
+        self._send_settlements(link)
         due, self._due = self._due, set()
         for consumer_id in due:
             consuming = self._consuming.get(consumer_id)
@@ -305,6 +305,15 @@ class RemoteConsumers:
             if more > 0:
                 consuming.credit += more
                 link.send(CREDIT, Credit(consumer_id, more).encode())
+
+    def _send_settlements(self, link: PeerLink) -> None:
+        """Send the settlements gathered so far, ahead of the record that follows them."""
+        for outcome, deliveries in self._settling.items():
+            if deliveries:
+                self._settling[outcome] = []
+                runs = runs_of(deliveries)
+                for at in range(0, len(runs), RUNS_MAX):
+                    link.send(SETTLE, Settle(outcome, runs[at : at + RUNS_MAX]).encode())
 
     # Records from the owner ----------------------------------------------------------------
 

@@ -487,3 +487,47 @@ async def test_a_requeue_gives_a_consumer_with_a_prefetch_its_room_back(pair: Pa
     await pair.answer(Basic.RecoverOk)
     third = await pair.deliveries(1)
     assert bodies(third) == [b"a"] and redelivered(third) == [True]
+
+
+async def test_an_ack_before_a_single_active_consumer_s_cancel_settles_what_it_names(
+    pair: Pair,
+) -> None:
+    """AMQP 0-9-1 basic.ack: the server acknowledges the deliveries it names; RabbitMQ "Single
+    Active Consumer": only the unacknowledged ones of a cancelled active consumer go to the
+    next. An ack and a cancel sent together reach the owner in that order: the acked messages
+    are done with, not handed to the backup, and the link stays up."""
+    owned = await pair.declare("q", {"x-single-active-consumer": True})
+    pair.client.qos(1, 5)
+    tag = await pair.consume("q")
+    owner = pair.workers[1].client
+    owner.send(1, Basic.Consume(queue="q", consumer_tag="backup", no_ack=True))
+    owner.expect(Basic.ConsumeOk, channel=1)
+    pair.publish("q", b"1", b"2")
+    first = await pair.deliveries(2)
+    pair.client.send(1, Basic.Ack(delivery_tag=tags(first)[1], multiple=True))
+    pair.client.send(1, Basic.Cancel(consumer_tag=tag))
+    await pair.answer(Basic.CancelOk)
+    await pair.until(lambda: owned.counters.ack == 2)
+    await pair.settle()
+    assert (owned.message_count, owned.unacked) == (0, 0)
+    assert owner.receive() == []
+    assert pair.workers[0].links.link(1) is not None
+
+
+async def test_a_get_after_a_requeue_in_the_same_turn_finds_the_message(pair: Pair) -> None:
+    """AMQP 0-9-1 basic.nack requeue=true puts the message back in the queue, and basic.get
+    then "provides a direct access to the messages in a queue": a client that requeues and
+    gets at once gets the message it requeued, not get-empty."""
+    await pair.declare("q")
+    pair.publish("q", b"a")
+    await pair.settle()
+    pair.client.send(1, Basic.Get(queue="q"))
+    [got] = await pair.received(1)
+    pair.workers[0].session.resume_input()
+    assert isinstance(got, Content) and got.body == b"a"
+    pair.client.send(1, Basic.Nack(delivery_tag=got.method.delivery_tag, requeue=True))  # type: ignore[attr-defined]
+    pair.client.send(1, Basic.Get(queue="q"))
+    [again] = await pair.received(1)
+    pair.workers[0].session.resume_input()
+    assert isinstance(again, Content) and again.body == b"a"
+    assert again.method.redelivered  # type: ignore[attr-defined]
