@@ -20,6 +20,7 @@ of RabbitMQ's consumer acknowledgements), and removes X's consumers.
 
 from __future__ import annotations
 
+import logging
 from functools import partial
 from typing import TYPE_CHECKING, Final
 
@@ -57,6 +58,8 @@ if TYPE_CHECKING:
     from batonmq.engine.broker import Broker
     from batonmq.engine.channel import Channel
     from batonmq.engine.vhost import VirtualHost
+
+log = logging.getLogger(__name__)
 
 OUTCOMES: Final = {
     SettleOutcome.ACK: Outcome.ACK,
@@ -216,21 +219,15 @@ class Served:
                 for delivery, given_to in self._delivered_to.items()
                 if given_to == consumer_id
             ]
-            returned = [self._settled(delivery) for delivery in handed]
+            returned = [self.unsettled.pop(delivery) for delivery in handed]
+            for delivery in handed:
+                del self._delivered_to[delivery]
             settle_entries(returned, Outcome.REQUEUE, self._fields)
         if queue.auto_delete and not queue.consumers and not queue.deleted:
             # RabbitMQ: an auto-delete queue goes when its last consumer is cancelled.
             consumer.vhost.remove_queue(queue, on_delete=cancel_consumers_of)
         else:
             queue.dispatch()
-
-    def _settled(self, delivery: int) -> tuple[Queue, QueueEntry]:
-        """Delivery `delivery`, no longer unsettled."""
-        held = self.unsettled.pop(delivery, None)
-        if held is None:
-            raise MalformedRecord(f"delivery {delivery} settled, not unsettled")
-        self._delivered_to.pop(delivery, None)
-        return held
 
     def cancelled(self, consumer: LinkedConsumer) -> None:
         """`consumer`'s queue was deleted: the other worker's channel is told."""
@@ -265,12 +262,27 @@ class Served:
         self.link.send(DELIVER, record.encode())
 
     def settle(self, record: Settle) -> None:
-        """Settle the deliveries `record` names as a local channel's ack, nack or reject."""
-        settled = [
-            self._settled(delivery)
-            for first, last in record.runs
-            for delivery in range(first, last + 1)
-        ]
+        """Settle the deliveries `record` names as a local channel's ack, nack or reject. One
+        that is not unsettled here is passed over, and the others settled all the same: the
+        other worker may settle a delivery this worker took back meanwhile (a single active
+        consumer cancelled here, its work handed over), and that race is no reason to cut
+        every consumer on the link."""
+        settled: list[tuple[Queue, QueueEntry]] = []
+        unknown = 0
+        for first, last in record.runs:
+            for delivery in range(first, last + 1):
+                held = self.unsettled.pop(delivery, None)
+                if held is None:
+                    unknown += 1
+                    continue
+                self._delivered_to.pop(delivery, None)
+                settled.append(held)
+        if unknown:
+            log.warning(
+                "settlement across of deliveries not unsettled here, passed over: %d",
+                unknown,
+                extra=self._fields(),
+            )
         settle_entries(settled, OUTCOMES[record.outcome], self._fields)
 
     def get(self, record: Get) -> None:

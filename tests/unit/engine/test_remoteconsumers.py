@@ -20,6 +20,7 @@ import pytest
 from pamqp import base, commands
 from pamqp.common import FieldTable
 
+from batonmq.cluster.consumerecords import SETTLE, Settle, SettleOutcome
 from batonmq.cluster.peerlink import PeerLinks
 from batonmq.config import SlowConsumerConfig
 from batonmq.engine.broker import Broker
@@ -531,3 +532,31 @@ async def test_a_get_after_a_requeue_in_the_same_turn_finds_the_message(pair: Pa
     pair.workers[0].session.resume_input()
     assert isinstance(again, Content) and again.body == b"a"
     assert again.method.redelivered  # type: ignore[attr-defined]
+
+
+async def test_a_settlement_naming_a_delivery_the_owner_took_back_settles_the_others(
+    pair: Pair, caplog: pytest.LogCaptureFixture
+) -> None:
+    """RabbitMQ consumer acknowledgements: an ack settles the deliveries it names, and a
+    delivery acknowledged is done with ("at least once": one the owner took back is delivered
+    again). A settlement from the consuming worker that also names a delivery the owner no
+    longer holds for it (taken back meanwhile) settles the others it names, and the link and
+    its consumers go on."""
+    owned = await pair.declare("q")
+    pair.publish("q", b"a", b"b")
+    await pair.consume("q")
+    got = await pair.deliveries(2)
+    # The owner's delivery ids are 1 and 2; 3 stands for one it took back.
+    link = pair.workers[0].consuming.to(1).link
+    assert link is not None
+    link.send(SETTLE, Settle(SettleOutcome.ACK, [(1, 1), (3, 3)]).encode())
+    await pair.until(lambda: owned.counters.ack == 1)
+    assert owned.unacked == 1
+    assert "not unsettled here, passed over: 1" in caplog.text
+    assert pair.workers[1].links.link(0) is not None
+    pair.publish("q", b"c")
+    more = await pair.deliveries(1)
+    assert bodies(more) == [b"c"]
+    pair.client.send(1, Basic.Ack(delivery_tag=tags(more)[0], multiple=True))
+    await pair.until(lambda: owned.unacked == 0 and owned.counters.ack == 3)
+    assert tags(got) == [1, 2]
