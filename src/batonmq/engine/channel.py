@@ -330,7 +330,15 @@ class Channel:
         return self.flow_active and session.writable and not self.closed and not session.ended
 
     def global_room(self) -> bool:
-        return not self.channel_prefetch or self._consumer_unsettled < self.channel_prefetch
+        left = self.global_room_left()
+        return left is None or left > 0
+
+    def global_room_left(self) -> int | None:
+        """How many more deliveries to its consumers the channel's prefetch (basic.qos
+        global) lets through; None without one."""
+        if not self.channel_prefetch:
+            return None
+        return self.channel_prefetch - self._consumer_unsettled
 
     def deliver(self, consumer: Consumer, queue: ConsumedQueue, entry: QueueEntry) -> None:
         tag = self._next_tag()

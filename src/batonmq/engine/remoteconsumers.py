@@ -280,9 +280,23 @@ class RemoteConsumers:
         if consumer.no_ack:
             return NO_ACK_WINDOW - credit
         limit = consumer.prefetch_count or UNLIMITED_WINDOW
-        if channel.channel_prefetch:
-            limit = min(limit, channel.channel_prefetch)
-        return max(0, limit - consumer.unacked - credit)
+        room = max(0, limit - consumer.unacked - credit)
+        left = channel.global_room_left()
+        if left is None:
+            return room
+        # The channel's prefetch (basic.qos global) counts what any of its consumers holds
+        # unsettled, and what its consumers across may still be given.
+        given = sum(
+            other.queue.credit_given(other)
+            for other in channel.consumers.values()
+            if isinstance(other.queue, RemoteQueue) and not other.no_ack
+        )
+        return min(room, max(0, left - given))
+
+    def credit_given(self, consumer: QueueConsumer) -> int:
+        """How many more deliveries the owner may send `consumer` now."""
+        consumer_id = self._ids.get(consumer)
+        return 0 if consumer_id is None else self._consuming[consumer_id].credit
 
     def _flush_soon(self) -> None:
         if not self._flushing:

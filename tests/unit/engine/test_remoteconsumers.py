@@ -560,3 +560,26 @@ async def test_a_settlement_naming_a_delivery_the_owner_took_back_settles_the_ot
     pair.client.send(1, Basic.Ack(delivery_tag=tags(more)[0], multiple=True))
     await pair.until(lambda: owned.unacked == 0 and owned.counters.ack == 3)
     assert tags(got) == [1, 2]
+
+
+async def test_a_channel_wide_prefetch_holds_across_the_consumers_of_two_queues(
+    pair: Pair,
+) -> None:
+    """RabbitMQ "Consumer Prefetch": basic.qos with global=true shares the limit among all
+    the consumers on the channel: with 2, two deliveries come in all, from two queues, and
+    each ack lets one more through."""
+    first = await pair.declare("q1")
+    second = await pair.declare("q2")
+    pair.publish("q1", *[b"a%d" % n for n in range(5)])
+    pair.publish("q2", *[b"b%d" % n for n in range(5)])
+    await pair.until(lambda: first.message_count == 5 and second.message_count == 5)
+    pair.client.qos(1, 2, global_=True)
+    await pair.consume("q1")
+    got = await pair.deliveries(2)
+    await pair.consume("q2")
+    await pair.nothing_more()
+    assert first.message_count + second.message_count == 8
+    pair.client.send(1, Basic.Ack(delivery_tag=tags(got)[0]))
+    await pair.deliveries(1)
+    await pair.nothing_more()
+    assert first.message_count + second.message_count == 7
