@@ -145,6 +145,8 @@ class Served:
         #: The consumer each delivery of `unsettled` went to (none for a basic.get).
         self._delivered_to: dict[int, int] = {}
         self._last_delivery = 0
+        #: The link is gone (`close`): a basic.get that waited is not answered.
+        self.closed = False
 
     def _fields(self) -> dict[str, object]:
         return {"peer": self.link.peer}
@@ -289,6 +291,8 @@ class Served:
         """basic.get of the other worker's channel: GOT with the next ready message, none, or
         the refusal. One still waiting for its commit, or read back from the store, is
         answered once it is there."""
+        if self.closed:
+            return  # it waited, and the link went meanwhile: nothing is taken for it
         try:
             queue = self._queue(record.vhost, record.queue, record.requester)
         except ProtocolError as refusal:
@@ -315,6 +319,7 @@ class Served:
     def close(self) -> None:
         """The link is gone: every entry the other worker holds goes back to its queue, marked
         redelivered, and its consumers go."""
+        self.closed = True
         consumers, self.consumers = self.consumers, {}
         unsettled, self.unsettled = self.unsettled, {}
         self._delivered_to.clear()

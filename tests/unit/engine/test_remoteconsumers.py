@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import struct
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from batonmq.engine.remoteconsumers import ConsumeLinks
 from batonmq.engine.remotequeue import PublishLinks, RemoteQueue
 from batonmq.engine.session import Session
 from batonmq.engine.slowconsumers import SlowConsumerDetector
+from batonmq.model.message import Message
 from batonmq.model.topology import QueueDeclared
 from batonmq.queues.classic import ClassicQueue
 from batonmq.store.sqlite import SQLiteStore
@@ -583,3 +585,27 @@ async def test_a_channel_wide_prefetch_holds_across_the_consumers_of_two_queues(
     await pair.deliveries(1)
     await pair.nothing_more()
     assert first.message_count + second.message_count == 7
+
+
+async def test_a_get_waiting_on_the_owner_takes_nothing_once_the_link_is_gone(
+    pair: Pair,
+) -> None:
+    """AMQP 0-9-1 basic.get: the message a get-ok carries is the client's to acknowledge; a get
+    whose answer can no longer reach the client takes nothing from the queue. A get waiting on
+    the owner for a message held back until its write commits, whose link goes meanwhile,
+    leaves the message ready once it is released."""
+    owned = await pair.declare("q")
+    batch = 10**9  # a journal batch the owner has not committed
+    body = b"held"
+    header = struct.pack(">HHQH", 60, 0, len(body), 0)
+    owned.publish(Message("", "q", header, body), until_batch=batch)
+    assert owned.holds_back
+    pair.client.send(1, Basic.Get(queue="q"))
+    await pair.settle()
+    link = pair.workers[0].links.link(1)
+    assert link is not None
+    link.close()
+    await pair.until(lambda: pair.workers[1].links.link(0) is None)
+    owned.release_held(batch, True)
+    await pair.settle()
+    assert (owned.message_count, owned.unacked) == (1, 0)
