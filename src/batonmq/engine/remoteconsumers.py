@@ -243,10 +243,7 @@ class RemoteConsumers:
         if consumer_id is None:
             return
         consuming = self._consuming.pop(consumer_id)
-        if consuming.queue.consumers.hands_over:
-            for unsettled in consuming.consumer.channel.unsettled.values():
-                if unsettled.consumer is consumer:
-                    unsettled.entry.sequence = 0  # settled at the owner (see `settle`)
+        _handed_over_at_owner(consuming)
         self._cancel_id(consumer_id)
 
     def _cancel_id(self, consumer_id: int) -> None:
@@ -357,12 +354,14 @@ class RemoteConsumers:
             self.top_up(consumer)
 
     def cancelled(self, record: Cancelled) -> None:
-        """The owner cancelled the consumer: its queue was deleted."""
+        """The owner cancelled the consumer: its queue was deleted, or it was slow (as
+        `cancel`, the owner requeued itself what a single active consumer had unsettled)."""
         consuming = self._consuming.pop(record.consumer, None)
         if consuming is None:
             return  # cancelled here meanwhile
         consumer = consuming.consumer
         del self._ids[consumer]
+        _handed_over_at_owner(consuming)
         consuming.queue.consumers.remove(consumer)
         consumer.queue_deleted(None)
 
@@ -415,6 +414,17 @@ class RemoteConsumers:
                     f"worker {self.peer}, which runs queue '{queue.name}', went down",
                 )
                 session.close_channel(channel.number, failed)
+
+
+def _handed_over_at_owner(consuming: _Consuming) -> None:
+    """`consuming` is cancelled: where its queue hands a consumer's work over (single active
+    consumer), the owner requeues what it had unsettled itself, so the channel's settlement of
+    those deliveries sends nothing."""
+    if consuming.queue.consumers.hands_over:
+        consumer = consuming.consumer
+        for unsettled in consumer.channel.unsettled.values():
+            if unsettled.consumer is consumer:
+                unsettled.entry.sequence = 0  # settled at the owner (see `settle`)
 
 
 def _refused(channel: Channel, error: ProtocolError) -> None:

@@ -609,3 +609,37 @@ async def test_a_get_waiting_on_the_owner_takes_nothing_once_the_link_is_gone(
     owned.release_held(batch, True)
     await pair.settle()
     assert (owned.message_count, owned.unacked) == (1, 0)
+
+
+async def test_a_slow_single_active_consumer_across_leaves_no_settlement_for_the_owner(
+    pair: Pair, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Qpid manual §2.11 (slow consumer disconnect) cancels a slow consumer; RabbitMQ "Single
+    Active Consumer": the unacknowledged deliveries of a cancelled active consumer go back to
+    the queue for the next. The owner took them back itself, so the client's later ack of them
+    settles nothing there, as after its own basic.cancel."""
+    owner = pair.workers[1]
+    owner.client.call(
+        1,
+        commands.Queue.Declare(
+            queue="sub", auto_delete=True, arguments={"x-single-active-consumer": True}
+        ),
+        commands.Queue.DeclareOk,
+    )
+    owner.client.call(
+        1,
+        commands.Queue.Bind(queue="sub", exchange="amq.topic", routing_key="stocks.us"),
+        commands.Queue.BindOk,
+    )
+    await pair.declare_known("sub")
+    pair.client.qos(1, 1)
+    tag = await pair.consume("sub")
+    for _ in range(3):
+        owner.client.publish(1, b"tick", exchange="amq.topic", routing_key="stocks.us")
+    got = await pair.deliveries(1)
+    config = SlowConsumerConfig(enabled=True, message_count=1)  # type: ignore[call-arg]
+    SlowConsumerDetector(owner.broker.vhosts, config, None).check()
+    assert (await pair.answer(Basic.Cancel)).consumer_tag == tag
+    pair.client.send(1, Basic.Ack(delivery_tag=tags(got)[0]))
+    await pair.nothing_more()
+    assert "passed over" not in caplog.text
