@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -447,23 +447,27 @@ class Channel:
             self.transaction.hold_settlement(delivery_tag, multiple, tags, outcome)
 
     def settle(self, tags: Iterable[int], outcome: Outcome) -> None:
-        """Settle deliveries: acknowledge, requeue or reject them."""
-        settled: list[tuple[ConsumedQueue, QueueEntry]] = []
+        """Settle deliveries: acknowledge, requeue or reject them. Each leaves the channel as
+        its queue takes it: if a queue's step raises, the deliveries after it stay unsettled
+        here (requeued when the channel closes), not lost."""
         with_room: set[ConsumedQueue] = set()
-        for tag in tags:
-            unsettled = self.unsettled.pop(tag, None)
-            if unsettled is None:
-                continue  # settled meanwhile (a transaction naming a tag twice)
-            consumer = unsettled.consumer
-            if consumer is not None:
-                consumer.unacked -= 1
-                self._consumer_unsettled -= 1
-                with_room.add(consumer.queue)
-            settled.append((unsettled.queue, unsettled.entry))
-        if outcome is Outcome.ACK:
-            self.counters.ack += len(settled)
+
+        def taken() -> Iterator[tuple[ConsumedQueue, QueueEntry]]:
+            for tag in tags:
+                unsettled = self.unsettled.pop(tag, None)
+                if unsettled is None:
+                    continue  # settled meanwhile (a transaction naming a tag twice)
+                consumer = unsettled.consumer
+                if consumer is not None:
+                    consumer.unacked -= 1
+                    self._consumer_unsettled -= 1
+                    with_room.add(consumer.queue)
+                if outcome is Outcome.ACK:
+                    self.counters.ack += 1
+                yield unsettled.queue, unsettled.entry
+
         fields = self.log_fields
-        returned = settle_entries(settled, outcome, fields)
+        returned = settle_entries(taken(), outcome, fields)
         each(with_room - returned, lambda queue: queue.dispatch(), "dispatching", fields)
         if self.channel_prefetch:
             self._dispatch_consumers()
