@@ -86,13 +86,21 @@ def _down(peer: int, queue: str) -> ProtocolError:
     )
 
 
-def _refusal(reply_code: int, text: str) -> ProtocolError:
-    """The AMQP error the owner refused with."""
+def _refused_with(channel: Channel, reply_code: int, text: str) -> None:
+    """Refuse the method that waited with the owner's refusal. One with a reply code AMQP does
+    not have is the broker's own fault: the channel is closed with 541 INTERNAL_ERROR naming
+    it (as RabbitMQ closes a channel whose queue's process failed; the close is logged)."""
     try:
         code = ReplyCode(reply_code)
     except ValueError:
-        raise MalformedRecord(f"a refusal with reply code {reply_code}") from None
-    return amqp_error(code, text)
+        failed = amqp_error(
+            ReplyCode.INTERNAL_ERROR,
+            f"the worker running the queue refused with reply code {reply_code}: {text}",
+        )
+        if not channel.closed:
+            channel.session.close_channel(channel.number, failed)
+        return
+    _refused(channel, amqp_error(code, text))
 
 
 @dataclass(eq=False, slots=True)
@@ -179,7 +187,7 @@ class RemoteConsumers:
                     if answer is None:
                         _refused(channel, _down(self.peer, queue.name))
                     elif answer.reply_code:
-                        _refused(channel, _refusal(answer.reply_code, answer.text))
+                        _refused_with(channel, answer.reply_code, answer.text)
                     elif channel.closed or self.link is None:
                         self._cancel_id(consumer_id)
                     else:
@@ -213,7 +221,7 @@ class RemoteConsumers:
                     if answer is None:
                         _refused(channel, _down(self.peer, queue.name))
                     elif answer.reply_code:
-                        _refused(channel, _refusal(answer.reply_code, answer.text))
+                        _refused_with(channel, answer.reply_code, answer.text)
                     elif found is None:
                         if not channel.closed:
                             channel.reply(commands.Basic.GetEmpty())

@@ -21,7 +21,7 @@ import pytest
 from pamqp import base, commands
 from pamqp.common import FieldTable
 
-from batonmq.cluster.consumerecords import SETTLE, Settle, SettleOutcome
+from batonmq.cluster.consumerecords import GOT, SETTLE, Got, Settle, SettleOutcome
 from batonmq.cluster.peerlink import PeerLinks
 from batonmq.config import SlowConsumerConfig
 from batonmq.engine.broker import Broker
@@ -643,3 +643,27 @@ async def test_a_slow_single_active_consumer_across_leaves_no_settlement_for_the
     pair.client.send(1, Basic.Ack(delivery_tag=tags(got)[0]))
     await pair.nothing_more()
     assert "passed over" not in caplog.text
+
+
+async def test_a_refusal_with_a_reply_code_amqp_does_not_have_closes_the_channel_541(
+    pair: Pair,
+) -> None:
+    """AMQP 0-9-1 reply codes: 541 INTERNAL_ERROR, "the server could not complete the method
+    because of an internal error". An answer from the owner with a reply code AMQP does not
+    have is the broker's own fault: the channel that waited for it is closed with 541, and the
+    link and the client's connection go on."""
+    owned = await pair.declare("q")
+    batch = 10**9  # a journal batch the owner has not committed: the get waits there
+    body = b"held"
+    owned.publish(
+        Message("", "q", struct.pack(">HHQH", 60, 0, len(body), 0), body), until_batch=batch
+    )
+    pair.client.send(1, Basic.Get(queue="q"))
+    await pair.settle()
+    link = pair.workers[1].links.link(0)
+    assert link is not None
+    link.send(GOT, Got(1, 999, "not a reply code", None).encode())  # the first request asked
+    close = await pair.answer(commands.Channel.Close)
+    assert close.reply_code == 541
+    assert pair.workers[0].links.link(1) is not None
+    assert not pair.workers[0].session.ended
