@@ -8,8 +8,9 @@ the rules a local consumer meets (`check_admission`: exclusive consumers, single
 consumer, the consumer limits, x-priority and x-selector), the exclusive queue's connection
 included (`VirtualHost.routed_queue`), and puts a `LinkedConsumer` on the real queue. Its room
 is the credit X gives (CREDIT): the prefetch room of X's consumer, or a window for no_ack. Each
-entry it takes is handed out as a local channel hands one out (`hand_out`) and crosses as a
-DELIVER that names it by a delivery id of this link; a SETTLE settles them as a local channel's
+entry it takes is handed out as a local channel hands one out (`hand_out`; for a no_ack
+consumer, once X says it reached the client) and crosses as a DELIVER that names it by a
+delivery id of this link; a SETTLE settles them as a local channel's
 ack, nack or reject does (`settle_entries`). A consumer X cancels goes (its unsettled entries
 stay X's to settle, as RabbitMQ keeps a cancelled consumer's unacked deliveries until ack or
 channel close); one whose queue is deleted is told (CANCELLED). A basic.get (GET) is answered
@@ -144,6 +145,10 @@ class Served:
         self.unsettled: dict[int, tuple[Queue, QueueEntry]] = {}
         #: The consumer each delivery of `unsettled` went to (none for a basic.get).
         self._delivered_to: dict[int, int] = {}
+        #: The deliveries of `unsettled` on their way to a no_ack consumer: the other worker
+        #: settles each as it reaches the client (ACK), or sends it back (REQUEUE) if the
+        #: consumer was cancelled there meanwhile.
+        self._on_their_way: set[int] = set()
         self._last_delivery = 0
         #: The link is gone (`close`): a basic.get that waited is not answered.
         self.closed = False
@@ -216,10 +221,11 @@ class Served:
         queue = consumer.queue
         queue.remove_consumer(consumer)
         if queue.consumers.hands_over:
+            # What is on its way to a no_ack consumer comes back from the other worker.
             handed = [
                 delivery
                 for delivery, given_to in self._delivered_to.items()
-                if given_to == consumer_id
+                if given_to == consumer_id and delivery not in self._on_their_way
             ]
             returned = [self.unsettled.pop(delivery) for delivery in handed]
             for delivery in handed:
@@ -247,11 +253,20 @@ class Served:
         self, queue: Queue, entry: QueueEntry, *, no_ack: bool, consumer: int | None
     ) -> int:
         """Hand `entry` out as a local channel does, to `consumer` (None: a basic.get); its
-        delivery id (0 with no_ack)."""
-        hand_out(queue, entry, no_ack=no_ack, get=consumer is None)
-        if no_ack:
+        delivery id (0 for a basic.get with no_ack). One for a no_ack consumer is handed out
+        once it reaches the client (`settle`): until then it is unacked here, and comes back
+        if the consumer was cancelled on the way (RabbitMQ sends what is on its way before
+        cancel-ok; here the consuming worker has answered cancel-ok already)."""
+        if no_ack and consumer is None:
+            hand_out(queue, entry, no_ack=True, get=True)
             return 0
+        if no_ack:
+            queue.unacked += 1
+        else:
+            hand_out(queue, entry, no_ack=False, get=consumer is None)
         self._last_delivery += 1
+        if no_ack:
+            self._on_their_way.add(self._last_delivery)
         self.unsettled[self._last_delivery] = (queue, entry)
         if consumer is not None:
             self._delivered_to[self._last_delivery] = consumer
@@ -270,6 +285,7 @@ class Served:
         consumer cancelled here, its work handed over), and that race is no reason to cut
         every consumer on the link."""
         settled: list[tuple[Queue, QueueEntry]] = []
+        received: list[tuple[Queue, QueueEntry]] = []
         unknown = 0
         for first, last in record.runs:
             for delivery in range(first, last + 1):
@@ -278,13 +294,21 @@ class Served:
                     unknown += 1
                     continue
                 self._delivered_to.pop(delivery, None)
-                settled.append(held)
+                on_its_way = delivery in self._on_their_way
+                self._on_their_way.discard(delivery)
+                if on_its_way and record.outcome is SettleOutcome.ACK:
+                    received.append(held)
+                else:
+                    settled.append(held)
         if unknown:
             log.warning(
                 "settlement across of deliveries not unsettled here, passed over: %d",
                 unknown,
                 extra=self._fields(),
             )
+        for queue, entry in received:
+            queue.unacked -= 1
+            hand_out(queue, entry, no_ack=True, get=False)
         settle_entries(settled, OUTCOMES[record.outcome], self._fields)
 
     def get(self, record: Get) -> None:
@@ -323,6 +347,7 @@ class Served:
         consumers, self.consumers = self.consumers, {}
         unsettled, self.unsettled = self.unsettled, {}
         self._delivered_to.clear()
+        self._on_their_way.clear()
         for consumer in consumers.values():
             consumer.queue.remove_consumer(consumer)
         returned = settle_entries(unsettled.values(), Outcome.REQUEUE, self._fields)

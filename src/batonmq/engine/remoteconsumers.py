@@ -263,7 +263,9 @@ class RemoteConsumers:
             link.send(CANCEL, Cancel(consumer_id).encode())
 
     def settle(self, delivery: int, outcome: SettleOutcome) -> None:
-        """Settle the owner's delivery `delivery` (0: settled there already, as no_ack)."""
+        """Settle the owner's delivery `delivery` (0: settled there already, as a no_ack
+        get). A no_ack delivery to a consumer is settled (ACK) as it reaches the client: the
+        channel's `hand_out` settles it with the queue."""
         if delivery and self.link is not None:
             self._settling[outcome].append(delivery)
             self._flush_soon()
@@ -351,7 +353,7 @@ class RemoteConsumers:
     def deliver(self, record: Deliver) -> None:
         consuming = self._consuming.get(record.consumer)
         if consuming is None:
-            # Cancelled here while it was on its way: it goes back, as unsettled.
+            # Cancelled here while it was on its way (no_ack too): it goes back.
             self.settle(record.delivery, SettleOutcome.REQUEUE)
             return
         consuming.credit -= 1

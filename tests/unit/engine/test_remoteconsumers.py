@@ -374,7 +374,9 @@ async def test_a_thousand_messages_arrive_in_order(pair: Pair) -> None:
     await pair.consume("q", no_ack=True)
     got = await pair.deliveries(1000)
     assert bodies(got) == sent
-    assert owned.message_count == 0 and owned.unacked == 0
+    # Each is settled on the owner as it reaches the client.
+    await pair.until(lambda: owned.unacked == 0)
+    assert owned.message_count == 0 and owned.counters.deliver_no_ack == 1000
 
 
 async def test_basic_recover_requeues_across_and_the_messages_come_again(pair: Pair) -> None:
@@ -667,3 +669,37 @@ async def test_a_refusal_with_a_reply_code_amqp_does_not_have_closes_the_channel
     assert close.reply_code == 541
     assert pair.workers[0].links.link(1) is not None
     assert not pair.workers[0].session.ended
+
+
+async def test_cancelling_a_no_ack_consumer_loses_nothing_that_was_on_its_way(
+    pair: Pair,
+) -> None:
+    """AMQP 0-9-1 basic.cancel: after cancel-ok "the server will not send any more messages
+    for that consumer"; RabbitMQ "Consumer Acknowledgements": with automatic acknowledgement a
+    message is done with once it is sent to the client. What the owner had sent towards a
+    no_ack consumer cancelled before it arrived was not sent to the client: it stays in the
+    queue, so every message is either delivered or still there."""
+    owned = await pair.declare("q")
+    pair.publish("q", *[b"%d" % n for n in range(3000)])
+    await pair.until(lambda: owned.message_count == 3000)
+    pair.client.send(1, Basic.Consume(queue="q", consumer_tag="c", no_ack=True))
+    received: list[Received] = []
+
+    def consume_ok() -> bool:
+        received.extend(pair.client.receive())
+        return any(not isinstance(item, Content) for item in received)
+
+    await pair.until(consume_ok)
+    pair.workers[0].session.resume_input()
+    pair.client.send(1, Basic.Cancel(consumer_tag="c"))
+    await pair.until(lambda: owned.unacked == 0 and not owned.consumers)
+    await pair.settle()
+    received += pair.client.receive()
+    methods = [item for item in received if not isinstance(item, Content)]
+    assert [type(item.method) for item in methods] == [Basic.ConsumeOk, Basic.CancelOk]
+    after = received.index(methods[1])
+    assert all(not isinstance(item, Content) for item in received[after:])
+    delivered = [item for item in received if isinstance(item, Content)]
+    assert len(delivered) < 3000  # cancelled while deliveries were on their way
+    assert len(delivered) + owned.message_count == 3000
+    assert owned.counters.deliver_no_ack == len(delivered)
