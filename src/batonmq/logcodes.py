@@ -235,6 +235,15 @@ CATALOGUE: Final = (
         "The first worker answers again: failed logins and repeated lines are counted for "
         "the whole broker again.",
     ),
+    _code(
+        "BMQ-1062",
+        "settlement across of deliveries not unsettled here, passed over",
+        "The worker that runs a queue was asked by another worker to settle deliveries (how "
+        "many is given) it no longer holds for it: it took them back meanwhile (a single "
+        "active consumer it cancelled, whose work went to the next). The others named are "
+        "settled; the consumers on the link go on.",
+        "None, unless it repeats: then report it with the lines around it.",
+    ),
     # Connections and clients.
     _code("BMQ-2001", "connection opened", "A client logged in and opened a virtual host."),
     _code(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -330,7 +330,15 @@ class Channel:
         return self.flow_active and session.writable and not self.closed and not session.ended
 
     def global_room(self) -> bool:
-        return not self.channel_prefetch or self._consumer_unsettled < self.channel_prefetch
+        left = self.global_room_left()
+        return left is None or left > 0
+
+    def global_room_left(self) -> int | None:
+        """How many more deliveries to its consumers the channel's prefetch (basic.qos
+        global) lets through; None without one."""
+        if not self.channel_prefetch:
+            return None
+        return self.channel_prefetch - self._consumer_unsettled
 
     def deliver(self, consumer: Consumer, queue: ConsumedQueue, entry: QueueEntry) -> None:
         tag = self._next_tag()
@@ -439,23 +447,27 @@ class Channel:
             self.transaction.hold_settlement(delivery_tag, multiple, tags, outcome)
 
     def settle(self, tags: Iterable[int], outcome: Outcome) -> None:
-        """Settle deliveries: acknowledge, requeue or reject them."""
-        settled: list[tuple[ConsumedQueue, QueueEntry]] = []
+        """Settle deliveries: acknowledge, requeue or reject them. Each leaves the channel as
+        its queue takes it: if a queue's step raises, the deliveries after it stay unsettled
+        here (requeued when the channel closes), not lost."""
         with_room: set[ConsumedQueue] = set()
-        for tag in tags:
-            unsettled = self.unsettled.pop(tag, None)
-            if unsettled is None:
-                continue  # settled meanwhile (a transaction naming a tag twice)
-            consumer = unsettled.consumer
-            if consumer is not None:
-                consumer.unacked -= 1
-                self._consumer_unsettled -= 1
-                with_room.add(consumer.queue)
-            settled.append((unsettled.queue, unsettled.entry))
-        if outcome is Outcome.ACK:
-            self.counters.ack += len(settled)
+
+        def taken() -> Iterator[tuple[ConsumedQueue, QueueEntry]]:
+            for tag in tags:
+                unsettled = self.unsettled.pop(tag, None)
+                if unsettled is None:
+                    continue  # settled meanwhile (a transaction naming a tag twice)
+                consumer = unsettled.consumer
+                if consumer is not None:
+                    consumer.unacked -= 1
+                    self._consumer_unsettled -= 1
+                    with_room.add(consumer.queue)
+                if outcome is Outcome.ACK:
+                    self.counters.ack += 1
+                yield unsettled.queue, unsettled.entry
+
         fields = self.log_fields
-        returned = settle_entries(settled, outcome, fields)
+        returned = settle_entries(taken(), outcome, fields)
         each(with_room - returned, lambda queue: queue.dispatch(), "dispatching", fields)
         if self.channel_prefetch:
             self._dispatch_consumers()

@@ -8,8 +8,9 @@ the rules a local consumer meets (`check_admission`: exclusive consumers, single
 consumer, the consumer limits, x-priority and x-selector), the exclusive queue's connection
 included (`VirtualHost.routed_queue`), and puts a `LinkedConsumer` on the real queue. Its room
 is the credit X gives (CREDIT): the prefetch room of X's consumer, or a window for no_ack. Each
-entry it takes is handed out as a local channel hands one out (`hand_out`) and crosses as a
-DELIVER that names it by a delivery id of this link; a SETTLE settles them as a local channel's
+entry it takes is handed out as a local channel hands one out (`hand_out`; for a no_ack
+consumer, once X says it reached the client) and crosses as a DELIVER that names it by a
+delivery id of this link; a SETTLE settles them as a local channel's
 ack, nack or reject does (`settle_entries`). A consumer X cancels goes (its unsettled entries
 stay X's to settle, as RabbitMQ keeps a cancelled consumer's unacked deliveries until ack or
 channel close); one whose queue is deleted is told (CANCELLED). A basic.get (GET) is answered
@@ -20,6 +21,7 @@ of RabbitMQ's consumer acknowledgements), and removes X's consumers.
 
 from __future__ import annotations
 
+import logging
 from functools import partial
 from typing import TYPE_CHECKING, Final
 
@@ -57,6 +59,8 @@ if TYPE_CHECKING:
     from batonmq.engine.broker import Broker
     from batonmq.engine.channel import Channel
     from batonmq.engine.vhost import VirtualHost
+
+log = logging.getLogger(__name__)
 
 OUTCOMES: Final = {
     SettleOutcome.ACK: Outcome.ACK,
@@ -141,7 +145,13 @@ class Served:
         self.unsettled: dict[int, tuple[Queue, QueueEntry]] = {}
         #: The consumer each delivery of `unsettled` went to (none for a basic.get).
         self._delivered_to: dict[int, int] = {}
+        #: The deliveries of `unsettled` on their way to a no_ack consumer: the other worker
+        #: settles each as it reaches the client (ACK), or sends it back (REQUEUE) if the
+        #: consumer was cancelled there meanwhile.
+        self._on_their_way: set[int] = set()
         self._last_delivery = 0
+        #: The link is gone (`close`): a basic.get that waited is not answered.
+        self.closed = False
 
     def _fields(self) -> dict[str, object]:
         return {"peer": self.link.peer}
@@ -211,26 +221,21 @@ class Served:
         queue = consumer.queue
         queue.remove_consumer(consumer)
         if queue.consumers.hands_over:
+            # What is on its way to a no_ack consumer comes back from the other worker.
             handed = [
                 delivery
                 for delivery, given_to in self._delivered_to.items()
-                if given_to == consumer_id
+                if given_to == consumer_id and delivery not in self._on_their_way
             ]
-            returned = [self._settled(delivery) for delivery in handed]
+            returned = [self.unsettled.pop(delivery) for delivery in handed]
+            for delivery in handed:
+                del self._delivered_to[delivery]
             settle_entries(returned, Outcome.REQUEUE, self._fields)
         if queue.auto_delete and not queue.consumers and not queue.deleted:
             # RabbitMQ: an auto-delete queue goes when its last consumer is cancelled.
             consumer.vhost.remove_queue(queue, on_delete=cancel_consumers_of)
         else:
             queue.dispatch()
-
-    def _settled(self, delivery: int) -> tuple[Queue, QueueEntry]:
-        """Delivery `delivery`, no longer unsettled."""
-        held = self.unsettled.pop(delivery, None)
-        if held is None:
-            raise MalformedRecord(f"delivery {delivery} settled, not unsettled")
-        self._delivered_to.pop(delivery, None)
-        return held
 
     def cancelled(self, consumer: LinkedConsumer) -> None:
         """`consumer`'s queue was deleted: the other worker's channel is told."""
@@ -248,11 +253,20 @@ class Served:
         self, queue: Queue, entry: QueueEntry, *, no_ack: bool, consumer: int | None
     ) -> int:
         """Hand `entry` out as a local channel does, to `consumer` (None: a basic.get); its
-        delivery id (0 with no_ack)."""
-        hand_out(queue, entry, no_ack=no_ack, get=consumer is None)
-        if no_ack:
+        delivery id (0 for a basic.get with no_ack). One for a no_ack consumer is handed out
+        once it reaches the client (`settle`): until then it is unacked here, and comes back
+        if the consumer was cancelled on the way (RabbitMQ sends what is on its way before
+        cancel-ok; here the consuming worker has answered cancel-ok already)."""
+        if no_ack and consumer is None:
+            hand_out(queue, entry, no_ack=True, get=True)
             return 0
+        if no_ack:
+            queue.unacked += 1
+        else:
+            hand_out(queue, entry, no_ack=False, get=consumer is None)
         self._last_delivery += 1
+        if no_ack:
+            self._on_their_way.add(self._last_delivery)
         self.unsettled[self._last_delivery] = (queue, entry)
         if consumer is not None:
             self._delivered_to[self._last_delivery] = consumer
@@ -265,18 +279,44 @@ class Served:
         self.link.send(DELIVER, record.encode())
 
     def settle(self, record: Settle) -> None:
-        """Settle the deliveries `record` names as a local channel's ack, nack or reject."""
-        settled = [
-            self._settled(delivery)
-            for first, last in record.runs
-            for delivery in range(first, last + 1)
-        ]
+        """Settle the deliveries `record` names as a local channel's ack, nack or reject. One
+        that is not unsettled here is passed over, and the others settled all the same: the
+        other worker may settle a delivery this worker took back meanwhile (a single active
+        consumer cancelled here, its work handed over), and that race is no reason to cut
+        every consumer on the link."""
+        settled: list[tuple[Queue, QueueEntry]] = []
+        received: list[tuple[Queue, QueueEntry]] = []
+        unknown = 0
+        for first, last in record.runs:
+            for delivery in range(first, last + 1):
+                held = self.unsettled.pop(delivery, None)
+                if held is None:
+                    unknown += 1
+                    continue
+                self._delivered_to.pop(delivery, None)
+                on_its_way = delivery in self._on_their_way
+                self._on_their_way.discard(delivery)
+                if on_its_way and record.outcome is SettleOutcome.ACK:
+                    received.append(held)
+                else:
+                    settled.append(held)
+        if unknown:
+            log.warning(
+                "settlement across of deliveries not unsettled here, passed over: %d",
+                unknown,
+                extra=self._fields(),
+            )
+        for queue, entry in received:
+            queue.unacked -= 1
+            hand_out(queue, entry, no_ack=True, get=False)
         settle_entries(settled, OUTCOMES[record.outcome], self._fields)
 
     def get(self, record: Get) -> None:
         """basic.get of the other worker's channel: GOT with the next ready message, none, or
         the refusal. One still waiting for its commit, or read back from the store, is
         answered once it is there."""
+        if self.closed:
+            return  # it waited, and the link went meanwhile: nothing is taken for it
         try:
             queue = self._queue(record.vhost, record.queue, record.requester)
         except ProtocolError as refusal:
@@ -303,9 +343,11 @@ class Served:
     def close(self) -> None:
         """The link is gone: every entry the other worker holds goes back to its queue, marked
         redelivered, and its consumers go."""
+        self.closed = True
         consumers, self.consumers = self.consumers, {}
         unsettled, self.unsettled = self.unsettled, {}
         self._delivered_to.clear()
+        self._on_their_way.clear()
         for consumer in consumers.values():
             consumer.queue.remove_consumer(consumer)
         returned = settle_entries(unsettled.values(), Outcome.REQUEUE, self._fields)

@@ -86,13 +86,21 @@ def _down(peer: int, queue: str) -> ProtocolError:
     )
 
 
-def _refusal(reply_code: int, text: str) -> ProtocolError:
-    """The AMQP error the owner refused with."""
+def _refused_with(channel: Channel, reply_code: int, text: str) -> None:
+    """Refuse the method that waited with the owner's refusal. One with a reply code AMQP does
+    not have is the broker's own fault: the channel is closed with 541 INTERNAL_ERROR naming
+    it (as RabbitMQ closes a channel whose queue's process failed; the close is logged)."""
     try:
         code = ReplyCode(reply_code)
     except ValueError:
-        raise MalformedRecord(f"a refusal with reply code {reply_code}") from None
-    return amqp_error(code, text)
+        failed = amqp_error(
+            ReplyCode.INTERNAL_ERROR,
+            f"the worker running the queue refused with reply code {reply_code}: {text}",
+        )
+        if not channel.closed:
+            channel.session.close_channel(channel.number, failed)
+        return
+    _refused(channel, amqp_error(code, text))
 
 
 @dataclass(eq=False, slots=True)
@@ -179,7 +187,7 @@ class RemoteConsumers:
                     if answer is None:
                         _refused(channel, _down(self.peer, queue.name))
                     elif answer.reply_code:
-                        _refused(channel, _refusal(answer.reply_code, answer.text))
+                        _refused_with(channel, answer.reply_code, answer.text)
                     elif channel.closed or self.link is None:
                         self._cancel_id(consumer_id)
                     else:
@@ -203,6 +211,7 @@ class RemoteConsumers:
         request = self._next_id()
         session = channel.session
         get = Get(request, no_ack, session.vhost.name, queue.name, session.ref)
+        self._send_settlements(link)  # what the channel requeued before is there to get
         link.send(GET, get.encode())
 
         def register(release_input: Callable[[], None]) -> None:
@@ -212,7 +221,7 @@ class RemoteConsumers:
                     if answer is None:
                         _refused(channel, _down(self.peer, queue.name))
                     elif answer.reply_code:
-                        _refused(channel, _refusal(answer.reply_code, answer.text))
+                        _refused_with(channel, answer.reply_code, answer.text)
                     elif found is None:
                         if not channel.closed:
                             channel.reply(commands.Basic.GetEmpty())
@@ -242,18 +251,21 @@ class RemoteConsumers:
         if consumer_id is None:
             return
         consuming = self._consuming.pop(consumer_id)
-        if consuming.queue.consumers.hands_over:
-            for unsettled in consuming.consumer.channel.unsettled.values():
-                if unsettled.consumer is consumer:
-                    unsettled.entry.sequence = 0  # settled at the owner (see `settle`)
+        _handed_over_at_owner(consuming)
         self._cancel_id(consumer_id)
 
     def _cancel_id(self, consumer_id: int) -> None:
-        if self.link is not None:
-            self.link.send(CANCEL, Cancel(consumer_id).encode())
+        link = self.link
+        if link is not None:
+            # What the channel settled before goes first: the owner hands a single active
+            # consumer's unsettled deliveries over as the CANCEL arrives.
+            self._send_settlements(link)
+            link.send(CANCEL, Cancel(consumer_id).encode())
 
     def settle(self, delivery: int, outcome: SettleOutcome) -> None:
-        """Settle the owner's delivery `delivery` (0: settled there already, as no_ack)."""
+        """Settle the owner's delivery `delivery` (0: settled there already, as a no_ack
+        get). A no_ack delivery to a consumer is settled (ACK) as it reaches the client: the
+        channel's `hand_out` settles it with the queue."""
         if delivery and self.link is not None:
             self._settling[outcome].append(delivery)
             self._flush_soon()
@@ -275,9 +287,23 @@ class RemoteConsumers:
         if consumer.no_ack:
             return NO_ACK_WINDOW - credit
         limit = consumer.prefetch_count or UNLIMITED_WINDOW
-        if channel.channel_prefetch:
-            limit = min(limit, channel.channel_prefetch)
-        return max(0, limit - consumer.unacked - credit)
+        room = max(0, limit - consumer.unacked - credit)
+        left = channel.global_room_left()
+        if left is None:
+            return room
+        # The channel's prefetch (basic.qos global) counts what any of its consumers holds
+        # unsettled, and what its consumers across may still be given.
+        given = sum(
+            other.queue.credit_given(other)
+            for other in channel.consumers.values()
+            if isinstance(other.queue, RemoteQueue) and not other.no_ack
+        )
+        return min(room, max(0, left - given))
+
+    def credit_given(self, consumer: QueueConsumer) -> int:
+        """How many more deliveries the owner may send `consumer` now."""
+        consumer_id = self._ids.get(consumer)
+        return 0 if consumer_id is None else self._consuming[consumer_id].credit
 
     def _flush_soon(self) -> None:
         if not self._flushing:
@@ -290,12 +316,7 @@ class RemoteConsumers:
         link = self.link
         if link is None:
             return
-        for outcome, deliveries in self._settling.items():
-            if deliveries:
-                self._settling[outcome] = []
-                runs = runs_of(deliveries)
-                for at in range(0, len(runs), RUNS_MAX):
-                    link.send(SETTLE, Settle(outcome, runs[at : at + RUNS_MAX]).encode())
+        self._send_settlements(link)
         due, self._due = self._due, set()
         for consumer_id in due:
             consuming = self._consuming.get(consumer_id)
@@ -305,6 +326,15 @@ class RemoteConsumers:
             if more > 0:
                 consuming.credit += more
                 link.send(CREDIT, Credit(consumer_id, more).encode())
+
+    def _send_settlements(self, link: PeerLink) -> None:
+        """Send the settlements gathered so far, ahead of the record that follows them."""
+        for outcome, deliveries in self._settling.items():
+            if deliveries:
+                self._settling[outcome] = []
+                runs = runs_of(deliveries)
+                for at in range(0, len(runs), RUNS_MAX):
+                    link.send(SETTLE, Settle(outcome, runs[at : at + RUNS_MAX]).encode())
 
     # Records from the owner ----------------------------------------------------------------
 
@@ -323,7 +353,7 @@ class RemoteConsumers:
     def deliver(self, record: Deliver) -> None:
         consuming = self._consuming.get(record.consumer)
         if consuming is None:
-            # Cancelled here while it was on its way: it goes back, as unsettled.
+            # Cancelled here while it was on its way (no_ack too): it goes back.
             self.settle(record.delivery, SettleOutcome.REQUEUE)
             return
         consuming.credit -= 1
@@ -334,12 +364,14 @@ class RemoteConsumers:
             self.top_up(consumer)
 
     def cancelled(self, record: Cancelled) -> None:
-        """The owner cancelled the consumer: its queue was deleted."""
+        """The owner cancelled the consumer: its queue was deleted, or it was slow (as
+        `cancel`, the owner requeued itself what a single active consumer had unsettled)."""
         consuming = self._consuming.pop(record.consumer, None)
         if consuming is None:
             return  # cancelled here meanwhile
         consumer = consuming.consumer
         del self._ids[consumer]
+        _handed_over_at_owner(consuming)
         consuming.queue.consumers.remove(consumer)
         consumer.queue_deleted(None)
 
@@ -392,6 +424,17 @@ class RemoteConsumers:
                     f"worker {self.peer}, which runs queue '{queue.name}', went down",
                 )
                 session.close_channel(channel.number, failed)
+
+
+def _handed_over_at_owner(consuming: _Consuming) -> None:
+    """`consuming` is cancelled: where its queue hands a consumer's work over (single active
+    consumer), the owner requeues what it had unsettled itself, so the channel's settlement of
+    those deliveries sends nothing."""
+    if consuming.queue.consumers.hands_over:
+        consumer = consuming.consumer
+        for unsettled in consumer.channel.unsettled.values():
+            if unsettled.consumer is consumer:
+                unsettled.entry.sequence = 0  # settled at the owner (see `settle`)
 
 
 def _refused(channel: Channel, error: ProtocolError) -> None:

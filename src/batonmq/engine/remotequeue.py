@@ -519,6 +519,10 @@ class RemoteQueue:
         self.consumers.remove(consumer)
         self._consuming.cancel(consumer)
 
+    def credit_given(self, consumer: QueueConsumer) -> int:
+        """How many more deliveries the owner may send `consumer` (one of `consumers`) now."""
+        return self._consuming.credit_given(consumer)
+
     def dispatch(self) -> None:
         """Its consumers here may have room: the owner is given the credit for it."""
         for consumer in self.consumers:
@@ -534,8 +538,11 @@ class RemoteQueue:
         self._consuming.settle(entry.sequence, SettleOutcome.REJECT)
 
     def requeue(self, entries: Iterable[QueueEntry]) -> None:
+        """The owner puts them back; its consumers here have the room they held (a local
+        queue's requeue dispatches, so `Channel.settle` does not)."""
         for entry in entries:
             self._consuming.settle(entry.sequence, SettleOutcome.REQUEUE)
+        self.dispatch()
 
 
 class PublishLinks:

@@ -130,3 +130,35 @@ def test_a_failed_hand_over_leaves_the_message_in_its_queue(monkeypatch):
     got = other.get(1, "q")
     assert got is not None
     assert bodies([got]) == [b"survivor"]
+
+
+def test_a_defect_settling_one_ack_leaves_the_rest_to_be_requeued(monkeypatch):
+    """A broker defect while a queue settles one acknowledged delivery (BatonMQ style §10:
+    whatever raised) closes the connection with 541; the deliveries the ack named after it
+    are still the channel's, and go back to their queue with the rest it held: a message is
+    never lost between queue and consumer."""
+    broker = Broker()
+    client, session = connect(broker)
+    client.declare_queue(1, "q")
+    for body in (b"m0", b"m1", b"m2"):
+        client.publish(1, body, routing_key="q")
+    for _ in range(3):
+        assert client.get(1, "q") is not None
+    queue = broker.vhosts["/"].queues["q"]
+    calls = {"count": 0}
+    real_settled = type(queue).settled
+
+    def fail_second(self, entry):
+        calls["count"] += 1
+        if calls["count"] == 2:
+            raise RuntimeError("a defect")
+        real_settled(self, entry)
+
+    monkeypatch.setattr(type(queue), "settled", fail_second)
+    client.send(1, Basic.Ack(delivery_tag=3, multiple=True))
+    close = client.expect(Connection.Close, channel=0)
+    assert close.reply_code == ReplyCode.INTERNAL_ERROR
+    assert session.ended
+    entry = queue.get()
+    assert entry is not None
+    assert (entry.message.body, entry.redelivered) == (b"m2", True)

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import struct
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 from pamqp import base, commands
 from pamqp.common import FieldTable
 
+from batonmq.cluster.consumerecords import GOT, SETTLE, Got, Settle, SettleOutcome
 from batonmq.cluster.peerlink import PeerLinks
 from batonmq.config import SlowConsumerConfig
 from batonmq.engine.broker import Broker
@@ -28,6 +30,7 @@ from batonmq.engine.remoteconsumers import ConsumeLinks
 from batonmq.engine.remotequeue import PublishLinks, RemoteQueue
 from batonmq.engine.session import Session
 from batonmq.engine.slowconsumers import SlowConsumerDetector
+from batonmq.model.message import Message
 from batonmq.model.topology import QueueDeclared
 from batonmq.queues.classic import ClassicQueue
 from batonmq.store.sqlite import SQLiteStore
@@ -371,7 +374,9 @@ async def test_a_thousand_messages_arrive_in_order(pair: Pair) -> None:
     await pair.consume("q", no_ack=True)
     got = await pair.deliveries(1000)
     assert bodies(got) == sent
-    assert owned.message_count == 0 and owned.unacked == 0
+    # Each is settled on the owner as it reaches the client.
+    await pair.until(lambda: owned.unacked == 0)
+    assert owned.message_count == 0 and owned.counters.deliver_no_ack == 1000
 
 
 async def test_basic_recover_requeues_across_and_the_messages_come_again(pair: Pair) -> None:
@@ -468,3 +473,233 @@ async def test_a_consumer_across_with_a_higher_priority_goes_first(pair: Pair) -
     pair.publish("q", b"1", b"2", b"3")
     assert bodies(await pair.deliveries(3)) == [b"1", b"2", b"3"]
     assert owner.receive() == []
+
+
+async def test_a_requeue_gives_a_consumer_with_a_prefetch_its_room_back(pair: Pair) -> None:
+    """RabbitMQ "Consumer Prefetch": the prefetch limits the consumer's unacknowledged
+    deliveries, and a nack or basic.recover with requeue settles them, so the requeued message
+    comes again to the consumer whose room it freed (AMQP 0-9-1 basic.recover requeue=true:
+    "potentially then delivering it to an alternative subscriber")."""
+    await pair.declare("q")
+    pair.publish("q", b"a")
+    pair.client.qos(1, 1)
+    await pair.consume("q")
+    [got] = await pair.deliveries(1)
+    pair.client.send(1, Basic.Nack(delivery_tag=tags([got])[0], requeue=True))
+    again = await pair.deliveries(1)
+    assert bodies(again) == [b"a"] and redelivered(again) == [True]
+    pair.client.send(1, Basic.Recover(requeue=True))
+    await pair.answer(Basic.RecoverOk)
+    third = await pair.deliveries(1)
+    assert bodies(third) == [b"a"] and redelivered(third) == [True]
+
+
+async def test_an_ack_before_a_single_active_consumer_s_cancel_settles_what_it_names(
+    pair: Pair,
+) -> None:
+    """AMQP 0-9-1 basic.ack: the server acknowledges the deliveries it names; RabbitMQ "Single
+    Active Consumer": only the unacknowledged ones of a cancelled active consumer go to the
+    next. An ack and a cancel sent together reach the owner in that order: the acked messages
+    are done with, not handed to the backup, and the link stays up."""
+    owned = await pair.declare("q", {"x-single-active-consumer": True})
+    pair.client.qos(1, 5)
+    tag = await pair.consume("q")
+    owner = pair.workers[1].client
+    owner.send(1, Basic.Consume(queue="q", consumer_tag="backup", no_ack=True))
+    owner.expect(Basic.ConsumeOk, channel=1)
+    pair.publish("q", b"1", b"2")
+    first = await pair.deliveries(2)
+    pair.client.send(1, Basic.Ack(delivery_tag=tags(first)[1], multiple=True))
+    pair.client.send(1, Basic.Cancel(consumer_tag=tag))
+    await pair.answer(Basic.CancelOk)
+    await pair.until(lambda: owned.counters.ack == 2)
+    await pair.settle()
+    assert (owned.message_count, owned.unacked) == (0, 0)
+    assert owner.receive() == []
+    assert pair.workers[0].links.link(1) is not None
+
+
+async def test_a_get_after_a_requeue_in_the_same_turn_finds_the_message(pair: Pair) -> None:
+    """AMQP 0-9-1 basic.nack requeue=true puts the message back in the queue, and basic.get
+    then "provides a direct access to the messages in a queue": a client that requeues and
+    gets at once gets the message it requeued, not get-empty."""
+    await pair.declare("q")
+    pair.publish("q", b"a")
+    await pair.settle()
+    pair.client.send(1, Basic.Get(queue="q"))
+    [got] = await pair.received(1)
+    pair.workers[0].session.resume_input()
+    assert isinstance(got, Content) and got.body == b"a"
+    pair.client.send(1, Basic.Nack(delivery_tag=got.method.delivery_tag, requeue=True))  # type: ignore[attr-defined]
+    pair.client.send(1, Basic.Get(queue="q"))
+    [again] = await pair.received(1)
+    pair.workers[0].session.resume_input()
+    assert isinstance(again, Content) and again.body == b"a"
+    assert again.method.redelivered  # type: ignore[attr-defined]
+
+
+async def test_a_settlement_naming_a_delivery_the_owner_took_back_settles_the_others(
+    pair: Pair, caplog: pytest.LogCaptureFixture
+) -> None:
+    """RabbitMQ consumer acknowledgements: an ack settles the deliveries it names, and a
+    delivery acknowledged is done with ("at least once": one the owner took back is delivered
+    again). A settlement from the consuming worker that also names a delivery the owner no
+    longer holds for it (taken back meanwhile) settles the others it names, and the link and
+    its consumers go on."""
+    owned = await pair.declare("q")
+    pair.publish("q", b"a", b"b")
+    await pair.consume("q")
+    got = await pair.deliveries(2)
+    # The owner's delivery ids are 1 and 2; 3 stands for one it took back.
+    link = pair.workers[0].consuming.to(1).link
+    assert link is not None
+    link.send(SETTLE, Settle(SettleOutcome.ACK, [(1, 1), (3, 3)]).encode())
+    await pair.until(lambda: owned.counters.ack == 1)
+    assert owned.unacked == 1
+    assert "not unsettled here, passed over: 1" in caplog.text
+    assert pair.workers[1].links.link(0) is not None
+    pair.publish("q", b"c")
+    more = await pair.deliveries(1)
+    assert bodies(more) == [b"c"]
+    pair.client.send(1, Basic.Ack(delivery_tag=tags(more)[0], multiple=True))
+    await pair.until(lambda: owned.unacked == 0 and owned.counters.ack == 3)
+    assert tags(got) == [1, 2]
+
+
+async def test_a_channel_wide_prefetch_holds_across_the_consumers_of_two_queues(
+    pair: Pair,
+) -> None:
+    """RabbitMQ "Consumer Prefetch": basic.qos with global=true shares the limit among all
+    the consumers on the channel: with 2, two deliveries come in all, from two queues, and
+    each ack lets one more through."""
+    first = await pair.declare("q1")
+    second = await pair.declare("q2")
+    pair.publish("q1", *[b"a%d" % n for n in range(5)])
+    pair.publish("q2", *[b"b%d" % n for n in range(5)])
+    await pair.until(lambda: first.message_count == 5 and second.message_count == 5)
+    pair.client.qos(1, 2, global_=True)
+    await pair.consume("q1")
+    got = await pair.deliveries(2)
+    await pair.consume("q2")
+    await pair.nothing_more()
+    assert first.message_count + second.message_count == 8
+    pair.client.send(1, Basic.Ack(delivery_tag=tags(got)[0]))
+    await pair.deliveries(1)
+    await pair.nothing_more()
+    assert first.message_count + second.message_count == 7
+
+
+async def test_a_get_waiting_on_the_owner_takes_nothing_once_the_link_is_gone(
+    pair: Pair,
+) -> None:
+    """AMQP 0-9-1 basic.get: the message a get-ok carries is the client's to acknowledge; a get
+    whose answer can no longer reach the client takes nothing from the queue. A get waiting on
+    the owner for a message held back until its write commits, whose link goes meanwhile,
+    leaves the message ready once it is released."""
+    owned = await pair.declare("q")
+    batch = 10**9  # a journal batch the owner has not committed
+    body = b"held"
+    header = struct.pack(">HHQH", 60, 0, len(body), 0)
+    owned.publish(Message("", "q", header, body), until_batch=batch)
+    assert owned.holds_back
+    pair.client.send(1, Basic.Get(queue="q"))
+    await pair.settle()
+    link = pair.workers[0].links.link(1)
+    assert link is not None
+    link.close()
+    await pair.until(lambda: pair.workers[1].links.link(0) is None)
+    owned.release_held(batch, True)
+    await pair.settle()
+    assert (owned.message_count, owned.unacked) == (1, 0)
+
+
+async def test_a_slow_single_active_consumer_across_leaves_no_settlement_for_the_owner(
+    pair: Pair, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Qpid manual §2.11 (slow consumer disconnect) cancels a slow consumer; RabbitMQ "Single
+    Active Consumer": the unacknowledged deliveries of a cancelled active consumer go back to
+    the queue for the next. The owner took them back itself, so the client's later ack of them
+    settles nothing there, as after its own basic.cancel."""
+    owner = pair.workers[1]
+    owner.client.call(
+        1,
+        commands.Queue.Declare(
+            queue="sub", auto_delete=True, arguments={"x-single-active-consumer": True}
+        ),
+        commands.Queue.DeclareOk,
+    )
+    owner.client.call(
+        1,
+        commands.Queue.Bind(queue="sub", exchange="amq.topic", routing_key="stocks.us"),
+        commands.Queue.BindOk,
+    )
+    await pair.declare_known("sub")
+    pair.client.qos(1, 1)
+    tag = await pair.consume("sub")
+    for _ in range(3):
+        owner.client.publish(1, b"tick", exchange="amq.topic", routing_key="stocks.us")
+    got = await pair.deliveries(1)
+    config = SlowConsumerConfig(enabled=True, message_count=1)  # type: ignore[call-arg]
+    SlowConsumerDetector(owner.broker.vhosts, config, None).check()
+    assert (await pair.answer(Basic.Cancel)).consumer_tag == tag
+    pair.client.send(1, Basic.Ack(delivery_tag=tags(got)[0]))
+    await pair.nothing_more()
+    assert "passed over" not in caplog.text
+
+
+async def test_a_refusal_with_a_reply_code_amqp_does_not_have_closes_the_channel_541(
+    pair: Pair,
+) -> None:
+    """AMQP 0-9-1 reply codes: 541 INTERNAL_ERROR, "the server could not complete the method
+    because of an internal error". An answer from the owner with a reply code AMQP does not
+    have is the broker's own fault: the channel that waited for it is closed with 541, and the
+    link and the client's connection go on."""
+    owned = await pair.declare("q")
+    batch = 10**9  # a journal batch the owner has not committed: the get waits there
+    body = b"held"
+    owned.publish(
+        Message("", "q", struct.pack(">HHQH", 60, 0, len(body), 0), body), until_batch=batch
+    )
+    pair.client.send(1, Basic.Get(queue="q"))
+    await pair.settle()
+    link = pair.workers[1].links.link(0)
+    assert link is not None
+    link.send(GOT, Got(1, 999, "not a reply code", None).encode())  # the first request asked
+    close = await pair.answer(commands.Channel.Close)
+    assert close.reply_code == 541
+    assert pair.workers[0].links.link(1) is not None
+    assert not pair.workers[0].session.ended
+
+
+async def test_cancelling_a_no_ack_consumer_loses_nothing_that_was_on_its_way(
+    pair: Pair,
+) -> None:
+    """AMQP 0-9-1 basic.cancel: after cancel-ok "the server will not send any more messages
+    for that consumer"; RabbitMQ "Consumer Acknowledgements": with automatic acknowledgement a
+    message is done with once it is sent to the client. What the owner had sent towards a
+    no_ack consumer cancelled before it arrived was not sent to the client: it stays in the
+    queue, so every message is either delivered or still there."""
+    owned = await pair.declare("q")
+    pair.publish("q", *[b"%d" % n for n in range(3000)])
+    await pair.until(lambda: owned.message_count == 3000)
+    pair.client.send(1, Basic.Consume(queue="q", consumer_tag="c", no_ack=True))
+    received: list[Received] = []
+
+    def consume_ok() -> bool:
+        received.extend(pair.client.receive())
+        return any(not isinstance(item, Content) for item in received)
+
+    await pair.until(consume_ok)
+    pair.workers[0].session.resume_input()
+    pair.client.send(1, Basic.Cancel(consumer_tag="c"))
+    await pair.until(lambda: owned.unacked == 0 and not owned.consumers)
+    await pair.settle()
+    received += pair.client.receive()
+    methods = [item for item in received if not isinstance(item, Content)]
+    assert [type(item.method) for item in methods] == [Basic.ConsumeOk, Basic.CancelOk]
+    after = received.index(methods[1])
+    assert all(not isinstance(item, Content) for item in received[after:])
+    delivered = [item for item in received if isinstance(item, Content)]
+    assert len(delivered) < 3000  # cancelled while deliveries were on their way
+    assert len(delivered) + owned.message_count == 3000
+    assert owned.counters.deliver_no_ack == len(delivered)
