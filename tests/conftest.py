@@ -13,6 +13,19 @@ from tests.brokerproc import BrokerLife, log_problems, take_started_brokers
 pytest_plugins = ["tests.pgserver"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def compiled_once(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The Python processes the tests start (each broker, batonctl, clients and drivers) keep
+    the bytecode they compile in one directory of this session's: a broker's modules are
+    compiled at the first start, not at each of its thousands. PYTHONDONTWRITEBYTECODE (which
+    keeps the source tree free of __pycache__) would make every process compile them all again;
+    the cache is outside the tree, so the tree stays clean all the same."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+        patch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path_factory.mktemp("bytecode")))
+        yield
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
