@@ -292,18 +292,10 @@ class RemoteConsumers:
         if left is None:
             return room
         # The channel's prefetch (basic.qos global) counts what any of its consumers holds
-        # unsettled, and what its consumers across may still be given.
-        given = sum(
-            other.queue.credit_given(other)
-            for other in channel.consumers.values()
-            if isinstance(other.queue, RemoteQueue) and not other.no_ack
-        )
-        return min(room, max(0, left - given))
-
-    def credit_given(self, consumer: QueueConsumer) -> int:
-        """How many more deliveries the owner may send `consumer` now."""
-        consumer_id = self._ids.get(consumer)
-        return 0 if consumer_id is None else self._consuming[consumer_id].credit
+        # unsettled. The credit its other consumers across hold is not taken off: the channel
+        # may then get more than its prefetch, but a consumer of an empty queue holding credit
+        # never keeps the others from being served.
+        return min(room, max(0, left - credit))
 
     def _flush_soon(self) -> None:
         if not self._flushing:

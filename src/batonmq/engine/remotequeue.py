@@ -519,10 +519,6 @@ class RemoteQueue:
         self.consumers.remove(consumer)
         self._consuming.cancel(consumer)
 
-    def credit_given(self, consumer: QueueConsumer) -> int:
-        """How many more deliveries the owner may send `consumer` (one of `consumers`) now."""
-        return self._consuming.credit_given(consumer)
-
     def dispatch(self) -> None:
         """Its consumers here may have room: the owner is given the credit for it."""
         for consumer in self.consumers:
