@@ -16,7 +16,8 @@ stay X's to settle, as RabbitMQ keeps a cancelled consumer's unacked deliveries 
 channel close); one whose queue is deleted is told (CANCELLED). A basic.get (GET) is answered
 with GOT. The link going down (or replaced by one to X's next process) requeues every entry X
 has not settled, marked redelivered (AMQP 0-9-1 basic.deliver redelivered; the "at least once"
-of RabbitMQ's consumer acknowledgements), and removes X's consumers.
+of RabbitMQ's consumer acknowledgements), except what was on its way to a no_ack consumer
+(automatic acknowledgement is at most once), and removes X's consumers.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from batonmq.cluster.consumerecords import (
 )
 from batonmq.cluster.peerlink import MalformedRecord, PeerLink
 from batonmq.engine.channel import hand_out, settle_entries
+from batonmq.engine.cleanup import each
 from batonmq.engine.consumer import cancel_consumers_of, check_admission
 from batonmq.engine.outcome import Outcome
 from batonmq.model.message import Message, QueueEntry
@@ -307,8 +309,7 @@ class Served:
                 extra=self._fields(),
             )
         for queue, entry in received:
-            queue.unacked -= 1
-            hand_out(queue, entry, no_ack=True, get=False)
+            _reached_client(queue, entry)
         settle_entries(settled, OUTCOMES[record.outcome], self._fields)
 
     def get(self, record: Get) -> None:
@@ -342,14 +343,19 @@ class Served:
 
     def close(self) -> None:
         """The link is gone: every entry the other worker holds goes back to its queue, marked
-        redelivered, and its consumers go."""
+        redelivered, and its consumers go. One on its way to a no_ack consumer is handed out:
+        it may have reached the client already, and RabbitMQ's automatic acknowledgement is at
+        most once ("messages are considered to be successfully delivered immediately after
+        they are sent"), so it does not come again."""
         self.closed = True
         consumers, self.consumers = self.consumers, {}
         unsettled, self.unsettled = self.unsettled, {}
+        on_their_way, self._on_their_way = self._on_their_way, set()
         self._delivered_to.clear()
-        self._on_their_way.clear()
         for consumer in consumers.values():
             consumer.queue.remove_consumer(consumer)
+        reached = [unsettled.pop(delivery) for delivery in on_their_way]
+        each(reached, lambda held: _reached_client(*held), "handing out", self._fields)
         returned = settle_entries(unsettled.values(), Outcome.REQUEUE, self._fields)
         for consumer in consumers.values():
             queue = consumer.queue
@@ -357,3 +363,10 @@ class Served:
                 consumer.vhost.remove_queue(queue, on_delete=cancel_consumers_of)
             elif queue not in returned:
                 queue.dispatch()
+
+
+def _reached_client(queue: Queue, entry: QueueEntry) -> None:
+    """`entry`, on its way to a no_ack consumer of the other worker, is handed out there: done
+    with, as a local no_ack delivery is once sent."""
+    queue.unacked -= 1
+    hand_out(queue, entry, no_ack=True, get=False)

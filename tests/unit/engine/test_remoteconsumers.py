@@ -769,3 +769,39 @@ async def test_cancelling_a_consumer_leaves_a_channel_wide_prefetch_to_the_other
     pair.client.send(1, Basic.Ack(delivery_tag=tags(got)[-1], multiple=True))
     assert bodies(await pair.deliveries(2)) == payloads[2:4]
     await pair.nothing_more()
+
+
+async def test_a_no_ack_delivery_that_reached_the_client_does_not_come_again_after_the_link_goes(
+    pair: Pair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RabbitMQ "Consumer Acknowledgements": with automatic acknowledgement "messages are
+    considered to be successfully delivered immediately after they are sent" (at most once).
+    The link goes after deliveries reached a no_ack consumer's client and before the consuming
+    worker told the owner so (the link is closed in place of that turn's report): the owner
+    does not requeue them, so no message reaches the client twice."""
+    owned = await pair.declare("q")
+    pair.publish("q", *[b"%d" % n for n in range(5)])
+    await pair.until(lambda: owned.message_count == 5)
+    remote = pair.workers[0].consuming.to(1)
+    report = remote._flush
+
+    def drop_the_link_instead() -> None:
+        link = remote.link
+        if link is not None and any(remote._settling.values()):
+            link.close()
+            return
+        report()
+
+    monkeypatch.setattr(remote, "_flush", drop_the_link_instead)
+    tag = await pair.consume("q", no_ack=True)
+    await pair.until(lambda: pair.workers[1].links.link(0) is None)
+    await pair.settle()
+    received = pair.inbox + pair.client.receive()
+    [cancel] = [item for item in received if not isinstance(item, Content)]
+    assert isinstance(cancel.method, Basic.Cancel) and cancel.method.consumer_tag == tag
+    got = bodies([item for item in received if isinstance(item, Content)])
+    assert got
+    assert owned.unacked == 0
+    assert sorted(got + [m.message.body for m in owned.browse()]) == sorted(
+        b"%d" % n for n in range(5)
+    )
