@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -97,21 +97,41 @@ def settle_entries(
     fields: Callable[[], Mapping[str, object]],
 ) -> set[ConsumedQueue]:
     """The queues' side of settling delivered entries (basic.ack, nack, reject, or whatever
-    requeues them): acked ones are done with, rejected ones dead-lettered where the queue says
-    so, requeued ones go back to their places, marked redelivered. The queues that took some
+    requeues them), each as `settle_entry`, then `requeue_returned`. The queues that took some
     back (and dispatched them). `fields` names who settles in the log, if a step raises."""
     returned: defaultdict[ConsumedQueue, list[QueueEntry]] = defaultdict(list)
     for queue, entry in entries:
-        queue.unacked -= 1
-        if outcome is Outcome.REQUEUE:
-            returned[queue].append(entry)
-        elif outcome is Outcome.REJECT:
-            queue.rejected(entry)
-        else:
-            queue.counters.ack += 1
-            queue.settled(entry)
-    each(returned.items(), lambda item: item[0].requeue(item[1]), "requeueing", fields)
+        settle_entry(queue, entry, outcome, returned)
+    requeue_returned(returned, fields)
     return set(returned)
+
+
+def settle_entry(
+    queue: ConsumedQueue,
+    entry: QueueEntry,
+    outcome: Outcome,
+    returned: defaultdict[ConsumedQueue, list[QueueEntry]],
+) -> None:
+    """The queue's side of settling one delivered entry: acked, it is done with; rejected,
+    dead-lettered where the queue says so; requeued, it is gathered in `returned` for
+    `requeue_returned`."""
+    queue.unacked -= 1
+    if outcome is Outcome.REQUEUE:
+        returned[queue].append(entry)
+    elif outcome is Outcome.REJECT:
+        queue.rejected(entry)
+    else:
+        queue.counters.ack += 1
+        queue.settled(entry)
+
+
+def requeue_returned(
+    returned: defaultdict[ConsumedQueue, list[QueueEntry]],
+    fields: Callable[[], Mapping[str, object]],
+) -> None:
+    """The requeued entries `settle_entry` gathered go back to their places in their queues,
+    marked redelivered."""
+    each(returned.items(), lambda item: item[0].requeue(item[1]), "requeueing", fields)
 
 
 class Channel:
@@ -450,25 +470,25 @@ class Channel:
         """Settle deliveries: acknowledge, requeue or reject them. Each leaves the channel as
         its queue takes it: if a queue's step raises, the deliveries after it stay unsettled
         here (requeued when the channel closes), not lost."""
+        returned: defaultdict[ConsumedQueue, list[QueueEntry]] = defaultdict(list)
         with_room: set[ConsumedQueue] = set()
-
-        def taken() -> Iterator[tuple[ConsumedQueue, QueueEntry]]:
-            for tag in tags:
-                unsettled = self.unsettled.pop(tag, None)
-                if unsettled is None:
-                    continue  # settled meanwhile (a transaction naming a tag twice)
-                consumer = unsettled.consumer
-                if consumer is not None:
-                    consumer.unacked -= 1
-                    self._consumer_unsettled -= 1
-                    with_room.add(consumer.queue)
-                if outcome is Outcome.ACK:
-                    self.counters.ack += 1
-                yield unsettled.queue, unsettled.entry
-
+        take, counters, acks = self.unsettled.pop, self.counters, outcome is Outcome.ACK
+        for tag in tags:
+            unsettled = take(tag, None)
+            if unsettled is None:
+                continue  # settled meanwhile (a transaction naming a tag twice)
+            consumer = unsettled.consumer
+            if consumer is not None:
+                consumer.unacked -= 1
+                self._consumer_unsettled -= 1
+                with_room.add(consumer.queue)
+            if acks:
+                counters.ack += 1
+            settle_entry(unsettled.queue, unsettled.entry, outcome, returned)
         fields = self.log_fields
-        returned = settle_entries(taken(), outcome, fields)
-        each(with_room - returned, lambda queue: queue.dispatch(), "dispatching", fields)
+        if returned:
+            requeue_returned(returned, fields)
+        each(with_room - returned.keys(), lambda queue: queue.dispatch(), "dispatching", fields)
         if self.channel_prefetch:
             self._dispatch_consumers()
 
