@@ -151,6 +151,9 @@ class Served:
         #: settles each as it reaches the client (ACK), or sends it back (REQUEUE) if the
         #: consumer was cancelled there meanwhile.
         self._on_their_way: set[int] = set()
+        #: Deliveries taken back from a no_ack consumer cancelled on its way to them (`remove`),
+        #: whose settlement (REQUEUE) the other worker still sends: passed over.
+        self._coming_back: set[int] = set()
         self._last_delivery = 0
         #: The link is gone (`close`): a basic.get that waited is not answered.
         self.closed = False
@@ -212,26 +215,34 @@ class Served:
         """The other worker's consumer is gone; the entries it was given stay unsettled until
         that worker settles them, or its link goes, except where the queue hands a consumer's
         work over: they go back first, ahead of anything newer, for the consumer taking over
-        (as `Channel._hand_over` does for a local one)."""
+        (as `Channel._hand_over` does for a local one), those still on their way to a no_ack
+        consumer too."""
         consumer = self.consumers.pop(consumer_id, None)
         if consumer is not None:
-            self.remove(consumer)
+            self.remove(consumer, reached_are_reported=True)
 
-    def remove(self, consumer: LinkedConsumer) -> None:
-        """`consumer`, no longer one of `consumers`, leaves its queue."""
+    def remove(self, consumer: LinkedConsumer, *, reached_are_reported: bool = False) -> None:
+        """`consumer`, no longer one of `consumers`, leaves its queue. `reached_are_reported`:
+        the other worker cancelled it, having reported first every no_ack delivery that reached
+        the client; what is still on its way to it then never will."""
         consumer_id = consumer.id
         queue = consumer.queue
         queue.remove_consumer(consumer)
         if queue.consumers.hands_over:
-            # What is on its way to a no_ack consumer comes back from the other worker.
+            # What is on its way to a no_ack consumer comes back from the other worker: taken
+            # back now, ahead of anything newer, where it cannot reach the client any more.
             handed = [
                 delivery
                 for delivery, given_to in self._delivered_to.items()
-                if given_to == consumer_id and delivery not in self._on_their_way
+                if given_to == consumer_id
+                and (reached_are_reported or delivery not in self._on_their_way)
             ]
             returned = [self.unsettled.pop(delivery) for delivery in handed]
             for delivery in handed:
                 del self._delivered_to[delivery]
+                if delivery in self._on_their_way:
+                    self._on_their_way.discard(delivery)
+                    self._coming_back.add(delivery)
             settle_entries(returned, Outcome.REQUEUE, self._fields)
         if queue.auto_delete and not queue.consumers and not queue.deleted:
             # RabbitMQ: an auto-delete queue goes when its last consumer is cancelled.
@@ -293,7 +304,10 @@ class Served:
             for delivery in range(first, last + 1):
                 held = self.unsettled.pop(delivery, None)
                 if held is None:
-                    unknown += 1
+                    if delivery in self._coming_back:
+                        self._coming_back.discard(delivery)
+                    else:
+                        unknown += 1
                     continue
                 self._delivered_to.pop(delivery, None)
                 on_its_way = delivery in self._on_their_way
@@ -352,6 +366,7 @@ class Served:
         unsettled, self.unsettled = self.unsettled, {}
         on_their_way, self._on_their_way = self._on_their_way, set()
         self._delivered_to.clear()
+        self._coming_back.clear()
         for consumer in consumers.values():
             consumer.queue.remove_consumer(consumer)
         reached = [unsettled.pop(delivery) for delivery in on_their_way]

@@ -805,3 +805,39 @@ async def test_a_no_ack_delivery_that_reached_the_client_does_not_come_again_aft
     assert sorted(got + [m.message.body for m in owned.browse()]) == sorted(
         b"%d" % n for n in range(5)
     )
+
+
+async def test_a_no_ack_single_active_consumer_cancelled_mid_flight_hands_over_in_order(
+    pair: Pair, caplog: pytest.LogCaptureFixture
+) -> None:
+    """RabbitMQ "Single Active Consumer": when the active consumer is cancelled, "the first
+    backup consumer is made active" and takes over its work; AMQP 0-9-1 basic.cancel: after
+    cancel-ok no more messages reach the cancelled consumer. What was on its way across to a
+    no_ack active consumer cancelled meanwhile goes back ahead of anything newer: the backup
+    gets the rest of the queue in order, and every message reaches one of them once."""
+    owned = await pair.declare("q", {"x-single-active-consumer": True})
+    pair.publish("q", *[b"%d" % n for n in range(1000)])
+    await pair.until(lambda: owned.message_count == 1000)
+    pair.client.send(1, Basic.Consume(queue="q", consumer_tag="c", no_ack=True))
+    received: list[Received] = []
+
+    def consume_ok() -> bool:
+        received.extend(pair.client.receive())
+        return any(not isinstance(item, Content) for item in received)
+
+    await pair.until(consume_ok)
+    pair.workers[0].session.resume_input()
+    backup = pair.workers[1].client
+    backup.send(1, Basic.Consume(queue="q", consumer_tag="backup", no_ack=True))
+    backup.expect(Basic.ConsumeOk, channel=1)
+    pair.client.send(1, Basic.Cancel(consumer_tag="c"))
+    await pair.until(lambda: owned.message_count == 0 and owned.unacked == 0)
+    await pair.settle()
+    received += pair.client.receive()
+    first = [int(body) for body in bodies([i for i in received if isinstance(i, Content)])]
+    taken_over = [
+        int(body) for body in bodies([i for i in backup.receive() if isinstance(i, Content)])
+    ]
+    assert 0 < len(first) < 1000
+    assert first + taken_over == list(range(1000))
+    assert "passed over" not in caplog.text
