@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 import struct
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from batonmq.model.topology import QueueDeclared
 from batonmq.queues.classic import ClassicQueue
 from batonmq.store.sqlite import SQLiteStore
 from tests.memclient import Content, MemClient, Received, bodies, connect, describe
+from tests.peerpair import joined
 
 Basic = commands.Basic
 M = TypeVar("M", bound=base.Frame)
@@ -159,14 +159,8 @@ async def _worker(directory: Path, index: int) -> AsyncIterator[Worker]:
 @pytest.fixture
 async def pair(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> AsyncIterator[Pair]:
     async with _worker(tmp_path / "w0", 0) as first, _worker(tmp_path / "w1", 1) as second:
-        near, far = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        first.links.adopt(near, (1, second.links.start_id))
-        second.links.adopt(far, (0, first.links.start_id))
-        made = Pair([first, second])
-        await made.until(
-            lambda: first.links.link(1) is not None and second.links.link(0) is not None
-        )
-        yield made
+        await joined(first.links, second.links)
+        yield Pair([first, second])
     # A broker whose log shows a traceback fails the test.
     assert [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR] == []
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -32,6 +31,7 @@ from batonmq.model.message import Message
 from batonmq.server.placement import inbox_pairs, owner_of, queue_owner
 from batonmq.store.sqlite import SQLiteStore
 from tests.memclient import MemClient, connect
+from tests.peerpair import join as link_pair
 
 
 @dataclass
@@ -102,9 +102,7 @@ async def running(directory: Path, index: int) -> AsyncIterator[Worker]:
 async def join(first: Worker, second: Worker) -> None:
     """Link the two workers, as if each had made the link the other adopts, and wait until both
     have the home's topology."""
-    near, far = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    first.links.adopt(near, (1, second.links.start_id))
-    second.links.adopt(far, (0, first.links.start_id))
+    link_pair(first.links, second.links)
     await until(lambda: first.spread.synced and second.spread.synced)
 
 
