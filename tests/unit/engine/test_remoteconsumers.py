@@ -24,7 +24,6 @@ from batonmq.cluster.consumerecords import GOT, SETTLE, Got, Settle, SettleOutco
 from batonmq.cluster.peerlink import PeerLinks
 from batonmq.config import SlowConsumerConfig
 from batonmq.engine.broker import Broker
-from batonmq.engine.recovery import restore
 from batonmq.engine.remoteconsumers import ConsumeLinks
 from batonmq.engine.remotequeue import PublishLinks, RemoteQueue
 from batonmq.engine.session import Session
@@ -32,9 +31,8 @@ from batonmq.engine.slowconsumers import SlowConsumerDetector
 from batonmq.model.message import Message
 from batonmq.model.topology import QueueDeclared
 from batonmq.queues.classic import ClassicQueue
-from batonmq.store.sqlite import SQLiteStore
 from tests.memclient import Content, MemClient, Received, bodies, connect, describe
-from tests.peerpair import joined
+from tests.peerpair import joined, linked_broker
 
 Basic = commands.Basic
 M = TypeVar("M", bound=base.Frame)
@@ -136,24 +134,13 @@ class Pair:
 
 @contextlib.asynccontextmanager
 async def _worker(directory: Path, index: int) -> AsyncIterator[Worker]:
-    directory.mkdir()
-    store = SQLiteStore(directory / "batonmq.sqlite3", broker_id=f"w{index}", sync=False)
-    await store.open()
-    broker = Broker(store=store)
-    restore(broker, await store.recover())
-    broker.journal.start()
-    links = PeerLinks(index, 2, [], started_again=False)
-    publishing = PublishLinks(broker, links)
-    publishing.install()
-    consuming = ConsumeLinks(broker, links)
-    consuming.install()
-    client, session = connect(broker, capabilities={"consumer_cancel_notify": True})
-    try:
+    async with linked_broker(directory, index) as (broker, links):
+        publishing = PublishLinks(broker, links)
+        publishing.install()
+        consuming = ConsumeLinks(broker, links)
+        consuming.install()
+        client, session = connect(broker, capabilities={"consumer_cancel_notify": True})
         yield Worker(broker, links, consuming, publishing, client, session)
-    finally:
-        links.close()
-        await broker.journal.stop()
-        await store.close()
 
 
 @pytest.fixture

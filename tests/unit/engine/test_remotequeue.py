@@ -22,15 +22,13 @@ from batonmq.cluster.peerlink import PeerLink, PeerLinks
 from batonmq.cluster.publishrecords import PUBLISH, QUEUED
 from batonmq.engine import messages
 from batonmq.engine.broker import Broker
-from batonmq.engine.recovery import restore
 from batonmq.engine.remoteconsumers import RemoteConsumers
 from batonmq.engine.remotequeue import PublishLinks, RemoteQueue
 from batonmq.model.message import Message
 from batonmq.model.topology import QueueDeclared
 from batonmq.queues.classic import ClassicQueue
-from batonmq.store.sqlite import SQLiteStore
 from tests.memclient import MemClient, connect
-from tests.peerpair import joined
+from tests.peerpair import joined, linked_broker
 
 PERSISTENT = commands.Basic.Properties(delivery_mode=2)
 TRANSIENT = commands.Basic.Properties()
@@ -82,22 +80,11 @@ def message(body: bytes, properties: commands.Basic.Properties = PERSISTENT) -> 
 
 @contextlib.asynccontextmanager
 async def _worker(directory: Path, index: int) -> AsyncIterator[Worker]:
-    directory.mkdir()
-    store = SQLiteStore(directory / "batonmq.sqlite3", broker_id=f"w{index}", sync=False)
-    await store.open()
-    broker = Broker(store=store)
-    restore(broker, await store.recover())
-    broker.journal.start()
-    links = PeerLinks(index, 2, [], started_again=False)
-    publishing = PublishLinks(broker, links)
-    publishing.install()
-    client, _session = connect(broker)
-    try:
+    async with linked_broker(directory, index) as (broker, links):
+        publishing = PublishLinks(broker, links)
+        publishing.install()
+        client, _session = connect(broker)
         yield Worker(broker, links, publishing, client)
-    finally:
-        links.close()
-        await broker.journal.stop()
-        await store.close()
 
 
 @pytest.fixture
