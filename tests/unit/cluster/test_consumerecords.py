@@ -28,8 +28,9 @@ from batonmq.cluster.consumerecords import (
     SettleOutcome,
     runs_of,
 )
-from batonmq.cluster.peerlink import MalformedRecord, RecordReader, header
+from batonmq.cluster.peerlink import MalformedRecord
 from tests.property.test_codec import field_tables
+from tests.recordstream import read_back, stream_of
 from tests.unit.cluster.test_topologyrecords import NAME_255, names, refs, same_record
 
 u16 = st.integers(1, 0xFFFF)
@@ -99,15 +100,9 @@ def test_every_record_comes_back_through_the_reader_cut_at_every_octet(
 ) -> None:
     """A stream socket may cut a record anywhere (STYLE, "Partial input is not an error"):
     whatever the cut, each record decodes to what was sent."""
-    stream = b"".join(
-        header(record.KIND, len(payload)) + payload
-        for record in sent
-        for payload in [record.encode()]
-    )
+    stream = stream_of(sent)
     for cut in range(len(stream) + 1):
-        reader = RecordReader()
-        pieces = (stream[:cut], stream[cut:])
-        got = [DECODERS[kind](payload) for piece in pieces for kind, payload in reader.feed(piece)]
+        got = read_back((stream[:cut], stream[cut:]), DECODERS)
         assert len(got) == len(sent)
         assert all(same_record(a, b) for a, b in zip(sent, got, strict=True))
 

@@ -12,9 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batonmq.cluster.peerlink import MalformedRecord, RecordReader, header
+from batonmq.cluster.peerlink import MalformedRecord, header
 from batonmq.cluster.publishrecords import QUEUES_MAX, Publish, Queued, TxEnd
 from tests.property.test_codec import short_strings
+from tests.recordstream import read_back, stream_of
 from tests.unit.cluster.test_topologyrecords import NAME_255
 
 names = short_strings()
@@ -45,16 +46,11 @@ DECODERS: dict[int, Callable[[bytes], Record]] = {
 
 
 def _stream(records: list[Record]) -> bytes:
-    payloads = [record.encode() for record in records]
-    return b"".join(
-        header(record.KIND, len(payload)) + payload
-        for record, payload in zip(records, payloads, strict=True)
-    )
+    return stream_of(records)
 
 
 def _read(pieces: list[bytes]) -> list[Record]:
-    reader = RecordReader()
-    return [DECODERS[kind](payload) for piece in pieces for kind, payload in reader.feed(piece)]
+    return read_back(pieces, DECODERS)
 
 
 @settings(max_examples=300, deadline=None)

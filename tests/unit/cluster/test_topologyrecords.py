@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batonmq.cluster.peerlink import MalformedRecord, RecordReader, header
+from batonmq.cluster.peerlink import MalformedRecord
 from batonmq.cluster.recordfields import Fields, str8
 from batonmq.cluster.topologyrecords import (
     OwnerAction,
@@ -41,6 +41,7 @@ from batonmq.model.topology import (
     Unbound,
 )
 from tests.property.test_codec import field_tables, same, short_strings
+from tests.recordstream import read_back, stream_of
 
 names = short_strings()
 refs = st.none() | st.builds(
@@ -129,17 +130,11 @@ def test_every_record_comes_back_through_the_reader_cut_at_every_octet(
 ) -> None:
     """A stream socket may cut a record anywhere (STYLE, "Partial input is not an error"):
     whatever the cut, each record decodes to what was sent."""
-    stream = b"".join(
-        header(record.KIND, len(payload)) + payload
-        for record in sent
-        for payload in [record.encode()]
-    )
+    stream = stream_of(sent)
     for cut in range(len(stream) + 1):
-        reader = RecordReader()
-        read = reader.feed(stream[:cut]) + reader.feed(stream[cut:])
-        assert [kind for kind, _payload in read] == [record.KIND for record in sent]
-        for (kind, payload), record in zip(read, sent, strict=True):
-            assert same_record(DECODERS[kind](payload), record)
+        got = read_back((stream[:cut], stream[cut:]), DECODERS)
+        assert len(got) == len(sent)
+        assert all(same_record(a, b) for a, b in zip(got, sent, strict=True))
 
 
 @settings(max_examples=200, deadline=None)

@@ -122,6 +122,20 @@ class Pair:
         self.client.send(1, Basic.Consume(queue=queue, consumer_tag=tag, no_ack=no_ack))
         return (await self.answer(Basic.ConsumeOk)).consumer_tag
 
+    async def consuming_no_ack(self, queue: str, tag: str) -> list[Received]:
+        """Consume `queue` with no_ack and wait for consume-ok only, deliveries going on: what
+        the client got so far, consume-ok among it (its held input goes on after it)."""
+        self.client.send(1, Basic.Consume(queue=queue, consumer_tag=tag, no_ack=True))
+        received: list[Received] = []
+
+        def consume_ok() -> bool:
+            received.extend(self.client.receive())
+            return any(not isinstance(item, Content) for item in received)
+
+        await self.until(consume_ok)
+        self.workers[0].session.resume_input()
+        return received
+
     async def deliveries(self, count: int) -> list[Content]:
         got = await self.received(count)
         assert all(isinstance(item, Content) for item in got), describe(got)
@@ -668,15 +682,7 @@ async def test_cancelling_a_no_ack_consumer_loses_nothing_that_was_on_its_way(
     owned = await pair.declare("q")
     pair.publish("q", *[b"%d" % n for n in range(3000)])
     await pair.until(lambda: owned.message_count == 3000)
-    pair.client.send(1, Basic.Consume(queue="q", consumer_tag="c", no_ack=True))
-    received: list[Received] = []
-
-    def consume_ok() -> bool:
-        received.extend(pair.client.receive())
-        return any(not isinstance(item, Content) for item in received)
-
-    await pair.until(consume_ok)
-    pair.workers[0].session.resume_input()
+    received = await pair.consuming_no_ack("q", "c")
     pair.client.send(1, Basic.Cancel(consumer_tag="c"))
     await pair.until(lambda: owned.unacked == 0 and not owned.consumers)
     await pair.settle()
@@ -799,15 +805,7 @@ async def test_a_no_ack_single_active_consumer_cancelled_mid_flight_hands_over_i
     owned = await pair.declare("q", {"x-single-active-consumer": True})
     pair.publish("q", *[b"%d" % n for n in range(1000)])
     await pair.until(lambda: owned.message_count == 1000)
-    pair.client.send(1, Basic.Consume(queue="q", consumer_tag="c", no_ack=True))
-    received: list[Received] = []
-
-    def consume_ok() -> bool:
-        received.extend(pair.client.receive())
-        return any(not isinstance(item, Content) for item in received)
-
-    await pair.until(consume_ok)
-    pair.workers[0].session.resume_input()
+    received = await pair.consuming_no_ack("q", "c")
     backup = pair.workers[1].client
     backup.send(1, Basic.Consume(queue="q", consumer_tag="backup", no_ack=True))
     backup.expect(Basic.ConsumeOk, channel=1)
