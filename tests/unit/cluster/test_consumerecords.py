@@ -30,7 +30,6 @@ from batonmq.cluster.consumerecords import (
 )
 from batonmq.cluster.peerlink import MalformedRecord
 from tests.property.test_codec import field_tables
-from tests.recordstream import read_back, stream_of
 from tests.unit.cluster.test_topologyrecords import NAME_255, names, refs, same_record
 
 u16 = st.integers(1, 0xFFFF)
@@ -91,20 +90,6 @@ def _content_of(record: Record) -> Content | None:
     if isinstance(record, Got) and record.found is not None:
         return record.found.content
     return None
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(records, min_size=1, max_size=3))
-def test_every_record_comes_back_through_the_reader_cut_at_every_octet(
-    sent: list[Record],
-) -> None:
-    """A stream socket may cut a record anywhere (STYLE, "Partial input is not an error"):
-    whatever the cut, each record decodes to what was sent."""
-    stream = stream_of(sent)
-    for cut in range(len(stream) + 1):
-        got = read_back((stream[:cut], stream[cut:]), DECODERS)
-        assert len(got) == len(sent)
-        assert all(same_record(a, b) for a, b in zip(sent, got, strict=True))
 
 
 @settings(max_examples=200, deadline=None)

@@ -41,7 +41,6 @@ from batonmq.model.topology import (
     Unbound,
 )
 from tests.property.test_codec import field_tables, same, short_strings
-from tests.recordstream import read_back, stream_of
 
 names = short_strings()
 refs = st.none() | st.builds(
@@ -121,20 +120,6 @@ def same_record(left: object, right: object) -> bool:
 
 
 DECODERS: dict[int, Callable[[bytes], Record]] = {cls.KIND: cls.decode for cls in RECORD_CLASSES}
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(records, min_size=1, max_size=3))
-def test_every_record_comes_back_through_the_reader_cut_at_every_octet(
-    sent: list[Record],
-) -> None:
-    """A stream socket may cut a record anywhere (STYLE, "Partial input is not an error"):
-    whatever the cut, each record decodes to what was sent."""
-    stream = stream_of(sent)
-    for cut in range(len(stream) + 1):
-        got = read_back((stream[:cut], stream[cut:]), DECODERS)
-        assert len(got) == len(sent)
-        assert all(same_record(a, b) for a, b in zip(got, sent, strict=True))
 
 
 @settings(max_examples=200, deadline=None)
