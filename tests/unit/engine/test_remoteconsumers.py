@@ -426,16 +426,15 @@ async def test_a_single_active_consumer_across_is_active_first_and_hands_over_wh
     assert close.reply_code == 403
 
 
-async def test_a_slow_consumer_across_is_cancelled_with_its_deleted_subscription(
-    pair: Pair,
-) -> None:
-    """Qpid manual §2.11 (slow consumer disconnect): a temporary subscription queue whose
-    consumers are slow is deleted. The owner runs the check; a consumer another worker's
-    channel holds has no connection there to close, and is cancelled with the queue
-    (basic.cancel, RabbitMQ "Consumer Cancel Notification")."""
+async def _consuming_a_ticking_subscription(pair: Pair, arguments: FieldTable) -> str:
+    """An auto-delete subscription queue "sub" on worker 1 (with `arguments`), bound to
+    amq.topic, consumed across with a prefetch of 1, and three messages published to it: the
+    consumer's tag."""
     owner = pair.workers[1]
     owner.client.call(
-        1, commands.Queue.Declare(queue="sub", auto_delete=True), commands.Queue.DeclareOk
+        1,
+        commands.Queue.Declare(queue="sub", auto_delete=True, arguments=arguments),
+        commands.Queue.DeclareOk,
     )
     owner.client.call(
         1,
@@ -447,6 +446,18 @@ async def test_a_slow_consumer_across_is_cancelled_with_its_deleted_subscription
     tag = await pair.consume("sub")
     for _ in range(3):
         owner.client.publish(1, b"tick", exchange="amq.topic", routing_key="stocks.us")
+    return tag
+
+
+async def test_a_slow_consumer_across_is_cancelled_with_its_deleted_subscription(
+    pair: Pair,
+) -> None:
+    """Qpid manual §2.11 (slow consumer disconnect): a temporary subscription queue whose
+    consumers are slow is deleted. The owner runs the check; a consumer another worker's
+    channel holds has no connection there to close, and is cancelled with the queue
+    (basic.cancel, RabbitMQ "Consumer Cancel Notification")."""
+    owner = pair.workers[1]
+    tag = await _consuming_a_ticking_subscription(pair, {})
     await pair.deliveries(1)
     config = SlowConsumerConfig(enabled=True, message_count=1)  # type: ignore[call-arg]
     SlowConsumerDetector(owner.broker.vhosts, config, None).check()
@@ -621,23 +632,7 @@ async def test_a_slow_single_active_consumer_across_leaves_no_settlement_for_the
     the queue for the next. The owner took them back itself, so the client's later ack of them
     settles nothing there, as after its own basic.cancel."""
     owner = pair.workers[1]
-    owner.client.call(
-        1,
-        commands.Queue.Declare(
-            queue="sub", auto_delete=True, arguments={"x-single-active-consumer": True}
-        ),
-        commands.Queue.DeclareOk,
-    )
-    owner.client.call(
-        1,
-        commands.Queue.Bind(queue="sub", exchange="amq.topic", routing_key="stocks.us"),
-        commands.Queue.BindOk,
-    )
-    await pair.declare_known("sub")
-    pair.client.qos(1, 1)
-    tag = await pair.consume("sub")
-    for _ in range(3):
-        owner.client.publish(1, b"tick", exchange="amq.topic", routing_key="stocks.us")
+    tag = await _consuming_a_ticking_subscription(pair, {"x-single-active-consumer": True})
     got = await pair.deliveries(1)
     config = SlowConsumerConfig(enabled=True, message_count=1)  # type: ignore[call-arg]
     SlowConsumerDetector(owner.broker.vhosts, config, None).check()
