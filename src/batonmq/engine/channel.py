@@ -509,6 +509,9 @@ class Channel:
                 consumer.unacked -= 1
                 self._consumer_unsettled -= 1
             self._released_tags.add(tag)
+        if self.channel_prefetch:
+            # Their room under a channel-wide prefetch is the other consumers' now.
+            self._dispatch_consumers()
 
     def recover(self, requeue: bool) -> None:
         """basic.recover: requeue everything unsettled, or (requeue=false) deliver it again to

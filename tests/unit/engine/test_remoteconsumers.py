@@ -815,3 +815,30 @@ async def test_a_no_ack_single_active_consumer_cancelled_mid_flight_hands_over_i
     assert 0 < len(first) < 1000
     assert first + taken_over == list(range(1000))
     assert "passed over" not in caplog.text
+
+
+async def test_deliveries_forgotten_with_a_lost_link_free_a_channel_wide_prefetch(
+    pair: Pair,
+) -> None:
+    """RabbitMQ "Consumer Prefetch": with global=true the limit is shared by all the channel's
+    consumers. A delivery across that the channel forgets when the link to its queue's worker
+    goes (that worker requeued it) no longer counts: the channel's local consumer gets its
+    message at once, without waiting for the client to ack the forgotten tag."""
+    await pair.declare("q")
+    pair.publish("q", b"remote")
+    pair.client.qos(1, 1, global_=True)
+    await pair.consume("q", tag="A")
+    await pair.deliveries(1)
+    pair.client.send(1, commands.Queue.Declare(queue="local"))
+    await pair.answer(commands.Queue.DeclareOk)
+    pair.client.publish(1, b"local", routing_key="local")
+    await pair.consume("local", tag="L")
+    await pair.nothing_more()
+    link = pair.workers[0].links.link(1)
+    assert link is not None
+    link.close()
+    got = await pair.received(2)
+    contents = [item for item in got if isinstance(item, Content)]
+    [cancel] = [item.method for item in got if not isinstance(item, Content)]
+    assert isinstance(cancel, Basic.Cancel) and cancel.consumer_tag == "A"
+    assert bodies(contents) == [b"local"]
