@@ -77,7 +77,7 @@ async def start_broker(postgres_dsn: str, tmp_path: Path) -> AsyncIterator[Start
 
 
 def _owner(worker: int) -> Callable[[str], bool]:
-    """Whether worker `worker` of two owns a virtual host ("/" is worker 0's, "v1" worker 1's)."""
+    """Whether worker `worker` of two owns a virtual host ("/" is worker 0's, "v2" worker 1's)."""
     return lambda vhost: owner_of(vhost, 2) == worker
 
 
@@ -375,8 +375,8 @@ async def test_a_survivor_with_workers_splits_a_failed_member_by_virtual_host(
     worker0, store0 = await start_broker("brokerBw0", member_of="brokerB")
     worker1, store1 = await start_broker("brokerBw1", member_of="brokerB")
     failed_api = EngineApi(failed)
-    await failed_api.add_vhost("v1", creator="guest")
-    for vhost in ("/", "v1"):
+    await failed_api.add_vhost("v2", creator="guest")
+    for vhost in ("/", "v2"):
         await failed_api.declare_queue("guest", vhost, "q")
         assert await failed_api.publish("guest", vhost, "", "q", PERSISTENT, vhost.encode())
     seen = await lease_run_out(store0, "brokerA")
@@ -384,17 +384,17 @@ async def test_a_survivor_with_workers_splits_a_failed_member_by_virtual_host(
     claimed = await take_over(worker0, store0, "brokerA", seen, owns=_owner(0))
     half = {m.broker_id: m for m in await store0.members()}["brokerA"]
     adopted = await adopt(worker1, store1, _owner(1))
-    await CatalogueSync(worker1, store1, 3600.0).reload()  # guest's permissions in v1
+    await CatalogueSync(worker1, store1, 3600.0).reload()  # guest's permissions in v2
 
     assert claimed.taken is not None and claimed.taken.messages == 1
     assert (half.state, half.taken_over_by) == ("FAILOVER_STARTED", "brokerB")
     assert adopted is not None and adopted.messages == 1
-    for worker, vhost in ((worker0, "/"), (worker1, "v1")):
+    for worker, vhost in ((worker0, "/"), (worker1, "v2")):
         got = await EngineApi(worker).get_messages(
             "guest", vhost, "q", 10, AckMode.ACK_REQUEUE_FALSE
         )
         assert [(m.message.body, m.message.redelivered) for m in got] == [(vhost.encode(), True)]
-    assert "v1" not in worker0.vhosts or "q" not in worker0.vhosts["v1"].queues
+    assert "v2" not in worker0.vhosts or "q" not in worker0.vhosts["v2"].queues
     after = {m.broker_id: m for m in await store0.members()}["brokerA"]
     assert after.state == "FAILOVER_COMPLETE"
     assert await adopt(worker1, store1, _owner(1)) is None
@@ -411,9 +411,9 @@ async def test_what_a_failed_survivor_had_not_adopted_yet_goes_to_the_next(
     await start_broker("brokerBw1", lease_seconds=1.0, member_of="brokerB")
     last, last_store = await start_broker("brokerC")
     failed_api = EngineApi(failed)
-    await failed_api.add_vhost("v1", creator="guest")
-    await failed_api.declare_queue("guest", "v1", "q")
-    assert await failed_api.publish("guest", "v1", "", "q", PERSISTENT, b"v1")
+    await failed_api.add_vhost("v2", creator="guest")
+    await failed_api.declare_queue("guest", "v2", "q")
+    assert await failed_api.publish("guest", "v2", "", "q", PERSISTENT, b"v2")
     seen = await lease_run_out(store0, "brokerA")
     assert (await take_over(worker0, store0, "brokerA", seen, owns=_owner(0))).taken is not None
     seen = await lease_run_out(last_store, "brokerB")
@@ -422,8 +422,8 @@ async def test_what_a_failed_survivor_had_not_adopted_yet_goes_to_the_next(
 
     assert outcome.taken is not None and outcome.taken.messages == 1
     await CatalogueSync(last, last_store, 3600.0).reload()
-    got = await EngineApi(last).get_messages("guest", "v1", "q", 10, AckMode.ACK_REQUEUE_FALSE)
-    assert [m.message.body for m in got] == [b"v1"]
+    got = await EngineApi(last).get_messages("guest", "v2", "q", 10, AckMode.ACK_REQUEUE_FALSE)
+    assert [m.message.body for m in got] == [b"v2"]
     listed = {m.broker_id: m for m in await last_store.members()}
     assert (listed["brokerA"].state, listed["brokerA"].taken_over_by) == (
         "FAILOVER_COMPLETE",
