@@ -21,7 +21,7 @@ from batonmq.engine.snapshots import BrowsedInfo, GotMessage, MessagesChanged
 from batonmq.engine.vhost import VirtualHost
 from batonmq.model.message import Message
 from batonmq.model.topology import ConnectionRef
-from batonmq.queues.protocol import Queue
+from batonmq.queues.protocol import Queue, RoutedQueue
 from batonmq.security.acl import Action, ObjectType, Property
 from batonmq.security.permissions import Permission, PermitCache, ResourceKind
 
@@ -153,8 +153,7 @@ class MessageApi(ApiBase):
         change of the queue waits for the store, unless `wait` is false (`VirtualHost.queue`)."""
         host = self._vhost(vhost)
         queue = host.queue(name, connection, wait=wait)
-        self._authorize(user, host, Action.CONSUME, ObjectType.QUEUE, queue_properties(queue))
-        self._permit(user, host, Permission.READ, ResourceKind.QUEUE, queue.name, permits)
+        self._may_consume(user, host, queue, permits)
         return queue
 
     def consumed_queue(
@@ -171,13 +170,19 @@ class MessageApi(ApiBase):
         with that worker, `RemoteQueue`)."""
         host = self._vhost(vhost)
         routed = host.routed_queue(name, connection)
-        self._authorize(user, host, Action.CONSUME, ObjectType.QUEUE, queue_properties(routed))
-        self._permit(user, host, Permission.READ, ResourceKind.QUEUE, routed.name, permits)
+        self._may_consume(user, host, routed, permits)
         local = host.queues.get(routed.name)
         if local is not None:
             return local
         assert isinstance(routed, RemoteQueue)
         return routed
+
+    def _may_consume(
+        self, user: str, host: VirtualHost, queue: RoutedQueue, permits: PermitCache | None
+    ) -> None:
+        """403 unless `user` may consume from `queue` (`consumable_queue` says by which rules)."""
+        self._authorize(user, host, Action.CONSUME, ObjectType.QUEUE, queue_properties(queue))
+        self._permit(user, host, Permission.READ, ResourceKind.QUEUE, queue.name, permits)
 
     def _target(self, user: str, host: VirtualHost, name: str) -> Queue:
         """Queue `name`, if `user` may publish to it through the default exchange (PUBLISH
