@@ -93,26 +93,35 @@ class RecordReader:
     """Whole records out of a byte stream read in pieces."""
 
     def __init__(self) -> None:
+        #: The start of a record not yet whole, and how long it is once whole (when known).
         self._buffer = bytearray()
+        self._wanting = 0
 
     def feed(self, data: bytes) -> list[tuple[int, bytes]]:
         """(kind, payload) of every record that `data` completes, in order; the start of a
         record not yet whole is kept for the next read. MalformedRecord for a length over
         RECORD_MAX."""
         buffer = self._buffer
-        buffer += data
+        if buffer:
+            buffer += data
+            if self._wanting > len(buffer):
+                return []  # a long record comes in many reads: copied once it is whole
+            data = bytes(buffer)
         records = []
-        at = 0
-        while len(buffer) - at >= _HEADER.size:
-            kind, length = _HEADER.unpack_from(buffer, at)
+        at, size = 0, len(data)
+        while size - at >= _HEADER.size:
+            kind, length = _HEADER.unpack_from(data, at)
             if length > RECORD_MAX:
                 raise MalformedRecord(f"a record of {length} octets")
             end = at + _HEADER.size + length
-            if end > len(buffer):
+            if end > size:
+                self._wanting = end - at
                 break
-            records.append((kind, bytes(buffer[at + _HEADER.size : end])))
+            records.append((kind, data[at + _HEADER.size : end]))
             at = end
-        del buffer[:at]
+        self._buffer = bytearray(data[at:])
+        if len(self._buffer) < _HEADER.size:
+            self._wanting = 0
         return records
 
 

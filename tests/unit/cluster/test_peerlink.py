@@ -64,6 +64,20 @@ def test_records_split_at_every_octet_are_read_whole(records: list[tuple[int, by
         assert reader.feed(stream[:cut]) + reader.feed(stream[cut:]) == records
 
 
+@given(records_strategy, st.integers(min_value=1, max_value=64))
+def test_records_read_in_many_small_pieces_are_read_whole(
+    records: list[tuple[int, bytes]], piece: int
+) -> None:
+    """A record longer than a read comes in many reads (a long message): it is read whole once
+    its last piece came, and the records around it too."""
+    stream = _stream(records)
+    reader = RecordReader()
+    read = []
+    for start in range(0, len(stream), piece):
+        read += reader.feed(stream[start : start + piece])
+    assert read == records
+
+
 def test_every_record_of_a_read_is_taken_and_a_partial_one_kept() -> None:
     records = [(ECHO, n.to_bytes(4, "big") * (n % 5)) for n in range(1000)]
     stream = _stream(records)
