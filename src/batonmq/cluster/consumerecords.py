@@ -2,10 +2,10 @@
 worker owns (`batonmq.engine.remoteconsumers` on the consuming worker,
 `batonmq.engine.linkedconsumers` on the owner).
 
-Each is a frozen dataclass with its record kind (`KIND`, registered with `record_kind`),
-`encode()` (the payload) and `decode(payload)` (MalformedRecord for a payload that is not one).
-The layouts, all big-endian, with the fields of `batonmq.cluster.recordfields` (str8, table,
-ref):
+Each is a dataclass with its record kind (`KIND`, registered with `record_kind`),
+`encode()` (the payload) and `decode(payload)` (MalformedRecord for a payload that is not one);
+slotted, not frozen, as the publish records (`batonmq.cluster.publishrecords`). The layouts,
+all big-endian, with the fields of `batonmq.cluster.recordfields` (str8, table, ref):
 
     19 CONSUME      !QBIII consumer id (the consuming worker's), flags (no_ack 1, exclusive 2),
                     credit, prefetch count, global prefetch; str8 vhost; str8 queue; str8 tag;
@@ -76,7 +76,7 @@ class SettleOutcome(enum.IntEnum):
     REJECT = 2
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Content:
     """A message as it crosses: where it was published, its content header and its body."""
 
@@ -96,7 +96,7 @@ class Content:
 
     @classmethod
     def read(cls, fields: Fields) -> Content:
-        exchange, routing_key = fields.str8(), fields.str8()
+        exchange, routing_key = fields.str8s(2)
         [length] = fields.unpack(_LENGTH)
         header_payload = fields.octets(length)
         return cls(exchange, routing_key, header_payload, fields.rest())
@@ -108,7 +108,7 @@ def _bit(value: int, name: str) -> bool:
     return bool(value)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Consume:
     """Consumer `consumer` of the consuming worker asks to consume queue `queue` of `vhost`,
     taking `credit` deliveries before it says it takes more."""
@@ -167,7 +167,7 @@ class Consume:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Consumed:
     """The owner's answer to a CONSUME: reply code 0, the consumer runs; else the AMQP error
     that refuses it (`text` cut to a short string)."""
@@ -190,7 +190,7 @@ class Consumed:
         return cls(consumer, reply_code, text)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Deliver:
     """A message for consumer `consumer`, settled by naming `delivery` (0: settled already)."""
 
@@ -212,7 +212,7 @@ class Deliver:
         return cls(consumer, delivery, _bit(redelivered, "redelivered"), Content.read(fields))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Credit:
     """Consumer `consumer` takes `more` deliveries besides those it was given room for."""
 
@@ -232,7 +232,7 @@ class Credit:
         return cls(consumer, more)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Settle:
     """Deliveries of the owner, as runs (first, last) of ids, settled by `outcome`."""
 
@@ -274,7 +274,7 @@ def runs_of(ids: list[int]) -> tuple[tuple[int, int], ...]:
     return tuple((first, last) for first, last in runs)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Cancel:
     """The consuming worker's consumer `consumer` is gone (basic.cancel, a closed channel)."""
 
@@ -293,7 +293,7 @@ class Cancel:
         return cls(consumer)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Cancelled:
     """The owner cancelled consumer `consumer`: its queue was deleted."""
 
@@ -312,7 +312,7 @@ class Cancelled:
         return cls(consumer)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Get:
     """basic.get of queue `queue` of `vhost`, asked by `requester`."""
 
@@ -339,7 +339,7 @@ class Get:
         return cls(request, no_ack, vhost, queue, requester)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Found:
     """The message a GET took: settled by naming `delivery` (0: settled already)."""
 
@@ -349,7 +349,7 @@ class Found:
     content: Content
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Got:
     """The owner's answer to GET `request`: a message (`found`), none (get-empty), or the AMQP
     error that refuses it (reply code not 0, `text`)."""

@@ -1,9 +1,11 @@
 """The records by which a message published on one worker reaches queues another worker owns
 (`batonmq.engine.remotequeue`), and comes back as that worker's answer.
 
-Each is a frozen dataclass with its record kind (`KIND`, registered with `record_kind`),
-`encode()` (the payload) and `decode(payload)` (MalformedRecord for a payload that is not one).
-The layouts, all big-endian, with the fields of `batonmq.cluster.recordfields`:
+Each is a dataclass with its record kind (`KIND`, registered with `record_kind`),
+`encode()` (the payload) and `decode(payload)` (MalformedRecord for a payload that is not one);
+slotted, not frozen: one is made for each message that crosses, and a frozen one costs about
+four times as much to make. The layouts, all big-endian, with the fields of
+`batonmq.cluster.recordfields`:
 
     16 PUBLISH  !QBH number (per link, counting from 1), flags (tx 1), queue count;
                 [!Q tx group, when flag tx]; str8 vhost; str8 exchange; str8 routing key;
@@ -38,7 +40,7 @@ _GROUP: Final = struct.Struct("!Q")
 _LENGTH: Final = struct.Struct("!I")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Publish:
     """Message `number` of its link, for `queues` (of one owner) of `vhost`; part of
     transaction group `tx_group`, or of none."""
@@ -59,16 +61,23 @@ class Publish:
         queues = self.queues
         if len(queues) > QUEUES_MAX:
             raise ValueError(f"{len(queues)} queues: a publish record names at most {QUEUES_MAX}")
-        tx = self.tx_group is not None
-        parts: list[bytes | memoryview] = [
-            _PUBLISH.pack(self.number, _TX if tx else 0, len(queues))
-        ]
-        if self.tx_group is not None:
-            parts.append(_GROUP.pack(self.tx_group))
-        parts += (str8(self.vhost), str8(self.exchange), str8(self.routing_key))
-        parts += map(str8, queues)
-        parts += (_LENGTH.pack(len(self.header_payload)), self.header_payload, self.body)
-        return b"".join(parts)
+        tx_group = self.tx_group
+        if tx_group is None:
+            head = _PUBLISH.pack(self.number, 0, len(queues))
+        else:
+            head = _PUBLISH.pack(self.number, _TX, len(queues)) + _GROUP.pack(tx_group)
+        return b"".join(
+            [
+                head,
+                str8(self.vhost),
+                str8(self.exchange),
+                str8(self.routing_key),
+                *map(str8, queues),
+                _LENGTH.pack(len(self.header_payload)),
+                self.header_payload,
+                self.body,
+            ]
+        )
 
     @classmethod
     def decode(cls, payload: bytes) -> Publish:
@@ -77,19 +86,25 @@ class Publish:
         if flags & ~_TX:
             raise MalformedRecord(f"unknown publish flags {flags:#x}")
         tx_group = fields.unpack(_GROUP)[0] if flags & _TX else None
-        vhost, exchange, routing_key = fields.str8(), fields.str8(), fields.str8()
-        queues = tuple(fields.str8() for _ in range(count))
+        vhost, exchange, routing_key, *queues = fields.str8s(3 + count)
         [length] = fields.unpack(_LENGTH)
         header_payload = fields.octets(length)
         return cls(
-            number, tx_group, vhost, exchange, routing_key, queues, header_payload, fields.rest()
+            number,
+            tx_group,
+            vhost,
+            exchange,
+            routing_key,
+            tuple(queues),
+            header_payload,
+            fields.rest(),
         )
 
 
 _QUEUED: Final = struct.Struct("!QQB")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Queued:
     """Messages `first` to `last` (numbers of the link they came on) are on their queues, or
     will never all be (`ok` False: a queue refused one, or a write failed)."""
@@ -113,7 +128,7 @@ class Queued:
         return cls(first, last, bool(ok))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TxEnd:
     """Every PUBLISH of transaction group `tx_group` was sent: its owner enqueues them now."""
 

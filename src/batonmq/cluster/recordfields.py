@@ -11,6 +11,7 @@ does not decode is malformed: `MalformedRecord`, which closes the link.
 
 from __future__ import annotations
 
+import functools
 import struct
 from typing import Any, Final
 
@@ -24,25 +25,36 @@ from batonmq.model.topology import ConnectionRef
 #: The longest short string, in octets (AMQP 0-9-1 §4.2.5.3: "Short strings … limited to
 #: 255 octets").
 STR8_MAX: Final = 255
+#: A short string's length octet, by length.
+_LENGTHS: Final = [bytes([length]) for length in range(STR8_MAX + 1)]
+#: The most characters that always fit a short string (four octets of UTF-8 each at most).
+_SURELY_FITS: Final = STR8_MAX // 4
 _REF: Final = struct.Struct("!HQQ")
 #: The worker of a `ref` that is none.
 NO_WORKER: Final = 0xFFFF
 
 
+@functools.lru_cache(maxsize=1024)
 def str8(value: str) -> bytes:
-    """`value` as a short string; ValueError when its UTF-8 is over 255 octets."""
+    """`value` as a short string; ValueError when its UTF-8 is over 255 octets. Remembered:
+    the names of the vhosts, exchanges, queues and routing keys that cross come again and
+    again."""
     encoded = value.encode()
-    if len(encoded) > STR8_MAX:
+    length = len(encoded)
+    if length > STR8_MAX:
         raise ValueError(
-            f"{value[:32]!r}… is {len(encoded)} octets of UTF-8: "
-            f"a short string holds at most {STR8_MAX}"
+            f"{value[:32]!r}… is {length} octets of UTF-8: a short string holds at most {STR8_MAX}"
         )
-    return len(encoded).to_bytes(1, "big") + encoded
+    return _LENGTHS[length] + encoded
 
 
 def fits_str8(*values: str) -> bool:
     """Whether each of `values` fits a short string."""
-    return all(len(value.encode()) <= STR8_MAX for value in values)
+    # Up to 63 characters are at most 252 octets of UTF-8: most names need no encoding here.
+    for value in values:
+        if len(value) > _SURELY_FITS and len(value.encode()) > STR8_MAX:
+            return False
+    return True
 
 
 def text8(value: str) -> bytes:
@@ -86,11 +98,28 @@ class Fields:
         return self._payload[at:end]
 
     def str8(self) -> str:
-        [length] = self.octets(1)
+        [value] = self.str8s(1)
+        return value
+
+    def str8s(self, count: int) -> list[str]:
+        """`count` short strings in a row."""
+        payload, at = self._payload, self._at
+        values = []
         try:
-            return self.octets(length).decode()
+            for _ in range(count):
+                end = at + 1 + payload[at]
+                if end > len(payload):
+                    raise MalformedRecord(
+                        f"a record that ends inside a short string of {end - at} octets"
+                    )
+                values.append(str(payload[at + 1 : end], "utf-8"))
+                at = end
+        except IndexError:
+            raise MalformedRecord("a record that ends before a short string") from None
         except UnicodeDecodeError as error:
             raise MalformedRecord(f"a short string that is not UTF-8: {error}") from error
+        self._at = at
+        return values
 
     def table(self) -> FieldTable:
         try:
