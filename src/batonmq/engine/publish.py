@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 from pamqp import base, commands
@@ -71,21 +72,35 @@ def publish(channel: Channel, method: base.Frame, message: Message) -> None:
             else:
                 after_write.confirm(batch, channel, sequence, taken)
         return
-    # The queues that write the message themselves (streams) are waited for too.
+    # The queues that write the message themselves (streams, queues of other workers) are
+    # waited for too.
     writers = [queue for queue in queues if queue.writes_itself]
-    written = all_done(
-        len(writers) + (batch is not None),
-        lambda ok: channel.settle_publish(sequence, ok and taken) if confirms is not None else None,
-    )
+    if confirms is None:
+        written: Callable[[bool], None] = _ignore
+    elif taken:
+        written = partial(channel.settle_publish, sequence)
+    else:
+        written = partial(_nack, channel, sequence)
+    written = all_done(len(writers) + (batch is not None), written)
     if batch is not None:
         after_write.call(batch, written)
     for queue in writers:
         queue.when_written(written)
 
 
+def _ignore(ok: bool) -> None:
+    pass
+
+
+def _nack(channel: Channel, sequence: int, ok: bool) -> None:
+    channel.settle_publish(sequence, False)
+
+
 def all_done(count: int, then: Callable[[bool], None]) -> Callable[[bool], None]:
     """A callback to call `count` times with each write's outcome: `then` gets whether all
     of them succeeded, after the last."""
+    if count == 1:
+        return then
     outcomes: list[bool] = []
 
     def one_done(ok: bool) -> None:
