@@ -122,12 +122,12 @@ async def _start(journal: Journal) -> None:
 
 def _measure(rounds: Callable[[int], None], args: argparse.Namespace) -> None:
     rounds(5)  # warm up
-    with _collector_as_in_the_broker():
+    with collector_as_in_the_broker():
         _sample(rounds, args)
 
 
 @contextlib.contextmanager
-def _collector_as_in_the_broker() -> Iterator[None]:
+def collector_as_in_the_broker() -> Iterator[None]:
     """The garbage collector tuned as the broker tunes it once started; as before afterwards."""
     threshold = gc.get_threshold()
     tune_garbage_collector()

@@ -1,5 +1,6 @@
 """Two workers' peer links joined in one test process: a real Unix socket pair, each end
-handed to its worker as if the other worker had made the link (`PeerLinks.adopt`)."""
+handed to its worker as if the other worker had made the link (`PeerLinks.adopt`); and a
+worker that publishes to and consumes from the other's queues over them (`linked_worker`)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,16 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from batonmq.cluster.peerlink import PeerLinks
 from batonmq.engine.broker import Broker
 from batonmq.engine.recovery import restore
+from batonmq.engine.remoteconsumers import ConsumeLinks
+from batonmq.engine.remotequeue import PublishLinks, RemoteQueue
+from batonmq.model.topology import QueueDeclared
+from batonmq.queues.classic import ClassicQueue
 from batonmq.store.sqlite import SQLiteStore
 
 
@@ -47,3 +53,36 @@ async def linked_broker(directory: Path, index: int) -> AsyncIterator[tuple[Brok
         links.close()
         await broker.journal.stop()
         await store.close()
+
+
+@dataclass
+class LinkedWorker:
+    """A worker of two, publishing to and consuming from the other's queues over its links."""
+
+    broker: Broker
+    links: PeerLinks
+    publishing: PublishLinks
+    consuming: ConsumeLinks
+
+    def know(self, owner: Broker, name: str) -> ClassicQueue:
+        """Queue `name` of vhost "/" that `owner` (the other worker) runs, known here as a
+        `RemoteQueue` (what a spread virtual host's declaration does); the owner's queue."""
+        queue = owner.vhosts["/"].queues[name]
+        assert isinstance(queue, ClassicQueue)
+        declared = QueueDeclared(name, queue.durable, queue.auto_delete, None, queue.arguments)
+        peer = 1 - self.links.index
+        self.broker.vhosts["/"].remote[name] = RemoteQueue(
+            "/", declared, queue.options, self.publishing.outbound(peer), self.consuming.to(peer)
+        )
+        return queue
+
+
+@contextlib.asynccontextmanager
+async def linked_worker(directory: Path, index: int) -> AsyncIterator[LinkedWorker]:
+    """`linked_broker` with publishing and consuming across installed on its links."""
+    async with linked_broker(directory, index) as (broker, links):
+        publishing = PublishLinks(broker, links)
+        publishing.install()
+        consuming = ConsumeLinks(broker, links)
+        consuming.install()
+        yield LinkedWorker(broker, links, publishing, consuming)
