@@ -1,10 +1,11 @@
 """Members of an HA cluster in tests: starting one as a broker process, and waiting on them as
-the shared store records them."""
+the shared store records them or as their logs say."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -72,6 +73,25 @@ def members(workdir: Path, postgres_dsn: str, *, http: bool = False) -> Iterator
 
 def _joined(log: str) -> int:
     return log.count("joined HA cluster")
+
+
+#: A member's line saying it heard another's first heartbeat (BMQ-7023), and whose.
+_HEARD = re.compile(r'msg="cluster member heard: its heartbeats are watched" .*?\bpeer=(\S+)')
+
+
+def wait_heard(members: Mapping[str, RunningBroker], timeout: float = 30.0) -> None:
+    """Wait until each of `members` (by broker id) has heard every other one's heartbeats
+    since it last joined, as its log says."""
+
+    def heard_all(broker_id: str, broker: RunningBroker) -> bool:
+        since_joined = broker.log().rpartition("joined HA cluster")[2]
+        return set(members) - {broker_id} <= set(_HEARD.findall(since_joined))
+
+    wait_until(
+        lambda: all(heard_all(*member) for member in members.items()),
+        "the members heard each other",
+        timeout,
+    )
 
 
 async def lease_run_out(store: PostgresStore, broker_id: str) -> int:

@@ -567,6 +567,14 @@ CATALOGUE: Final = (
         "its updates in the store are watched.",
         "Check the member and the network between the members' heartbeat addresses.",
     ),
+    _code(
+        "BMQ-7023",
+        "cluster member heard: its heartbeats are watched",
+        "The first heartbeat came from the member named, as the member that joined with the "
+        "fencing epoch given: this broker hears it (whether it hears this broker is in its own "
+        "log). Logged once per member and epoch (a member that joins again, after a restart or a "
+        "takeover, is heard anew).",
+    ),
     _code("BMQ-7004", "cluster member heard from again", "A suspect member's heartbeats resumed."),
     _code(
         "BMQ-7005",

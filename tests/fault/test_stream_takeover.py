@@ -11,13 +11,13 @@ confirmed message at its offset".
 from __future__ import annotations
 
 import re
-import time
 
 import pika
 import pytest
 
 from tests.brokerproc import confirming_channel, wait_until
 from tests.fault.conftest import StartMember
+from tests.members import wait_heard
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +46,7 @@ def test_a_survivor_serves_a_killed_member_s_stream_at_its_offsets(
             channel.basic_publish(
                 "", STREAM, b"once", pika.BasicProperties(headers=headers), mandatory=True
             )
-    time.sleep(3)  # every member has heard the others before the kill
+    wait_heard({"A": a, "B": b})  # every member has heard the others before the kill
     a.kill()
     wait_until(lambda: bool(_COMPLETE.search(b.last_log())), "B took A over", timeout=30)
 
@@ -87,7 +87,7 @@ def test_a_survivor_with_a_stream_of_the_same_name_serves_the_killed_member_s_af
                 channel.basic_publish(
                     "", "s", f"{prefix}{number}".encode(), properties, mandatory=True
                 )
-    time.sleep(3)  # every member has heard the others before the kill
+    wait_heard({"A": a, "B": b})  # every member has heard the others before the kill
     a.kill()
     wait_until(lambda: bool(_COMPLETE.search(b.last_log())), "B took A over", timeout=30)
 

@@ -25,6 +25,7 @@ from pika.adapters.blocking_connection import BlockingChannel
 from batonmq.server.app import EXIT_FENCED
 from tests.brokerproc import RunningBroker, confirming_channel, wait_until
 from tests.fault.conftest import StartMember
+from tests.members import wait_heard
 
 pytestmark = pytest.mark.integration
 
@@ -96,7 +97,7 @@ def test_a_survivor_takes_over_a_killed_broker_and_every_confirmed_message_is_co
             if unacked == 200:
                 break
         # Every member has heard the others before the kill.
-        time.sleep(3)
+        wait_heard(brokers)
         killed_at = time.monotonic()
         brokers["A"].kill()
     wait_until(
@@ -147,7 +148,10 @@ def test_a_killed_brokers_open_transaction_is_rolled_back_by_the_takeover(
         channel.tx_commit()
         for number in range(5, 10):
             channel.basic_publish("", QUEUE, str(number).encode(), PERSISTENT)
-        time.sleep(3)  # the members have heard each other; the open publishes reached A
+        # A round trip on the channel: A has the open publishes (a channel's methods are
+        # processed in order).
+        channel.queue_declare(QUEUE, durable=True, passive=True)
+        wait_heard(brokers)
         brokers["A"].kill()
     finally:
         with contextlib.suppress(pika.exceptions.AMQPError):
@@ -178,7 +182,7 @@ def test_a_paused_broker_taken_over_writes_nothing_more_and_exits(
     with confirming_channel(survivor) as channel:
         channel.queue_declare("takeovers")
         channel.queue_bind("takeovers", "amq.batonmq.events", "takeover.*")
-    time.sleep(3)
+    wait_heard({"A": paused, "B": survivor})
     paused.pause()
     wait_until(lambda: _takeovers(survivor) == 1, "the survivor took over", timeout=30)
     paused.resume()
@@ -214,7 +218,7 @@ def test_a_claim_held_up_by_a_lock_fails_and_is_tried_again_while_the_survivor_k
     with confirming_channel(a) as channel:
         channel.queue_declare(QUEUE, durable=True)
         confirmed = _publish(channel, range(50))
-    time.sleep(3)
+    wait_heard({"A": a, "B": b})
     loop = asyncio.new_event_loop()
     holder = loop.run_until_complete(asyncpg.connect(postgres_dsn))
     failed = re.compile(r"takeover failed: the claim of broker 'A' waited 0\.5 s .*BMQ-7010")
@@ -279,7 +283,7 @@ def test_a_broker_killed_before_its_log_is_checkpointed_loses_nothing_it_confirm
     with confirming_channel(a) as channel:
         channel.queue_declare(QUEUE, durable=True)
         confirmed = _publish(channel, range(2_000))
-    time.sleep(3)  # the members have heard each other
+    wait_heard({"A": a, "B": b})
     log_rows, in_tables = asyncio.run(_log_and_messages(postgres_dsn, "A"))
     assert log_rows > 0 and in_tables == 0, "A's confirmed messages are in its log only"
     a.kill()

@@ -36,6 +36,15 @@ class Health(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class Heard:
+    """The first heartbeat of `peer` as the member listed with fencing `epoch` arrived: it is
+    watched. Once per member and epoch: a member that joins again is heard anew."""
+
+    peer: str
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
 class Suspected:
     """Start reading `peer`'s time stamp in the store, every monitor interval."""
 
@@ -58,7 +67,7 @@ class Failed:
     silent_for: float
 
 
-Effect = Suspected | Cleared | Failed
+Effect = Heard | Suspected | Cleared | Failed
 
 
 @dataclass(slots=True)
@@ -68,6 +77,8 @@ class _Peer:
     #: The fencing epoch it was listed with: a member that joins again claims a new one.
     epoch: int
     health: Health = Health.ALIVE
+    #: Whether a heartbeat of this epoch has arrived.
+    heard: bool = False
 
 
 class FailureDetector:
@@ -117,10 +128,14 @@ class FailureDetector:
             # takeover, and comes back only as a new member.
             return []
         known.heard_at = max(known.heard_at, now)
+        effects: list[Effect] = []
+        if not known.heard:
+            known.heard = True
+            effects.append(Heard(peer, known.epoch))
         if known.health is Health.SUSPECT:
             known.health = Health.ALIVE
-            return [Cleared(peer)]
-        return []
+            effects.append(Cleared(peer))
+        return effects
 
     def tick(self, now: float) -> list[Effect]:
         """Time passed: peers silent for the heartbeat threshold become suspect."""
@@ -133,9 +148,10 @@ class FailureDetector:
 
     def claim_lost(self, peer: str, now: float) -> None:
         """A takeover of the failed `peer` came to nothing (another broker won it, or it updated
-        the store again): it is watched anew from `now`, as a member just listed is."""
+        the store again): it is watched anew from `now`, as a member just listed is (its
+        epoch, heard before, is not heard anew)."""
         if (known := self._peers.get(peer)) is not None:
-            self._peers[peer] = _Peer(heard_at=now, epoch=known.epoch)
+            self._peers[peer] = _Peer(heard_at=now, epoch=known.epoch, heard=known.heard)
 
     def store_reading(self, peer: str, silent_for: float) -> list[Effect]:
         """A suspect's last store update is `silent_for` seconds old, as the store measures it."""

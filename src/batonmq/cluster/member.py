@@ -24,7 +24,15 @@ from collections.abc import Awaitable, Callable
 from batonmq import __version__
 from batonmq.cluster.agreement import disagreement, shared_settings
 from batonmq.cluster.catalogue import CatalogueSync
-from batonmq.cluster.detector import Cleared, Effect, Failed, FailureDetector, Health, Suspected
+from batonmq.cluster.detector import (
+    Cleared,
+    Effect,
+    Failed,
+    FailureDetector,
+    Health,
+    Heard,
+    Suspected,
+)
 from batonmq.cluster.heartbeat import HeartbeatService
 from batonmq.cluster.states import BrokerState, stored_state
 from batonmq.config.schema import Config
@@ -239,7 +247,12 @@ class ClusterMember:
 
     def _carry_out(self, effects: list[Effect]) -> None:
         for effect in effects:
-            if isinstance(effect, Suspected):
+            if isinstance(effect, Heard):
+                log.info(
+                    "cluster member heard: its heartbeats are watched",
+                    extra={"peer": effect.peer, "epoch": effect.epoch},
+                )
+            elif isinstance(effect, Suspected):
                 log.warning("cluster member suspect: no heartbeat", extra={"peer": effect.peer})
             elif isinstance(effect, Cleared):
                 log.info("cluster member heard from again", extra={"peer": effect.peer})

@@ -11,7 +11,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batonmq.cluster.detector import Cleared, Failed, FailureDetector, Health, Suspected
+from batonmq.cluster.detector import Cleared, Failed, FailureDetector, Health, Heard, Suspected
 
 
 def detector() -> FailureDetector:
@@ -26,7 +26,7 @@ def test_a_peer_heard_every_interval_is_never_suspect() -> None:
     watcher = detector()
     watcher.members({"B": 1}, now=0)
     for second in range(0, 100, 2):
-        assert watcher.heartbeat("B", now=second) == []
+        assert watcher.heartbeat("B", now=second) == ([Heard("B", 1)] if second == 0 else [])
         assert watcher.tick(now=second + 1) == []
     assert watcher.health("B") is Health.ALIVE
 
@@ -47,7 +47,7 @@ def test_a_heartbeat_clears_a_suspect() -> None:
     watcher.members({"B": 1}, now=0)
     watcher.tick(now=6)
 
-    assert watcher.heartbeat("B", now=7) == [Cleared("B")]
+    assert watcher.heartbeat("B", now=7) == [Heard("B", 1), Cleared("B")]
     assert watcher.health("B") is Health.ALIVE
     assert watcher.tick(now=12.9) == []
     assert watcher.tick(now=13) == [Suspected("B")]
@@ -195,7 +195,7 @@ def test_a_failed_peer_that_joined_again_before_the_list_was_read_is_watched_ane
     watcher.members({"B": 3}, now=100)  # taken over (epoch 2), then joined again (epoch 3)
 
     assert watcher.health("B") is Health.ALIVE
-    assert watcher.heartbeat("B", now=101) == []
+    assert watcher.heartbeat("B", now=101) == [Heard("B", 3)]
     assert watcher.tick(now=106.9) == []
     assert watcher.tick(now=107) == [Suspected("B")]
     assert watcher.store_reading("B", silent_for=60) == [Failed("B", 60)]
@@ -209,3 +209,28 @@ def test_a_member_listed_again_with_the_same_epoch_keeps_its_state() -> None:
 
     assert watcher.members({"B": 1}, now=7) == []
     assert watcher.health("B") is Health.SUSPECT
+
+
+def test_a_member_is_heard_once_per_epoch() -> None:
+    """MQ 4.1 HA guide: "Brokers within an HA cluster periodically inform each other that they
+    are still in operation by exchanging heartbeat packets". The first heartbeat of a member
+    listed with an epoch says it is heard, and no later one does, whatever happens to it in
+    between (suspect and cleared, failed and its claim lost, listed again); listed with a new
+    epoch (it joined again), its first heartbeat says so again."""
+    watcher = detector()
+    watcher.members({"B": 7}, now=0)
+
+    assert watcher.heartbeat("B", now=1) == [Heard("B", 7)]
+    assert watcher.heartbeat("B", now=3) == []
+    assert watcher.tick(now=9) == [Suspected("B")]
+    assert watcher.heartbeat("B", now=10) == [Cleared("B")]
+    assert watcher.members({"B": 7}, now=11) == []
+    watcher.tick(now=16)
+    assert watcher.store_reading("B", silent_for=60) == [Failed("B", 60)]
+    watcher.claim_lost("B", now=17)
+    assert watcher.heartbeat("B", now=18) == []
+
+    watcher.members({"B": 8}, now=20)
+
+    assert watcher.heartbeat("B", now=21) == [Heard("B", 8)]
+    assert watcher.heartbeat("B", now=23) == []
