@@ -893,3 +893,29 @@ async def test_a_single_active_consumer_ended_with_deliveries_on_their_way_warns
     pair.client.send(2, Basic.Get(queue="q"))
     await pair.answer(Basic.GetEmpty)
     assert pair.workers[0].consuming.to(1)._taken_back == {}
+
+
+@pytest.mark.parametrize(
+    "arguments", [None, {"x-single-active-consumer": True}], ids=["shared", "single-active"]
+)
+async def test_what_never_reached_a_cancelled_no_ack_consumer_is_not_marked_redelivered(
+    pair: Pair, arguments: FieldTable | None
+) -> None:
+    """AMQP 0-9-1 basic.deliver redelivered: "this indicates that the message may have been
+    previously delivered to this or another client". A message on its way across to a no_ack
+    consumer cancelled before it arrived never reached any client: it stays in the queue
+    unmarked, whether the consuming worker sends it back or the owner takes it back itself
+    (single active consumer)."""
+    owned = await pair.declare("q", arguments)
+    pair.publish("q", *[b"%d" % n for n in range(3000)])
+    await pair.until(lambda: owned.message_count == 3000)
+    received = await pair.consuming_no_ack("q", "c")
+    pair.client.send(1, Basic.Cancel(consumer_tag="c"))
+    await pair.until(lambda: owned.unacked == 0 and not owned.consumers)
+    await pair.settle()
+    received += pair.client.receive()
+    delivered = [item for item in received if isinstance(item, Content)]
+    left = owned.browse()
+    assert len(delivered) < 3000  # cancelled while deliveries were on their way
+    assert len(delivered) + len(left) == 3000
+    assert [m.redelivered for m in left] == [False] * len(left)
