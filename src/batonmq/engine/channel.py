@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -36,6 +36,7 @@ from batonmq.engine.consumer import (
 )
 from batonmq.engine.counters import ChannelCounters
 from batonmq.engine.events import EventKind
+from batonmq.engine.handout import hand_out, requeue_returned, settle_entry
 from batonmq.engine.outcome import Outcome
 from batonmq.engine.transaction import Transaction
 from batonmq.model.message import QueueEntry
@@ -66,72 +67,6 @@ class Unsettled:
     queue: ConsumedQueue
     #: None for basic.get deliveries, which do not count against any prefetch.
     consumer: Consumer | None
-
-
-def hand_out(queue: ConsumedQueue, entry: QueueEntry, *, no_ack: bool, get: bool) -> None:
-    """The queue's side of handing `entry` to a client (basic.deliver, or get-ok when `get`):
-    counted, and with no_ack done with at once (it is settled as it is sent); else it is
-    delivered, and unacked until the client settles it (`settle_entries`)."""
-    counters = queue.counters
-    if entry.redelivered:
-        counters.redeliver += 1
-    if no_ack:
-        if get:
-            counters.get_no_ack += 1
-        else:
-            counters.deliver_no_ack += 1
-        entry.delivery_count += 1
-        queue.settled(entry)
-    else:
-        if get:
-            counters.get += 1
-        else:
-            counters.deliver += 1
-        queue.delivered(entry)
-        queue.unacked += 1
-
-
-def settle_entries(
-    entries: Iterable[tuple[ConsumedQueue, QueueEntry]],
-    outcome: Outcome,
-    fields: Callable[[], Mapping[str, object]],
-) -> set[ConsumedQueue]:
-    """The queues' side of settling delivered entries (basic.ack, nack, reject, or whatever
-    requeues them), each as `settle_entry`, then `requeue_returned`. The queues that took some
-    back (and dispatched them). `fields` names who settles in the log, if a step raises."""
-    returned: defaultdict[ConsumedQueue, list[QueueEntry]] = defaultdict(list)
-    for queue, entry in entries:
-        settle_entry(queue, entry, outcome, returned)
-    requeue_returned(returned, fields)
-    return set(returned)
-
-
-def settle_entry(
-    queue: ConsumedQueue,
-    entry: QueueEntry,
-    outcome: Outcome,
-    returned: defaultdict[ConsumedQueue, list[QueueEntry]],
-) -> None:
-    """The queue's side of settling one delivered entry: acked, it is done with; rejected,
-    dead-lettered where the queue says so; requeued, it is gathered in `returned` for
-    `requeue_returned`."""
-    queue.unacked -= 1
-    if outcome is Outcome.REQUEUE:
-        returned[queue].append(entry)
-    elif outcome is Outcome.REJECT:
-        queue.rejected(entry)
-    else:
-        queue.counters.ack += 1
-        queue.settled(entry)
-
-
-def requeue_returned(
-    returned: defaultdict[ConsumedQueue, list[QueueEntry]],
-    fields: Callable[[], Mapping[str, object]],
-) -> None:
-    """The requeued entries `settle_entry` gathered go back to their places in their queues,
-    marked redelivered."""
-    each(returned.items(), lambda item: item[0].requeue(item[1]), "requeueing", fields)
 
 
 class Channel:

@@ -48,9 +48,9 @@ from batonmq.cluster.consumerecords import (
     SettleOutcome,
 )
 from batonmq.cluster.peerlink import MalformedRecord, PeerLink
-from batonmq.engine.channel import hand_out, settle_entries
 from batonmq.engine.cleanup import each
 from batonmq.engine.consumer import cancel_consumers_of, check_admission
+from batonmq.engine.handout import hand_out, settle_entries
 from batonmq.engine.outcome import Outcome
 from batonmq.model.message import Message, QueueEntry
 from batonmq.model.topology import ConnectionRef

@@ -125,6 +125,12 @@ class RemoteConsumers:
         #: CONSUMEs and GETs waiting for the owner's answer.
         self._asked_consume: dict[int, Callable[[Consumed | None], None]] = {}
         self._asked_get: dict[int, Callable[[Got | None], None]] = {}
+        #: Consumers cancelled here whose deliveries the owner takes back itself, those still
+        #: on their way too (`_taken_back_at_owner`), each with the last request id when its
+        #: CANCEL went: a DELIVER to one sends nothing back. Forgotten once the owner answers
+        #: a later request (the link keeps the order of records each way: every DELIVER to
+        #: them came before that answer).
+        self._taken_back: dict[int, int] = {}
         #: What goes at the end of this loop turn: settlements, and consumers whose credit
         #: may be topped up.
         self._settling: dict[SettleOutcome, list[int]] = {outcome: [] for outcome in SettleOutcome}
@@ -189,7 +195,7 @@ class RemoteConsumers:
                     elif answer.reply_code:
                         _refused_with(channel, answer.reply_code, answer.text)
                     elif channel.closed or self.link is None:
-                        self._cancel_id(consumer_id)
+                        self._cancel_id(consumer_id, _taken_back_at_owner(queue, no_ack=no_ack))
                     else:
                         self._consuming[consumer_id] = _Consuming(consumer, queue, credit)
                         self._ids[consumer] = consumer_id
@@ -246,21 +252,26 @@ class RemoteConsumers:
         it; what it was given stays the channel's to settle, except where the queue hands a
         consumer's work over (single active consumer): the owner requeues that itself, ahead
         of what the next consumer gets, so the channel's requeue of it (`Channel._hand_over`)
-        sends nothing."""
+        sends nothing, nor does a delivery to an acked one still on its way (`deliver`)."""
         consumer_id = self._ids.pop(consumer, None)
         if consumer_id is None:
             return
         consuming = self._consuming.pop(consumer_id)
         _handed_over_at_owner(consuming)
-        self._cancel_id(consumer_id)
+        no_ack = consuming.consumer.no_ack
+        self._cancel_id(consumer_id, _taken_back_at_owner(consuming.queue, no_ack=no_ack))
 
-    def _cancel_id(self, consumer_id: int) -> None:
+    def _cancel_id(self, consumer_id: int, taken_back: bool) -> None:
+        """CANCEL consumer `consumer_id`; `taken_back`: the owner takes back what it gave it,
+        what is still on its way too."""
         link = self.link
         if link is not None:
             # What the channel settled before goes first: the owner hands a single active
             # consumer's unsettled deliveries over as the CANCEL arrives.
             self._send_settlements(link)
             link.send(CANCEL, Cancel(consumer_id).encode())
+            if taken_back:
+                self._taken_back[consumer_id] = self._last_id
 
     def settle(self, delivery: int, outcome: SettleOutcome) -> None:
         """Settle the owner's delivery `delivery` (0: settled there already, as a no_ack
@@ -334,19 +345,33 @@ class RemoteConsumers:
         answered = self._asked_consume.pop(answer.consumer, None)
         if answered is None:
             raise MalformedRecord(f"an answer to consumer {answer.consumer}, not asked for")
+        self._answered(answer.consumer)
         answered(answer)
 
     def got(self, answer: Got) -> None:
         answered = self._asked_get.pop(answer.request, None)
         if answered is None:
             raise MalformedRecord(f"an answer to get {answer.request}, not asked for")
+        self._answered(answer.request)
         answered(answer)
+
+    def _answered(self, request: int) -> None:
+        """The owner answered `request`, having taken the CANCELs sent before it: no DELIVER
+        to those consumers comes any more."""
+        taken_back = self._taken_back
+        while taken_back:
+            consumer_id, last_request = next(iter(taken_back.items()))
+            if last_request >= request:
+                return
+            del taken_back[consumer_id]
 
     def deliver(self, record: Deliver) -> None:
         consuming = self._consuming.get(record.consumer)
         if consuming is None:
-            # Cancelled here while it was on its way (no_ack too): it goes back.
-            self.settle(record.delivery, SettleOutcome.REQUEUE)
+            # Cancelled here while it was on its way: it goes back, unless the owner took it
+            # back itself.
+            if record.consumer not in self._taken_back:
+                self.settle(record.delivery, SettleOutcome.REQUEUE)
             return
         consuming.credit -= 1
         entry = QueueEntry(_message(record.content), record.delivery, record.redelivered)
@@ -380,6 +405,7 @@ class RemoteConsumers:
         self.link = None
         self._settling = {outcome: [] for outcome in SettleOutcome}
         self._due.clear()
+        self._taken_back.clear()
         for session in list(self._sessions):
             for channel in list(session.channels.values()):
                 channel.forget(
@@ -416,6 +442,15 @@ class RemoteConsumers:
                     f"worker {self.peer}, which runs queue '{queue.name}', went down",
                 )
                 session.close_channel(channel.number, failed)
+
+
+def _taken_back_at_owner(queue: RemoteQueue, *, no_ack: bool) -> bool:
+    """Whether the owner takes back, as it cancels a consumer of `queue`, what it gave it,
+    what is still on its way too: where the queue hands a consumer's work over (single active
+    consumer) and the consumer acknowledges. What is on its way to a no_ack one is taken back
+    only if the owner is told of the cancel before it cancels the consumer itself: each such
+    delivery is sent back (the owner passes over one it took back)."""
+    return queue.consumers.hands_over and not no_ack
 
 
 def _handed_over_at_owner(consuming: _Consuming) -> None:

@@ -307,8 +307,8 @@ class Queue(RoutedQueue, Protocol):
         ...
 
     def requeue(self, entries: Iterable[QueueEntry]) -> None:
-        """Put delivered-but-unsettled entries back, marked redelivered, in their old places;
-        a deleted queue takes nothing back."""
+        """Put unsettled entries back in their old places, those delivered before marked
+        redelivered (`batonmq.queues.redelivery`); a deleted queue takes nothing back."""
         ...
 
     # Managing -----------------------------------------------------------------------------

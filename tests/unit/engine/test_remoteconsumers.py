@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from pamqp import base, commands
+from pamqp import base, commands, frame
 from pamqp.common import FieldTable
 
 from batonmq.cluster.consumerecords import GOT, SETTLE, Got, Settle, SettleOutcome
@@ -28,6 +28,7 @@ from batonmq.engine.remoteconsumers import ConsumeLinks
 from batonmq.engine.remotequeue import PublishLinks, RemoteQueue
 from batonmq.engine.session import Session
 from batonmq.engine.slowconsumers import SlowConsumerDetector
+from batonmq.logcodes import code_of
 from batonmq.model.message import Message
 from batonmq.model.topology import QueueDeclared
 from batonmq.queues.classic import ClassicQueue
@@ -842,3 +843,79 @@ async def test_deliveries_forgotten_with_a_lost_link_free_a_channel_wide_prefetc
     [cancel] = [item.method for item in got if not isinstance(item, Content)]
     assert isinstance(cancel, Basic.Cancel) and cancel.consumer_tag == "A"
     assert bodies(contents) == [b"local"]
+
+
+@pytest.mark.parametrize(
+    "ending",
+    [
+        Basic.Cancel(consumer_tag="c"),
+        commands.Channel.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0),
+    ],
+    ids=["basic.cancel", "channel.close"],
+)
+async def test_a_single_active_consumer_ended_with_deliveries_on_their_way_warns_of_nothing(
+    pair: Pair, caplog: pytest.LogCaptureFixture, ending: base.Frame
+) -> None:
+    """RabbitMQ "Single Active Consumer": when the active consumer is cancelled, the next one
+    takes over; AMQP 0-9-1 basic.cancel: after cancel-ok no more messages reach the cancelled
+    consumer. The owner takes back everything it gave an acked active consumer cancelled
+    across, what was still on its way to it too: the consuming worker sends none of that back,
+    so the owner's log has no settlement of an unknown delivery (BMQ-1062) for normal work, and
+    the next consumer gets every message once, in order."""
+    owned = await pair.declare("q", {"x-single-active-consumer": True})
+    pair.publish("q", *[b"%d " % n + bytes(1000) for n in range(1000)])  # many reads of the link
+    await pair.until(lambda: owned.message_count == 1000)
+    # One read: the end waits, held, until the owner answered the consume.
+    pair.client.send_bytes(
+        frame.marshal(Basic.Consume(queue="q", consumer_tag="c"), 1) + frame.marshal(ending, 1)
+    )
+    received: list[Received] = []
+    async with asyncio.timeout(5):
+        while not received:
+            await asyncio.sleep(0)  # a loop turn: the records of one read of the link
+            received += pair.client.receive()
+    pair.workers[0].session.resume_input()
+    await pair.until(lambda: owned.unacked == 0 and not owned.consumers)
+    received += pair.client.receive()
+    first = [item for item in received if isinstance(item, Content)]
+    assert len(first) < 1000  # ended while deliveries were on their way
+    backup = pair.workers[1].client
+    backup.send(1, Basic.Consume(queue="q", consumer_tag="backup", no_ack=True))
+    backup.expect(Basic.ConsumeOk, channel=1)
+    await pair.until(lambda: owned.message_count == 0)
+    await pair.settle()
+    taken_over = [item for item in backup.receive() if isinstance(item, Content)]
+    assert [int(body.split()[0]) for body in bodies(taken_over)] == list(range(1000))
+    assert [r for r in caplog.records if code_of(r.getMessage()) == "BMQ-1062"] == []
+    # The owner's answer to a later request comes after any DELIVER to the cancelled
+    # consumer: the consuming worker forgets it then.
+    pair.client.open_channel(2)
+    pair.client.send(2, Basic.Get(queue="q"))
+    await pair.answer(Basic.GetEmpty)
+    assert pair.workers[0].consuming.to(1)._taken_back == {}
+
+
+@pytest.mark.parametrize(
+    "arguments", [None, {"x-single-active-consumer": True}], ids=["shared", "single-active"]
+)
+async def test_what_never_reached_a_cancelled_no_ack_consumer_is_not_marked_redelivered(
+    pair: Pair, arguments: FieldTable | None
+) -> None:
+    """AMQP 0-9-1 basic.deliver redelivered: "this indicates that the message may have been
+    previously delivered to this or another client". A message on its way across to a no_ack
+    consumer cancelled before it arrived never reached any client: it stays in the queue
+    unmarked, whether the consuming worker sends it back or the owner takes it back itself
+    (single active consumer)."""
+    owned = await pair.declare("q", arguments)
+    pair.publish("q", *[b"%d" % n for n in range(3000)])
+    await pair.until(lambda: owned.message_count == 3000)
+    received = await pair.consuming_no_ack("q", "c")
+    pair.client.send(1, Basic.Cancel(consumer_tag="c"))
+    await pair.until(lambda: owned.unacked == 0 and not owned.consumers)
+    await pair.settle()
+    received += pair.client.receive()
+    delivered = [item for item in received if isinstance(item, Content)]
+    left = owned.browse()
+    assert len(delivered) < 3000  # cancelled while deliveries were on their way
+    assert len(delivered) + len(left) == 3000
+    assert [m.redelivered for m in left] == [False] * len(left)

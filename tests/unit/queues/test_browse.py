@@ -41,6 +41,7 @@ def test_a_requeued_message_is_browsed_in_its_old_place_marked_redelivered():
         queue.publish(message(body))
     taken = queue.get()
     assert taken is not None
+    queue.delivered(taken)  # to a client that must settle it
     queue.requeue([taken])
     seen = queue.browse()
     assert [(one.position, one.message.body, one.redelivered) for one in seen] == [

@@ -99,6 +99,8 @@ def test_requeued_entries_go_back_in_place_and_are_redelivered_first():
     publish(queue, *"01234")
     taken = [queue.get() for _ in range(3)]
     entries = [t for t in taken if t is not None]
+    for entry in entries:
+        queue.delivered(entry)  # to a client that must settle it
     queue.requeue([entries[2], entries[0]])
     consumer = StubConsumer("c")
     queue.add_consumer(consumer)

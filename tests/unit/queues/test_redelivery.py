@@ -37,3 +37,14 @@ def test_with_a_limit_entries_carry_their_count_and_those_past_it_go_elsewhere()
     assert kept.message.id == original_id
     assert kept.message.properties.headers == {"a": 1, "x-delivery-count": 2}
     assert not entries[1].redelivered
+
+
+def test_an_entry_never_delivered_comes_back_as_it_was():
+    """An entry taken back on its way to a client never reached one: not marked redelivered
+    ("may have been previously delivered"), and under a delivery limit not counted."""
+    entries = [entry(0, 0)]
+    message = entries[0].message
+    back = list(requeued(entries, 2, lambda _: None))
+    assert back == entries
+    assert not back[0].redelivered
+    assert back[0].message is message
