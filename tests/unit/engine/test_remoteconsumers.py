@@ -25,15 +25,13 @@ from batonmq.cluster.peerlink import PeerLinks
 from batonmq.config import SlowConsumerConfig
 from batonmq.engine.broker import Broker
 from batonmq.engine.remoteconsumers import ConsumeLinks
-from batonmq.engine.remotequeue import PublishLinks, RemoteQueue
 from batonmq.engine.session import Session
 from batonmq.engine.slowconsumers import SlowConsumerDetector
 from batonmq.logcodes import code_of
 from batonmq.model.message import Message
-from batonmq.model.topology import QueueDeclared
 from batonmq.queues.classic import ClassicQueue
 from tests.memclient import Content, MemClient, Received, bodies, connect, describe
-from tests.peerpair import joined, linked_broker
+from tests.peerpair import LinkedWorker, joined, linked_worker
 
 Basic = commands.Basic
 M = TypeVar("M", bound=base.Frame)
@@ -41,12 +39,21 @@ M = TypeVar("M", bound=base.Frame)
 
 @dataclass
 class Worker:
-    broker: Broker
-    links: PeerLinks
-    consuming: ConsumeLinks
-    publishing: PublishLinks
+    linked: LinkedWorker
     client: MemClient
     session: Session
+
+    @property
+    def broker(self) -> Broker:
+        return self.linked.broker
+
+    @property
+    def links(self) -> PeerLinks:
+        return self.linked.links
+
+    @property
+    def consuming(self) -> ConsumeLinks:
+        return self.linked.consuming
 
 
 @dataclass
@@ -80,20 +87,7 @@ class Pair:
 
     async def declare_known(self, name: str) -> ClassicQueue:
         """Worker 1's queue `name`, known to worker 0 as a queue that worker 1 runs."""
-        owner = self.workers[1]
-        queue = owner.broker.vhosts["/"].queues[name]
-        assert isinstance(queue, ClassicQueue)
-        declared = QueueDeclared(name, queue.durable, queue.auto_delete, None, queue.arguments)
-        near = self.workers[0]
-        remote = RemoteQueue(
-            "/",
-            declared,
-            queue.options,
-            near.publishing.outbound(1),
-            near.consuming.to(1),
-        )
-        near.broker.vhosts["/"].remote[name] = remote
-        return queue
+        return self.workers[0].linked.know(self.workers[1].broker, name)
 
     def publish(self, queue: str, *payloads: bytes) -> None:
         """Transient messages to `queue` through worker 1's default exchange."""
@@ -149,13 +143,9 @@ class Pair:
 
 @contextlib.asynccontextmanager
 async def _worker(directory: Path, index: int) -> AsyncIterator[Worker]:
-    async with linked_broker(directory, index) as (broker, links):
-        publishing = PublishLinks(broker, links)
-        publishing.install()
-        consuming = ConsumeLinks(broker, links)
-        consuming.install()
-        client, session = connect(broker, capabilities={"consumer_cancel_notify": True})
-        yield Worker(broker, links, consuming, publishing, client, session)
+    async with linked_worker(directory, index) as linked:
+        client, session = connect(linked.broker, capabilities={"consumer_cancel_notify": True})
+        yield Worker(linked, client, session)
 
 
 @pytest.fixture
