@@ -23,7 +23,7 @@ all big-endian, with the fields of `batonmq.cluster.recordfields` (str8, table, 
                     refusal), or, when found, !QQB delivery id (0 with no_ack), message count,
                     redelivered; content
 
-content: str8 exchange; str8 routing key; !I content header length; content header payload;
+content: names: exchange, routing key; !I content header length; content header payload;
 body: the rest of the payload. The content header crosses as the publisher sent it, and the
 body as it is: no property is decoded on the way (as a PUBLISH carries them).
 """
@@ -38,7 +38,7 @@ from typing import ClassVar, Final
 from pamqp.common import FieldTable
 
 from batonmq.cluster.peerlink import MalformedRecord, record_kind
-from batonmq.cluster.recordfields import Fields, ref, str8, table, text8
+from batonmq.cluster.recordfields import Fields, names, ref, str8, table, text8
 from batonmq.model.topology import ConnectionRef
 
 CONSUME: Final = record_kind(19, "consume")
@@ -87,8 +87,7 @@ class Content:
 
     def parts(self) -> list[bytes | memoryview]:
         return [
-            str8(self.exchange),
-            str8(self.routing_key),
+            names((self.exchange, self.routing_key)),
             _LENGTH.pack(len(self.header_payload)),
             self.header_payload,
             self.body,
@@ -96,7 +95,10 @@ class Content:
 
     @classmethod
     def read(cls, fields: Fields) -> Content:
-        exchange, routing_key = fields.str8s(2)
+        named = fields.names()
+        if len(named) != 2:
+            raise MalformedRecord(f"content naming {len(named)} names, not exchange and key")
+        exchange, routing_key = named
         [length] = fields.unpack(_LENGTH)
         header_payload = fields.octets(length)
         return cls(exchange, routing_key, header_payload, fields.rest())

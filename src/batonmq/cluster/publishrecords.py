@@ -7,10 +7,10 @@ slotted, not frozen: one is made for each message that crosses, and a frozen one
 four times as much to make. The layouts, all big-endian, with the fields of
 `batonmq.cluster.recordfields`:
 
-    16 PUBLISH  !QBH number (per link, counting from 1), flags (tx 1), queue count;
-                [!Q tx group, when flag tx]; str8 vhost; str8 exchange; str8 routing key;
-                per queue: str8 name; !I content header length; content header payload;
-                body: the rest of the payload
+    16 PUBLISH  !QB number (per link, counting from 1), flags (tx 1); [!Q tx group, when
+                flag tx]; names: vhost, exchange, routing key, then each queue (at most
+                QUEUES_MAX); !I content header length; content header payload; body: the
+                rest of the payload
     17 QUEUED   !QQB first number, last number, ok (1: every queue took each message, and
                 what was persistent is written; 0: not)
     18 TX_END   !Q tx group: the publishing worker sent every PUBLISH of that group
@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from typing import ClassVar, Final
 
 from batonmq.cluster.peerlink import MalformedRecord, record_kind
-from batonmq.cluster.recordfields import Fields, str8
+from batonmq.cluster.recordfields import Fields, names
 
 PUBLISH: Final = record_kind(16, "publish")
 QUEUED: Final = record_kind(17, "queued")
 TX_END: Final = record_kind(18, "tx end")
 
-_PUBLISH: Final = struct.Struct("!QBH")
+_PUBLISH: Final = struct.Struct("!QB")
 _TX: Final = 1
 #: The most queues one PUBLISH names.
 QUEUES_MAX: Final = 0xFFFF
@@ -63,16 +63,13 @@ class Publish:
             raise ValueError(f"{len(queues)} queues: a publish record names at most {QUEUES_MAX}")
         tx_group = self.tx_group
         if tx_group is None:
-            head = _PUBLISH.pack(self.number, 0, len(queues))
+            head = _PUBLISH.pack(self.number, 0)
         else:
-            head = _PUBLISH.pack(self.number, _TX, len(queues)) + _GROUP.pack(tx_group)
+            head = _PUBLISH.pack(self.number, _TX) + _GROUP.pack(tx_group)
         return b"".join(
             [
                 head,
-                str8(self.vhost),
-                str8(self.exchange),
-                str8(self.routing_key),
-                *map(str8, queues),
+                names((self.vhost, self.exchange, self.routing_key, *queues)),
                 _LENGTH.pack(len(self.header_payload)),
                 self.header_payload,
                 self.body,
@@ -82,20 +79,22 @@ class Publish:
     @classmethod
     def decode(cls, payload: bytes) -> Publish:
         fields = Fields(payload)
-        number, flags, count = fields.unpack(_PUBLISH)
+        number, flags = fields.unpack(_PUBLISH)
         if flags & ~_TX:
             raise MalformedRecord(f"unknown publish flags {flags:#x}")
         tx_group = fields.unpack(_GROUP)[0] if flags & _TX else None
-        vhost, exchange, routing_key, *queues = fields.str8s(3 + count)
+        named = fields.names()
+        if not 3 <= len(named) <= 3 + QUEUES_MAX:
+            raise MalformedRecord(f"a publish naming {len(named)} names")
         [length] = fields.unpack(_LENGTH)
         header_payload = fields.octets(length)
         return cls(
             number,
             tx_group,
-            vhost,
-            exchange,
-            routing_key,
-            tuple(queues),
+            named[0],
+            named[1],
+            named[2],
+            named[3:],
             header_payload,
             fields.rest(),
         )

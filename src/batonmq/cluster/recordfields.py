@@ -1,8 +1,10 @@
 """The fields that the records between workers of one broker are made of
 (`batonmq.cluster.peerlink`), all big-endian: a short string (`str8`, AMQP's shortstr: one
-octet of length, then UTF-8), a field table (encoded and decoded by pamqp, with its own four
-octets of length) and a connection reference (`ref`: worker, process start id, connection
-number; worker 0xFFFF for none).
+octet of length, then UTF-8), names (`names`: !I length in octets, then short strings: the
+names a message crosses with, read and written whole and remembered, since the same ones come
+again and again), a field table (encoded and decoded by pamqp, with its own four octets of
+length) and a connection reference (`ref`: worker, process start id, connection number;
+worker 0xFFFF for none).
 
 `Fields` reads a record's payload field by field. A payload is always whole (the link's reader
 waits for the rest of a record), so one that ends early, has octets left over or holds what
@@ -29,6 +31,7 @@ STR8_MAX: Final = 255
 _LENGTHS: Final = [bytes([length]) for length in range(STR8_MAX + 1)]
 #: The most characters that always fit a short string (four octets of UTF-8 each at most).
 _SURELY_FITS: Final = STR8_MAX // 4
+_NAMES: Final = struct.Struct("!I")
 _REF: Final = struct.Struct("!HQQ")
 #: The worker of a `ref` that is none.
 NO_WORKER: Final = 0xFFFF
@@ -55,6 +58,22 @@ def fits_str8(*values: str) -> bool:
         if len(value) > _SURELY_FITS and len(value.encode()) > STR8_MAX:
             return False
     return True
+
+
+@functools.lru_cache(maxsize=1024)
+def names(values: tuple[str, ...]) -> bytes:
+    """`values` as a names field; ValueError when one is over 255 octets of UTF-8."""
+    encoded = b"".join(map(str8, values))
+    return _NAMES.pack(len(encoded)) + encoded
+
+
+@functools.lru_cache(maxsize=1024)
+def _read_names(encoded: bytes) -> tuple[str, ...]:
+    fields = Fields(encoded)
+    values = []
+    while not fields.done:
+        values.append(fields.str8())
+    return tuple(values)
 
 
 def text8(value: str) -> bytes:
@@ -98,28 +117,21 @@ class Fields:
         return self._payload[at:end]
 
     def str8(self) -> str:
-        [value] = self.str8s(1)
-        return value
-
-    def str8s(self, count: int) -> list[str]:
-        """`count` short strings in a row."""
         payload, at = self._payload, self._at
-        values = []
+        if at >= len(payload):
+            raise MalformedRecord("a record that ends before a short string")
+        end = at + 1 + payload[at]
+        if end > len(payload):
+            raise MalformedRecord(f"a record that ends inside a short string of {end - at} octets")
+        self._at = end
         try:
-            for _ in range(count):
-                end = at + 1 + payload[at]
-                if end > len(payload):
-                    raise MalformedRecord(
-                        f"a record that ends inside a short string of {end - at} octets"
-                    )
-                values.append(str(payload[at + 1 : end], "utf-8"))
-                at = end
-        except IndexError:
-            raise MalformedRecord("a record that ends before a short string") from None
+            return payload[at + 1 : end].decode()
         except UnicodeDecodeError as error:
             raise MalformedRecord(f"a short string that is not UTF-8: {error}") from error
-        self._at = at
-        return values
+
+    def names(self) -> tuple[str, ...]:
+        [length] = self.unpack(_NAMES)
+        return _read_names(self.octets(length))
 
     def table(self) -> FieldTable:
         try:
@@ -138,6 +150,11 @@ class Fields:
         rest = self._payload[self._at :]
         self._at = len(self._payload)
         return rest
+
+    @property
+    def done(self) -> bool:
+        """Whether every octet is read."""
+        return self._at == len(self._payload)
 
     def end(self) -> None:
         """The payload is read: MalformedRecord if octets are left over."""
