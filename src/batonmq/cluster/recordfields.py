@@ -29,9 +29,10 @@ from batonmq.model.topology import ConnectionRef
 STR8_MAX: Final = 255
 #: A short string's length octet, by length.
 _LENGTHS: Final = [bytes([length]) for length in range(STR8_MAX + 1)]
-#: The most characters that always fit a short string (four octets of UTF-8 each at most).
-_SURELY_FITS: Final = STR8_MAX // 4
 _NAMES: Final = struct.Struct("!I")
+#: The most names of a names field that is remembered, and its most octets when read.
+_REMEMBERED: Final = 4
+_REMEMBERED_OCTETS: Final = _REMEMBERED * (1 + STR8_MAX)
 _REF: Final = struct.Struct("!HQQ")
 #: The worker of a `ref` that is none.
 NO_WORKER: Final = 0xFFFF
@@ -52,28 +53,47 @@ def str8(value: str) -> bytes:
 
 
 def fits_str8(*values: str) -> bool:
-    """Whether each of `values` fits a short string."""
-    # Up to 63 characters are at most 252 octets of UTF-8: most names need no encoding here.
+    """Whether each of `values` fits a short string: at most 255 octets of UTF-8, and UTF-8 at
+    all (a lone surrogate, which JSON can spell, is not)."""
     for value in values:
-        if len(value) > _SURELY_FITS and len(value.encode()) > STR8_MAX:
+        if value.isascii():
+            if len(value) > STR8_MAX:
+                return False
+            continue
+        try:
+            if len(value.encode()) > STR8_MAX:
+                return False
+        except UnicodeEncodeError:
             return False
     return True
 
 
-@functools.lru_cache(maxsize=1024)
 def names(values: tuple[str, ...]) -> bytes:
-    """`values` as a names field; ValueError when one is over 255 octets of UTF-8."""
+    """`values` as a names field; ValueError when one is over 255 octets of UTF-8, or is not
+    UTF-8. A few names (a message's vhost, exchange, routing key and queue) are remembered;
+    many (a message routed to many queues) are not, so that what is remembered stays small."""
+    if len(values) <= _REMEMBERED:
+        return _remembered_names(values)
+    return _names(values)
+
+
+def _names(values: tuple[str, ...]) -> bytes:
     encoded = b"".join(map(str8, values))
     return _NAMES.pack(len(encoded)) + encoded
 
 
-@functools.lru_cache(maxsize=1024)
+_remembered_names = functools.lru_cache(maxsize=1024)(_names)
+
+
 def _read_names(encoded: bytes) -> tuple[str, ...]:
     fields = Fields(encoded)
     values = []
     while not fields.done:
         values.append(fields.str8())
     return tuple(values)
+
+
+_read_remembered_names = functools.lru_cache(maxsize=1024)(_read_names)
 
 
 def text8(value: str) -> bytes:
@@ -131,7 +151,10 @@ class Fields:
 
     def names(self) -> tuple[str, ...]:
         [length] = self.unpack(_NAMES)
-        return _read_names(self.octets(length))
+        encoded = self.octets(length)
+        if length <= _REMEMBERED_OCTETS:
+            return _read_remembered_names(encoded)
+        return _read_names(encoded)
 
     def table(self) -> FieldTable:
         try:

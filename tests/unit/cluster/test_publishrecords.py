@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from batonmq.cluster import recordfields
 from batonmq.cluster.peerlink import MalformedRecord, header
 from batonmq.cluster.publishrecords import QUEUES_MAX, Publish, Queued, TxEnd
 from tests.property.test_codec import short_strings
@@ -114,3 +115,20 @@ def test_any_payload_decodes_or_is_malformed(cls: type[Record], payload: bytes) 
 def test_a_queued_range_that_runs_backwards_is_malformed() -> None:
     with pytest.raises(MalformedRecord, match="queued 5 to 4"):
         Queued.decode(bytes(7) + b"\x05" + bytes(7) + b"\x04\x01")
+
+
+def test_the_names_of_a_message_routed_to_many_queues_are_not_remembered() -> None:
+    """The names a message crosses with are remembered, since the same ones come again; a
+    message routed to many queues of one owner (a topic exchange with a key per message and a
+    binding per queue) is not, or each new key would keep its every queue name in memory."""
+    caches = (recordfields._remembered_names, recordfields._read_remembered_names)
+    for cache in caches:
+        cache.cache_clear()
+    queues = tuple(f"orders.{number:03}" + "x" * 200 for number in range(100))
+    for key in range(50):
+        record = Publish(key + 1, None, "/", "amq.topic", f"order.{key}", queues, b"", b"")
+        assert Publish.decode(record.encode()) == record
+    assert [cache.cache_info().currsize for cache in caches] == [0, 0]
+    small = Publish(1, None, "/", "", "q", ("q",), b"", b"")
+    assert Publish.decode(small.encode()) == small
+    assert [cache.cache_info().currsize for cache in caches] == [1, 1]

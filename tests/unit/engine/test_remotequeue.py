@@ -268,18 +268,20 @@ async def test_a_link_that_takes_no_more_holds_the_publisher_until_it_does(pair:
     assert heard == [True] * sent
 
 
-async def test_a_routing_key_too_long_to_cross_is_nacked_and_the_link_goes_on(
-    pair: Pair,
+@pytest.mark.parametrize("routing_key", ["k" * 300, "\ud800"], ids=["too long", "not UTF-8"])
+async def test_a_routing_key_that_cannot_cross_is_nacked_and_the_link_goes_on(
+    pair: Pair, routing_key: str
 ) -> None:
     """A routing key published over HTTP may be longer than the 255 octets a record's short
-    string holds: that publish is nacked at once (RabbitMQ "Publisher Confirms": a nack when
-    the broker cannot take responsibility), and takes no number, so the link goes on and the
-    next publish is confirmed."""
+    string holds, or a lone surrogate (JSON spells one, "\\ud800", and it is no UTF-8): that
+    publish is nacked at once (RabbitMQ "Publisher Confirms": a nack when the broker cannot
+    take responsibility), and takes no number, so the link goes on and the next publish is
+    confirmed."""
     await pair.declare("q")
     remote = pair.remote("q")
     heard, hear = outcomes()
-    long_key = Message("", "k" * 300, encode_header_payload(PERSISTENT, 4), b"long")
-    publish(remote, long_key, hear)
+    unfit = Message("", routing_key, encode_header_payload(PERSISTENT, 4), b"unfit")
+    publish(remote, unfit, hear)
     publish(remote, message(b"next"), hear)
     await pair.until(lambda: len(heard) == 2)
     assert heard == [False, True]
