@@ -126,7 +126,7 @@ class LinkedConsumer:
 
     def queue_deleted(self, notify_later: Channel | None) -> base.Frame | None:
         """Its queue is going: the other worker's channel hears of it (CANCELLED)."""
-        self._served.cancelled(self)
+        self._served.cancelled(self, queue_gone=True)
         return None
 
     def cancel(self) -> None:
@@ -225,24 +225,12 @@ class Served:
         """`consumer`, no longer one of `consumers`, leaves its queue. `reached_are_reported`:
         the other worker cancelled it, having reported first every no_ack delivery that reached
         the client; what is still on its way to it then never will."""
-        consumer_id = consumer.id
         queue = consumer.queue
         queue.remove_consumer(consumer)
         if queue.consumers.hands_over:
             # What is on its way to a no_ack consumer comes back from the other worker: taken
             # back now, ahead of anything newer, where it cannot reach the client any more.
-            handed = [
-                delivery
-                for delivery, given_to in self._delivered_to.items()
-                if given_to == consumer_id
-                and (reached_are_reported or delivery not in self._on_their_way)
-            ]
-            returned = [self.unsettled.pop(delivery) for delivery in handed]
-            for delivery in handed:
-                del self._delivered_to[delivery]
-                if delivery in self._on_their_way:
-                    self._on_their_way.discard(delivery)
-                    self._coming_back.add(delivery)
+            returned = self._take_back(consumer.id, reached_are_reported=reached_are_reported)
             settle_entries(returned, Outcome.REQUEUE, self._fields)
         if queue.auto_delete and not queue.consumers and not queue.deleted:
             # RabbitMQ: an auto-delete queue goes when its last consumer is cancelled.
@@ -250,10 +238,34 @@ class Served:
         else:
             queue.dispatch()
 
-    def cancelled(self, consumer: LinkedConsumer) -> None:
-        """`consumer`'s queue was deleted: the other worker's channel is told."""
+    def _take_back(
+        self, consumer_id: int, *, reached_are_reported: bool
+    ) -> list[tuple[Queue, QueueEntry]]:
+        """The entries handed to consumer `consumer_id` that the other worker counts as taken
+        back here (its queue hands a consumer's work over), no longer unsettled here."""
+        handed = [
+            delivery
+            for delivery, given_to in self._delivered_to.items()
+            if given_to == consumer_id
+            and (reached_are_reported or delivery not in self._on_their_way)
+        ]
+        taken = [self.unsettled.pop(delivery) for delivery in handed]
+        for delivery in handed:
+            del self._delivered_to[delivery]
+            if delivery in self._on_their_way:
+                self._on_their_way.discard(delivery)
+                self._coming_back.add(delivery)
+        return taken
+
+    def cancelled(self, consumer: LinkedConsumer, *, queue_gone: bool = False) -> None:
+        """`consumer` was cancelled here (its queue was deleted: `queue_gone`, or it was
+        slow): the other worker's channel is told. Where its queue handed work over, that
+        worker counts what it holds as taken back here and settles none of it: with the queue
+        gone, it is forgotten (a slow consumer's goes back in `remove`)."""
         if self.consumers.pop(consumer.id, None) is consumer:
             self.link.send(CANCELLED, Cancelled(consumer.id).encode())
+        if queue_gone and consumer.queue.consumers.hands_over:
+            self._take_back(consumer.id, reached_are_reported=False)
 
     def writable(self) -> None:
         """The link takes more again: the queues it consumes from go on."""

@@ -508,6 +508,10 @@ class ConsumeLinks:
         """This worker's consumers of the queues worker `peer` runs."""
         return self._remote[peer]
 
+    def served(self, peer: int) -> Served | None:
+        """What worker `peer`'s channels consume from this worker's queues, while linked."""
+        return self._served.get(peer)
+
     def _up(self, link: PeerLink) -> None:
         self._remote[link.peer].attach(link)
         served = self._served.pop(link.peer, None)

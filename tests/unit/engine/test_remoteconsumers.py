@@ -24,6 +24,7 @@ from batonmq.cluster.consumerecords import GOT, SETTLE, Got, Settle, SettleOutco
 from batonmq.cluster.peerlink import PeerLinks
 from batonmq.config import SlowConsumerConfig
 from batonmq.engine.broker import Broker
+from batonmq.engine.consumer import cancel_consumers_of
 from batonmq.engine.remoteconsumers import ConsumeLinks
 from batonmq.engine.session import Session
 from batonmq.engine.slowconsumers import SlowConsumerDetector
@@ -909,3 +910,34 @@ async def test_what_never_reached_a_cancelled_no_ack_consumer_is_not_marked_rede
     assert len(delivered) < 3000  # cancelled while deliveries were on their way
     assert len(delivered) + len(left) == 3000
     assert [m.redelivered for m in left] == [False] * len(left)
+
+
+async def test_a_deleted_single_active_queue_leaves_nothing_unsettled_at_its_owner(
+    pair: Pair,
+) -> None:
+    """RabbitMQ (consumer cancel notification): a deleted queue's consumers are cancelled
+    (basic.cancel to the client). Where the queue handed a consumer's work over (single active
+    consumer), the consuming worker counts what the consumer held as taken back by the owner
+    and settles none of it; the owner, its queue gone, forgets it too, even when the client
+    cancelled at the same moment and the deliveries on their way were dropped: nothing is
+    held at the owner until the link ends."""
+    owned = await pair.declare("q", {"x-single-active-consumer": True})
+    pair.publish("q", *[b"%d " % n + bytes(1000) for n in range(1000)])
+    await pair.until(lambda: owned.message_count == 1000)
+    pair.client.send(1, Basic.Consume(queue="q", consumer_tag="c"))
+    received: list[Received] = []
+
+    def delivering() -> bool:
+        received.extend(pair.client.receive())
+        return any(isinstance(item, Content) for item in received)
+
+    await pair.until(delivering)
+    pair.workers[0].session.resume_input()
+    # In one loop turn: the owner deletes the queue (CANCELLED on its way) as the client
+    # cancels (CANCEL on its way), deliveries still crossing.
+    pair.workers[1].broker.vhosts["/"].remove_queue(owned, on_delete=cancel_consumers_of)
+    pair.client.send(1, Basic.Cancel(consumer_tag="c"))
+    await pair.settle()
+    await pair.settle()
+    served = pair.workers[1].consuming.served(0)
+    assert served is not None and served.unsettled == {}
