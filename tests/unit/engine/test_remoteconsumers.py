@@ -132,6 +132,17 @@ class Pair:
         self.workers[0].session.resume_input()
         return received
 
+    async def no_ack_cancelled_midway(self, owned: ClassicQueue, count: int) -> list[Received]:
+        """`count` messages published to `owned` (queue "q"), consumed with no_ack and the
+        consumer cancelled while they cross: everything the client got."""
+        self.publish("q", *[b"%d" % n for n in range(count)])
+        await self.until(lambda: owned.message_count == count)
+        received = await self.consuming_no_ack("q", "c")
+        self.client.send(1, Basic.Cancel(consumer_tag="c"))
+        await self.until(lambda: owned.unacked == 0 and not owned.consumers)
+        await self.settle()
+        return received + self.client.receive()
+
     async def deliveries(self, count: int) -> list[Content]:
         got = await self.received(count)
         assert all(isinstance(item, Content) for item in got), describe(got)
@@ -667,13 +678,7 @@ async def test_cancelling_a_no_ack_consumer_loses_nothing_that_was_on_its_way(
     no_ack consumer cancelled before it arrived was not sent to the client: it stays in the
     queue, so every message is either delivered or still there."""
     owned = await pair.declare("q")
-    pair.publish("q", *[b"%d" % n for n in range(3000)])
-    await pair.until(lambda: owned.message_count == 3000)
-    received = await pair.consuming_no_ack("q", "c")
-    pair.client.send(1, Basic.Cancel(consumer_tag="c"))
-    await pair.until(lambda: owned.unacked == 0 and not owned.consumers)
-    await pair.settle()
-    received += pair.client.receive()
+    received = await pair.no_ack_cancelled_midway(owned, 3000)
     methods = [item for item in received if not isinstance(item, Content)]
     assert [type(item.method) for item in methods] == [Basic.ConsumeOk, Basic.CancelOk]
     after = received.index(methods[1])
@@ -898,13 +903,7 @@ async def test_what_never_reached_a_cancelled_no_ack_consumer_is_not_marked_rede
     unmarked, whether the consuming worker sends it back or the owner takes it back itself
     (single active consumer)."""
     owned = await pair.declare("q", arguments)
-    pair.publish("q", *[b"%d" % n for n in range(3000)])
-    await pair.until(lambda: owned.message_count == 3000)
-    received = await pair.consuming_no_ack("q", "c")
-    pair.client.send(1, Basic.Cancel(consumer_tag="c"))
-    await pair.until(lambda: owned.unacked == 0 and not owned.consumers)
-    await pair.settle()
-    received += pair.client.receive()
+    received = await pair.no_ack_cancelled_midway(owned, 3000)
     delivered = [item for item in received if isinstance(item, Content)]
     left = owned.browse()
     assert len(delivered) < 3000  # cancelled while deliveries were on their way
