@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import ssl
 from pathlib import Path
 
@@ -160,7 +161,12 @@ def test_members_of_one_ca_hear_each_other_and_a_member_of_another_is_suspect(
                 ),
                 "C suspected",
             )
-        assert "peer=A" not in b.log() and "peer=B" not in a.log()
+        for member, other in ((a, "B"), (b, "A")):
+            about_other = [
+                line for line in member.log().splitlines() if re.search(rf"\bpeer={other}\b", line)
+            ]
+            assert any("cluster member heard:" in line for line in about_other)
+            assert not any("cluster member suspect" in line for line in about_other)
     finally:
         for member in members:
             member.stop()
