@@ -58,8 +58,9 @@ def readme_consume(client: str, first: RunningBroker, second: RunningBroker) -> 
         )
     namespace: dict[str, object] = {}
     exec(compile(code, f"README.md:{block.line}", "exec"), namespace)
-    consume = namespace["consume"]
-    assert callable(consume)
+    consume = namespace.get("consume")
+    if not callable(consume):
+        raise LookupError(f"README.md:{block.line}: the {client} block defines no consume()")
     if inspect.iscoroutinefunction(consume):
         return lambda queue, handle: asyncio.run(consume(queue, handle))
     return consume
