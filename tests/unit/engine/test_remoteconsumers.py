@@ -940,3 +940,46 @@ async def test_a_deleted_single_active_queue_leaves_nothing_unsettled_at_its_own
     await pair.settle()
     served = pair.workers[1].consuming.served(0)
     assert served is not None and served.unsettled == {}
+
+
+async def _closed_by(client: MemClient, session: Session, method: base.Frame) -> str:
+    """The reply text of the channel.close that `method` on channel 1 of `client` brings."""
+    client.send(1, method)
+    received: list[Received] = []
+
+    async with asyncio.timeout(5):
+        while not received:
+            await asyncio.sleep(0.005)
+            received.extend(client.receive())
+    [close] = received
+    assert not isinstance(close, Content) and isinstance(close.method, commands.Channel.Close)
+    session.resume_input()
+    return close.method.reply_text
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        Basic.Consume(queue="q", arguments={"x-priority": "high"}),
+        Basic.Get(queue="x"),
+    ],
+    ids=["consume", "get"],
+)
+async def test_a_refusal_across_closes_the_channel_with_the_text_of_a_local_one(
+    pair: Pair, method: base.Frame
+) -> None:
+    """AMQP 0-9-1 channel.close carries the reply code and text of the refused method, and
+    RabbitMQ's rule for a queue on another worker: a client cannot tell where it runs. A
+    consume (an x-priority that is not a number) or a get (another connection's exclusive
+    queue, 405) refused by the owner closes the channel with the very text a refusal on the
+    owner's own worker gives, its code's name once at its head."""
+    await pair.declare("q")
+    owner = pair.workers[1]
+    owner.client.send(1, commands.Queue.Declare(queue="x", exclusive=True))
+    owner.client.expect(commands.Queue.DeclareOk, channel=1)
+    await pair.declare_known("x")
+    local, session = connect(owner.broker)
+    expected = await _closed_by(local, session, method)
+    across = await _closed_by(pair.client, pair.workers[0].session, method)
+    assert across == expected
+    assert across.count(" - ") == 1, across
