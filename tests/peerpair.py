@@ -84,6 +84,6 @@ async def linked_worker(directory: Path, index: int) -> AsyncIterator[LinkedWork
     async with linked_broker(directory, index) as (broker, links):
         publishing = PublishLinks(broker, links)
         publishing.install()
-        consuming = ConsumeLinks(broker, links)
+        consuming = ConsumeLinks(broker, links, publishing)
         consuming.install()
         yield LinkedWorker(broker, links, publishing, consuming)

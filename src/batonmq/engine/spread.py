@@ -148,7 +148,7 @@ class SpreadWorker:
         self.links = links
         self.spread = spread
         self.publishing = PublishLinks(broker, links)
-        self.consuming = ConsumeLinks(broker, links)
+        self.consuming = ConsumeLinks(broker, links, self.publishing)
         #: Waits (seconds); tests shorten them.
         self.home_wait = HOME_WAIT
         self.sync_timeout = SYNC_TIMEOUT

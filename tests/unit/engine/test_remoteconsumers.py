@@ -35,6 +35,8 @@ from tests.memclient import Content, MemClient, Received, bodies, connect, descr
 from tests.peerpair import LinkedWorker, joined, linked_worker
 
 Basic = commands.Basic
+TRANSIENT = Basic.Properties()
+PERSISTENT = Basic.Properties(delivery_mode=2)
 M = TypeVar("M", bound=base.Frame)
 
 
@@ -940,6 +942,27 @@ async def test_a_deleted_single_active_queue_leaves_nothing_unsettled_at_its_own
     await pair.settle()
     served = pair.workers[1].consuming.served(0)
     assert served is not None and served.unsettled == {}
+
+
+@pytest.mark.parametrize("properties", [TRANSIENT, PERSISTENT], ids=["transient", "persistent"])
+async def test_a_get_right_after_a_publish_on_the_same_channel_finds_the_message(
+    pair: Pair, properties: Basic.Properties
+) -> None:
+    """AMQP 0-9-1 basic.get "provides a direct access to the messages in a queue", and RabbitMQ
+    keeps a channel's methods in order: a basic.publish followed by a basic.get on the same
+    channel finds the message, here too where both arrive in one read and the GET crosses to
+    the owner as the PUBLISH is still being built."""
+    owned = await pair.declare("q")
+    await pair.declare_known("q")
+    client = pair.client
+    publish = Basic.Publish(routing_key="q")
+    client.send_bytes(
+        client.content_bytes(1, publish, b"m", properties) + frame.marshal(Basic.Get(queue="q"), 1)
+    )
+    [got] = await pair.received(1)
+    pair.workers[0].session.resume_input()
+    assert isinstance(got, Content) and got.body == b"m", describe([got])
+    assert (owned.unacked, owned.message_count) == (1, 0)
 
 
 async def _closed_by(client: MemClient, session: Session, method: base.Frame) -> str:
