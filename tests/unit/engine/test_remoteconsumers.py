@@ -1006,3 +1006,29 @@ async def test_a_refusal_across_closes_the_channel_with_the_text_of_a_local_one(
     across = await _closed_by(pair.client, pair.workers[0].session, method)
     assert across == expected
     assert across.count(" - ") == 1, across
+
+
+async def test_a_get_right_after_a_publish_also_kept_here_waits_for_the_commit_here(
+    pair: Pair,
+) -> None:
+    """AMQP 0-9-1 basic.get "provides a direct access to the messages in a queue", in channel
+    order: a persistent message routed to a durable queue of worker 0 as well crosses only once
+    worker 0's write of it commits (a message is shown only once its write commits); the GET
+    that follows it on the same channel waits behind it, and finds it."""
+    owned = await pair.declare("q")
+    await pair.declare_known("q")
+    client = pair.client
+    client.send(1, commands.Queue.Declare(queue="here", durable=True))
+    await pair.workers[0].broker.journal.durable()
+    client.expect(commands.Queue.DeclareOk, channel=1)
+    for queue in ("here", "q"):
+        client.send(1, commands.Queue.Bind(queue=queue, exchange="amq.fanout"))
+        await pair.answer(commands.Queue.BindOk)
+    publish = Basic.Publish(exchange="amq.fanout")
+    client.send_bytes(
+        client.content_bytes(1, publish, b"m", PERSISTENT) + frame.marshal(Basic.Get(queue="q"), 1)
+    )
+    [got] = await pair.received(1)
+    pair.workers[0].session.resume_input()
+    assert isinstance(got, Content) and got.body == b"m", describe([got])
+    assert (owned.unacked, owned.message_count) == (1, 0)
