@@ -47,6 +47,7 @@ async def linked_broker(directory: Path, index: int) -> AsyncIterator[tuple[Brok
     restore(broker, await store.recover())
     broker.journal.start()
     links = PeerLinks(index, 2, [], started_again=False)
+    broker.worker_ref = (index, links.start_id)  # as a spread worker names its connections
     try:
         yield broker, links
     finally:
@@ -83,6 +84,6 @@ async def linked_worker(directory: Path, index: int) -> AsyncIterator[LinkedWork
     async with linked_broker(directory, index) as (broker, links):
         publishing = PublishLinks(broker, links)
         publishing.install()
-        consuming = ConsumeLinks(broker, links)
+        consuming = ConsumeLinks(broker, links, publishing)
         consuming.install()
         yield LinkedWorker(broker, links, publishing, consuming)

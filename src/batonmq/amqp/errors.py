@@ -16,6 +16,8 @@ class ProtocolError(Exception):
     ) -> None:
         super().__init__(f"{reply_code.value} {reply_code.name} - {reply_text}")
         self.reply_code = reply_code
+        #: The text as given, and as the close method carries it: prefixed with the code's name.
+        self.text = reply_text
         self.reply_text = f"{reply_code.name} - {reply_text}"
         self.class_id, self.method_id = method_ids(method)
 

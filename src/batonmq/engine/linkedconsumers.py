@@ -193,7 +193,7 @@ class Served:
                 where=where,
             )
         except ProtocolError as refusal:
-            answer = Consumed(record.consumer, int(refusal.reply_code), refusal.reply_text)
+            answer = Consumed(record.consumer, int(refusal.reply_code), refusal.text)
             self.link.send(CONSUMED, answer.encode())
             return
         vhost = self._broker.vhosts[record.vhost]
@@ -347,7 +347,7 @@ class Served:
         try:
             queue = self._queue(record.vhost, record.queue, record.requester)
         except ProtocolError as refusal:
-            got = Got(record.request, int(refusal.reply_code), refusal.reply_text, None)
+            got = Got(record.request, int(refusal.reply_code), refusal.text, None)
             self.link.send(GOT, got.encode())
             return
         again = partial(self.get, record)

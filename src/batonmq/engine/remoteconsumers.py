@@ -57,7 +57,7 @@ from batonmq.cluster.consumerecords import (
 from batonmq.cluster.peerlink import MalformedRecord, PeerLink, PeerLinks
 from batonmq.engine.consumer import Consumer
 from batonmq.engine.linkedconsumers import Served
-from batonmq.engine.remotequeue import RemoteQueue
+from batonmq.engine.remotequeue import Outbound, PublishLinks, RemoteQueue
 from batonmq.model.message import Message, QueueEntry
 from batonmq.queues.protocol import QueueConsumer
 
@@ -112,12 +112,15 @@ class _Consuming:
 
 
 class RemoteConsumers:
-    """This worker's consumers and basic.gets of the queues worker `peer` runs; `sessions`
-    are the broker's (whose channels hold the deliveries)."""
+    """This worker's consumers and basic.gets of the queues the worker that `outbound`
+    publishes to runs; `sessions` are the broker's (whose channels hold the deliveries). What
+    it asks goes on the link behind what was published to that worker before (`_send`, and
+    `Outbound.send_behind` for a GET)."""
 
-    def __init__(self, sessions: set[Session], peer: int) -> None:
+    def __init__(self, sessions: set[Session], outbound: Outbound) -> None:
         self._sessions = sessions
-        self.peer = peer
+        self._outbound = outbound
+        self.peer = outbound.peer
         self.link: PeerLink | None = None
         self._last_id = 0
         self._consuming: dict[int, _Consuming] = {}
@@ -185,7 +188,7 @@ class RemoteConsumers:
             session.ref,
             consumer.arguments,
         )
-        link.send(CONSUME, record.encode())
+        self._send(link, CONSUME, record.encode())
 
         def register(release_input: Callable[[], None]) -> None:
             def answered(answer: Consumed | None) -> None:
@@ -218,7 +221,7 @@ class RemoteConsumers:
         session = channel.session
         get = Get(request, no_ack, session.vhost.name, queue.name, session.ref)
         self._send_settlements(link)  # what the channel requeued before is there to get
-        link.send(GET, get.encode())
+        self._outbound.send_behind(GET, get)
 
         def register(release_input: Callable[[], None]) -> None:
             def answered(answer: Got | None) -> None:
@@ -269,7 +272,7 @@ class RemoteConsumers:
             # What the channel settled before goes first: the owner hands a single active
             # consumer's unsettled deliveries over as the CANCEL arrives.
             self._send_settlements(link)
-            link.send(CANCEL, Cancel(consumer_id).encode())
+            self._send(link, CANCEL, Cancel(consumer_id).encode())
             if taken_back:
                 self._taken_back[consumer_id] = self._last_id
 
@@ -338,6 +341,15 @@ class RemoteConsumers:
                 runs = runs_of(deliveries)
                 for at in range(0, len(runs), RUNS_MAX):
                     link.send(SETTLE, Settle(outcome, runs[at : at + RUNS_MAX]).encode())
+
+    def _send(self, link: PeerLink, kind: int, payload: bytes) -> None:
+        """Send a record that asks the owner something (CONSUME, CANCEL) after the PUBLISH
+        being built to it, so that it never overtakes a publish made before it (RabbitMQ keeps
+        a channel's methods in order). Settlements and credit, gathered for the end of the
+        turn, go ahead of it as they did: an ack the client sent before a publish has made room
+        for that message as the owner takes it."""
+        self._outbound.finish()
+        link.send(kind, payload)
 
     # Records from the owner ----------------------------------------------------------------
 
@@ -477,12 +489,15 @@ def _refused(channel: Channel, error: ProtocolError) -> None:
 
 class ConsumeLinks:
     """A worker's `RemoteConsumers` for each peer and `Served` on each link, on its
-    `PeerLinks`."""
+    `PeerLinks`; what the consumers send goes behind what `publishing` publishes."""
 
-    def __init__(self, broker: Broker, links: PeerLinks) -> None:
+    def __init__(self, broker: Broker, links: PeerLinks, publishing: PublishLinks) -> None:
         self._broker = broker
         self._links = links
-        self._remote = [RemoteConsumers(broker.sessions, peer) for peer in range(links.count)]
+        self._remote = [
+            RemoteConsumers(broker.sessions, publishing.outbound(peer))
+            for peer in range(links.count)
+        ]
         self._served: dict[int, Served] = {}
 
     def install(self) -> None:

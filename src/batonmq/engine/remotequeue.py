@@ -10,19 +10,21 @@ a persistent message routed to a durable queue is confirmed once persisted).
 
 `Outbound` (this worker's side, one per peer): numbers what it sends on the link from 1, and
 sends one PUBLISH record per message however many of that peer's queues it was routed to (the
-same `Message` object published to several of them in a row crosses once); a record is
-finished when another message comes, or at the end of the loop turn. `Inbound` (the owner's
-side, one per link): puts each PUBLISH's message on the queues it names, as a publish from a
-client would be (`message_batch`, held until its write commits), and answers every number, in
-order, with QUEUED: ok once each queue took the message and its write (if any) committed; not
-ok when a queue refused it (x-overflow reject-publish: RabbitMQ "Queue Length Limit" nacks) or
-the write failed. A queue the owner no longer has counts as having taken the message (it was
-deleted just after the publish). The answers of a loop turn go as few QUEUED records as runs
-of one outcome allow. A link that goes down (or is replaced) answers every publish still
-waiting on it with not ok: its publishers get nacks, as with a write that failed. Such a nack
-says that the broker cannot vouch for the message, not that no queue has it: the owner may
-have read and queued it before the link ended, so a publisher that sends it again may leave
-it twice (at least once, as RabbitMQ's confirms promise).
+same `Message` object published to several of them in a row crosses once); a record is finished
+when another message comes, at the end of the loop turn, or before a CONSUME, CANCEL or GET of
+`RemoteConsumers` to that owner, so that none overtakes it (a GET waits behind the gate too: a
+basic.get after a publish on the same channel finds the message). `Inbound` (the owner's side,
+one per link): puts each PUBLISH's message on the queues it names, as a publish from a client
+would be (`message_batch`, held until its write commits), and answers every number, in order,
+with QUEUED: ok once each queue took the message and its write (if any) committed; not ok when a
+queue refused it (x-overflow reject-publish: RabbitMQ "Queue Length Limit" nacks) or the write
+failed. A queue the owner no longer has counts as having taken the message (it was deleted just
+after the publish). The answers of a loop turn go as few QUEUED records as runs of one outcome
+allow. A link that goes down (or is replaced) answers every publish still waiting on it with not
+ok: its publishers get nacks, as with a write that failed. Such a nack says that the broker
+cannot vouch for the message, not that no queue has it: the owner may have read and queued it
+before the link ended, so a publisher that sends it again may leave it twice (at least once, as
+RabbitMQ's confirms promise).
 
 The publishes of one tx.commit are one transaction group (`PublishLinks.tx_group`): their
 records carry its id and a TX_END follows the last one to each owner, which holds them until
@@ -47,7 +49,7 @@ from typing import TYPE_CHECKING, Final
 
 from pamqp.common import FieldTable
 
-from batonmq.cluster.consumerecords import SettleOutcome
+from batonmq.cluster.consumerecords import Get, SettleOutcome
 from batonmq.cluster.peerlink import MalformedRecord, PeerLink, PeerLinks
 from batonmq.cluster.publishrecords import (
     PUBLISH,
@@ -128,7 +130,7 @@ class Outbound:
         #: Records held back, in order, until a journal batch of this worker is over (a
         #: persistent message also routed to a queue here that keeps it), and what follows them:
         #: (batch or None, kind, record).
-        self._gated: deque[tuple[int | None, int, Publish | TxEnd]] = deque()
+        self._gated: deque[tuple[int | None, int, Publish | TxEnd | Get]] = deque()
         #: The last batch whose end releases the gate.
         self._gate_batch: int | None = None
         #: The octets of the messages in the gate, and how many it holds before the link
@@ -146,7 +148,7 @@ class Outbound:
         finally:
             self._tx_group = None
             if self._grouped and self.link is not None:
-                self._finish()
+                self.finish()
                 self._send(TX_END, TxEnd(group), None)
 
     def attach(self, link: PeerLink) -> None:
@@ -208,7 +210,7 @@ class Outbound:
             ):
                 building.queues.append(queue)
                 return building.number
-            self._finish()
+            self.finish()
         number = self._next
         self._next += 1
         self._building = _Building(number, vhost, message, queue, self._tx_group, until_batch)
@@ -224,9 +226,11 @@ class Outbound:
 
     def _finish_turn(self) -> None:
         self._finishing = False
-        self._finish()
+        self.finish()
 
-    def _finish(self) -> None:
+    def finish(self) -> None:
+        """Send the PUBLISH being built now (if any), so that what `RemoteConsumers` sends
+        next does not overtake it."""
         building, self._building = self._building, None
         if building is None or self.link is None:
             return
@@ -243,7 +247,15 @@ class Outbound:
         )
         self._send(PUBLISH, record, building.batch)
 
-    def _send(self, kind: int, record: Publish | TxEnd, batch: int | None) -> None:
+    def send_behind(self, kind: int, record: Get) -> None:
+        """Send `record` behind every message published to the owner before it: the PUBLISH
+        being built, and those the gate holds. A basic.get after a publish on the same channel
+        finds the message, as on a queue here, which the get waits for while it holds the
+        message back for its commit (`VirtualHost.wait_for_held`)."""
+        self.finish()
+        self._send(kind, record, None)
+
+    def _send(self, kind: int, record: Publish | TxEnd | Get, batch: int | None) -> None:
         assert self.link is not None
         if batch is None and not self._gated:
             self.link.send(kind, record.encode())
@@ -258,7 +270,7 @@ class Outbound:
         failed write), so the owner holds nothing of it."""
         if self._gate_batch == batch:
             self._gate_batch = None
-        self._finish()
+        self.finish()
         gated, link = self._gated, self.link
         while gated and (gated[0][0] is None or gated[0][0] <= batch) and link is not None:
             held, kind, record = gated.popleft()

@@ -148,7 +148,7 @@ class SpreadWorker:
         self.links = links
         self.spread = spread
         self.publishing = PublishLinks(broker, links)
-        self.consuming = ConsumeLinks(broker, links)
+        self.consuming = ConsumeLinks(broker, links, self.publishing)
         #: Waits (seconds); tests shorten them.
         self.home_wait = HOME_WAIT
         self.sync_timeout = SYNC_TIMEOUT
@@ -313,7 +313,7 @@ def _send_answer(link: PeerLink, request_id: int, queue: str, reply: _Reply) -> 
     elif outcome is False:
         code, text = int(ReplyCode.INTERNAL_ERROR), "the store could not write the change"
     else:
-        code, text = int(outcome.reply_code), outcome.reply_text.partition(" - ")[2]
+        code, text = int(outcome.reply_code), outcome.text
     answer = TopologyAnswer(
         request_id, code, reply.message_count, reply.consumer_count, queue, text
     )

@@ -47,7 +47,9 @@ class Home:
 
     def remote_queue(self, declared: QueueDeclared) -> RemoteQueue:
         options = queue_type(declared.arguments).parse_arguments(declared.arguments)
-        return RemoteQueue("/", declared, options, self.outbound, RemoteConsumers(set(), OTHER))
+        return RemoteQueue(
+            "/", declared, options, self.outbound, RemoteConsumers(set(), self.outbound)
+        )
 
 
 def spread_broker() -> Broker:

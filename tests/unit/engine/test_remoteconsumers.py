@@ -35,6 +35,8 @@ from tests.memclient import Content, MemClient, Received, bodies, connect, descr
 from tests.peerpair import LinkedWorker, joined, linked_worker
 
 Basic = commands.Basic
+TRANSIENT = Basic.Properties()
+PERSISTENT = Basic.Properties(delivery_mode=2)
 M = TypeVar("M", bound=base.Frame)
 
 
@@ -940,3 +942,93 @@ async def test_a_deleted_single_active_queue_leaves_nothing_unsettled_at_its_own
     await pair.settle()
     served = pair.workers[1].consuming.served(0)
     assert served is not None and served.unsettled == {}
+
+
+@pytest.mark.parametrize("properties", [TRANSIENT, PERSISTENT], ids=["transient", "persistent"])
+async def test_a_get_right_after_a_publish_on_the_same_channel_finds_the_message(
+    pair: Pair, properties: Basic.Properties
+) -> None:
+    """AMQP 0-9-1 basic.get "provides a direct access to the messages in a queue", and RabbitMQ
+    keeps a channel's methods in order: a basic.publish followed by a basic.get on the same
+    channel finds the message, here too where both arrive in one read and the GET crosses to
+    the owner as the PUBLISH is still being built."""
+    owned = await pair.declare("q")
+    await pair.declare_known("q")
+    client = pair.client
+    publish = Basic.Publish(routing_key="q")
+    client.send_bytes(
+        client.content_bytes(1, publish, b"m", properties) + frame.marshal(Basic.Get(queue="q"), 1)
+    )
+    [got] = await pair.received(1)
+    pair.workers[0].session.resume_input()
+    assert isinstance(got, Content) and got.body == b"m", describe([got])
+    assert (owned.unacked, owned.message_count) == (1, 0)
+
+
+async def _closed_by(client: MemClient, session: Session, method: base.Frame) -> str:
+    """The reply text of the channel.close that `method` on channel 1 of `client` brings."""
+    client.send(1, method)
+    received: list[Received] = []
+
+    async with asyncio.timeout(5):
+        while not received:
+            await asyncio.sleep(0.005)
+            received.extend(client.receive())
+    [close] = received
+    assert not isinstance(close, Content) and isinstance(close.method, commands.Channel.Close)
+    session.resume_input()
+    return close.method.reply_text
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        Basic.Consume(queue="q", arguments={"x-priority": "high"}),
+        Basic.Get(queue="x"),
+    ],
+    ids=["consume", "get"],
+)
+async def test_a_refusal_across_closes_the_channel_with_the_text_of_a_local_one(
+    pair: Pair, method: base.Frame
+) -> None:
+    """AMQP 0-9-1 channel.close carries the reply code and text of the refused method, and
+    RabbitMQ's rule for a queue on another worker: a client cannot tell where it runs. A
+    consume (an x-priority that is not a number) or a get (another connection's exclusive
+    queue, 405) refused by the owner closes the channel with the very text a refusal on the
+    owner's own worker gives, its code's name once at its head."""
+    await pair.declare("q")
+    owner = pair.workers[1]
+    owner.client.send(1, commands.Queue.Declare(queue="x", exclusive=True))
+    owner.client.expect(commands.Queue.DeclareOk, channel=1)
+    await pair.declare_known("x")
+    local, session = connect(owner.broker)
+    expected = await _closed_by(local, session, method)
+    across = await _closed_by(pair.client, pair.workers[0].session, method)
+    assert across == expected
+    assert across.count(" - ") == 1, across
+
+
+async def test_a_get_right_after_a_publish_also_kept_here_waits_for_the_commit_here(
+    pair: Pair,
+) -> None:
+    """AMQP 0-9-1 basic.get "provides a direct access to the messages in a queue", in channel
+    order: a persistent message routed to a durable queue of worker 0 as well crosses only once
+    worker 0's write of it commits (a message is shown only once its write commits); the GET
+    that follows it on the same channel waits behind it, and finds it."""
+    owned = await pair.declare("q")
+    await pair.declare_known("q")
+    client = pair.client
+    client.send(1, commands.Queue.Declare(queue="here", durable=True))
+    await pair.workers[0].broker.journal.durable()
+    client.expect(commands.Queue.DeclareOk, channel=1)
+    for queue in ("here", "q"):
+        client.send(1, commands.Queue.Bind(queue=queue, exchange="amq.fanout"))
+        await pair.answer(commands.Queue.BindOk)
+    publish = Basic.Publish(exchange="amq.fanout")
+    client.send_bytes(
+        client.content_bytes(1, publish, b"m", PERSISTENT) + frame.marshal(Basic.Get(queue="q"), 1)
+    )
+    [got] = await pair.received(1)
+    pair.workers[0].session.resume_input()
+    assert isinstance(got, Content) and got.body == b"m", describe([got])
+    assert (owned.unacked, owned.message_count) == (1, 0)

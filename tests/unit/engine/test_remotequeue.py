@@ -55,12 +55,13 @@ class Pair:
         """Worker 0's view of queue `name` of worker 1, with the arguments worker 1 parsed."""
         owned = self.workers[1].broker.vhosts["/"].queues[name]
         declared = QueueDeclared(name, owned.durable, owned.auto_delete, None, owned.arguments)
+        outbound = self.workers[0].publishing.outbound(1)
         return RemoteQueue(
             "/",
             declared,
             owned.options,
-            self.workers[0].publishing.outbound(1),
-            RemoteConsumers(self.workers[0].broker.sessions, 1),
+            outbound,
+            RemoteConsumers(self.workers[0].broker.sessions, outbound),
         )
 
     async def declare(self, name: str, arguments: FieldTable | None = None) -> ClassicQueue:
