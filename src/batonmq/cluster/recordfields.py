@@ -2,9 +2,10 @@
 (`batonmq.cluster.peerlink`), all big-endian: a short string (`str8`, AMQP's shortstr: one
 octet of length, then UTF-8), names (`names`: !I length in octets, then short strings: the
 names a message crosses with, read and written whole and remembered, since the same ones come
-again and again), a field table (encoded and decoded by pamqp, with its own four octets of
-length) and a connection reference (`ref`: worker, process start id, connection number;
-worker 0xFFFF for none).
+again and again), a field table (`table`: !I length in octets, then the tagged JSON the store
+keeps tables in, `batonmq.store.fields`, which brings back every value the AMQP decoder yields
+as that value, a long string that is not UTF-8 too, which pamqp cannot encode) and a
+connection reference (`ref`: worker, process start id, connection number; worker 0xFFFF for none).
 
 `Fields` reads a record's payload field by field. A payload is always whole (the link's reader
 waits for the rest of a record), so one that ends early, has octets left over or holds what
@@ -17,12 +18,12 @@ import functools
 import struct
 from typing import Any, Final
 
-from pamqp import decode, encode
 from pamqp.common import FieldTable
 
 from batonmq.amqp.connection import short_string
 from batonmq.cluster.peerlink import MalformedRecord
 from batonmq.model.topology import ConnectionRef
+from batonmq.store.fields import decode_table, encode_table
 
 #: The longest short string, in octets (AMQP 0-9-1 §4.2.5.3: "Short strings … limited to
 #: 255 octets").
@@ -33,6 +34,7 @@ _NAMES: Final = struct.Struct("!I")
 #: The most names of a names field that is remembered, and its most octets when read.
 _REMEMBERED: Final = 4
 _REMEMBERED_OCTETS: Final = _REMEMBERED * (1 + STR8_MAX)
+_TABLE: Final = struct.Struct("!I")
 _REF: Final = struct.Struct("!HQQ")
 #: The worker of a `ref` that is none.
 NO_WORKER: Final = 0xFFFF
@@ -102,7 +104,13 @@ def text8(value: str) -> bytes:
 
 
 def table(value: FieldTable) -> bytes:
-    return encode.field_table(value)
+    """`value` as a field table; ValueError when it nests too deep to be written (the AMQP
+    decoder reads a few hundred levels, more than Python's recursion writes back)."""
+    try:
+        encoded = encode_table(value).encode()
+    except RecursionError as error:
+        raise ValueError("a field table nested too deep to cross between workers") from error
+    return _TABLE.pack(len(encoded)) + encoded
 
 
 def ref(value: ConnectionRef | None) -> bytes:
@@ -157,12 +165,12 @@ class Fields:
         return _read_names(encoded)
 
     def table(self) -> FieldTable:
+        [length] = self.unpack(_TABLE)
+        encoded = self.octets(length)
         try:
-            consumed, value = decode.field_table(self._payload[self._at :])
+            return decode_table(encoded.decode())
         except (ValueError, RecursionError) as error:
             raise MalformedRecord(f"a field table that does not decode: {error!r}") from error
-        self._at += consumed
-        return value
 
     def ref(self) -> ConnectionRef | None:
         worker, start, connection = self.unpack(_REF)

@@ -206,14 +206,20 @@ class SpreadWorker:
 
     def ask(self, peer: int, record: TopologyRequest | OwnerRequest, replied: Replied) -> None:
         """Send `record` (with a request id of its own) to `peer`; `replied` gets the answer,
-        or 541 at once if the link is down or goes down first."""
+        or 541 at once if the link is down or goes down first, or 406 at once if the record
+        cannot carry the method's arguments."""
         link = self.links.link(peer)
         if link is None:
             replied(_Reply(_unreachable(peer, record)))
             return
         self._next_request = request_id = (self._next_request + 1) & 0xFFFFFFFF
         record = dataclasses.replace(record, request_id=request_id)
-        link.send(record.KIND, record.encode())
+        try:
+            payload = record.encode()
+        except ValueError as error:  # arguments a record cannot carry (recordfields.table)
+            replied(_Reply(amqp_error(ReplyCode.PRECONDITION_FAILED, str(error))))
+            return
+        link.send(record.KIND, payload)
         self._asked[(peer, request_id)] = (record, replied)
 
     def _answer(self, link: PeerLink, payload: bytes) -> None:

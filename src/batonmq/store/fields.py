@@ -1,4 +1,5 @@
-"""Field tables (queue, exchange and binding arguments) as text a store can keep, and back.
+"""Field tables (queue, exchange, binding and consume arguments) as text a store can keep and a
+record between workers can carry (`batonmq.cluster.recordfields`), and back.
 
 A table is written as JSON in which every value carries its type, so that what comes back is what
 was declared: a float stays a float (written as its exact hex form), a byte array ('x', pamqp's
@@ -14,10 +15,12 @@ import base64
 import datetime
 import json
 from decimal import Decimal
+from typing import TypeVar
 
 from pamqp.common import FieldTable, FieldValue
 
 _Tagged = list[object]
+_T = TypeVar("_T")
 
 
 def encode_table(table: FieldTable) -> str:
@@ -25,8 +28,10 @@ def encode_table(table: FieldTable) -> str:
 
 
 def decode_table(text: str) -> FieldTable:
+    """The table `text` holds; ValueError when it is not what `encode_table` writes."""
     tagged = json.loads(text)
-    assert isinstance(tagged, dict)
+    if not isinstance(tagged, dict):
+        raise ValueError(f"a table that is a {type(tagged).__name__}")
     return {name: _untag(value) for name, value in tagged.items()}
 
 
@@ -60,33 +65,39 @@ def _tag(value: FieldValue) -> _Tagged:
 
 
 def _untag(tagged: object) -> FieldValue:
-    assert isinstance(tagged, list) and tagged
+    if not isinstance(tagged, list) or not tagged:
+        raise ValueError(f"a field value that is not [type, value]: {tagged!r:.64}")
     kind = tagged[0]
     payload = tagged[1] if len(tagged) > 1 else None
     if kind == "void":
         return None
-    if kind in ("bool", "int", "str"):
-        assert isinstance(payload, bool | int | str)
-        return payload
+    if kind == "bool":
+        return _payload(payload, bool)
+    if kind == "int":
+        return _payload(payload, int)
+    if kind == "str":
+        return _payload(payload, str)
     if kind == "float":
-        assert isinstance(payload, str)
-        return float.fromhex(payload)
+        return float.fromhex(_payload(payload, str))
     if kind == "decimal":
-        assert isinstance(payload, str)
-        return Decimal(payload)
+        try:
+            return Decimal(_payload(payload, str))
+        except ArithmeticError as error:  # decimal.InvalidOperation
+            raise ValueError(f"a decimal that is not one: {payload!r:.64}") from error
     if kind == "bytes":
-        assert isinstance(payload, str)
-        return base64.b64decode(payload)
+        return base64.b64decode(_payload(payload, str))
     if kind == "bytearray":
-        assert isinstance(payload, str)
-        return bytearray(base64.b64decode(payload))
+        return bytearray(base64.b64decode(_payload(payload, str)))
     if kind == "timestamp":
-        assert isinstance(payload, str)
-        return datetime.datetime.fromisoformat(payload)
+        return datetime.datetime.fromisoformat(_payload(payload, str))
     if kind == "table":
-        assert isinstance(payload, dict)
-        return {name: _untag(value) for name, value in payload.items()}
+        return {name: _untag(value) for name, value in _payload(payload, dict).items()}
     if kind == "array":
-        assert isinstance(payload, list)
-        return [_untag(item) for item in payload]
-    raise ValueError(f"unknown field type {kind!r} in a stored table")
+        return [_untag(item) for item in _payload(payload, list)]
+    raise ValueError(f"unknown field type {kind!r:.64} in a table")
+
+
+def _payload(payload: object, kind: type[_T]) -> _T:
+    if not isinstance(payload, kind):
+        raise ValueError(f"a field value of the wrong type: {payload!r:.64}")
+    return payload

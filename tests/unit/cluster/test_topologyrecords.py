@@ -257,9 +257,17 @@ def test_a_refusal_text_longer_than_a_short_string_is_cut_to_fit() -> None:
 def test_a_table_nested_too_deep_to_decode_is_malformed() -> None:
     """Input that makes the table decoder recurse without end is a malformed record (it
     closes the link), not an exception that reaches the event loop."""
-    nested = b"\x00\x00\x00\x00"
-    for _ in range(5000):
-        entry = b"\x01aF" + nested
-        nested = len(entry).to_bytes(4, "big") + entry
+    text = ('{"a":["table",' * 5000 + "{}" + "]}" * 5000).encode()
     with pytest.raises(MalformedRecord, match="does not decode"):
-        Fields(nested).table()
+        Fields(len(text).to_bytes(4, "big") + text).table()
+
+
+def test_a_table_nested_too_deep_to_write_is_refused() -> None:
+    """A table the AMQP decoder read but that nests too deep to write cannot cross: encoding says
+    so with ValueError (which refuses the method), not with a RecursionError."""
+    deep: dict[str, object] = {}
+    for _ in range(5000):
+        deep = {"a": deep}
+    op = QueueDeclared("q", False, False, None, deep)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="nested too deep to cross between workers"):
+        TopologyRequest(1, RequestFlags.NONE, "/", op, None).encode()

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 from pamqp import base, commands
 
+from batonmq.amqp.errors import ProtocolError
 from batonmq.amqp.frames import encode_header_payload
 from batonmq.cluster.peerlink import PeerLink, PeerLinks
 from batonmq.cluster.publishrecords import PUBLISH
-from batonmq.cluster.topologyrecords import TOPOLOGY_ANSWER
+from batonmq.cluster.topologyrecords import TOPOLOGY_ANSWER, RequestFlags, TopologyRequest
 from batonmq.engine.broker import Broker
 from batonmq.engine.events import EventKind
 from batonmq.engine.recovery import restore
@@ -28,6 +29,7 @@ from batonmq.engine.spread import Spread, SpreadWorker
 from batonmq.engine.vhost import VirtualHost
 from batonmq.model.destination import Destination
 from batonmq.model.message import Message
+from batonmq.model.topology import QueueDeclared
 from batonmq.server.placement import inbox_pairs, owner_of, queue_owner
 from batonmq.store.sqlite import SQLiteStore
 from tests.memclient import MemClient, connect
@@ -605,3 +607,21 @@ async def test_a_queue_purge_of_a_queue_another_worker_runs_answers_its_count(
     purged = await answer(client, commands.Queue.PurgeOk)
     assert isinstance(purged, commands.Queue.PurgeOk) and purged.message_count == 3
     assert other.vhost.queues["q"].message_count == 0
+
+
+async def test_arguments_a_record_cannot_carry_are_refused_with_406(pair: list[Worker]) -> None:
+    """AMQP 0-9-1 §1.2, reply code 406 PRECONDITION_FAILED: the client asked for something the
+    server will not do. Arguments the AMQP decoder read but no record can carry to the home (a
+    table nested deeper than the record's writer recurses) refuse the method, not the
+    connection with 541."""
+    _home, other = pair
+    deep: dict[str, object] = {}
+    for _ in range(5000):
+        deep = {"a": deep}
+    op = QueueDeclared("q", False, False, None, deep)  # type: ignore[arg-type]
+    replies: list[object] = []
+    request = TopologyRequest(0, RequestFlags.NONE, "/", op, None)
+    other.spreading.ask(0, request, lambda reply: replies.append(reply.outcome))
+    [refused] = replies
+    assert isinstance(refused, ProtocolError) and refused.reply_code == 406
+    assert "nested too deep to cross between workers" in refused.reply_text

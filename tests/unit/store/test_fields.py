@@ -12,6 +12,7 @@ import math
 import struct
 from decimal import Decimal
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -96,3 +97,23 @@ def test_equal_tables_give_equal_text_whatever_the_key_order():
     assert encode_table({"a": 1, "b": Decimal("1.50")}) == encode_table(
         {"b": Decimal("1.50"), "a": 1}
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "refusal"),
+    [
+        ("[]", "a table that is a list"),
+        ('{"a":1}', "not \\[type, value\\]"),
+        ('{"a":[]}', "not \\[type, value\\]"),
+        ('{"a":["int","1"]}', "of the wrong type"),
+        ('{"a":["decimal","one"]}', "a decimal that is not one"),
+        ('{"a":["table",[]]}', "of the wrong type"),
+        ('{"a":["array",{}]}', "of the wrong type"),
+    ],
+)
+def test_text_encode_table_does_not_write_is_a_value_error(text: str, refusal: str) -> None:
+    """A table read from a record between workers (cluster/recordfields.py) that is not what
+    `encode_table` writes is refused with ValueError, which the record's reader turns into a
+    malformed record, not with an assertion."""
+    with pytest.raises(ValueError, match=refusal):
+        decode_table(text)
