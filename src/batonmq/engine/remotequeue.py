@@ -281,6 +281,18 @@ class Outbound:
             link.send(kind, record.encode())
         self.writable_changed()
 
+    def when_answered(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once the owner answered every publish made before now, or the link
+        is lost (at once when none waits): what then asks the owner about its queues (a
+        queue.delete's or a purge's message count) finds them there, as in RabbitMQ a channel's
+        publish reaches a queue before the channel's next method does."""
+        self.finish()
+        last = self._next - 1
+        if self.link is None or self._answered >= last:
+            callback()
+        else:
+            self.when_queued(last, lambda _ok: callback())
+
     def when_queued(self, number: int, callback: Outcome) -> None:
         """`callback(ok)` once the owner answered publish `number` (one not answered yet), or
         at once with False for number 0 (no link)."""

@@ -441,9 +441,14 @@ class Spread:
                 self._on_delete[deleting] = on_delete
             replied = _keeping_counts(counts, shown)
             if self.is_home:
-                self.sequence(op, owner, flags, replied)
+                ask = functools.partial(self.sequence, op, owner, flags, replied)
             else:
-                self._ask_home(TopologyRequest(0, flags, self._vhost.name, op, owner), replied)
+                request = TopologyRequest(0, flags, self._vhost.name, op, owner)
+                ask = functools.partial(self._ask_home, request, replied)
+            if isinstance(op, QueueDeleted):
+                self._after_publishes(op.name, ask)  # its delete-ok counts what went with it
+            else:
+                ask()
 
         return Change(lambda: self._result(op, counts), keys=_keys(op), after=after)
 
@@ -492,9 +497,22 @@ class Spread:
 
         def after(completed: Callable[[Outcome], None]) -> None:
             record = OwnerRequest(0, action, RequestFlags.NONE, self._vhost.name, name, None)
-            self._worker.ask(self.owner_of(name), record, _keeping_counts(got, completed))
+            owner = self.owner_of(name)
+            self._after_publishes(
+                name,
+                functools.partial(self._worker.ask, owner, record, _keeping_counts(got, completed)),
+            )
 
         return got, after
+
+    def _after_publishes(self, queue: str, then: Callable[[], None]) -> None:
+        """Call `then` once the owner of `queue` has every message this worker published
+        before now (a purge empties them too, a count counts them)."""
+        owner = self.owner_of(queue)
+        if owner == self.index:
+            then()
+        else:
+            self._worker.publishing.outbound(owner).when_answered(then)
 
     def gone(self, queue: Queue) -> None:
         op = QueueDeleted(queue.name)
@@ -628,7 +646,10 @@ class Spread:
         vhost.paging.journal.when_durable(committed)
 
     def _apply(self, op: TopologyOp, counts: _Reply, replied: Replied) -> None:
-        self._apply_here(op)
+        deleted = self._apply_here(op)
+        if isinstance(op, QueueDeleted) and self.owns(op.name) and isinstance(deleted, int):
+            # The home ran the queue: its delete-ok counts what went with it here.
+            counts = dataclasses.replace(counts, message_count=deleted)
         start, number = self.applied
         self.applied = (start, number + 1)
         change = TopologyChange(start, number + 1, self._vhost.name, op).encode()
@@ -643,12 +664,12 @@ class Spread:
             return
         self._unacked[number + 1] = (waiting, lambda: replied(counts))
 
-    def _apply_here(self, op: TopologyOp) -> None:
-        """Apply `op` to this copy: a queue this worker runs was made or deleted already by
-        its owner step."""
+    def _apply_here(self, op: TopologyOp) -> object:
+        """Apply `op` to this copy (what `VirtualHost.apply` returns): a queue this worker runs
+        was made or deleted already by its owner step."""
         if isinstance(op, QueueDeclared | QueueDeleted) and self.owns(op.name) and not self.is_home:
-            return
-        self._vhost.apply(op, on_delete=self._deleted_hook(op))
+            return None
+        return self._vhost.apply(op, on_delete=self._deleted_hook(op))
 
     def _deleted_hook(self, op: TopologyOp) -> QueueDeletedHook:
         """What a queue that `op` deletes here is given just before it goes: the hook of a

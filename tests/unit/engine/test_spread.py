@@ -609,6 +609,51 @@ async def test_a_queue_purge_of_a_queue_another_worker_runs_answers_its_count(
     assert other.vhost.queues["q"].message_count == 0
 
 
+@pytest.mark.parametrize(
+    ("queue", "asking"),
+    [("q", 0), ("q4", 1), ("q4", 0), ("q", 1)],
+    ids=[
+        "the home asks the owner",
+        "a worker asks the home, which runs it",
+        "the home runs it",
+        "its owner asks the home",
+    ],
+)
+@pytest.mark.parametrize(
+    ("method", "answered"),
+    [
+        (commands.Queue.Delete, commands.Queue.DeleteOk),
+        (commands.Queue.Purge, commands.Queue.PurgeOk),
+        (commands.Queue.Declare, commands.Queue.DeclareOk),
+    ],
+    ids=["delete", "purge", "redeclare"],
+)
+async def test_a_method_right_after_publishes_on_its_channel_counts_them(
+    pair: list[Worker],
+    queue: str,
+    asking: int,
+    method: type[commands.Queue.Delete | commands.Queue.Purge | commands.Queue.Declare],
+    answered: type[commands.Queue.DeleteOk | commands.Queue.PurgeOk | commands.Queue.DeclareOk],
+) -> None:
+    """A queue.delete, queue.purge or queue.declare right after publishes on the same channel
+    counts them when another worker runs the queue: AMQP 0-9-1 queue.delete-ok message-count
+    "Reports the number of messages deleted", purge-ok's "the number of messages purged",
+    declare-ok's the queue's; in RabbitMQ a channel's publishes reach the queue before the
+    channel's next method does. Here the method comes while the publishes are still gathered
+    into one record (in the same read, as a client's frames often are)."""
+    owner = pair[queue_owner("/", queue, 2)].client()
+    owner.send(1, commands.Queue.Declare(queue=queue))
+    await answer(owner, commands.Queue.DeclareOk)
+    client = pair[asking].client()
+    for body in (b"a", b"b", b"c"):
+        client.publish(1, body, routing_key=queue)
+    client.send(1, method(queue=queue))
+
+    got = await answer(client, answered)
+
+    assert isinstance(got, answered) and got.message_count == 3
+
+
 async def test_arguments_a_record_cannot_carry_are_refused_with_406(pair: list[Worker]) -> None:
     """AMQP 0-9-1 §1.2, reply code 406 PRECONDITION_FAILED: the client asked for something the
     server will not do. Arguments the AMQP decoder read but no record can carry to the home (a
