@@ -95,6 +95,8 @@ class FailureDetector:
         #: Seconds without a store update, on the store's clock, after which a suspect fails.
         self.fail_after = monitor_interval * monitor_threshold
         self._peers: dict[str, _Peer] = {}
+        #: Whether this broker could not read the store since it last listed the members.
+        self._store_lost = False
 
     def health(self, peer: str) -> Health | None:
         """What this broker thinks of `peer` (None: not a member it knows)."""
@@ -106,7 +108,8 @@ class FailureDetector:
         one is given a full heartbeat threshold from `now` before it can be suspect; one no
         longer listed is forgotten. A member listed with another epoch than before joined
         again (after a takeover, or a restart) and is new, whatever was thought of it: a
-        takeover's end and the member's return can fall between two readings of the list."""
+        takeover's end and the member's return can fall between two readings of the list.
+        After `store_lost`, every peer is watched anew from `now`, as after `claim_lost`."""
         effects: list[Effect] = [
             Cleared(peer)
             for peer, known in self._peers.items()
@@ -118,7 +121,18 @@ class FailureDetector:
             else _Peer(heard_at=now, epoch=epoch)
             for peer, epoch in peers.items()
         }
+        if self._store_lost:
+            self._store_lost = False
+            for peer in self._peers:
+                self.claim_lost(peer, now)
         return effects
+
+    def store_lost(self) -> None:
+        """This broker could not read the store. Its peers could not write there either, so
+        the store's clock shows them all silent once it is back, a live peer as well as a
+        failed one until it writes again: `members` watches them anew, each given a whole
+        heartbeat threshold to be heard before a store reading can fail it."""
+        self._store_lost = True
 
     def heartbeat(self, peer: str, now: float) -> list[Effect]:
         """A heartbeat from `peer` arrived at `now` (this broker's monotonic clock)."""

@@ -119,7 +119,8 @@ class ClusterMember:
         else the AMQP listener's address), register, and start watching the other members;
         returns the heartbeat address."""
         settings = self.shared_settings
-        refused = disagreement(settings, await self.store.members(), self.broker_id)
+        listed = await self.store.members()
+        refused = disagreement(settings, listed, self.broker_id)
         if refused is not None:
             raise refused
         host = self.config.heartbeat.hostname or amqp_address[0]
@@ -134,6 +135,11 @@ class ClusterMember:
         except BaseException:
             await self.heartbeats.close()
             raise
+        # Heartbeats go to the members listed as it joined, before the first round: a store
+        # that goes away now would otherwise leave them unheard from, and a peer that hears
+        # nothing while reading this member's stale time stamp once the store is back takes
+        # it over.
+        self._carry_out(self._follow(listed, time.monotonic()))
         self._watching = asyncio.get_running_loop().create_task(
             self._watch(), name="cluster members"
         )
@@ -202,6 +208,7 @@ class ClusterMember:
             except StoreError as error:
                 # The store is out of reach: nobody can be judged failed meanwhile, and this
                 # broker's own lease decides whether it is.
+                self.detector.store_lost()
                 log.warning("cluster members not read: %s", error)
             except Exception:
                 # A defect: said, and the next round goes ahead (the watch must not stop).
@@ -217,6 +224,20 @@ class ClusterMember:
             await self.store.record_state(state)
             self._recorded = state
         members = await self.store.members()
+        now = time.monotonic()
+        effects = self._follow(members, now)
+        effects += self.detector.tick(now)
+        for peer in members:
+            if self.detector.health(peer.broker_id) is Health.SUSPECT:
+                effects += self.detector.store_reading(peer.broker_id, peer.silent_for)
+        self._carry_out(effects)
+        for effect in effects:
+            if isinstance(effect, Failed):
+                await self.take_over(effect.peer)
+
+    def _follow(self, members: list[Member], now: float) -> list[Effect]:
+        """The members as the store lists them at `now`: the detector knows them, heartbeats
+        go to them."""
         self.members = {member.broker_id: member for member in members}
         peers = [
             member
@@ -227,8 +248,6 @@ class ClusterMember:
             and not member.taken_over
             and not member.no_failover
         ]
-        now = time.monotonic()
-        effects = self.detector.members({peer.broker_id: peer.epoch for peer in peers}, now)
         self.heartbeats.watch(
             {
                 peer.broker_id: parse_address(peer.heartbeat_address)
@@ -236,14 +255,7 @@ class ClusterMember:
                 if peer.heartbeat_address
             }
         )
-        effects += self.detector.tick(now)
-        for peer in peers:
-            if self.detector.health(peer.broker_id) is Health.SUSPECT:
-                effects += self.detector.store_reading(peer.broker_id, peer.silent_for)
-        self._carry_out(effects)
-        for effect in effects:
-            if isinstance(effect, Failed):
-                await self.take_over(effect.peer)
+        return self.detector.members({peer.broker_id: peer.epoch for peer in peers}, now)
 
     def _carry_out(self, effects: list[Effect]) -> None:
         for effect in effects:

@@ -116,6 +116,33 @@ def test_a_member_no_longer_listed_is_forgotten_and_no_longer_watched() -> None:
     assert watcher.heartbeat("B", now=8) == []
 
 
+def test_after_the_store_was_lost_every_peer_gets_a_whole_threshold_to_be_heard() -> None:
+    """While the store is away no member can update its state there, so once it is back the
+    store's clock shows every member silent, a live one too until it writes again: a member
+    that could not read the store watches each peer anew from its first reading after, and a
+    peer silent in the store past the monitor threshold is failed only once it has also missed
+    a whole heartbeat threshold since (MQ 4.1 HA guide: a broker is failed when it "fails to
+    update its state within the number of monitor intervals"; here it could not)."""
+    watcher = detector()
+    watcher.members({"B": 1, "C": 1}, now=0)
+    watcher.heartbeat("C", now=0)
+    assert watcher.tick(now=6) == [Suspected("B"), Suspected("C")]
+
+    watcher.store_lost()
+    assert watcher.members({"B": 1, "C": 1}, now=100) == []
+
+    assert watcher.store_reading("B", silent_for=90.0) == []
+    assert watcher.health("B") is Health.ALIVE
+    assert watcher.tick(now=105) == []
+    assert watcher.heartbeat("C", now=105) == []  # heard before: not heard anew
+    assert watcher.tick(now=106) == [Suspected("B")]
+    assert watcher.store_reading("B", silent_for=96.0) == [Failed("B", 96.0)]
+    assert watcher.health("C") is Health.ALIVE
+    # Once is enough: the next listing keeps what this one started.
+    assert watcher.members({"B": 1, "C": 1}, now=107) == []
+    assert watcher.health("B") is Health.FAILED
+
+
 def test_fast_settings_detect_a_failure_within_their_thresholds() -> None:
     """With heartbeats every second, threshold 2, and the store stamp every second, threshold 2,
     a broker killed at t=0 is suspect at 2 s and failed at the first reading past 2 s of silence
