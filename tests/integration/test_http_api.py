@@ -384,6 +384,33 @@ def test_closing_a_connection_sends_320_with_the_x_reason(broker: RunningBroker)
     assert call(broker, "DELETE", f"/api/connections/{name}")[0] == 404
 
 
+def test_tables_nested_past_the_limit_are_400(broker: RunningBroker) -> None:
+    """Arguments and headers given as JSON may nest as deep as an AMQP client's tables may
+    (100, `batonmq.amqp.properties.MAX_NESTING`): deeper is a 400 naming the limit, for a
+    queue's arguments, a definitions document's and a published message's headers, rather
+    than a durable queue whose store write fails (it did, with a RecursionError, at 400)."""
+    deep: dict[str, object] = {"leaf": 1}
+    for _ in range(400):
+        deep = {"n": deep}
+    queue = {"durable": True, "arguments": {"x-deep": deep}}
+    document = {"queues": [{"name": "deep", "vhost": "/", **queue}]}
+    publish = {
+        "routing_key": "deep",
+        "properties": {"headers": {"x-deep": deep}},
+        "payload": "m",
+        "payload_encoding": "string",
+    }
+    for method, path, body in (
+        ("PUT", "/api/queues/%2F/deep", queue),
+        ("POST", "/api/definitions", document),
+        ("POST", "/api/exchanges/%2F/amq.default/publish", publish),
+    ):
+        status, refused = call(broker, method, path, body)
+        assert status == 400 and isinstance(refused, dict), (path, status, refused)
+        assert "nested more than 100 deep" in refused["reason"], path
+    assert call(broker, "GET", "/api/queues/%2F/deep")[0] == 404
+
+
 def test_bad_requests_are_400_and_the_listener_goes_on(broker: RunningBroker) -> None:
     """A body that is not JSON, not an object or over the size limit is RabbitMQ's 400
     bad_request; a request that is not HTTP at all is answered 400 by the server; an unknown

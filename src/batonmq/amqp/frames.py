@@ -25,7 +25,12 @@ from batonmq.amqp.constants import (
     ReplyCode,
 )
 from batonmq.amqp.errors import HardError
-from batonmq.amqp.properties import check_basic_properties, decode_basic_properties
+from batonmq.amqp.properties import (
+    MAX_NESTING,
+    check_basic_properties,
+    decode_basic_properties,
+    nesting,
+)
 
 FRAME_START: Final = struct.Struct(">BHI")
 #: The frame-end octet of one frame and the start of the next.
@@ -343,7 +348,21 @@ def decode_method(payload: bytes) -> base.Frame:
         raise HardError(
             ReplyCode.FRAME_ERROR, f"malformed {method.name} arguments: {error}", method_class
         ) from error
+    # As in a content header (`batonmq.amqp.properties`): the broker writes such a table back
+    # (to the store, to another worker, to its clients) by recursion too.
+    for name in _TABLES:
+        table = getattr(method, name, None)
+        if table and nesting(table) > MAX_NESTING:
+            raise HardError(
+                ReplyCode.SYNTAX_ERROR,
+                f"{method.name} {name}: tables and arrays nested more than {MAX_NESTING} deep",
+                method_class,
+            )
     return method
+
+
+#: The field-table arguments of methods (queue.declare, basic.consume, connection.start-ok, ...).
+_TABLES: Final = ("arguments", "client_properties")
 
 
 def decode_properties(header_payload: bytes) -> commands.Basic.Properties:

@@ -73,6 +73,20 @@ def _badly_formatted(text: str) -> HardError:
     return HardError(ReplyCode.UNEXPECTED_FRAME, f"badly-formatted content header: {text}")
 
 
+def nesting(value: object) -> int:
+    """How deep tables and arrays nest in decoded field value `value` (a table of plain values:
+    1), found a level at a time, not by recursion."""
+    depth, level = 0, [value]
+    while containers := [item for item in level if isinstance(item, dict | list)]:
+        depth += 1
+        level = [
+            child
+            for container in containers
+            for child in (container.values() if isinstance(container, dict) else container)
+        ]
+    return depth
+
+
 def _illegal(text: str) -> HardError:
     return HardError(ReplyCode.SYNTAX_ERROR, f"content header property: {text}")
 

@@ -144,7 +144,10 @@ def arguments(body: Mapping[str, Json]) -> FieldTable:
     value = body.get("arguments", {})
     if not isinstance(value, dict):
         raise problems.bad_request("arguments must be a JSON object")
-    return field_table(value)
+    try:
+        return field_table(value)
+    except ValueError as error:
+        raise problems.bad_request(f"arguments: {error}") from None
 
 
 def tags(body: Mapping[str, Json]) -> list[str] | None:

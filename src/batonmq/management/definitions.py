@@ -259,4 +259,7 @@ def _arguments(item: Mapping[str, Json]) -> FieldTable:
     value = item.get("arguments", {})
     if not isinstance(value, dict):
         raise InvalidDefinitions("arguments must be an object")
-    return field_table(value)
+    try:
+        return field_table(value)
+    except ValueError as error:
+        raise InvalidDefinitions(f"arguments: {error}") from None

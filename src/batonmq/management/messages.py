@@ -115,7 +115,10 @@ def to_properties(value: Mapping[str, Json]) -> commands.Basic.Properties:
         if name == "headers":
             if not isinstance(item, dict):
                 raise InvalidMessage("properties.headers must be a JSON object")
-            fields[attribute] = field_table(item)
+            try:
+                fields[attribute] = field_table(item)
+            except ValueError as error:
+                raise InvalidMessage(f"properties.headers: {error}") from None
         elif name in _INTEGER_PROPERTIES:
             if isinstance(item, bool) or not isinstance(item, int):
                 raise InvalidMessage(f"properties.{name} must be an integer")

@@ -21,6 +21,7 @@ from typing import Final
 
 from pamqp.common import FieldTable, FieldValue
 
+from batonmq.amqp.properties import MAX_NESTING, nesting
 from batonmq.cluster.peerlink import PeerLinkState
 from batonmq.engine.counters import ChannelCounters
 from batonmq.engine.membership import MemberInfo
@@ -83,13 +84,21 @@ def table(arguments: Mapping[str, object]) -> dict[str, Json]:
 
 
 def field_table(value: Mapping[str, Json]) -> FieldTable:
-    """A JSON object as an AMQP field table (JSON's types are all field values)."""
+    """A JSON object as an AMQP field table (JSON's types are all field values); ValueError
+    when objects and arrays nest in it deeper than an AMQP client may nest tables
+    (`MAX_NESTING`)."""
+    if nesting(value) > MAX_NESTING:
+        raise ValueError(f"objects and arrays nested more than {MAX_NESTING} deep")
+    return _table(value)
+
+
+def _table(value: Mapping[str, Json]) -> FieldTable:
     return {key: _field_value(item) for key, item in value.items()}
 
 
 def _field_value(value: Json) -> FieldValue:
     if isinstance(value, dict):
-        return field_table(value)
+        return _table(value)
     if isinstance(value, list):
         return [_field_value(item) for item in value]
     return value

@@ -4,9 +4,10 @@ the encoders (AMQP 0-9-1 section 4.2.3, "General Frame Format")."""
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 import pytest
-from pamqp import commands, frame, header
+from pamqp import base, commands, frame, header
 from pamqp.body import ContentBody
 
 from batonmq.amqp.constants import (
@@ -34,6 +35,7 @@ from batonmq.amqp.frames import (
     encode_header_payload,
     encode_method,
 )
+from batonmq.amqp.properties import MAX_NESTING
 from tests.wire import method_payload, raw_frame
 
 FRAME_MAX = 4096
@@ -254,6 +256,40 @@ def test_undecodable_method_arguments_are_frame_error():
         with pytest.raises(HardError) as caught:
             decode_method(payload)
         assert caught.value.reply_code is ReplyCode.FRAME_ERROR
+
+
+def nested(depth: int) -> dict[str, object]:
+    """A table whose tables nest `depth` deep, the outermost counted (an array at the bottom)."""
+    table: dict[str, object] = {"leaf": [1]}
+    for _ in range(depth - 2):
+        table = {"n": table}
+    return table
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        lambda table: commands.Queue.Declare(queue="q", durable=True, arguments=table),
+        lambda table: commands.Queue.Bind(queue="q", exchange="x", arguments=table),
+        lambda table: commands.Exchange.Declare(exchange="x", arguments=table),
+        lambda table: commands.Basic.Consume(queue="q", arguments=table),
+        lambda table: commands.Connection.StartOk(client_properties=table, response="\0a\0b"),
+    ],
+    ids=["queue.declare", "queue.bind", "exchange.declare", "basic.consume", "start-ok"],
+)
+def test_method_tables_nested_past_the_limit_are_a_syntax_error(
+    method: Callable[[dict[str, object]], base.Frame],
+) -> None:
+    """A method's field tables may nest `MAX_NESTING` deep, as a content header's: one more is
+    502 syntax-error ("The sender sent a frame that contained illegal values for one or more
+    fields"), at the edge, rather than a table the broker cannot write back: a durable queue
+    declared with a table nested 400 deep failed its store write with a RecursionError."""
+    assert decode_method(method_payload(method(nested(MAX_NESTING)))) is not None
+    for depth in (MAX_NESTING + 1, 400):
+        with pytest.raises(HardError) as caught:
+            decode_method(method_payload(method(nested(depth))))
+        assert caught.value.reply_code is ReplyCode.SYNTAX_ERROR
+        assert f"nested more than {MAX_NESTING} deep" in caught.value.reply_text
 
 
 def test_method_frame_shorter_than_its_ids_is_frame_error():

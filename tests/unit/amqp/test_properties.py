@@ -33,6 +33,7 @@ from batonmq.amqp.properties import (
     MAX_NESTING,
     check_basic_properties,
     decode_basic_properties,
+    nesting,
     rewrite_headers,
 )
 from batonmq.queues.expiry import InvalidExpiration, parse_expiration
@@ -482,3 +483,25 @@ def test_rewrite_headers_sets_long_fields_as_long_long_ints():
         ),
     )
     assert decode_basic_properties(rewritten).headers == {"a": 2, "x-stream-offset": 1}
+
+
+@given(
+    st.recursive(
+        st.integers(),
+        lambda inner: (
+            st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner, max_size=3)
+        ),
+        max_leaves=30,
+    )
+)
+def test_nesting_is_the_depth_of_tables_and_arrays(value: object) -> None:
+    """`nesting` counts tables and arrays around the deepest value, as a recursive walk does."""
+
+    def depth(item: object) -> int:
+        if isinstance(item, dict):
+            return 1 + max(map(depth, item.values()), default=0)
+        if isinstance(item, list):
+            return 1 + max(map(depth, item), default=0)
+        return 0
+
+    assert nesting(value) == depth(value)
