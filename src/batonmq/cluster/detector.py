@@ -95,8 +95,12 @@ class FailureDetector:
         #: Seconds without a store update, on the store's clock, after which a suspect fails.
         self.fail_after = monitor_interval * monitor_threshold
         self._peers: dict[str, _Peer] = {}
-        #: Whether this broker could not read the store since it last listed the members.
-        self._store_lost = False
+        #: When this broker last listed the members (read the store), on its clock.
+        self._read_at: float | None = None
+        #: Since when the store has been out of this broker's reach (its last reading then).
+        self._lost_since: float | None = None
+        #: The store's last outage as this broker saw it, (from, to) on its clock.
+        self._outage: tuple[float, float] | None = None
 
     def health(self, peer: str) -> Health | None:
         """What this broker thinks of `peer` (None: not a member it knows)."""
@@ -109,7 +113,7 @@ class FailureDetector:
         longer listed is forgotten. A member listed with another epoch than before joined
         again (after a takeover, or a restart) and is new, whatever was thought of it: a
         takeover's end and the member's return can fall between two readings of the list.
-        After `store_lost`, every peer is watched anew from `now`, as after `claim_lost`."""
+        Listed after `store_lost`, the store is back: its outage ends at `now`."""
         effects: list[Effect] = [
             Cleared(peer)
             for peer, known in self._peers.items()
@@ -121,18 +125,18 @@ class FailureDetector:
             else _Peer(heard_at=now, epoch=epoch)
             for peer, epoch in peers.items()
         }
-        if self._store_lost:
-            self._store_lost = False
-            for peer in self._peers:
-                self.claim_lost(peer, now)
+        if self._lost_since is not None:
+            self._outage, self._lost_since = (self._lost_since, now), None
+        self._read_at = now
         return effects
 
     def store_lost(self) -> None:
-        """This broker could not read the store. Its peers could not write there either, so
-        the store's clock shows them all silent once it is back, a live peer as well as a
-        failed one until it writes again: `members` watches them anew, each given a whole
-        heartbeat threshold to be heard before a store reading can fail it."""
-        self._store_lost = True
+        """This broker could not read the store (since its last reading, at the latest). Its
+        peers could not write there either, so once the store is back its clock shows them all
+        silent, a live peer as well as a failed one until it writes again: a store reading
+        does not count the outage as a peer's silence (`store_reading`)."""
+        if self._lost_since is None:
+            self._lost_since = self._read_at
 
     def heartbeat(self, peer: str, now: float) -> list[Effect]:
         """A heartbeat from `peer` arrived at `now` (this broker's monotonic clock)."""
@@ -167,12 +171,23 @@ class FailureDetector:
         if (known := self._peers.get(peer)) is not None:
             self._peers[peer] = _Peer(heard_at=now, epoch=known.epoch, heard=known.heard)
 
-    def store_reading(self, peer: str, silent_for: float) -> list[Effect]:
-        """A suspect's last store update is `silent_for` seconds old, as the store measures it."""
+    def store_reading(self, peer: str, silent_for: float, now: float) -> list[Effect]:
+        """A suspect's last store update is `silent_for` seconds old, as the store measures it,
+        read at `now`. The part of those seconds the store was out of this broker's reach, in
+        its last outage, is not the peer's silence: nobody could write (a member that joined
+        just before, unheard yet, would otherwise be failed as the store comes back)."""
         known = self._peers.get(peer)
         if known is None or known.health is not Health.SUSPECT:
             return []  # heard from meanwhile: the reading is stale
-        if silent_for < self.fail_after:
+        if silent_for - self._in_outage(silent_for, now) < self.fail_after:
             return []
         known.health = Health.FAILED
         return [Failed(peer, silent_for)]
+
+    def _in_outage(self, silent_for: float, now: float) -> float:
+        """How many of the `silent_for` seconds before `now` fell in the store's last outage
+        (durations on the two clocks are taken alike; the times are each broker's own)."""
+        if self._outage is None:
+            return 0.0
+        start, end = self._outage
+        return max(0.0, end - max(now - silent_for, start))

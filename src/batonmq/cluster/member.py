@@ -229,7 +229,7 @@ class ClusterMember:
         effects += self.detector.tick(now)
         for peer in members:
             if self.detector.health(peer.broker_id) is Health.SUSPECT:
-                effects += self.detector.store_reading(peer.broker_id, peer.silent_for)
+                effects += self.detector.store_reading(peer.broker_id, peer.silent_for, now)
         self._carry_out(effects)
         for effect in effects:
             if isinstance(effect, Failed):

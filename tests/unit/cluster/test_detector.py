@@ -59,11 +59,11 @@ def test_a_suspect_fails_only_when_the_store_says_it_is_silent_past_the_threshol
     watcher.members({"B": 1}, now=0)
     watcher.tick(now=6)
 
-    assert watcher.store_reading("B", silent_for=59.0) == []
+    assert watcher.store_reading("B", silent_for=59.0, now=0) == []
     assert watcher.health("B") is Health.SUSPECT
-    assert watcher.store_reading("B", silent_for=60.0) == [Failed("B", 60.0)]
+    assert watcher.store_reading("B", silent_for=60.0, now=0) == [Failed("B", 60.0)]
     assert watcher.health("B") is Health.FAILED
-    assert watcher.store_reading("B", silent_for=90.0) == []
+    assert watcher.store_reading("B", silent_for=90.0, now=0) == []
 
 
 def test_a_live_store_stamp_keeps_a_silent_peer_from_failing() -> None:
@@ -73,7 +73,7 @@ def test_a_live_store_stamp_keeps_a_silent_peer_from_failing() -> None:
     watcher.tick(now=6)
     for second in range(6, 3600, 30):
         assert watcher.tick(now=second) == []
-        assert watcher.store_reading("B", silent_for=12.0) == []
+        assert watcher.store_reading("B", silent_for=12.0, now=0) == []
     assert watcher.health("B") is Health.SUSPECT
 
 
@@ -81,8 +81,8 @@ def test_a_reading_of_a_peer_that_is_not_suspect_is_stale() -> None:
     watcher = detector()
     watcher.members({"B": 1}, now=0)
 
-    assert watcher.store_reading("B", silent_for=1000.0) == []
-    assert watcher.store_reading("unknown", silent_for=1000.0) == []
+    assert watcher.store_reading("B", silent_for=1000.0, now=0) == []
+    assert watcher.store_reading("unknown", silent_for=1000.0, now=0) == []
     assert watcher.health("B") is Health.ALIVE
 
 
@@ -91,7 +91,7 @@ def test_a_failed_peer_is_not_revived_by_a_late_heartbeat() -> None:
     watcher = detector()
     watcher.members({"B": 1}, now=0)
     watcher.tick(now=6)
-    watcher.store_reading("B", silent_for=60.0)
+    watcher.store_reading("B", silent_for=60.0, now=0)
 
     assert watcher.heartbeat("B", now=70) == []
     assert watcher.health("B") is Health.FAILED
@@ -116,31 +116,67 @@ def test_a_member_no_longer_listed_is_forgotten_and_no_longer_watched() -> None:
     assert watcher.heartbeat("B", now=8) == []
 
 
-def test_after_the_store_was_lost_every_peer_gets_a_whole_threshold_to_be_heard() -> None:
+def test_the_stores_outage_is_not_counted_as_a_peers_silence() -> None:
     """While the store is away no member can update its state there, so once it is back the
-    store's clock shows every member silent, a live one too until it writes again: a member
-    that could not read the store watches each peer anew from its first reading after, and a
-    peer silent in the store past the monitor threshold is failed only once it has also missed
-    a whole heartbeat threshold since (MQ 4.1 HA guide: a broker is failed when it "fails to
-    update its state within the number of monitor intervals"; here it could not)."""
+    store's clock shows every member silent, a live one too until it writes again (one that
+    joined just before the outage, not heard yet, among them): the seconds of the outage are
+    not the peer's silence. MQ 4.1 HA guide: a suspect broker has failed if it "fails to
+    update its state within the number of monitor intervals" (here: 60 s); in an outage it
+    could not. From the last reading before it to the first after: 10 s to 100 s."""
     watcher = detector()
-    watcher.members({"B": 1, "C": 1}, now=0)
-    watcher.heartbeat("C", now=0)
-    assert watcher.tick(now=6) == [Suspected("B"), Suspected("C")]
-
+    watcher.members({"B": 1}, now=10)
+    assert watcher.tick(now=16) == [Suspected("B")]
     watcher.store_lost()
-    assert watcher.members({"B": 1, "C": 1}, now=100) == []
+    watcher.store_lost()  # each failed round: the outage began after the reading at 10
+    watcher.members({"B": 1}, now=100)
 
-    assert watcher.store_reading("B", silent_for=90.0) == []
-    assert watcher.health("B") is Health.ALIVE
-    assert watcher.tick(now=105) == []
-    assert watcher.heartbeat("C", now=105) == []  # heard before: not heard anew
-    assert watcher.tick(now=106) == [Suspected("B")]
-    assert watcher.store_reading("B", silent_for=96.0) == [Failed("B", 96.0)]
-    assert watcher.health("C") is Health.ALIVE
-    # Once is enough: the next listing keeps what this one started.
-    assert watcher.members({"B": 1, "C": 1}, now=107) == []
-    assert watcher.health("B") is Health.FAILED
+    # Silent in the store since 5 s before the outage: 5 + 30 s of its own, not 125.
+    assert watcher.store_reading("B", silent_for=125.0, now=130) == []
+    # Silent since 5 s before the outage: 5 + 55 s after it, the monitor threshold.
+    assert watcher.store_reading("B", silent_for=150.0, now=155) == [Failed("B", 150.0)]
+
+
+def test_an_outage_long_before_a_peers_silence_takes_nothing_off_it() -> None:
+    """Only the part of the outage inside the silence counts: a peer that fell silent after
+    the store came back fails after the monitor threshold, however long the outage was."""
+    watcher = detector()
+    watcher.members({"B": 1}, now=0)
+    watcher.store_lost()
+    watcher.members({"B": 1}, now=1000)
+    watcher.tick(now=2000)
+
+    assert watcher.store_reading("B", silent_for=60.0, now=2000) == [Failed("B", 60.0)]
+
+
+@given(st.sets(st.integers(0, 299), max_size=200) | st.just(set(range(3, 300, 3))))
+def test_a_dead_peer_fails_however_often_the_store_goes_away(lost_rounds: set[int]) -> None:
+    """A store that goes away now and then, even every other round, delays the takeover of a
+    peer that died by no more than its outages inside the peer's silence; one that never
+    comes back for long (failing every round it can) is the only thing that stops it. Rounds
+    each second, as a member's: heartbeats 1 s, threshold 2; monitor 1 s, threshold 2."""
+    watcher = FailureDetector(
+        heartbeat_interval=1, heartbeat_threshold=2, monitor_interval=1, monitor_threshold=2
+    )
+    watcher.members({"B": 1}, now=0)
+    died = 10  # its last heartbeat and its last store update
+    failed_at = None
+    for now in range(1, 400):
+        if now <= died:
+            watcher.heartbeat("B", now)
+        if now in lost_rounds:
+            watcher.store_lost()
+            continue
+        watcher.members({"B": 1}, now)
+        watcher.tick(now)
+        if watcher.store_reading("B", silent_for=now - died, now=now):
+            failed_at = now
+            break
+    # Suspect after 2 s, failed once 2 s of its silence fall outside the last outage: by
+    # the third round after the last failed one, at the latest.
+    assert failed_at is not None
+    assert failed_at <= max(max(lost_rounds, default=0), died) + 3
+    if lost_rounds == set(range(3, 300, 3)):  # every third round: 4 s after it died
+        assert failed_at == died + 4
 
 
 def test_fast_settings_detect_a_failure_within_their_thresholds() -> None:
@@ -155,7 +191,7 @@ def test_fast_settings_detect_a_failure_within_their_thresholds() -> None:
 
     effects = [effect for t in (0.5, 1.0, 1.5, 2.0, 2.5) for effect in watcher.tick(now=t)]
     assert effects == [Suspected("B")]
-    assert watcher.store_reading("B", silent_for=2.5) == [Failed("B", 2.5)]
+    assert watcher.store_reading("B", silent_for=2.5, now=0) == [Failed("B", 2.5)]
 
 
 events = st.lists(
@@ -185,7 +221,7 @@ def test_no_peer_fails_while_the_store_shows_it_within_the_threshold(
             now += value
             effects = watcher.tick(now)
         elif kind == "reading":
-            effects = watcher.store_reading(peers, silent_for=value)
+            effects = watcher.store_reading(peers, silent_for=value, now=0)
         else:
             effects = watcher.members(dict.fromkeys(peers, 1), now)
         assert not any(isinstance(effect, Failed) for effect in effects)
@@ -198,14 +234,14 @@ def test_a_failed_peer_whose_claim_was_lost_is_watched_anew() -> None:
     watcher = detector()
     watcher.members({"B": 1}, now=0)
     watcher.tick(now=6)
-    assert watcher.store_reading("B", silent_for=60) == [Failed("B", 60)]
+    assert watcher.store_reading("B", silent_for=60, now=0) == [Failed("B", 60)]
 
     watcher.claim_lost("B", now=100)
 
     assert watcher.health("B") is Health.ALIVE
     assert watcher.tick(now=105.9) == []
     assert watcher.tick(now=106) == [Suspected("B")]
-    assert watcher.store_reading("B", silent_for=60) == [Failed("B", 60)]
+    assert watcher.store_reading("B", silent_for=60, now=0) == [Failed("B", 60)]
 
 
 def test_a_failed_peer_that_joined_again_before_the_list_was_read_is_watched_anew() -> None:
@@ -217,7 +253,7 @@ def test_a_failed_peer_that_joined_again_before_the_list_was_read_is_watched_ane
     watcher = detector()
     watcher.members({"B": 1}, now=0)
     watcher.tick(now=6)
-    assert watcher.store_reading("B", silent_for=60) == [Failed("B", 60)]
+    assert watcher.store_reading("B", silent_for=60, now=0) == [Failed("B", 60)]
 
     watcher.members({"B": 3}, now=100)  # taken over (epoch 2), then joined again (epoch 3)
 
@@ -225,7 +261,7 @@ def test_a_failed_peer_that_joined_again_before_the_list_was_read_is_watched_ane
     assert watcher.heartbeat("B", now=101) == [Heard("B", 3)]
     assert watcher.tick(now=106.9) == []
     assert watcher.tick(now=107) == [Suspected("B")]
-    assert watcher.store_reading("B", silent_for=60) == [Failed("B", 60)]
+    assert watcher.store_reading("B", silent_for=60, now=0) == [Failed("B", 60)]
 
 
 def test_a_member_listed_again_with_the_same_epoch_keeps_its_state() -> None:
@@ -253,7 +289,7 @@ def test_a_member_is_heard_once_per_epoch() -> None:
     assert watcher.heartbeat("B", now=10) == [Cleared("B")]
     assert watcher.members({"B": 7}, now=11) == []
     watcher.tick(now=16)
-    assert watcher.store_reading("B", silent_for=60) == [Failed("B", 60)]
+    assert watcher.store_reading("B", silent_for=60, now=0) == [Failed("B", 60)]
     watcher.claim_lost("B", now=17)
     assert watcher.heartbeat("B", now=18) == []
 
