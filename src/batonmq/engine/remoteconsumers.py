@@ -215,7 +215,9 @@ class RemoteConsumers:
     def get(self, channel: Channel, queue: RemoteQueue, *, no_ack: bool) -> None:
         """basic.get of `queue` on `channel`: get-ok or get-empty once the owner answered."""
         link = self.link
-        if link is None:
+        # The publishes' side of the link is told of its loss first: a get that waited for a
+        # method behind them (`Outbound.when_answered`) runs again then.
+        if link is None or self._outbound.link is None:
             raise _down(self.peer, queue.name)
         request = self._next_id()
         session = channel.session

@@ -12,8 +12,11 @@ a persistent message routed to a durable queue is confirmed once persisted).
 sends one PUBLISH record per message however many of that peer's queues it was routed to (the
 same `Message` object published to several of them in a row crosses once); a record is finished
 when another message comes, at the end of the loop turn, or before a CONSUME, CANCEL or GET of
-`RemoteConsumers` to that owner, so that none overtakes it (a GET waits behind the gate too: a
-basic.get after a publish on the same channel finds the message). `Inbound` (the owner's side,
+`RemoteConsumers` to that owner, so that none overtakes it. A GET waits behind the gate too (a
+basic.get after a publish on the same channel finds the message); a CONSUME or CANCEL does not:
+a consumer gets a message whenever it reaches the queue, and the gate holds what it holds only
+until this worker's write commits. A queue.delete, queue.purge or queue.declare's count waits
+until the owner answered every publish before it (`when_answered`). `Inbound` (the owner's side,
 one per link): puts each PUBLISH's message on the queues it names, as a publish from a client
 would be (`message_batch`, held until its write commits), and answers every number, in order,
 with QUEUED: ok once each queue took the message and its write (if any) committed; not ok when a

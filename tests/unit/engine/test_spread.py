@@ -654,6 +654,36 @@ async def test_a_method_right_after_publishes_on_its_channel_counts_them(
     assert isinstance(got, answered) and got.message_count == 3
 
 
+async def test_a_get_waiting_for_a_delete_behind_publishes_is_refused_when_the_link_goes(
+    pair: list[Worker], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A queue.delete waits for the publishes its channel made before it to reach the queue's
+    owner; a basic.get on the queue waits for the delete. When the link to the owner goes
+    then, each is refused as it is when that worker is down: the delete in flight with 541
+    (it may or may not have been made), the get with 404, with no traceback (the get was a
+    541 "internal error" closing its connection)."""
+    home, other = pair
+    owner = other.client()
+    owner.send(1, commands.Queue.Declare(queue="q"))
+    await answer(owner, commands.Queue.DeclareOk)
+    deleting, getting = home.client(), home.client()
+    deleting.publish(1, b"m", routing_key="q")
+    deleting.send(1, commands.Queue.Delete(queue="q"))
+    getting.send(1, commands.Basic.Get(queue="q"))
+    link = home.links.link(1)
+    assert link is not None
+
+    home.links.lost(link, ConnectionError("the other worker is gone"))
+
+    closed = await answer(deleting, commands.Connection.Close)
+    refused = await answer(getting, commands.Channel.Close)
+
+    assert isinstance(closed, commands.Connection.Close) and closed.reply_code == 541
+    assert isinstance(refused, commands.Channel.Close) and refused.reply_code == 404
+    assert "is down" in refused.reply_text
+    assert [record for record in caplog.records if record.exc_info] == []
+
+
 async def test_arguments_a_record_cannot_carry_are_refused_with_406(pair: list[Worker]) -> None:
     """AMQP 0-9-1 §1.2, reply code 406 PRECONDITION_FAILED: the client asked for something the
     server will not do. Arguments the AMQP decoder read but no record can carry to the home (a
