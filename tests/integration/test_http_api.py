@@ -409,6 +409,11 @@ def test_tables_nested_past_the_limit_are_400(broker: RunningBroker) -> None:
         assert status == 400 and isinstance(refused, dict), (path, status, refused)
         assert "nested more than 100 deep" in refused["reason"], path
     assert call(broker, "GET", "/api/queues/%2F/deep")[0] == 404
+    # Deeper than JSON's own decoder goes: malformed JSON, as RabbitMQ says of a body it
+    # cannot read.
+    status, refused = call(broker, "PUT", "/api/queues/%2F/deep", raw=b"[" * 100_000)
+    assert status == 400 and isinstance(refused, dict)
+    assert refused["reason"] == "Malformed JSON: nested too deep"
 
 
 def test_bad_requests_are_400_and_the_listener_goes_on(broker: RunningBroker) -> None:

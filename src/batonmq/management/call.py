@@ -100,6 +100,9 @@ class Call:
             decoded = json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
             raise problems.bad_request(f"Malformed JSON: {error}") from None
+        except RecursionError:
+            # json reads nested arrays and objects by recursion (a thousand levels or so).
+            raise problems.bad_request("Malformed JSON: nested too deep") from None
         if not isinstance(decoded, dict):
             raise problems.bad_request("The body must be a JSON object")
         return decoded
