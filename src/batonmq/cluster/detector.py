@@ -23,8 +23,10 @@ clock, a store reading, the member list) and returns what to do, as effects; it 
 from __future__ import annotations
 
 import enum
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
 
 class Health(enum.Enum):
@@ -81,6 +83,12 @@ class _Peer:
     heard: bool = False
 
 
+#: How many of the store's outages are kept to take off a silence: enough for a live peer's
+#: (it writes again soon after the store is back), few enough that a dead peer's silence grows
+#: past them while the store keeps going away.
+OUTAGES_KEPT: Final = 8
+
+
 class FailureDetector:
     def __init__(
         self,
@@ -99,8 +107,8 @@ class FailureDetector:
         self._read_at: float | None = None
         #: Since when the store has been out of this broker's reach (its last reading then).
         self._lost_since: float | None = None
-        #: The store's last outage as this broker saw it, (from, to) on its clock.
-        self._outage: tuple[float, float] | None = None
+        #: The store's last outages as this broker saw them, (from, to) on its clock.
+        self._outages: deque[tuple[float, float]] = deque(maxlen=OUTAGES_KEPT)
 
     def health(self, peer: str) -> Health | None:
         """What this broker thinks of `peer` (None: not a member it knows)."""
@@ -126,7 +134,8 @@ class FailureDetector:
             for peer, epoch in peers.items()
         }
         if self._lost_since is not None:
-            self._outage, self._lost_since = (self._lost_since, now), None
+            self._outages.append((self._lost_since, now))
+            self._lost_since = None
         self._read_at = now
         return effects
 
@@ -134,9 +143,14 @@ class FailureDetector:
         """This broker could not read the store (since its last reading, at the latest). Its
         peers could not write there either, so once the store is back its clock shows them all
         silent, a live peer as well as a failed one until it writes again: a store reading
-        does not count the outage as a peer's silence (`store_reading`)."""
-        if self._lost_since is None:
+        does not count the outage as a peer's silence (`store_reading`). A peer being taken
+        over (failed) may not have been claimed: it is watched anew from the last reading, and
+        taken over once it fails again."""
+        if self._lost_since is None and self._read_at is not None:
             self._lost_since = self._read_at
+            for peer, known in self._peers.items():
+                if known.health is Health.FAILED:
+                    self.claim_lost(peer, self._read_at)
 
     def heartbeat(self, peer: str, now: float) -> list[Effect]:
         """A heartbeat from `peer` arrived at `now` (this broker's monotonic clock)."""
@@ -174,20 +188,18 @@ class FailureDetector:
     def store_reading(self, peer: str, silent_for: float, now: float) -> list[Effect]:
         """A suspect's last store update is `silent_for` seconds old, as the store measures it,
         read at `now`. The part of those seconds the store was out of this broker's reach, in
-        its last outage, is not the peer's silence: nobody could write (a member that joined
+        its last outages, is not the peer's silence: nobody could write (a member that joined
         just before, unheard yet, would otherwise be failed as the store comes back)."""
         known = self._peers.get(peer)
         if known is None or known.health is not Health.SUSPECT:
             return []  # heard from meanwhile: the reading is stale
-        if silent_for - self._in_outage(silent_for, now) < self.fail_after:
+        if silent_for - self._in_outages(silent_for, now) < self.fail_after:
             return []
         known.health = Health.FAILED
         return [Failed(peer, silent_for)]
 
-    def _in_outage(self, silent_for: float, now: float) -> float:
-        """How many of the `silent_for` seconds before `now` fell in the store's last outage
+    def _in_outages(self, silent_for: float, now: float) -> float:
+        """How many of the `silent_for` seconds before `now` fell in the store's last outages
         (durations on the two clocks are taken alike; the times are each broker's own)."""
-        if self._outage is None:
-            return 0.0
-        start, end = self._outage
-        return max(0.0, end - max(now - silent_for, start))
+        since = now - silent_for
+        return sum(max(0.0, end - max(since, start)) for start, end in self._outages)

@@ -136,6 +136,45 @@ def test_the_stores_outage_is_not_counted_as_a_peers_silence() -> None:
     assert watcher.store_reading("B", silent_for=150.0, now=155) == [Failed("B", 150.0)]
 
 
+def test_two_outages_close_together_are_both_taken_off() -> None:
+    """The store out from 28 s to 100 s, back for a moment, out again to 110 s: a peer that
+    last wrote at 0 (it renews every 30 s) and could write at no time between has been silent
+    28 s of its own, not the 100 s the last outage alone would leave."""
+    watcher = detector()
+    watcher.members({"B": 1}, now=28)  # listed here at 28, never heard: suspect at 34
+    watcher.tick(now=34)
+    watcher.store_lost()
+    watcher.members({"B": 1}, now=100)
+    watcher.store_lost()
+    watcher.members({"B": 1}, now=110)
+
+    assert watcher.health("B") is Health.SUSPECT
+    assert watcher.store_reading("B", silent_for=110.0, now=110) == []
+    assert watcher.store_reading("B", silent_for=142.0, now=142) == [Failed("B", 142.0)]
+
+
+def test_a_peer_whose_takeover_met_a_store_error_is_taken_over_later() -> None:
+    """A failed peer whose takeover raised a store error (the store went away as it began) may
+    not have been claimed: it is watched anew and, silent still, failed and taken over again,
+    rather than left failed, and never taken over, for as long as it keeps its epoch."""
+    watcher = FailureDetector(
+        heartbeat_interval=1, heartbeat_threshold=2, monitor_interval=1, monitor_threshold=2
+    )
+    watcher.members({"B": 1, "C": 1}, now=0)
+    watcher.tick(now=2)
+    assert watcher.store_reading("B", silent_for=2.0, now=2) == [Failed("B", 2.0)]
+    assert watcher.store_reading("C", silent_for=2.0, now=2) == [Failed("C", 2.0)]
+    watcher.store_lost()  # the takeover of B raised: C's was not even tried
+
+    failed = []
+    for now in range(3, 10):
+        watcher.members({"B": 1, "C": 1}, now)
+        watcher.tick(now)
+        failed += watcher.store_reading("B", silent_for=now, now=now)
+        failed += watcher.store_reading("C", silent_for=now, now=now)
+    assert failed == [Failed("B", 5.0), Failed("C", 5.0)]
+
+
 def test_an_outage_long_before_a_peers_silence_takes_nothing_off_it() -> None:
     """Only the part of the outage inside the silence counts: a peer that fell silent after
     the store came back fails after the monitor threshold, however long the outage was."""
