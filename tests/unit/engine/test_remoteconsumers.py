@@ -145,6 +145,20 @@ class Pair:
         await self.settle()
         return received + self.client.receive()
 
+    async def publish_then_get(
+        self, publish: Basic.Publish, properties: Basic.Properties
+    ) -> Received:
+        """What a basic.get of "q" on channel 1 brings right after `publish` of b"m" on it,
+        both in one read (the get crosses as the publish is still being built)."""
+        client = self.client
+        client.send_bytes(
+            client.content_bytes(1, publish, b"m", properties)
+            + frame.marshal(Basic.Get(queue="q"), 1)
+        )
+        [got] = await self.received(1)
+        self.workers[0].session.resume_input()
+        return got
+
     async def deliveries(self, count: int) -> list[Content]:
         got = await self.received(count)
         assert all(isinstance(item, Content) for item in got), describe(got)
@@ -954,13 +968,7 @@ async def test_a_get_right_after_a_publish_on_the_same_channel_finds_the_message
     the owner as the PUBLISH is still being built."""
     owned = await pair.declare("q")
     await pair.declare_known("q")
-    client = pair.client
-    publish = Basic.Publish(routing_key="q")
-    client.send_bytes(
-        client.content_bytes(1, publish, b"m", properties) + frame.marshal(Basic.Get(queue="q"), 1)
-    )
-    [got] = await pair.received(1)
-    pair.workers[0].session.resume_input()
+    got = await pair.publish_then_get(Basic.Publish(routing_key="q"), properties)
     assert isinstance(got, Content) and got.body == b"m", describe([got])
     assert (owned.unacked, owned.message_count) == (1, 0)
 
@@ -1024,11 +1032,6 @@ async def test_a_get_right_after_a_publish_also_kept_here_waits_for_the_commit_h
     for queue in ("here", "q"):
         client.send(1, commands.Queue.Bind(queue=queue, exchange="amq.fanout"))
         await pair.answer(commands.Queue.BindOk)
-    publish = Basic.Publish(exchange="amq.fanout")
-    client.send_bytes(
-        client.content_bytes(1, publish, b"m", PERSISTENT) + frame.marshal(Basic.Get(queue="q"), 1)
-    )
-    [got] = await pair.received(1)
-    pair.workers[0].session.resume_input()
+    got = await pair.publish_then_get(Basic.Publish(exchange="amq.fanout"), PERSISTENT)
     assert isinstance(got, Content) and got.body == b"m", describe([got])
     assert (owned.unacked, owned.message_count) == (1, 0)
