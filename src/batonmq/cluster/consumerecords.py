@@ -17,7 +17,9 @@ all big-endian, with the fields of `batonmq.cluster.recordfields` (str8, table, 
     23 SETTLE       !BH outcome (0 ack, 1 requeue, 2 reject), count; per run: !QQ first, last
                     delivery id (inclusive)
     24 CANCEL       !Q consumer id: the consuming worker's consumer is gone
-    25 CANCELLED    !Q consumer id: the owner cancelled it (its queue was deleted)
+    25 CANCELLED    !QB consumer id, slow (1: it was a slow consumer, its connection is to be
+                    closed); when slow: str8 the threshold's setting; !QQ its limit, the
+                    queue's value
     26 GET          !QB request id, flags (no_ack 1); str8 vhost; str8 queue; ref requester
     27 GOT          !QHB request id, reply code (0: answered), found; then str8 text (a
                     refusal), or, when found, !QQB delivery id (0 with no_ack), message count,
@@ -60,6 +62,8 @@ _CREDIT: Final = struct.Struct("!QI")
 _SETTLE: Final = struct.Struct("!BH")
 _RUN: Final = struct.Struct("!QQ")
 _ID: Final = struct.Struct("!Q")
+_CANCELLED: Final = struct.Struct("!QB")
+_OVER: Final = struct.Struct("!QQ")
 _GET: Final = struct.Struct("!QB")
 _GOT: Final = struct.Struct("!QHB")
 _FOUND: Final = struct.Struct("!QQB")
@@ -295,23 +299,45 @@ class Cancel:
         return cls(consumer)
 
 
+@dataclass(frozen=True, slots=True)
+class OverThreshold:
+    """The slow consumer threshold a consumer's queue went over: its setting, its limit, the
+    queue's value (`batonmq.engine.slowconsumers.Breach`)."""
+
+    setting: str
+    limit: int
+    value: int
+
+
 @dataclass(slots=True)
 class Cancelled:
-    """The owner cancelled consumer `consumer`: its queue was deleted."""
+    """The owner cancelled consumer `consumer`: its queue was deleted; or, with `slow`, the
+    consumer was slow, and the consuming worker closes its connection (Qpid's slow consumer
+    disconnect, `batonmq.engine.slowconsumers`)."""
 
     KIND: ClassVar[int] = CANCELLED
 
     consumer: int
+    slow: OverThreshold | None = None
 
     def encode(self) -> bytes:
-        return _ID.pack(self.consumer)
+        slow = self.slow
+        head = _CANCELLED.pack(self.consumer, slow is not None)
+        if slow is None:
+            return head
+        return b"".join((head, str8(slow.setting), _OVER.pack(slow.limit, slow.value)))
 
     @classmethod
     def decode(cls, payload: bytes) -> Cancelled:
         fields = Fields(payload)
-        [consumer] = fields.unpack(_ID)
+        consumer, slow = fields.unpack(_CANCELLED)
+        over = None
+        if _bit(slow, "cancelled slow"):
+            setting = fields.str8()
+            limit, value = fields.unpack(_OVER)
+            over = OverThreshold(setting, limit, value)
         fields.end()
-        return cls(consumer)
+        return cls(consumer, over)
 
 
 @dataclass(slots=True)

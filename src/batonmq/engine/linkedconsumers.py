@@ -10,13 +10,14 @@ included (`VirtualHost.routed_queue`), and puts a `LinkedConsumer` on the real q
 is the credit X gives (CREDIT): the prefetch room of X's consumer, or a window for no_ack. Each
 entry it takes is handed out as a local channel hands one out (`hand_out`; for a no_ack
 consumer, once X says it reached the client) and crosses as a DELIVER that names it by a
-delivery id of this link; a SETTLE settles them as a local channel's
-ack, nack or reject does (`settle_entries`). A consumer X cancels goes (its unsettled entries
-stay X's to settle, as RabbitMQ keeps a cancelled consumer's unacked deliveries until ack or
-channel close); one whose queue is deleted is told (CANCELLED). A basic.get (GET) is answered
-with GOT. The link going down (or replaced by one to X's next process) requeues every entry X
-has not settled, marked redelivered (AMQP 0-9-1 basic.deliver redelivered; the "at least once"
-of RabbitMQ's consumer acknowledgements), except what was on its way to a no_ack consumer
+delivery id of this link; a SETTLE settles them as a local channel's ack, nack or reject does
+(`settle_entries`). A consumer X cancels goes (its unsettled entries stay X's to settle, as
+RabbitMQ keeps a cancelled consumer's unacked deliveries until ack or channel close); one whose
+queue is deleted is told (CANCELLED), and so is a slow one, whose connection X closes
+(`batonmq.engine.slowconsumers`), requeueing what it holds. A basic.get (GET) is answered with
+GOT. The link going down (or replaced by one to X's next process) requeues every entry X has
+not settled, marked redelivered (AMQP 0-9-1 basic.deliver redelivered; the "at least once" of
+RabbitMQ's consumer acknowledgements), except what was on its way to a no_ack consumer
 (automatic acknowledgement is at most once), and removes X's consumers.
 """
 
@@ -44,6 +45,7 @@ from batonmq.cluster.consumerecords import (
     Found,
     Get,
     Got,
+    OverThreshold,
     Settle,
     SettleOutcome,
 )
@@ -129,10 +131,11 @@ class LinkedConsumer:
         self._served.cancelled(self, queue_gone=True)
         return None
 
-    def cancel(self) -> None:
-        """Cancel it here (the other worker's channel hears of it, CANCELLED), as its queue's
-        consumers are cancelled when the queue goes."""
-        self._served.cancelled(self)
+    def cancel(self, slow: OverThreshold) -> None:
+        """Cancel it here, a slow consumer (`slow`): the other worker closes its connection,
+        told with CANCELLED. What it was given stays that worker's to settle (its connection's
+        close requeues it), except where the queue hands a consumer's work over (`remove`)."""
+        self._served.cancelled(self, slow=slow)
         self._served.remove(self)
 
 
@@ -257,13 +260,20 @@ class Served:
                 self._coming_back.add(delivery)
         return taken
 
-    def cancelled(self, consumer: LinkedConsumer, *, queue_gone: bool = False) -> None:
+    def cancelled(
+        self,
+        consumer: LinkedConsumer,
+        *,
+        queue_gone: bool = False,
+        slow: OverThreshold | None = None,
+    ) -> None:
         """`consumer` was cancelled here (its queue was deleted: `queue_gone`, or it was
-        slow): the other worker's channel is told. Where its queue handed work over, that
-        worker counts what it holds as taken back here and settles none of it: with the queue
-        gone, it is forgotten (a slow consumer's goes back in `remove`)."""
+        `slow`): the other worker's channel is told, and closes the connection of a slow one.
+        Where its queue handed work over, that worker counts what it holds as taken back here
+        and settles none of it: with the queue gone, it is forgotten (a slow consumer's goes
+        back in `remove`)."""
         if self.consumers.pop(consumer.id, None) is consumer:
-            self.link.send(CANCELLED, Cancelled(consumer.id).encode())
+            self.link.send(CANCELLED, Cancelled(consumer.id, slow).encode())
         if queue_gone and consumer.queue.consumers.hands_over:
             self._take_back(consumer.id, reached_are_reported=False)
 

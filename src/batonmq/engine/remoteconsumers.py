@@ -12,6 +12,9 @@ back as SETTLE, gathered per loop turn. The owner hands out only as much as it w
 credit for (CREDIT): the prefetch room of the consumer (RabbitMQ "Consumer Prefetch"), or a
 window for no_ack, topped up as the client settles or the channel can take more.
 
+A consumer the owner found slow (`batonmq.engine.slowconsumers`) has its connection closed
+here with 506, as a local slow consumer's is.
+
 The link to the owner going down: the owner requeued what it had handed out here, so those
 deliveries are forgotten (`Channel.forget`), and the consumers of its queues are cancelled
 (basic.cancel where the client has the consumer_cancel_notify capability, RabbitMQ "Consumer
@@ -58,6 +61,7 @@ from batonmq.cluster.peerlink import MalformedRecord, PeerLink, PeerLinks
 from batonmq.engine.consumer import Consumer
 from batonmq.engine.linkedconsumers import Served
 from batonmq.engine.remotequeue import Outbound, PublishLinks, RemoteQueue
+from batonmq.engine.slowconsumers import Breach, disconnect_slow
 from batonmq.model.message import Message, QueueEntry
 from batonmq.queues.protocol import QueueConsumer
 
@@ -395,14 +399,24 @@ class RemoteConsumers:
             self.top_up(consumer)
 
     def cancelled(self, record: Cancelled) -> None:
-        """The owner cancelled the consumer: its queue was deleted, or it was slow (as
-        `cancel`, the owner requeued itself what a single active consumer had unsettled)."""
+        """The owner cancelled the consumer: its queue was deleted, and the client hears of it
+        (basic.cancel); or it was slow, and its connection is closed with 506, as a local slow
+        consumer's is (`disconnect_slow`): the close requeues, through its channels, what the
+        owner gave them. As `cancel`, the owner requeued itself what a single active consumer
+        had unsettled."""
         consuming = self._consuming.pop(record.consumer, None)
         if consuming is None:
             return  # cancelled here meanwhile
         consumer = consuming.consumer
         del self._ids[consumer]
         _handed_over_at_owner(consuming)
+        slow = record.slow
+        session = consumer.channel.session
+        if slow is not None and not session.ended:
+            # The close cancels the consumer with its channel (the owner is not told again).
+            breach = Breach(slow.setting, slow.limit, slow.value)
+            disconnect_slow(session, consuming.queue.name, breach)
+            return
         consuming.queue.consumers.remove(consumer)
         consumer.queue_deleted(None)
 

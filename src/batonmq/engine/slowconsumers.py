@@ -10,7 +10,9 @@ on a breach the policy is applied (§2.11.5.6, Qpid's TopicDeletePolicy):
 
 - every connection consuming from the queue is closed with 506 RESOURCE_ERROR ("the offending
   client will be disconnected from the broker with a 506 error code"), its text starting with
-  the seed's "Consuming to slow" and saying which threshold the queue went over;
+  the seed's "Consuming to slow" and saying which threshold the queue went over; where the
+  connection is another worker's (a spread virtual host), that worker closes it, told as its
+  consumer is cancelled here (`batonmq.engine.linkedconsumers`);
 - a temporary queue (exclusive, or auto-delete) goes with its consumers' connections as AMQP
   has it; with `delete_persistent` (<topicDelete><delete-persistent/>) any other subscription
   queue, a durable subscription's, is deleted too, so that its backlog stops growing.
@@ -32,6 +34,7 @@ from typing import Final
 
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import HardError
+from batonmq.cluster.consumerecords import OverThreshold
 from batonmq.config import SlowConsumerConfig
 from batonmq.engine.consumer import Consumer, cancel_consumers_of
 from batonmq.engine.linkedconsumers import LinkedConsumer
@@ -69,6 +72,10 @@ class Breach:
         else:
             held = f"has held its oldest message for {self.value} ms"
         return f"queue '{queue}' {held}, over {self.setting} ({self.limit})"
+
+    def reason(self, queue: str) -> str:
+        """The reply text of the connection.close its slow consumers get."""
+        return f"{CONSUMING_TOO_SLOW}: {self.describe(queue)}"
 
 
 def breach(reading: QueueReading, config: SlowConsumerConfig) -> Breach | None:
@@ -111,10 +118,6 @@ class Disconnect:
     breach: Breach
     delete_queue: bool
 
-    @property
-    def reason(self) -> str:
-        return f"{CONSUMING_TOO_SLOW}: {self.breach.describe(self.queue.name)}"
-
 
 def slow_subscriptions(
     readings: Mapping[Queue, QueueReading], config: SlowConsumerConfig
@@ -141,6 +144,25 @@ def watched(
         and queue.name in keys
         and (not topics or not topics.isdisjoint(keys[queue.name]))
     ]
+
+
+def disconnect_slow(session: Session, queue: str, breach: Breach) -> None:
+    """Close the connection of `session`, a consumer of `queue`, slow by `breach`, with 506
+    RESOURCE_ERROR (§2.11.2: "the offending client will be disconnected from the broker with a
+    506 error code"), and log it: here, or on the worker that holds the connection of a
+    consumer of a queue another worker runs (`batonmq.engine.remoteconsumers`)."""
+    log.warning(
+        "slow consumer disconnected: %s",
+        breach.describe(queue),
+        extra={
+            **session.log_fields(),
+            "queue": queue,
+            "threshold": breach.setting,
+            "limit": breach.limit,
+            "value": breach.value,
+        },
+    )
+    session.close(HardError(ReplyCode.RESOURCE_ERROR, breach.reason(queue)))
 
 
 class SlowConsumerDetector:
@@ -184,23 +206,13 @@ class SlowConsumerDetector:
                 assert isinstance(consumer, Consumer)
                 if not consumer.channel.session.ended:
                     sessions[consumer.channel.session] = None
+        over = disconnect.breach
         for linked_consumer in linked:
-            # Its connection is another worker's (a spread virtual host): it is cancelled
-            # instead, as its queue's going would (basic.cancel to its client).
-            linked_consumer.cancel()
+            # Its connection is another worker's (a spread virtual host): that worker closes it
+            # (`disconnect_slow`), told as the consumer is cancelled here.
+            linked_consumer.cancel(OverThreshold(over.setting, over.limit, over.value))
         for session in sessions:
-            log.warning(
-                "slow consumer disconnected: %s",
-                disconnect.breach.describe(queue.name),
-                extra={
-                    **session.log_fields(),
-                    "queue": queue.name,
-                    "threshold": disconnect.breach.setting,
-                    "limit": disconnect.breach.limit,
-                    "value": disconnect.breach.value,
-                },
-            )
-            session.close(HardError(ReplyCode.RESOURCE_ERROR, disconnect.reason))
+            disconnect_slow(session, queue.name, over)
         if disconnect.delete_queue and not queue.deleted:
             vhost.remove_queue(queue, on_delete=cancel_consumers_of)
             log.warning(

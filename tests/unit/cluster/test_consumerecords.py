@@ -24,6 +24,7 @@ from batonmq.cluster.consumerecords import (
     Found,
     Get,
     Got,
+    OverThreshold,
     Settle,
     SettleOutcome,
     runs_of,
@@ -73,7 +74,7 @@ records: st.SearchStrategy[Record] = st.one_of(
     st.builds(Credit, u64, u32),
     st.builds(Settle, st.sampled_from(list(SettleOutcome)), st.lists(runs, max_size=5).map(tuple)),
     st.builds(Cancel, u64),
-    st.builds(Cancelled, u64),
+    st.builds(Cancelled, u64, st.none() | st.builds(OverThreshold, names, u64, u64)),
     st.builds(Get, u64, st.booleans(), names, names, refs),
     st.builds(Got, u64, st.just(0), st.just(""), st.none()),
     st.builds(Got, u64, u16, names, st.none()),
@@ -132,6 +133,20 @@ def test_names_of_255_octets_round_trip_and_a_refusal_text_is_cut() -> None:
         assert same_record(type(record).decode(record.encode()), record)
     refused = Consumed.decode(Consumed(1, 403, "x" * 300 + "end").encode())
     assert refused.reply_code == 403 and len(refused.text) <= 255 and refused.text[:3] == "xxx"
+
+
+def test_a_slow_consumer_s_cancel_carries_the_threshold_its_queue_went_over() -> None:
+    """Qpid manual §2.11.2: "On triggering of a specified threshold the offending client will
+    be disconnected from the broker with a 506 error code": the owner's CANCELLED tells the
+    consuming worker, which holds the client's connection, which threshold, its limit and the
+    queue's value, for the 506's text; a plain one (its queue was deleted) carries none."""
+    over = OverThreshold("slow_consumer.message_count", 5, 2**64 - 1)
+    assert Cancelled.decode(Cancelled(7, over).encode()) == Cancelled(7, over)
+    assert Cancelled.decode(Cancelled(7).encode()) == Cancelled(7, None)
+    with pytest.raises(MalformedRecord, match="cancelled slow 2"):
+        Cancelled.decode(bytes(8) + b"\x02")
+    with pytest.raises(MalformedRecord):
+        Cancelled.decode(bytes(8) + b"\x01" + bytes(16))  # an empty setting, then too few octets
 
 
 def test_bad_outcomes_runs_and_flags_are_malformed() -> None:

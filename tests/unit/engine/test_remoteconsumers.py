@@ -445,21 +445,24 @@ async def test_a_single_active_consumer_across_is_active_first_and_hands_over_wh
     assert close.reply_code == 403
 
 
-async def _consuming_a_ticking_subscription(pair: Pair, arguments: FieldTable) -> str:
-    """An auto-delete subscription queue "sub" on worker 1 (with `arguments`), bound to
-    amq.topic, consumed across with a prefetch of 1, and three messages published to it: the
-    consumer's tag."""
+async def _consuming_a_ticking_subscription(
+    pair: Pair, arguments: FieldTable, *, auto_delete: bool = True
+) -> str:
+    """A subscription queue "sub" on worker 1 (`auto_delete`, or durable; with `arguments`),
+    bound to amq.topic, consumed across with a prefetch of 1, and three messages published to
+    it: the consumer's tag."""
     owner = pair.workers[1]
-    owner.client.call(
-        1,
-        commands.Queue.Declare(queue="sub", auto_delete=True, arguments=arguments),
-        commands.Queue.DeclareOk,
+    declare = commands.Queue.Declare(
+        queue="sub", durable=not auto_delete, auto_delete=auto_delete, arguments=arguments
     )
-    owner.client.call(
-        1,
-        commands.Queue.Bind(queue="sub", exchange="amq.topic", routing_key="stocks.us"),
-        commands.Queue.BindOk,
+    owner.client.send(1, declare)
+    await owner.broker.journal.durable()
+    owner.client.expect(commands.Queue.DeclareOk, channel=1)
+    owner.client.send(
+        1, commands.Queue.Bind(queue="sub", exchange="amq.topic", routing_key="stocks.us")
     )
+    await owner.broker.journal.durable()
+    owner.client.expect(commands.Queue.BindOk, channel=1)
     await pair.declare_known("sub")
     pair.client.qos(1, 1)
     tag = await pair.consume("sub")
@@ -468,20 +471,67 @@ async def _consuming_a_ticking_subscription(pair: Pair, arguments: FieldTable) -
     return tag
 
 
-async def test_a_slow_consumer_across_is_cancelled_with_its_deleted_subscription(
+async def _closed_as_slow(pair: Pair) -> str:
+    """Run worker 1's slow consumer check (slow_consumer.message_count 1): the reply text of
+    the connection.close 506 the consuming client gets."""
+    config = SlowConsumerConfig(enabled=True, message_count=1)  # type: ignore[call-arg]
+    SlowConsumerDetector(pair.workers[1].broker.vhosts, config, None).check()
+    [close] = await pair.received(1)
+    assert not isinstance(close, Content), describe([close])
+    assert isinstance(close.method, commands.Connection.Close), describe([close])
+    assert close.method.reply_code == 506
+    assert pair.workers[0].session.ended
+    return close.method.reply_text
+
+
+async def test_a_slow_consumer_across_is_disconnected_with_506_and_its_deliveries_requeued(
+    pair: Pair, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Qpid manual §2.11.2: "On triggering of a specified threshold the offending client will be
+    disconnected from the broker with a 506 error code". The owner runs the check; the
+    consumer's connection, on the other worker, is closed there with the text a local one
+    gets, and logged as there. The close requeues what the consumer was given: the owner
+    holds nothing unsettled for it, and the durable subscription (without delete_persistent)
+    keeps every message, ready again, none delivered twice."""
+    owner = pair.workers[1]
+    await _consuming_a_ticking_subscription(pair, {}, auto_delete=False)
+    owned = owner.broker.vhosts["/"].queues["sub"]
+    await pair.deliveries(1)
+    await pair.until(lambda: (owned.message_count, owned.unacked) == (2, 1))
+
+    reason = await _closed_as_slow(pair)
+
+    assert reason == (
+        "RESOURCE_ERROR - Consuming to slow: queue 'sub' holds 2 messages, over "
+        "slow_consumer.message_count (1)"
+    )
+    await pair.until(lambda: (owned.message_count, owned.unacked) == (3, 0))
+    served = owner.consuming.served(0)
+    assert served is not None and (served.consumers, served.unsettled) == ({}, {})
+    assert not owned.consumers
+    [warning] = [r for r in caplog.records if r.name == "batonmq.engine.slowconsumers"]
+    assert warning.getMessage() == (
+        "slow consumer disconnected: queue 'sub' holds 2 messages, over "
+        "slow_consumer.message_count (1)"
+    )
+    assert (warning.__dict__["peer"], warning.__dict__["threshold"]) == (
+        "127.0.0.1:5000",
+        "slow_consumer.message_count",
+    )
+    await pair.nothing_more()
+
+
+async def test_a_slow_consumer_across_is_disconnected_and_its_subscription_deleted(
     pair: Pair,
 ) -> None:
-    """Qpid manual §2.11 (slow consumer disconnect): a temporary subscription queue whose
-    consumers are slow is deleted. The owner runs the check; a consumer another worker's
-    channel holds has no connection there to close, and is cancelled with the queue
-    (basic.cancel, RabbitMQ "Consumer Cancel Notification")."""
+    """Qpid manual §2.11.2: "the offending client will be disconnected from the broker with a
+    506 error code"; §2.11.5.6: a temporary subscription queue goes with it. The owner runs
+    the check; the connection, on the other worker, is closed there."""
     owner = pair.workers[1]
-    tag = await _consuming_a_ticking_subscription(pair, {})
+    await _consuming_a_ticking_subscription(pair, {})
     await pair.deliveries(1)
-    config = SlowConsumerConfig(enabled=True, message_count=1)  # type: ignore[call-arg]
-    SlowConsumerDetector(owner.broker.vhosts, config, None).check()
+    assert "Consuming to slow" in await _closed_as_slow(pair)
     assert "sub" not in owner.broker.vhosts["/"].queues
-    assert (await pair.answer(Basic.Cancel)).consumer_tag == tag
 
 
 async def test_a_consumer_across_with_a_higher_priority_goes_first(pair: Pair) -> None:
@@ -646,17 +696,18 @@ async def test_a_get_waiting_on_the_owner_takes_nothing_once_the_link_is_gone(
 async def test_a_slow_single_active_consumer_across_leaves_no_settlement_for_the_owner(
     pair: Pair, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Qpid manual §2.11 (slow consumer disconnect) cancels a slow consumer; RabbitMQ "Single
-    Active Consumer": the unacknowledged deliveries of a cancelled active consumer go back to
-    the queue for the next. The owner took them back itself, so the client's later ack of them
-    settles nothing there, as after its own basic.cancel."""
-    owner = pair.workers[1]
-    tag = await _consuming_a_ticking_subscription(pair, {"x-single-active-consumer": True})
-    got = await pair.deliveries(1)
-    config = SlowConsumerConfig(enabled=True, message_count=1)  # type: ignore[call-arg]
-    SlowConsumerDetector(owner.broker.vhosts, config, None).check()
-    assert (await pair.answer(Basic.Cancel)).consumer_tag == tag
-    pair.client.send(1, Basic.Ack(delivery_tag=tags(got)[0]))
+    """Qpid manual §2.11.2 (slow consumer disconnect: "disconnected from the broker with a 506
+    error code"); RabbitMQ "Single Active Consumer": the unacknowledged deliveries of a
+    cancelled active consumer go back to the queue for the next. The owner took them back
+    itself, so the close of the client's connection settles nothing there, as after its own
+    basic.cancel."""
+    await _consuming_a_ticking_subscription(
+        pair, {"x-single-active-consumer": True}, auto_delete=False
+    )
+    owned = pair.workers[1].broker.vhosts["/"].queues["sub"]
+    await pair.deliveries(1)
+    assert "Consuming to slow" in await _closed_as_slow(pair)
+    await pair.until(lambda: (owned.message_count, owned.unacked) == (3, 0))
     await pair.nothing_more()
     assert "passed over" not in caplog.text
 
