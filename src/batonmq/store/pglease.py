@@ -51,6 +51,8 @@ LOCK_WAIT: Final = 5.0
 _LOCK_RETRY: Final = 0.1
 #: Seconds a lease lasts unless renewed; it is renewed every third of that.
 LEASE_SECONDS: Final = 15.0
+#: Seconds after a renewal that failed (the server out of reach) before the next try.
+RENEW_RETRY: Final = 1.0
 
 #: Statements, with {s} for the quoted schema.
 SQL: Final = {
@@ -218,9 +220,11 @@ class Lease:
         """Renew the lease on a session of its own, so that commits never delay it; find out
         there, too, that another broker took the store over."""
         connection: Connection | None = None
+        wait = self._renew_every
         try:
             while self.fenced is None:
-                await asyncio.sleep(self._renew_every)
+                await asyncio.sleep(wait)
+                wait = self._renew_every
                 try:
                     if connection is None or connection.is_closed():
                         connection = await self._sessions.connect()
@@ -228,11 +232,15 @@ class Lease:
                         self._sql["renew"], self._broker_id, self.epoch, self._lease_seconds
                     )
                 except (StoreError, *DATABASE_ERRORS) as error:
-                    # The next commit reports an outage; the lease is renewed once it is over.
+                    # The next commit reports an outage; the lease is renewed as soon as it is
+                    # over, not a whole period later: in an HA cluster a member that could not
+                    # be heard meanwhile is judged by how long its renewals stop once the store
+                    # is back (`batonmq.cluster.detector`).
                     log.debug("store lease not renewed: %s", error)
                     if connection is not None:
                         connection.terminate()
                         connection = None
+                    wait = min(self._renew_every, RENEW_RETRY)
                     continue
                 if row_count(renewed) == 0:
                     self.fence("its lease could not be renewed")
