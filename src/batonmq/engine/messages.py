@@ -10,8 +10,9 @@ the reply to a basic.ack on a transaction would wait.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from enum import Enum
+from typing import NamedTuple
 
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import ProtocolError, amqp_error
@@ -97,18 +98,10 @@ async def publish(
     (its limits) is a 406, as the nack RabbitMQ's management turns into "Unable to publish
     message. Check queue limits."."""
     queues = host.route(exchange, message)
-    batch = held_batch(journal, [(message, queues)])
-    outcomes = [queue.publish(message, until_batch=batch) for queue in queues]
-    # A stream, or a queue another worker runs, writes the message itself and says when.
-    written = [_written(queue) for queue in queues if queue.writes_itself]
-    if batch is not None:
-        committed = await journal.durable()
-        release_held(queues, batch, committed)
-        if not committed:
-            raise _not_written("the message")
-    if not all(await asyncio.gather(*written)):
+    [placed] = await _placed(journal, [(message, queues)], "the message")
+    if not placed.written:
         raise _not_written("the message")
-    if Enqueued.REFUSED in outcomes:
+    if not placed.kept:
         raise amqp_error(
             ReplyCode.PRECONDITION_FAILED, "Unable to publish message. Check queue limits."
         )
@@ -123,29 +116,22 @@ def browse(queue: Queue, start: int, count: int | None) -> list[BrowsedInfo]:
 
 
 async def copy(
-    source: Queue, target: Queue, message_ids: Iterable[int], journal: Journal
+    source: Queue, target: RoutedQueue, message_ids: Iterable[int], journal: Journal
 ) -> MessagesChanged:
     """Publish the ready messages of `source` with these ids to `target` too (the same
-    message: it is stored once), in the order they are in `source`; durable once it returns."""
+    message: it is stored once), in the order they are in `source`; durable once it returns.
+    One `target` did not take (its limits refused it, or its own write failed) is missing."""
     found, missing = _ready(source, message_ids)
-    batch = held_batch(journal, [(message, [target]) for message in found])
-    outcomes = [target.publish(message, until_batch=batch) for message in found]
-    if batch is not None:
-        committed = await journal.durable()
-        release_held([target], batch, committed)
-        if not committed:
-            raise _not_written("the copies")
+    placed = await _placed(journal, [(message, [target]) for message in found], "the copies")
     done = tuple(
-        message.id
-        for message, outcome in zip(found, outcomes, strict=True)
-        if outcome is not Enqueued.REFUSED
+        message.id for message, outcome in zip(found, placed, strict=True) if outcome.taken
     )
     refused = tuple(message.id for message in found if message.id not in done)
     return MessagesChanged(done, (*missing, *refused))
 
 
 async def move(
-    source: Queue, target: Queue, message_ids: Iterable[int], journal: Journal
+    source: Queue, target: RoutedQueue, message_ids: Iterable[int], journal: Journal
 ) -> MessagesChanged:
     """Copy, then remove from `source` what was copied: each step committed before the next,
     so that a failed write leaves the message where it was (at worst in both queues, never in
@@ -161,6 +147,50 @@ async def remove(queue: Queue, message_ids: Iterable[int], journal: Journal) -> 
     queue.remove(message.id for message in found)
     await _durable(journal, "the removal of the messages")
     return MessagesChanged(tuple(message.id for message in found), missing)
+
+
+class _Placed(NamedTuple):
+    """What became of one message published to its queues (`_placed`)."""
+
+    #: No queue here refused it (its limits).
+    kept: bool
+    #: Every queue that writes its messages itself (a stream, a queue another worker runs)
+    #: has it durable: not when that write failed, nor when the other worker's queue refused
+    #: it (its answer does not say which).
+    written: bool
+
+    @property
+    def taken(self) -> bool:
+        """Every queue has it, durable where it must be."""
+        return self.kept and self.written
+
+
+async def _placed(
+    journal: Journal, routed: Sequence[tuple[Message, Sequence[RoutedQueue]]], what: str
+) -> list[_Placed]:
+    """Publish each message to its queues as a confirmed basic.publish would, and wait until
+    it is durable everywhere: the journal's write (none of them is shown before it commits; a
+    failed one raises, leaving none of them behind) and each write of a queue that writes
+    itself, whose outcome is each message's own."""
+    batch = held_batch(journal, routed)
+    kept: list[bool] = []
+    written: list[list[asyncio.Future[bool]]] = []
+    for message, queues in routed:
+        outcomes = [queue.publish(message, until_batch=batch) for queue in queues]
+        kept.append(Enqueued.REFUSED not in outcomes)
+        # Asked at once: `when_written` answers for the last message published to the queue.
+        written.append([_written(queue) for queue in queues if queue.writes_itself])
+    if batch is not None:
+        committed = await journal.durable()
+        release_held(
+            list(dict.fromkeys(q for _m, queues in routed for q in queues)), batch, committed
+        )
+        if not committed:
+            raise _not_written(what)
+    placed = []
+    for message_kept, writes in zip(kept, written, strict=True):
+        placed.append(_Placed(message_kept, all(await asyncio.gather(*writes))))
+    return placed
 
 
 def _ready(queue: Queue, message_ids: Iterable[int]) -> tuple[list[Message], tuple[int, ...]]:

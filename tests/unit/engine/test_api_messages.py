@@ -5,6 +5,7 @@ imqcmd pause dst), with the same ACL checks as over AMQP."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,21 @@ async def test_copy_move_and_remove_report_the_ids_not_in_the_queue():
     with pytest.raises(ApiError) as missing:
         await api.move_messages("guest", "/", "source", "nowhere", [ids["a"]])
     assert missing.value.reply_code == ReplyCode.NOT_FOUND
+
+
+async def test_a_copy_to_a_stream_returns_once_the_stream_has_written_it():
+    """Copied as a confirmed publish would be (RabbitMQ, "Publisher Confirms": a message is
+    confirmed once it is persisted; a stream writes its log itself): the call returns once the
+    stream's log holds the copies, not when they were merely handed to it."""
+    broker, api = broker_with("source", "a", "b")
+    await api.declare_queue("guest", "/", "log", arguments={"x-queue-type": "stream"})
+    ids = [seen.message.message_id for seen in api.browse("guest", "/", "source")]
+    try:
+        copied = await api.copy_messages("guest", "/", "source", "log", ids)
+        assert (copied.done, copied.missing) == (tuple(ids), ())
+        assert broker.vhosts["/"].queues["log"].message_count == 2
+    finally:
+        await asyncio.to_thread(broker.streams.close)
 
 
 def test_a_paused_queue_delivers_to_no_consumer_until_resumed():
