@@ -184,13 +184,14 @@ class MessageApi(ApiBase):
         self._authorize(user, host, Action.CONSUME, ObjectType.QUEUE, queue_properties(queue))
         self._permit(user, host, Permission.READ, ResourceKind.QUEUE, queue.name, permits)
 
-    def _target(self, user: str, host: VirtualHost, name: str) -> Queue:
+    def _target(self, user: str, host: VirtualHost, name: str) -> RoutedQueue:
         """Queue `name`, if `user` may publish to it through the default exchange (PUBLISH
-        EXCHANGE, as a publish of the message to it would be checked)."""
-        queue = self._queue(host, name)
+        EXCHANGE, as a publish of the message to it would be checked); one another worker of a
+        spread virtual host runs is published to through the link, as a publish would be."""
         published = {Property.NAME: exchange_name(""), Property.ROUTING_KEY: name}
         with refusals():
-            host.check_owner(queue, None)  # management has no exclusive queue
+            # Management has no exclusive queue (405 for every one).
+            queue = host.routed_queue(name, None, wait=False)
             self._authorize(user, host, Action.PUBLISH, ObjectType.EXCHANGE, published)
             self._permit(user, host, Permission.WRITE, ResourceKind.EXCHANGE, "")
         return queue

@@ -21,6 +21,7 @@ from batonmq.amqp.frames import encode_header_payload
 from batonmq.cluster.peerlink import PeerLink, PeerLinks
 from batonmq.cluster.publishrecords import PUBLISH, QUEUED
 from batonmq.engine import messages
+from batonmq.engine.api import EngineApi
 from batonmq.engine.broker import Broker
 from batonmq.engine.remoteconsumers import RemoteConsumers
 from batonmq.engine.remotequeue import PublishLinks, RemoteQueue
@@ -311,3 +312,58 @@ async def test_a_message_published_through_the_api_is_answered_once_the_owner_ha
     link.close()
     with pytest.raises(ProtocolError, match="could not write the message"):
         await sent
+
+
+async def _source_of(api: EngineApi, *bodies: bytes) -> dict[bytes, int]:
+    """Durable queue "source" of worker 0 holding `bodies`, persistent; their message ids."""
+    await api.declare_queue("guest", "/", "source")
+    for body in bodies:
+        assert await api.publish("guest", "/", "", "source", PERSISTENT, body)
+    return {
+        seen.message.body: seen.message.message_id for seen in api.browse("guest", "/", "source")
+    }
+
+
+async def test_chosen_messages_are_copied_and_moved_to_a_queue_another_worker_runs(
+    pair: Pair,
+) -> None:
+    """The Qpid broker manual's management console: "One or more messages can be selected in
+    the table and moved to another queue in the VirtualHost ... Newer servers support the
+    ability to similarly copy the selected messages to another queue". Another queue of the
+    virtual host may be one another worker runs: the copies cross the link, and the call
+    returns once that worker has them in its store; a move then removes them from the source."""
+    owned = await pair.declare("target")
+    near, far = pair.workers[0].broker, pair.workers[1].broker
+    near.vhosts["/"].remote["target"] = pair.remote("target")
+    api = EngineApi(near)
+    ids = await _source_of(api, b"a", b"b", b"c")
+
+    copied = await api.copy_messages("guest", "/", "source", "target", [ids[b"a"]])
+    assert (copied.done, copied.missing) == ((ids[b"a"],), ())
+    moved = await api.move_messages("guest", "/", "source", "target", [ids[b"c"], ids[b"b"]])
+    assert (moved.done, moved.missing) == ((ids[b"b"], ids[b"c"]), ())
+
+    assert [seen.message.body for seen in owned.browse()] == [b"a", b"b", b"c"]
+    assert far.store is not None and (await far.store.stats()).messages == 3
+    assert [seen.message.body for seen in api.browse("guest", "/", "source")] == [b"a"]
+
+
+async def test_a_message_the_other_workers_queue_refuses_stays_in_the_source(pair: Pair) -> None:
+    """RabbitMQ "Queue Length Limit": with x-overflow reject-publish a full queue refuses the
+    message (a publisher confirm nacks it); a move to such a queue another worker runs leaves
+    the message where it was and names it as not moved, as a local refusal does (the move's
+    rule: at worst in both queues, never in neither)."""
+    owned = await pair.declare("full", {"x-max-length": 1, "x-overflow": "reject-publish"})
+    assert await EngineApi(pair.workers[1].broker).publish(
+        "guest", "/", "", "full", PERSISTENT, b"there"
+    )
+    near = pair.workers[0].broker
+    near.vhosts["/"].remote["full"] = pair.remote("full")
+    api = EngineApi(near)
+    ids = await _source_of(api, b"kept")
+
+    moved = await api.move_messages("guest", "/", "source", "full", [ids[b"kept"]])
+
+    assert (moved.done, moved.missing) == ((), (ids[b"kept"],))
+    assert [seen.message.body for seen in api.browse("guest", "/", "source")] == [b"kept"]
+    assert [seen.message.body for seen in owned.browse()] == [b"there"]
