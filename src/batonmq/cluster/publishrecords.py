@@ -7,16 +7,19 @@ slotted, not frozen: one is made for each message that crosses, and a frozen one
 four times as much to make. The layouts, all big-endian, with the fields of
 `batonmq.cluster.recordfields`:
 
-    16 PUBLISH  !QB number (per link, counting from 1), flags (tx 1); [!Q tx group, when
-                flag tx]; names: vhost, exchange, routing key, then each queue (at most
-                QUEUES_MAX); !I content header length; content header payload; body: the
-                rest of the payload
+    16 PUBLISH  !QHB number of the first message (per link, counting from 1; the others
+                follow it), count of messages (at least 1, at most MESSAGES_MAX), flags
+                (tx 1); [!Q tx group, when flag tx]; names: vhost, exchange, routing key,
+                then each queue (at most QUEUES_MAX); then each message: !II content header
+                length, body length; content header payload; body
     17 QUEUED   !QQB first number, last number, ok (1: every queue took each message, and
                 what was persistent is written; 0: not)
     18 TX_END   !Q tx group: the publishing worker sent every PUBLISH of that group
 
 The content header crosses as the publisher sent it (it was checked where it arrived), and the
-body as it is: no property is decoded on the way.
+body as it is: no property is decoded on the way. One PUBLISH carries the messages of a loop turn
+that share their names, transaction group and journal batch, numbered in a row: their names are
+written, read and looked up once, and the link frames one record.
 """
 
 from __future__ import annotations
@@ -32,18 +35,22 @@ PUBLISH: Final = record_kind(16, "publish")
 QUEUED: Final = record_kind(17, "queued")
 TX_END: Final = record_kind(18, "tx end")
 
-_PUBLISH: Final = struct.Struct("!QB")
+_PUBLISH: Final = struct.Struct("!QHB")
 _TX: Final = 1
-#: The most queues one PUBLISH names.
+#: The most queues one PUBLISH names, and the most messages it carries.
 QUEUES_MAX: Final = 0xFFFF
+MESSAGES_MAX: Final = 0xFFFF
 _GROUP: Final = struct.Struct("!Q")
-_LENGTH: Final = struct.Struct("!I")
+_MESSAGE: Final = struct.Struct("!II")
+
+#: A message as it crosses: its content header payload and its body.
+Content = tuple[bytes, bytes | memoryview]
 
 
 @dataclass(slots=True)
 class Publish:
-    """Message `number` of its link, for `queues` (of one owner) of `vhost`; part of
-    transaction group `tx_group`, or of none."""
+    """Messages `number`, `number` + 1, ... of their link (one per `messages`), for `queues`
+    (of one owner) of `vhost`; part of transaction group `tx_group`, or of none."""
 
     KIND: ClassVar[int] = PUBLISH
 
@@ -53,51 +60,54 @@ class Publish:
     exchange: str
     routing_key: str
     queues: tuple[str, ...]
-    header_payload: bytes
-    body: bytes | memoryview
+    messages: list[Content]
+
+    @property
+    def octets(self) -> int:
+        """The octets of its messages (content headers and bodies)."""
+        return sum(len(header) + len(body) for header, body in self.messages)
 
     def encode(self) -> bytes:
-        """The payload; ValueError for a name over 255 octets or more than QUEUES_MAX queues."""
-        queues = self.queues
+        """The payload; ValueError for a name over 255 octets, more than QUEUES_MAX queues, or
+        a count of messages outside 1 to MESSAGES_MAX."""
+        queues, messages = self.queues, self.messages
         if len(queues) > QUEUES_MAX:
             raise ValueError(f"{len(queues)} queues: a publish record names at most {QUEUES_MAX}")
+        if not 1 <= len(messages) <= MESSAGES_MAX:
+            raise ValueError(
+                f"{len(messages)} messages: a publish record carries 1 to {MESSAGES_MAX}"
+            )
         tx_group = self.tx_group
+        parts: list[bytes | memoryview]
         if tx_group is None:
-            head = _PUBLISH.pack(self.number, 0)
+            parts = [_PUBLISH.pack(self.number, len(messages), 0)]
         else:
-            head = _PUBLISH.pack(self.number, _TX) + _GROUP.pack(tx_group)
-        return b"".join(
-            [
-                head,
-                names((self.vhost, self.exchange, self.routing_key, *queues)),
-                _LENGTH.pack(len(self.header_payload)),
-                self.header_payload,
-                self.body,
-            ]
-        )
+            parts = [_PUBLISH.pack(self.number, len(messages), _TX), _GROUP.pack(tx_group)]
+        parts.append(names((self.vhost, self.exchange, self.routing_key, *queues)))
+        pack = _MESSAGE.pack
+        for header_payload, body in messages:
+            parts += (pack(len(header_payload), len(body)), header_payload, body)
+        return b"".join(parts)
 
     @classmethod
     def decode(cls, payload: bytes) -> Publish:
         fields = Fields(payload)
-        number, flags = fields.unpack(_PUBLISH)
+        number, count, flags = fields.unpack(_PUBLISH)
         if flags & ~_TX:
             raise MalformedRecord(f"unknown publish flags {flags:#x}")
+        if count == 0:
+            raise MalformedRecord("a publish of no message")
         tx_group = fields.unpack(_GROUP)[0] if flags & _TX else None
         named = fields.names()
         if not 3 <= len(named) <= 3 + QUEUES_MAX:
             raise MalformedRecord(f"a publish naming {len(named)} names")
-        [length] = fields.unpack(_LENGTH)
-        header_payload = fields.octets(length)
-        return cls(
-            number,
-            tx_group,
-            named[0],
-            named[1],
-            named[2],
-            named[3:],
-            header_payload,
-            fields.rest(),
-        )
+        unpack, octets = fields.unpack, fields.octets
+        messages: list[Content] = []
+        for _ in range(count):
+            header_length, body_length = unpack(_MESSAGE)
+            messages.append((octets(header_length), octets(body_length)))
+        fields.end()
+        return cls(number, tx_group, named[0], named[1], named[2], named[3:], messages)
 
 
 _QUEUED: Final = struct.Struct("!QQB")

@@ -8,26 +8,28 @@ answer, so that a publisher confirm (or a commit-ok) is sent only once the owner
 message on its queues, written to its store when persistent (RabbitMQ, "Publisher Confirms":
 a persistent message routed to a durable queue is confirmed once persisted).
 
-`Outbound` (this worker's side, one per peer): numbers what it sends on the link from 1, and
-sends one PUBLISH record per message however many of that peer's queues it was routed to (the
-same `Message` object published to several of them in a row crosses once); a record is finished
-when another message comes, at the end of the loop turn, or before a CONSUME, CANCEL or GET of
+`Outbound` (this worker's side, one per peer): numbers the messages it sends on the link from 1;
+each crosses once however many of that peer's queues it was routed to (the same `Message` object
+published to several of them in a row), and the messages of a loop turn that share their names
+(vhost, exchange, routing key and queues), transaction group and journal batch cross in one
+PUBLISH record (up to `RECORD_OCTETS` of them). A record is sent when a message that does not
+share them comes, at the end of the loop turn, or before a CONSUME, CANCEL or GET of
 `RemoteConsumers` to that owner, so that none overtakes it. A GET waits behind the gate too (a
 basic.get after a publish on the same channel finds the message); a CONSUME or CANCEL does not:
 a consumer gets a message whenever it reaches the queue, and the gate holds what it holds only
 until this worker's write commits. A queue.delete, queue.purge or queue.declare's count waits
 until the owner answered every publish before it (`when_answered`). `Inbound` (the owner's side,
-one per link): puts each PUBLISH's message on the queues it names, as a publish from a client
-would be (`message_batch`, held until its write commits), and answers every number, in order,
-with QUEUED: ok once each queue took the message and its write (if any) committed; not ok when a
-queue refused it (x-overflow reject-publish: RabbitMQ "Queue Length Limit" nacks) or the write
-failed. A queue the owner no longer has counts as having taken the message (it was deleted just
-after the publish). The answers of a loop turn go as few QUEUED records as runs of one outcome
-allow. A link that goes down (or is replaced) answers every publish still waiting on it with not
-ok: its publishers get nacks, as with a write that failed. Such a nack says that the broker
-cannot vouch for the message, not that no queue has it: the owner may have read and queued it
-before the link ended, so a publisher that sends it again may leave it twice (at least once, as
-RabbitMQ's confirms promise).
+one per link): puts each PUBLISH's messages on the queues it names (looked up once a record), as
+a publish from a client would be (`message_batch`, held until its write commits), and answers
+every number, in order, with QUEUED: ok once each queue took the message and its write (if any)
+committed; not ok when a queue refused it (x-overflow reject-publish: RabbitMQ "Queue Length
+Limit" nacks) or the write failed. A queue the owner no longer has counts as having taken the
+message (it was deleted just after the publish). The answers of a loop turn go as few QUEUED
+records as runs of one outcome allow. A link that goes down (or is replaced) answers every
+publish still waiting on it with not ok: its publishers get nacks, as with a write that failed.
+Such a nack says that the broker cannot vouch for the message, not that no queue has it: the
+owner may have read and queued it before the link ended, so a publisher that sends it again may
+leave it twice (at least once, as RabbitMQ's confirms promise).
 
 The publishes of one tx.commit are one transaction group (`PublishLinks.tx_group`): their
 records carry its id and a TX_END follows the last one to each owner, which holds them until
@@ -55,6 +57,7 @@ from pamqp.common import FieldTable
 from batonmq.cluster.consumerecords import Get, SettleOutcome
 from batonmq.cluster.peerlink import MalformedRecord, PeerLink, PeerLinks
 from batonmq.cluster.publishrecords import (
+    MESSAGES_MAX,
     PUBLISH,
     QUEUED,
     QUEUES_MAX,
@@ -81,13 +84,15 @@ if TYPE_CHECKING:
 #: How many octets of messages an owner's gate holds (waiting for this worker's writes) before
 #: its publishers wait too.
 GATE_MOST: Final = 4 * 1024 * 1024
+#: How many octets of messages a PUBLISH record gathers before the next message begins another.
+RECORD_OCTETS: Final = 256 * 1024
 
 #: Told whether what it waited for is done (True) or never will be (False).
 Outcome = Callable[[bool], None]
 
 
 class _Building:
-    """The PUBLISH record of one message, gathering the queues it goes to."""
+    """One message published now, gathering the queues it goes to."""
 
     __slots__ = ("batch", "message", "number", "queues", "tx_group", "vhost")
 
@@ -105,7 +110,7 @@ class _Building:
         self.vhost = vhost
         self.message = message
         self.queues = [queue]
-        #: The journal batch of this worker that must commit before the record crosses.
+        #: The journal batch of this worker that must commit before it crosses.
         self.batch = batch
 
 
@@ -121,6 +126,11 @@ class Outbound:
         self._next = 1
         self._answered = 0
         self._building: _Building | None = None
+        #: The record gathering the messages before it, the journal batch they wait for, and
+        #: their octets.
+        self._record: Publish | None = None
+        self._record_batch: int | None = None
+        self._record_octets = 0
         self._finishing = False
         #: Who waits for the answer to each number.
         self._waiting: dict[int, list[Outcome]] = {}
@@ -165,7 +175,7 @@ class Outbound:
         """The link went down or was replaced: every publish waiting for an answer is told
         not ok, and what waited for it to be writable goes on (to be nacked)."""
         self.link = None
-        self._building = None
+        self._building = self._record = None
         self._gated.clear()  # numbered for the link that is gone; their waiters are told below
         self._gated_octets = 0
         waiting, self._waiting = self._waiting, {}
@@ -213,7 +223,7 @@ class Outbound:
             ):
                 building.queues.append(queue)
                 return building.number
-            self.finish()
+            self._seal()
         number = self._next
         self._next += 1
         self._building = _Building(number, vhost, message, queue, self._tx_group, until_batch)
@@ -232,23 +242,49 @@ class Outbound:
         self.finish()
 
     def finish(self) -> None:
-        """Send the PUBLISH being built now (if any), so that what `RemoteConsumers` sends
+        """Send the PUBLISH being gathered now (if any), so that what `RemoteConsumers` sends
         next does not overtake it."""
+        self._seal()
+        record, self._record = self._record, None
+        if record is not None and self.link is not None:
+            self._send(PUBLISH, record, self._record_batch)
+
+    def _seal(self) -> None:
+        """The message being built has all its queues: it joins the record being gathered if
+        it shares its names, transaction group and journal batch (and the record is not full),
+        else that record is sent and the message begins the next."""
         building, self._building = self._building, None
-        if building is None or self.link is None:
+        if building is None:
             return
-        message = building.message
-        record = Publish(
+        message, record = building.message, self._record
+        queues = tuple(building.queues)
+        content = (message.header_payload, message.body)
+        octets = len(content[0]) + len(content[1])
+        if (
+            record is not None
+            and record.routing_key == message.routing_key
+            and record.queues == queues
+            and record.exchange == message.exchange
+            and record.vhost == building.vhost
+            and record.tx_group == building.tx_group
+            and self._record_batch == building.batch
+            and self._record_octets < RECORD_OCTETS
+            and len(record.messages) < MESSAGES_MAX
+        ):
+            record.messages.append(content)
+            self._record_octets += octets
+            return
+        self.finish()
+        self._record = Publish(
             building.number,
             building.tx_group,
             building.vhost,
             message.exchange,
             message.routing_key,
-            tuple(building.queues),
-            message.header_payload,
-            message.body,
+            queues,
+            [content],
         )
-        self._send(PUBLISH, record, building.batch)
+        self._record_batch, self._record_octets = building.batch, octets
 
     def send_behind(self, kind: int, record: Get) -> None:
         """Send `record` behind every message published to the owner before it: the PUBLISH
@@ -265,7 +301,7 @@ class Outbound:
         else:
             self._gated.append((batch, kind, record))
             if isinstance(record, Publish):
-                self._gated_octets += len(record.header_payload) + len(record.body)
+                self._gated_octets += record.octets
 
     def _batch_over(self, batch: int, committed: bool) -> None:
         """Journal batch `batch` is over: what waited for it crosses. A message of a failed
@@ -278,7 +314,7 @@ class Outbound:
         while gated and (gated[0][0] is None or gated[0][0] <= batch) and link is not None:
             held, kind, record = gated.popleft()
             if isinstance(record, Publish):
-                self._gated_octets -= len(record.header_payload) + len(record.body)
+                self._gated_octets -= record.octets
                 if not committed and held == batch:
                     record = dataclasses.replace(record, queues=())
             link.send(kind, record.encode())
@@ -340,7 +376,7 @@ class Inbound:
     def publish(self, record: Publish) -> None:
         if record.number != self._received:
             raise MalformedRecord(f"publish {record.number}, expected {self._received}")
-        self._received += 1
+        self._received += len(record.messages)
         if record.tx_group is not None:
             self._groups.setdefault(record.tx_group, []).append(record)
         else:
@@ -353,7 +389,7 @@ class Inbound:
         held = self._groups.pop(record.tx_group, None)
         if held is None:
             raise MalformedRecord(f"the end of transaction group {record.tx_group}, not begun")
-        routed = [(publish.number, *self._routed(publish)) for publish in held]
+        routed = [routed for publish in held for routed in self._routed(publish)]
         batch = held_batch(
             self._broker.journal, [(message, queues) for _n, message, queues in routed]
         )
@@ -361,23 +397,27 @@ class Inbound:
             self._put(number, message, queues, batch)
 
     def _enqueue(self, record: Publish) -> None:
-        message, queues = self._routed(record)
-        self._put(
-            record.number, message, queues, message_batch(self._broker.journal, message, queues)
-        )
+        journal = self._broker.journal
+        for number, message, queues in self._routed(record):
+            self._put(number, message, queues, message_batch(journal, message, queues))
 
-    def _routed(self, record: Publish) -> tuple[Message, list[Queue]]:
-        """`record`'s message and the queues it names that this worker has."""
+    def _routed(self, record: Publish) -> list[tuple[int, Message, list[Queue]]]:
+        """Each message of `record` with its number and the queues it names that this worker
+        has (looked up once for them all)."""
         vhost = self._broker.vhosts.get(record.vhost)
         queues = []
+        count = len(record.messages)
         if vhost is not None:
             for name in record.queues:
                 queue = vhost.queues.get(name)
                 if queue is not None:
-                    queue.counters.publish += 1
+                    queue.counters.publish += count
                     queues.append(queue)
-        message = Message(record.exchange, record.routing_key, record.header_payload, record.body)
-        return message, queues
+        exchange, routing_key = record.exchange, record.routing_key
+        return [
+            (number, Message(exchange, routing_key, header_payload, body), queues)
+            for number, (header_payload, body) in enumerate(record.messages, record.number)
+        ]
 
     def _put(self, number: int, message: Message, queues: list[Queue], batch: int | None) -> None:
         """Put `message` on `queues`, held until journal batch `batch` commits (if any), and

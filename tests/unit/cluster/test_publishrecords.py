@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from batonmq.cluster import recordfields
 from batonmq.cluster.peerlink import MalformedRecord, header
-from batonmq.cluster.publishrecords import QUEUES_MAX, Publish, Queued, TxEnd
+from batonmq.cluster.publishrecords import MESSAGES_MAX, QUEUES_MAX, Publish, Queued, TxEnd
 from tests.property.test_codec import short_strings
 from tests.recordstream import read_back, stream_of
 from tests.unit.cluster.test_topologyrecords import NAME_255
@@ -30,8 +30,7 @@ publishes = st.builds(
     names,
     names,
     st.lists(names, max_size=5).map(tuple),
-    st.binary(max_size=80),
-    st.binary(max_size=300),
+    st.lists(st.tuples(st.binary(max_size=80), st.binary(max_size=300)), min_size=1, max_size=4),
 )
 Record = Publish | Queued | TxEnd
 records: st.SearchStrategy[Record] = st.one_of(
@@ -52,8 +51,8 @@ def test_a_body_of_no_octet_and_one_of_a_mebibyte_cross_whole(size: int) -> None
     frame) or large; the record holds it whole, read in socket-sized pieces or cut anywhere."""
     body = bytes(range(256)) * (size // 256)
     sent: list[Record] = [
-        Publish(1, None, "/", "amq.fanout", "key", ("a", "b"), b"\x00\x3c" + bytes(12), body),
-        Publish(2, 9, "/", "", "q", ("q",), b"", body),
+        Publish(1, None, "/", "amq.fanout", "key", ("a", "b"), [(b"\x00\x3c" + bytes(12), body)]),
+        Publish(2, 9, "/", "", "q", ("q",), [(b"", body), (b"h", b""), (b"", body)]),
     ]
     stream = stream_of(sent)
     assert (
@@ -77,30 +76,38 @@ def test_a_body_of_no_octet_and_one_of_a_mebibyte_cross_whole(size: int) -> None
 def test_names_of_255_octets_round_trip() -> None:
     """AMQP 0-9-1 §4.2.5.3: exchange, queue and virtual host names and routing keys are short
     strings of up to 255 octets."""
-    sent = Publish(3, 4, NAME_255, NAME_255, NAME_255, (NAME_255,) * 3, b"h" * 300, b"body")
+    sent = Publish(3, 4, NAME_255, NAME_255, NAME_255, (NAME_255,) * 3, [(b"h" * 300, b"body")])
     assert Publish.decode(sent.encode()) == sent
 
 
-def test_a_name_of_256_octets_or_too_many_queues_are_refused() -> None:
+def test_a_name_of_256_octets_too_many_queues_or_messages_are_refused() -> None:
     with pytest.raises(ValueError, match="at most 255"):
-        Publish(1, None, "/", "", NAME_255 + "x", ("q",), b"", b"").encode()
+        Publish(1, None, "/", "", NAME_255 + "x", ("q",), [(b"", b"")]).encode()
     with pytest.raises(ValueError, match=f"at most {QUEUES_MAX}"):
-        Publish(1, None, "/", "", "", ("q",) * (QUEUES_MAX + 1), b"", b"").encode()
+        Publish(1, None, "/", "", "", ("q",) * (QUEUES_MAX + 1), [(b"", b"")]).encode()
+    for count in (0, MESSAGES_MAX + 1):
+        with pytest.raises(ValueError, match=f"carries 1 to {MESSAGES_MAX}"):
+            Publish(1, None, "/", "", "q", ("q",), [(b"", b"")] * count).encode()
+
+
+def test_a_publish_of_no_message_is_malformed() -> None:
+    """A PUBLISH numbers the messages it carries: one of none would number nothing."""
+    payload = Publish(1, None, "/", "", "q", ("q",), [(b"", b"")]).encode()
+    with pytest.raises(MalformedRecord, match="no message"):
+        Publish.decode(payload[:8] + b"\x00\x00" + payload[10:])
 
 
 @settings(max_examples=200, deadline=None)
 @given(records)
-def test_a_payload_cut_before_its_body_is_malformed(record: Record) -> None:
-    """A payload is whole when it is decoded: one that ends inside a field is not a record
-    (a publish's body is the rest of its payload, so it can only be cut before the body)."""
+def test_a_payload_cut_anywhere_or_with_octets_after_it_is_malformed(record: Record) -> None:
+    """A payload is whole when it is decoded: one that ends inside a field, or goes on after
+    its last, is not a record."""
     payload = record.encode()
-    whole = len(payload) - len(record.body) if isinstance(record, Publish) else len(payload)
-    for cut in range(whole):
+    for cut in range(len(payload)):
         with pytest.raises(MalformedRecord):
             type(record).decode(payload[:cut])
-    if not isinstance(record, Publish):
-        with pytest.raises(MalformedRecord, match="after a record's end"):
-            type(record).decode(payload + b"\x00")
+    with pytest.raises(MalformedRecord, match="after a record's end"):
+        type(record).decode(payload + b"\x00")
 
 
 @settings(max_examples=300, deadline=None)
@@ -126,9 +133,9 @@ def test_the_names_of_a_message_routed_to_many_queues_are_not_remembered() -> No
         cache.cache_clear()
     queues = tuple(f"orders.{number:03}" + "x" * 200 for number in range(100))
     for key in range(50):
-        record = Publish(key + 1, None, "/", "amq.topic", f"order.{key}", queues, b"", b"")
+        record = Publish(key + 1, None, "/", "amq.topic", f"order.{key}", queues, [(b"", b"")])
         assert Publish.decode(record.encode()) == record
     assert [cache.cache_info().currsize for cache in caches] == [0, 0]
-    small = Publish(1, None, "/", "", "q", ("q",), b"", b"")
+    small = Publish(1, None, "/", "", "q", ("q",), [(b"", b"")])
     assert Publish.decode(small.encode()) == small
     assert [cache.cache_info().currsize for cache in caches] == [1, 1]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from batonmq.engine import messages
 from batonmq.engine.api import EngineApi
 from batonmq.engine.broker import Broker
 from batonmq.engine.remoteconsumers import RemoteConsumers
-from batonmq.engine.remotequeue import PublishLinks, RemoteQueue
+from batonmq.engine.remotequeue import RECORD_OCTETS, PublishLinks, RemoteQueue
 from batonmq.model.message import Message
 from batonmq.model.topology import QueueDeclared
 from batonmq.queues.classic import ClassicQueue
@@ -206,6 +207,70 @@ async def test_a_thousand_messages_arrive_in_the_order_they_were_published(pair:
     assert heard == [True] * 1000
     assert [m.message.body for m in owned.browse()] == bodies
     assert owned.counters.publish == 1000
+
+
+async def test_the_messages_of_a_turn_that_share_their_names_cross_as_one_record(
+    pair: Pair,
+) -> None:
+    """Coalesce per loop turn (BatonMQ architecture, "The message path"): the messages of a
+    turn for the same queues cross as one PUBLISH record; a message for other queues between
+    them begins another, so each queue still gets its messages in the order they were published
+    (AMQP 0-9-1 §4.7). A record gathers up to RECORD_OCTETS of messages."""
+    owned = {name: await pair.declare(name) for name in ("a", "b")}
+    remotes = {name: pair.remote(name) for name in ("a", "b")}
+    received = records_seen(pair.workers[1].links, PUBLISH)
+    heard, hear = outcomes()
+    sent: dict[str, list[bytes]] = {"a": [], "b": []}
+    for n, names in enumerate(["a", "a", "a", "ab", "ab", "b", "a", "a"]):
+        body = b"%d" % n
+        routed = message(body, TRANSIENT)
+        for name in names:
+            publish(remotes[name], routed, hear)
+            sent[name].append(body)
+    await pair.until(lambda: len(heard) == 10)
+    assert heard == [True] * 10
+    assert len(received) == 4  # a a a | ab ab | b | a a
+    assert {name: [m.message.body for m in queue.browse()] for name, queue in owned.items()} == sent
+    received.clear()
+    big = message(b"x" * 1024, TRANSIENT)
+    count = RECORD_OCTETS // 1024 + 10
+    for _ in range(count):
+        publish(remotes["a"], big, hear)
+        big = message(b"x" * 1024, TRANSIENT)
+    await pair.until(lambda: len(heard) == 10 + count)
+    assert len(received) == 2
+    assert max(received) < RECORD_OCTETS * 1.05  # framing: 8 octets and a header each
+
+
+@pytest.mark.parametrize("seed", range(5))
+async def test_messages_reach_each_queue_in_order_however_records_gather_them(
+    pair: Pair, seed: int
+) -> None:
+    """AMQP 0-9-1 §4.7: messages published on one channel to one queue are seen in that order;
+    RabbitMQ "Publisher Confirms": each is acked once every queue accepted it. 300 messages,
+    each for some of three queues of the owner, with one of two routing keys, persistent or
+    not, over loop turns of random length: however they are gathered into records."""
+    draw = random.Random(seed)
+    names = ("a", "b", "c")
+    owned = {name: await pair.declare(name) for name in names}
+    remotes = {name: pair.remote(name) for name in names}
+    heard, hear = outcomes()
+    sent: dict[str, list[bytes]] = {name: [] for name in names}
+    for n in range(300):
+        body = b"%d" % n
+        properties = PERSISTENT if draw.random() < 0.3 else TRANSIENT
+        routed = Message(
+            "", draw.choice(["k1", "k2"]), encode_header_payload(properties, len(body)), body
+        )
+        for name in sorted(draw.sample(names, draw.randint(1, 3))):
+            publish(remotes[name], routed, hear)
+            sent[name].append(body)
+        if draw.random() < 0.1:
+            await asyncio.sleep(0)
+    expected = sum(map(len, sent.values()))
+    await pair.until(lambda: len(heard) == expected)
+    assert heard == [True] * expected
+    assert {name: [m.message.body for m in queue.browse()] for name, queue in owned.items()} == sent
 
 
 async def test_a_queue_the_owner_no_longer_has_counts_as_having_taken_the_message(
