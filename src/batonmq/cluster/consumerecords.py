@@ -11,7 +11,8 @@ all big-endian, with the fields of `batonmq.cluster.recordfields` (str8, table, 
                     credit, prefetch count, global prefetch; str8 vhost; str8 queue; str8 tag;
                     ref requester (its connection: exclusive queues); table arguments
     20 CONSUMED     !QH consumer id, reply code (0: the consumer runs); str8 text (of a refusal)
-    21 DELIVER      !QQB consumer id, delivery id (the owner's; 0: settled there already, no_ack),
+    21 DELIVER      !QH consumer id, count of messages (1 to DELIVERIES_MAX); then each: !QB
+                    delivery id (the owner's; 0: settled there already, no_ack),
                     redelivered; content
     22 CREDIT       !QI consumer id, how many more deliveries it takes
     23 SETTLE       !BH outcome (0 ack, 1 requeue, 2 reject), count; per run: !QQ first, last
@@ -25,9 +26,10 @@ all big-endian, with the fields of `batonmq.cluster.recordfields` (str8, table, 
                     refusal), or, when found, !QQB delivery id (0 with no_ack), message count,
                     redelivered; content
 
-content: names: exchange, routing key; !I content header length; content header payload;
-body: the rest of the payload. The content header crosses as the publisher sent it, and the
-body as it is: no property is decoded on the way (as a PUBLISH carries them).
+content: names: exchange, routing key; !II content header length, body length; content header
+payload; body. The content header crosses as the publisher sent it, and the body as it is: no
+property is decoded on the way (as a PUBLISH carries them). One DELIVER carries the messages of a
+loop turn for one consumer (`batonmq.engine.linkedconsumers`).
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ _CONSUME: Final = struct.Struct("!QBIII")
 _NO_ACK: Final = 1
 _EXCLUSIVE: Final = 2
 _ANSWER: Final = struct.Struct("!QH")
-_DELIVER: Final = struct.Struct("!QQB")
+_DELIVER: Final = struct.Struct("!QH")
+_DELIVERED: Final = struct.Struct("!QB")
 _CREDIT: Final = struct.Struct("!QI")
 _SETTLE: Final = struct.Struct("!BH")
 _RUN: Final = struct.Struct("!QQ")
@@ -67,9 +70,10 @@ _OVER: Final = struct.Struct("!QQ")
 _GET: Final = struct.Struct("!QB")
 _GOT: Final = struct.Struct("!QHB")
 _FOUND: Final = struct.Struct("!QQB")
-_LENGTH: Final = struct.Struct("!I")
-#: The most runs of delivery ids one SETTLE carries.
+_LENGTHS: Final = struct.Struct("!II")
+#: The most runs of delivery ids one SETTLE carries, and the most messages one DELIVER does.
 RUNS_MAX: Final = 0xFFFF
+DELIVERIES_MAX: Final = 0xFFFF
 
 
 class SettleOutcome(enum.IntEnum):
@@ -89,13 +93,19 @@ class Content:
     header_payload: bytes
     body: bytes | memoryview
 
-    def parts(self) -> list[bytes | memoryview]:
-        return [
+    @property
+    def octets(self) -> int:
+        """The octets of its content header and body."""
+        return len(self.header_payload) + len(self.body)
+
+    def parts(self) -> tuple[bytes, bytes, bytes, bytes | memoryview]:
+        header_payload, body = self.header_payload, self.body
+        return (
             names((self.exchange, self.routing_key)),
-            _LENGTH.pack(len(self.header_payload)),
-            self.header_payload,
-            self.body,
-        ]
+            _LENGTHS.pack(len(header_payload), len(body)),
+            header_payload,
+            body,
+        )
 
     @classmethod
     def read(cls, fields: Fields) -> Content:
@@ -103,9 +113,8 @@ class Content:
         if len(named) != 2:
             raise MalformedRecord(f"content naming {len(named)} names, not exchange and key")
         exchange, routing_key = named
-        [length] = fields.unpack(_LENGTH)
-        header_payload = fields.octets(length)
-        return cls(exchange, routing_key, header_payload, fields.rest())
+        header_length, body_length = fields.unpack(_LENGTHS)
+        return cls(exchange, routing_key, fields.octets(header_length), fields.octets(body_length))
 
 
 def _bit(value: int, name: str) -> bool:
@@ -198,24 +207,40 @@ class Consumed:
 
 @dataclass(slots=True)
 class Deliver:
-    """A message for consumer `consumer`, settled by naming `delivery` (0: settled already)."""
+    """Messages for consumer `consumer`: each its delivery id (settled by naming it; 0: settled
+    already), whether it is redelivered, and its content."""
 
     KIND: ClassVar[int] = DELIVER
 
     consumer: int
-    delivery: int
-    redelivered: bool
-    content: Content
+    deliveries: list[tuple[int, bool, Content]]
 
     def encode(self) -> bytes:
-        head = _DELIVER.pack(self.consumer, self.delivery, self.redelivered)
-        return b"".join([head, *self.content.parts()])
+        """The payload; ValueError for a count of messages outside 1 to DELIVERIES_MAX."""
+        deliveries = self.deliveries
+        if not 1 <= len(deliveries) <= DELIVERIES_MAX:
+            raise ValueError(
+                f"{len(deliveries)} messages: a deliver record carries 1 to {DELIVERIES_MAX}"
+            )
+        parts: list[bytes | memoryview] = [_DELIVER.pack(self.consumer, len(deliveries))]
+        pack = _DELIVERED.pack
+        for delivery, redelivered, content in deliveries:
+            parts.append(pack(delivery, redelivered))
+            parts += content.parts()
+        return b"".join(parts)
 
     @classmethod
     def decode(cls, payload: bytes) -> Deliver:
         fields = Fields(payload)
-        consumer, delivery, redelivered = fields.unpack(_DELIVER)
-        return cls(consumer, delivery, _bit(redelivered, "redelivered"), Content.read(fields))
+        consumer, count = fields.unpack(_DELIVER)
+        if count == 0:
+            raise MalformedRecord("a deliver of no message")
+        deliveries = []
+        for _ in range(count):
+            delivery, redelivered = fields.unpack(_DELIVERED)
+            deliveries.append((delivery, _bit(redelivered, "redelivered"), Content.read(fields)))
+        fields.end()
+        return cls(consumer, deliveries)
 
 
 @dataclass(slots=True)
@@ -414,6 +439,7 @@ class Got:
             return cls(request, 0, "", None)
         delivery, message_count, redelivered = fields.unpack(_FOUND)
         content = Content.read(fields)
+        fields.end()
         return cls(
             request,
             0,

@@ -59,6 +59,9 @@ log = logging.getLogger(__name__)
 _HEADER: Final = struct.Struct("!BI")
 #: The longest payload read; a longer length means the stream is not a link's.
 RECORD_MAX: Final = 1 << 30
+#: How many octets of messages a record that gathers several (PUBLISH, DELIVER) holds before the
+#: next message begins another.
+RECORD_OCTETS: Final = 256 * 1024
 
 #: Every record kind, by number: its name (for the log).
 KINDS: dict[int, str] = {}

@@ -44,7 +44,7 @@ _GROUP: Final = struct.Struct("!Q")
 _MESSAGE: Final = struct.Struct("!II")
 
 #: A message as it crosses: its content header payload and its body.
-Content = tuple[bytes, bytes | memoryview]
+MessageOctets = tuple[bytes, bytes | memoryview]
 
 
 @dataclass(slots=True)
@@ -60,7 +60,7 @@ class Publish:
     exchange: str
     routing_key: str
     queues: tuple[str, ...]
-    messages: list[Content]
+    messages: list[MessageOctets]
 
     @property
     def octets(self) -> int:
@@ -102,7 +102,7 @@ class Publish:
         if not 3 <= len(named) <= 3 + QUEUES_MAX:
             raise MalformedRecord(f"a publish naming {len(named)} names")
         unpack, octets = fields.unpack, fields.octets
-        messages: list[Content] = []
+        messages: list[MessageOctets] = []
         for _ in range(count):
             header_length, body_length = unpack(_MESSAGE)
             messages.append((octets(header_length), octets(body_length)))

@@ -176,12 +176,6 @@ class Fields:
         worker, start, connection = self.unpack(_REF)
         return None if worker == NO_WORKER else ConnectionRef(worker, start, connection)
 
-    def rest(self) -> bytes:
-        """Every octet not read yet (the last field of a record)."""
-        rest = self._payload[self._at :]
-        self._at = len(self._payload)
-        return rest
-
     @property
     def done(self) -> bool:
         """Whether every octet is read."""
@@ -189,5 +183,5 @@ class Fields:
 
     def end(self) -> None:
         """The payload is read: MalformedRecord if octets are left over."""
-        if self._at != len(self._payload):
+        if not self.done:
             raise MalformedRecord(f"{len(self._payload) - self._at} octets after a record's end")

@@ -9,20 +9,23 @@ consumer, the consumer limits, x-priority and x-selector), the exclusive queue's
 included (`VirtualHost.routed_queue`), and puts a `LinkedConsumer` on the real queue. Its room
 is the credit X gives (CREDIT): the prefetch room of X's consumer, or a window for no_ack. Each
 entry it takes is handed out as a local channel hands one out (`hand_out`; for a no_ack
-consumer, once X says it reached the client) and crosses as a DELIVER that names it by a
-delivery id of this link; a SETTLE settles them as a local channel's ack, nack or reject does
-(`settle_entries`). A consumer X cancels goes (its unsettled entries stay X's to settle, as
-RabbitMQ keeps a cancelled consumer's unacked deliveries until ack or channel close); one whose
-queue is deleted is told (CANCELLED), and so is a slow one, whose connection X closes
-(`batonmq.engine.slowconsumers`), requeueing what it holds. A basic.get (GET) is answered with
-GOT. The link going down (or replaced by one to X's next process) requeues every entry X has
-not settled, marked redelivered (AMQP 0-9-1 basic.deliver redelivered; the "at least once" of
-RabbitMQ's consumer acknowledgements), except what was on its way to a no_ack consumer
-(automatic acknowledgement is at most once), and removes X's consumers.
+consumer, once X says it reached the client) and crosses in a DELIVER that names it by a
+delivery id of this link (one DELIVER carries a loop turn's entries for one consumer, sent
+before any other record of this link, so that none overtakes them); a SETTLE settles them as a
+local channel's ack, nack or reject does (`settle_entries`). A consumer X cancels goes (its
+unsettled entries stay X's to settle, as RabbitMQ keeps a cancelled consumer's unacked
+deliveries until ack or channel close); one whose queue is deleted is told (CANCELLED), and so
+is a slow one, whose connection X closes (`batonmq.engine.slowconsumers`), requeueing what it
+holds. A basic.get (GET) is answered with GOT. The link going down (or replaced by one to X's
+next process) requeues every entry X has not settled, marked redelivered (AMQP 0-9-1
+basic.deliver redelivered; the "at least once" of RabbitMQ's consumer acknowledgements), except
+what was on its way to a no_ack consumer (automatic acknowledgement is at most once), and
+removes X's consumers.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from functools import partial
 from typing import TYPE_CHECKING, Final
@@ -36,6 +39,7 @@ from batonmq.cluster.consumerecords import (
     CANCELLED,
     CONSUMED,
     DELIVER,
+    DELIVERIES_MAX,
     GOT,
     Cancelled,
     Consume,
@@ -49,7 +53,7 @@ from batonmq.cluster.consumerecords import (
     Settle,
     SettleOutcome,
 )
-from batonmq.cluster.peerlink import MalformedRecord, PeerLink
+from batonmq.cluster.peerlink import RECORD_OCTETS, MalformedRecord, PeerLink
 from batonmq.engine.cleanup import each
 from batonmq.engine.consumer import cancel_consumers_of, check_admission
 from batonmq.engine.handout import hand_out, settle_entries
@@ -160,6 +164,10 @@ class Served:
         self._last_delivery = 0
         #: The link is gone (`close`): a basic.get that waited is not answered.
         self.closed = False
+        #: The DELIVER gathering this loop turn's entries for one consumer, and their octets.
+        self._gathering: Deliver | None = None
+        self._gathered_octets = 0
+        self._turn_ends = False
 
     def _fields(self) -> dict[str, object]:
         return {"peer": self.link.peer}
@@ -197,13 +205,13 @@ class Served:
             )
         except ProtocolError as refusal:
             answer = Consumed(record.consumer, int(refusal.reply_code), refusal.text)
-            self.link.send(CONSUMED, answer.encode())
+            self._send(CONSUMED, answer.encode())
             return
         vhost = self._broker.vhosts[record.vhost]
         consumer = LinkedConsumer(self, record, vhost, queue, priority, selector)
         self.consumers[record.consumer] = consumer
         # Sent before any DELIVER to it: the link keeps the order of its records.
-        self.link.send(CONSUMED, Consumed(record.consumer, 0, "").encode())
+        self._send(CONSUMED, Consumed(record.consumer, 0, "").encode())
         queue.add_consumer(consumer)
         queue.dispatch()
 
@@ -273,7 +281,7 @@ class Served:
         and settles none of it: with the queue gone, it is forgotten (a slow consumer's goes
         back in `remove`)."""
         if self.consumers.pop(consumer.id, None) is consumer:
-            self.link.send(CANCELLED, Cancelled(consumer.id, slow).encode())
+            self._send(CANCELLED, Cancelled(consumer.id, slow).encode())
         if queue_gone and consumer.queue.consumers.hands_over:
             self._take_back(consumer.id, reached_are_reported=False)
 
@@ -310,8 +318,37 @@ class Served:
     def deliver(self, consumer: LinkedConsumer, queue: Queue, entry: QueueEntry) -> None:
         redelivered = entry.redelivered
         delivery = self._hand_out(queue, entry, no_ack=consumer.no_ack, consumer=consumer.id)
-        record = Deliver(consumer.id, delivery, redelivered, content_of(entry.message))
-        self.link.send(DELIVER, record.encode())
+        content = content_of(entry.message)
+        gathering = self._gathering
+        if (
+            gathering is not None
+            and gathering.consumer == consumer.id
+            and self._gathered_octets < RECORD_OCTETS
+            and len(gathering.deliveries) < DELIVERIES_MAX
+        ):
+            gathering.deliveries.append((delivery, redelivered, content))
+            self._gathered_octets += content.octets
+            return
+        self._send_gathered()
+        self._gathering = Deliver(consumer.id, [(delivery, redelivered, content)])
+        self._gathered_octets = content.octets
+        if not self._turn_ends:
+            self._turn_ends = True
+            asyncio.get_running_loop().call_soon(self._turn_over)
+
+    def _turn_over(self) -> None:
+        self._turn_ends = False
+        self._send_gathered()
+
+    def _send_gathered(self) -> None:
+        gathering, self._gathering = self._gathering, None
+        if gathering is not None and not self.closed:
+            self.link.send(DELIVER, gathering.encode())
+
+    def _send(self, kind: int, payload: bytes) -> None:
+        """Send a record behind the entries gathered for a consumer."""
+        self._send_gathered()
+        self.link.send(kind, payload)
 
     def settle(self, record: Settle) -> None:
         """Settle the deliveries `record` names as a local channel's ack, nack or reject. One
@@ -358,7 +395,7 @@ class Served:
             queue = self._queue(record.vhost, record.queue, record.requester)
         except ProtocolError as refusal:
             got = Got(record.request, int(refusal.reply_code), refusal.text, None)
-            self.link.send(GOT, got.encode())
+            self._send(GOT, got.encode())
             return
         again = partial(self.get, record)
         if queue.holds_back:
@@ -373,7 +410,7 @@ class Served:
             redelivered = entry.redelivered
             delivery = self._hand_out(queue, entry, no_ack=record.no_ack, consumer=None)
             found = Found(delivery, queue.message_count, redelivered, content_of(entry.message))
-        self.link.send(GOT, Got(record.request, 0, "", found).encode())
+        self._send(GOT, Got(record.request, 0, "", found).encode())
 
     # Ending --------------------------------------------------------------------------------
 
@@ -384,6 +421,7 @@ class Served:
         most once ("messages are considered to be successfully delivered immediately after
         they are sent"), so it does not come again."""
         self.closed = True
+        self._gathering = None
         consumers, self.consumers = self.consumers, {}
         unsettled, self.unsettled = self.unsettled, {}
         on_their_way, self._on_their_way = self._on_their_way, set()

@@ -384,19 +384,20 @@ class RemoteConsumers:
             del taken_back[consumer_id]
 
     def deliver(self, record: Deliver) -> None:
-        consuming = self._consuming.get(record.consumer)
-        if consuming is None:
-            # Cancelled here while it was on its way: it goes back, unless the owner took it
-            # back itself.
-            if record.consumer not in self._taken_back:
-                self.settle(record.delivery, SettleOutcome.REQUEUE)
-            return
-        consuming.credit -= 1
-        entry = QueueEntry(_message(record.content), record.delivery, record.redelivered)
-        consumer = consuming.consumer
-        consumer.deliver(consuming.queue, entry)
-        if consumer.no_ack:
-            self.top_up(consumer)
+        consumer_id, consumings = record.consumer, self._consuming
+        for delivery, redelivered, content in record.deliveries:
+            consuming = consumings.get(consumer_id)
+            if consuming is None:
+                # Cancelled here while it was on its way: it goes back, unless the owner took
+                # it back itself.
+                if consumer_id not in self._taken_back:
+                    self.settle(delivery, SettleOutcome.REQUEUE)
+                continue
+            consuming.credit -= 1
+            consumer = consuming.consumer
+            consumer.deliver(consuming.queue, QueueEntry(_message(content), delivery, redelivered))
+            if consumer.no_ack:
+                self.top_up(consumer)
 
     def cancelled(self, record: Cancelled) -> None:
         """The owner cancelled the consumer: its queue was deleted, and the client hears of it

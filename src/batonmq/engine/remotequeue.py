@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Final
 from pamqp.common import FieldTable
 
 from batonmq.cluster.consumerecords import Get, SettleOutcome
-from batonmq.cluster.peerlink import MalformedRecord, PeerLink, PeerLinks
+from batonmq.cluster.peerlink import RECORD_OCTETS, MalformedRecord, PeerLink, PeerLinks
 from batonmq.cluster.publishrecords import (
     MESSAGES_MAX,
     PUBLISH,
@@ -84,8 +84,6 @@ if TYPE_CHECKING:
 #: How many octets of messages an owner's gate holds (waiting for this worker's writes) before
 #: its publishers wait too.
 GATE_MOST: Final = 4 * 1024 * 1024
-#: How many octets of messages a PUBLISH record gathers before the next message begins another.
-RECORD_OCTETS: Final = 256 * 1024
 
 #: Told whether what it waited for is done (True) or never will be (False).
 Outcome = Callable[[bool], None]

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batonmq.cluster.consumerecords import (
+    DELIVERIES_MAX,
     RUNS_MAX,
     Cancel,
     Cancelled,
@@ -70,7 +71,9 @@ records: st.SearchStrategy[Record] = st.one_of(
     ),
     st.builds(Consumed, u64, st.just(0), st.just("")),
     st.builds(Consumed, u64, u16, names),
-    st.builds(Deliver, u64, u64, st.booleans(), contents),
+    st.builds(
+        Deliver, u64, st.lists(st.tuples(u64, st.booleans(), contents), min_size=1, max_size=3)
+    ),
     st.builds(Credit, u64, u32),
     st.builds(Settle, st.sampled_from(list(SettleOutcome)), st.lists(runs, max_size=5).map(tuple)),
     st.builds(Cancel, u64),
@@ -85,28 +88,17 @@ records: st.SearchStrategy[Record] = st.one_of(
 DECODERS: dict[int, Callable[[bytes], Record]] = {cls.KIND: cls.decode for cls in RECORD_CLASSES}
 
 
-def _content_of(record: Record) -> Content | None:
-    if isinstance(record, Deliver):
-        return record.content
-    if isinstance(record, Got) and record.found is not None:
-        return record.found.content
-    return None
-
-
 @settings(max_examples=200, deadline=None)
 @given(records)
-def test_a_payload_cut_before_its_body_is_malformed(record: Record) -> None:
-    """A payload is whole when it is decoded: one that ends inside a field is not a record (a
-    message's body is the rest of its payload, so it can only be cut before the body)."""
+def test_a_payload_cut_anywhere_or_with_octets_after_it_is_malformed(record: Record) -> None:
+    """A payload is whole when it is decoded: one that ends inside a field, or goes on after
+    its last, is not a record."""
     payload = record.encode()
-    content = _content_of(record)
-    whole = len(payload) - (len(content.body) if content is not None else 0)
-    for cut in range(whole):
+    for cut in range(len(payload)):
         with pytest.raises(MalformedRecord):
             type(record).decode(payload[:cut])
-    if content is None:
-        with pytest.raises(MalformedRecord, match="after a record's end"):
-            type(record).decode(payload + b"\x00")
+    with pytest.raises(MalformedRecord, match="after a record's end"):
+        type(record).decode(payload + b"\x00")
 
 
 @settings(max_examples=300, deadline=None)
@@ -125,7 +117,7 @@ def test_names_of_255_octets_round_trip_and_a_refusal_text_is_cut() -> None:
     content = Content(NAME_255, NAME_255, b"h" * 300, b"body")
     sent: list[Record] = [
         Consume(1, False, True, 10, 10, 0, NAME_255, NAME_255, NAME_255, None, {"x-priority": 3}),
-        Deliver(1, 2, True, content),
+        Deliver(1, [(2, True, content), (3, False, content)]),
         Get(3, True, NAME_255, NAME_255, None),
         Got(3, 0, "", Found(4, 5, False, content)),
     ]
@@ -159,7 +151,9 @@ def test_bad_outcomes_runs_and_flags_are_malformed() -> None:
     with pytest.raises(MalformedRecord, match="unknown consume flags"):
         Consume.decode(bytes(8) + b"\x04" + bytes(12))
     with pytest.raises(MalformedRecord, match="redelivered 2"):
-        Deliver.decode(bytes(16) + b"\x02")
+        Deliver.decode(bytes(8) + b"\x00\x01" + bytes(8) + b"\x02")
+    with pytest.raises(MalformedRecord, match="a deliver of no message"):
+        Deliver.decode(bytes(10))
     with pytest.raises(MalformedRecord, match="a refused get that found a message"):
         Got.decode(bytes(8) + b"\x01\x94\x01")
 
@@ -169,3 +163,6 @@ def test_runs_gather_consecutive_ids_and_too_many_are_refused() -> None:
     assert runs_of([]) == ()
     with pytest.raises(ValueError, match=f"at most {RUNS_MAX}"):
         Settle(SettleOutcome.ACK, ((1, 1),) * (RUNS_MAX + 1)).encode()
+    for count in (0, DELIVERIES_MAX + 1):
+        with pytest.raises(ValueError, match=f"carries 1 to {DELIVERIES_MAX}"):
+            Deliver(1, [(1, False, Content("", "q", b"", b""))] * count).encode()

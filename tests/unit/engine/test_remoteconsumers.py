@@ -20,8 +20,8 @@ import pytest
 from pamqp import base, commands, frame
 from pamqp.common import FieldTable
 
-from batonmq.cluster.consumerecords import GOT, SETTLE, Got, Settle, SettleOutcome
-from batonmq.cluster.peerlink import PeerLinks
+from batonmq.cluster.consumerecords import DELIVER, GOT, SETTLE, Got, Settle, SettleOutcome
+from batonmq.cluster.peerlink import PeerLink, PeerLinks
 from batonmq.config import SlowConsumerConfig
 from batonmq.engine.broker import Broker
 from batonmq.engine.consumer import cancel_consumers_of
@@ -391,6 +391,27 @@ async def test_a_thousand_messages_arrive_in_order(pair: Pair) -> None:
     # Each is settled on the owner as it reaches the client.
     await pair.until(lambda: owned.unacked == 0)
     assert owned.message_count == 0 and owned.counters.deliver_no_ack == 1000
+
+
+async def test_the_deliveries_of_a_turn_to_one_consumer_cross_as_one_record(pair: Pair) -> None:
+    """Coalesce per loop turn (BatonMQ architecture, "The message path"): what the owner hands
+    one consumer across in a turn is one DELIVER record, the messages still in order (AMQP
+    0-9-1 §4.7) and each with its own delivery tag."""
+    await pair.declare("q")
+    sent = [b"%d" % n for n in range(50)]
+    pair.publish("q", *sent)
+    links = pair.workers[0].links
+    handler, delivered = links.handlers[DELIVER], []
+
+    def counting(link: PeerLink, payload: bytes) -> None:
+        delivered.append(len(payload))
+        handler(link, payload)
+
+    links.handlers[DELIVER] = counting
+    await pair.consume("q")
+    got = await pair.deliveries(50)
+    assert bodies(got) == sent and tags(got) == list(range(1, 51))
+    assert len(delivered) == 1
 
 
 async def test_basic_recover_requeues_across_and_the_messages_come_again(pair: Pair) -> None:

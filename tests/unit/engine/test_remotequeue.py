@@ -19,13 +19,13 @@ from pamqp.common import FieldTable
 
 from batonmq.amqp.errors import ProtocolError
 from batonmq.amqp.frames import encode_header_payload
-from batonmq.cluster.peerlink import PeerLink, PeerLinks
+from batonmq.cluster.peerlink import RECORD_OCTETS, PeerLink, PeerLinks
 from batonmq.cluster.publishrecords import PUBLISH, QUEUED
 from batonmq.engine import messages
 from batonmq.engine.api import EngineApi
 from batonmq.engine.broker import Broker
 from batonmq.engine.remoteconsumers import RemoteConsumers
-from batonmq.engine.remotequeue import RECORD_OCTETS, PublishLinks, RemoteQueue
+from batonmq.engine.remotequeue import PublishLinks, RemoteQueue
 from batonmq.model.message import Message
 from batonmq.model.topology import QueueDeclared
 from batonmq.queues.classic import ClassicQueue
