@@ -94,6 +94,10 @@ class Channel:
         self.transaction: Transaction | None = None
         #: Spec (queue.bind etc.): an empty queue name means the last queue declared here.
         self.last_queue_name: str | None = None
+        #: The queue this channel's queue.delete waits for the reply of, and the basic.cancel
+        #: of its consumers of that queue, which follow delete-ok (RabbitMQ: "a client that
+        #: sees the cancel first tears down its pending reply"), wherever the queue runs.
+        self.cancels_after_delete: dict[str, list[base.Frame]] = {}
         #: Queues with x-max-producers this channel published to: it is one of their producers
         #: until it closes.
         self.producing_to: set[RoutedQueue] = set()
@@ -208,12 +212,11 @@ class Channel:
         if queue.exclusive_owner == session.ref:
             session.exclusive_queues.add(queue)
 
-    def deleting(self, queue: Queue) -> list[base.Frame]:
+    def deleting(self, queue: Queue) -> None:
         """queue.delete on this channel deletes `queue`: its connection no longer deletes it
-        when it ends, and its consumers are cancelled (`cancel_consumers_of`); the cancels of
-        this channel's own consumers are returned, for the caller to send after delete-ok."""
+        when it ends, and its consumers are cancelled (`cancel_consumers_of`)."""
         self.session.exclusive_queues.discard(queue)
-        return cancel_consumers_of(queue, notify_later=self)
+        cancel_consumers_of(queue)
 
     # Modes ---------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from pamqp import base, commands
+from pamqp import commands
 from pamqp.common import FieldTable, FieldValue
 
 from batonmq.amqp.constants import ReplyCode
@@ -90,21 +90,22 @@ class Consumer:
     def deliver(self, queue: ConsumedQueue, entry: QueueEntry) -> None:
         self.channel.deliver(self, queue, entry)
 
-    def queue_deleted(self, notify_later: Channel | None) -> base.Frame | None:
+    def queue_deleted(self) -> None:
         """Its queue is going: it is no longer the channel's, and the client hears of it
         (basic.cancel) where it understands it (capability consumer_cancel_notify); its
-        unsettled deliveries stay its to settle. The basic.cancel is returned instead of sent
-        when the channel is `notify_later`, for the caller to send after its own reply."""
+        unsettled deliveries stay its to settle. While the channel waits for the reply to its
+        own queue.delete of the queue, the basic.cancel waits to follow it."""
         channel = self.channel
         channel.consumers.pop(self.tag, None)
         session = channel.session
         if not session.connection.supports("consumer_cancel_notify"):
-            return None
+            return
         cancel = commands.Basic.Cancel(consumer_tag=self.tag, nowait=True)
-        if channel is notify_later:
-            return cancel
-        session.send_method(channel.number, cancel)
-        return None
+        after_reply = channel.cancels_after_delete.get(self.queue.name)
+        if after_reply is not None:
+            after_reply.append(cancel)
+        else:
+            session.send_method(channel.number, cancel)
 
 
 @runtime_checkable
@@ -112,7 +113,7 @@ class CancelledWithQueue(Protocol):
     """A consumer that hears that its queue is deleted: a channel's (`Consumer`), or one that
     another worker's channel holds (`batonmq.engine.linkedconsumers`)."""
 
-    def queue_deleted(self, notify_later: Channel | None) -> base.Frame | None: ...
+    def queue_deleted(self) -> None: ...
 
 
 def consumer_tag() -> str:
@@ -249,16 +250,10 @@ def _type_name(value: FieldValue) -> str:
     return _TYPE_NAMES.get(type(value), type(value).__name__)
 
 
-def cancel_consumers_of(queue: Queue, notify_later: Channel | None = None) -> list[base.Frame]:
+def cancel_consumers_of(queue: Queue) -> None:
     """The queue is going: its consumers get basic.cancel, where the client understands it
-    (capability consumer_cancel_notify); their unsettled deliveries stay theirs to settle. The
-    notifications for the consumers of `notify_later` are returned instead of sent, for the
-    caller to send after its own reply."""
-    later: list[base.Frame] = []
+    (capability consumer_cancel_notify); their unsettled deliveries stay theirs to settle."""
     for consumer in queue.consumers:
         assert isinstance(consumer, CancelledWithQueue)
-        cancel = consumer.queue_deleted(notify_later)
-        if cancel is not None:
-            later.append(cancel)
+        consumer.queue_deleted()
     queue.consumers.clear()
-    return later

@@ -30,7 +30,6 @@ import logging
 from functools import partial
 from typing import TYPE_CHECKING, Final
 
-from pamqp import base
 from pamqp.common import FieldTable
 
 from batonmq.amqp.constants import ReplyCode
@@ -65,7 +64,6 @@ from batonmq.selectors import Selector
 
 if TYPE_CHECKING:
     from batonmq.engine.broker import Broker
-    from batonmq.engine.channel import Channel
     from batonmq.engine.vhost import VirtualHost
 
 log = logging.getLogger(__name__)
@@ -130,10 +128,9 @@ class LinkedConsumer:
         self.credit -= 1
         self._served.deliver(self, queue, entry)
 
-    def queue_deleted(self, notify_later: Channel | None) -> base.Frame | None:
+    def queue_deleted(self) -> None:
         """Its queue is going: the other worker's channel hears of it (CANCELLED)."""
         self._served.cancelled(self, queue_gone=True)
-        return None
 
     def cancel(self, slow: OverThreshold) -> None:
         """Cancel it here, a slow consumer (`slow`): the other worker closes its connection,

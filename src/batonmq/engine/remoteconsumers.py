@@ -419,7 +419,7 @@ class RemoteConsumers:
             disconnect_slow(session, consuming.queue.name, breach)
             return
         consuming.queue.consumers.remove(consumer)
-        consumer.queue_deleted(None)
+        consumer.queue_deleted()
 
     # The link ------------------------------------------------------------------------------
 
@@ -461,7 +461,7 @@ class RemoteConsumers:
             if channel.closed or session.ended:
                 continue
             if session.connection.supports("consumer_cancel_notify"):
-                consumer.queue_deleted(None)
+                consumer.queue_deleted()
             else:
                 channel.consumers.pop(consumer.tag, None)
                 # RabbitMQ closes the channel of a consumer whose queue's process failed with

@@ -456,15 +456,17 @@ async def received_in_order(client: MemClient, count: int) -> list[base.Frame]:
 
 
 @pytest.mark.parametrize("deleting", [0, 1])
+@pytest.mark.parametrize("name", ["q4", "q"])
 async def test_deleting_a_consumed_queue_sends_delete_ok_before_the_channels_cancel(
-    pair: list[Worker], deleting: int
+    pair: list[Worker], deleting: int, name: str
 ) -> None:
     """RabbitMQ consumer cancel notification ("Consumer Cancel Notification"): a consumer of a
     deleted queue is sent basic.cancel; the deleting channel's own after queue.delete-ok (a
     client that saw the cancel first would drop the reply it waits for), as on one worker.
-    Asked on the home (worker 0, which runs "q4") and on worker 1 (which runs "q")."""
+    Asked on the home (worker 0) and on worker 1, of "q4" (which worker 0 runs) and "q" (which
+    worker 1 runs): where another worker runs the queue, its cancel across comes before the
+    reply, and waits for it."""
     worker = pair[deleting]
-    name = "q4" if deleting == 0 else "q"
     client, _session = connect(worker.broker, capabilities={"consumer_cancel_notify": True})
     client.send(1, commands.Queue.Declare(queue=name))
     await answer(client, commands.Queue.DeclareOk)

@@ -92,7 +92,8 @@ def delete(channel: Channel, method: commands.Queue.Delete) -> None:
     name = channel.queue_name(method.queue)
     # RabbitMQ sends queue.delete-ok before the basic.cancel notifications of the deleting
     # channel's own consumers (a client that saw the cancel first would tear down the reply it
-    # waits for); those of other channels go at once.
+    # waits for); those of other channels go at once. Another worker that runs the queue
+    # cancels its consumers across before this worker has the reply: they wait here too.
     cancels: list[base.Frame] = []
     change = session.api.plan_delete_queue(
         session.username,
@@ -101,10 +102,12 @@ def delete(channel: Channel, method: commands.Queue.Delete) -> None:
         connection=session.ref,
         if_unused=method.if_unused,
         if_empty=method.if_empty,
-        on_delete=lambda going: cancels.extend(channel.deleting(going)),
+        on_delete=channel.deleting,
     )
+    channel.cancels_after_delete[name] = cancels
 
     def deleted(count: int) -> list[base.Frame]:
+        del channel.cancels_after_delete[name]
         return cancels if method.nowait else [Queue.DeleteOk(count), *cancels]
 
     channel.carry_out(change, deleted, Queue.Delete)
