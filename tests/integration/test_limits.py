@@ -8,6 +8,8 @@ Channels per connection are amqp.channel_max (tests/integration/test_raw_frames.
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,7 +17,14 @@ import pika
 import pika.exceptions
 import pytest
 
-from tests.brokerproc import RunningBroker, connection_on, run_batonctl, start_broker
+from tests.brokerproc import (
+    RunningBroker,
+    connection_on,
+    run_batonctl,
+    start_broker,
+    wait_until,
+    worker_pids,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -143,6 +152,24 @@ def test_connections_on_both_workers_count_against_one_limit(
         first.close()
         with connect(broker):
             assert text in refused(broker)
+
+
+def test_a_limit_holds_after_the_first_worker_is_killed_and_started_again(
+    start: Callable[..., RunningBroker],
+) -> None:
+    """RabbitMQ's vhost max-connections holds for the broker. The first worker, which counts
+    every worker's connections, dies (SIGKILL) and is started again with an empty count
+    (README, "Worker processes"): the other worker gives it the two connections it holds, so
+    neither worker lets a third in."""
+    broker = start(spread=True, max_connections_per_vhost=2)
+    with connection_on(broker, 1), connection_on(broker, 1):
+        before = worker_pids(broker.log())
+        os.kill(before[0], signal.SIGKILL)
+        wait_until(
+            lambda: worker_pids(broker.log()).get(0) not in (None, before[0]), "worker 0 again"
+        )
+        for _ in range(8):  # the kernel gives each to either worker
+            assert "connection limit (2) is reached" in refused(broker)
 
 
 def test_consumers_per_channel(start: Callable[..., RunningBroker]) -> None:
