@@ -223,17 +223,19 @@ CATALOGUE: Final = (
     ),
     _code(
         "BMQ-1060",
-        "counting failed logins and repeated lines in this worker until the first answers",
+        "counting failed logins, connections and repeated lines in this worker until the first "
+        "answers",
         "A worker of a broker with several got no answer from the first worker, which counts "
-        "failed logins (the lockout) and repeated log lines for the broker: until it answers "
-        "again, this worker counts its own, so a lockout holds per worker.",
+        "failed logins (the lockout), open connections (the connection limits) and repeated "
+        "log lines for the broker: until it answers again, this worker counts its own, so a "
+        "lockout and a connection limit hold per worker.",
         "Look for the first worker's end or restart (worker=0) in the lines before.",
     ),
     _code(
         "BMQ-1061",
-        "counting failed logins and repeated lines in the first worker again",
-        "The first worker answers again: failed logins and repeated lines are counted for "
-        "the whole broker again.",
+        "counting failed logins, connections and repeated lines in the first worker again",
+        "The first worker answers again: failed logins, connections and repeated lines are "
+        "counted for the whole broker again (this worker gives it the connections it holds).",
     ),
     _code(
         "BMQ-1062",

@@ -378,40 +378,63 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
 
     # Connections --------------------------------------------------------------------------
 
-    def open_connection(self, user: str, vhost: str, name: str, connection_id: int) -> VirtualHost:
-        """connection.open of connection `name` (`connection_id`) by `user`: the virtual host
-        it may open, with the connection counted against the limits until
-        `connection_ended`; else the HardError that refuses it."""
+    def open_connection(
+        self,
+        user: str,
+        vhost: str,
+        name: str,
+        connection_id: int,
+        decided: Callable[[VirtualHost | HardError], None],
+    ) -> None:
+        """connection.open of connection `name` (`connection_id`) by `user`: `decided` gets
+        the virtual host it may open, with the connection counted against the limits until
+        `connection_ended`, or the HardError that refuses it; at once, or when the first worker
+        of a broker of several has answered (it counts the connections for the broker)."""
         broker = self.broker
         host = broker.vhosts.get(vhost)
         if host is None:
-            raise HardError(ReplyCode.NOT_ALLOWED, f"vhost '{vhost}' not found", Connection.Open)
+            decided(HardError(ReplyCode.NOT_ALLOWED, f"vhost '{vhost}' not found", Connection.Open))
+            return
         # Qpid manual §2.2.4.3: "# Allow client and server to connect to the virtual host."
         refusal = broker.access.check_vhost(user, vhost)
         if refusal is not None:
-            raise HardError(ReplyCode.ACCESS_REFUSED, refusal, Connection.Open)
+            decided(HardError(ReplyCode.ACCESS_REFUSED, refusal, Connection.Open))
+            return
         # RabbitMQ's access control guide: "A first level of access control is enforced at this
         # point, with the server checking whether the user has any permissions to access the
         # virtual hosts"; rabbit_access_control refuses with 530 NOT_ALLOWED.
         if not broker.permissions.may_access(user, vhost):
-            raise HardError(ReplyCode.NOT_ALLOWED, vhost_refusal(user, vhost), Connection.Open)
+            decided(HardError(ReplyCode.NOT_ALLOWED, vhost_refusal(user, vhost), Connection.Open))
+            return
+        if vhost in broker.vhosts_deleting:
+            deleting = f"access to vhost '{vhost}' refused for user '{user}': it is being deleted"
+            decided(HardError(ReplyCode.NOT_ALLOWED, deleting, Connection.Open))
+            return
+
+        def admitted(refusal: str | None) -> None:
+            if refusal is not None:
+                decided(HardError(ReplyCode.NOT_ALLOWED, refusal, Connection.Open))
+                return
+            if broker.vhosts.get(vhost) is not host:  # deleted while the first worker answered
+                broker.admission.ended(user, vhost)
+                gone = f"vhost '{vhost}' not found"
+                decided(HardError(ReplyCode.NOT_ALLOWED, gone, Connection.Open))
+                return
+            broker.events.publish(
+                EventKind.CONNECTION_CREATED, name, vhost, id=connection_id, user=user
+            )
+            decided(host)
+
         # The Overload requirements: "connections per user and per virtual host ... each refusal
         # names the limit"; 530, as RabbitMQ. Checked after the ACL, so that only a user who may
         # use the virtual host learns its limits.
-        refusal = broker.connection_refusal(user, vhost)
-        if refusal is not None:
-            raise HardError(ReplyCode.NOT_ALLOWED, refusal, Connection.Open)
-        broker.connection_opened(user, vhost)
-        broker.events.publish(
-            EventKind.CONNECTION_CREATED, name, vhost, id=connection_id, user=user
-        )
-        return host
+        broker.admission.admit(user, vhost, admitted)
 
     def connection_ended(self, user: str, vhost: str, name: str, connection_id: int) -> None:
         """A connection `open_connection` let in is over."""
         broker = self.broker
         broker.events.publish(EventKind.CONNECTION_CLOSED, name, vhost, id=connection_id)
-        broker.connection_ended(user, vhost)
+        broker.admission.ended(user, vhost)
 
     def close_connection(self, connection_id: int, reason: str) -> None:
         """Close a client's connection with 320 CONNECTION_FORCED and `reason`, as RabbitMQ's

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import logging
 import platform
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from batonmq.amqp.connection import ConnectionSettings
 from batonmq.engine.access import AccessControl
 from batonmq.engine.afterwrite import AfterWrite
 from batonmq.engine.autocreate import AutocreatePolicy
+from batonmq.engine.connectioncount import ConnectionAdmission, ConnectionCount, LocalAdmission
 from batonmq.engine.counters import BrokerCounters, ChannelCounters
 from batonmq.engine.events import EventFeed, EventKind
 from batonmq.engine.rates import MessageRates, QueueRates
@@ -128,10 +128,12 @@ class Broker:
     #: the default virtual host.
     permissions: Permissions = field(init=False)
     connection_settings: ConnectionSettings = field(init=False)
-    #: Open connections (connection.open accepted, not yet ended) by user and by virtual host,
-    #: kept as they open and end so that checking a limit is not a walk over all sessions.
-    connections_by_user: Counter[str] = field(init=False, default_factory=Counter)
-    connections_by_vhost: Counter[str] = field(init=False, default_factory=Counter)
+    #: The open connections counted against the connection limits: this process's (in a broker
+    #: of several workers, the first worker's count is every worker's).
+    connections: ConnectionCount = field(init=False)
+    #: What lets a connection in against the limits: this process's count, or the first
+    #: worker's for the broker's (`batonmq.server.brokerwide`).
+    admission: ConnectionAdmission = field(init=False)
     #: Threshold alerts (engine/alerts.py, maximumMessageSize): a message body larger than this
     #: is reported to `large_message` (vhost, queue, body size) as it is enqueued; 0: off.
     large_message_size: int = field(init=False, default=0)
@@ -182,6 +184,10 @@ class Broker:
         default = self.add_vhost(settings.default_vhost)
         for name in BROKER_TOPICS:
             default.add_builtin_exchange(name, "topic")
+        self.connections = ConnectionCount(
+            settings.max_connections_per_user, settings.max_connections_per_vhost
+        )
+        self.admission = LocalAdmission(self.connections)
         self.authenticator = Authenticator(guest_loopback_only=settings.guest_loopback_only)
         self.permissions = Permissions([UserPermission.full(GUEST, settings.default_vhost)])
         self.connection_settings = ConnectionSettings(
@@ -191,43 +197,6 @@ class Broker:
             heartbeat=settings.heartbeat,
             max_message_size=settings.max_message_size,
         )
-
-    def connection_refusal(self, username: str, vhost: str) -> str | None:
-        """Why one more connection of `username` to `vhost` would go over a limit, or None.
-
-        The texts are RabbitMQ's (rabbit_reader: "access to vhost '~s' refused for user '~s':
-        connection limit (~p) is reached" and "Connection refused for user '~s': user connection
-        limit (~p) is reached"), with the configuration key that sets the limit."""
-        if vhost in self.vhosts_deleting:
-            return f"access to vhost '{vhost}' refused for user '{username}': it is being deleted"
-        settings = self.settings
-        vhost_limit = settings.max_connections_per_vhost
-        if vhost_limit and self.connections_by_vhost[vhost] >= vhost_limit:
-            return (
-                f"access to vhost '{vhost}' refused for user '{username}': connection limit "
-                f"({vhost_limit}) is reached (limits.max_connections_per_vhost)"
-            )
-        user_limit = settings.max_connections_per_user
-        if user_limit and self.connections_by_user[username] >= user_limit:
-            return (
-                f"Connection refused for user '{username}': user connection limit "
-                f"({user_limit}) is reached (limits.max_connections_per_user)"
-            )
-        return None
-
-    def connection_opened(self, username: str, vhost: str) -> None:
-        self.connections_by_user[username] += 1
-        self.connections_by_vhost[vhost] += 1
-
-    def connection_ended(self, username: str, vhost: str) -> None:
-        """An opened connection is over; users and virtual hosts with none left are forgotten."""
-        for counts, key in (
-            (self.connections_by_user, username),
-            (self.connections_by_vhost, vhost),
-        ):
-            counts[key] -= 1
-            if counts[key] <= 0:
-                del counts[key]
 
     def publish_refusal(self) -> str | None:
         """Why a message may not come in now (a system-wide limit is reached), or None."""

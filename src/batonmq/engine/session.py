@@ -270,13 +270,29 @@ class Session:
             self.handed_off = True
             self.hold_input_until(lambda _done: None)
             return
-        try:
-            vhost = self.api.open_connection(self.username, name, self.name, self.id)
-        except HardError as refused:
-            self.close(refused)
+
+        def register(done: Callable[[], None]) -> None:
+            def decided(outcome: VirtualHost | HardError) -> None:
+                try:
+                    self._decided(name, outcome)
+                finally:
+                    done()
+
+            self.api.open_connection(self.username, name, self.name, self.id, decided)
+
+        self.hold_input_until(register)
+
+    def _decided(self, name: str, outcome: VirtualHost | HardError) -> None:
+        """connection.open let in (`outcome` is the virtual host) or refused."""
+        if isinstance(outcome, HardError):
+            if not self.ended:
+                self.close(outcome)
             return
-        self.vhost_or_none = vhost
-        spread = vhost.spread
+        if self.ended:  # gone while the first worker answered: it never served
+            self.api.connection_ended(self.username, name, self.name, self.id)
+            return
+        self.vhost_or_none = outcome
+        spread = outcome.spread
         if spread is not None and not spread.synced:
             self._open_when_synced(spread, name)
             return

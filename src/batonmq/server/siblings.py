@@ -193,6 +193,9 @@ class SiblingLink:
         self._reading = False
         #: The siblings that ended and do not serve again yet, as the supervisor told.
         self.down: set[int] = set()
+        #: Called with a sibling's index and whether it serves again (else it ended) when the
+        #: supervisor tells.
+        self.when_told: Callable[[int, bool], None] | None = None
         #: Requests sent before this process started were meant for an earlier one, if any.
         self._started = time.time() if started_again else 0.0
 
@@ -307,6 +310,10 @@ class SiblingLink:
     def _told(self, worker: int, *, up: bool) -> None:
         """The supervisor says `worker` ended (what was asked of it gets no answer), or serves
         again."""
+        if self.when_told is not None:
+            # Soon, not now: the requests read before the word (those a worker sent before it
+            # ended) are answered first, each a task made as it was read.
+            asyncio.get_running_loop().call_soon(self.when_told, worker, up)
         if up:
             self.down.discard(worker)
             return

@@ -10,8 +10,8 @@
   the workers share (the HA members' propagation, `batonmq.cluster.catalogue`);
 - it answers its siblings over the link between workers (`batonmq.server.siblings`), and asks
   them, for the management API (`batonmq.management.workers`);
-- it counts failed logins and repeated log lines with its siblings, in the first worker
-  (`batonmq.server.brokerwide`);
+- it counts failed logins, connections and repeated log lines with its siblings, in the first
+  worker (`batonmq.server.brokerwide`);
 - it tells its siblings how many clients it serves (the first worker's state of a quiesced
   broker counts them all, `batonmq.server.control`) and whether it is quiesced: a worker the
   supervisor started again asks them that before its listeners open, and starts quiesced when
@@ -105,7 +105,7 @@ class WorkerDuties:
         )
         self.workers.link = self.link
         self.workers.link_states = self.peer_links.describe
-        self.broker_wide = BrokerWide(self.link, broker.authenticator, broker.session_log)
+        self.broker_wide = BrokerWide(self.link, broker)
         #: Connections handed to this worker, until their socket is a transport's.
         self._adopting: set[asyncio.Task[None]] = set()
 

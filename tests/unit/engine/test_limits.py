@@ -110,7 +110,7 @@ def test_connections_per_vhost_are_refused_at_the_limit_with_rabbitmqs_text():
     login(broker, "alice")
 
     assert refused_open(broker, "bob") == vhost_limit_text("/", "bob", 2)
-    assert broker.connections_by_vhost == {"/": 2}
+    assert broker.connections.by_vhost == {"/": 2}
     login(broker, "bob", vhost="other")
 
 
@@ -130,7 +130,7 @@ def test_a_vhost_connection_slot_comes_back_when_a_connection_closes_or_is_lost(
     login(broker)
     refused_open(broker)
     close_cleanly(third)
-    assert broker.connections_by_vhost == {"/": 1}
+    assert broker.connections.by_vhost == {"/": 1}
 
 
 # --- connections per user ------------------------------------------------------------------------
@@ -147,7 +147,7 @@ def test_connections_per_user_are_refused_at_the_limit_with_rabbitmqs_text():
     assert refused_open(broker, "alice") == user_limit_text("alice", 2)
     assert refused_open(broker, "alice", vhost="other") == user_limit_text("alice", 2)
     login(broker, "bob")
-    assert broker.connections_by_user == {"alice": 2, "bob": 1}
+    assert broker.connections.by_user == {"alice": 2, "bob": 1}
 
 
 def test_a_user_connection_slot_comes_back_when_a_connection_ends():
@@ -181,21 +181,21 @@ def test_a_refused_connection_counts_for_nothing():
     client.expect(Connection.Close, channel=0)
     session.teardown()
 
-    assert broker.connections_by_user == {"alice": 1}
-    assert broker.connections_by_vhost == {"/": 1}
+    assert broker.connections.by_user == {"alice": 1}
+    assert broker.connections.by_vhost == {"/": 1}
 
 
 def test_connections_are_unlimited_by_default():
     """0 (the default) is "no limit"; the counters forget users and vhosts with none open."""
     broker = limited_broker()
     clients = [login(broker, "alice")[0] for _ in range(50)]
-    assert broker.connections_by_user == {"alice": 50}
+    assert broker.connections.by_user == {"alice": 50}
 
     for client in clients:
         close_cleanly(client)
 
-    assert broker.connections_by_user == {}
-    assert broker.connections_by_vhost == {}
+    assert broker.connections.by_user == {}
+    assert broker.connections.by_vhost == {}
 
 
 # --- consumers per channel -----------------------------------------------------------------------
