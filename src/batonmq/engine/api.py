@@ -406,8 +406,8 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
         if not broker.permissions.may_access(user, vhost):
             decided(HardError(ReplyCode.NOT_ALLOWED, vhost_refusal(user, vhost), Connection.Open))
             return
+        deleting = f"access to vhost '{vhost}' refused for user '{user}': it is being deleted"
         if vhost in broker.vhosts_deleting:
-            deleting = f"access to vhost '{vhost}' refused for user '{user}': it is being deleted"
             decided(HardError(ReplyCode.NOT_ALLOWED, deleting, Connection.Open))
             return
 
@@ -415,9 +415,11 @@ class EngineApi(TopologyApi, MessageApi, PermissionApi):
             if refusal is not None:
                 decided(HardError(ReplyCode.NOT_ALLOWED, refusal, Connection.Open))
                 return
-            if broker.vhosts.get(vhost) is not host:  # deleted while the first worker answered
+            # The virtual host may have begun going, or gone, while the first worker answered:
+            # one being deleted takes no new connection (`delete_vhost`).
+            if broker.vhosts.get(vhost) is not host or vhost in broker.vhosts_deleting:
                 broker.admission.ended(user, vhost)
-                gone = f"vhost '{vhost}' not found"
+                gone = deleting if vhost in broker.vhosts_deleting else f"vhost '{vhost}' not found"
                 decided(HardError(ReplyCode.NOT_ALLOWED, gone, Connection.Open))
                 return
             broker.events.publish(

@@ -142,6 +142,8 @@ class BrokerWide:
         self._asking: set[asyncio.Task[None]] = set()
         #: The first worker did not answer the last question: counting here meanwhile.
         self._apart = False
+        #: In a worker other than the first: its connection admission, which asks the first.
+        self._admission: _AskedAdmission | None = None
 
     def install(self) -> None:
         """In a worker other than the first: count in the first from now on. In every worker:
@@ -151,7 +153,8 @@ class BrokerWide:
         if index != COUNTER:
             self._authenticator.failures = _AskedCount(self, self._here)
             self._session_log.elsewhere = self._log_there
-            self._broker.admission = _AskedAdmission(self, self._connections, index)
+            self._admission = _AskedAdmission(self, self._connections, index)
+            self._broker.admission = self._admission
 
     async def close(self) -> None:
         """Count here from now on (the first worker may be stopping too), once what was asked
@@ -193,9 +196,11 @@ class BrokerWide:
     def _give_connections(self) -> None:
         """Tell the first worker the connections this one holds (its count of them may have
         started afresh, or missed some while this worker counted apart)."""
-        if self._connections.limited:
-            held = self._connections.held_by(self._link.index)
-            self.ask(ConnectionsHeld(self._link.index, held), _ignore, _nothing, type(None))
+        if self._connections.limited and self._admission is not None:
+            self._admission.give()
+
+    def give(self, held: Counter[Pair]) -> None:
+        self.ask(ConnectionsHeld(self._link.index, held), _ignore, _nothing, type(None))
 
     def ask(
         self,
@@ -299,6 +304,19 @@ class _AskedAdmission:
         self._broker_wide = broker_wide
         self._here = here
         self._worker = worker
+        #: Admissions asked of the first and not answered yet, and whether the connections
+        #: held here are to be given to the first once none is.
+        self._asked = 0
+        self._give_when_answered = False
+
+    def give(self) -> None:
+        """Give the first worker the connections held here, once no admission asked of it
+        waits for its answer: the first may have counted one that this list, made before its
+        answer came, would not hold, and the list replaces what the first counted."""
+        if self._asked:
+            self._give_when_answered = True
+        else:
+            self._broker_wide.give(self._here.held_by(self._worker))
 
     def admit(self, user: str, vhost: str, then: Callable[[str | None], None]) -> None:
         here, worker = self._here, self._worker
@@ -308,10 +326,15 @@ class _AskedAdmission:
             return
 
         def answered(verdict: ConnectionVerdict) -> None:
+            self._asked -= 1
             if verdict.refusal is None:
                 here.opened(worker, user, vhost)
             then(verdict.refusal)
+            if not self._asked and self._give_when_answered:
+                self._give_when_answered = False
+                self.give()
 
+        self._asked += 1
         self._broker_wide.ask(
             AdmitConnection(worker, user, vhost),
             answered,

@@ -9,12 +9,15 @@ connection are amqp.channel_max, negotiated in connection.tune (tests/unit/amqp)
 
 from __future__ import annotations
 
+import asyncio
 import functools
+from collections.abc import Callable
 
 import pytest
 from pamqp import commands
 
 from batonmq.amqp.constants import ReplyCode
+from batonmq.engine.api import EngineApi
 from batonmq.engine.broker import Broker, BrokerSettings
 from batonmq.engine.session import Session
 from batonmq.security.passwords import Credential
@@ -183,6 +186,54 @@ def test_a_refused_connection_counts_for_nothing():
 
     assert broker.connections.by_user == {"alice": 1}
     assert broker.connections.by_vhost == {"/": 1}
+
+
+class _AnsweredLater:
+    """The admission of a worker other than the first: the first worker's answer comes when
+    the test gives it (`answer`), counted in `broker.connections` as the first would."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._count = broker.connections
+        self._waiting: list[Callable[[], None]] = []
+
+    def admit(self, user: str, vhost: str, then: Callable[[str | None], None]) -> None:
+        self._waiting.append(lambda: then(self._count.admit(0, user, vhost)))
+
+    def ended(self, user: str, vhost: str) -> None:
+        self._count.ended(0, user, vhost)
+
+    def answer(self) -> None:
+        self._waiting.pop(0)()
+
+
+async def test_a_connection_let_in_as_its_vhost_is_being_deleted_is_refused():
+    """RabbitMQ deletes a virtual host's connections with it, and one being deleted takes no
+    new connection: an admission the first worker answers while the deletion is under way
+    (its store write not done yet) refuses the connection and frees its slot."""
+    broker = limited_broker(max_connections_per_vhost=5)
+    admission = _AnsweredLater(broker)
+    broker.admission = admission
+    client, session = open_session(broker, "alice", "other")
+    journal = broker.journal
+    written = journal.durable
+
+    async def slow_durable() -> bool:
+        await asyncio.sleep(0.05)
+        return await written()
+
+    journal.durable = slow_durable  # type: ignore[method-assign]
+    deleting = asyncio.get_running_loop().create_task(EngineApi(broker).delete_vhost("other"))
+    await asyncio.sleep(0)
+    assert "other" in broker.vhosts_deleting
+    admission.answer()
+    await deleting
+    close = client.expect(Connection.Close, channel=0)
+    assert close.reply_code == ReplyCode.NOT_ALLOWED
+    assert close.reply_text == (
+        "NOT_ALLOWED - access to vhost 'other' refused for user 'alice': it is being deleted"
+    )
+    assert session.vhost_or_none is None
+    assert broker.connections.by_vhost == {}
 
 
 def test_connections_are_unlimited_by_default():

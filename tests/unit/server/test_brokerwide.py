@@ -260,6 +260,33 @@ async def test_a_first_worker_started_again_is_given_the_connections_the_others_
     assert [line.endswith("until the first answers") for line in lines] == [True, False]
 
 
+async def test_a_connection_let_in_as_the_connections_are_given_stays_counted(
+    limited: list[Worker], inboxes: Inboxes
+) -> None:
+    """The limit holds for the broker: a connection the first worker lets in while another
+    worker gives it the connections it holds (the first serves again) stays in its count, so
+    the list is given only once no admission waits for the first's answer."""
+    first, second = limited
+    assert await second.admit() is None
+    await stopped(first)
+    await told(inboxes, 0, up=False)
+    again = started(
+        make_worker(0, inboxes, logging.getLogger("test.w0"), max_connections_per_vhost=2)
+    )
+    try:
+        second.link.down.discard(0)  # the first serves again: it is asked again ...
+        admitted = asyncio.get_running_loop().create_task(second.admit())
+        await asyncio.sleep(0)
+        second.broker_wide._told(0, True)  # ... and given the connections, its answer due
+        assert await admitted is None
+        async with asyncio.timeout(5):
+            while again.broker.connections.by_vhost["/"] != 2:  # the list, once it is read
+                await asyncio.sleep(0.01)
+        assert await again.admit() == vhost_limit("guest")
+    finally:
+        await stopped(again)
+
+
 async def test_without_limits_the_first_worker_is_not_asked(inboxes: Inboxes) -> None:
     """Both connection limits are 0 by default: connection.open asks nothing of the first
     worker (here, down), and nothing is said of counting apart."""
