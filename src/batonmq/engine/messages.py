@@ -120,7 +120,13 @@ async def copy(
 ) -> MessagesChanged:
     """Publish the ready messages of `source` with these ids to `target` too (the same
     message: it is stored once), in the order they are in `source`; durable once it returns.
-    One `target` did not take (its limits refused it, or its own write failed) is missing."""
+    One `target` did not take (its limits refused it, or its own write failed) is missing.
+    `target` must be another queue: a message is once in a queue (a copy in place would be
+    a second entry of the same message, and a move would then remove both)."""
+    if target is source:
+        raise amqp_error(
+            ReplyCode.PRECONDITION_FAILED, f"queue '{source.name}' holds the messages already"
+        )
     found, missing = _ready(source, message_ids)
     placed = await _placed(journal, [(message, [target]) for message in found], "the copies")
     done = tuple(

@@ -110,6 +110,22 @@ async def test_copy_move_and_remove_report_the_ids_not_in_the_queue():
     assert missing.value.reply_code == ReplyCode.NOT_FOUND
 
 
+@pytest.mark.parametrize("how", ["move", "copy"])
+async def test_moving_or_copying_messages_to_their_own_queue_is_refused(how: str):
+    """Moving messages loses none (at worst they are in both queues, never in neither): one
+    moved to the queue it is in would be copied as a second entry of the same message, then
+    both removed. The Qpid broker manual's console moves and copies messages to another queue;
+    to the same one is refused (406, a 400 over HTTP) and changes nothing."""
+    _broker, api = broker_with("q", "a", "b")
+    ids = [seen.message.message_id for seen in api.browse("guest", "/", "q")]
+    carry = api.move_messages if how == "move" else api.copy_messages
+    with pytest.raises(ApiError) as refused:
+        await carry("guest", "/", "q", "q", [ids[0]])
+    assert refused.value.reply_code == ReplyCode.PRECONDITION_FAILED
+    assert refused.value.text.endswith("queue 'q' holds the messages already")
+    assert bodies(api, "q") == [("a", False), ("b", False)]
+
+
 async def test_a_copy_to_a_stream_returns_once_the_stream_has_written_it():
     """Copied as a confirmed publish would be (RabbitMQ, "Publisher Confirms": a message is
     confirmed once it is persisted; a stream writes its log itself): the call returns once the
