@@ -178,6 +178,11 @@ def test_publish_over_http_is_consumed_with_pika(broker: RunningBroker) -> None:
         "payload_encoding": "string",
     }
     assert call(broker, "POST", "/api/exchanges/%2F/amq.default/publish", bad)[0] == 400
+    # AMQP 0-9-1 §4.2.5.3: a routing key is a short string, at most 255 octets; one longer
+    # could never be delivered.
+    long_key = {**bad, "routing_key": "k" * 256, "properties": {}}
+    status, refused = call(broker, "POST", "/api/exchanges/%2F/amq.fanout/publish", long_key)
+    assert status == 400 and "at most 255 octets" in str(refused)
 
 
 def test_browse_shows_messages_without_consuming_them(broker: RunningBroker) -> None:

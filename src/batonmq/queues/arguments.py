@@ -68,6 +68,8 @@ EQUIVALENT_ARGUMENTS: Final = (
     "x-stream-filter-size-bytes",
 )
 MAX_PRIORITY_LIMIT: Final = 255
+#: The most octets of an AMQP 0-9-1 short string (exchange names, routing keys).
+SHORT_STRING_MAX: Final = 255
 #: The queue type argument and its default (see batonmq.queues.types, the registry).
 QUEUE_TYPE_ARGUMENT: Final = "x-queue-type"
 DEFAULT_QUEUE_TYPE: Final = "classic"
@@ -108,8 +110,8 @@ class QueueArguments:
     @classmethod
     def parse(cls, arguments: FieldTable) -> QueueArguments:
         """The typed arguments; InvalidArgument for the first one that is not acceptable."""
-        dead_letter_routing_key = string_argument(arguments, "x-dead-letter-routing-key")
-        dead_letter_exchange = string_argument(arguments, "x-dead-letter-exchange")
+        dead_letter_routing_key = _name_argument(arguments, "x-dead-letter-routing-key")
+        dead_letter_exchange = _name_argument(arguments, "x-dead-letter-exchange")
         if dead_letter_routing_key is not None and dead_letter_exchange is None:
             raise InvalidArgument(
                 "x-dead-letter-routing-key", "x-dead-letter-exchange must be set as well"
@@ -216,6 +218,21 @@ def string_argument(arguments: FieldTable, name: str) -> str | None:
             raise InvalidArgument(name, "not a UTF-8 string") from None
     if not isinstance(value, str):
         raise InvalidArgument(name, f"{value!r} is not a string")
+    return value
+
+
+def _name_argument(arguments: FieldTable, name: str) -> str | None:
+    """A string argument that names an exchange or is a routing key: a dead-lettered message
+    carries it as its own, which AMQP 0-9-1 delivers as a short string (at most 255 octets)."""
+    value = string_argument(arguments, name)
+    if value is None:
+        return None
+    try:
+        octets = len(value.encode())
+    except UnicodeEncodeError:
+        raise InvalidArgument(name, "not a UTF-8 string") from None
+    if octets > SHORT_STRING_MAX:
+        raise InvalidArgument(name, f"longer than {SHORT_STRING_MAX} octets (a short string)")
     return value
 
 

@@ -64,6 +64,13 @@ def test_every_argument_is_read() -> None:
             "x-dead-letter-exchange must be set",
         ),
         (
+            {"x-dead-letter-exchange": "d", "x-dead-letter-routing-key": "k" * 256},
+            "x-dead-letter-routing-key",
+            "longer than 255 octets",
+        ),
+        ({"x-dead-letter-exchange": "é" * 128}, "x-dead-letter-exchange", "longer than 255"),
+        ({"x-dead-letter-exchange": "\ud800"}, "x-dead-letter-exchange", "not a UTF-8 string"),
+        (
             {"x-qpid-capacity": 100, "x-overflow": "drop-head"},
             "x-qpid-capacity",
             "needs x-overflow flow-control",
@@ -90,7 +97,9 @@ def test_invalid_arguments_name_the_argument_and_the_problem(
     arguments: dict[str, object], name: str, problem: str
 ) -> None:
     """RabbitMQ refuses a queue.declare with an argument of the wrong type or range (406
-    PRECONDITION_FAILED "invalid arg ..."); a routing key without an exchange is refused too."""
+    PRECONDITION_FAILED "invalid arg ..."); a routing key without an exchange is refused too.
+    A dead-letter exchange or routing key becomes the dead-lettered message's, which AMQP 0-9-1
+    delivers as a short string (§4.2.5.3: at most 255 octets)."""
     with pytest.raises(InvalidArgument, match=problem) as raised:
         QueueArguments.parse(arguments)  # type: ignore[arg-type]
     assert raised.value.name == name
