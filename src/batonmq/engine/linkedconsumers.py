@@ -10,17 +10,17 @@ included (`VirtualHost.routed_queue`), and puts a `LinkedConsumer` on the real q
 is the credit X gives (CREDIT): the prefetch room of X's consumer, or a window for no_ack. Each
 entry it takes is handed out as a local channel hands one out (`hand_out`; for a no_ack
 consumer, once X says it reached the client) and crosses in a DELIVER that names it by a
-delivery id of this link (one DELIVER carries a loop turn's entries for one consumer, sent
-before any other record of this link, so that none overtakes them); a SETTLE settles them as a
-local channel's ack, nack or reject does (`settle_entries`). A consumer X cancels goes (its
-unsettled entries stay X's to settle, as RabbitMQ keeps a cancelled consumer's unacked
-deliveries until ack or channel close); one whose queue is deleted is told (CANCELLED), and so
-is a slow one, whose connection X closes (`batonmq.engine.slowconsumers`), requeueing what it
-holds. A basic.get (GET) is answered with GOT. The link going down (or replaced by one to X's
-next process) requeues every entry X has not settled, marked redelivered (AMQP 0-9-1
-basic.deliver redelivered; the "at least once" of RabbitMQ's consumer acknowledgements), except
-what was on its way to a no_ack consumer (automatic acknowledgement is at most once), and
-removes X's consumers.
+delivery id of this link (one DELIVER carries a loop turn's entries for one consumer, up to
+`RECORD_OCTETS`; they are sent before any other record of this link, so that none overtakes
+them); a SETTLE settles them as a local channel's ack, nack or reject does (`settle_entries`). A
+consumer X cancels goes (its unsettled entries stay X's to settle, as RabbitMQ keeps a cancelled
+consumer's unacked deliveries until ack or channel close); one whose queue is deleted is told
+(CANCELLED), and so is a slow one, whose connection X closes (`batonmq.engine.slowconsumers`),
+requeueing what it holds. A basic.get (GET) is answered with GOT. The link going down (or
+replaced by one to X's next process) requeues every entry X has not settled, marked redelivered
+(AMQP 0-9-1 basic.deliver redelivered; the "at least once" of RabbitMQ's consumer
+acknowledgements), except what was on its way to a no_ack consumer (automatic acknowledgement is
+at most once), and removes X's consumers.
 """
 
 from __future__ import annotations
@@ -161,9 +161,8 @@ class Served:
         self._last_delivery = 0
         #: The link is gone (`close`): a basic.get that waited is not answered.
         self.closed = False
-        #: The DELIVER gathering this loop turn's entries for one consumer, and their octets.
-        self._gathering: Deliver | None = None
-        self._gathered_octets = 0
+        #: The DELIVER gathering this loop turn's entries for each consumer.
+        self._gathering: dict[int, _Gathering] = {}
         self._turn_ends = False
 
     def _fields(self) -> dict[str, object]:
@@ -316,31 +315,29 @@ class Served:
         redelivered = entry.redelivered
         delivery = self._hand_out(queue, entry, no_ack=consumer.no_ack, consumer=consumer.id)
         content = content_of(entry.message)
-        gathering = self._gathering
-        if (
-            gathering is not None
-            and gathering.consumer == consumer.id
-            and self._gathered_octets < RECORD_OCTETS
-            and len(gathering.deliveries) < DELIVERIES_MAX
-        ):
-            gathering.deliveries.append((delivery, redelivered, content))
-            self._gathered_octets += content.octets
+        gathering = self._gathering.get(consumer.id)
+        if gathering is None:
+            self._gathering[consumer.id] = _Gathering(consumer.id, delivery, redelivered, content)
+            if not self._turn_ends:
+                self._turn_ends = True
+                asyncio.get_running_loop().call_soon(self._turn_over)
             return
-        self._send_gathered()
-        self._gathering = Deliver(consumer.id, [(delivery, redelivered, content)])
-        self._gathered_octets = content.octets
-        if not self._turn_ends:
-            self._turn_ends = True
-            asyncio.get_running_loop().call_soon(self._turn_over)
+        record = gathering.record
+        record.deliveries.append((delivery, redelivered, content))
+        gathering.octets += content.octets
+        if gathering.octets >= RECORD_OCTETS or len(record.deliveries) == DELIVERIES_MAX:
+            del self._gathering[consumer.id]
+            self.link.send(DELIVER, record.encode())
 
     def _turn_over(self) -> None:
         self._turn_ends = False
         self._send_gathered()
 
     def _send_gathered(self) -> None:
-        gathering, self._gathering = self._gathering, None
-        if gathering is not None and not self.closed:
-            self.link.send(DELIVER, gathering.encode())
+        gathering, self._gathering = self._gathering, {}
+        if not self.closed:
+            for each in gathering.values():
+                self.link.send(DELIVER, each.record.encode())
 
     def _send(self, kind: int, payload: bytes) -> None:
         """Send a record behind the entries gathered for a consumer."""
@@ -418,7 +415,7 @@ class Served:
         most once ("messages are considered to be successfully delivered immediately after
         they are sent"), so it does not come again."""
         self.closed = True
-        self._gathering = None
+        self._gathering.clear()
         consumers, self.consumers = self.consumers, {}
         unsettled, self.unsettled = self.unsettled, {}
         on_their_way, self._on_their_way = self._on_their_way, set()
@@ -435,6 +432,16 @@ class Served:
                 consumer.vhost.remove_queue(queue, on_delete=cancel_consumers_of)
             elif queue not in returned:
                 queue.dispatch()
+
+
+class _Gathering:
+    """The DELIVER of one consumer's entries of a loop turn, and their octets."""
+
+    __slots__ = ("octets", "record")
+
+    def __init__(self, consumer: int, delivery: int, redelivered: bool, content: Content) -> None:
+        self.record = Deliver(consumer, [(delivery, redelivered, content)])
+        self.octets = content.octets
 
 
 def _reached_client(queue: Queue, entry: QueueEntry) -> None:

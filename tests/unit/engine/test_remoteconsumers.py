@@ -393,13 +393,13 @@ async def test_a_thousand_messages_arrive_in_order(pair: Pair) -> None:
     assert owned.message_count == 0 and owned.counters.deliver_no_ack == 1000
 
 
-async def test_the_deliveries_of_a_turn_to_one_consumer_cross_as_one_record(pair: Pair) -> None:
+async def test_the_deliveries_of_a_turn_to_each_consumer_cross_as_one_record(pair: Pair) -> None:
     """Coalesce per loop turn (BatonMQ architecture, "The message path"): what the owner hands
-    one consumer across in a turn is one DELIVER record, the messages still in order (AMQP
-    0-9-1 §4.7) and each with its own delivery tag."""
+    each consumer across in a turn is one DELIVER record, the messages still in order (AMQP
+    0-9-1 §4.7) and each with its own delivery tag; two consumers of one queue, which take
+    turns, are two records."""
     await pair.declare("q")
     sent = [b"%d" % n for n in range(50)]
-    pair.publish("q", *sent)
     links = pair.workers[0].links
     handler, delivered = links.handlers[DELIVER], []
 
@@ -408,10 +408,20 @@ async def test_the_deliveries_of_a_turn_to_one_consumer_cross_as_one_record(pair
         handler(link, payload)
 
     links.handlers[DELIVER] = counting
-    await pair.consume("q")
+    await pair.consume("q", tag="a")
+    await pair.consume("q", tag="b")
+    pair.publish("q", *sent)
     got = await pair.deliveries(50)
-    assert bodies(got) == sent and tags(got) == list(range(1, 51))
-    assert len(delivered) == 1
+    by_tag = {
+        tag: [content for content in got if content.method.consumer_tag == tag]  # type: ignore[attr-defined]
+        for tag in ("a", "b")
+    }
+    assert sorted(bodies(got), key=int) == sent
+    assert [len(by_tag["a"]), len(by_tag["b"])] == [25, 25]
+    for contents in by_tag.values():  # each consumer's in the order published
+        assert bodies(contents) == sorted(bodies(contents), key=int)
+    assert tags(got) == list(range(1, 51))
+    assert len(delivered) == 2
 
 
 async def test_basic_recover_requeues_across_and_the_messages_come_again(pair: Pair) -> None:
