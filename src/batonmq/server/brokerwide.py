@@ -77,12 +77,17 @@ class LoginSucceeded:
 
 
 @dataclass(frozen=True, slots=True)
-class AdmitConnection:
-    """connection.open of `user` to `vhost` on `worker`, counted for it when let in."""
+class _Connection:
+    """A connection of `user` to `vhost` on `worker`."""
 
     worker: int
     user: str
     vhost: str
+
+
+@dataclass(frozen=True, slots=True)
+class AdmitConnection(_Connection):
+    """connection.open of the connection: counted for its worker when let in."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,10 +98,8 @@ class ConnectionVerdict:
 
 
 @dataclass(frozen=True, slots=True)
-class ConnectionEnded:
-    worker: int
-    user: str
-    vhost: str
+class ConnectionEnded(_Connection):
+    """The connection, let in, is over."""
 
 
 @dataclass(frozen=True, slots=True)
