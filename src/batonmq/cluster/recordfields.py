@@ -21,13 +21,12 @@ from typing import Any, Final
 from pamqp.common import FieldTable
 
 from batonmq.amqp.connection import short_string
+from batonmq.amqp.shortstr import SHORT_STRING_MAX
 from batonmq.cluster.peerlink import MalformedRecord
 from batonmq.model.topology import ConnectionRef
 from batonmq.store.fields import decode_table, encode_table
 
-#: The longest short string, in octets (AMQP 0-9-1 §4.2.5.3: "Short strings … limited to
-#: 255 octets").
-STR8_MAX: Final = 255
+STR8_MAX: Final = SHORT_STRING_MAX
 #: A short string's length octet, by length.
 _LENGTHS: Final = [bytes([length]) for length in range(STR8_MAX + 1)]
 _NAMES: Final = struct.Struct("!I")
@@ -52,22 +51,6 @@ def str8(value: str) -> bytes:
             f"{value[:32]!r}… is {length} octets of UTF-8: a short string holds at most {STR8_MAX}"
         )
     return _LENGTHS[length] + encoded
-
-
-def fits_str8(*values: str) -> bool:
-    """Whether each of `values` fits a short string: at most 255 octets of UTF-8, and UTF-8 at
-    all (a lone surrogate, which JSON can spell, is not)."""
-    for value in values:
-        if value.isascii():
-            if len(value) > STR8_MAX:
-                return False
-            continue
-        try:
-            if len(value.encode()) > STR8_MAX:
-                return False
-        except UnicodeEncodeError:
-            return False
-    return True
 
 
 def names(values: tuple[str, ...]) -> bytes:

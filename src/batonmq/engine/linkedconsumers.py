@@ -316,18 +316,18 @@ class Served:
         delivery = self._hand_out(queue, entry, no_ack=consumer.no_ack, consumer=consumer.id)
         content = content_of(entry.message)
         gathering = self._gathering.get(consumer.id)
+        if gathering is not None and gathering.full:
+            del self._gathering[consumer.id]
+            self.link.send(DELIVER, gathering.record.encode())
+            gathering = None
         if gathering is None:
             self._gathering[consumer.id] = _Gathering(consumer.id, delivery, redelivered, content)
             if not self._turn_ends:
                 self._turn_ends = True
                 asyncio.get_running_loop().call_soon(self._turn_over)
             return
-        record = gathering.record
-        record.deliveries.append((delivery, redelivered, content))
+        gathering.record.deliveries.append((delivery, redelivered, content))
         gathering.octets += content.octets
-        if gathering.octets >= RECORD_OCTETS or len(record.deliveries) == DELIVERIES_MAX:
-            del self._gathering[consumer.id]
-            self.link.send(DELIVER, record.encode())
 
     def _turn_over(self) -> None:
         self._turn_ends = False
@@ -442,6 +442,12 @@ class _Gathering:
     def __init__(self, consumer: int, delivery: int, redelivered: bool, content: Content) -> None:
         self.record = Deliver(consumer, [(delivery, redelivered, content)])
         self.octets = content.octets
+
+    @property
+    def full(self) -> bool:
+        """Whether it holds `RECORD_OCTETS` or more (a message alone may hold more), or as
+        many messages as a record carries: the next begins another record."""
+        return self.octets >= RECORD_OCTETS or len(self.record.deliveries) == DELIVERIES_MAX
 
 
 def _reached_client(queue: Queue, entry: QueueEntry) -> None:

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Final
 
 from pamqp.common import FieldTable
 
+from batonmq.amqp.shortstr import fits_short_string
 from batonmq.cluster.consumerecords import Get, SettleOutcome
 from batonmq.cluster.peerlink import RECORD_OCTETS, MalformedRecord, PeerLink, PeerLinks
 from batonmq.cluster.publishrecords import (
@@ -66,7 +67,6 @@ from batonmq.cluster.publishrecords import (
     Queued,
     TxEnd,
 )
-from batonmq.cluster.recordfields import fits_str8
 from batonmq.engine.afterwrite import AfterWrite
 from batonmq.engine.publish import held_batch, message_batch
 from batonmq.model.message import Message, QueueEntry
@@ -210,8 +210,8 @@ class Outbound:
         batch: it crosses once the batch commits, so that the owner never shows a message
         whose publisher is nacked for this worker's failed write ("State follows the store");
         what is published after it to the same owner waits behind it, so order is kept."""
-        if self.link is None or not fits_str8(vhost, message.exchange, message.routing_key):
-            return 0  # a routing key over 255 octets (published over HTTP) cannot cross
+        if self.link is None or not fits_short_string(vhost, message.exchange, message.routing_key):
+            return 0  # a name that is no short string (the edges refuse them) cannot cross
         building = self._building
         if building is not None:
             if (

@@ -18,6 +18,7 @@ from pamqp.common import FieldTable
 import batonmq.routing  # noqa: F401 - registers the exchange types
 from batonmq.amqp.constants import ReplyCode
 from batonmq.amqp.errors import ProtocolError, amqp_error
+from batonmq.amqp.shortstr import fits_short_string, not_short_string
 from batonmq.engine.autocreate import AutocreatePolicy
 from batonmq.engine.change import Change, ChangePending, Outcome, applied
 from batonmq.engine.consumer import cancel_consumers_of
@@ -90,6 +91,13 @@ def _key_of(destination: Destination) -> tuple[str, str]:
 def _declared(queue: Queue) -> Declared:
     """What queue.declare answers of a queue this process runs."""
     return Declared(queue.name, queue.message_count, queue.consumer_count, queue)
+
+
+def _check_name(what: str, name: str) -> None:
+    """A name that came in some other way than AMQP (the management API, definitions) must be
+    one AMQP can carry (a short string): 406 if it is not."""
+    if not fits_short_string(name):
+        raise amqp_error(ReplyCode.PRECONDITION_FAILED, not_short_string(what))
 
 
 def server_queue_name() -> str:
@@ -186,6 +194,7 @@ class VirtualHost:
     ) -> ExchangeDeclared | Exchange:
         """The exchange.declare (not passive) of an exchange: the existing one if it is
         equivalent, else the declaration that makes it; raises what refuses it."""
+        _check_name("an exchange name", name)
         existing = self._existing_exchange(name)
         if exchange_type(type_name) is None:
             # Spec (exchange.declare, type): an unsupported type is connection error 503.
@@ -538,6 +547,7 @@ class VirtualHost:
         """queue.declare: the existing queue (passive, or an equivalent redeclaration, which
         restarts the x-expires of a queue this process runs), else the declaration that makes
         it; raises what refuses it. `generated_name`: a server-named queue's name."""
+        _check_name("a queue name", name)
         if name:
             self._wait_for(("queue", name))
         existing = self.known_queue(name) if name else None

@@ -31,6 +31,7 @@ from collections import deque
 
 from pamqp import commands
 
+from batonmq.amqp.shortstr import fits_short_string
 from batonmq.config.telemetry import MetricsTopicConfig
 from batonmq.engine.api import EngineApi
 from batonmq.engine.apibase import ApiError
@@ -48,16 +49,11 @@ log = logging.getLogger(__name__)
 TRANSIENT, PERSISTENT = 1, 2
 
 
-#: The longest routing key AMQP can carry: a short string, 255 octets of UTF-8 (AMQP 0-9-1,
-#: "shortstr"); a delivery with a longer one cannot be written.
-ROUTING_KEY_LIMIT = 255
-
-
 def queue_key(vhost: str, name: str) -> str:
     """The routing key of a queue's snapshot: `queue.VHOST.NAME`, or `queue` alone where that
     would not fit in a routing key (the headers `vhost` and `name` still say which queue)."""
     key = f"queue.{vhost}.{name}"
-    return key if len(key.encode()) <= ROUTING_KEY_LIMIT else "queue"
+    return key if fits_short_string(key) else "queue"
 
 
 class BrokerTopics:

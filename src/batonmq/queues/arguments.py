@@ -14,6 +14,8 @@ from typing import Final
 
 from pamqp.common import FieldTable, FieldValue
 
+from batonmq.amqp.shortstr import fits_short_string, not_short_string
+
 
 class Overflow(Enum):
     """x-overflow: what a full queue (x-max-length, x-max-length-bytes) does with a new message.
@@ -68,8 +70,6 @@ EQUIVALENT_ARGUMENTS: Final = (
     "x-stream-filter-size-bytes",
 )
 MAX_PRIORITY_LIMIT: Final = 255
-#: The most octets of an AMQP 0-9-1 short string (exchange names, routing keys).
-SHORT_STRING_MAX: Final = 255
 #: The queue type argument and its default (see batonmq.queues.types, the registry).
 QUEUE_TYPE_ARGUMENT: Final = "x-queue-type"
 DEFAULT_QUEUE_TYPE: Final = "classic"
@@ -225,14 +225,8 @@ def _name_argument(arguments: FieldTable, name: str) -> str | None:
     """A string argument that names an exchange or is a routing key: a dead-lettered message
     carries it as its own, which AMQP 0-9-1 delivers as a short string (at most 255 octets)."""
     value = string_argument(arguments, name)
-    if value is None:
-        return None
-    try:
-        octets = len(value.encode())
-    except UnicodeEncodeError:
-        raise InvalidArgument(name, "not a UTF-8 string") from None
-    if octets > SHORT_STRING_MAX:
-        raise InvalidArgument(name, f"longer than {SHORT_STRING_MAX} octets (a short string)")
+    if value is not None and not fits_short_string(value):
+        raise InvalidArgument(name, not_short_string("it"))
     return value
 
 

@@ -330,12 +330,14 @@ class _AskedAdmission:
 
         def answered(verdict: ConnectionVerdict) -> None:
             self._asked -= 1
-            if verdict.refusal is None:
-                here.opened(worker, user, vhost)
-            then(verdict.refusal)
-            if not self._asked and self._give_when_answered:
-                self._give_when_answered = False
-                self.give()
+            try:
+                if verdict.refusal is None:
+                    here.opened(worker, user, vhost)
+                then(verdict.refusal)
+            finally:
+                if not self._asked and self._give_when_answered:
+                    self._give_when_answered = False
+                    self.give()
 
         self._asked += 1
         self._broker_wide.ask(

@@ -126,6 +126,28 @@ async def test_moving_or_copying_messages_to_their_own_queue_is_refused(how: str
     assert bodies(api, "q") == [("a", False), ("b", False)]
 
 
+@pytest.mark.parametrize("kind", ["exchange", "queue"])
+async def test_names_an_amqp_short_string_cannot_hold_are_refused(kind: str):
+    """AMQP 0-9-1 §4.2.5.3: exchange and queue names are short strings, at most 255 octets of
+    UTF-8. One declared another way (the management API, definitions) must fit too: basic.deliver
+    carries the exchange's name, so a message through a longer one could never be delivered."""
+    _broker, api = broker_with("q")
+
+    async def declare(name: str) -> str:
+        if kind == "exchange":
+            return (await api.declare_exchange("guest", "/", name, "fanout")).name
+        return (await api.declare_queue("guest", "/", name)).name
+
+    for name in ("x" * 256, "é" * 128, "\ud800"):
+        with pytest.raises(ApiError) as refused:
+            await declare(name)
+        assert refused.value.reply_code == ReplyCode.PRECONDITION_FAILED
+        assert refused.value.text.endswith(
+            "must be at most 255 octets of UTF-8 (an AMQP short string)"
+        )
+    assert await declare("x" * 255) == "x" * 255
+
+
 async def test_a_copy_to_a_stream_returns_once_the_stream_has_written_it():
     """Copied as a confirmed publish would be (RabbitMQ, "Publisher Confirms": a message is
     confirmed once it is persisted; a stream writes its log itself): the call returns once the

@@ -21,7 +21,7 @@ from pamqp import base, commands, frame
 from pamqp.common import FieldTable
 
 from batonmq.cluster.consumerecords import DELIVER, GOT, SETTLE, Got, Settle, SettleOutcome
-from batonmq.cluster.peerlink import PeerLink, PeerLinks
+from batonmq.cluster.peerlink import RECORD_OCTETS, PeerLink, PeerLinks
 from batonmq.config import SlowConsumerConfig
 from batonmq.engine.broker import Broker
 from batonmq.engine.consumer import cancel_consumers_of
@@ -422,6 +422,28 @@ async def test_the_deliveries_of_a_turn_to_each_consumer_cross_as_one_record(pai
         assert bodies(contents) == sorted(bodies(contents), key=int)
     assert tags(got) == list(range(1, 51))
     assert len(delivered) == 2
+
+
+async def test_a_deliver_record_holds_one_big_message_alone(pair: Pair) -> None:
+    """A record gathers messages up to RECORD_OCTETS: the next message begins another once that
+    is reached, so a record is at most one message over it (and a link's record never near
+    RECORD_MAX however big the messages a queue holds)."""
+    await pair.declare("q")
+    big = RECORD_OCTETS + 10
+    sent = [b"a" * big, b"b" * big, b"c"]
+    pair.publish("q", *sent)
+    links = pair.workers[0].links
+    handler, delivered = links.handlers[DELIVER], []
+
+    def counting(link: PeerLink, payload: bytes) -> None:
+        delivered.append(len(payload))
+        handler(link, payload)
+
+    links.handlers[DELIVER] = counting
+    await pair.consume("q")
+    got = await pair.deliveries(3)
+    assert bodies(got) == sent
+    assert len(delivered) == 3 and max(delivered) < big + 1024
 
 
 async def test_basic_recover_requeues_across_and_the_messages_come_again(pair: Pair) -> None:

@@ -66,10 +66,10 @@ def test_every_argument_is_read() -> None:
         (
             {"x-dead-letter-exchange": "d", "x-dead-letter-routing-key": "k" * 256},
             "x-dead-letter-routing-key",
-            "longer than 255 octets",
+            "at most 255 octets of UTF-8",
         ),
-        ({"x-dead-letter-exchange": "é" * 128}, "x-dead-letter-exchange", "longer than 255"),
-        ({"x-dead-letter-exchange": "\ud800"}, "x-dead-letter-exchange", "not a UTF-8 string"),
+        ({"x-dead-letter-exchange": "é" * 128}, "x-dead-letter-exchange", "at most 255 octets"),
+        ({"x-dead-letter-exchange": "\ud800"}, "x-dead-letter-exchange", "octets of UTF-8"),
         (
             {"x-qpid-capacity": 100, "x-overflow": "drop-head"},
             "x-qpid-capacity",

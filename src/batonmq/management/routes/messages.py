@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 from aiohttp import web
 
-from batonmq.amqp.outgoing import short_string
+from batonmq.amqp.shortstr import fits_short_string, not_short_string
 from batonmq.engine.messages import AckMode
 from batonmq.engine.snapshots import MessagesChanged
 from batonmq.management import call as calls
@@ -45,14 +45,8 @@ async def publish(call: Call) -> web.Response:
     body = await call.body()
     calls.required(body, "routing_key", "properties", "payload", "payload_encoding")
     routing_key = calls.text(body, "routing_key") or ""
-    try:
-        # AMQP 0-9-1 delivers the routing key as a short string: one that is not could never
-        # reach a consumer.
-        short_string(routing_key)
-    except ValueError:
-        raise problems.bad_request(
-            "routing_key must be at most 255 octets of UTF-8 (an AMQP short string)"
-        ) from None
+    if not fits_short_string(routing_key):
+        raise problems.bad_request(not_short_string("routing_key"))
     properties = body["properties"]
     payload = body["payload"]
     if not isinstance(properties, dict):
