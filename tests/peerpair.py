@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from batonmq.cluster.peerlink import PeerLinks
+from batonmq.cluster.peerlink import PeerLink, PeerLinks
 from batonmq.engine.broker import Broker
 from batonmq.engine.recovery import restore
 from batonmq.engine.remoteconsumers import ConsumeLinks
@@ -54,6 +54,19 @@ async def linked_broker(directory: Path, index: int) -> AsyncIterator[tuple[Brok
         links.close()
         await broker.journal.stop()
         await store.close()
+
+
+def records_seen(links: PeerLinks, kind: int) -> list[int]:
+    """The payload length of every record of `kind` that `links` handles from now on."""
+    seen: list[int] = []
+    handler = links.handlers[kind]
+
+    def counting(link: PeerLink, payload: bytes) -> None:
+        seen.append(len(payload))
+        handler(link, payload)
+
+    links.handlers[kind] = counting
+    return seen
 
 
 @dataclass

@@ -21,7 +21,7 @@ from pamqp import base, commands, frame
 from pamqp.common import FieldTable
 
 from batonmq.cluster.consumerecords import DELIVER, GOT, SETTLE, Got, Settle, SettleOutcome
-from batonmq.cluster.peerlink import RECORD_OCTETS, PeerLink, PeerLinks
+from batonmq.cluster.peerlink import RECORD_OCTETS, PeerLinks
 from batonmq.config import SlowConsumerConfig
 from batonmq.engine.broker import Broker
 from batonmq.engine.consumer import cancel_consumers_of
@@ -32,7 +32,7 @@ from batonmq.logcodes import code_of
 from batonmq.model.message import Message
 from batonmq.queues.classic import ClassicQueue
 from tests.memclient import Content, MemClient, Received, bodies, connect, describe
-from tests.peerpair import LinkedWorker, joined, linked_worker
+from tests.peerpair import LinkedWorker, joined, linked_worker, records_seen
 
 Basic = commands.Basic
 TRANSIENT = Basic.Properties()
@@ -400,14 +400,7 @@ async def test_the_deliveries_of_a_turn_to_each_consumer_cross_as_one_record(pai
     turns, are two records."""
     await pair.declare("q")
     sent = [b"%d" % n for n in range(50)]
-    links = pair.workers[0].links
-    handler, delivered = links.handlers[DELIVER], []
-
-    def counting(link: PeerLink, payload: bytes) -> None:
-        delivered.append(len(payload))
-        handler(link, payload)
-
-    links.handlers[DELIVER] = counting
+    delivered = records_seen(pair.workers[0].links, DELIVER)
     await pair.consume("q", tag="a")
     await pair.consume("q", tag="b")
     pair.publish("q", *sent)
@@ -432,14 +425,7 @@ async def test_a_deliver_record_holds_one_big_message_alone(pair: Pair) -> None:
     big = RECORD_OCTETS + 10
     sent = [b"a" * big, b"b" * big, b"c"]
     pair.publish("q", *sent)
-    links = pair.workers[0].links
-    handler, delivered = links.handlers[DELIVER], []
-
-    def counting(link: PeerLink, payload: bytes) -> None:
-        delivered.append(len(payload))
-        handler(link, payload)
-
-    links.handlers[DELIVER] = counting
+    delivered = records_seen(pair.workers[0].links, DELIVER)
     await pair.consume("q")
     got = await pair.deliveries(3)
     assert bodies(got) == sent

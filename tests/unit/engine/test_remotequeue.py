@@ -19,7 +19,7 @@ from pamqp.common import FieldTable
 
 from batonmq.amqp.errors import ProtocolError
 from batonmq.amqp.frames import encode_header_payload
-from batonmq.cluster.peerlink import RECORD_OCTETS, PeerLink, PeerLinks
+from batonmq.cluster.peerlink import RECORD_OCTETS, PeerLinks
 from batonmq.cluster.publishrecords import PUBLISH, QUEUED
 from batonmq.engine import messages
 from batonmq.engine.api import EngineApi
@@ -30,7 +30,7 @@ from batonmq.model.message import Message
 from batonmq.model.topology import QueueDeclared
 from batonmq.queues.classic import ClassicQueue
 from tests.memclient import MemClient, connect
-from tests.peerpair import joined, linked_broker
+from tests.peerpair import joined, linked_broker, records_seen
 
 PERSISTENT = commands.Basic.Properties(delivery_mode=2)
 TRANSIENT = commands.Basic.Properties()
@@ -102,19 +102,6 @@ async def pair(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> AsyncIterato
 def outcomes() -> tuple[list[bool], Callable[[bool], None]]:
     heard: list[bool] = []
     return heard, heard.append
-
-
-def records_seen(links: PeerLinks, kind: int) -> list[int]:
-    """The payload length of every record of `kind` that `links` handles from now on."""
-    seen: list[int] = []
-    handler = links.handlers[kind]
-
-    def counting(link: PeerLink, payload: bytes) -> None:
-        seen.append(len(payload))
-        handler(link, payload)
-
-    links.handlers[kind] = counting
-    return seen
 
 
 def publish(remote: RemoteQueue, sent: Message, heard: Callable[[bool], None]) -> None:
